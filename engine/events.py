@@ -1,0 +1,71 @@
+"""Typed events streamed from `Engine.send` to every front end."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class FinishReason(enum.Enum):
+    STOP = "stop"  # end-of-sequence token or a stop string
+    LENGTH = "length"  # max_tokens or the context window ran out
+    CANCELLED = "cancelled"  # the user pressed stop
+    ERROR = "error"  # see the Failed event that precedes it
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """The turn is accepted: the user message is committed, the answer row exists."""
+
+    conversation_id: int
+    user_message_id: int
+    assistant_message_id: int
+    model: str
+    backend: str
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    """New answer text, never overlapping earlier deltas."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+    time_to_first_token: float  # seconds from send to the first sampled token
+    tokens_per_second: float  # decode rate after the first token
+    cached_tokens: int = 0  # prompt tokens reused from the KV cache
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    reason: FinishReason
+    message_id: int | None = None
+
+
+class FailureKind(enum.Enum):
+    INVALID_REQUEST = "invalid_request"  # nothing was started; fix the input
+    MODEL = "model"  # the model could not be loaded or run
+    STORE = "store"  # the database refused a write
+    INTERNAL = "internal"
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    error: str
+    kind: FailureKind = FailureKind.INTERNAL
+
+
+Event = Started | Delta | Usage | Finished | Failed
+
+
+def event_to_dict(event: Event) -> dict:
+    """A JSON-ready dict with a `type` field, for `wren ask --json` and logs."""
+    out: dict = {"type": type(event).__name__.lower()}
+    for name in event.__dataclass_fields__:
+        value = getattr(event, name)
+        out[name] = value.value if isinstance(value, enum.Enum) else value
+    return out

@@ -1,0 +1,1 @@
+"""Inference: backends, sampling, generation loop and the per-model inference thread."""
