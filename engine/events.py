@@ -10,6 +10,7 @@ class FinishReason(enum.Enum):
     STOP = "stop"  # end-of-sequence token or a stop string
     LENGTH = "length"  # max_tokens or the context window ran out
     CANCELLED = "cancelled"  # the user pressed stop
+    BLOCKED = "blocked"  # a safety rule blocked the answer
     ERROR = "error"  # see the Failed event that precedes it
 
 
@@ -59,7 +60,25 @@ class Failed:
     kind: FailureKind = FailureKind.INTERNAL
 
 
-Event = Started | Delta | Usage | Finished | Failed
+class SafetyAction(enum.Enum):
+    ALLOW = "allow"
+    WARN = "warn"
+    REDACT = "redact"
+    BLOCK = "block"
+
+
+@dataclass(frozen=True, slots=True)
+class SafetyNotice:
+    """A safety rule fired on the input or the streamed output."""
+
+    category: str  # a detector or policy category, e.g. "secret.aws_access_key"
+    action: SafetyAction
+    span: tuple[int, int]  # character offsets in the scanned text
+    rule: str  # the rule's id, for "why did this fire"
+    stage: str = "input"  # "input" or "output"
+
+
+Event = Started | Delta | Usage | SafetyNotice | Finished | Failed
 
 
 def event_to_dict(event: Event) -> dict:
@@ -67,5 +86,9 @@ def event_to_dict(event: Event) -> dict:
     out: dict = {"type": type(event).__name__.lower()}
     for name in event.__dataclass_fields__:
         value = getattr(event, name)
-        out[name] = value.value if isinstance(value, enum.Enum) else value
+        if isinstance(value, enum.Enum):
+            value = value.value
+        elif isinstance(value, tuple):
+            value = list(value)
+        out[name] = value
     return out
