@@ -1,0 +1,78 @@
+"""A backend that replays scripted answers: for tests, the GUI's demos and benchmarks.
+
+It goes through the same path as a real model (tokenizer, sampler, detokenizer, stop
+strings, store), only the logits are made up: all mass on the next scripted token.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from engine.tokenize import Tokenizer
+
+Reply = Callable[[str], str]  # rendered prompt text -> answer text
+
+
+class ScriptedBackend:
+    name = "scripted"
+
+    def __init__(self, reply: Reply | str = "Hello from Wren.", *, delay: float = 0.0,
+                 context_length: int = 4096, fail_load: Exception | None = None):
+        self.reply = (lambda _prompt, text=reply: text) if isinstance(reply, str) else reply
+        self.delay = delay  # seconds per decoded token, to imitate a real model's pace
+        self.context_length = context_length
+        self.fail_load = fail_load
+        self.loaded: list["ScriptedModel"] = []
+
+    def available(self) -> bool:
+        return True
+
+    def load(self, model_dir: Path, *, dtype: str = "auto") -> "ScriptedModel":
+        if self.fail_load is not None:
+            raise self.fail_load
+        model = ScriptedModel(self, Tokenizer.from_dir(model_dir))
+        self.loaded.append(model)
+        return model
+
+
+class ScriptedModel:
+    backend = "scripted"
+
+    def __init__(self, owner: ScriptedBackend, tokenizer: Tokenizer):
+        self.owner = owner
+        self.tokenizer = tokenizer
+        self.context_length = owner.context_length
+        self.vocab_size = tokenizer.vocab_size
+        self.prompts: list[str] = []  # every prompt it was asked to answer, for assertions
+        self._ids: list[int] = []
+        self._script: list[int] = []
+        self._cursor = 0
+        self._end = min(tokenizer.eos_ids)
+
+    def _logits(self) -> np.ndarray:
+        target = self._script[self._cursor] if self._cursor < len(self._script) else self._end
+        out = np.full(self.vocab_size, -1e9, dtype=np.float32)
+        out[target] = 0.0
+        return out
+
+    def prefill(self, ids: Sequence[int], start: int) -> np.ndarray:
+        self._ids = self._ids[:start] + list(ids)
+        prompt = self.tokenizer.decode(self._ids, skip_special_tokens=False)
+        self.prompts.append(prompt)
+        self._script = self.tokenizer.encode(self.owner.reply(prompt))
+        self._cursor = 0
+        return self._logits()
+
+    def decode(self, token: int, pos: int) -> np.ndarray:
+        if self.owner.delay:
+            time.sleep(self.owner.delay)
+        self._ids = self._ids[:pos] + [token]
+        self._cursor += 1
+        return self._logits()
+
+    def close(self) -> None:
+        self._ids = []

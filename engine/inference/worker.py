@@ -1,0 +1,143 @@
+"""One inference thread per loaded model.
+
+The thread owns the model and its KV cache; nothing else touches them. Requests arrive on
+a priority queue; events go back through a sink the caller supplies (the engine wraps
+`loop.call_soon_threadsafe`), so the asyncio side — and the Qt loop above it — never waits
+on the model.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from engine.events import Delta, Failed, FailureKind, Finished, FinishReason, Usage
+from engine.inference.backend import Backend, LoadedModel
+from engine.inference.generate import KVSession, generate_tokens
+from engine.inference.sampling import Sampler, SamplingParams
+from engine.inference.stops import StopStringMatcher
+from engine.tokenize import StreamingDetokenizer, Tokenizer
+
+log = logging.getLogger(__name__)
+
+WorkerEvent = Delta | Usage | Finished | Failed
+
+
+@dataclass
+class GenerationRequest:
+    prompt_ids: list[int]
+    params: SamplingParams
+    sink: Callable[[WorkerEvent], None]  # called on the inference thread
+    priority: int = 0  # lower runs first: the visible answer before a title
+    submitted_at: float = field(default_factory=time.perf_counter)
+    cancel: threading.Event = field(default_factory=threading.Event)
+
+
+_STOP = object()
+
+
+class ModelWorker:
+    """Loads a model on its own thread and runs requests on it one at a time."""
+
+    def __init__(self, name: str, backend: Backend, model_dir: Path, tokenizer: Tokenizer, *, dtype: str = "auto"):
+        self.name = name
+        self.backend = backend
+        self.model_dir = Path(model_dir)
+        self.tokenizer = tokenizer
+        self.dtype = dtype
+        self.model: LoadedModel | None = None
+        self._queue: queue.PriorityQueue = queue.PriorityQueue()
+        self._order = itertools.count()
+        self._loaded: Future = Future()
+        self._thread = threading.Thread(target=self._run, name=f"wren-infer-{name}", daemon=True)
+        self._thread.start()
+
+    @property
+    def loaded(self) -> Future:
+        """Resolves to the LoadedModel, or to the loading error."""
+        return self._loaded
+
+    def submit(self, request: GenerationRequest) -> None:
+        self._queue.put((request.priority, next(self._order), request))
+
+    def close(self, timeout: float = 10.0) -> None:
+        self._queue.put((-1, next(self._order), _STOP))
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        try:
+            self.model = self.backend.load(self.model_dir, dtype=self.dtype)
+            session = KVSession(self.model)
+        except BaseException as exc:  # reported through the future, never lost
+            self._loaded.set_exception(exc)
+            return
+        self._loaded.set_result(self.model)
+        while True:
+            _, _, request = self._queue.get()
+            if request is _STOP:
+                break
+            if request.cancel.is_set():
+                request.sink(Finished(FinishReason.CANCELLED))
+                continue
+            try:
+                self._generate(session, request)
+            except Exception as exc:
+                log.exception("generation failed")
+                session = KVSession(self.model)  # the cache may be half-written
+                request.sink(Failed(f"generation failed: {exc}", FailureKind.MODEL))
+                request.sink(Finished(FinishReason.ERROR))
+        self.model.close()
+
+    def _generate(self, session: KVSession, request: GenerationRequest) -> None:
+        params = request.params
+        eos = self.tokenizer.eos_ids
+        detok = StreamingDetokenizer(self.tokenizer)
+        stops = StopStringMatcher(params.stop)
+        sampler = Sampler(params)
+        emit = request.sink
+        reason = FinishReason.LENGTH  # the context window filled up
+        produced = 0
+        stopped_by_string = False
+        first_at = None
+        cached_before = 0
+        stream = generate_tokens(session, request.prompt_ids, sampler)
+        for token in stream:
+            if first_at is None:
+                first_at = time.perf_counter()
+                cached_before = session.last_reused
+            if request.cancel.is_set():
+                reason = FinishReason.CANCELLED
+                break
+            if token in eos:
+                reason = FinishReason.STOP
+                break
+            produced += 1
+            text, hit = stops.feed(detok.feed(token))
+            if text:
+                emit(Delta(text))
+            if hit:
+                reason = FinishReason.STOP
+                stopped_by_string = True
+                break
+            if produced >= params.max_tokens:
+                reason = FinishReason.LENGTH
+                break
+        if not stopped_by_string:
+            tail, hit = stops.feed(detok.flush())
+            if not hit:
+                tail += stops.flush()
+            if tail:
+                emit(Delta(tail))
+        end = time.perf_counter()
+        ttft = (first_at - request.submitted_at) if first_at else end - request.submitted_at
+        decode_time = end - first_at if first_at else 0.0
+        rate = (produced - 1) / decode_time if produced > 1 and decode_time > 0 else 0.0
+        emit(Usage(len(request.prompt_ids), produced, ttft, rate, cached_before))
+        emit(Finished(reason))

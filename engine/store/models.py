@@ -1,0 +1,86 @@
+"""Peewee tables. Bound to a database by `Store`; nothing outside engine/store sees them."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+import peewee as pw
+
+from engine.records import MessageStatus, Role
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+class JSONField(pw.TextField):
+    def db_value(self, value):
+        return None if value is None else json.dumps(value, ensure_ascii=False)
+
+    def python_value(self, value):
+        return None if value is None else json.loads(value)
+
+
+class EnumField(pw.CharField):
+    def __init__(self, enum_cls, **kwargs):
+        self.enum_cls = enum_cls
+        super().__init__(max_length=16, **kwargs)
+
+    def db_value(self, value):
+        return None if value is None else self.enum_cls(value).value
+
+    def python_value(self, value):
+        return None if value is None else self.enum_cls(value)
+
+
+class BaseModel(pw.Model):
+    class Meta:
+        database = None  # bound by Store
+
+
+class Conversation(BaseModel):
+    title = pw.TextField(default="")
+    created_at = pw.DateTimeField(default=utcnow)
+    updated_at = pw.DateTimeField(default=utcnow, index=True)
+    model = pw.TextField(null=True)
+    settings = JSONField(default=dict)
+    pinned = pw.BooleanField(default=False)
+    deleted_at = pw.DateTimeField(null=True, index=True)  # soft delete, so delete can be undone
+    current_leaf = pw.IntegerField(null=True)  # the message whose path the user sees
+
+
+class Message(BaseModel):
+    conversation = pw.ForeignKeyField(Conversation, backref="messages", on_delete="CASCADE")
+    parent = pw.ForeignKeyField("self", null=True, backref="children", on_delete="CASCADE")
+    role = EnumField(Role)
+    content = pw.TextField(default="")
+    status = EnumField(MessageStatus, index=True)
+    created_at = pw.DateTimeField(default=utcnow)
+    updated_at = pw.DateTimeField(default=utcnow)
+    model = pw.TextField(null=True)
+    backend = pw.TextField(null=True)
+    prompt_tokens = pw.IntegerField(null=True)
+    completion_tokens = pw.IntegerField(null=True)
+    time_to_first_token = pw.FloatField(null=True)
+    tokens_per_second = pw.FloatField(null=True)
+    error = pw.TextField(null=True)
+    sampling = JSONField(default=dict)
+    meta = JSONField(default=dict)
+
+
+class Setting(BaseModel):
+    key = pw.CharField(primary_key=True)
+    value = JSONField()
+
+
+class SchemaMigration(BaseModel):
+    version = pw.IntegerField(primary_key=True)
+    name = pw.TextField()
+    applied_at = pw.DateTimeField(default=utcnow)
+
+    class Meta:
+        table_name = "schema_migrations"
+
+
+TABLES = (Conversation, Message, Setting, SchemaMigration)

