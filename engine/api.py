@@ -28,7 +28,9 @@ log = logging.getLogger(__name__)
 
 MAX_MESSAGE_CHARS = 2_000_000  # beyond this a paste is a mistake, not a question
 CHECKPOINT_SECONDS = 0.25  # at most this much streamed text is at risk in a crash
-DEFAULT_SYSTEM_PROMPT = "You are Wren, a helpful assistant running privately on the user's computer."
+# Empty: the model's own chat template supplies its default system text, which is what
+# small models were tuned on; a user's system prompt (settings) replaces it.
+DEFAULT_SYSTEM_PROMPT = ""
 
 _STATUS_FOR = {
     FinishReason.STOP: MessageStatus.COMPLETE,

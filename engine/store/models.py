@@ -58,6 +58,7 @@ class Message(BaseModel):
     status = EnumField(MessageStatus, index=True)
     created_at = pw.DateTimeField(default=utcnow)
     updated_at = pw.DateTimeField(default=utcnow)
+    viewed_at = pw.DateTimeField(default=utcnow)  # last shown; picks the branch to show
     model = pw.TextField(null=True)
     backend = pw.TextField(null=True)
     prompt_tokens = pw.IntegerField(null=True)

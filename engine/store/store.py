@@ -242,15 +242,28 @@ class Store:
 
     @_guarded
     def switch_to(self, message_id: int) -> None:
-        """Show `message_id`'s branch: its newest descendant becomes the current leaf."""
+        """Show `message_id`'s branch, continuing below it along the most recently viewed
+        children, and remember the choice."""
         msg = self._message(message_id)
-        leaf = msg
+        chain = [msg]
         while True:
-            child = Message.select().where(Message.parent == leaf.id).order_by(Message.id.desc()).first()
+            child = (
+                Message.select()
+                .where(Message.parent == chain[-1].id)
+                .order_by(Message.viewed_at.desc(), Message.id.desc())
+                .first()
+            )
             if child is None:
                 break
-            leaf = child
-        Conversation.update(current_leaf=leaf.id).where(Conversation.id == msg.conversation_id).execute()
+            chain.append(child)
+        with self.db.atomic():
+            ancestors = [m.id for m in self.lineage(message_id)]
+            Message.update(viewed_at=utcnow()).where(
+                Message.id.in_(ancestors + [m.id for m in chain])
+            ).execute()
+            Conversation.update(current_leaf=chain[-1].id).where(
+                Conversation.id == msg.conversation_id
+            ).execute()
 
     @_guarded
     def recover_interrupted(self) -> int:
