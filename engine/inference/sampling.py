@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Sequence
+
+import numpy as np
 
 from engine.errors import InvalidRequest
 
@@ -67,3 +70,81 @@ class SamplingParams:
 
     def with_(self, **changes) -> "SamplingParams":
         return replace(self, **changes)
+
+
+class Sampler:
+    """Picks the next token id from float logits [vocab].
+
+    Order: repetition penalty, then greedy argmax (temperature 0), else temperature,
+    top-k, top-p, min-p, and a draw from a generator seeded by `params.seed`, so the same
+    seed and settings give the same ids. Filters shrink a candidate set instead of masking
+    the whole vocabulary, and top-p sorts only the likely head of the distribution.
+    """
+
+    def __init__(self, params: SamplingParams) -> None:
+        params.validate()
+        self.params = params
+        self._rng = np.random.default_rng(params.seed)
+
+    def __call__(self, logits: np.ndarray, history: Sequence[int] = ()) -> int:
+        p = self.params
+        x = np.asarray(logits, dtype=np.float32)
+        if x.ndim != 1 or x.size == 0:
+            raise ValueError(f"logits must be a non-empty vector, got shape {x.shape}")
+        if p.repetition_penalty != 1.0 and len(history):
+            x = _penalize(x, history, p.repetition_penalty)
+        if p.greedy:
+            return int(np.argmax(x))
+
+        candidates = None  # None: every token is still a candidate
+        if 0 < p.top_k < x.size:
+            kth = np.partition(x, x.size - p.top_k)[x.size - p.top_k]
+            # Tokens tied with the k-th logit stay, as in transformers' TopKLogitsWarper.
+            candidates = np.flatnonzero(x >= kth)
+            x = x[candidates]
+
+        z = x.astype(np.float64) / p.temperature
+        probs = np.exp(z - z.max())
+        probs /= probs.sum()
+
+        if p.top_p < 1.0:
+            keep = _nucleus(probs, p.top_p)
+            candidates = keep if candidates is None else candidates[keep]
+            probs = probs[keep]
+        if p.min_p > 0.0:
+            # Relative to the most likely token, so renormalising after top-p changes nothing.
+            keep = np.flatnonzero(probs >= p.min_p * probs.max())
+            candidates = keep if candidates is None else candidates[keep]
+            probs = probs[keep]
+
+        cdf = np.cumsum(probs)
+        i = int(np.searchsorted(cdf, self._rng.random() * cdf[-1], side="right"))
+        i = min(i, cdf.size - 1)  # rounding at the top end
+        return int(i if candidates is None else candidates[i])
+
+
+def _penalize(x: np.ndarray, history: Sequence[int], penalty: float) -> np.ndarray:
+    # CTRL-style: a seen token becomes less likely whatever its logit's sign.
+    seen = np.asarray(history, dtype=np.intp)
+    seen = seen[(seen >= 0) & (seen < x.size)]  # ids the model's head does not cover
+    x = x.copy()
+    vals = x[seen]
+    # Repeated ids all write the same value, so duplicates in `seen` are harmless.
+    x[seen] = np.where(vals > 0, vals / penalty, vals * penalty)
+    return x
+
+
+def _nucleus(probs: np.ndarray, top_p: float) -> np.ndarray:
+    """Indices of the smallest set of most likely tokens whose mass reaches top_p."""
+    # Sort only tokens above a floor: if they already hold top_p of the mass, the nucleus
+    # lies among them, and for a real model that is a few hundred tokens, not the vocabulary.
+    floor = float(probs.max()) * 1e-3
+    while True:
+        kept = np.flatnonzero(probs >= floor)
+        if floor == 0.0 or probs[kept].sum() >= top_p:
+            break
+        floor = floor * 1e-3 if floor > 1e-30 else 0.0
+    order = kept[np.argsort(-probs[kept])]
+    mass = np.cumsum(probs[order])
+    cut = int(np.searchsorted(mass, top_p, side="left")) + 1
+    return order[: min(cut, order.size)]

@@ -1,0 +1,92 @@
+"""The id-level generation loop, shared by every backend: prefix reuse, then decode."""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator, Sequence
+
+import numpy as np
+
+from engine.errors import InvalidRequest
+from engine.inference.backend import LoadedModel
+
+
+class KVSession:
+    """Tracks which token ids sit in a model's KV cache so a new prompt that shares a
+    prefix with the last one (the next chat turn, a pre-warmed draft) only runs the rest."""
+
+    def __init__(self, model: LoadedModel) -> None:
+        self.model = model
+        self._ids: list[int] = []
+        self.last_reused = 0  # prompt tokens the last prefill took from the cache
+
+    @property
+    def context_length(self) -> int:
+        return self.model.context_length
+
+    @property
+    def cached_ids(self) -> tuple[int, ...]:
+        return tuple(self._ids)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def reset(self) -> None:
+        self._ids = []
+
+    def prefill(self, ids: Sequence[int]) -> tuple[np.ndarray, int]:
+        """Logits after `ids` and how many leading ids were reused from the cache."""
+        ids = [int(i) for i in ids]
+        if not ids:
+            raise InvalidRequest("the prompt has no tokens")
+        if len(ids) > self.context_length:
+            raise InvalidRequest(
+                f"the prompt has {len(ids)} tokens but the context holds {self.context_length}"
+            )
+        # The last id always runs again: its logits are the answer and are not cached.
+        reused = min(_common_prefix(self._ids, ids), len(ids) - 1)
+        # Forget the tail first: if the backend fails midway, the cache past `reused`
+        # is in an unknown state.
+        del self._ids[reused:]
+        logits = self.model.prefill(ids[reused:], reused)
+        self._ids = ids
+        self.last_reused = reused
+        return logits, reused
+
+    def decode(self, token: int) -> np.ndarray:
+        """Logits after appending one token to the cached sequence."""
+        pos = len(self._ids)
+        if pos >= self.context_length:
+            raise InvalidRequest(f"the {self.context_length}-token context is full")
+        logits = self.model.decode(int(token), pos)
+        self._ids.append(int(token))
+        return logits
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    if n == 0:
+        return 0
+    diff = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
+    return int(diff[0]) if diff.size else n
+
+
+def generate_tokens(
+    session: KVSession,
+    prompt_ids: Sequence[int],
+    sampler: Callable[[np.ndarray, Sequence[int]], int],
+) -> Iterator[int]:
+    """Yield sampled ids one by one, end-of-sequence included; the caller stops by not
+    asking for more. Ends by itself once the context is full. The sampler sees the
+    prompt plus everything generated so far (for the repetition penalty)."""
+    logits, _ = session.prefill(prompt_ids)
+    history = np.empty(session.context_length + 1, dtype=np.int64)
+    n = len(prompt_ids)
+    history[:n] = prompt_ids
+    while True:
+        token = sampler(logits, history[:n])
+        yield token
+        history[n] = token
+        n += 1
+        if len(session) >= session.context_length:
+            return
+        logits = session.decode(token)

@@ -1,0 +1,386 @@
+"""Llama-family decoder (llama, mistral, qwen2, qwen3, SmolLM) for the torch backend.
+
+gpt-fast style: a config dataclass, weights built on `meta` and loaded with `assign=True`,
+a static KV cache allocated once per load, and separate prefill / one-token decode paths.
+Q/K/V and gate/up projections are fused at load time so a decoded token costs few ops.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from engine.errors import ModelFileError, UnsupportedArchitecture
+
+SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
+SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3")
+DEFAULT_MAX_CONTEXT = 8192
+
+
+@dataclass(frozen=True)
+class ModelArgs:
+    model_type: str
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int = 0  # 0: same as num_attention_heads (no GQA)
+    head_dim: int = 0  # 0: hidden_size // num_attention_heads
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    rope_scaling: Mapping | None = None
+    max_position_embeddings: int = 2048
+    tie_word_embeddings: bool = False
+    qkv_bias: bool = False
+    o_bias: bool = False
+    mlp_bias: bool = False
+    qk_norm: bool = False  # qwen3: RMSNorm over each head of q and k before RoPE
+    # One entry per layer; None is full attention, an int is a sliding window size.
+    sliding_windows: tuple[int | None, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.num_key_value_heads:
+            object.__setattr__(self, "num_key_value_heads", self.num_attention_heads)
+        if not self.head_dim:
+            object.__setattr__(self, "head_dim", self.hidden_size // self.num_attention_heads)
+        if not self.sliding_windows:
+            object.__setattr__(self, "sliding_windows", (None,) * self.num_hidden_layers)
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise UnsupportedArchitecture(
+                f"{self.num_attention_heads} attention heads cannot be grouped over "
+                f"{self.num_key_value_heads} key/value heads"
+            )
+        if len(self.sliding_windows) != self.num_hidden_layers:
+            raise UnsupportedArchitecture("layer_types must name every layer")
+
+    @property
+    def q_size(self) -> int:
+        return self.num_attention_heads * self.head_dim
+
+    @property
+    def kv_size(self) -> int:
+        return self.num_key_value_heads * self.head_dim
+
+    @property
+    def default_context_length(self) -> int:
+        return min(self.max_position_embeddings, DEFAULT_MAX_CONTEXT)
+
+    @classmethod
+    def from_hf_config(cls, config: Mapping) -> "ModelArgs":
+        model_type = config.get("model_type")
+        if model_type not in SUPPORTED_MODEL_TYPES:
+            raise UnsupportedArchitecture(
+                f"model_type {model_type!r} is not supported; Wren runs "
+                + ", ".join(SUPPORTED_MODEL_TYPES)
+            )
+
+        def need(key: str):
+            if config.get(key) is None:
+                raise ModelFileError(f"config.json: {model_type} model lacks {key!r}")
+            return config[key]
+
+        # transformers >= 5 nests rope settings under rope_parameters.
+        rope_params = config.get("rope_parameters") or {}
+        rope_theta = config.get("rope_theta", rope_params.get("rope_theta", 10000.0))
+        rope_scaling = config.get("rope_scaling") or (
+            rope_params if rope_params.get("rope_type", "default") != "default" else None
+        )
+        if rope_scaling is not None:
+            rope_type = rope_scaling.get("rope_type", rope_scaling.get("type", "default"))
+            if rope_type not in SUPPORTED_ROPE_TYPES:
+                raise UnsupportedArchitecture(
+                    f"rope scaling {rope_type!r} is not supported; Wren runs "
+                    + ", ".join(SUPPORTED_ROPE_TYPES)
+                )
+            if rope_type == "default":
+                rope_scaling = None
+
+        layers = int(need("num_hidden_layers"))
+        attention_bias = bool(config.get("attention_bias", False))
+        return cls(
+            model_type=model_type,
+            vocab_size=int(need("vocab_size")),
+            hidden_size=int(need("hidden_size")),
+            intermediate_size=int(need("intermediate_size")),
+            num_hidden_layers=layers,
+            num_attention_heads=int(need("num_attention_heads")),
+            num_key_value_heads=int(config.get("num_key_value_heads") or 0),
+            head_dim=int(config.get("head_dim") or 0),
+            rms_norm_eps=float(config.get("rms_norm_eps", 1e-6)),
+            rope_theta=float(rope_theta),
+            rope_scaling=dict(rope_scaling) if rope_scaling else None,
+            max_position_embeddings=int(config.get("max_position_embeddings") or 2048),
+            tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+            # qwen2 always biases q/k/v and never o_proj; llama's attention_bias covers all four.
+            qkv_bias=model_type == "qwen2" or attention_bias,
+            o_bias=model_type != "qwen2" and attention_bias,
+            mlp_bias=bool(config.get("mlp_bias", False)),
+            qk_norm=model_type == "qwen3",
+            sliding_windows=_sliding_windows(config, model_type, layers),
+        )
+
+
+def _sliding_windows(config: Mapping, model_type: str, layers: int) -> tuple[int | None, ...]:
+    window = config.get("sliding_window")
+    # Qwen configs carry a window they only use when use_sliding_window is set; HF llama
+    # has no sliding window unless layer_types asks for one.
+    if model_type in ("qwen2", "qwen3") and not config.get("use_sliding_window", False):
+        window = None
+    if model_type == "llama" and not config.get("layer_types"):
+        window = None
+    if not window:
+        return (None,) * layers
+    if config.get("layer_types"):
+        kinds = list(config["layer_types"])
+    elif model_type in ("qwen2", "qwen3"):
+        first = int(config.get("max_window_layers", layers))
+        kinds = ["full_attention" if i < first else "sliding_attention" for i in range(layers)]
+    else:
+        kinds = ["sliding_attention"] * layers
+    return tuple(int(window) if kind == "sliding_attention" else None for kind in kinds)
+
+
+def rope_inv_freq(args: ModelArgs) -> torch.Tensor:
+    dim = args.head_dim
+    inv = 1.0 / (args.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+    scaling = args.rope_scaling
+    if scaling is None:
+        return inv
+    kind = scaling.get("rope_type", scaling.get("type"))
+    factor = float(scaling["factor"])
+    if kind == "linear":
+        return inv / factor
+    # llama3: long wavelengths are slowed by `factor`, short ones kept, the band between
+    # interpolated, so the model keeps local precision while reaching longer contexts.
+    low = float(scaling.get("low_freq_factor", 1.0))
+    high = float(scaling.get("high_freq_factor", 4.0))
+    old_len = float(scaling.get("original_max_position_embeddings", 8192))
+    wavelen = 2 * math.pi / inv
+    scaled = torch.where(wavelen > old_len / low, inv / factor, inv)
+    smooth = (old_len / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = (wavelen >= old_len / high) & (wavelen <= old_len / low)
+    return torch.where(medium, smoothed, scaled)
+
+
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
+    if x.dtype == torch.float32:
+        return F.rms_norm(x, (x.shape[-1],), weight, eps)
+    # Low precision: normalise in float32 and cast back before the weight, as HF does,
+    # so bf16 results track the reference implementation.
+    x32 = x.float()
+    out = (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+    return out if weight is None else out * weight
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.empty(dim), requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _rms_norm(x, self.weight, self.eps)
+
+
+class Attention(nn.Module):
+    def __init__(self, args: ModelArgs, window: int | None) -> None:
+        super().__init__()
+        self.n_heads = args.num_attention_heads
+        self.n_kv = args.num_key_value_heads
+        self.head_dim = args.head_dim
+        self.q_size, self.kv_size = args.q_size, args.kv_size
+        self.window = window
+        self.eps = args.rms_norm_eps
+        self.wqkv = nn.Linear(args.hidden_size, args.q_size + 2 * args.kv_size, bias=args.qkv_bias)
+        self.wo = nn.Linear(args.q_size, args.hidden_size, bias=args.o_bias)
+        # qwen3's q_norm and k_norm, stacked per head so one op normalises q and k together.
+        self.qk_norm = (
+            nn.Parameter(torch.empty(self.n_heads + self.n_kv, self.head_dim), requires_grad=False)
+            if args.qk_norm
+            else None
+        )
+        self.k_cache: torch.Tensor | None = None
+        self.v_cache: torch.Tensor | None = None
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start: int) -> torch.Tensor:
+        length = x.shape[1]
+        qkv = self.wqkv(x)
+        qk = qkv[..., : self.q_size + self.kv_size].view(1, length, self.n_heads + self.n_kv, self.head_dim)
+        if self.qk_norm is not None:
+            qk = _rms_norm(qk, None, self.eps) * self.qk_norm
+        qk = _rope(qk, cos, sin)
+        q = qk[:, :, : self.n_heads].transpose(1, 2)
+        k = qk[:, :, self.n_heads :].transpose(1, 2)
+        v = qkv[..., self.q_size + self.kv_size :].view(1, length, self.n_kv, self.head_dim).transpose(1, 2)
+
+        end = start + length
+        self.k_cache[:, :, start:end] = k
+        self.v_cache[:, :, start:end] = v
+        # Keys older than the window of the first query are never attended: skip them.
+        lo = 0 if self.window is None else max(0, start - self.window + 1)
+        keys = self.k_cache[:, :, lo:end]
+        values = self.v_cache[:, :, lo:end]
+
+        if length == 1:  # one query sees every key in the slice: no mask needed
+            out = F.scaled_dot_product_attention(q, keys, values, enable_gqa=True)
+        elif start == 0 and self.window is None:
+            out = F.scaled_dot_product_attention(q, keys, values, is_causal=True, enable_gqa=True)
+        else:
+            mask = _causal_mask(length, start, lo, self.window, x.device)
+            out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
+        return self.wo(out.transpose(1, 2).reshape(1, length, self.q_size))
+
+
+def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos + rotated * sin
+
+
+def _causal_mask(length: int, start: int, lo: int, window: int | None, device) -> torch.Tensor:
+    # Rows are query positions start.., columns key positions lo..start+length-1.
+    q_pos = torch.arange(start, start + length, device=device)[:, None]
+    k_pos = torch.arange(lo, start + length, device=device)[None, :]
+    mask = k_pos <= q_pos
+    if window is not None:
+        mask &= k_pos > q_pos - window
+    return mask
+
+
+class FeedForward(nn.Module):
+    def __init__(self, args: ModelArgs) -> None:
+        super().__init__()
+        self.w13 = nn.Linear(args.hidden_size, 2 * args.intermediate_size, bias=args.mlp_bias)
+        self.w2 = nn.Linear(args.intermediate_size, args.hidden_size, bias=args.mlp_bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = self.w13(x).chunk(2, dim=-1)
+        return self.w2(F.silu(gate) * up)
+
+
+class Block(nn.Module):
+    def __init__(self, args: ModelArgs, window: int | None) -> None:
+        super().__init__()
+        self.attention = Attention(args, window)
+        self.feed_forward = FeedForward(args)
+        self.attention_norm = RMSNorm(args.hidden_size, args.rms_norm_eps)
+        self.ffn_norm = RMSNorm(args.hidden_size, args.rms_norm_eps)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start: int) -> torch.Tensor:
+        h = x + self.attention(self.attention_norm(x), cos, sin, start)
+        return h + self.feed_forward(self.ffn_norm(h))
+
+
+class Transformer(nn.Module):
+    def __init__(self, args: ModelArgs) -> None:
+        super().__init__()
+        self.args = args
+        self.tok_embeddings = nn.Embedding(args.vocab_size, args.hidden_size)
+        self.layers = nn.ModuleList(Block(args, w) for w in args.sliding_windows)
+        self.norm = RMSNorm(args.hidden_size, args.rms_norm_eps)
+        self.output = nn.Linear(args.hidden_size, args.vocab_size, bias=False)
+        self.context_length = 0
+        self._cos = self._sin = self._token = None
+
+    def setup_cache(self, context_length: int) -> None:
+        """Allocate the KV cache and RoPE tables once, on the weights' device and dtype."""
+        weight = self.tok_embeddings.weight
+        device, dtype = weight.device, weight.dtype
+        args = self.args
+        shape = (1, args.num_key_value_heads, context_length, args.head_dim)
+        for layer in self.layers:
+            layer.attention.k_cache = torch.zeros(shape, device=device, dtype=dtype)
+            layer.attention.v_cache = torch.zeros(shape, device=device, dtype=dtype)
+        freqs = torch.outer(torch.arange(context_length, dtype=torch.float64), rope_inv_freq(args))
+        angles = torch.cat((freqs, freqs), dim=-1)[:, None, :]  # [positions, 1 (heads), head_dim]
+        self._cos = angles.cos().to(device=device, dtype=dtype)
+        self._sin = angles.sin().to(device=device, dtype=dtype)
+        self._token = torch.zeros((1, 1), dtype=torch.long, device=device)
+        self.context_length = context_length
+
+    def forward(self, ids: torch.Tensor, start: int, last_only: bool = True) -> torch.Tensor:
+        """Logits for ids [1, L] at positions start..start+L-1: [vocab] for the last
+        position, or [L, vocab] with last_only=False."""
+        length = ids.shape[1]
+        if start < 0 or start + length > self.context_length:
+            raise ValueError(
+                f"positions {start}..{start + length - 1} are outside the "
+                f"{self.context_length}-token KV cache"
+            )
+        cos = self._cos[start : start + length]
+        sin = self._sin[start : start + length]
+        h = self.tok_embeddings(ids)
+        for layer in self.layers:
+            h = layer(h, cos, sin, start)
+        h = h[0, -1] if last_only else h[0]
+        return self.output(self.norm(h))
+
+    def prefill(self, ids: list[int] | torch.Tensor, start: int) -> torch.Tensor:
+        ids = torch.as_tensor(ids, dtype=torch.long, device=self._token.device).view(1, -1)
+        return self.forward(ids, start)
+
+    def decode_one(self, token: int, pos: int) -> torch.Tensor:
+        self._token.fill_(token)
+        return self.forward(self._token, pos)
+
+
+def build_model(
+    args: ModelArgs,
+    get: Callable[[str], torch.Tensor],
+    *,
+    tied: bool,
+    context_length: int | None = None,
+) -> Transformer:
+    """Build the model from HF-named tensors (`get(name)` returns one already on the
+    target device and dtype) and allocate its KV cache."""
+    with torch.device("meta"):
+        model = Transformer(args)
+    try:
+        model.load_state_dict(_state_dict(args, get, tied), strict=True, assign=True)
+    except RuntimeError as exc:  # shapes in the files disagree with config.json
+        raise ModelFileError(f"weights do not match config.json: {exc}") from None
+    model.requires_grad_(False)
+    model.setup_cache(context_length or args.default_context_length)
+    return model.eval()
+
+
+def _state_dict(args: ModelArgs, get: Callable[[str], torch.Tensor], tied: bool) -> dict:
+    """Our fused parameter names from HF ones: q/k/v and gate/up concatenated."""
+    sd: dict[str, torch.Tensor] = {
+        "tok_embeddings.weight": get("model.embed_tokens.weight"),
+        "norm.weight": get("model.norm.weight"),
+    }
+    sd["output.weight"] = sd["tok_embeddings.weight"] if tied else get("lm_head.weight")
+    for i in range(args.num_hidden_layers):
+        hf, ours = f"model.layers.{i}.", f"layers.{i}."
+        attn, mlp = hf + "self_attn.", hf + "mlp."
+        sd[ours + "attention_norm.weight"] = get(hf + "input_layernorm.weight")
+        sd[ours + "ffn_norm.weight"] = get(hf + "post_attention_layernorm.weight")
+        sd[ours + "attention.wqkv.weight"] = torch.cat([get(f"{attn}{x}_proj.weight") for x in "qkv"])
+        sd[ours + "attention.wo.weight"] = get(attn + "o_proj.weight")
+        sd[ours + "feed_forward.w13.weight"] = torch.cat(
+            [get(mlp + "gate_proj.weight"), get(mlp + "up_proj.weight")]
+        )
+        sd[ours + "feed_forward.w2.weight"] = get(mlp + "down_proj.weight")
+        if args.qkv_bias:
+            sd[ours + "attention.wqkv.bias"] = torch.cat([get(f"{attn}{x}_proj.bias") for x in "qkv"])
+        if args.o_bias:
+            sd[ours + "attention.wo.bias"] = get(attn + "o_proj.bias")
+        if args.mlp_bias:
+            sd[ours + "feed_forward.w13.bias"] = torch.cat(
+                [get(mlp + "gate_proj.bias"), get(mlp + "up_proj.bias")]
+            )
+            sd[ours + "feed_forward.w2.bias"] = get(mlp + "down_proj.bias")
+        if args.qk_norm:
+            q_norm, k_norm = get(attn + "q_norm.weight"), get(attn + "k_norm.weight")
+            sd[ours + "attention.qk_norm"] = torch.cat(
+                [q_norm.expand(args.num_attention_heads, -1), k_norm.expand(args.num_key_value_heads, -1)]
+            )
+    return sd
