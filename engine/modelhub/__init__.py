@@ -1,0 +1,15 @@
+"""Installed models: the registry, GGUF import and hub downloads."""
+
+from engine.modelhub.gguf_import import SUPPORTED_MODEL_TYPES, ImportSummary, convert_gguf, import_gguf
+from engine.modelhub.registry import STARTER_NAME, ModelInfo, ModelRegistry, ModelSource
+
+__all__ = [
+    "STARTER_NAME",
+    "SUPPORTED_MODEL_TYPES",
+    "ImportSummary",
+    "ModelInfo",
+    "ModelRegistry",
+    "ModelSource",
+    "convert_gguf",
+    "import_gguf",
+]

@@ -1,0 +1,362 @@
+"""Convert a llama-family GGUF file into a Hugging Face model folder Wren's backends load.
+
+Output: config.json, generation_config.json, model.safetensors (HF tensor names),
+tokenizer.json and tokenizer_config.json. Quantized weights are dequantized to float32 so the
+float32 torch path reproduces the exact dequantized model; F16/BF16 tensors keep their bits.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from gguf.constants import GGMLQuantizationType, LlamaFileType
+
+from engine.errors import ModelFileError, UnsupportedArchitecture
+from engine.modelhub.gguf_file import GGUFFile, TensorInfo
+from engine.modelhub.gguf_tokenizer import END_OF_TURN_TOKENS, build_tokenizer
+from engine.modelhub.safetensors_stream import SafetensorsWriter
+
+Progress = Callable[[int, int], None]
+
+# GGUF general.architecture -> HF model_type and class
+ARCHITECTURES: dict[str, tuple[str, str]] = {
+    "llama": ("llama", "LlamaForCausalLM"),
+    "mistral": ("mistral", "MistralForCausalLM"),
+    "qwen2": ("qwen2", "Qwen2ForCausalLM"),
+    "qwen3": ("qwen3", "Qwen3ForCausalLM"),
+}
+SUPPORTED_MODEL_TYPES = frozenset(model_type for model_type, _ in ARCHITECTURES.values())
+# llama.cpp's converter permutes Q/K rows into the interleaved RoPE layout only for these;
+# qwen2/qwen3 run NEOX-style RoPE in llama.cpp and are stored in HF order.
+_PERMUTED_ARCHS = frozenset({"llama", "mistral"})
+
+# Bump when the output changes, so cached imports (the starter) are rebuilt.
+IMPORTER_VERSION = 1
+
+_GLOBAL_TENSORS = {
+    "token_embd.weight": "model.embed_tokens.weight",
+    "output_norm.weight": "model.norm.weight",
+    "output.weight": "lm_head.weight",
+}
+_LAYER_TENSORS = {
+    "attn_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "attn_q_norm": "self_attn.q_norm",
+    "attn_k_norm": "self_attn.k_norm",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+# llama.cpp-only tensors that HF models derive from config instead
+_SKIPPED = re.compile(r"^(rope_freqs\.weight|blk\.\d+\.attn_rot_embd\.weight)$")
+_LAYER_RE = re.compile(r"^blk\.(\d+)\.([a-z_]+)\.(weight|bias)$")
+_HALF_TYPES = {GGMLQuantizationType.F16: "F16", GGMLQuantizationType.BF16: "BF16"}
+_TARGET_DTYPES = {"float32": "F32", "float16": "F16", "bfloat16": "BF16"}
+_DTYPE_NAMES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}
+
+
+@dataclass(frozen=True)
+class ImportSummary:
+    architecture: str  # HF model_type
+    context_length: int
+    parameters: int
+    quantization: str  # e.g. "Q4_1", "Q4_K_M", "F16"
+    display_name: str | None
+
+
+@dataclass(frozen=True)
+class _Planned:
+    hf_name: str
+    dtype: str  # safetensors dtype
+    shape: tuple[int, ...]
+    source: TensorInfo | None  # None: a zero bias HF expects but the GGUF omits
+    unpermute_heads: int = 0
+
+
+def import_gguf(source: Path | str, dest: Path | str, *, progress: Progress | None = None,
+                dtype: str = "float32") -> ImportSummary:
+    """Convert `source` into the new folder `dest`, which appears only once complete."""
+    with staging_dir(Path(dest)) as tmp:
+        return convert_gguf(source, tmp, progress=progress, dtype=dtype)
+
+
+@contextmanager
+def staging_dir(dest: Path) -> Iterator[Path]:
+    """An empty hidden sibling of `dest`, renamed to `dest` on success and deleted on failure,
+    so an interrupted import never leaves a half-made model where the registry looks."""
+    if dest.exists():
+        raise FileExistsError(f"{dest} already exists")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.parent / f".partial-{dest.name}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        yield tmp
+        try:
+            os.rename(tmp, dest)
+        except OSError as exc:
+            raise FileExistsError(f"{dest} appeared while it was being created") from exc
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def convert_gguf(source: Path | str, out_dir: Path, *, progress: Progress | None = None,
+                 dtype: str = "float32") -> ImportSummary:
+    """Write the HF files for `source` into the existing, empty `out_dir`."""
+    if dtype not in _TARGET_DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(_TARGET_DTYPES)}, not {dtype!r}")
+    with GGUFFile(source) as gguf:
+        arch = gguf.metadata.get("general.architecture")
+        if arch not in ARCHITECTURES:
+            raise UnsupportedArchitecture(
+                f"{gguf.path} is a {arch!r} model; Wren imports {', '.join(sorted(ARCHITECTURES))} GGUF files"
+            )
+        config = _model_config(gguf, arch)
+        plan = _plan_tensors(gguf, arch, config, _TARGET_DTYPES[dtype])
+        config["torch_dtype"] = _DTYPE_NAMES[max(plan, key=lambda p: math.prod(p.shape)).dtype]
+
+        tokenizer, tok_config = build_tokenizer(gguf.metadata, gguf.path, config["max_position_embeddings"])
+        tokenizer.save(str(out_dir / "tokenizer.json"))
+        for key in ("bos_token", "eos_token"):
+            token = tok_config.get(key)
+            config[f"{key}_id"] = tokenizer.token_to_id(token) if token else None
+        _write_json(out_dir / "tokenizer_config.json", tok_config)
+        _write_json(out_dir / "config.json", config)
+        _write_json(out_dir / "generation_config.json", _generation_config(tokenizer, config))
+
+        _write_weights(gguf, plan, out_dir / "model.safetensors", progress)
+        parameters = sum(math.prod(p.shape) for p in plan if p.source is not None)
+        return ImportSummary(
+            architecture=config["model_type"],
+            context_length=config["max_position_embeddings"],
+            parameters=parameters,
+            quantization=_quantization_label(gguf),
+            display_name=gguf.metadata.get("general.name"),
+        )
+
+
+def _model_config(gguf: GGUFFile, arch: str) -> dict[str, Any]:
+    meta = gguf.metadata
+
+    def need(key: str) -> Any:
+        value = meta.get(f"{arch}.{key}")
+        if value is None:
+            raise ModelFileError(f"{gguf.path} lacks the metadata key {arch}.{key}")
+        return _uniform(value, f"{arch}.{key}", gguf.path)
+
+    def opt(key: str, default: Any) -> Any:
+        value = meta.get(f"{arch}.{key}")
+        return default if value is None else _uniform(value, f"{arch}.{key}", gguf.path)
+
+    if opt("expert_count", 0):
+        raise UnsupportedArchitecture(f"{gguf.path} is a mixture-of-experts {arch} model, which Wren cannot run")
+    hidden, heads = need("embedding_length"), need("attention.head_count")
+    head_dim = opt("attention.key_length", hidden // heads)
+    if opt("attention.value_length", head_dim) != head_dim or opt("rope.dimension_count", head_dim) != head_dim:
+        raise UnsupportedArchitecture(f"{gguf.path} uses partial RoPE or unequal key/value sizes")
+    embed = gguf.tensors.get("token_embd.weight")
+    if embed is None:
+        raise ModelFileError(f"{gguf.path} has no token_embd.weight tensor")
+    model_type, hf_class = ARCHITECTURES[arch]
+    theta = float(opt("rope.freq_base", 10000.0))
+    config: dict[str, Any] = {
+        "architectures": [hf_class],
+        "model_type": model_type,
+        "hidden_size": hidden,
+        "intermediate_size": need("feed_forward_length"),
+        "num_hidden_layers": need("block_count"),
+        "num_attention_heads": heads,
+        "num_key_value_heads": opt("attention.head_count_kv", heads),
+        "head_dim": head_dim,
+        "hidden_act": "silu",
+        # metadata floats are float32; print them as the short decimals model cards use
+        "rms_norm_eps": _short_float(opt("attention.layer_norm_rms_epsilon", 1e-5)),
+        "rope_theta": _short_float(theta),
+        "rope_scaling": _rope_scaling(gguf, arch, theta, head_dim),
+        "max_position_embeddings": opt("context_length", 2048),
+        "vocab_size": embed.shape[0],
+        "tie_word_embeddings": "output.weight" not in gguf.tensors,
+        "attention_dropout": 0.0,
+    }
+    if model_type == "qwen2":
+        config["attention_bias"] = True
+        config["use_sliding_window"] = False
+    else:
+        config["attention_bias"] = any(
+            name.endswith(("attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias")) for name in gguf.tensors
+        )
+        config["mlp_bias"] = False
+    if model_type == "mistral":
+        config["sliding_window"] = opt("attention.sliding_window", None)
+    return config
+
+
+def _rope_scaling(gguf: GGUFFile, arch: str, theta: float, head_dim: int) -> dict[str, Any] | None:
+    meta = gguf.metadata
+    kind = meta.get(f"{arch}.rope.scaling.type")
+    factor = meta.get(f"{arch}.rope.scaling.factor")
+    if kind in ("linear", "yarn") and factor:
+        scaling: dict[str, Any] = {"rope_type": kind, "factor": _short_float(factor)}
+        original = meta.get(f"{arch}.rope.scaling.original_context_length")
+        if kind == "yarn" and original:
+            scaling["original_max_position_embeddings"] = original
+        return scaling
+    if kind not in (None, "none"):
+        raise UnsupportedArchitecture(f"{gguf.path} uses RoPE scaling {kind!r}")
+    if "rope_freqs.weight" in gguf.tensors:
+        return _llama3_scaling(gguf, theta, head_dim)
+    return None
+
+
+def _llama3_scaling(gguf: GGUFFile, theta: float, head_dim: int) -> dict[str, Any]:
+    """Llama 3.1+ GGUFs store per-frequency factors instead of the rope_scaling parameters;
+    every Llama 3.x release uses the same low/high factors and window, so only `factor` is
+    read back, and the stored table is checked against the one those parameters make."""
+    stored = np.asarray(gguf.read("rope_freqs.weight"), dtype=np.float64).reshape(-1)
+    scaling = {"rope_type": "llama3", "factor": _short_float(stored.max()), "low_freq_factor": 1.0,
+               "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+    inv_freq = 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    wavelen = 2 * math.pi / inv_freq
+    window, low, high, factor = 8192, 1.0, 4.0, scaling["factor"]
+    smooth = (window / wavelen - low) / (high - low)
+    expected = np.where(wavelen < window / high, 1.0,
+                        np.where(wavelen > window / low, factor, 1 / ((1 - smooth) / factor + smooth)))
+    if expected.shape != stored.shape or not np.allclose(expected, stored, rtol=1e-4):
+        raise UnsupportedArchitecture(f"{gguf.path} has a rope_freqs table Wren does not recognise")
+    return scaling
+
+
+def _plan_tensors(gguf: GGUFFile, arch: str, config: dict[str, Any], target: str) -> list[_Planned]:
+    """Map every tensor to its HF name and dtype, failing before anything is written."""
+    heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
+    permute = arch in _PERMUTED_ARCHS
+    plan: list[_Planned] = []
+    for info in gguf.tensors.values():
+        if _SKIPPED.match(info.name):
+            continue
+        hf_name = _GLOBAL_TENSORS.get(info.name)
+        part = None
+        if hf_name is None:
+            match = _LAYER_RE.match(info.name)
+            if match is None or match.group(2) not in _LAYER_TENSORS:
+                raise UnsupportedArchitecture(f"{gguf.path} has a tensor Wren does not know: {info.name}")
+            layer, part, kind = match.groups()
+            hf_name = f"model.layers.{layer}.{_LAYER_TENSORS[part]}.{kind}"
+        gguf.check_readable(info.name)
+        half = _HALF_TYPES.get(info.ggml_type)
+        dtype = "F32" if info.ggml_type == GGMLQuantizationType.F32 else half or target
+        unpermute = {"attn_q": heads, "attn_k": kv_heads}.get(part, 0) if permute else 0
+        plan.append(_Planned(hf_name, dtype, info.shape, info, unpermute))
+
+    if config["attention_bias"]:
+        # HF builds every projection with a bias once any has one; supply the missing as zeros
+        shapes = {p.hf_name: p.shape for p in plan}
+        projections = ("q_proj", "k_proj", "v_proj") if arch == "qwen2" else ("q_proj", "k_proj", "v_proj", "o_proj")
+        for layer in range(config["num_hidden_layers"]):
+            for proj in projections:
+                name = f"model.layers.{layer}.self_attn.{proj}.bias"
+                weight = shapes.get(f"model.layers.{layer}.self_attn.{proj}.weight")
+                if name not in shapes and weight is not None:
+                    plan.append(_Planned(name, "F32", weight[:1], None))
+    return plan
+
+
+def _write_weights(gguf: GGUFFile, plan: list[_Planned], path: Path, progress: Progress | None) -> None:
+    total = sum(p.source.n_bytes for p in plan if p.source is not None)
+    done = 0
+    if progress:
+        progress(0, total)
+    with SafetensorsWriter(path, [(p.hf_name, p.dtype, p.shape) for p in plan]) as writer:
+        for item in plan:
+            if item.source is None:
+                writer.write(item.hf_name, np.zeros(item.shape, dtype=np.float32))
+                continue
+            data = gguf.read(item.source.name)
+            if item.unpermute_heads:
+                data = unpermute_rows(data, item.unpermute_heads)
+            writer.write(item.hf_name, _cast(data, item.source, item.dtype))
+            done += item.source.n_bytes
+            if progress:
+                progress(done, total)
+
+
+def unpermute_rows(weight: np.ndarray, n_heads: int) -> np.ndarray:
+    """Undo llama.cpp's Q/K permutation: within each head GGUF interleaves the two rotary
+    halves row by row (Meta's layout); HF's rotate-half layout keeps each half contiguous."""
+    rows = weight.shape[0]
+    if rows % (2 * n_heads):
+        raise ModelFileError(f"cannot split {rows} rows into {n_heads} rotary heads")
+    head = rows // n_heads
+    return weight.reshape(n_heads, head // 2, 2, *weight.shape[1:]).swapaxes(1, 2).reshape(weight.shape)
+
+
+def _cast(data: np.ndarray, info: TensorInfo, dtype: str) -> np.ndarray:
+    if info.ggml_type in (GGMLQuantizationType.F16, GGMLQuantizationType.BF16) and dtype != "F32":
+        return data  # raw half bits, kept as they are
+    values = data.astype(np.float32, copy=False)
+    if dtype == "F32":
+        return values
+    if dtype == "F16":
+        return values.astype(np.float16)
+    # bfloat16: round to nearest even on the upper 16 bits of the float32 pattern
+    bits = values.view(np.uint32)
+    return ((bits + (0x7FFF + ((bits >> 16) & 1))) >> 16).astype(np.uint16)
+
+
+def _generation_config(tokenizer: Any, config: dict[str, Any]) -> dict[str, Any]:
+    eos = [config["eos_token_id"]] if config.get("eos_token_id") is not None else []
+    for token in END_OF_TURN_TOKENS:
+        idx = tokenizer.token_to_id(token)
+        if idx is not None and idx not in eos:
+            eos.append(idx)
+    return {
+        "bos_token_id": config.get("bos_token_id"),
+        "eos_token_id": eos[0] if len(eos) == 1 else eos,
+    }
+
+
+def _quantization_label(gguf: GGUFFile) -> str:
+    file_type = gguf.metadata.get("general.file_type")
+    try:
+        label = LlamaFileType(file_type).name
+    except ValueError:
+        label = "GUESSED"
+    if label != "GUESSED":
+        return label.removeprefix("MOSTLY_").removeprefix("ALL_")
+    # otherwise name it after the type holding most of the bytes
+    by_type: dict[str, int] = {}
+    for info in gguf.tensors.values():
+        by_type[info.type_name] = by_type.get(info.type_name, 0) + info.n_bytes
+    return max(by_type, key=by_type.__getitem__)
+
+
+def _uniform(value: Any, key: str, path: Path) -> Any:
+    """Some GGUFs store per-layer lists; Wren's models need one value for all layers."""
+    if isinstance(value, list):
+        if not value or any(v != value[0] for v in value):
+            raise UnsupportedArchitecture(f"{path} varies {key} across layers, which Wren cannot run")
+        return value[0]
+    return value
+
+
+def _short_float(value: float) -> float:
+    return float(f"{float(value):.7g}")
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

