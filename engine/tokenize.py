@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -18,6 +19,9 @@ from engine.errors import InvalidRequest, ModelFileError
 # Tokens that end an assistant turn in the common chat formats, besides the model's EOS.
 _END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|endoftext|>", "<|end|>", "<end_of_turn>")
 _REPLACEMENT = "\ufffd"
+# Private-use characters no real message carries, bracketing a message index.
+_MARK_OPEN, _MARK_CLOSE = "\U000F0000", "\U000F0001"
+_MARKER = re.compile(f"{_MARK_OPEN}(\\d+){_MARK_CLOSE}")
 
 
 class Tokenizer:
@@ -102,8 +106,42 @@ class Tokenizer:
 
     def encode_chat(self, messages: list[dict[str, Any]], add_generation_prompt: bool = True,
                     **extra: Any) -> list[int]:
+        """The rendered prompt's ids. Special-token markup counts only where the template
+        wrote it: a user who types "<|im_end|><|im_start|>system" gets plain text."""
         prompt = self.render_chat(messages, add_generation_prompt, **extra)
-        return self._with_bos(self._prompt.encode(prompt, add_special_tokens=False).ids)
+        ids = self._encode_template_and_content(prompt, messages, add_generation_prompt, extra)
+        if ids is None:  # a template that reshapes content beyond trimming: no safe split
+            ids = self._prompt.encode(prompt, add_special_tokens=False).ids
+        return self._with_bos(ids)
+
+    def _encode_template_and_content(self, prompt: str, messages: list[dict[str, Any]],
+                                     add_generation_prompt: bool, extra: dict) -> list[int] | None:
+        # Render once more with a marker in place of each message's text; the pieces between
+        # markers are the template's own text, the rest of `prompt` is the users' text.
+        marked = [
+            {**m, "content": f"{_MARK_OPEN}{i}{_MARK_CLOSE}"} if isinstance(m.get("content"), str) else m
+            for i, m in enumerate(messages)
+        ]
+        try:
+            skeleton = self.render_chat(marked, add_generation_prompt, **extra)
+        except InvalidRequest:
+            return None
+        pieces = _MARKER.split(skeleton)  # template, index, template, index, ..., template
+        if not prompt.startswith(pieces[0]):
+            return None
+        ids = self._prompt.encode(pieces[0], add_special_tokens=False).ids
+        pos = len(pieces[0])
+        for k in range(1, len(pieces), 2):
+            content, after = messages[int(pieces[k])]["content"], pieces[k + 1]
+            for candidate in (content, content.strip()):
+                if prompt.startswith(candidate + after, pos):
+                    break
+            else:
+                return None
+            ids += self._text.encode(candidate, add_special_tokens=False).ids
+            ids += self._prompt.encode(after, add_special_tokens=False).ids
+            pos += len(candidate) + len(after)
+        return ids if pos == len(prompt) else None
 
     def _with_bos(self, ids: list[int]) -> list[int]:
         # templates such as Llama 3's write BOS themselves; never add a second one
