@@ -1,0 +1,1 @@
+"""Icons, style sheets and other files Wren ships beside its code."""
