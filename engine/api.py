@@ -13,14 +13,16 @@ from typing import Any, AsyncIterator, Callable
 from engine import paths
 from engine.errors import InvalidRequest, WrenError
 from engine.events import (
-    Delta, Event, Failed, FailureKind, Finished, FinishReason, Started, Usage,
+    Delta, Event, Failed, FailureKind, Finished, FinishReason, SafetyNotice, Started, Usage, event_to_dict,
 )
 from engine.inference.backend import Backend
 from engine.inference.sampling import SamplingParams
 from engine.inference.select import resolve_backend
 from engine.inference.worker import GenerationRequest, ModelWorker
 from engine.modelhub.registry import ModelInfo, ModelRegistry
+from engine.logs import log_event
 from engine.records import ConversationInfo, MessageInfo, MessageStatus, Role
+from engine.safety import OutputGuard, Policy, ScanResult, scan
 from engine.store import Store
 from engine.tokenize import Tokenizer
 
@@ -71,7 +73,14 @@ class Engine:
         *,
         backend_factory: Callable[[str], Backend] = resolve_backend,
         tokenizer_factory: Callable[[Path], Tokenizer] = Tokenizer.from_dir,
+        policy: Policy | None = None,
     ):
+        if policy is None:
+            policy, warnings = Policy.load()
+        else:
+            warnings = []
+        self.policy = policy
+        self.policy_warnings: list[str] = warnings  # shown in settings; the shipped policy is in force
         self.store = store
         self.registry = registry
         self._backend_factory = backend_factory
@@ -236,14 +245,38 @@ class Engine:
                 active.request.cancel.set()
 
     async def send(self, conversation_id: int, text: str, options: SendOptions | None = None) -> AsyncIterator[Event]:
-        """Commit the user message, then stream the answer as typed events."""
+        """Scan and commit the user message, then stream the answer as typed events.
+
+        A blocked message is not stored and nothing is sent (SafetyNotice events, then
+        Finished(BLOCKED)); a redacted one is stored and sent redacted; warnings pass with
+        their notices (front ends ask first with `scan_input`)."""
         _check_text(text)
         await self._db(self.store.get_conversation, conversation_id)  # NotFound before any write
+        checked = await self.scan_input(text)
+        notices = checked.notices("input")
+        for notice in notices:
+            yield notice
+        if checked.blocked:
+            log_event("send.blocked", conversation_id=conversation_id, safety=_notice_fields(notices))
+            yield Finished(FinishReason.BLOCKED)
+            return
         path = await self.messages(conversation_id)
         parent = path[-1].id if path else None
-        user = await self._db(self.store.add_message, conversation_id, Role.USER, text, parent_id=parent)
+        meta = {"safety": _notice_fields(notices)} if notices else {}
+        user = await self._db(
+            self.store.add_message, conversation_id, Role.USER, checked.redacted_text, parent_id=parent, meta=meta
+        )
         async for event in self._answer(user, options):
             yield event
+
+    async def scan_input(self, text: str) -> ScanResult:
+        """What the safety policy says about `text` before it is sent (off the loop thread)."""
+        return await asyncio.get_running_loop().run_in_executor(
+            None, scan, text, self.policy, self._destination()
+        )
+
+    def _destination(self) -> str:
+        return "remote" if self._status and self._status.backend.startswith("remote") else "local"
 
     async def regenerate(self, message_id: int, options: SendOptions | None = None) -> AsyncIterator[Event]:
         """A new sibling answer for the user message that `message_id` answered."""
@@ -263,8 +296,17 @@ class Engine:
         msg = await self._db(self.store.get_message, message_id)
         if msg.role is not Role.USER:
             raise InvalidRequest(f"message {message_id} is not a question; only questions can be edited")
+        checked = await self.scan_input(text)
+        notices = checked.notices("input")
+        for notice in notices:
+            yield notice
+        if checked.blocked:
+            yield Finished(FinishReason.BLOCKED)
+            return
+        meta = {"safety": _notice_fields(notices)} if notices else {}
         user = await self._db(
-            self.store.add_message, msg.conversation_id, Role.USER, text, parent_id=msg.parent_id
+            self.store.add_message, msg.conversation_id, Role.USER, checked.redacted_text,
+            parent_id=msg.parent_id, meta=meta,
         )
         async for event in self._answer(user, options):
             yield event
@@ -324,6 +366,8 @@ class Engine:
         active = _Active(request, conversation_id)
         self._active.append(active)
         parts: list[str] = []
+        notices: list[SafetyNotice] = []
+        guard = OutputGuard(self.policy, self._destination())
         saved_len = 0
         last_checkpoint = time.monotonic()
         usage: Usage | None = None
@@ -334,8 +378,24 @@ class Engine:
             while True:
                 event = await events.get()
                 if isinstance(event, Delta):
-                    parts.append(event.text)
-                    yield event
+                    # The guard holds back only what a forbidden string could still need.
+                    step = guard.feed(event.text)
+                elif isinstance(event, Finished):
+                    reason = event.reason
+                    step = guard.finish()
+                else:
+                    step = None
+                if step is not None:
+                    for notice in step.notices:
+                        notices.append(notice)
+                        yield notice
+                    if step.text and not step.blocked:
+                        parts.append(step.text)
+                        yield Delta(step.text)
+                    if step.blocked:
+                        reason = FinishReason.BLOCKED
+                        break
+                if isinstance(event, Delta):
                     now = time.monotonic()
                     if now - last_checkpoint >= CHECKPOINT_SECONDS:
                         text = "".join(parts)
@@ -350,12 +410,19 @@ class Engine:
                     error = event.error
                     yield event
                 elif isinstance(event, Finished):
-                    reason = event.reason
                     break
         finally:
             request.cancel.set()
             self._active.remove(active)
-            fields: dict[str, Any] = {"content": "".join(parts), "status": _STATUS_FOR[reason], "error": error}
+            blocked = reason is FinishReason.BLOCKED
+            fields: dict[str, Any] = {
+                # A blocked answer keeps its notices, never its text.
+                "content": "" if blocked else "".join(parts),
+                "status": _STATUS_FOR[reason],
+                "error": error,
+            }
+            if notices:
+                fields["meta"] = {**answer.meta, "safety": _notice_fields(notices)}
             if usage is not None:
                 fields.update(
                     completion_tokens=usage.completion_tokens,
@@ -363,6 +430,14 @@ class Engine:
                     tokens_per_second=usage.tokens_per_second,
                 )
             await asyncio.shield(self._db(self.store.update_message, answer.id, **fields))
+            log_event(
+                "answer.finished", conversation_id=conversation_id, message_id=answer.id,
+                model=answer.model, backend=answer.backend, reason=reason.value,
+                prompt_tokens=len(prompt_ids), completion_tokens=usage.completion_tokens if usage else None,
+                time_to_first_token=usage.time_to_first_token if usage else None,
+                tokens_per_second=usage.tokens_per_second if usage else None,
+                safety=_notice_fields(notices), error=error,
+            )
         yield Finished(reason, answer.id)
 
     async def generate_title(self, conversation_id: int) -> str:
@@ -392,6 +467,11 @@ class Engine:
         title = _clean_title("".join(parts)) or _clean_title(first) or "New chat"
         await self._db(self.store.update_conversation, conversation_id, title=title)
         return title
+
+
+def _notice_fields(notices: list[SafetyNotice]) -> list[dict]:
+    """Category, action, span and rule of each notice: never the matched text."""
+    return [{k: v for k, v in event_to_dict(n).items() if k != "type"} for n in notices]
 
 
 def _check_text(text: str) -> None:
