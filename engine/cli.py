@@ -226,6 +226,9 @@ async def _cmd_conversations(args) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        from engine.logs import setup_logging
+
+        setup_logging()
         result = args.func(args)
         if asyncio.iscoroutine(result):
             result = asyncio.run(result)
