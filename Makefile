@@ -30,7 +30,7 @@ bootstrap: $(STAMP_RUN)
 bootstrap-test: $(STAMP_TEST)
 
 run: $(STAMP_RUN)
-	$(VENV)/bin/wren chat
+	$(VENV)/bin/wren-desktop
 
 test: $(STAMP_TEST)
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q $(PYTEST_ARGS)

@@ -1,0 +1,185 @@
+"""How long does the GUI event loop stall while a long answer streams into the real window?
+
+    .venv/bin/python bench/ui_stall.py [--tokens 4000] [--rate 250]
+
+Drives the Wren window offscreen: a scripted backend streams a Markdown answer with code
+blocks through the real engine pipeline at `--rate` tokens/s. A 2 ms precise heartbeat timer
+on the GUI thread measures stalls (the gap between beats beyond the 2 ms period). Prints
+JSON; the targets are p99 < 16 ms and largest < 50 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+BEAT_MS = 2
+P99_TARGET_MS = 16.0
+MAX_TARGET_MS = 50.0
+
+_PARAGRAPH = (
+    "Streaming keeps the window **responsive**: each token is appended at the end of the "
+    "document through one cursor, and only a finished paragraph is rendered as `Markdown`."
+)
+_LIST = "- first point about caching\n- second point about *batching*\n- third point with `code`"
+_CODE = (
+    "```python\n"
+    "def fibonacci(n: int) -> list[int]:\n"
+    "    seq = [0, 1]\n"
+    "    while len(seq) < n:\n"
+    "        seq.append(seq[-1] + seq[-2])\n"
+    "    return seq[:n]\n"
+    "```"
+)
+
+
+def make_answer(tokenizer, tokens: int) -> str:
+    """Markdown with paragraphs, lists and code blocks, cut to exactly `tokens` tokens."""
+    parts, i = [], 0
+    while True:
+        i += 1
+        parts.append(f"## Part {i}\n\n{_PARAGRAPH}\n\n{_LIST}\n\n{_CODE}\n\n{_PARAGRAPH}")
+        text = "\n\n".join(parts)
+        ids = tokenizer.encode(text)
+        if len(ids) >= tokens:
+            return tokenizer.decode(ids[:tokens])
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+
+
+async def run(tokens: int, rate: float) -> dict:
+    from PySide6.QtCore import Qt, QTimer
+
+    from desktop.chat.body import MarkdownBody
+    from desktop.window.main_window import MainWindow
+    from engine.api import Engine
+    from engine.inference.backends.scripted import ScriptedBackend
+    from engine.modelhub.registry import ModelRegistry
+    from engine.store import Store
+    from engine.tokenize import Tokenizer
+    from tests.fixtures.tiny import make_tiny_model_dir
+
+    home = Path(os.environ["WREN_HOME"])
+    model_dir = make_tiny_model_dir(home / "src" / "tiny")
+    answer = make_answer(Tokenizer.from_dir(model_dir), tokens)
+    backend = ScriptedBackend(answer, delay=1.0 / rate, context_length=tokens * 4)
+    registry = ModelRegistry(home / "models")
+    registry.register_folder(model_dir, name="tiny")
+    store = Store(home / "wren.sqlite3")
+    store.set_setting("model", "tiny")
+    store.set_setting("sampling", {"max_tokens": tokens * 2})
+    engine = Engine(store, registry, backend_factory=lambda _name: backend)
+
+    # Time spent rendering: every append into the view, and the final sync with the store.
+    render = {"seconds": 0.0, "calls": 0, "max": 0.0}
+
+    def timed(method):
+        def wrapper(self, *args):
+            started = time.perf_counter()
+            try:
+                return method(self, *args)
+            finally:
+                spent = time.perf_counter() - started
+                render["seconds"] += spent
+                render["calls"] += 1
+                render["max"] = max(render["max"], spent)
+
+        return wrapper
+
+    MarkdownBody.append = timed(MarkdownBody.append)
+    MarkdownBody.finish = timed(MarkdownBody.finish)
+
+    window = MainWindow(engine)
+    window.resize(1100, 760)
+    window.show()
+    await window.start()
+    while engine.current_model is None:
+        await asyncio.sleep(0.01)
+
+    gaps: list[float] = []
+    last = [time.perf_counter()]
+
+    def beat() -> None:
+        now = time.perf_counter()
+        gaps.append(now - last[0])
+        last[0] = now
+
+    heartbeat = QTimer(interval=BEAT_MS, timerType=Qt.TimerType.PreciseTimer)
+    heartbeat.timeout.connect(beat)
+    done = asyncio.get_running_loop().create_future()
+    window.conversations.turn_finished.connect(lambda fin: done.done() or done.set_result(fin))
+
+    window.composer.edit.setPlainText("Write a long answer with code.")
+    started = time.perf_counter()
+    last[0] = started
+    heartbeat.start()
+    window.composer._submit()
+    finished = await done
+    heartbeat.stop()
+    elapsed = time.perf_counter() - started
+
+    stalls_ms = [max(0.0, (g * 1000) - BEAT_MS) for g in gaps]
+    shown = window.chat.message_widgets()[-1].text()
+    usage = window.chat.message_widgets()[-1].info
+    result = {
+        "tokens": usage.completion_tokens,
+        "tokens_per_second": round(usage.tokens_per_second or 0.0, 1),
+        "stream_seconds": round(elapsed, 3),
+        "finish_reason": finished.reason.value,
+        "text_matches": shown == answer,
+        "heartbeats": len(gaps),
+        "stall_ms": {
+            "max": round(max(stalls_ms), 2),
+            "p99": round(_percentile(stalls_ms, 99), 2),
+            "p95": round(_percentile(stalls_ms, 95), 2),
+            "median": round(statistics.median(stalls_ms), 3),
+        },
+        "render": {
+            "total_ms": round(render["seconds"] * 1000, 1),
+            "appends": render["calls"],
+            "max_append_ms": round(render["max"] * 1000, 2),
+        },
+        "targets": {"p99_ms": P99_TARGET_MS, "max_ms": MAX_TARGET_MS},
+    }
+    result["meets_targets"] = result["stall_ms"]["p99"] < P99_TARGET_MS and result["stall_ms"]["max"] < MAX_TARGET_MS
+    await window.conversations.close()
+    await window.tasks.cancel_all()
+    await engine.close()
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokens", type=int, default=4000)
+    parser.add_argument("--rate", type=float, default=300.0, help="tokens per second the fake model produces")
+    args = parser.parse_args()
+    import qasync
+    from PySide6.QtWidgets import QApplication
+
+    from desktop.theme import apply_theme
+
+    with tempfile.TemporaryDirectory() as home:
+        os.environ["WREN_HOME"] = home
+        app = QApplication.instance() or QApplication([sys.argv[0]])
+        apply_theme(app)
+        result = qasync.run(run(args.tokens, args.rate))
+    print(json.dumps(result, indent=2))
+    return 0 if result["meets_targets"] and result["text_matches"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

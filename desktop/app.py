@@ -1,0 +1,192 @@
+"""`wren-desktop`: one QApplication on a qasync loop, the window, tray, quick prompt, hotkey.
+
+The window shows at once; the model loads in the background. A second start (for example
+`wren-desktop --quick` bound to a key) hands its request to the running Wren and exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+import qasync
+from PySide6.QtCore import QObject, QTimer
+from PySide6.QtWidgets import QApplication, QMessageBox
+
+from desktop.settings.dialog import HOTKEY, HOTKEY_ENABLED, SavedSettings, SettingsDialog
+from desktop.theme import app_icon, apply_theme
+from desktop.tray.hotkey import DEFAULT_SHORTCUT, GlobalHotkey, unsupported_reason
+from desktop.tray.instance import QUICK, SHOW, SingleInstance, server_name
+from desktop.tray.quick import QuickPrompt
+from desktop.tray.tray import Tray
+from desktop.window.main_window import MainWindow
+from engine.api import Engine
+
+log = logging.getLogger(__name__)
+
+TRAY_NOTICE_SHOWN = "desktop.tray_notice_shown"
+
+
+class WrenApp(QObject):
+    """Wires the engine, the window, the tray, the quick prompt and the hotkey together."""
+
+    def __init__(self, engine: Engine, instance: SingleInstance | None = None, *, tray: bool | None = None):
+        super().__init__()
+        self.engine = engine
+        self.instance = instance
+        self.window = MainWindow(engine)
+        self.tasks = self.window.tasks
+        self.quick = QuickPrompt(engine, self.tasks)
+        self.tray = Tray(app_icon(), self, available=tray)
+        self.hotkey = GlobalHotkey(self)
+        self.hotkey_problem: str | None = None
+        self.settings: SettingsDialog | None = None
+        self.window.keep_running_in_tray = self.tray.available
+        self.done: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._connect()
+
+    def _connect(self) -> None:
+        w, models = self.window, self.window.models
+        self.tray.quick_requested.connect(self.quick.popup)
+        self.tray.show_requested.connect(w.show_and_raise)
+        self.tray.quit_requested.connect(self.quit)
+        w.quit_requested.connect(self.quit)
+        w.hidden_to_tray.connect(lambda: self.tasks.run(self._said_once(), what="tray notice"))
+        w.settings_requested.connect(self.open_settings)
+        self.quick.open_requested.connect(self.open_in_window)
+        self.quick.conversation_changed.connect(lambda _cid: w.conversations.refresh())
+        models.loading.connect(lambda: self.quick.set_ready(False, "Wren is loading the model…"))
+        models.loaded.connect(lambda status: self.quick.set_ready(True))
+        models.load_failed.connect(lambda _t: self.quick.set_ready(False, "No model is loaded; open Wren's settings to choose one."))
+        self.hotkey.activated.connect(self.quick.popup)
+        if self.instance is not None:
+            self.instance.message.connect(self.handle)
+
+    async def start(self, *, quick: bool = False) -> None:
+        if not (quick and self.tray.available):
+            self.window.show()
+        await self.window.start()
+        await self.apply_hotkey()
+        if quick:
+            self.quick.popup()
+
+    def handle(self, message: str) -> None:
+        """A request from a second `wren-desktop`."""
+        if message == QUICK:
+            self.quick.popup()
+        elif message == SHOW:
+            self.window.show_and_raise()
+
+    def open_in_window(self, conversation_id: int) -> None:
+        self.window.show_and_raise()
+        self.tasks.run(self._open(conversation_id), what="opening the chat")
+
+    async def _open(self, conversation_id: int) -> None:
+        await self.window.conversations.refresh_list()
+        await self.window.conversations.open(conversation_id)
+
+    async def apply_hotkey(self, shortcut: str | None = None) -> None:
+        if shortcut is None:
+            enabled = bool(await self.engine.get_setting(HOTKEY_ENABLED, True))
+            shortcut = (await self.engine.get_setting(HOTKEY, DEFAULT_SHORTCUT)) if enabled else None
+        self.hotkey_problem = self.hotkey.set_shortcut(shortcut) if shortcut else unsupported_reason()
+        if shortcut and self.hotkey_problem:
+            log.info("global shortcut %s is off: %s", shortcut, self.hotkey_problem)
+
+    def open_settings(self) -> None:
+        if self.settings is not None and self.settings.isVisible():
+            self.settings.raise_()
+            return
+        dialog = SettingsDialog(self.engine, self.tasks, hotkey_problem=self.hotkey_problem, parent=self.window)
+        dialog.saved.connect(lambda saved: self.tasks.run(self._apply(saved), what="applying settings"))
+        self.settings = dialog
+        self.tasks.run(self._show_settings(dialog), what="opening settings")
+
+    async def _show_settings(self, dialog: SettingsDialog) -> None:
+        await dialog.load(hotkey_default=DEFAULT_SHORTCUT)
+        dialog.open()
+
+    async def _apply(self, saved: SavedSettings) -> None:
+        await self.apply_hotkey(saved.hotkey or "")
+        if saved.hotkey and self.hotkey_problem:
+            self.window.status.showMessage(f"The global shortcut {saved.hotkey} is off: {self.hotkey_problem}", 15000)
+        if saved.model_changed or self.engine.current_model is None:
+            await self.window.models.load(saved.model, saved.backend)
+
+    async def _said_once(self) -> None:
+        if not await self.engine.get_setting(TRAY_NOTICE_SHOWN, False):
+            self.tray.say("Wren is still running", "Wren keeps running in the tray. Choose Quit from its menu to close it.")
+            await self.engine.set_setting(TRAY_NOTICE_SHOWN, True)
+
+    def quit(self) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+    async def shutdown(self) -> None:
+        self.hotkey.clear()
+        self.quick.hide()
+        self.window.hide()
+        self.tray.hide()
+        await self.window.conversations.close()
+        if self.quick.stream is not None:
+            await self.quick.stream.wait()
+        await self.tasks.cancel_all()
+        await self.engine.close()
+        if self.instance is not None:
+            self.instance.close()
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="wren-desktop", description="Wren, a private AI assistant on your computer.")
+    parser.add_argument("--quick", action="store_true", help="open the quick prompt (in the running Wren if there is one)")
+    parser.add_argument("--no-tray", action="store_true", help="no tray icon: closing the window quits")
+    args, _qt_args = parser.parse_known_args(argv)
+    return args
+
+
+async def _run(args: argparse.Namespace, instance: SingleInstance) -> int:
+    try:
+        engine = Engine.open()
+    except Exception as exc:  # a locked or unreadable database: nothing else can work
+        QMessageBox.critical(None, "Wren cannot start", f"Wren could not open its data:\n\n{exc}")
+        return 1
+    wren = WrenApp(engine, instance, tray=False if args.no_tray else None)
+    # Python handles Ctrl+C only between bytecodes; a idle tick lets it in while Qt waits.
+    signal.signal(signal.SIGINT, lambda *_: wren.quit())
+    ticker = QTimer(interval=300)
+    ticker.timeout.connect(lambda: None)
+    ticker.start()
+    await wren.start(quick=args.quick)
+    await wren.done
+    await wren.shutdown()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = _parse(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app = QApplication.instance() or QApplication([sys.argv[0], *argv])
+    app.setApplicationName("Wren")
+    app.setApplicationDisplayName("Wren")
+    app.setDesktopFileName("wren")
+    app.setWindowIcon(app_icon())
+    app.setQuitOnLastWindowClosed(False)  # the tray and quick prompt outlive the window
+
+    from engine import paths
+
+    instance = SingleInstance(server_name(str(paths.data_dir())))
+    if instance.forward(QUICK if args.quick else SHOW):
+        return 0
+    if not instance.listen():
+        log.warning("cannot listen on %s; a second start will open a second window", instance.name)
+    apply_theme(app)
+    # Python 3.11 has no asyncio.run(loop_factory=...); qasync.run installs its loop policy.
+    return qasync.run(_run(args, instance))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

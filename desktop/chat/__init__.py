@@ -1,0 +1,1 @@
+"""The chat view: messages, streaming Markdown, highlighted code blocks."""

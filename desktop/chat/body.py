@@ -1,0 +1,97 @@
+"""An assistant message's body: streamed text split into prose and code segments."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+from desktop.chat.blocks import (
+    AppendCode, AppendProse, BlockOp, BlockSplitter, CloseCode, OpenCode, RenderProse, split_blocks,
+)
+from desktop.chat.segments import CodeSegment, ProseSegment
+
+
+class MarkdownBody(QWidget):
+    """Shows Markdown as it streams; `append` is cheap however long the message already is."""
+
+    def __init__(self, text: str = "", parent: QWidget | None = None):
+        super().__init__(parent)
+        self._layout = QVBoxLayout(self)
+        self._layout.setContentsMargins(0, 0, 0, 0)
+        self._layout.setSpacing(6)
+        self._parts: list[str] = []
+        self._splitter = BlockSplitter()
+        self._prose: ProseSegment | None = None
+        self._code: CodeSegment | None = None
+        self.streaming = False
+        if text:
+            self.set_text(text)
+
+    def text(self) -> str:
+        return "".join(self._parts)
+
+    def segments(self) -> list[ProseSegment | CodeSegment]:
+        """The prose and code pieces, top to bottom."""
+        items = (self._layout.itemAt(i).widget() for i in range(self._layout.count()))
+        return [w for w in items if w is not None]
+
+    def code_blocks(self) -> list[CodeSegment]:
+        return [w for w in self.segments() if isinstance(w, CodeSegment)]
+
+    def set_text(self, text: str) -> None:
+        """Render a finished message in one go."""
+        self._clear()
+        self._parts = [text]
+        self.streaming = False
+        for op in split_blocks(text):
+            self._apply(op)
+
+    def begin_stream(self) -> None:
+        self._clear()
+        self._splitter = BlockSplitter()
+        self.streaming = True
+
+    def append(self, text: str) -> None:
+        self._parts.append(text)
+        for op in self._splitter.feed(text):
+            self._apply(op)
+
+    def finish(self) -> None:
+        for op in self._splitter.finish():
+            self._apply(op)
+        self.streaming = False
+        if len(self._parts) > 1:
+            self._parts = ["".join(self._parts)]
+
+    def _clear(self) -> None:
+        while (item := self._layout.takeAt(0)) is not None:
+            if item.widget() is not None:
+                item.widget().deleteLater()
+        self._parts = []
+        self._prose = self._code = None
+
+    def _prose_segment(self) -> ProseSegment:
+        if self._prose is None:
+            self._prose = ProseSegment(self)
+            self._layout.addWidget(self._prose)
+        return self._prose
+
+    def _apply(self, op: BlockOp) -> None:
+        match op:
+            case AppendProse(text=text):
+                self._prose_segment().append_live(text)
+            case RenderProse(markdown=markdown, final=final):
+                self._prose_segment().render(markdown, final)
+            case OpenCode(language=language):
+                self._prose = None
+                self._code = CodeSegment(language, self)
+                self._layout.addWidget(self._code)
+            case AppendCode(text=text):
+                if self._code is not None:
+                    self._code.append(text)
+            case CloseCode(code=code, language=language):
+                if self._code is None:
+                    self._prose = None
+                    self._code = CodeSegment(language, self)
+                    self._layout.addWidget(self._code)
+                self._code.finish(code)
+                self._code = None

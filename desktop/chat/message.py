@@ -1,0 +1,162 @@
+"""One message in the chat: who said it, its status, `< 2/3 >` versions, actions, body."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QTimer, Signal
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
+
+from desktop.bridge import describe_notices
+from desktop.chat.body import MarkdownBody
+from desktop.chat.segments import PlainSegment
+from engine.records import MessageInfo, MessageStatus, Role
+
+_STATUS_TEXT = {
+    MessageStatus.STOPPED: "stopped",
+    MessageStatus.INTERRUPTED: "interrupted — Wren closed while it was answering",
+    MessageStatus.FAILED: "failed",
+    MessageStatus.BLOCKED: "blocked by a safety rule",
+    MessageStatus.STREAMING: "answering…",
+}
+
+
+def _tool_button(text: str, name: str, accessible: str, tip: str) -> QToolButton:
+    button = QToolButton(text=text)
+    button.setObjectName(name)
+    button.setAccessibleName(accessible)
+    button.setToolTip(tip)
+    button.setAutoRaise(True)
+    return button
+
+
+class MessageWidget(QFrame):
+    edit_requested = Signal(int)
+    regenerate_requested = Signal(int)
+    sibling_requested = Signal(int, int)  # message id, step (-1 or +1)
+    copied = Signal(str)
+
+    def __init__(self, role: Role, text: str = "", info: MessageInfo | None = None, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.role = role
+        self.info: MessageInfo | None = None
+        self.setObjectName("userMessage" if role is Role.USER else "assistantMessage")
+        self.setAccessibleName("Your message" if role is Role.USER else "Wren's answer")
+
+        self._who = QLabel("You" if role is Role.USER else "Wren")
+        self._who.setObjectName("messageAuthor")
+        self.status_label = QLabel()
+        self.status_label.setObjectName("messageStatus")
+        self.status_label.setAccessibleName("Message status")
+        self.status_label.setWordWrap(True)
+        self.status_label.hide()
+
+        self.previous_button = _tool_button("‹", "previousVersionButton", "Previous version", "Show the previous version")
+        self.version_label = QLabel()
+        self.version_label.setObjectName("versionLabel")
+        self.next_button = _tool_button("›", "nextVersionButton", "Next version", "Show the next version")
+        self.previous_button.clicked.connect(lambda: self._step(-1))
+        self.next_button.clicked.connect(lambda: self._step(+1))
+
+        self.copy_button = _tool_button("Copy", "copyMessageButton", "Copy message", "Copy this message")
+        self.copy_button.clicked.connect(self.copy)
+        if role is Role.USER:
+            self.action_button = _tool_button("Edit", "editMessageButton", "Edit and resend", "Edit this message and send it again (a new branch)")
+            self.action_button.clicked.connect(lambda: self._emit_for(self.edit_requested))
+        else:
+            self.action_button = _tool_button("Regenerate", "regenerateButton", "Regenerate answer", "Write another answer (kept beside this one)")
+            self.action_button.clicked.connect(lambda: self._emit_for(self.regenerate_requested))
+
+        header = QHBoxLayout()
+        header.setContentsMargins(0, 0, 0, 0)
+        header.setSpacing(4)
+        header.addWidget(self._who)
+        header.addWidget(self.status_label, 1)
+        header.addStretch(0)
+        for w in (self.previous_button, self.version_label, self.next_button, self.copy_button, self.action_button):
+            header.addWidget(w)
+
+        if role is Role.USER:
+            self.body: MarkdownBody | PlainSegment = PlainSegment(text)
+        else:
+            self.body = MarkdownBody(text)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(12, 8, 12, 8)
+        layout.setSpacing(4)
+        layout.addLayout(header)
+        layout.addWidget(self.body)
+        self._text = text
+        self._busy = False
+        self._assigned_id: int | None = None
+        self.set_info(info)
+
+    @property
+    def message_id(self) -> int | None:
+        return self.info.id if self.info else self._assigned_id
+
+    def assign_id(self, message_id: int) -> None:
+        """The store's id for a message shown before it was committed."""
+        self._assigned_id = message_id
+
+    def text(self) -> str:
+        return self.body.text() if isinstance(self.body, MarkdownBody) else self._text
+
+    def set_info(self, info: MessageInfo | None) -> None:
+        """Show the stored state of the message; the body is replaced only if its text changed."""
+        self.info = info
+        if info is not None and info.content != self.text() and not self.is_streaming:
+            self._text = info.content
+            self.body.set_text(info.content)
+        count = info.sibling_count if info else 1
+        index = info.sibling_index if info else 0
+        for w in (self.previous_button, self.version_label, self.next_button):
+            w.setVisible(count > 1)
+        self.version_label.setText(f"{index + 1}/{count}")
+        self.version_label.setAccessibleName(f"Version {index + 1} of {count}")
+        self._refresh_controls()
+        self.set_status(info.status if info else None, info.error if info else None)
+        if info is not None and info.role is Role.ASSISTANT and info.tokens_per_second:
+            self._who.setToolTip(
+                f"{info.model or 'model'} on {info.backend or '?'} · "
+                f"{info.completion_tokens or 0} tokens at {info.tokens_per_second:.1f} tokens/s"
+            )
+
+    def set_status(self, status: MessageStatus | None, error: str | None = None) -> None:
+        text = _STATUS_TEXT.get(status, "") if status else ""
+        if status is MessageStatus.FAILED and error:
+            text = f"failed: {error}"
+        safety = (self.info.meta.get("safety") if self.info else None) or []
+        if safety:
+            text = " · ".join(t for t in (text, f"safety {describe_notices(safety)}") if t)
+        self.status_label.setText(text)
+        self.status_label.setProperty("problem", status in (MessageStatus.FAILED, MessageStatus.BLOCKED))
+        self.status_label.setVisible(bool(text))
+        self.status_label.style().polish(self.status_label)
+
+    @property
+    def is_streaming(self) -> bool:
+        return isinstance(self.body, MarkdownBody) and self.body.streaming
+
+    def set_busy(self, busy: bool) -> None:
+        """While an answer streams in this chat, branching from it would race the stream."""
+        self._busy = busy
+        self._refresh_controls()
+
+    def _refresh_controls(self) -> None:
+        info, idle = self.info, not self._busy
+        self.previous_button.setEnabled(idle and info is not None and info.sibling_index > 0)
+        self.next_button.setEnabled(idle and info is not None and info.sibling_index < info.sibling_count - 1)
+        self.action_button.setEnabled(idle and info is not None)
+
+    def copy(self) -> None:
+        QGuiApplication.clipboard().setText(self.text())
+        self.copy_button.setText("Copied")
+        QTimer.singleShot(1500, self.copy_button, lambda: self.copy_button.setText("Copy"))
+        self.copied.emit(self.text())
+
+    def _emit_for(self, signal) -> None:
+        if self.message_id is not None:
+            signal.emit(self.message_id)
+
+    def _step(self, step: int) -> None:
+        if self.message_id is not None:
+            self.sibling_requested.emit(self.message_id, step)

@@ -1,0 +1,204 @@
+"""The chat view: the visible branch of a conversation as a scrolling column of messages."""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
+
+from desktop.chat import highlight
+from desktop.chat.body import MarkdownBody
+from desktop.chat.message import MessageWidget
+from desktop.theme import is_dark
+from engine.records import MessageInfo, MessageStatus, Role
+
+_STICK_SLACK = 24  # pixels from the bottom that still count as "following the answer"
+# Opening a long chat builds the newest messages at once and older ones in slices of this
+# many milliseconds per event-loop turn: 50 rich answers take most of a second to build.
+EAGER_MESSAGES = 8
+BACKLOG_SLICE_MS = 12
+
+
+class ChatView(QScrollArea):
+    edit_requested = Signal(int)
+    regenerate_requested = Signal(int)
+    sibling_requested = Signal(int, int)
+    copied = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("chatView")
+        self.setAccessibleName("Conversation")
+        self.setWidgetResizable(True)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        content = QWidget()
+        content.setObjectName("chatContent")
+        self._column = QVBoxLayout(content)
+        self._column.setContentsMargins(16, 12, 16, 12)
+        self._column.setSpacing(10)
+        self.empty_label = QLabel("Ask Wren anything. Everything stays on this computer.")
+        self.empty_label.setObjectName("emptyChatLabel")
+        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty_label.setWordWrap(True)
+        self._column.addWidget(self.empty_label)
+        self.notice_label = QLabel()
+        self.notice_label.setObjectName("chatNotice")
+        self.notice_label.setAccessibleName("Problem")
+        self.notice_label.setWordWrap(True)
+        self.notice_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.notice_label.hide()
+        self._column.addWidget(self.notice_label)
+        self._column.addStretch(1)
+        self.setWidget(content)
+        self._messages: list[MessageWidget] = []
+        self._backlog: list[MessageInfo] = []
+        self._backlog_at = 0
+        self._busy = False
+        self._stick = True
+        bar = self.verticalScrollBar()
+        bar.rangeChanged.connect(self._follow)
+        bar.valueChanged.connect(lambda v: setattr(self, "_stick", v >= bar.maximum() - _STICK_SLACK))
+
+    # -- contents -------------------------------------------------------------------
+
+    def message_widgets(self) -> list[MessageWidget]:
+        return list(self._messages)
+
+    def last_answer(self) -> MessageWidget | None:
+        return next((w for w in reversed(self._messages) if w.role is Role.ASSISTANT), None)
+
+    def widget_for(self, message_id: int) -> MessageWidget | None:
+        return next((w for w in self._messages if w.message_id == message_id), None)
+
+    def clear(self) -> None:
+        self._backlog = []
+        self._truncate(0)
+        self.show_notice("")
+        self._stick = True
+
+    def show_notice(self, text: str) -> None:
+        """A problem that belongs to no message (the engine refused the turn)."""
+        self.notice_label.setText(text)
+        self.notice_label.setVisible(bool(text))
+
+    def show_messages(self, messages: list[MessageInfo]) -> None:
+        """Show `messages`, keeping the widgets of the prefix that did not change."""
+        self._build_backlog(until=None)
+        keep = 0
+        for widget, info in zip(self._messages, messages):
+            if widget.message_id != info.id:
+                break
+            keep += 1
+        self._truncate(keep)
+        for widget, info in zip(self._messages, messages):
+            widget.set_info(info)
+        rest = messages[keep:]
+        split = max(0, len(rest) - EAGER_MESSAGES)
+        for info in rest[split:]:
+            self._add(MessageWidget(info.role, info.content, info))
+        if split:
+            self._backlog, self._backlog_at = rest[:split], keep
+            QTimer.singleShot(0, self, self._backlog_slice)
+        self._update_empty()
+
+    @property
+    def complete(self) -> bool:
+        """Every message is built (older ones of a long chat arrive over a few turns)."""
+        return not self._backlog
+
+    def _backlog_slice(self) -> None:
+        if self._backlog:
+            self._build_backlog(until=time.perf_counter() + BACKLOG_SLICE_MS / 1000)
+            if self._backlog:
+                QTimer.singleShot(0, self, self._backlog_slice)
+
+    def _build_backlog(self, until: float | None) -> None:
+        # Newest first, each inserted above the ones already built, so order is kept.
+        while self._backlog and (until is None or time.perf_counter() < until):
+            info = self._backlog.pop()
+            self._add(MessageWidget(info.role, info.content, info), at=self._backlog_at)
+
+    def add_pending_user(self, text: str) -> MessageWidget:
+        """The user's message, shown before the store has given it an id."""
+        self._stick = True
+        widget = self._add(MessageWidget(Role.USER, text))
+        self._update_empty()
+        return widget
+
+    def add_streaming_answer(self) -> MessageWidget:
+        self._stick = True
+        widget = self._add(MessageWidget(Role.ASSISTANT))
+        widget.body.begin_stream()
+        widget.set_status(MessageStatus.STREAMING)
+        self._update_empty()
+        return widget
+
+    def remove_from(self, message_id: int) -> None:
+        """Drop a message and everything after it (a new branch replaces them)."""
+        for index, widget in enumerate(self._messages):
+            if widget.message_id == message_id:
+                self._truncate(index)
+                break
+        self._update_empty()
+
+    def set_busy(self, busy: bool) -> None:
+        self._busy = busy
+        for widget in self._messages:
+            widget.set_busy(busy)
+
+    def warm_up(self) -> None:
+        """Pay first-use costs (fonts, Markdown import, lexers) while idle, one small step per
+        event-loop turn, so the first code block of the first answer does not stall."""
+        steps = [self._warm_widgets] + [
+            (lambda lang=lang: highlight.warm(lang, is_dark())) for lang in highlight.COMMON_LANGUAGES
+        ]
+
+        def next_step() -> None:
+            if steps:
+                steps.pop(0)()
+                QTimer.singleShot(0, self, next_step)
+
+        QTimer.singleShot(0, self, next_step)
+
+    def _warm_widgets(self) -> None:
+        body = MarkdownBody("*warm* up\n\n```python\nx = 1\n```", self.widget())
+        body.hide()
+        body.deleteLater()
+
+    def scroll_to_bottom(self) -> None:
+        self._stick = True
+        bar = self.verticalScrollBar()
+        bar.setValue(bar.maximum())
+
+    # -- internals ------------------------------------------------------------------
+
+    def _add(self, widget: MessageWidget, at: int | None = None) -> MessageWidget:
+        widget.edit_requested.connect(self.edit_requested)
+        widget.regenerate_requested.connect(self.regenerate_requested)
+        widget.sibling_requested.connect(self.sibling_requested)
+        widget.copied.connect(self.copied)
+        widget.set_busy(self._busy)
+        if at is None:
+            # Before the notice and the trailing stretch, so messages stack from the top.
+            self._column.insertWidget(self._column.count() - 2, widget)
+            self._messages.append(widget)
+        else:
+            self._column.insertWidget(1 + at, widget)  # after the empty-chat label
+            self._messages.insert(at, widget)
+        return widget
+
+    def _truncate(self, keep: int) -> None:
+        for widget in self._messages[keep:]:
+            self._column.removeWidget(widget)
+            widget.hide()
+            widget.deleteLater()
+        del self._messages[keep:]
+
+    def _update_empty(self) -> None:
+        self.empty_label.setVisible(not self._messages)
+
+    def _follow(self, _minimum: int, maximum: int) -> None:
+        if self._stick:
+            self.verticalScrollBar().setValue(maximum)

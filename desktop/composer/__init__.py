@@ -1,0 +1,1 @@
+"""The message composer: input, send/stop and the live token count."""

@@ -1,0 +1,110 @@
+"""The composer's live token count: debounced, computed off the GUI thread, never stale."""
+
+from __future__ import annotations
+
+from typing import Awaitable, Callable
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from desktop.bridge import Tasks
+from desktop.composer.composer import Composer
+
+DEBOUNCE_MS = 350
+# The tokenizer holds the GIL while it encodes (about 2 s for 1 MB), which would freeze the
+# window; big drafts are counted in pieces cut before whitespace, where byte-level BPE never
+# merges across, so the GUI thread gets the GIL back between pieces.
+PIECE_CHARS = 16_000
+
+Counter = Callable[[str], Awaitable[int]]
+
+
+class TokenCounter(QObject):
+    """Counts the draft after typing pauses; a result for an older draft is dropped."""
+
+    counted = Signal(int)
+
+    def __init__(self, composer: Composer, tasks: Tasks, parent: QObject | None = None):
+        super().__init__(parent)
+        self._composer = composer
+        self._tasks = tasks
+        self._count: Counter | None = None
+        self._limit = 0
+        self._used = 0
+        self._generation = 0
+        self.last: int | None = None
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(DEBOUNCE_MS)
+        self._timer.timeout.connect(self._start)
+        # Cheap to receive; the text is read only once typing pauses.
+        composer.changed.connect(self._changed)
+
+    def set_model(self, count: Counter | None, context_length: int) -> None:
+        self._count = count
+        self._limit = context_length
+        self._changed()
+
+    def set_used(self, tokens: int) -> None:
+        """Tokens the conversation already takes in the context window."""
+        self._used = tokens
+        self._show()
+
+    def _changed(self) -> None:
+        self._generation += 1
+        self._timer.start()
+
+    def _start(self) -> None:
+        if self._count is None:
+            self.last = None
+            self._show()
+            return
+        generation = self._generation
+        text = self._composer.text()
+        if not text:
+            self._finish(generation, 0)
+            return
+        self._tasks.run(self._run(generation, text), what="counting tokens")
+
+    async def _run(self, generation: int, text: str) -> None:
+        assert self._count is not None
+        parts = pieces(text)
+        # Each piece is counted with the model's BOS, if it has one; the draft has one BOS.
+        total = -(len(parts) - 1) * await self._count("") if len(parts) > 1 else 0
+        for piece in parts:
+            if generation != self._generation:
+                return  # typing went on; do not finish counting a draft nobody sees
+            total += await self._count(piece)
+        self._finish(generation, total)
+
+    def _finish(self, generation: int, count: int) -> None:
+        if generation != self._generation:
+            return  # the draft changed while counting; a newer count is on its way
+        self.last = count
+        self._show()
+        self.counted.emit(count)
+
+    def _show(self) -> None:
+        if self._count is None or not self._limit:
+            self._composer.set_token_text("")
+            return
+        draft = self.last or 0
+        total = self._used + draft
+        text = f"{total:,} / {self._limit:,} tokens"
+        if draft:
+            text = f"{draft:,} in this message · {text}"
+        self._composer.set_token_text(text, over=total > self._limit)
+
+
+def pieces(text: str, size: int = PIECE_CHARS) -> list[str]:
+    """`text` cut into pieces of about `size` characters, each cut just before whitespace."""
+    out, start = [], 0
+    while len(text) - start > size:
+        cut = start + size
+        while cut > start and not text[cut].isspace():
+            cut -= 1
+        if cut == start:  # one enormous word: cut it anywhere
+            cut = start + size
+        out.append(text[start:cut])
+        start = cut
+    out.append(text[start:])
+    return out

@@ -1,0 +1,1 @@
+"""The settings dialog: models, backend, sampling defaults, system prompt, hotkey."""

@@ -1,0 +1,300 @@
+"""Settings: installed models and import, backend, sampling defaults, system prompt, hotkey.
+
+Everything is read from and saved to the engine's store; the dialog holds no state of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeySequence
+from PySide6.QtWidgets import (
+    QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFileDialog, QFormLayout, QHBoxLayout,
+    QKeySequenceEdit, QLabel, QLineEdit, QListWidget, QListWidgetItem, QPlainTextEdit, QProgressBar,
+    QPushButton, QSpinBox, QTabWidget, QVBoxLayout, QWidget,
+)
+
+from desktop.bridge import Tasks
+from desktop.settings.importer import import_model
+from desktop.window.models import installed_models
+from engine.api import DEFAULT_SYSTEM_PROMPT, Engine
+from engine.errors import WrenError
+from engine.inference.sampling import SamplingParams
+from engine.inference.select import BACKEND_NAMES
+
+HOTKEY = "desktop.hotkey"
+HOTKEY_ENABLED = "desktop.hotkey_enabled"
+
+
+@dataclass(frozen=True)
+class SavedSettings:
+    model: str | None
+    backend: str
+    model_changed: bool  # the model or backend differs from what was loaded: reload
+    hotkey: str | None  # None: off
+
+
+def _spin(minimum: float, maximum: float, step: float, decimals: int, name: str, label: str) -> QDoubleSpinBox:
+    box = QDoubleSpinBox()
+    box.setRange(minimum, maximum)
+    box.setSingleStep(step)
+    box.setDecimals(decimals)
+    box.setObjectName(name)
+    box.setAccessibleName(label)
+    return box
+
+
+class SettingsDialog(QDialog):
+    saved = Signal(object)  # SavedSettings
+
+    def __init__(self, engine: Engine, tasks: Tasks, *, hotkey_problem: str | None = None, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("settingsDialog")
+        self.setWindowTitle("Wren settings")
+        self.setAccessibleName("Settings")
+        self.engine = engine
+        self.tasks = tasks
+        self._loaded_model: str | None = None
+        self._saved_prompt: str | None = None
+        self._loaded_backend = "auto"
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self._model_tab(), "Model")
+        self.tabs.addTab(self._generation_tab(), "Generation")
+        self.tabs.addTab(self._quick_tab(hotkey_problem), "Quick prompt")
+        self.error_label = QLabel()
+        self.error_label.setObjectName("settingsError")
+        self.error_label.setWordWrap(True)
+        self.error_label.setStyleSheet("color: #d64545")
+        self.error_label.hide()
+        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
+        self.buttons.accepted.connect(lambda: self.tasks.run(self.save(), what="saving settings"))
+        self.buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.tabs)
+        layout.addWidget(self.error_label)
+        layout.addWidget(self.buttons)
+        self.resize(560, 520)
+
+    # -- tabs -----------------------------------------------------------------------
+
+    def _model_tab(self) -> QWidget:
+        self.model_list = QListWidget()
+        self.model_list.setObjectName("settingsModelPicker")
+        self.model_list.setAccessibleName("Installed models")
+        self.import_gguf_button = QPushButton("Import GGUF file…")
+        self.import_gguf_button.setObjectName("importGgufButton")
+        self.import_folder_button = QPushButton("Import model folder…")
+        self.import_folder_button.setObjectName("importFolderButton")
+        self.import_progress = QProgressBar()
+        self.import_progress.setObjectName("importProgress")
+        self.import_progress.setAccessibleName("Import progress")
+        self.import_progress.hide()
+        self.import_status = QLabel()
+        self.import_status.setObjectName("importStatus")
+        self.import_status.setWordWrap(True)
+        self.backend_picker = QComboBox()
+        self.backend_picker.setObjectName("backendPicker")
+        self.backend_picker.setAccessibleName("Backend")
+        self.backend_picker.addItems(list(BACKEND_NAMES))
+        self.import_gguf_button.clicked.connect(self._pick_gguf)
+        self.import_folder_button.clicked.connect(self._pick_folder)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.import_gguf_button)
+        buttons.addWidget(self.import_folder_button)
+        buttons.addStretch(1)
+        form = QFormLayout()
+        form.addRow("Backend", self.backend_picker)
+        page = QWidget()
+        layout = QVBoxLayout(page)
+        layout.addWidget(QLabel("Installed models (the selected one answers):"))
+        layout.addWidget(self.model_list, 1)
+        layout.addLayout(buttons)
+        layout.addWidget(self.import_progress)
+        layout.addWidget(self.import_status)
+        layout.addLayout(form)
+        return page
+
+    def _generation_tab(self) -> QWidget:
+        self.temperature = _spin(0, 5, 0.05, 2, "temperatureSpin", "Temperature")
+        self.top_p = _spin(0.01, 1, 0.05, 2, "topPSpin", "Top p")
+        self.min_p = _spin(0, 0.99, 0.01, 2, "minPSpin", "Min p")
+        self.repetition_penalty = _spin(0.01, 5, 0.05, 2, "repetitionPenaltySpin", "Repetition penalty")
+        self.top_k = QSpinBox(objectName="topKSpin", minimum=0, maximum=100_000)
+        self.top_k.setAccessibleName("Top k")
+        self.top_k.setSpecialValueText("off")
+        self.max_tokens = QSpinBox(objectName="maxTokensSpin", minimum=1, maximum=1_000_000)
+        self.max_tokens.setAccessibleName("Maximum answer length in tokens")
+        self.seed = QLineEdit(objectName="seedEdit")
+        self.seed.setAccessibleName("Seed")
+        self.seed.setPlaceholderText("random")
+        self.stop_strings = QLineEdit(objectName="stopStringsEdit")
+        self.stop_strings.setAccessibleName("Stop strings")
+        self.stop_strings.setPlaceholderText("none; separate several with |")
+        self.system_prompt = QPlainTextEdit(objectName="systemPromptEdit")
+        self.system_prompt.setAccessibleName("Default system prompt")
+        self.system_prompt.setPlaceholderText("No system prompt")
+        reset = QPushButton("Restore defaults")
+        reset.setObjectName("restoreDefaultsButton")
+        reset.clicked.connect(lambda: self._show_sampling(SamplingParams()))
+        form = QFormLayout()
+        form.addRow("Temperature", self.temperature)
+        form.addRow("Top p", self.top_p)
+        form.addRow("Top k", self.top_k)
+        form.addRow("Min p", self.min_p)
+        form.addRow("Repetition penalty", self.repetition_penalty)
+        form.addRow("Max answer tokens", self.max_tokens)
+        form.addRow("Seed", self.seed)
+        form.addRow("Stop strings", self.stop_strings)
+        form.addRow("", reset)
+        page = QWidget()
+        layout = QVBoxLayout(page)
+        layout.addLayout(form)
+        layout.addWidget(QLabel("Default system prompt:"))
+        layout.addWidget(self.system_prompt, 1)
+        return page
+
+    def _quick_tab(self, problem: str | None) -> QWidget:
+        self.hotkey_enabled = QCheckBox("Open the quick prompt with a global shortcut")
+        self.hotkey_enabled.setObjectName("hotkeyEnabled")
+        self.hotkey_edit = QKeySequenceEdit()
+        self.hotkey_edit.setObjectName("hotkeyEdit")
+        self.hotkey_edit.setAccessibleName("Global shortcut")
+        self.hotkey_edit.setMaximumSequenceLength(1)
+        self.hotkey_status = QLabel(problem or "")
+        self.hotkey_status.setObjectName("hotkeyStatus")
+        self.hotkey_status.setWordWrap(True)
+        self.hotkey_enabled.toggled.connect(self.hotkey_edit.setEnabled)
+        page = QWidget()
+        layout = QVBoxLayout(page)
+        layout.addWidget(self.hotkey_enabled)
+        layout.addWidget(self.hotkey_edit)
+        layout.addWidget(self.hotkey_status)
+        layout.addWidget(QLabel("From a terminal or a desktop shortcut, “wren-desktop --quick” opens it too."))
+        layout.addStretch(1)
+        return page
+
+    # -- load and save --------------------------------------------------------------
+
+    async def load(self, *, hotkey_default: str) -> None:
+        e = self.engine
+        self._loaded_model = (e.current_model.name if e.current_model else None) or await e.get_setting("model")
+        self._loaded_backend = await e.get_setting("backend", "auto") or "auto"
+        await self.refresh_models(select=self._loaded_model)
+        index = self.backend_picker.findText(self._loaded_backend)
+        self.backend_picker.setCurrentIndex(max(0, index))
+        self._show_sampling(await e.default_sampling())
+        self._saved_prompt = await e.get_setting("system_prompt")
+        self.system_prompt.setPlainText(DEFAULT_SYSTEM_PROMPT if self._saved_prompt is None else self._saved_prompt)
+        self.hotkey_enabled.setChecked(bool(await e.get_setting(HOTKEY_ENABLED, True)))
+        self.hotkey_edit.setKeySequence(QKeySequence(await e.get_setting(HOTKEY, hotkey_default) or hotkey_default))
+        self.hotkey_edit.setEnabled(self.hotkey_enabled.isChecked())
+
+    async def refresh_models(self, select: str | None = None) -> None:
+        models = await installed_models(self.engine)
+        self.model_list.clear()
+        for info in models:
+            size = f"{info.size_bytes / 1e6:,.0f} MB" if info.size_bytes else ""
+            details = " · ".join(x for x in (info.architecture, info.quantization, size) if x)
+            item = QListWidgetItem(f"{info.name}    {details}")
+            item.setData(Qt.ItemDataRole.UserRole, info.name)
+            item.setToolTip(str(info.path))
+            self.model_list.addItem(item)
+            if info.name == select:
+                self.model_list.setCurrentItem(item)
+
+    def selected_model(self) -> str | None:
+        item = self.model_list.currentItem()
+        return item.data(Qt.ItemDataRole.UserRole) if item is not None else None
+
+    def _show_sampling(self, params: SamplingParams) -> None:
+        self.temperature.setValue(params.temperature)
+        self.top_p.setValue(params.top_p)
+        self.top_k.setValue(params.top_k)
+        self.min_p.setValue(params.min_p)
+        self.repetition_penalty.setValue(params.repetition_penalty)
+        self.max_tokens.setValue(params.max_tokens)
+        self.seed.setText("" if params.seed is None else str(params.seed))
+        self.stop_strings.setText(" | ".join(params.stop))
+
+    def sampling(self) -> SamplingParams:
+        seed = self.seed.text().strip()
+        if seed and not seed.isdigit():
+            raise WrenError(f"the seed must be a whole number, or empty for random; got {seed!r}")
+        stops = tuple(s.strip() for s in self.stop_strings.text().split("|") if s.strip())
+        return SamplingParams(
+            temperature=self.temperature.value(), top_p=self.top_p.value(), top_k=self.top_k.value(),
+            min_p=self.min_p.value(), repetition_penalty=self.repetition_penalty.value(),
+            max_tokens=self.max_tokens.value(), seed=int(seed) if seed else None, stop=stops,
+        )
+
+    async def save(self) -> SavedSettings | None:
+        try:
+            params = self.sampling()
+            await self.engine.set_setting("sampling", params.to_dict())
+        except WrenError as exc:
+            self.error_label.setText(str(exc))
+            self.error_label.show()
+            self.tabs.setCurrentIndex(1)
+            return None
+        model, backend = self.selected_model(), self.backend_picker.currentText()
+        prompt = self.system_prompt.toPlainText().strip()
+        # Unset means "Wren's default", which may improve in a later version; keep it unset
+        # unless the user changed it. An empty prompt is a real choice: no system prompt.
+        if not (self._saved_prompt is None and prompt == DEFAULT_SYSTEM_PROMPT):
+            await self.engine.set_setting("system_prompt", prompt)
+        if model:
+            await self.engine.set_setting("model", model)
+        await self.engine.set_setting("backend", backend)
+        hotkey = self.hotkey_edit.keySequence().toString(QKeySequence.SequenceFormat.PortableText) or None
+        await self.engine.set_setting(HOTKEY_ENABLED, self.hotkey_enabled.isChecked())
+        if hotkey:
+            await self.engine.set_setting(HOTKEY, hotkey)
+        result = SavedSettings(
+            model=model, backend=backend,
+            model_changed=(model is not None and model != self._loaded_model) or backend != self._loaded_backend,
+            hotkey=hotkey if self.hotkey_enabled.isChecked() else None,
+        )
+        self.saved.emit(result)
+        self.accept()
+        return result
+
+    # -- import ---------------------------------------------------------------------
+
+    def _pick_gguf(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Import a GGUF model", str(Path.home()), "GGUF models (*.gguf)")
+        if path:
+            self.start_import(Path(path))
+
+    def _pick_folder(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Import a model folder (config.json, *.safetensors, tokenizer.json)", str(Path.home()))
+        if path:
+            self.start_import(Path(path))
+
+    def start_import(self, path: Path) -> None:
+        self.tasks.run(self.import_from(path), what="importing the model")
+
+    async def import_from(self, path: Path):
+        for b in (self.import_gguf_button, self.import_folder_button):
+            b.setEnabled(False)
+        self.import_progress.setRange(0, 0)
+        self.import_progress.show()
+        self.import_status.setText(f"Importing {path.name}…")
+        try:
+            info = await import_model(self.engine, path, self._progress)
+        except Exception as exc:
+            self.import_status.setText(f"Could not import {path}: {exc}")
+            return None
+        finally:
+            self.import_progress.hide()
+            for b in (self.import_gguf_button, self.import_folder_button):
+                b.setEnabled(True)
+        self.import_status.setText(f"Imported “{info.name}”. Select it and press Save to use it.")
+        await self.refresh_models(select=info.name)
+        return info
+
+    def _progress(self, done: int, total: int) -> None:
+        if total > 0:
+            self.import_progress.setRange(0, 1000)
+            self.import_progress.setValue(int(1000 * min(done, total) / total))

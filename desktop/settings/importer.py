@@ -1,0 +1,33 @@
+"""Model import from disk, run off the GUI thread with progress reported back to it."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from pathlib import Path
+from typing import Callable
+
+from desktop.bridge import from_thread
+from engine.api import Engine
+
+PROGRESS_EVERY_S = 0.05  # the reader may report per tensor; the bar needs far fewer updates
+
+
+async def import_model(engine: Engine, path: Path, progress: Callable[[int, int], None]):
+    """Import a GGUF file or register an HF model folder; returns the registry's ModelInfo."""
+    relay = from_thread(progress)
+    last = [0.0]
+
+    def throttled(done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= PROGRESS_EVERY_S or done >= total:
+            last[0] = now
+            relay(done, total)
+
+    registry = engine.registry
+    if path.is_dir():
+        work = functools.partial(registry.register_folder, path)
+    else:
+        work = functools.partial(registry.import_gguf, path, progress=throttled)
+    return await asyncio.get_running_loop().run_in_executor(None, work)

@@ -1,0 +1,1 @@
+"""The conversation list: grouped by day, searchable, with rename, pin and delete."""

@@ -1,0 +1,51 @@
+"""Conversations grouped by the local day they were last active: Today, Yesterday, …"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date, datetime, timezone
+
+from engine.records import ConversationInfo
+
+PINNED = "Pinned"
+
+
+@dataclass
+class Group:
+    label: str
+    conversations: list[ConversationInfo] = field(default_factory=list)
+
+
+def local_day(moment: datetime) -> date:
+    """The store keeps naive UTC; the user thinks in their own days."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone().date()
+
+
+def day_label(day: date, today: date) -> str:
+    delta = (today - day).days
+    if delta <= 0:
+        return "Today"
+    if delta == 1:
+        return "Yesterday"
+    if delta < 7:
+        return day.strftime("%A")
+    if day.year == today.year:
+        return f"{day.strftime('%A')}, {day.day} {day.strftime('%B')}"
+    return f"{day.day} {day.strftime('%B')} {day.year}"
+
+
+def group_by_day(conversations: list[ConversationInfo], today: date | None = None) -> list[Group]:
+    """Pinned first, then one group per day, newest first (the input order is kept within)."""
+    today = today or datetime.now().astimezone().date()
+    pinned = Group(PINNED)
+    by_day: dict[date, Group] = {}
+    for conv in conversations:
+        if conv.pinned:
+            pinned.conversations.append(conv)
+            continue
+        day = local_day(conv.updated_at)
+        by_day.setdefault(day, Group(day_label(day, today))).conversations.append(conv)
+    groups = [by_day[d] for d in sorted(by_day, reverse=True)]
+    return ([pinned] if pinned.conversations else []) + groups

@@ -1,0 +1,234 @@
+"""The sidebar: new chat, search, and the conversation list grouped by day."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QPoint, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QFont, QKeySequence
+from PySide6.QtWidgets import (
+    QAbstractItemView, QFrame, QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem, QMenu,
+    QPushButton, QVBoxLayout, QWidget,
+)
+
+from desktop.sidebar.grouping import group_by_day
+from engine.records import ConversationInfo
+
+ID_ROLE = Qt.ItemDataRole.UserRole
+INFO_ROLE = Qt.ItemDataRole.UserRole + 1
+SEARCH_DEBOUNCE_MS = 200
+UNDO_SECONDS = 10
+UNTITLED = "New chat"
+
+
+class ConversationList(QListWidget):
+    rename_key = Signal()
+    delete_key = Signal()
+
+    def keyPressEvent(self, event) -> None:
+        if event.key() == Qt.Key.Key_F2 and self.state() != QAbstractItemView.State.EditingState:
+            self.rename_key.emit()
+        elif event.key() == Qt.Key.Key_Delete and self.state() != QAbstractItemView.State.EditingState:
+            self.delete_key.emit()
+        else:
+            super().keyPressEvent(event)
+
+
+class Sidebar(QWidget):
+    new_chat_requested = Signal()
+    conversation_selected = Signal(int)
+    rename_requested = Signal(int, str)
+    pin_requested = Signal(int, bool)
+    delete_requested = Signal(int)
+    undo_delete_requested = Signal(int)
+    export_requested = Signal(int, str)  # id, "markdown" | "json"
+    search_changed = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("sidebar")
+        self.new_chat_button = QPushButton("New chat")
+        self.new_chat_button.setObjectName("newChatButton")
+        self.new_chat_button.setAccessibleName("New chat")
+        self.new_chat_button.setToolTip("Start a new chat (Ctrl+N)")
+        self.search_box = QLineEdit()
+        self.search_box.setObjectName("searchBox")
+        self.search_box.setAccessibleName("Search chats")
+        self.search_box.setPlaceholderText("Search chats (Ctrl+K)")
+        self.search_box.setClearButtonEnabled(True)
+        self.list = ConversationList()
+        self.list.setObjectName("conversationList")
+        self.list.setAccessibleName("Conversations")
+        self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.list.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.list.setUniformItemSizes(False)
+        self.empty_label = QLabel()
+        self.empty_label.setObjectName("sidebarEmptyLabel")
+        self.empty_label.setWordWrap(True)
+        self.empty_label.hide()
+
+        self.undo_bar = QFrame()
+        self.undo_bar.setObjectName("undoBar")
+        self.undo_label = QLabel()
+        self.undo_label.setWordWrap(True)
+        self.undo_button = QPushButton("Undo")
+        self.undo_button.setObjectName("undoDeleteButton")
+        self.undo_button.setAccessibleName("Undo delete")
+        bar = QHBoxLayout(self.undo_bar)
+        bar.setContentsMargins(8, 4, 8, 4)
+        bar.addWidget(self.undo_label, 1)
+        bar.addWidget(self.undo_button)
+        self.undo_bar.hide()
+        self._undo_id: int | None = None
+        self._undo_timer = QTimer(self, singleShot=True, interval=UNDO_SECONDS * 1000)
+        self._undo_timer.timeout.connect(self.undo_bar.hide)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 8, 8, 8)
+        layout.setSpacing(6)
+        layout.addWidget(self.new_chat_button)
+        layout.addWidget(self.search_box)
+        layout.addWidget(self.empty_label)
+        layout.addWidget(self.list, 1)
+        layout.addWidget(self.undo_bar)
+
+        self._populating = False
+        self._search_timer = QTimer(self, singleShot=True, interval=SEARCH_DEBOUNCE_MS)
+        self._search_timer.timeout.connect(lambda: self.search_changed.emit(self.query()))
+        self.search_box.textChanged.connect(lambda _t: self._search_timer.start())
+        self.search_box.returnPressed.connect(self._search_now)
+        self.new_chat_button.clicked.connect(self.new_chat_requested)
+        self.list.currentItemChanged.connect(self._current_changed)
+        self.list.itemChanged.connect(self._item_edited)
+        self.list.customContextMenuRequested.connect(self._menu)
+        self.list.rename_key.connect(lambda: self.start_rename())
+        self.list.delete_key.connect(self._delete_current)
+        self.undo_button.clicked.connect(self._undo)
+
+    # -- state in -------------------------------------------------------------------
+
+    def query(self) -> str:
+        return self.search_box.text().strip()
+
+    def set_conversations(self, conversations: list[ConversationInfo], current_id: int | None) -> None:
+        self._populating = True
+        try:
+            self.list.clear()
+            header_font = QFont(self.list.font())
+            header_font.setBold(True)
+            header_font.setPointSizeF(max(7.0, header_font.pointSizeF() * 0.85))
+            for group in group_by_day(conversations):
+                header = QListWidgetItem(group.label)
+                header.setFlags(Qt.ItemFlag.NoItemFlags)
+                header.setFont(header_font)
+                header.setData(Qt.ItemDataRole.AccessibleTextRole, f"{group.label}:")
+                self.list.addItem(header)
+                for conv in group.conversations:
+                    self.list.addItem(self._item(conv))
+            self.select(current_id)
+        finally:
+            self._populating = False
+        if not conversations:
+            self.empty_label.setText("No chat matches your search." if self.query() else "No chats yet.")
+        self.empty_label.setVisible(not conversations)
+
+    def select(self, conversation_id: int | None) -> None:
+        was, self._populating = self._populating, True
+        try:
+            item = self._find(conversation_id)
+            self.list.setCurrentItem(item) if item is not None else self.list.setCurrentRow(-1)
+            if item is None:
+                self.list.clearSelection()
+        finally:
+            self._populating = was
+
+    def conversation_ids(self) -> list[int]:
+        return [i.data(ID_ROLE) for i in self._conversation_items()]
+
+    def start_rename(self, conversation_id: int | None = None) -> None:
+        item = self._find(conversation_id) if conversation_id is not None else self.list.currentItem()
+        if item is None or item.data(ID_ROLE) is None:
+            return
+        self._populating = True
+        item.setText(item.data(INFO_ROLE).title)
+        self._populating = False
+        self.list.editItem(item)
+
+    def show_undo(self, conv: ConversationInfo) -> None:
+        self._undo_id = conv.id
+        self.undo_label.setText(f"Deleted “{conv.title or UNTITLED}”.")
+        self.undo_bar.show()
+        self._undo_timer.start()
+
+    # -- internals ------------------------------------------------------------------
+
+    def _item(self, conv: ConversationInfo) -> QListWidgetItem:
+        item = QListWidgetItem(conv.title or UNTITLED)
+        item.setData(ID_ROLE, conv.id)
+        item.setData(INFO_ROLE, conv)
+        item.setFlags(Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsEditable)
+        item.setToolTip(conv.title or UNTITLED)
+        if conv.pinned:
+            item.setData(Qt.ItemDataRole.AccessibleTextRole, f"{conv.title or UNTITLED} (pinned)")
+        return item
+
+    def _conversation_items(self) -> list[QListWidgetItem]:
+        items = (self.list.item(i) for i in range(self.list.count()))
+        return [i for i in items if i.data(ID_ROLE) is not None]
+
+    def _find(self, conversation_id: int | None) -> QListWidgetItem | None:
+        if conversation_id is None:
+            return None
+        return next((i for i in self._conversation_items() if i.data(ID_ROLE) == conversation_id), None)
+
+    def _current_changed(self, current: QListWidgetItem | None, _previous) -> None:
+        if not self._populating and current is not None and current.data(ID_ROLE) is not None:
+            self.conversation_selected.emit(current.data(ID_ROLE))
+
+    def _item_edited(self, item: QListWidgetItem) -> None:
+        if self._populating or item.data(ID_ROLE) is None:
+            return
+        conv: ConversationInfo = item.data(INFO_ROLE)
+        title = item.text().strip()
+        if title and title != conv.title:
+            self.rename_requested.emit(conv.id, title)
+        else:
+            self._populating = True
+            item.setText(conv.title or UNTITLED)
+            self._populating = False
+
+    def _search_now(self) -> None:
+        self._search_timer.stop()
+        self.search_changed.emit(self.query())
+
+    def _delete_current(self) -> None:
+        item = self.list.currentItem()
+        if item is not None and item.data(ID_ROLE) is not None:
+            self.delete_requested.emit(item.data(ID_ROLE))
+
+    def _undo(self) -> None:
+        self._undo_timer.stop()
+        self.undo_bar.hide()
+        if self._undo_id is not None:
+            self.undo_delete_requested.emit(self._undo_id)
+            self._undo_id = None
+
+    def _menu(self, pos: QPoint) -> None:
+        item = self.list.itemAt(pos)
+        if item is None or item.data(ID_ROLE) is None:
+            return
+        conv: ConversationInfo = item.data(INFO_ROLE)
+        menu = QMenu(self)
+        rename = QAction("Rename", menu, shortcut=QKeySequence("F2"))
+        rename.triggered.connect(lambda: self.start_rename(conv.id))
+        pin = QAction("Unpin" if conv.pinned else "Pin", menu)
+        pin.triggered.connect(lambda: self.pin_requested.emit(conv.id, not conv.pinned))
+        export_md = QAction("Export as Markdown…", menu)
+        export_md.triggered.connect(lambda: self.export_requested.emit(conv.id, "markdown"))
+        export_json = QAction("Export as JSON…", menu)
+        export_json.triggered.connect(lambda: self.export_requested.emit(conv.id, "json"))
+        delete = QAction("Delete", menu, shortcut=QKeySequence(QKeySequence.StandardKey.Delete))
+        delete.triggered.connect(lambda: self.delete_requested.emit(conv.id))
+        for action in (rename, pin, export_md, export_json):
+            menu.addAction(action)
+        menu.addSeparator()
+        menu.addAction(delete)
+        menu.popup(self.list.viewport().mapToGlobal(pos))

@@ -1,0 +1,1 @@
+"""Tray icon, quick prompt, single-instance hand-over and the global hotkey."""

@@ -1,0 +1,161 @@
+"""The quick prompt: a small always-on-top box that answers in place, then hands over."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QGuiApplication, QKeyEvent
+from PySide6.QtWidgets import (
+    QFrame, QHBoxLayout, QLabel, QLineEdit, QPushButton, QScrollArea, QVBoxLayout, QWidget,
+)
+
+from desktop.bridge import Tasks, TurnStream, describe_notices
+from desktop.chat.body import MarkdownBody
+from engine.api import Engine
+from engine.events import Finished, FinishReason
+
+ANSWER_MAX_HEIGHT = 360
+
+
+class QuickPrompt(QWidget):
+    open_requested = Signal(int)  # continue this conversation in the main window
+    conversation_changed = Signal(int)  # a turn was stored; the sidebar may want to know
+    turn_finished = Signal(object)  # Finished
+
+    def __init__(self, engine: Engine, tasks: Tasks, parent: QWidget | None = None):
+        super().__init__(parent, Qt.WindowType.Tool | Qt.WindowType.FramelessWindowHint | Qt.WindowType.WindowStaysOnTopHint)
+        self.setObjectName("quickPrompt")
+        self.setAccessibleName("Quick prompt")
+        self.setWindowTitle("Wren quick prompt")
+        self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        self.engine = engine
+        self.tasks = tasks
+        self.conversation_id: int | None = None
+        self.stream: TurnStream | None = None
+        self._ready = False
+
+        self.input = QLineEdit()
+        self.input.setObjectName("quickPromptInput")
+        self.input.setAccessibleName("Ask Wren")
+        self.input.setPlaceholderText("Ask Wren…")
+        self.answer = MarkdownBody()
+        self.answer.setObjectName("quickPromptAnswer")
+        self.answer.setAccessibleName("Answer")
+        self.scroll = QScrollArea()
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll.setWidget(self.answer)
+        self.scroll.setMaximumHeight(ANSWER_MAX_HEIGHT)
+        self.scroll.hide()
+        self.status = QLabel()
+        self.status.setObjectName("quickPromptStatus")
+        self.status.setAccessibleName("Quick prompt status")
+        self.open_button = QPushButton("Open in Wren")
+        self.open_button.setObjectName("quickOpenButton")
+        self.open_button.setAccessibleName("Open in Wren")
+        self.open_button.setToolTip("Continue this chat in the main window")
+        self.open_button.setEnabled(False)
+        row = QHBoxLayout()
+        row.addWidget(self.status, 1)
+        row.addWidget(self.open_button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(14, 14, 14, 12)
+        layout.setSpacing(8)
+        layout.addWidget(self.input)
+        layout.addWidget(self.scroll)
+        layout.addLayout(row)
+        self.setFixedWidth(620)
+
+        self.input.returnPressed.connect(self.submit)
+        self.open_button.clicked.connect(self.open_in_wren)
+        self.set_ready(False, "Loading the model…")
+
+    def set_ready(self, ready: bool, reason: str = "") -> None:
+        self._ready = ready
+        self.input.setEnabled(ready)
+        self.status.setText("" if ready else reason)
+        if ready and self.isVisible():
+            self.input.setFocus()
+
+    def popup(self) -> None:
+        """Show fresh, near the top of the screen the pointer is on, ready to type."""
+        if self.stream is None:
+            self.reset()
+        screen = QGuiApplication.screenAt(self.cursor().pos()) or QGuiApplication.primaryScreen()
+        area = screen.availableGeometry()
+        self.adjustSize()
+        self.move(area.center().x() - self.width() // 2, area.top() + area.height() // 5)
+        self.show()
+        self.raise_()
+        self.activateWindow()
+        self.input.setFocus()
+        self.input.selectAll()
+
+    def reset(self) -> None:
+        self.conversation_id = None
+        self.input.clear()
+        self.answer.set_text("")
+        self.scroll.hide()
+        self.open_button.setEnabled(False)
+        if self._ready:
+            self.status.clear()
+
+    def submit(self) -> None:
+        text = self.input.text()
+        if not self._ready or self.stream is not None or not text.strip():
+            return
+        self.input.clear()
+        self.input.setPlaceholderText("Ask a follow-up…")
+        self.tasks.run(self._ask(text), what="quick prompt")
+
+    async def _ask(self, text: str) -> None:
+        if self.conversation_id is None:
+            self.conversation_id = (await self.engine.create_conversation()).id
+        self.status.setText("Answering…  Esc stops")
+        self.answer.begin_stream()
+        self.scroll.show()
+        self.adjustSize()
+        stream = TurnStream(self.engine.send(self.conversation_id, text), self.conversation_id, self)
+        self.stream = stream
+        stream.text.connect(self._append)
+        stream.finished.connect(lambda fin: self.tasks.run(self._finished(stream, fin), what="quick prompt"))
+        stream.start()
+
+    def _append(self, text: str) -> None:
+        self.answer.append(text)
+        self.adjustSize()
+        bar = self.scroll.verticalScrollBar()
+        bar.setValue(bar.maximum())
+
+    async def _finished(self, stream: TurnStream, finished: Finished) -> None:
+        self.stream = None
+        self.answer.finish()
+        self.open_button.setEnabled(True)
+        if stream.failure is not None:
+            self.status.setText(f"Failed: {stream.failure.error}")
+        elif finished.reason is FinishReason.BLOCKED:
+            self.status.setText(f"Blocked by a safety rule ({describe_notices(stream.notices)}).")
+        elif finished.reason is FinishReason.CANCELLED:
+            self.status.setText("Stopped.")
+        else:
+            self.status.setText("Enter asks a follow-up.")
+        self.conversation_changed.emit(stream.conversation_id)
+        self.turn_finished.emit(finished)
+        if finished.reason in (FinishReason.STOP, FinishReason.LENGTH):
+            conv = await self.engine.get_conversation(stream.conversation_id)
+            if not conv.title:
+                await self.engine.generate_title(stream.conversation_id)
+                self.conversation_changed.emit(stream.conversation_id)
+
+    def open_in_wren(self) -> None:
+        if self.conversation_id is not None:
+            self.open_requested.emit(self.conversation_id)
+            self.hide()
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        if event.key() == Qt.Key.Key_Escape:
+            if self.stream is not None and self.conversation_id is not None:
+                self.engine.stop(self.conversation_id)
+            else:
+                self.hide()
+            return
+        super().keyPressEvent(event)

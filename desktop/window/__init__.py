@@ -1,0 +1,1 @@
+"""The main window: layout, shortcuts, status bar and the conversation it shows."""

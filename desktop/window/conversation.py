@@ -1,0 +1,270 @@
+"""What the window does with conversations: open, send, stream, branch, rename, delete."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, AsyncIterator
+
+from PySide6.QtCore import QObject, Signal
+
+from desktop.bridge import TurnStream, describe_notices
+from desktop.chat.message import MessageWidget
+from desktop.sidebar.sidebar import UNTITLED
+from engine import export
+from engine.events import Event, Failed, FailureKind, Finished, FinishReason, Started
+from engine.records import MessageInfo, Role
+
+if TYPE_CHECKING:
+    from desktop.window.main_window import MainWindow
+
+
+class ConversationController(QObject):
+    opened = Signal(int)  # the chat view shows this conversation
+    listed = Signal()  # the sidebar was refreshed
+    turn_finished = Signal(object)  # Finished; the view already shows the stored result
+    titled = Signal(int, str)
+
+    def __init__(self, window: "MainWindow"):
+        super().__init__(window)
+        self.w = window
+        self.engine = window.engine
+        self.current_id: int | None = None
+        self.streams: dict[int, TurnStream] = {}  # conversation id → its answer in flight
+        self._live: dict[int, MessageWidget] = {}  # conversation id → widget receiving text
+        self._open_generation = 0
+        self._list_generation = 0
+
+    # -- the list -------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        self.w.tasks.run(self.refresh_list(), what="listing chats")
+
+    async def refresh_list(self) -> None:
+        self._list_generation += 1
+        generation = self._list_generation
+        convs = await self.engine.list_conversations(self.w.sidebar.query() or None)
+        if generation == self._list_generation:  # a newer search has overtaken this one
+            self.w.sidebar.set_conversations(convs, self.current_id)
+            self.listed.emit()
+
+    async def rename(self, conversation_id: int, title: str) -> None:
+        conv = await self.engine.rename_conversation(conversation_id, title)
+        if conversation_id == self.current_id:
+            self.w.set_title(conv.title)
+        await self.refresh_list()
+
+    async def pin(self, conversation_id: int, pinned: bool) -> None:
+        await self.engine.pin_conversation(conversation_id, pinned)
+        await self.refresh_list()
+
+    async def delete(self, conversation_id: int) -> None:
+        conv = await self.engine.get_conversation(conversation_id)
+        await self.engine.delete_conversation(conversation_id)
+        if conversation_id == self.current_id:
+            self.new_chat()
+        await self.refresh_list()
+        self.w.sidebar.show_undo(conv)
+
+    async def restore(self, conversation_id: int) -> None:
+        await self.engine.restore_conversation(conversation_id)
+        await self.refresh_list()
+        await self.open(conversation_id)
+
+    async def export_to(self, conversation_id: int, fmt: str, path: Path) -> Path:
+        conv = await self.engine.get_conversation(conversation_id)
+        messages = await self.engine.messages(conversation_id)
+        text = export.to_json(conv, messages) if fmt == "json" else export.to_markdown(conv, messages)
+        path.write_text(text, encoding="utf-8")
+        self.w.status.showMessage(f"Exported to {path}", 5000)
+        return path
+
+    # -- showing one ----------------------------------------------------------------
+
+    def new_chat(self) -> None:
+        self._open_generation += 1
+        self._detach()
+        self.current_id = None
+        self.w.chat.clear()
+        self.w.set_title(UNTITLED)
+        self.w.sidebar.select(None)
+        self.w.composer.cancel_edit()
+        self._sync_busy()
+        self.w.counter.set_used(0)
+        self.w.status.show_context(None)
+        self.w.composer.edit.setFocus()
+
+    async def open(self, conversation_id: int) -> None:
+        self._open_generation += 1
+        generation = self._open_generation
+        conv = await self.engine.get_conversation(conversation_id)
+        messages = await self.engine.messages(conversation_id)
+        if generation != self._open_generation:
+            return  # the user clicked another chat meanwhile
+        if conversation_id != self.current_id:
+            self._detach()
+            self.w.chat.clear()
+            self.w.composer.cancel_edit()
+        self.current_id = conversation_id
+        self.w.chat.show_messages(messages)
+        self.w.set_title(conv.title or UNTITLED)
+        self.w.sidebar.select(conversation_id)
+        self._reattach(conversation_id)
+        self._sync_busy()
+        self._show_usage_of(messages)
+        self.w.chat.scroll_to_bottom()
+        self.opened.emit(conversation_id)
+
+    def _detach(self) -> None:
+        if self.current_id is not None:
+            self._live.pop(self.current_id, None)
+
+    def _reattach(self, conversation_id: int) -> None:
+        """Coming back to a chat whose answer is still streaming: keep showing it live."""
+        stream = self.streams.get(conversation_id)
+        if stream is None or stream.done or stream.assistant_id is None:
+            return
+        widget = self.w.chat.widget_for(stream.assistant_id)
+        if widget is None:
+            return
+        widget.body.begin_stream()
+        widget.body.append(stream.received())
+        self._live[conversation_id] = widget
+
+    def _show_usage_of(self, messages: list[MessageInfo]) -> None:
+        last = next((m for m in reversed(messages) if m.role is Role.ASSISTANT), None)
+        used = (last.prompt_tokens or 0) + (last.completion_tokens or 0) if last else 0
+        self.w.counter.set_used(used)
+        self.w.status.show_context(used if last else None)
+        if last is not None:
+            self.w.status.show_speed(last.tokens_per_second, last.time_to_first_token)
+
+    def _sync_busy(self) -> None:
+        busy = self.current_id in self.streams
+        self.w.composer.set_streaming(busy)
+        self.w.chat.set_busy(busy)
+
+    # -- turns ----------------------------------------------------------------------
+
+    def send(self, text: str) -> None:
+        self.w.composer.set_streaming(True)  # at once: a second Enter must not send twice
+        self.w.tasks.run(self._send(text), what="sending")
+
+    async def _send(self, text: str) -> None:
+        conversation_id = self.current_id
+        created = conversation_id is None
+        if created:
+            try:
+                conversation_id = (await self.engine.create_conversation()).id
+            except Exception:
+                self._sync_busy()
+                self.w.composer.set_text(text)
+                raise
+            self.current_id = conversation_id
+        user = self.w.chat.add_pending_user(text)
+        self._start(conversation_id, self.engine.send(conversation_id, text), user, draft=text)
+        if created:
+            await self.refresh_list()
+
+    def regenerate(self, message_id: int) -> None:
+        if self.current_id is None or self.current_id in self.streams:
+            return
+        self.w.chat.remove_from(message_id)
+        self._start(self.current_id, self.engine.regenerate(message_id))
+
+    def edit_and_resend(self, message_id: int, text: str) -> None:
+        if self.current_id is None or self.current_id in self.streams:
+            return
+        self.w.chat.remove_from(message_id)
+        user = self.w.chat.add_pending_user(text)
+        self._start(self.current_id, self.engine.edit_and_resend(message_id, text), user, draft=text)
+
+    async def sibling(self, message_id: int, step: int) -> None:
+        if self.current_id is None or self.current_id in self.streams:
+            return
+        messages = await self.engine.sibling(message_id, step)
+        self.w.chat.show_messages(messages)
+        self._show_usage_of(messages)
+
+    def stop(self) -> bool:
+        if self.current_id is None or self.current_id not in self.streams:
+            return False
+        self.engine.stop(self.current_id)
+        return True
+
+    def edit_last(self) -> None:
+        if self.current_id in self.streams:
+            return
+        last = next((w for w in reversed(self.w.chat.message_widgets()) if w.role is Role.USER and w.info), None)
+        if last is not None:
+            self.w.composer.begin_edit(last.message_id, last.text())
+
+    def _start(self, conversation_id: int, events: AsyncIterator[Event], user: MessageWidget | None = None, *, draft: str = "") -> TurnStream:
+        answer = self.w.chat.add_streaming_answer()
+        stream = TurnStream(events, conversation_id, self)
+        self.streams[conversation_id] = stream
+        self._live[conversation_id] = answer
+        self._sync_busy()
+        stream.started.connect(lambda ev: self._started(ev, user, answer))
+        stream.text.connect(lambda text: self._text(conversation_id, text))
+        stream.usage.connect(lambda usage: conversation_id == self.current_id and self.w.status.show_usage(usage))
+        stream.notice.connect(lambda n: self.w.status.showMessage(f"Safety: {describe_notices([n])}", 10000))
+        stream.finished.connect(lambda fin: self.w.tasks.run(self._finished(stream, fin, draft), what="finishing the answer"))
+        return stream.start()
+
+    def _started(self, event: Started, user: MessageWidget | None, answer: MessageWidget) -> None:
+        if user is not None:
+            user.assign_id(event.user_message_id)
+        answer.assign_id(event.assistant_message_id)
+
+    def _text(self, conversation_id: int, text: str) -> None:
+        widget = self._live.get(conversation_id)
+        if widget is not None:
+            widget.body.append(text)
+
+    async def _finished(self, stream: TurnStream, finished: Finished, draft: str) -> None:
+        conversation_id = stream.conversation_id
+        self.streams.pop(conversation_id, None)
+        widget = self._live.pop(conversation_id, None)
+        if widget is not None:
+            widget.body.finish()
+        failure = stream.failure
+        if conversation_id == self.current_id:
+            messages = await self.engine.messages(conversation_id)
+            if conversation_id == self.current_id:
+                self.w.chat.show_messages(messages)
+                self._sync_busy()
+                self._show_usage_of(messages)
+                if stream.started_event is None and finished.reason is FinishReason.BLOCKED:
+                    self._refused(Failed(
+                        f"Not sent — a safety rule blocked it ({describe_notices(stream.notices)}). "
+                        "Your text is back in the box to change.", FailureKind.INVALID_REQUEST,
+                    ), draft)
+                elif stream.started_event is None and failure is not None:
+                    self._refused(failure, draft)
+        if failure is not None:
+            self.w.status.showMessage(f"The answer failed: {failure.error}", 10000)
+        self.turn_finished.emit(finished)
+        if finished.reason in (FinishReason.STOP, FinishReason.LENGTH):
+            await self._maybe_title(conversation_id)
+
+    def _refused(self, failure: Failed, draft: str) -> None:
+        """The engine turned the message down before answering: say why, keep the draft."""
+        self.w.chat.show_notice(failure.error)
+        if failure.kind is FailureKind.INVALID_REQUEST and draft and not self.w.composer.text():
+            self.w.composer.set_text(draft)
+
+    async def _maybe_title(self, conversation_id: int) -> None:
+        conv = await self.engine.get_conversation(conversation_id)
+        if conv.title:
+            return
+        title = await self.engine.generate_title(conversation_id)
+        if conversation_id == self.current_id:
+            self.w.set_title(title)
+        await self.refresh_list()
+        self.titled.emit(conversation_id, title)
+
+    async def close(self) -> None:
+        """Stop every answer and let each record how it ended."""
+        self.engine.stop()
+        for stream in list(self.streams.values()):
+            await stream.wait()

@@ -1,0 +1,205 @@
+"""The Wren window: sidebar, chat, composer, status bar, menus and keyboard shortcuts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QComboBox, QFileDialog, QHBoxLayout, QLabel, QMainWindow, QSplitter, QToolButton, QVBoxLayout, QWidget,
+)
+
+from desktop.bridge import Tasks
+from desktop.chat.view import ChatView
+from desktop.composer.composer import Composer
+from desktop.composer.counter import TokenCounter
+from desktop.sidebar.sidebar import Sidebar
+from desktop.window.conversation import ConversationController
+from desktop.window.models import ModelController
+from desktop.window.status import WrenStatusBar
+from engine.api import Engine
+
+
+class MainWindow(QMainWindow):
+    hidden_to_tray = Signal()
+    settings_requested = Signal()
+    quit_requested = Signal()
+
+    def __init__(self, engine: Engine, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("mainWindow")
+        self.setWindowTitle("Wren")
+        self.setAccessibleName("Wren")
+        self.engine = engine
+        self.tasks = Tasks(self)
+        self.keep_running_in_tray = False  # set by the app when a tray icon exists
+
+        self.sidebar = Sidebar()
+        self.chat = ChatView()
+        self.composer = Composer()
+        self.status = WrenStatusBar()
+        self.setStatusBar(self.status)
+        self.counter = TokenCounter(self.composer, self.tasks, self)
+        self._build_header()
+        self._build_layout()
+
+        self.conversations = ConversationController(self)
+        self.models = ModelController(self)
+        self._build_actions()
+        self._connect()
+        self.tasks.error.connect(lambda text: self.status.showMessage(text, 10000))
+        self.resize(1100, 760)
+
+    # -- layout ---------------------------------------------------------------------
+
+    def _build_header(self) -> None:
+        self.title_label = QLabel("New chat")
+        self.title_label.setObjectName("conversationTitle")
+        self.title_label.setAccessibleName("Conversation title")
+        self.model_picker = QComboBox()
+        self.model_picker.setObjectName("modelPicker")
+        self.model_picker.setAccessibleName("Model")
+        self.model_picker.setToolTip("The model that answers")
+        self.model_picker.setMinimumWidth(200)
+        self.model_picker.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.settings_button = QToolButton(text="Settings")
+        self.settings_button.setObjectName("settingsButton")
+        self.settings_button.setAccessibleName("Settings")
+        self.settings_button.setToolTip("Settings (Ctrl+,)")
+        self.settings_button.setAutoRaise(True)
+        self.header = QWidget()
+        self.header.setObjectName("chatHeader")
+        row = QHBoxLayout(self.header)
+        row.setContentsMargins(16, 8, 12, 8)
+        row.addWidget(self.title_label, 1)
+        row.addWidget(self.model_picker)
+        row.addWidget(self.settings_button)
+
+    def _build_layout(self) -> None:
+        pane = QWidget()
+        pane.setObjectName("chatPane")
+        column = QVBoxLayout(pane)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(0)
+        column.addWidget(self.header)
+        column.addWidget(self.chat, 1)
+        column.addWidget(self.composer)
+        splitter = QSplitter(Qt.Orientation.Horizontal)
+        splitter.setObjectName("mainSplitter")
+        splitter.addWidget(self.sidebar)
+        splitter.addWidget(pane)
+        splitter.setStretchFactor(1, 1)
+        splitter.setSizes([260, 840])
+        splitter.setChildrenCollapsible(False)
+        self.setCentralWidget(splitter)
+
+    def _action(self, text: str, slot, shortcut: QKeySequence | str | None = None, *, name: str) -> QAction:
+        action = QAction(text, self)
+        action.setObjectName(name)
+        if shortcut is not None:
+            action.setShortcut(QKeySequence(shortcut))
+        action.triggered.connect(slot)
+        self.addAction(action)  # shortcuts work even where the menu bar is hidden
+        return action
+
+    def _build_actions(self) -> None:
+        self.new_chat_action = self._action("&New chat", self.conversations.new_chat, "Ctrl+N", name="newChatAction")
+        self.search_action = self._action("&Search chats", self.focus_search, "Ctrl+K", name="searchAction")
+        self.settings_action = self._action("&Settings…", self.settings_requested.emit, "Ctrl+,", name="settingsAction")
+        self.settings_action.setMenuRole(QAction.MenuRole.PreferencesRole)
+        self.stop_action = self._action("S&top answer", self.escape, "Esc", name="stopAction")
+        self.copy_last_action = self._action("&Copy last answer", self.copy_last_answer, "Ctrl+Shift+C", name="copyLastAction")
+        self.export_md_action = self._action("Export as &Markdown…", lambda: self.export_current("markdown"), name="exportMarkdownAction")
+        self.export_json_action = self._action("Export as &JSON…", lambda: self.export_current("json"), name="exportJsonAction")
+        self.quit_action = self._action("&Quit Wren", self.quit_requested.emit, QKeySequence.StandardKey.Quit, name="quitAction")
+        self.quit_action.setMenuRole(QAction.MenuRole.QuitRole)
+        bar = self.menuBar()
+        file_menu = bar.addMenu("&File")
+        for a in (self.new_chat_action, self.export_md_action, self.export_json_action, self.settings_action):
+            file_menu.addAction(a)
+        file_menu.addSeparator()
+        file_menu.addAction(self.quit_action)
+        edit_menu = bar.addMenu("&Edit")
+        edit_menu.addAction(self.copy_last_action)
+        edit_menu.addAction(self.search_action)
+        chat_menu = bar.addMenu("&Chat")
+        chat_menu.addAction(self.stop_action)
+
+    def _connect(self) -> None:
+        c, tasks = self.conversations, self.tasks
+        self.sidebar.new_chat_requested.connect(c.new_chat)
+        self.sidebar.conversation_selected.connect(lambda cid: tasks.run(c.open(cid), what="opening the chat"))
+        self.sidebar.rename_requested.connect(lambda cid, t: tasks.run(c.rename(cid, t), what="renaming"))
+        self.sidebar.pin_requested.connect(lambda cid, p: tasks.run(c.pin(cid, p), what="pinning"))
+        self.sidebar.delete_requested.connect(lambda cid: tasks.run(c.delete(cid), what="deleting"))
+        self.sidebar.undo_delete_requested.connect(lambda cid: tasks.run(c.restore(cid), what="restoring"))
+        self.sidebar.search_changed.connect(lambda _q: c.refresh())
+        self.sidebar.export_requested.connect(self.export)
+        self.composer.submitted.connect(c.send)
+        self.composer.edit_submitted.connect(c.edit_and_resend)
+        self.composer.stop_requested.connect(c.stop)
+        self.composer.edit_last_requested.connect(c.edit_last)
+        self.chat.regenerate_requested.connect(c.regenerate)
+        self.chat.edit_requested.connect(self._edit_message)
+        self.chat.sibling_requested.connect(lambda mid, step: tasks.run(c.sibling(mid, step), what="switching versions"))
+        self.chat.copied.connect(lambda _t: self.status.showMessage("Copied to the clipboard", 2000))
+        self.settings_button.clicked.connect(self.settings_requested.emit)
+
+    # -- behaviour ------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Fill the window, then load the model without holding the window up."""
+        await self.conversations.refresh_list()
+        self.models.load_in_background()
+        self.chat.warm_up()
+
+    def set_title(self, title: str) -> None:
+        self.title_label.setText(title)
+        self.setWindowTitle(f"{title} — Wren" if title else "Wren")
+
+    def focus_search(self) -> None:
+        self.sidebar.search_box.setFocus(Qt.FocusReason.ShortcutFocusReason)
+        self.sidebar.search_box.selectAll()
+
+    def escape(self) -> None:
+        """Esc stops the answer; with nothing streaming it cancels an edit in progress."""
+        if not self.conversations.stop():
+            self.composer.cancel_edit()
+
+    def copy_last_answer(self) -> None:
+        widget = self.chat.last_answer()
+        if widget is not None:
+            widget.copy()
+
+    def _edit_message(self, message_id: int) -> None:
+        widget = self.chat.widget_for(message_id)
+        if widget is not None:
+            self.composer.begin_edit(message_id, widget.text())
+
+    def export_current(self, fmt: str) -> None:
+        if self.conversations.current_id is not None:
+            self.export(self.conversations.current_id, fmt)
+
+    def export(self, conversation_id: int, fmt: str) -> None:
+        suffix, kind = (".json", "JSON (*.json)") if fmt == "json" else (".md", "Markdown (*.md)")
+        name = (self.title_label.text() if conversation_id == self.conversations.current_id else "chat") or "chat"
+        safe = "".join(ch if ch.isalnum() or ch in " -_" else "_" for ch in name).strip() or "chat"
+        path, _ = QFileDialog.getSaveFileName(self, "Export chat", str(Path.home() / f"{safe}{suffix}"), kind)
+        if path:
+            self.tasks.run(self.conversations.export_to(conversation_id, fmt, Path(path)), what="exporting")
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        if self.keep_running_in_tray:
+            event.ignore()
+            self.hide()
+            self.hidden_to_tray.emit()
+            return
+        event.accept()
+        self.quit_requested.emit()
+
+    def show_and_raise(self) -> None:
+        self.show()
+        self.setWindowState(self.windowState() & ~Qt.WindowState.WindowMinimized)
+        self.raise_()
+        self.activateWindow()

@@ -1,0 +1,97 @@
+"""Desktop fixtures: an asyncio loop living on the Qt loop, and a Wren window over a
+scripted engine. Tests wait with qtbot (waitSignal/waitUntil), which spins the Qt loop and
+with it every engine coroutine."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Awaitable, Callable
+
+import pytest
+import qasync
+
+
+@pytest.fixture(scope="session")
+def _session_loop(qapp):
+    # One loop for the whole run: PySide6 6.11 loses the thread-safe wake-up signal of a
+    # qasync loop created after another one was closed, so loops are never re-created.
+    loop = qasync.QEventLoop(qapp, already_running=True)
+    asyncio.events._set_running_loop(None)  # running only inside desktop tests (see aloop)
+    yield loop
+    loop.stop()  # only marks it stopped: no Qt loop is running under pytest-qt
+    loop.close()
+
+
+@pytest.fixture
+def aloop(_session_loop, qtbot):
+    """qasync's loop marked as running, so coroutines advance whenever Qt processes events.
+    Unmarked afterwards, so other tests in the same run can still call asyncio.run()."""
+    asyncio.set_event_loop(_session_loop)
+    asyncio.events._set_running_loop(_session_loop)
+    try:
+        yield _session_loop
+        pending = [t for t in asyncio.all_tasks(_session_loop) if not t.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            qtbot.waitUntil(lambda: all(t.done() for t in pending), timeout=5000)
+    finally:
+        asyncio.events._set_running_loop(None)
+        asyncio.set_event_loop(None)
+
+
+@pytest.fixture
+def arun(aloop, qtbot) -> Callable[..., Any]:
+    """Run a coroutine to completion while Qt keeps processing events; return its result."""
+
+    def run(coro: Awaitable[Any], timeout: float = 10.0) -> Any:
+        task = asyncio.ensure_future(coro)
+        qtbot.waitUntil(task.done, timeout=int(timeout * 1000))
+        return task.result()
+
+    return run
+
+
+@pytest.fixture
+def open_window(make_engine, arun, qtbot):
+    """Build a started window over a scripted engine; everything is closed afterwards."""
+    from desktop.window.main_window import MainWindow
+
+    made: list[tuple[MainWindow, Any]] = []
+
+    def factory(reply: Any = "Hello from Wren.", *, wait_model: bool = True, engine=None, **kwargs) -> MainWindow:
+        engine = engine or make_engine(reply, **kwargs)
+        window = MainWindow(engine)
+        window.show()
+        made.append((window, engine))
+        if wait_model:
+            with qtbot.waitSignal(window.models.loaded, timeout=20000):
+                arun(window.start())
+        else:
+            arun(window.start())
+        return window
+
+    yield factory
+    for window, engine in reversed(made):
+        arun(window.conversations.close())
+        arun(window.tasks.cancel_all())
+        if not getattr(engine, "_closed_by_test", False):
+            arun(engine.close())
+        window.keep_running_in_tray = False
+        window.close()
+        window.deleteLater()
+
+
+@pytest.fixture
+def send(qtbot) -> Callable[..., Any]:
+    """Type text into a window's composer, press Enter, wait until the answer is stored;
+    returns the Finished event."""
+    from PySide6.QtCore import Qt
+
+    def do(window, text: str, timeout: int = 15000):
+        window.composer.edit.setPlainText(text)
+        with qtbot.waitSignal(window.conversations.turn_finished, timeout=timeout) as blocker:
+            qtbot.keyClick(window.composer.edit, Qt.Key.Key_Return)
+        return blocker.args[0]
+
+    return do

@@ -1,0 +1,161 @@
+"""Quick prompt, tray, single instance (`wren-desktop --quick`), global hotkey."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+
+from desktop.tray.hotkey import GlobalHotkey, unsupported_reason
+from desktop.tray.instance import QUICK, SHOW, SingleInstance, server_name
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def wren_app(make_engine, arun, qtbot):
+    """The whole app (window, quick prompt, tray) over a scripted engine."""
+    from desktop.app import WrenApp
+
+    made = []
+
+    def factory(reply="Quick answer with `code`.", *, tray=False, instance=None, **kwargs):
+        app = WrenApp(make_engine(reply, **kwargs), instance, tray=tray)
+        made.append(app)
+        with qtbot.waitSignal(app.window.models.loaded, timeout=20000):
+            arun(app.start())
+        return app
+
+    yield factory
+    for app in made:
+        arun(app.shutdown())
+        app.window.deleteLater()
+        app.quick.deleteLater()
+
+
+def test_quick_prompt_streams_then_opens_in_wren(wren_app, qtbot, arun):
+    app = wren_app()
+    quick = app.quick
+    app.tray.quick_action.trigger()  # the tray's "Quick prompt"
+    assert quick.isVisible()
+    assert quick.windowFlags() & Qt.WindowType.WindowStaysOnTopHint
+    assert quick.windowFlags() & Qt.WindowType.FramelessWindowHint
+    qtbot.keyClicks(quick.input, "What is 2+2?")
+    with qtbot.waitSignal(quick.turn_finished, timeout=15000):
+        qtbot.keyClick(quick.input, Qt.Key.Key_Return)
+    assert quick.answer.text() == "Quick answer with `code`."
+    assert quick.open_button.isEnabled()
+
+    with qtbot.waitSignal(app.window.conversations.opened, timeout=5000) as opened:
+        quick.open_button.click()
+    assert opened.args[0] == quick.conversation_id
+    assert not quick.isVisible() and app.window.isVisible()
+    texts = [w.text() for w in app.window.chat.message_widgets()]
+    assert texts == ["What is 2+2?", "Quick answer with `code`."]
+    qtbot.waitUntil(lambda: quick.conversation_id in app.window.sidebar.conversation_ids())
+
+
+def test_quick_prompt_esc_stops_then_hides(wren_app, qtbot):
+    app = wren_app(" ".join(["slow"] * 300), delay=0.005)
+    quick = app.quick
+    quick.popup()
+    quick.input.setText("Talk")
+    with qtbot.waitSignal(quick.turn_finished, timeout=15000) as blocker:
+        qtbot.keyClick(quick.input, Qt.Key.Key_Return)
+        qtbot.waitUntil(lambda: len(quick.answer.text()) > 20)
+        qtbot.keyClick(quick, Qt.Key.Key_Escape)
+    assert blocker.args[0].reason.value == "cancelled"
+    assert quick.status.text() == "Stopped." and quick.isVisible()
+    qtbot.keyClick(quick, Qt.Key.Key_Escape)
+    assert not quick.isVisible()
+
+
+def test_single_instance_hands_requests_to_the_running_one(qtbot):
+    name = f"wren-test-{uuid.uuid4().hex[:8]}"
+    first, second = SingleInstance(name), SingleInstance(name)
+    assert not second.forward(QUICK)  # nobody is listening yet
+    assert first.listen()
+    with qtbot.waitSignal(first.message, timeout=5000) as got:
+        assert second.forward(QUICK)
+    assert got.args == [QUICK]
+    with qtbot.waitSignal(first.message, timeout=5000) as got:
+        assert second.forward(SHOW)
+    assert got.args == [SHOW]
+    first.close()
+    assert server_name("/a") != server_name("/b")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="named pipes leave no file behind")
+def test_a_stale_socket_from_a_crashed_wren_is_replaced(qtbot):
+    import socket
+
+    from PySide6.QtCore import QDir
+
+    name = f"wren-test-{uuid.uuid4().hex[:8]}"
+    path = Path(QDir.tempPath()) / name
+    crashed = socket.socket(socket.AF_UNIX)
+    crashed.bind(str(path))  # a socket file nobody listens on, as a killed Wren leaves
+    crashed.close()
+    assert path.exists()
+    fresh = SingleInstance(name)
+    assert not fresh.forward(SHOW)
+    assert fresh.listen()
+    fresh.close()
+
+
+@pytest.mark.slow
+def test_wren_desktop_quick_reaches_the_running_instance(wren_app, qtbot, wren_home):
+    from engine import paths
+
+    instance = SingleInstance(server_name(str(paths.data_dir())))
+    assert instance.listen()
+    app = wren_app(instance=instance)
+    env = {**os.environ, "WREN_HOME": str(wren_home), "QT_QPA_PLATFORM": "offscreen"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from desktop.app import main; sys.exit(main(['--quick']))"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    qtbot.waitUntil(lambda: proc.poll() is not None and app.quick.isVisible(), timeout=30000)
+    assert proc.returncode == 0, proc.stdout.read().decode()
+    instance.close()
+
+
+def test_hotkey_is_off_where_the_platform_has_none():
+    hotkey = GlobalHotkey()
+    reason = unsupported_reason()
+    assert reason is not None  # the offscreen test platform has no global keys
+    assert hotkey.set_shortcut("Ctrl+Alt+Space") == reason
+    assert hotkey.shortcut is None
+    assert hotkey.set_shortcut(None) is None
+
+
+def test_hotkey_setting_is_kept_off_and_reported(wren_app, arun):
+    from desktop.settings.dialog import HOTKEY_ENABLED
+
+    app = wren_app()
+    assert app.hotkey.shortcut is None and app.hotkey_problem
+    arun(app.engine.set_setting(HOTKEY_ENABLED, False))
+    arun(app.apply_hotkey())
+    assert app.hotkey.shortcut is None
+
+
+def test_tray_notice_is_said_once(wren_app, qtbot, arun):
+    from desktop.app import TRAY_NOTICE_SHOWN
+
+    app = wren_app(tray=True)
+    said = []
+    app.tray.say = lambda title, text: said.append(title)
+    assert app.window.keep_running_in_tray
+    for _ in range(2):
+        app.window.show()
+        app.window.close()
+        qtbot.waitUntil(lambda: arun(app.engine.get_setting(TRAY_NOTICE_SHOWN, False)))
+    assert said == ["Wren is still running"]
+    assert not app.done.done()  # closing the window did not quit
+    app.tray.quit_action.trigger()
+    assert app.done.done()
