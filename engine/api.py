@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
 from engine import paths
-from engine.errors import InvalidRequest, WrenError
+from engine.errors import InvalidRequest, ModelNotLoaded, WrenError
 from engine.events import (
     Delta, Event, Failed, FailureKind, Finished, FinishReason, SafetyNotice, Started, Usage, event_to_dict,
 )
@@ -28,6 +28,7 @@ from engine.tokenize import Tokenizer
 
 log = logging.getLogger(__name__)
 
+STARTER_MODEL = "smollm2-135m-instruct"
 MAX_MESSAGE_CHARS = 2_000_000  # beyond this a paste is a mistake, not a question
 CHECKPOINT_SECONDS = 0.25  # at most this much streamed text is at risk in a crash
 # Empty: the model's own chat template supplies its default system text, which is what
@@ -90,6 +91,7 @@ class Engine:
         self._status: ModelStatus | None = None
         self._load_lock = asyncio.Lock()
         self._active: list[_Active] = []
+        self._closed = False
 
     @classmethod
     def open(cls, home: Path | None = None, **kwargs: Any) -> "Engine":
@@ -101,6 +103,10 @@ class Engine:
         return cls(Store(paths.database_path()), ModelRegistry(paths.models_dir()), **kwargs)
 
     async def close(self) -> None:
+        """Stop answers, unload the model, close the database; calling it again is harmless."""
+        if self._closed:
+            return
+        self._closed = True
         self.stop()
         worker, self._worker, self._status = self._worker, None, None
         if worker is not None:
@@ -178,27 +184,44 @@ class Engine:
     # -- models --------------------------------------------------------------------
 
     async def list_models(self) -> list[ModelInfo]:
+        """Installed models, importing the starter model first if this is a fresh install."""
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.registry.ensure_starter)
         return await loop.run_in_executor(None, self.registry.list)
+
+    async def installed_models(self) -> list[ModelInfo]:
+        """Installed models as they are now (no first-run import)."""
+        return await asyncio.get_running_loop().run_in_executor(None, self.registry.list)
+
+    async def import_model(self, path: Path | str, *, name: str | None = None,
+                           progress: Callable[[int, int], None] | None = None) -> ModelInfo:
+        """Install a GGUF file (converted) or register a model folder; `progress(done, total)`
+        is called from a worker thread."""
+        path = Path(path)
+        loop = asyncio.get_running_loop()
+        if path.is_dir():
+            return await loop.run_in_executor(None, lambda: self.registry.register_folder(path, name))
+        return await loop.run_in_executor(
+            None, lambda: self.registry.import_gguf(path, name, progress=progress)
+        )
 
     @property
     def current_model(self) -> ModelStatus | None:
         return self._status
 
-    async def load_model(self, name: str | None = None, *, backend: str | None = None, dtype: str = "auto") -> ModelStatus:
-        """Load a model on its own inference thread; the previous one is unloaded."""
+    async def load_model(self, name: str | None = None, *, backend: str | None = None, dtype: str = "auto",
+                         progress: Callable[[int, int], None] | None = None) -> ModelStatus:
+        """Load a model on its own inference thread; the previous one is unloaded.
+        `progress(done, total)` reports the first-run starter import, from a worker thread."""
         async with self._load_lock:
             loop = asyncio.get_running_loop()
             if name is None:
                 name = await self.get_setting("model")
             if backend is None:
                 backend = await self.get_setting("backend", "auto")
-            if name is None:
-                info = await loop.run_in_executor(None, self.registry.ensure_starter)
+            if name is None or name == STARTER_MODEL:
+                info = await loop.run_in_executor(None, self.registry.ensure_starter, progress)
             else:
-                if name == "smollm2-135m-instruct":
-                    await loop.run_in_executor(None, self.registry.ensure_starter)
                 info = await loop.run_in_executor(None, self.registry.get, name)
             chosen = self._backend_factory(backend)
             started = time.perf_counter()
@@ -233,8 +256,20 @@ class Engine:
 
     async def count_tokens(self, text: str) -> int:
         """Exact token count with the loaded model's tokenizer (off the caller's thread)."""
-        worker = await self._ensure_model()
+        worker = self._worker
+        if worker is None:
+            raise ModelNotLoaded("no model is loaded yet; token counts need its tokenizer")
         return await asyncio.get_running_loop().run_in_executor(None, worker.tokenizer.count, text)
+
+    async def export(self, conversation_id: int, fmt: str = "markdown") -> str:
+        """The visible branch of a conversation as Markdown or JSON text."""
+        from engine import export
+
+        if fmt not in ("markdown", "json"):
+            raise InvalidRequest(f"unknown export format {fmt!r}; use markdown or json")
+        conv = await self.get_conversation(conversation_id)
+        shown = await self.messages(conversation_id)
+        return export.to_json(conv, shown) if fmt == "json" else export.to_markdown(conv, shown)
 
     # -- generation ----------------------------------------------------------------
 

@@ -200,8 +200,6 @@ async def _cmd_models(args) -> int:
 
 
 async def _cmd_conversations(args) -> int:
-    from engine import export
-
     engine = _open_engine()
     try:
         if args.action == "list":
@@ -214,10 +212,8 @@ async def _cmd_conversations(args) -> int:
             return 0
         if args.id is None:
             raise WrenError(f"`wren conversations {args.action}` needs a conversation id")
-        conv = await engine.get_conversation(args.id)
-        messages = await engine.messages(args.id)
         fmt = "json" if args.action == "export" and args.format == "json" else "markdown"
-        sys.stdout.write(export.to_json(conv, messages) if fmt == "json" else export.to_markdown(conv, messages))
+        sys.stdout.write(await engine.export(args.id, fmt))
         return 0
     finally:
         await engine.close()

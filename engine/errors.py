@@ -37,3 +37,7 @@ class StoreError(WrenError):
 
 class NotFound(WrenError, LookupError):
     """A conversation or message id that does not exist."""
+
+
+class ModelNotLoaded(WrenError):
+    """The operation needs a loaded model and none is loaded (or one is loading)."""

@@ -19,6 +19,7 @@ from engine.errors import InvalidRequest, ModelFileError
 # Tokens that end an assistant turn in the common chat formats, besides the model's EOS.
 _END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|endoftext|>", "<|end|>", "<end_of_turn>")
 _REPLACEMENT = "\ufffd"
+_GIL_FREE_CHARS = 4096
 # Private-use characters no real message carries, bracketing a message index.
 _MARK_OPEN, _MARK_CLOSE = "\U000F0000", "\U000F0001"
 _MARKER = re.compile(f"{_MARK_OPEN}(\\d+){_MARK_CLOSE}")
@@ -83,7 +84,13 @@ class Tokenizer:
     def encode(self, text: str, *, special: bool = False) -> list[int]:
         """Token ids for `text`, with BOS only if the model wants one. Special-token markup in
         the text is read as plain text unless `special` is set, so users cannot forge turns."""
-        ids = (self._prompt if special else self._text).encode(text, add_special_tokens=False).ids
+        tok = self._prompt if special else self._text
+        if len(text) > _GIL_FREE_CHARS:
+            # encode_batch runs without holding the GIL: a 1 MB paste must not freeze the
+            # window's thread while a worker thread counts it.
+            ids = tok.encode_batch([text], add_special_tokens=False)[0].ids
+        else:
+            ids = tok.encode(text, add_special_tokens=False).ids
         return self._with_bos(ids)
 
     def count(self, text: str) -> int:

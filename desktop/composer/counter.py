@@ -10,10 +10,6 @@ from desktop.bridge import Tasks
 from desktop.composer.composer import Composer
 
 DEBOUNCE_MS = 350
-# The tokenizer holds the GIL while it encodes (about 2 s for 1 MB), which would freeze the
-# window; big drafts are counted in pieces cut before whitespace, where byte-level BPE never
-# merges across, so the GUI thread gets the GIL back between pieces.
-PIECE_CHARS = 16_000
 
 Counter = Callable[[str], Awaitable[int]]
 
@@ -67,13 +63,9 @@ class TokenCounter(QObject):
 
     async def _run(self, generation: int, text: str) -> None:
         assert self._count is not None
-        parts = pieces(text)
-        # Each piece is counted with the model's BOS, if it has one; the draft has one BOS.
-        total = -(len(parts) - 1) * await self._count("") if len(parts) > 1 else 0
-        for piece in parts:
-            if generation != self._generation:
-                return  # typing went on; do not finish counting a draft nobody sees
-            total += await self._count(piece)
+        # The engine counts big drafts without holding the GIL, so one exact count of the
+        # whole draft keeps the window responsive.
+        total = await self._count(text)
         self._finish(generation, total)
 
     def _finish(self, generation: int, count: int) -> None:
@@ -93,18 +85,3 @@ class TokenCounter(QObject):
         if draft:
             text = f"{draft:,} in this message · {text}"
         self._composer.set_token_text(text, over=total > self._limit)
-
-
-def pieces(text: str, size: int = PIECE_CHARS) -> list[str]:
-    """`text` cut into pieces of about `size` characters, each cut just before whitespace."""
-    out, start = [], 0
-    while len(text) - start > size:
-        cut = start + size
-        while cut > start and not text[cut].isspace():
-            cut -= 1
-        if cut == start:  # one enormous word: cut it anywhere
-            cut = start + size
-        out.append(text[start:cut])
-        start = cut
-    out.append(text[start:])
-    return out

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import time
 from pathlib import Path
 from typing import Callable
@@ -25,9 +23,4 @@ async def import_model(engine: Engine, path: Path, progress: Callable[[int, int]
             last[0] = now
             relay(done, total)
 
-    registry = engine.registry
-    if path.is_dir():
-        work = functools.partial(registry.register_folder, path)
-    else:
-        work = functools.partial(registry.import_gguf, path, progress=throttled)
-    return await asyncio.get_running_loop().run_in_executor(None, work)
+    return await engine.import_model(path, progress=throttled)

@@ -10,7 +10,6 @@ from PySide6.QtCore import QObject, Signal
 from desktop.bridge import TurnStream, describe_notices
 from desktop.chat.message import MessageWidget
 from desktop.sidebar.sidebar import UNTITLED
-from engine import export
 from engine.events import Event, Failed, FailureKind, Finished, FinishReason, Started
 from engine.records import MessageInfo, Role
 
@@ -71,9 +70,7 @@ class ConversationController(QObject):
         await self.open(conversation_id)
 
     async def export_to(self, conversation_id: int, fmt: str, path: Path) -> Path:
-        conv = await self.engine.get_conversation(conversation_id)
-        messages = await self.engine.messages(conversation_id)
-        text = export.to_json(conv, messages) if fmt == "json" else export.to_markdown(conv, messages)
+        text = await self.engine.export(conversation_id, fmt)
         path.write_text(text, encoding="utf-8")
         self.w.status.showMessage(f"Exported to {path}", 5000)
         return path

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import TYPE_CHECKING
 
@@ -20,7 +19,7 @@ log = logging.getLogger(__name__)
 async def installed_models(engine: Engine) -> list:
     """The installed models, without Engine.list_models' first-run starter import (a
     multi-second conversion that loading the model already does, in the background)."""
-    return await asyncio.get_running_loop().run_in_executor(None, engine.registry.list)
+    return await engine.installed_models()
 
 
 class ModelController(QObject):

@@ -295,7 +295,11 @@ class Store:
 
     @_guarded
     def set_setting(self, key: str, value: Any) -> None:
-        Setting.insert(key=key, value=value).on_conflict_replace().execute()
+        """Save a setting; None clears it (the default applies again)."""
+        if value is None:
+            Setting.delete().where(Setting.key == key).execute()
+        else:
+            Setting.insert(key=key, value=value).on_conflict_replace().execute()
 
     @_guarded
     def integrity_check(self) -> str:
