@@ -37,9 +37,27 @@ def _m002_message_text_search(db: pw.Database) -> None:
     db.execute_sql("INSERT INTO message_fts(message_fts) VALUES ('rebuild')")
 
 
+def _m003_memory(db: pw.Database) -> None:
+    # Long-term memories (with their FTS index) and running conversation summaries.
+    from engine.store.memory_models import create_memory_schema
+
+    create_memory_schema(db)
+
+
+def _m004_message_viewed_at(db: pw.Database) -> None:
+    # Remembers which branch the user looked at last, so `< 2/3 >` choices persist.
+    # Migration 1 builds tables from the current models, which already have the column.
+    columns = {c.name for c in db.get_columns("message")}
+    if "viewed_at" not in columns:
+        db.execute_sql("ALTER TABLE message ADD COLUMN viewed_at DATETIME")
+    db.execute_sql("UPDATE message SET viewed_at = created_at WHERE viewed_at IS NULL")
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[pw.Database], None]]] = [
     (1, "initial", _m001_initial),
     (2, "message_text_search", _m002_message_text_search),
+    (3, "memory", _m003_memory),
+    (4, "message_viewed_at", _m004_message_viewed_at),
 ]
 
 

@@ -1,0 +1,100 @@
+"""`wren memories …` and `wren context …` handlers, run in-process on a WREN_HOME per test."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+
+import pytest
+
+from engine import paths
+from engine.context import ContextAssembler, ContextRequest, MemorySummaries
+from engine.errors import InvalidRequest, NotFound
+from engine.memory import MemoryService
+from engine.memory.cli import register
+from engine.records import Role
+from engine.store import Store
+
+
+def wren(*argv: str) -> int:
+    parser = argparse.ArgumentParser(prog="wren")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    result = args.func(args)
+    return asyncio.run(result) if asyncio.iscoroutine(result) else result
+
+
+def json_lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def test_add_list_search_edit_forget_clear(capsys):
+    assert wren("memories", "add", "I prefer metric units", "--json") == 0
+    first = json_lines(capsys.readouterr().out)[0]
+    assert first["text"] == "I prefer metric units" and first["origin"] == "manual"
+    wren("memories", "add", "My dog is called Max")
+    assert "My dog is called Max" in capsys.readouterr().out
+
+    wren("memories", "list", "--json")
+    assert [m["text"] for m in json_lines(capsys.readouterr().out)] == ["My dog is called Max", "I prefer metric units"]
+    wren("memories", "search", 'units NEAR "metric', "--json")
+    assert [m["id"] for m in json_lines(capsys.readouterr().out)] == [first["id"]]
+
+    wren("memories", "edit", str(first["id"]), "I prefer imperial units", "--json")
+    assert json_lines(capsys.readouterr().out)[0]["text"] == "I prefer imperial units"
+    wren("memories", "forget", str(first["id"]), "--json")
+    assert json_lines(capsys.readouterr().out)[0]["forgotten"]["id"] == first["id"]
+    with pytest.raises(NotFound):
+        wren("memories", "forget", str(first["id"]))
+
+    with pytest.raises(InvalidRequest, match="--yes"):
+        wren("memories", "clear")
+    wren("memories", "clear", "--yes", "--json")
+    assert json_lines(capsys.readouterr().out) == [{"cleared": 1}]
+    wren("memories", "list")
+    assert capsys.readouterr().out == ""
+
+
+def test_a_huge_memory_is_refused(capsys):
+    with pytest.raises(InvalidRequest, match="short fact"):
+        wren("memories", "add", "x" * 100 * 1024)
+
+
+def test_settings_toggle(capsys):
+    wren("memories", "settings", "--memory", "off", "--reference-history", "on", "--json")
+    data = json_lines(capsys.readouterr().out)[0]
+    assert data["enabled"] is False and data["reference_history"] is True and data["suggest"] is False
+    wren("memories", "settings")
+    assert "enabled            off" in capsys.readouterr().out
+
+
+def test_context_prints_the_last_report_and_marks_forgotten_memories(capsys):
+    store = Store(paths.database_path())
+    service = MemoryService(store)
+    memory = service.add("I prefer metric units")
+    conv = store.create_conversation()
+    q = store.add_message(conv.id, Role.USER, "How far is a marathon?", parent_id=None)
+    items = service.retrieve("marathon distance in my units", budget_tokens=100, count=lambda t: len(t.split()))
+    out = asyncio.run(ContextAssembler(lambda t: len(t.split()), summaries=MemorySummaries()).assemble(
+        ContextRequest(window=2048, new_message=q.content, new_message_id=q.id, retrieved=items,
+                       system_prompt="You are Wren.")))
+    answer = store.add_message(conv.id, Role.ASSISTANT, "42.195 km", parent_id=q.id,
+                               meta={"context": out.report.to_dict()})
+    service.delete(memory.id)
+    store.close()
+
+    assert wren("context", str(conv.id), "--json") == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["message_id"] == answer.id and data["forgotten_memory_ids"] == [memory.id]
+    assert data["prompt_tokens"] == out.report.prompt_tokens
+    wren("context", str(conv.id))
+    text = capsys.readouterr().out
+    assert "I prefer metric units [forgotten since]" in text
+    assert "--- rendered prompt ---" in text and "You are Wren." in text
+
+    empty = Store(paths.database_path())
+    other = empty.create_conversation().id
+    empty.close()
+    with pytest.raises(NotFound, match="no answer with a context report"):
+        wren("context", str(other))
