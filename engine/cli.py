@@ -69,11 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _extensions():
     """Subcommands that live beside the parts they belong to."""
-    try:
-        from engine.safety.cli import register as safety
-    except ImportError:  # pragma: no cover - safety is part of every build
-        return []
-    return [safety]
+    from engine.memory.cli import register as memory
+    from engine.safety.cli import register as safety
+
+    return [safety, memory]
 
 
 def _open_engine():

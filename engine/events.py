@@ -78,7 +78,25 @@ class SafetyNotice:
     stage: str = "input"  # "input" or "output"
 
 
-Event = Started | Delta | Usage | SafetyNotice | Finished | Failed
+@dataclass(frozen=True, slots=True)
+class MemoryRef:
+    id: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryNotice:
+    """What memory did with the user's message ("Memory saved", "Forgot …")."""
+
+    saved: tuple[MemoryRef, ...] = ()
+    forgotten: tuple[MemoryRef, ...] = ()
+    refused: tuple[str, ...] = ()  # the reason for each memory that was not saved
+    unmatched_forgets: tuple[str, ...] = ()  # "forget X" where nothing matched X
+    suggestions: tuple[str, ...] = ()  # facts the user may accept as memories
+    confirm_clear_all: bool = False  # "forget everything": the front end asks first
+
+
+Event = Started | Delta | Usage | SafetyNotice | MemoryNotice | Finished | Failed
 
 
 def event_to_dict(event: Event) -> dict:
@@ -89,6 +107,8 @@ def event_to_dict(event: Event) -> dict:
         if isinstance(value, enum.Enum):
             value = value.value
         elif isinstance(value, tuple):
-            value = list(value)
+            value = [
+                {"id": v.id, "text": v.text} if isinstance(v, MemoryRef) else v for v in value
+            ]
         out[name] = value
     return out

@@ -21,7 +21,10 @@ class ContextSettings:
     #                      so the next turns append without summarizing (and keep the prefix)
 
     def reserve(self, window: int) -> int:
-        wanted = self.answer_reserve if self.answer_reserve is not None else max(MIN_RESERVE, window // 4)
+        # A quarter of the window, at least MIN_RESERVE — but never more than half of a
+        # small window, which would leave no room for the question.
+        default = max(min(MIN_RESERVE, window // 2), window // 4)
+        wanted = self.answer_reserve if self.answer_reserve is not None else default
         return max(1, min(wanted, window - 1))
 
     def memory_budget(self, window: int) -> int:

@@ -6,6 +6,7 @@ import json
 from datetime import datetime, timezone
 
 import peewee as pw
+from playhouse.shortcuts import ThreadSafeDatabaseMetadata
 
 from engine.records import MessageStatus, Role
 
@@ -36,7 +37,10 @@ class EnumField(pw.CharField):
 
 class BaseModel(pw.Model):
     class Meta:
-        database = None  # bound by Store
+        database = None  # bound by Store, per thread
+        # Each thread binds the tables to the database of the Store it is using, so two
+        # stores in one process (a temporary chat's beside the user's) never cross.
+        model_metadata_class = ThreadSafeDatabaseMetadata
 
 
 class Conversation(BaseModel):

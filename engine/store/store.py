@@ -28,6 +28,7 @@ def _guarded(method):
 
     @functools.wraps(method)
     def wrapper(self: "Store", *args, **kwargs):
+        self.bind()
         try:
             return method(self, *args, **kwargs)
         except (pw.OperationalError, sqlite3.OperationalError) as exc:
@@ -41,20 +42,34 @@ def _guarded(method):
 class Store:
     """Owns one SQLite database. Not thread-safe: the engine calls it from one worker."""
 
-    def __init__(self, path: Path | str, *, busy_timeout_ms: int = 3000):
+    def __init__(self, path: Path | str, *, busy_timeout_ms: int = 3000, first_id: int | None = None):
+        """`first_id`: ids of new conversations and messages start above it (an in-memory
+        store for temporary chats uses it so its ids never collide with the user's)."""
         self.path = str(path)
-        if self.path != ":memory:":
+        in_memory = self.path == ":memory:"
+        if not in_memory:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         pragmas = dict(_PRAGMAS, busy_timeout=busy_timeout_ms)
-        self.db = pw.SqliteDatabase(self.path, pragmas=pragmas, check_same_thread=False)
-        self.db.bind(TABLES, bind_refs=False, bind_backrefs=False)
-        self._open()
+        # An in-memory database exists per connection: share one across threads.
+        self.db = pw.SqliteDatabase(self.path, pragmas=pragmas, check_same_thread=False,
+                                    thread_safe=not in_memory)
+        self._open(first_id)
+
+    def bind(self) -> None:
+        """Point this thread's table classes at this store's database."""
+        if Conversation._meta.database is not self.db:
+            self.db.bind(TABLES, bind_refs=False, bind_backrefs=False)
 
     @_guarded
-    def _open(self) -> None:
+    def _open(self, first_id: int | None) -> None:
         self.db.connect(reuse_if_open=True)
         migrate(self.db)
         self.recover_interrupted()
+        if first_id is not None and Conversation.select().count() == 0:
+            # SQLite numbers new rows after the largest id: a hidden placeholder sets the floor.
+            Conversation.insert(id=first_id, title="", deleted_at=utcnow()).execute()
+            Message.insert(id=first_id, conversation=first_id, role=Role.SYSTEM, content="",
+                           status=MessageStatus.COMPLETE).execute()
 
     def _explain(self, exc: Exception) -> StoreError:
         text = str(exc).lower()

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from engine.api import Engine, SendOptions
+from engine.context import ContextOverflow
 from engine.errors import InvalidRequest, ModelNotFound, NotFound
 from engine.events import Delta, Failed, FailureKind, Finished, FinishReason, Started, Usage
 from engine.inference.sampling import SamplingParams
@@ -250,13 +251,14 @@ def test_prompt_longer_than_the_window_is_refused_before_any_work(make_engine):
     async def main():
         engine = make_engine("x", context_length=64)
         conv = await engine.create_conversation()
-        with pytest.raises(InvalidRequest, match="context window holds 64"):
+        with pytest.raises(ContextOverflow, match="nothing was sent"):
             await collect(engine.send(conv.id, LONG))
         prompts = engine.scripted.loaded[0].prompts
+        stored = await engine.messages(conv.id)
         await engine.close()
-        return prompts
+        return prompts, stored
 
-    assert run(main()) == []
+    assert run(main()) == ([], [])
 
 
 def test_generate_title_saves_a_short_title(make_engine):

@@ -155,3 +155,19 @@ def test_locked_database_is_a_clear_error_and_loses_nothing(tmp_path):
     titles = [c.title for c in store.list_conversations()]
     assert titles == ["before the lock"]
     assert store.integrity_check() == "ok"
+
+
+def test_two_stores_in_one_process_never_cross(tmp_path):
+    import threading
+
+    a = Store(tmp_path / "a.sqlite3")
+    b = Store(":memory:")
+    ca = a.create_conversation("in a")
+    cb = b.create_conversation("in b")
+    assert [c.title for c in a.list_conversations()] == ["in a"]
+    assert [c.title for c in b.list_conversations()] == ["in b"]
+    seen = []
+    worker = threading.Thread(target=lambda: seen.append(a.get_conversation(ca.id).title))
+    worker.start()
+    worker.join()
+    assert seen == ["in a"] and b.get_conversation(cb.id).title == "in b"

@@ -19,16 +19,23 @@ else:
     _IMPORT_ERROR = None
 
 DTYPE_NAMES = ("auto", "float32", "bfloat16", "float16")
+QUANT_NAMES = ("auto", "none", "int8", "int4")
+# Under this many parameters the weights sit in the CPU's caches and a decoded token costs
+# per-op overhead, not memory traffic: packed formats gain nothing and fp32 stays exact.
+QUANT_MIN_PARAMS = 20_000_000
 
 
 class TorchModel:
     """A loaded model plus its static KV cache; used from one inference thread."""
 
-    def __init__(self, model, backend: str, context_length: int, vocab_size: int) -> None:
+    def __init__(self, model, backend: str, context_length: int, vocab_size: int, *,
+                 dtype: str = "float32", quant: str = "none") -> None:
         self._model = model
         self.backend = backend
         self.context_length = context_length
         self.vocab_size = vocab_size
+        self.dtype = dtype  # what "auto" resolved to, for the UI and benchmarks
+        self.quant = quant
 
     def _check(self, count: int, start: int) -> None:
         if self._model is None:
@@ -81,37 +88,85 @@ class TorchBackend:
         return self.unavailable_reason() is None
 
     def load(
-        self, model_dir: Path, *, dtype: str = "auto", context_length: int | None = None
+        self, model_dir: Path, *, dtype: str = "auto", quant: str = "auto",
+        context_length: int | None = None,
     ) -> TorchModel:
-        """Load an HF folder. context_length defaults to min(max_position_embeddings, 8192)."""
+        """Load an HF folder. context_length defaults to min(max_position_embeddings, 8192).
+
+        dtype is the compute dtype; quant the weight format: "int4" / "int8" (CPU only,
+        bfloat16 compute) quantize linear weights per group of 32, "none" keeps them in
+        dtype. "auto" picks the fastest variant that passes the checks against the float32
+        reference: on a CPU int4 with an int8 output head for models over
+        QUANT_MIN_PARAMS, else float32; on CUDA bfloat16. An explicit dtype="float32"
+        with quant="auto" is the exact reference path."""
         from engine.inference.models.llama import ModelArgs, build_model
 
         reason = self.unavailable_reason()
         if reason:
             raise BackendUnavailable(f"{self.name}: {reason}")
         model_dir = Path(model_dir)
-        torch_dtype = self._torch_dtype(dtype)
         args = ModelArgs.from_hf_config(read_model_config(model_dir))
+        dtype, quant = self.resolve_format(dtype, quant, _parameter_count(args))
         if context_length is not None and not (1 <= context_length <= args.max_position_embeddings):
             raise ValueError(
                 f"context_length must be 1..{args.max_position_embeddings}, got {context_length}"
             )
-        weights = _SafetensorsFolder(model_dir, self.device, torch_dtype)
+        torch_dtype = getattr(torch, dtype)
+        # Quantizers see the file's values, not a bf16 rounding of them (GGUF-born weights
+        # are then recovered exactly).
+        read_dtype = torch.float32 if quant != "none" else torch_dtype
+        weights = _SafetensorsFolder(model_dir, self.device, read_dtype)
         # A checkpoint without lm_head has nothing else to project with: tie it.
         tied = args.tie_word_embeddings or "lm_head.weight" not in weights.names
         with torch.inference_mode():
-            model = build_model(args, weights.get, tied=tied, context_length=context_length)
-        return TorchModel(model, self.name, model.context_length, args.vocab_size)
+            model = build_model(args, weights.get, tied=tied, context_length=context_length,
+                                prepare=_quantizer(quant, torch_dtype))
+        return TorchModel(model, self.name, model.context_length, args.vocab_size,
+                          dtype=dtype, quant=quant)
 
-    def _torch_dtype(self, dtype: str):
+    def resolve_format(self, dtype: str, quant: str, parameters: int) -> tuple[str, str]:
+        """(compute dtype, weight format) that `load` uses for these options."""
         if dtype not in DTYPE_NAMES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPE_NAMES)}, got {dtype!r}")
-        if dtype == "auto":
-            # bf16 matmuls are slow on most CPUs; on GPUs they halve memory at no accuracy cost
-            # that matters for chat.
-            dtype = "bfloat16" if self.device == "cuda" else "float32"
-        return getattr(torch, dtype)
+        if quant not in QUANT_NAMES:
+            raise ValueError(f"quant must be one of {', '.join(QUANT_NAMES)}, got {quant!r}")
+        if self.device == "cuda":
+            if quant in ("int4", "int8"):
+                raise ValueError(f"quant={quant!r} runs on the CPU only; use quant='none' on CUDA")
+            # bf16 halves memory traffic at no accuracy cost that matters for chat.
+            return ("bfloat16" if dtype == "auto" else dtype), "none"
+        if quant == "auto":
+            quant = "int4" if dtype == "auto" and parameters >= QUANT_MIN_PARAMS else "none"
+        if quant == "none":
+            return ("float32" if dtype == "auto" else dtype), "none"
+        if dtype not in ("auto", "bfloat16"):
+            raise ValueError(
+                f"quant={quant!r} computes in bfloat16 (torch's packed kernels are slow in "
+                f"{dtype}); pass dtype='bfloat16' or 'auto'"
+            )
+        return "bfloat16", quant
 
+
+def _parameter_count(args) -> int:
+    per_layer = args.hidden_size * (args.q_size + 2 * args.kv_size) + args.q_size * args.hidden_size
+    per_layer += 3 * args.hidden_size * args.intermediate_size
+    heads = 1 if args.tie_word_embeddings else 2
+    return args.num_hidden_layers * per_layer + heads * args.vocab_size * args.hidden_size
+
+
+def _quantizer(quant: str, dtype):
+    """The build hook that packs a module's linear weights and casts the rest to dtype."""
+    if quant == "none":
+        return None
+    from engine.inference.quant import quantize_linears
+
+    def prepare(module) -> None:
+        # The output head stays int8 under int4: a 4-bit head shifts logits enough to
+        # change greedy answers of the starter model, and costs one matmul per token.
+        quantize_linears(module, quant, dtype=dtype, int8_names=("output",))
+        module.to(dtype)
+
+    return prepare
 
 
 class _SafetensorsFolder:

@@ -170,13 +170,9 @@ def rope_inv_freq(args: ModelArgs) -> torch.Tensor:
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
-    if x.dtype == torch.float32:
-        return F.rms_norm(x, (x.shape[-1],), weight, eps)
-    # Low precision: normalise in float32 and cast back before the weight, as HF does,
-    # so bf16 results track the reference implementation.
-    x32 = x.float()
-    out = (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
-    return out if weight is None else out * weight
+    # One fused op; for bf16 it accumulates in float32 and rounds once, which tracks the
+    # float32 reference at least as closely as HF's normalise-cast-then-scale.
+    return F.rms_norm(x, (x.shape[-1],), weight, eps)
 
 
 class RMSNorm(nn.Module):
@@ -216,7 +212,6 @@ class Attention(nn.Module):
         if self.qk_norm is not None:
             qk = _rms_norm(qk, None, self.eps) * self.qk_norm
         qk = _rope(qk, cos, sin)
-        q = qk[:, :, : self.n_heads].transpose(1, 2)
         k = qk[:, :, self.n_heads :].transpose(1, 2)
         v = qkv[..., self.q_size + self.kv_size :].view(1, length, self.n_kv, self.head_dim).transpose(1, 2)
 
@@ -228,6 +223,10 @@ class Attention(nn.Module):
         keys = self.k_cache[:, :, lo:end]
         values = self.v_cache[:, :, lo:end]
 
+        if length == 1 and x.dtype != torch.float32:
+            out = self._decode_attention(qk[0, 0, : self.n_heads], keys[0], values[0])
+            return self.wo(out.view(1, 1, self.q_size))
+        q = qk[:, :, : self.n_heads].transpose(1, 2)
         if length == 1:  # one query sees every key in the slice: no mask needed
             out = F.scaled_dot_product_attention(q, keys, values, enable_gqa=True)
         elif start == 0 and self.window is None:
@@ -237,11 +236,19 @@ class Attention(nn.Module):
             out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
         return self.wo(out.transpose(1, 2).reshape(1, length, self.q_size))
 
+    def _decode_attention(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        # torch's CPU flash-attention kernel is slow for one low-precision query (5-15x
+        # slower than this at a few hundred keys); two small bmm's with the query heads
+        # grouped over their shared key/value head are not.
+        q = q.view(self.n_kv, -1, self.head_dim) * self.head_dim**-0.5
+        probs = torch.softmax(torch.bmm(q, keys.transpose(1, 2)), dim=-1)
+        return torch.bmm(probs, values)
+
 
 def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-    return x * cos + rotated * sin
+    # rotate-half as a swap of the halves; its minus sign lives in the sin table.
+    swapped = x.unflatten(-1, (2, x.shape[-1] // 2)).flip(-2).flatten(-2)
+    return x * cos + swapped * sin
 
 
 def _causal_mask(length: int, start: int, lo: int, window: int | None, device) -> torch.Tensor:
@@ -301,7 +308,9 @@ class Transformer(nn.Module):
         freqs = torch.outer(torch.arange(context_length, dtype=torch.float64), rope_inv_freq(args))
         angles = torch.cat((freqs, freqs), dim=-1)[:, None, :]  # [positions, 1 (heads), head_dim]
         self._cos = angles.cos().to(device=device, dtype=dtype)
-        self._sin = angles.sin().to(device=device, dtype=dtype)
+        sin = angles.sin()
+        half = sin.shape[-1] // 2
+        self._sin = torch.cat((-sin[..., :half], sin[..., half:]), dim=-1).to(device=device, dtype=dtype)
         self._token = torch.zeros((1, 1), dtype=torch.long, device=device)
         self.context_length = context_length
 
@@ -337,50 +346,57 @@ def build_model(
     *,
     tied: bool,
     context_length: int | None = None,
+    prepare: Callable[[nn.Module], object] | None = None,
 ) -> Transformer:
     """Build the model from HF-named tensors (`get(name)` returns one already on the
-    target device and dtype) and allocate its KV cache."""
+    target device and dtype) and allocate its KV cache.
+
+    `prepare(module)` runs on each block as soon as its weights are in, then on the whole
+    model: weight-only quantization hooks in there, so the full-precision weights of all
+    blocks never sit in memory at once."""
     with torch.device("meta"):
         model = Transformer(args)
     try:
-        model.load_state_dict(_state_dict(args, get, tied), strict=True, assign=True)
+        for i, layer in enumerate(model.layers):
+            layer.load_state_dict(_layer_state(args, get, i), strict=True, assign=True)
+            if prepare is not None:
+                prepare(layer)
+        embeddings = get("model.embed_tokens.weight")
+        model.tok_embeddings.load_state_dict({"weight": embeddings}, assign=True)
+        model.norm.load_state_dict({"weight": get("model.norm.weight")}, assign=True)
+        head = embeddings if tied else get("lm_head.weight")
+        model.output.load_state_dict({"weight": head}, assign=True)
     except RuntimeError as exc:  # shapes in the files disagree with config.json
         raise ModelFileError(f"weights do not match config.json: {exc}") from None
+    if prepare is not None:
+        prepare(model)
     model.requires_grad_(False)
     model.setup_cache(context_length or args.default_context_length)
     return model.eval()
 
 
-def _state_dict(args: ModelArgs, get: Callable[[str], torch.Tensor], tied: bool) -> dict:
-    """Our fused parameter names from HF ones: q/k/v and gate/up concatenated."""
+def _layer_state(args: ModelArgs, get: Callable[[str], torch.Tensor], i: int) -> dict:
+    """Block i's tensors under our fused names: q/k/v and gate/up concatenated."""
+    hf = f"model.layers.{i}."
+    attn, mlp = hf + "self_attn.", hf + "mlp."
     sd: dict[str, torch.Tensor] = {
-        "tok_embeddings.weight": get("model.embed_tokens.weight"),
-        "norm.weight": get("model.norm.weight"),
+        "attention_norm.weight": get(hf + "input_layernorm.weight"),
+        "ffn_norm.weight": get(hf + "post_attention_layernorm.weight"),
+        "attention.wqkv.weight": torch.cat([get(f"{attn}{x}_proj.weight") for x in "qkv"]),
+        "attention.wo.weight": get(attn + "o_proj.weight"),
+        "feed_forward.w13.weight": torch.cat([get(mlp + "gate_proj.weight"), get(mlp + "up_proj.weight")]),
+        "feed_forward.w2.weight": get(mlp + "down_proj.weight"),
     }
-    sd["output.weight"] = sd["tok_embeddings.weight"] if tied else get("lm_head.weight")
-    for i in range(args.num_hidden_layers):
-        hf, ours = f"model.layers.{i}.", f"layers.{i}."
-        attn, mlp = hf + "self_attn.", hf + "mlp."
-        sd[ours + "attention_norm.weight"] = get(hf + "input_layernorm.weight")
-        sd[ours + "ffn_norm.weight"] = get(hf + "post_attention_layernorm.weight")
-        sd[ours + "attention.wqkv.weight"] = torch.cat([get(f"{attn}{x}_proj.weight") for x in "qkv"])
-        sd[ours + "attention.wo.weight"] = get(attn + "o_proj.weight")
-        sd[ours + "feed_forward.w13.weight"] = torch.cat(
-            [get(mlp + "gate_proj.weight"), get(mlp + "up_proj.weight")]
+    if args.qkv_bias:
+        sd["attention.wqkv.bias"] = torch.cat([get(f"{attn}{x}_proj.bias") for x in "qkv"])
+    if args.o_bias:
+        sd["attention.wo.bias"] = get(attn + "o_proj.bias")
+    if args.mlp_bias:
+        sd["feed_forward.w13.bias"] = torch.cat([get(mlp + "gate_proj.bias"), get(mlp + "up_proj.bias")])
+        sd["feed_forward.w2.bias"] = get(mlp + "down_proj.bias")
+    if args.qk_norm:
+        q_norm, k_norm = get(attn + "q_norm.weight"), get(attn + "k_norm.weight")
+        sd["attention.qk_norm"] = torch.cat(
+            [q_norm.expand(args.num_attention_heads, -1), k_norm.expand(args.num_key_value_heads, -1)]
         )
-        sd[ours + "feed_forward.w2.weight"] = get(mlp + "down_proj.weight")
-        if args.qkv_bias:
-            sd[ours + "attention.wqkv.bias"] = torch.cat([get(f"{attn}{x}_proj.bias") for x in "qkv"])
-        if args.o_bias:
-            sd[ours + "attention.wo.bias"] = get(attn + "o_proj.bias")
-        if args.mlp_bias:
-            sd[ours + "feed_forward.w13.bias"] = torch.cat(
-                [get(mlp + "gate_proj.bias"), get(mlp + "up_proj.bias")]
-            )
-            sd[ours + "feed_forward.w2.bias"] = get(mlp + "down_proj.bias")
-        if args.qk_norm:
-            q_norm, k_norm = get(attn + "q_norm.weight"), get(attn + "k_norm.weight")
-            sd[ours + "attention.qk_norm"] = torch.cat(
-                [q_norm.expand(args.num_attention_heads, -1), k_norm.expand(args.num_key_value_heads, -1)]
-            )
     return sd
