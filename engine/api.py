@@ -22,6 +22,7 @@ from engine.inference.worker import GenerationRequest, ModelWorker
 from engine.logs import log_event
 from engine.memory import TEMPORARY_KEY, MemoryService
 from engine.modelhub.registry import ModelInfo, ModelRegistry
+from engine.preferences import Preferences
 from engine.records import ConversationInfo, MessageInfo, Role
 from engine.safety import Policy, ScanResult, scan
 from engine.store import Store
@@ -54,8 +55,9 @@ class ModelStatus:
     load_seconds: float
 
 
-class Engine:
-    """Conversations, models, memories and streaming answers; use from one asyncio loop."""
+class Engine(Preferences):
+    """Conversations, models, memories and streaming answers; use from one asyncio loop.
+    Memory, instruction, safety and diagnostics settings come from `Preferences`."""
 
     def __init__(
         self,

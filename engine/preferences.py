@@ -1,0 +1,116 @@
+"""The Engine's settings-page half: memories, custom instructions, context and safety
+settings, diagnostics. Every call runs off the caller's loop thread."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine import paths
+from engine.context import ContextSettings, Instructions, load_instructions, load_settings, save_instructions
+from engine.context.settings import SETTING_KEY as CONTEXT_KEY
+from engine.events import SafetyAction
+from engine.memory import MemoryInfo, MemorySettings, Suggestion
+from engine.safety import Policy
+from engine.safety import user_policy
+
+if TYPE_CHECKING:
+    from engine.store import Store
+
+
+class Preferences:
+    """Mixed into `Engine`; relies on its `store`, `memory`, `policy` and `_db`."""
+
+    store: "Store"
+
+    # -- memories --------------------------------------------------------------------
+
+    async def list_memories(self, query: str | None = None, limit: int = 500) -> list[MemoryInfo]:
+        if query and query.strip():
+            return await self._db(self.memory.search, query, limit)
+        return await self._db(self.memory.list, limit)
+
+    async def memories_by_id(self, memory_ids: list[int]) -> dict[int, MemoryInfo]:
+        """The memories that still exist among `memory_ids` (an answer's provenance)."""
+        return await self._db(self.memory.get_many, memory_ids)
+
+    async def add_memory(self, text: str) -> MemoryInfo:
+        return await self._db(self.memory.add, text)
+
+    async def edit_memory(self, memory_id: int, text: str) -> MemoryInfo:
+        return await self._db(self.memory.edit, memory_id, text)
+
+    async def delete_memory(self, memory_id: int) -> MemoryInfo:
+        """Returns the deleted memory, for undo with `restore_memory`."""
+        return await self._db(self.memory.delete, memory_id)
+
+    async def restore_memory(self, memory: MemoryInfo) -> MemoryInfo:
+        return await self._db(self.memory.restore, memory)
+
+    async def clear_memories(self) -> int:
+        return await self._db(self.memory.clear)
+
+    async def remember_message(self, message_id: int, text: str | None = None) -> MemoryInfo:
+        """The "Remember this" action: a message (or an edited excerpt) becomes a memory."""
+        return await self._db(self.memory.remember_message, message_id, text)
+
+    async def accept_suggestion(self, text: str, source_message_id: int | None = None,
+                                conversation_id: int | None = None) -> MemoryInfo:
+        suggestion = Suggestion(text, source_message_id)
+        return await self._db(self.memory.accept, suggestion, conversation_id=conversation_id)
+
+    async def memory_settings(self) -> MemorySettings:
+        return await self._db(self.memory.settings)
+
+    async def update_memory_settings(self, **changes: bool) -> MemorySettings:
+        """enabled=, reference_history=, suggest=."""
+        return await self._db(self.memory.update_settings, **changes)
+
+    # -- what the model is told --------------------------------------------------------
+
+    async def instructions(self) -> Instructions:
+        return await self._db(load_instructions, self.store)
+
+    async def set_instructions(self, about_me: str, how_to_respond: str) -> Instructions:
+        value = Instructions(about_me=about_me, how_to_respond=how_to_respond)
+        await self._db(save_instructions, self.store, value)
+        return value
+
+    async def context_settings(self) -> ContextSettings:
+        return await self._db(load_settings, self.store)
+
+    async def set_context_settings(self, **values: Any) -> ContextSettings:
+        current = (await self.context_settings()).to_dict()
+        settings = ContextSettings.from_dict({**current, **values})  # refuses bad values
+        await self._db(self.store.set_setting, CONTEXT_KEY, settings.to_dict())
+        return settings
+
+    # -- safety --------------------------------------------------------------------------
+
+    def safety_rules(self) -> list[user_policy.RuleRow]:
+        """Every category with its action for the local model and for remote servers."""
+        return user_policy.rule_rows(self.policy)
+
+    async def set_safety_action(self, category: str, destination: str, action: SafetyAction) -> None:
+        await self._change_policy(user_policy.set_action, category, destination, SafetyAction(action))
+
+    async def set_blocklist(self, words: list[str], patterns: list[str]) -> None:
+        """Replace the user's own blocked words and patterns; a bad pattern is refused."""
+        await self._change_policy(user_policy.set_blocklist, words, patterns)
+
+    async def _change_policy(self, change, *args: Any) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, change, paths.data_dir(), *args)
+        self.policy, self.policy_warnings = await loop.run_in_executor(None, Policy.load)
+
+    # -- diagnostics ---------------------------------------------------------------------
+
+    def logs_folder(self) -> Path:
+        return paths.logs_dir()
+
+    async def diagnostics_bundle(self) -> bytes:
+        """A zip of the redacted logs and system facts, for a support request."""
+        from engine.logs import diagnostics_bundle
+
+        return await asyncio.get_running_loop().run_in_executor(None, diagnostics_bundle)

@@ -1,0 +1,91 @@
+"""Settings-page calls on the Engine: memories, instructions, safety rules, diagnostics."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import zipfile
+
+import pytest
+
+from engine.errors import InvalidRequest
+from engine.events import SafetyAction
+from engine.safety import PolicyError
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_memory_management_round_trip(make_engine):
+    async def main():
+        engine = make_engine()
+        a = await engine.add_memory("I prefer metric units")
+        b = await engine.add_memory("My sister is called Ana")
+        edited = await engine.edit_memory(a.id, "I prefer metric units and 24-hour time")
+        found = await engine.list_memories("sister")
+        deleted = await engine.delete_memory(b.id)
+        after_delete = await engine.list_memories()
+        await engine.restore_memory(deleted)
+        restored = await engine.list_memories()
+        cleared = await engine.clear_memories()
+        empty = await engine.list_memories()
+        with pytest.raises(InvalidRequest):
+            await engine.add_memory("x" * 100_000)
+        await engine.close()
+        return edited, found, after_delete, restored, cleared, empty
+
+    edited, found, after_delete, restored, cleared, empty = run(main())
+    assert "24-hour" in edited.text
+    assert [m.text for m in found] == ["My sister is called Ana"]
+    assert len(after_delete) == 1 and len(restored) == 2 and cleared == 2 and empty == []
+
+
+def test_instructions_reach_the_prompt(make_engine):
+    async def main():
+        engine = make_engine("ok")
+        await engine.set_instructions("I am a nurse in Porto.", "Answer in one sentence.")
+        conv = await engine.create_conversation()
+        async for _ in engine.send(conv.id, "hello"):
+            pass
+        prompt = engine.scripted.loaded[0].prompts[-1]
+        saved = await engine.instructions()
+        await engine.close()
+        return prompt, saved
+
+    prompt, saved = run(main())
+    assert saved.about_me == "I am a nurse in Porto."
+    assert "nurse in Porto" in prompt and "one sentence" in prompt
+
+
+def test_safety_actions_change_the_policy_in_force(make_engine, wren_home):
+    async def main():
+        engine = make_engine("ok")
+        before = {r.category: r for r in engine.safety_rules()}
+        await engine.set_safety_action("pii.email", "local", SafetyAction.BLOCK)
+        after = {r.category: r for r in engine.safety_rules()}
+        conv = await engine.create_conversation()
+        events = [e async for e in engine.send(conv.id, "write to jane.doe.77@mailbox-test.org please")]
+        with pytest.raises(PolicyError):
+            await engine.set_blocklist([], ["bad("])
+        await engine.set_blocklist(["pineapple"], [])
+        await engine.close()
+        return before, after, events
+
+    before, after, events = run(main())
+    assert before["pii.email"].local is SafetyAction.ALLOW
+    assert after["pii.email"].local is SafetyAction.BLOCK and after["pii.email"].remote is before["pii.email"].remote
+    assert events[-1].reason.value == "blocked"
+    text = (wren_home / "safety" / "policy.toml").read_text()
+    assert "pineapple" in text and "bad(" not in text
+
+
+def test_diagnostics_bundle_is_a_zip(make_engine):
+    async def main():
+        engine = make_engine()
+        data = await engine.diagnostics_bundle()
+        await engine.close()
+        return data
+
+    names = zipfile.ZipFile(io.BytesIO(run(main()))).namelist()
+    assert "system.json" in names
