@@ -18,7 +18,7 @@ from engine.events import Event, Finished, FinishReason
 from engine.inference.backend import Backend
 from engine.inference.sampling import SamplingParams
 from engine.inference.select import resolve_backend
-from engine.inference.worker import GenerationRequest, ModelWorker
+from engine.inference.worker import GenerationRequest, ModelWorker, WarmRequest
 from engine.logs import log_event
 from engine.memory import TEMPORARY_KEY, MemoryService
 from engine.modelhub.registry import ModelInfo, ModelRegistry
@@ -87,6 +87,7 @@ class Engine(Preferences):
         self._assemblers: tuple[ContextAssembler, ContextAssembler] | None = None
         self._load_lock = asyncio.Lock()
         self._active: list[tuple[GenerationRequest, int]] = []
+        self._warm: WarmRequest | None = None
         self._closed = False
         self._turns = Turns(self)
 
@@ -319,6 +320,40 @@ class Engine(Preferences):
     def _destination(self) -> str:
         return "remote" if self._status and self._status.backend.startswith("remote") else "local"
 
+    async def prepare(self, conversation_id: int, draft: str, options: SendOptions | None = None) -> int | None:
+        """Pre-warm while the user types: assemble the prompt this draft would make and
+        prefill it into the KV cache at low priority, so after Send only what changed runs.
+        A newer call cancels the older one. Returns the draft prompt's token count (None when
+        no model is loaded or the draft is empty); raises ContextOverflow early for a draft
+        that cannot fit."""
+        self._cancel_warm()
+        worker = self._worker
+        if worker is None or not draft.strip():
+            return None
+        shown = await self.messages(conversation_id)
+        _, ids = await self._turns.assemble(
+            conversation_id, shown, draft, None, options or SendOptions(), worker, allow_summarize=False
+        )
+        if self._worker is not worker:
+            return None  # the model changed meanwhile
+        self._cancel_warm()
+        self._warm = WarmRequest(ids)
+        worker.submit(self._warm)
+        return len(ids)
+
+    async def prepared(self, timeout: float = 30.0) -> int:
+        """Wait for the latest pre-warm to finish; the number of its prompt tokens cached."""
+        warm = self._warm
+        if warm is None:
+            return 0
+        await asyncio.get_running_loop().run_in_executor(None, warm.done.wait, timeout)
+        return warm.prefilled
+
+    def _cancel_warm(self) -> None:
+        if self._warm is not None:
+            self._warm.cancel.set()
+            self._warm = None
+
     async def send(self, conversation_id: int, text: str, options: SendOptions | None = None) -> AsyncIterator[Event]:
         """Scan and commit the user message, then stream the answer as typed events.
 
@@ -357,6 +392,7 @@ class Engine(Preferences):
     async def _ask(self, conversation_id: int, parent_id: int | None, text: str,
                    options: SendOptions | None) -> AsyncIterator[Event]:
         options = options or SendOptions()
+        self._cancel_warm()  # what it cached stays cached; a stale draft must not follow
         checked = await self.scan_input(text)
         notices = checked.notices("input")
         for notice in notices:

@@ -128,12 +128,12 @@ class Turns:
             status=MessageStatus.STREAMING, model=status.name, backend=status.backend,
             sampling=params.to_dict(), prompt_tokens=len(prompt_ids), meta=meta,
         )
-        yield Started(user.conversation_id, user.id, answer.id, status.name, status.backend)
-        async for event in self.stream(worker, answer, prompt_ids, params):
+        started = Started(user.conversation_id, user.id, answer.id, status.name, status.backend)
+        async for event in self.stream(worker, answer, prompt_ids, params, started):
             yield event
 
     async def stream(self, worker: ModelWorker, answer: MessageInfo, prompt_ids: list[int],
-                     params: SamplingParams) -> AsyncIterator[Event]:
+                     params: SamplingParams, started: Started) -> AsyncIterator[Event]:
         e = self.e
         store = e._store_for(answer.conversation_id)
         loop = asyncio.get_running_loop()
@@ -150,6 +150,8 @@ class Turns:
         reason = FinishReason.CANCELLED  # if the consumer walks away mid-stream
         worker.submit(request)
         try:
+            # Only now: a stop() right after Started must reach a request that exists.
+            yield started
             while True:
                 event = await events.get()
                 if isinstance(event, Delta):

@@ -43,7 +43,7 @@ class KVSession:
                 f"the prompt has {len(ids)} tokens but the context holds {self.context_length}"
             )
         # The last id always runs again: its logits are the answer and are not cached.
-        reused = min(_common_prefix(self._ids, ids), len(ids) - 1)
+        reused = min(common_prefix(self._ids, ids), len(ids) - 1)
         # Forget the tail first: if the backend fails midway, the cache past `reused`
         # is in an unknown state.
         del self._ids[reused:]
@@ -62,7 +62,7 @@ class KVSession:
         return logits
 
 
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     n = min(len(a), len(b))
     if n == 0:
         return 0

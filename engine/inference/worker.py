@@ -20,7 +20,7 @@ from typing import Callable
 
 from engine.events import Delta, Failed, FailureKind, Finished, FinishReason, Usage
 from engine.inference.backend import Backend, LoadedModel
-from engine.inference.generate import KVSession, generate_tokens
+from engine.inference.generate import KVSession, common_prefix, generate_tokens
 from engine.inference.sampling import Sampler, SamplingParams
 from engine.inference.stops import StopStringMatcher
 from engine.tokenize import StreamingDetokenizer, Tokenizer
@@ -40,7 +40,20 @@ class GenerationRequest:
     cancel: threading.Event = field(default_factory=threading.Event)
 
 
+@dataclass
+class WarmRequest:
+    """Prefill a prompt into the KV cache ahead of time (a draft being typed); any real
+    request runs first, and a newer draft cancels this one."""
+
+    prompt_ids: list[int]
+    priority: int = 10
+    cancel: threading.Event = field(default_factory=threading.Event)
+    done: threading.Event = field(default_factory=threading.Event)  # set when it ends, either way
+    prefilled: int = 0  # prompt tokens in the cache when it ended
+
+
 _STOP = object()
+PREFILL_CHUNK = 32  # tokens between checks for cancellation and for more urgent work
 
 
 class ModelWorker:
@@ -83,6 +96,15 @@ class ModelWorker:
             _, _, request = self._queue.get()
             if request is _STOP:
                 break
+            if isinstance(request, WarmRequest):
+                try:
+                    self._warm(session, request)
+                except Exception:
+                    log.exception("pre-warming failed")
+                    session = KVSession(self.model)
+                finally:
+                    request.done.set()
+                continue
             if request.cancel.is_set():
                 request.sink(Finished(FinishReason.CANCELLED))
                 continue
@@ -95,6 +117,29 @@ class ModelWorker:
                 request.sink(Finished(FinishReason.ERROR))
         self.model.close()
 
+    def _more_urgent_waiting(self, priority: int) -> bool:
+        waiting = self._queue.queue  # a heap: its first item is the most urgent
+        return bool(waiting) and waiting[0][0] < priority
+
+    def _prefill_chunks(self, session: KVSession, ids: list[int], cancel: threading.Event,
+                        priority: int | None = None) -> bool:
+        """Bring `ids` into the cache a chunk at a time; False if cancelled or pre-empted
+        (what was prefilled so far stays cached and is reused)."""
+        done = min(common_prefix(session.cached_ids, ids), len(ids))
+        while done < len(ids):
+            if cancel.is_set() or (priority is not None and self._more_urgent_waiting(priority)):
+                return False
+            done = min(done + PREFILL_CHUNK, len(ids))
+            session.prefill(ids[:done])
+        return True
+
+    def _warm(self, session: KVSession, request: WarmRequest) -> None:
+        finished = self._prefill_chunks(session, request.prompt_ids, request.cancel, request.priority)
+        request.prefilled = common_prefix(session.cached_ids, request.prompt_ids)
+        if not finished and not request.cancel.is_set():
+            request.done.clear()
+            self.submit(request)  # pre-empted: carry on after the urgent work
+
     def _generate(self, session: KVSession, request: GenerationRequest) -> None:
         params = request.params
         eos = self.tokenizer.eos_ids
@@ -106,12 +151,17 @@ class ModelWorker:
         produced = 0
         stopped_by_string = False
         first_at = None
-        cached_before = 0
+        cached_before = min(common_prefix(session.cached_ids, request.prompt_ids), len(request.prompt_ids) - 1)
+        # Prefill all but the last prompt token in chunks, so a stop during a long prefill
+        # lands within a chunk; generate_tokens then reuses it and runs the last one.
+        if not self._prefill_chunks(session, request.prompt_ids[:-1], request.cancel):
+            emit(Usage(len(request.prompt_ids), 0, time.perf_counter() - request.submitted_at, 0.0, cached_before))
+            emit(Finished(FinishReason.CANCELLED))
+            return
         stream = generate_tokens(session, request.prompt_ids, sampler)
         for token in stream:
             if first_at is None:
                 first_at = time.perf_counter()
-                cached_before = session.last_reused
             if request.cancel.is_set():
                 reason = FinishReason.CANCELLED
                 break

@@ -294,3 +294,59 @@ def test_search_and_export(make_engine):
     import json
 
     assert json.loads(js)["messages"][1]["content"] == "an answer about zeppelins"
+
+
+def test_prepare_prewarms_the_draft_so_send_reuses_the_cache(make_engine):
+    async def main():
+        engine = make_engine("Answer.")
+        conv = await engine.create_conversation()
+        await collect(engine.send(conv.id, "first question"))
+        tokens = await engine.prepare(conv.id, "a second question being typed")
+        cached = await engine.prepared()
+        events = await collect(engine.send(conv.id, "a second question being typed"))
+        await engine.close()
+        return tokens, cached, events
+
+    tokens, cached, events = run(main())
+    usage = next(e for e in events if isinstance(e, Usage))
+    assert cached == tokens == usage.prompt_tokens
+    # Everything but the last prompt token came from the cache.
+    assert usage.cached_tokens == usage.prompt_tokens - 1
+
+
+def test_prepare_of_an_oversized_draft_warns_early(make_engine):
+    async def main():
+        engine = make_engine("x", context_length=64)
+        conv = await engine.create_conversation()
+        await engine.load_model()
+        with pytest.raises(ContextOverflow):
+            await engine.prepare(conv.id, LONG)
+        empty = await engine.prepare(conv.id, "   ")
+        await engine.close()
+        return empty
+
+    assert run(main()) is None
+
+
+def test_stop_during_a_long_prefill_frees_the_worker(make_engine):
+    """Cancelling while the prompt is still being prefilled ends the turn within a chunk,
+    and the next request runs normally."""
+    async def main():
+        engine = make_engine("fine", prefill_delay=0.05)
+        conv = await engine.create_conversation()
+        events = []
+        async for event in engine.send(conv.id, LONG[:1500]):
+            events.append(event)
+            if isinstance(event, Started):
+                await asyncio.sleep(0.12)  # a couple of chunks in
+                engine.stop()
+        calls = engine.scripted.loaded[0].prefill_calls
+        after = await collect(engine.send(conv.id, "next"))
+        await engine.close()
+        return events, calls, after
+
+    events, calls, after = run(main())
+    assert events[-1].reason is FinishReason.CANCELLED
+    assert not any(isinstance(e, Delta) for e in events)
+    assert calls < 8, f"the prefill should stop within a chunk, it ran {calls} of them"
+    assert after[-1].reason is FinishReason.STOP

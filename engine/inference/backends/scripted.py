@@ -21,9 +21,11 @@ class ScriptedBackend:
     name = "scripted"
 
     def __init__(self, reply: Reply | str = "Hello from Wren.", *, delay: float = 0.0,
-                 context_length: int = 4096, fail_load: Exception | None = None):
+                 prefill_delay: float = 0.0, context_length: int = 4096,
+                 fail_load: Exception | None = None):
         self.reply = (lambda _prompt, text=reply: text) if isinstance(reply, str) else reply
         self.delay = delay  # seconds per decoded token, to imitate a real model's pace
+        self.prefill_delay = prefill_delay  # seconds per prefill call
         self.context_length = context_length
         self.fail_load = fail_load
         self.loaded: list["ScriptedModel"] = []
@@ -48,10 +50,16 @@ class ScriptedModel:
         self.context_length = owner.context_length
         self.vocab_size = tokenizer.vocab_size
         self.prompts: list[str] = []  # every prompt it was asked to answer, for assertions
+        self.prefill_calls = 0
         self._ids: list[int] = []
         self._script: list[int] = []
         self._cursor = 0
         self._end = min(tokenizer.eos_ids)
+        # Only a prompt that ends where the model starts answering gets a reply: the worker
+        # also prefills long prompts in pieces, and those pieces are not questions.
+        probe = [{"role": "user", "content": "?"}]
+        full = tokenizer.render_chat(probe, add_generation_prompt=True)
+        self._answer_cue = full[len(tokenizer.render_chat(probe, add_generation_prompt=False)):]
 
     def _logits(self) -> np.ndarray:
         target = self._script[self._cursor] if self._cursor < len(self._script) else self._end
@@ -60,11 +68,17 @@ class ScriptedModel:
         return out
 
     def prefill(self, ids: Sequence[int], start: int) -> np.ndarray:
+        self.prefill_calls += 1
+        if self.owner.prefill_delay:
+            time.sleep(self.owner.prefill_delay)
         self._ids = self._ids[:start] + list(ids)
         prompt = self.tokenizer.decode(self._ids, skip_special_tokens=False)
+        self._cursor = 0
+        if not prompt.endswith(self._answer_cue):
+            self._script = []
+            return self._logits()
         self.prompts.append(prompt)
         self._script = self.tokenizer.encode(self.owner.reply(prompt))
-        self._cursor = 0
         return self._logits()
 
     def decode(self, token: int, pos: int) -> np.ndarray:

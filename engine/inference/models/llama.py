@@ -241,6 +241,12 @@ class Attention(nn.Module):
         # slower than this at a few hundred keys); two small bmm's with the query heads
         # grouped over their shared key/value head are not.
         q = q.view(self.n_kv, -1, self.head_dim) * self.head_dim**-0.5
+        if torch.compiler.is_compiling():
+            # Products and sums that inductor fuses into one loop; the bmm form would be
+            # pattern-matched back into the slow flash-attention kernel.
+            scores = (q[:, :, None, :] * keys[:, None, :, :]).sum(-1, dtype=torch.float32)
+            probs = torch.softmax(scores, dim=-1).to(values.dtype)
+            return (probs[..., None] * values[:, None, :, :]).sum(-2)
         probs = torch.softmax(torch.bmm(q, keys.transpose(1, 2)), dim=-1)
         return torch.bmm(probs, values)
 
