@@ -56,6 +56,7 @@ class WrenApp(QObject):
         w.quit_requested.connect(self.quit)
         w.hidden_to_tray.connect(lambda: self.tasks.run(self._said_once(), what="tray notice"))
         w.settings_requested.connect(self.open_settings)
+        w.memory_requested.connect(lambda memory_id: self.open_settings(memory_id=memory_id))
         self.quick.open_requested.connect(self.open_in_window)
         self.quick.conversation_changed.connect(lambda _cid: w.conversations.refresh())
         models.loading.connect(lambda: self.quick.set_ready(False, "Wren is loading the model…"))
@@ -96,17 +97,21 @@ class WrenApp(QObject):
         if shortcut and self.hotkey_problem:
             log.info("global shortcut %s is off: %s", shortcut, self.hotkey_problem)
 
-    def open_settings(self) -> None:
+    def open_settings(self, memory_id: int | None = None) -> None:
         if self.settings is not None and self.settings.isVisible():
             self.settings.raise_()
+            if memory_id is not None:
+                self.tasks.run(self.settings.show_memory(memory_id), what="showing the memory")
             return
         dialog = SettingsDialog(self.engine, self.tasks, hotkey_problem=self.hotkey_problem, parent=self.window)
         dialog.saved.connect(lambda saved: self.tasks.run(self._apply(saved), what="applying settings"))
         self.settings = dialog
-        self.tasks.run(self._show_settings(dialog), what="opening settings")
+        self.tasks.run(self._show_settings(dialog, memory_id), what="opening settings")
 
-    async def _show_settings(self, dialog: SettingsDialog) -> None:
+    async def _show_settings(self, dialog: SettingsDialog, memory_id: int | None = None) -> None:
         await dialog.load(hotkey_default=DEFAULT_SHORTCUT)
+        if memory_id is not None:
+            await dialog.show_memory(memory_id)
         dialog.open()
 
     async def _apply(self, saved: SavedSettings) -> None:

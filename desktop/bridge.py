@@ -14,7 +14,9 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from engine.errors import InvalidRequest, StoreError, WrenError
-from engine.events import Delta, Event, Failed, FailureKind, Finished, FinishReason, SafetyNotice, Started, Usage
+from engine.events import (
+    Delta, Event, Failed, FailureKind, Finished, FinishReason, MemoryNotice, SafetyNotice, Started, Usage,
+)
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +79,7 @@ class TurnStream(QObject):
     text = Signal(str)  # coalesced Delta text
     usage = Signal(object)  # Usage
     notice = Signal(object)  # SafetyNotice
+    memory = Signal(object)  # MemoryNotice: saved, forgotten, refused, suggestions
     failed = Signal(object)  # Failed
     finished = Signal(object)  # Finished, always last, exactly once
 
@@ -87,6 +90,7 @@ class TurnStream(QObject):
         self.usage_event: Usage | None = None
         self.failure: Failed | None = None
         self.notices: list[SafetyNotice] = []
+        self.memory_notice: MemoryNotice | None = None
         self.result: Finished | None = None
         self._events = events
         self._parts: list[str] = []
@@ -138,6 +142,9 @@ class TurnStream(QObject):
                 elif isinstance(event, SafetyNotice):
                     self.notices.append(event)
                     self.notice.emit(event)
+                elif isinstance(event, MemoryNotice):
+                    self.memory_notice = event
+                    self.memory.emit(event)
                 elif isinstance(event, Failed):
                     self.failure = event
                     self.failed.emit(event)

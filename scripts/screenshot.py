@@ -71,6 +71,8 @@ async def _render(out: Path, dark: bool) -> None:
     for title in OTHER_CHATS:
         store.create_conversation(title)
     engine = Engine(store, registry, backend_factory=lambda _name: backend)
+    # A memory the first answer draws on, so the picture shows provenance under it.
+    await engine.add_memory("I write Python and prefer the standard library")
 
     wren = WrenApp(engine, tray=False)
     window = wren.window

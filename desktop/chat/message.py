@@ -1,4 +1,5 @@
-"""One message in the chat: who said it, its status, `< 2/3 >` versions, actions, body."""
+"""One message in the chat: who said it, its status, `< 2/3 >` versions, actions, body, and
+for an answer its memory notices and what it was built from (memories, the whole prompt)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLay
 from desktop.bridge import describe_notices
 from desktop.chat.body import MarkdownBody
 from desktop.chat.segments import PlainSegment
+from desktop.memory.notes import MemoryNotes, notice_from_meta
+from engine.context import report_from_meta
+from engine.events import MemoryNotice, SafetyNotice
 from engine.records import MessageInfo, MessageStatus, Role
 
 _STATUS_TEXT = {
@@ -30,10 +34,14 @@ def _tool_button(text: str, name: str, accessible: str, tip: str) -> QToolButton
 
 
 class MessageWidget(QFrame):
-    edit_requested = Signal(int)
-    regenerate_requested = Signal(int)
-    sibling_requested = Signal(int, int)  # message id, step (-1 or +1)
+    # Ids travel as `object`: Qt's int is 32 bits, and temporary chats' ids start at 2**40.
+    edit_requested = Signal(object)
+    regenerate_requested = Signal(object)
+    sibling_requested = Signal(object, int)  # message id, step (-1 or +1)
     copied = Signal(str)
+    remember_requested = Signal(object)  # "Remember this"
+    inspect_requested = Signal(object)  # "What the model saw"
+    provenance_requested = Signal(object)  # the memories this answer used
 
     def __init__(self, role: Role, text: str = "", info: MessageInfo | None = None, parent: QWidget | None = None):
         super().__init__(parent)
@@ -65,6 +73,10 @@ class MessageWidget(QFrame):
         else:
             self.action_button = _tool_button("Regenerate", "regenerateButton", "Regenerate answer", "Write another answer (kept beside this one)")
             self.action_button.clicked.connect(lambda: self._emit_for(self.regenerate_requested))
+        self.remember_button = _tool_button(
+            "Remember", "rememberButton", "Remember this", "Save this message as a memory Wren can use in later chats"
+        )
+        self.remember_button.clicked.connect(lambda: self._emit_for(self.remember_requested))
 
         header = QHBoxLayout()
         header.setContentsMargins(0, 0, 0, 0)
@@ -72,7 +84,8 @@ class MessageWidget(QFrame):
         header.addWidget(self._who)
         header.addWidget(self.status_label, 1)
         header.addStretch(0)
-        for w in (self.previous_button, self.version_label, self.next_button, self.copy_button, self.action_button):
+        for w in (self.previous_button, self.version_label, self.next_button, self.copy_button, self.action_button,
+                  self.remember_button):
             header.addWidget(w)
 
         if role is Role.USER:
@@ -83,11 +96,41 @@ class MessageWidget(QFrame):
         layout.setContentsMargins(12, 8, 12, 8)
         layout.setSpacing(4)
         layout.addLayout(header)
+        self.notes: MemoryNotes | None = None
+        self.memory_ids: tuple[int, ...] = ()
+        if role is Role.ASSISTANT:
+            self.notes = MemoryNotes()
+            layout.addWidget(self.notes)
         layout.addWidget(self.body)
+        if role is Role.ASSISTANT:
+            layout.addWidget(self._build_footer())
         self._text = text
         self._busy = False
+        self._temporary = False
         self._assigned_id: int | None = None
+        self._live_safety: list[SafetyNotice] = []
         self.set_info(info)
+
+    def _build_footer(self) -> QWidget:
+        self.provenance_button = _tool_button(
+            "", "memoryProvenanceButton", "Memories this answer used", "Which memories Wren used for this answer"
+        )
+        self.provenance_button.clicked.connect(lambda: self._emit_for(self.provenance_requested))
+        self.inspect_button = _tool_button(
+            "What the model saw", "contextInspectorButton", "What the model saw",
+            "Every part of the prompt for this answer, its tokens, and the exact text the model read",
+        )
+        self.inspect_button.clicked.connect(lambda: self._emit_for(self.inspect_requested))
+        self.footer = QWidget()
+        self.footer.setObjectName("messageFooter")
+        row = QHBoxLayout(self.footer)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.setSpacing(4)
+        row.addWidget(self.provenance_button)
+        row.addWidget(self.inspect_button)
+        row.addStretch(1)
+        self.footer.hide()
+        return self.footer
 
     @property
     def message_id(self) -> int | None:
@@ -96,6 +139,7 @@ class MessageWidget(QFrame):
     def assign_id(self, message_id: int) -> None:
         """The store's id for a message shown before it was committed."""
         self._assigned_id = message_id
+        self._refresh_controls()
 
     def text(self) -> str:
         return self.body.text() if isinstance(self.body, MarkdownBody) else self._text
@@ -114,6 +158,9 @@ class MessageWidget(QFrame):
         self.version_label.setAccessibleName(f"Version {index + 1} of {count}")
         self._refresh_controls()
         self.set_status(info.status if info else None, info.error if info else None)
+        if self.notes is not None:
+            self._show_provenance(info)
+            self.notes.show_notice(notice_from_meta(info.meta.get("memory")) if info else None)
         if info is not None and info.role is Role.ASSISTANT and info.tokens_per_second:
             self._who.setToolTip(
                 f"{info.model or 'model'} on {info.backend or '?'} · "
@@ -124,13 +171,36 @@ class MessageWidget(QFrame):
         text = _STATUS_TEXT.get(status, "") if status else ""
         if status is MessageStatus.FAILED and error:
             text = f"failed: {error}"
-        safety = (self.info.meta.get("safety") if self.info else None) or []
+        safety = (self.info.meta.get("safety") if self.info else None) or self._live_safety
         if safety:
             text = " · ".join(t for t in (text, f"safety {describe_notices(safety)}") if t)
         self.status_label.setText(text)
         self.status_label.setProperty("problem", status in (MessageStatus.FAILED, MessageStatus.BLOCKED))
         self.status_label.setVisible(bool(text))
         self.status_label.style().polish(self.status_label)
+
+    def show_live_notice(self, notice: SafetyNotice) -> None:
+        """A safety rule fired on the answer while it streams: say so at once."""
+        self._live_safety.append(notice)
+        self.set_status(self.info.status if self.info else MessageStatus.STREAMING)
+
+    def show_memory_notice(self, notice: MemoryNotice) -> None:
+        """Right after the question: what memory did with it, and suggestions to accept."""
+        if self.notes is not None:
+            self.notes.show_notice(notice, offers=True)
+
+    def set_temporary(self, temporary: bool) -> None:
+        """A temporary chat saves no memories, so it offers no "Remember this"."""
+        self._temporary = temporary
+        self._refresh_controls()
+
+    def _show_provenance(self, info: MessageInfo | None) -> None:
+        report = report_from_meta(info.meta) if info is not None else None
+        self.memory_ids = report.memory_ids if report is not None else ()
+        count = len(self.memory_ids)
+        self.provenance_button.setText(f"Used {count} memor{'y' if count == 1 else 'ies'}")
+        self.provenance_button.setVisible(count > 0)
+        self.footer.setVisible(report is not None)
 
     @property
     def is_streaming(self) -> bool:
@@ -146,6 +216,8 @@ class MessageWidget(QFrame):
         self.previous_button.setEnabled(idle and info is not None and info.sibling_index > 0)
         self.next_button.setEnabled(idle and info is not None and info.sibling_index < info.sibling_count - 1)
         self.action_button.setEnabled(idle and info is not None)
+        self.remember_button.setVisible(not self._temporary)
+        self.remember_button.setEnabled(self.message_id is not None and bool(self.text().strip()))
 
     def copy(self) -> None:
         QGuiApplication.clipboard().setText(self.text())

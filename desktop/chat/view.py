@@ -21,10 +21,18 @@ BACKLOG_SLICE_MS = 12
 
 
 class ChatView(QScrollArea):
-    edit_requested = Signal(int)
-    regenerate_requested = Signal(int)
-    sibling_requested = Signal(int, int)
+    # Message ids travel as `object`: Qt's int is 32 bits, temporary chats' ids start at 2**40.
+    edit_requested = Signal(object)
+    regenerate_requested = Signal(object)
+    sibling_requested = Signal(object, int)
     copied = Signal(str)
+    remember_requested = Signal(object)  # message id
+    inspect_requested = Signal(object)  # answer id
+    provenance_requested = Signal(object)  # answer id
+    memory_open_requested = Signal(int)  # memory id
+    memory_undo_requested = Signal(object, int)  # answer id, memory id
+    suggestion_accepted = Signal(object, str)  # answer id, suggested text
+    clear_memories_requested = Signal(object)  # answer id whose question said "forget everything"
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -56,6 +64,7 @@ class ChatView(QScrollArea):
         self._backlog: list[MessageInfo] = []
         self._backlog_at = 0
         self._busy = False
+        self._temporary = False
         self._stick = True
         bar = self.verticalScrollBar()
         bar.rangeChanged.connect(self._follow)
@@ -148,6 +157,11 @@ class ChatView(QScrollArea):
         for widget in self._messages:
             widget.set_busy(busy)
 
+    def set_temporary(self, temporary: bool) -> None:
+        self._temporary = temporary
+        for widget in self._messages:
+            widget.set_temporary(temporary)
+
     def warm_up(self) -> None:
         """Pay first-use costs (fonts, Markdown import, lexers) while idle, one small step per
         event-loop turn, so the first code block of the first answer does not stall."""
@@ -179,7 +193,17 @@ class ChatView(QScrollArea):
         widget.regenerate_requested.connect(self.regenerate_requested)
         widget.sibling_requested.connect(self.sibling_requested)
         widget.copied.connect(self.copied)
+        widget.remember_requested.connect(self.remember_requested)
+        widget.inspect_requested.connect(self.inspect_requested)
+        widget.provenance_requested.connect(self.provenance_requested)
+        if widget.notes is not None:
+            notes = widget.notes
+            notes.open_requested.connect(self.memory_open_requested)
+            notes.undo_requested.connect(lambda mid: self.memory_undo_requested.emit(widget.message_id or 0, mid))
+            notes.accept_requested.connect(lambda text: self.suggestion_accepted.emit(widget.message_id or 0, text))
+            notes.clear_all_requested.connect(lambda: self.clear_memories_requested.emit(widget.message_id or 0))
         widget.set_busy(self._busy)
+        widget.set_temporary(self._temporary)
         if at is None:
             # Before the notice and the trailing stretch, so messages stack from the top.
             self._column.insertWidget(self._column.count() - 2, widget)

@@ -102,7 +102,7 @@ class PastedChip(QFrame):
 
 class Composer(QWidget):
     submitted = Signal(str)  # a new message
-    edit_submitted = Signal(int, str)  # message id, new text
+    edit_submitted = Signal(object, str)  # message id (may exceed 32 bits), new text
     stop_requested = Signal()
     edit_last_requested = Signal()
     changed = Signal()  # the text to send changed (typed or pasted)
@@ -148,6 +148,8 @@ class Composer(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(16, 6, 16, 8)
         layout.setSpacing(4)
+        self._panels = QVBoxLayout()
+        layout.addLayout(self._panels)
         layout.addWidget(self.edit_banner)
         self._chips = QVBoxLayout()
         self._chips.setSpacing(2)
@@ -158,6 +160,7 @@ class Composer(QWidget):
         self.editing_id: int | None = None
         self._ready = False
         self._streaming = False
+        self._checking = False
         self.edit.submit.connect(self._submit)
         self.send_button.clicked.connect(self._submit)
         self.stop_button.clicked.connect(self.stop_requested)
@@ -217,6 +220,14 @@ class Composer(QWidget):
         if ready and self.isVisible() and self.window().isActiveWindow():
             self.edit.setFocus()
 
+    def add_panel(self, widget: QWidget) -> None:
+        """A panel above the editor that belongs to the draft (the safety check)."""
+        self._panels.addWidget(widget)
+
+    def set_checking(self, checking: bool) -> None:
+        """While the draft is being checked before sending, a second Enter does nothing."""
+        self._checking = checking
+
     def set_streaming(self, streaming: bool) -> None:
         self._streaming = streaming
         self._update_buttons()
@@ -249,7 +260,7 @@ class Composer(QWidget):
 
     def _submit(self) -> None:
         text = self.text()
-        if not self._ready or self._streaming or not text.strip():
+        if not self._ready or self._streaming or self._checking or not text.strip():
             return
         editing, self.editing_id = self.editing_id, None
         self.edit_banner.hide()

@@ -1,1 +1,1 @@
-"""The settings dialog: models, backend, sampling defaults, system prompt, hotkey."""
+"""The settings dialog: models, generation, custom instructions, memory, safety, hotkey, diagnostics."""

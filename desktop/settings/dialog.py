@@ -1,4 +1,5 @@
-"""Settings: installed models and import, backend, sampling defaults, system prompt, hotkey.
+"""Settings: installed models and import, backend, sampling defaults, system prompt, custom
+instructions, memory, safety rules, hotkey, diagnostics.
 
 Everything is read from and saved to the engine's store; the dialog holds no state of its own.
 """
@@ -17,7 +18,11 @@ from PySide6.QtWidgets import (
 )
 
 from desktop.bridge import Tasks
+from desktop.memory.page import MemoryPage
+from desktop.safety.page import SafetyPage
+from desktop.settings.diagnostics import DiagnosticsPage
 from desktop.settings.importer import import_model
+from desktop.settings.personal import PersonalPage
 from desktop.window.models import installed_models
 from engine.api import DEFAULT_SYSTEM_PROMPT, Engine
 from engine.errors import WrenError
@@ -59,10 +64,19 @@ class SettingsDialog(QDialog):
         self._loaded_model: str | None = None
         self._saved_prompt: str | None = None
         self._loaded_backend = "auto"
+        self.personal_page = PersonalPage(engine)
+        self.memory_page = MemoryPage(engine, tasks)
+        self.safety_page = SafetyPage(engine)
+        self.diagnostics_page = DiagnosticsPage(engine, tasks)
         self.tabs = QTabWidget()
+        self.tabs.setObjectName("settingsTabs")
         self.tabs.addTab(self._model_tab(), "Model")
         self.tabs.addTab(self._generation_tab(), "Generation")
+        self.tabs.addTab(self.personal_page, "Personalization")
+        self.tabs.addTab(self.memory_page, "Memory")
+        self.tabs.addTab(self.safety_page, "Safety")
         self.tabs.addTab(self._quick_tab(hotkey_problem), "Quick prompt")
+        self.tabs.addTab(self.diagnostics_page, "Diagnostics")
         self.error_label = QLabel()
         self.error_label.setObjectName("settingsError")
         self.error_label.setWordWrap(True)
@@ -75,7 +89,7 @@ class SettingsDialog(QDialog):
         layout.addWidget(self.tabs)
         layout.addWidget(self.error_label)
         layout.addWidget(self.buttons)
-        self.resize(560, 520)
+        self.resize(720, 600)
 
     # -- tabs -----------------------------------------------------------------------
 
@@ -190,6 +204,15 @@ class SettingsDialog(QDialog):
         self.hotkey_enabled.setChecked(bool(await e.get_setting(HOTKEY_ENABLED, True)))
         self.hotkey_edit.setKeySequence(QKeySequence(await e.get_setting(HOTKEY, hotkey_default) or hotkey_default))
         self.hotkey_edit.setEnabled(self.hotkey_enabled.isChecked())
+        await self.personal_page.load()
+        await self.memory_page.load()
+        self.safety_page.load()
+        self.diagnostics_page.load()
+
+    async def show_memory(self, memory_id: int) -> bool:
+        """Open on the Memory tab with one memory selected (from an answer or a notice)."""
+        self.tabs.setCurrentWidget(self.memory_page)
+        return await self.memory_page.show_memory(memory_id)
 
     async def refresh_models(self, select: str | None = None) -> None:
         models = await installed_models(self.engine)
@@ -229,15 +252,32 @@ class SettingsDialog(QDialog):
             max_tokens=self.max_tokens.value(), seed=int(seed) if seed else None, stop=stops,
         )
 
+    def _refuse(self, text: str, page: QWidget) -> None:
+        self.error_label.setText(text)
+        self.error_label.setVisible(bool(text))
+        self.tabs.setCurrentWidget(page)
+
     async def save(self) -> SavedSettings | None:
+        # Whatever the engine may refuse goes first; a refusal stops here and shows its tab.
         try:
             params = self.sampling()
+        except WrenError as exc:
+            self._refuse(str(exc), self.tabs.widget(1))
+            return None
+        if not await self.safety_page.save():
+            self._refuse("A safety setting was not saved; see the Safety tab.", self.safety_page)
+            return None
+        try:
+            await self.personal_page.save()
+        except WrenError as exc:
+            self._refuse(str(exc), self.personal_page)
+            return None
+        try:
             await self.engine.set_setting("sampling", params.to_dict())
         except WrenError as exc:
-            self.error_label.setText(str(exc))
-            self.error_label.show()
-            self.tabs.setCurrentIndex(1)
+            self._refuse(str(exc), self.tabs.widget(1))
             return None
+        await self.memory_page.save()
         model, backend = self.selected_model(), self.backend_picker.currentText()
         prompt = self.system_prompt.toPlainText().strip()
         # Unset means "Wren's default", which may improve in a later version; keep it unset

@@ -1,4 +1,5 @@
-"""What the window does with conversations: open, send, stream, branch, rename, delete."""
+"""What the window does with conversations: open, send, stream, branch, rename, delete, and
+temporary chats (kept in memory by the engine, gone when the user leaves them)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from PySide6.QtCore import QObject, Signal
 from desktop.bridge import TurnStream, describe_notices
 from desktop.chat.message import MessageWidget
 from desktop.sidebar.sidebar import UNTITLED
-from engine.events import Event, Failed, FailureKind, Finished, FinishReason, Started
+from engine.events import Event, Failed, FailureKind, Finished, FinishReason, MemoryNotice, SafetyNotice, Started
 from engine.records import MessageInfo, Role
 
 if TYPE_CHECKING:
@@ -18,16 +19,20 @@ if TYPE_CHECKING:
 
 
 class ConversationController(QObject):
-    opened = Signal(int)  # the chat view shows this conversation
+    # Ids travel as `object`: Qt's int is 32 bits, and temporary chats' ids start at 2**40.
+    opened = Signal(object)  # the chat view shows this conversation
     listed = Signal()  # the sidebar was refreshed
     turn_finished = Signal(object)  # Finished; the view already shows the stored result
-    titled = Signal(int, str)
+    titled = Signal(object, str)
+    temporary_left = Signal(object)  # a temporary chat was left and the engine dropped it
 
     def __init__(self, window: "MainWindow"):
         super().__init__(window)
         self.w = window
         self.engine = window.engine
         self.current_id: int | None = None
+        self.temporary = False  # the chat shown is temporary (created on its first message)
+        self._temporary_ids: set[int] = set()  # every temporary chat of this session, left or not
         self.streams: dict[int, TurnStream] = {}  # conversation id → its answer in flight
         self._live: dict[int, MessageWidget] = {}  # conversation id → widget receiving text
         self._open_generation = 0
@@ -78,9 +83,17 @@ class ConversationController(QObject):
     # -- showing one ----------------------------------------------------------------
 
     def new_chat(self) -> None:
+        self._reset(temporary=False)
+
+    def new_temporary_chat(self) -> None:
+        self._reset(temporary=True)
+
+    def _reset(self, *, temporary: bool) -> None:
         self._open_generation += 1
+        self._leave_temporary()
         self._detach()
         self.current_id = None
+        self._set_temporary(temporary)
         self.w.chat.clear()
         self.w.set_title(UNTITLED)
         self.w.sidebar.select(None)
@@ -98,6 +111,8 @@ class ConversationController(QObject):
         if generation != self._open_generation:
             return  # the user clicked another chat meanwhile
         if conversation_id != self.current_id:
+            self._leave_temporary()
+            self._set_temporary(conversation_id in self._temporary_ids)
             self._detach()
             self.w.chat.clear()
             self.w.composer.cancel_edit()
@@ -110,6 +125,23 @@ class ConversationController(QObject):
         self._show_usage_of(messages)
         self.w.chat.scroll_to_bottom()
         self.opened.emit(conversation_id)
+
+    def _set_temporary(self, temporary: bool) -> None:
+        self.temporary = temporary
+        self.w.show_temporary(temporary)
+
+    def _leave_temporary(self) -> None:
+        """Leaving a temporary chat ends it: nothing of it is kept anywhere."""
+        if self.temporary and self.current_id is not None:
+            self.w.tasks.run(self._drop(self.current_id), what="closing the temporary chat")
+
+    async def _drop(self, conversation_id: int) -> None:
+        stream = self.streams.get(conversation_id)
+        if stream is not None:
+            self.engine.stop(conversation_id)
+            await stream.wait()
+        await self.engine.delete_conversation(conversation_id)
+        self.temporary_left.emit(conversation_id)
 
     def _detach(self) -> None:
         if self.current_id is not None:
@@ -149,17 +181,20 @@ class ConversationController(QObject):
     async def _send(self, text: str) -> None:
         conversation_id = self.current_id
         created = conversation_id is None
+        temporary = self.temporary
         if created:
             try:
-                conversation_id = (await self.engine.create_conversation()).id
+                conversation_id = (await self.engine.create_conversation(temporary=temporary)).id
             except Exception:
                 self._sync_busy()
                 self.w.composer.set_text(text)
                 raise
             self.current_id = conversation_id
+            if temporary:
+                self._temporary_ids.add(conversation_id)
         user = self.w.chat.add_pending_user(text)
         self._start(conversation_id, self.engine.send(conversation_id, text), user, draft=text)
-        if created:
+        if created and not temporary:
             await self.refresh_list()
 
     def regenerate(self, message_id: int) -> None:
@@ -204,7 +239,8 @@ class ConversationController(QObject):
         stream.started.connect(lambda ev: self._started(ev, user, answer))
         stream.text.connect(lambda text: self._text(conversation_id, text))
         stream.usage.connect(lambda usage: conversation_id == self.current_id and self.w.status.show_usage(usage))
-        stream.notice.connect(lambda n: self.w.status.showMessage(f"Safety: {describe_notices([n])}", 10000))
+        stream.notice.connect(lambda n: self._safety_notice(conversation_id, n))
+        stream.memory.connect(lambda n: self._memory_notice(conversation_id, n))
         stream.finished.connect(lambda fin: self.w.tasks.run(self._finished(stream, fin, draft), what="finishing the answer"))
         return stream.start()
 
@@ -212,6 +248,18 @@ class ConversationController(QObject):
         if user is not None:
             user.assign_id(event.user_message_id)
         answer.assign_id(event.assistant_message_id)
+
+    def _safety_notice(self, conversation_id: int, notice: SafetyNotice) -> None:
+        where = "the answer" if notice.stage == "output" else "your message"
+        self.w.status.showMessage(f"Safety, in {where}: {describe_notices([notice])}", 10000)
+        widget = self._live.get(conversation_id)
+        if widget is not None and notice.stage == "output":
+            widget.show_live_notice(notice)
+
+    def _memory_notice(self, conversation_id: int, notice: MemoryNotice) -> None:
+        widget = self._live.get(conversation_id)
+        if widget is not None:
+            widget.show_memory_notice(notice)
 
     def _text(self, conversation_id: int, text: str) -> None:
         widget = self._live.get(conversation_id)
@@ -241,12 +289,12 @@ class ConversationController(QObject):
         if failure is not None:
             self.w.status.showMessage(f"The answer failed: {failure.error}", 10000)
         self.turn_finished.emit(finished)
-        if finished.reason in (FinishReason.STOP, FinishReason.LENGTH):
+        if finished.reason in (FinishReason.STOP, FinishReason.LENGTH) and conversation_id not in self._temporary_ids:
             await self._maybe_title(conversation_id)
 
     def _refused(self, failure: Failed, draft: str) -> None:
         """The engine turned the message down before answering: say why, keep the draft."""
-        self.w.chat.show_notice(failure.error)
+        self.w.chat.show_notice(failure.error[:1].upper() + failure.error[1:])
         if failure.kind is FailureKind.INVALID_REQUEST and draft and not self.w.composer.text():
             self.w.composer.set_text(draft)
 
@@ -265,3 +313,5 @@ class ConversationController(QObject):
         self.engine.stop()
         for stream in list(self.streams.values()):
             await stream.wait()
+        if self.temporary and self.current_id is not None:
+            await self.engine.delete_conversation(self.current_id)

@@ -14,17 +14,26 @@ from desktop.bridge import Tasks
 from desktop.chat.view import ChatView
 from desktop.composer.composer import Composer
 from desktop.composer.counter import TokenCounter
+from desktop.safety.gate import SendGate
 from desktop.sidebar.sidebar import Sidebar
+from desktop.window.context import ContextController
 from desktop.window.conversation import ConversationController
 from desktop.window.models import ModelController
 from desktop.window.status import WrenStatusBar
 from engine.api import Engine
+
+TEMPORARY_TITLE = "Temporary chat"
+TEMPORARY_NOTE = (
+    "Temporary chat — not saved, not in your chat list, and no memories are used or saved. "
+    "It is gone when you leave it."
+)
 
 
 class MainWindow(QMainWindow):
     hidden_to_tray = Signal()
     settings_requested = Signal()
     quit_requested = Signal()
+    memory_requested = Signal(int)  # show this memory in Settings → Memory
 
     def __init__(self, engine: Engine, parent: QWidget | None = None):
         super().__init__(parent)
@@ -41,11 +50,13 @@ class MainWindow(QMainWindow):
         self.status = WrenStatusBar()
         self.setStatusBar(self.status)
         self.counter = TokenCounter(self.composer, self.tasks, self)
+        self.gate = SendGate(engine, self.composer, self.tasks, self)
         self._build_header()
         self._build_layout()
 
         self.conversations = ConversationController(self)
         self.models = ModelController(self)
+        self.context = ContextController(self)
         self._build_actions()
         self._connect()
         self.tasks.error.connect(lambda text: self.status.showMessage(text, 10000))
@@ -63,6 +74,12 @@ class MainWindow(QMainWindow):
         self.model_picker.setToolTip("The model that answers")
         self.model_picker.setMinimumWidth(200)
         self.model_picker.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.temporary_button = QToolButton(text="Temporary")
+        self.temporary_button.setObjectName("temporaryChatButton")
+        self.temporary_button.setAccessibleName("Temporary chat")
+        self.temporary_button.setToolTip("A chat that is not saved and uses no memories (Ctrl+Shift+N)")
+        self.temporary_button.setCheckable(True)
+        self.temporary_button.setAutoRaise(True)
         self.settings_button = QToolButton(text="Settings")
         self.settings_button.setObjectName("settingsButton")
         self.settings_button.setAccessibleName("Settings")
@@ -74,7 +91,13 @@ class MainWindow(QMainWindow):
         row.setContentsMargins(16, 8, 12, 8)
         row.addWidget(self.title_label, 1)
         row.addWidget(self.model_picker)
+        row.addWidget(self.temporary_button)
         row.addWidget(self.settings_button)
+        self.temporary_banner = QLabel(TEMPORARY_NOTE)
+        self.temporary_banner.setObjectName("temporaryBanner")
+        self.temporary_banner.setAccessibleName("This is a temporary chat")
+        self.temporary_banner.setWordWrap(True)
+        self.temporary_banner.hide()
 
     def _build_layout(self) -> None:
         pane = QWidget()
@@ -83,6 +106,7 @@ class MainWindow(QMainWindow):
         column.setContentsMargins(0, 0, 0, 0)
         column.setSpacing(0)
         column.addWidget(self.header)
+        column.addWidget(self.temporary_banner)
         column.addWidget(self.chat, 1)
         column.addWidget(self.composer)
         splitter = QSplitter(Qt.Orientation.Horizontal)
@@ -105,6 +129,9 @@ class MainWindow(QMainWindow):
 
     def _build_actions(self) -> None:
         self.new_chat_action = self._action("&New chat", self.conversations.new_chat, "Ctrl+N", name="newChatAction")
+        self.new_temporary_action = self._action(
+            "New &temporary chat", self.conversations.new_temporary_chat, "Ctrl+Shift+N", name="newTemporaryChatAction"
+        )
         self.search_action = self._action("&Search chats", self.focus_search, "Ctrl+K", name="searchAction")
         self.settings_action = self._action("&Settings…", self.settings_requested.emit, "Ctrl+,", name="settingsAction")
         self.settings_action.setMenuRole(QAction.MenuRole.PreferencesRole)
@@ -116,7 +143,7 @@ class MainWindow(QMainWindow):
         self.quit_action.setMenuRole(QAction.MenuRole.QuitRole)
         bar = self.menuBar()
         file_menu = bar.addMenu("&File")
-        for a in (self.new_chat_action, self.export_md_action, self.export_json_action, self.settings_action):
+        for a in (self.new_chat_action, self.new_temporary_action, self.export_md_action, self.export_json_action, self.settings_action):
             file_menu.addAction(a)
         file_menu.addSeparator()
         file_menu.addAction(self.quit_action)
@@ -136,8 +163,16 @@ class MainWindow(QMainWindow):
         self.sidebar.undo_delete_requested.connect(lambda cid: tasks.run(c.restore(cid), what="restoring"))
         self.sidebar.search_changed.connect(lambda _q: c.refresh())
         self.sidebar.export_requested.connect(self.export)
-        self.composer.submitted.connect(c.send)
-        self.composer.edit_submitted.connect(c.edit_and_resend)
+        # Every message passes the safety check before it reaches the conversation.
+        self.composer.submitted.connect(self.gate.submit)
+        self.composer.edit_submitted.connect(self.gate.submit_edit)
+        self.gate.approved.connect(c.send)
+        self.gate.edit_approved.connect(c.edit_and_resend)
+        self.gate.said.connect(lambda text: self.status.showMessage(text, 10000))
+        c.opened.connect(lambda _cid: self.gate.dismiss())
+        self.temporary_button.clicked.connect(
+            lambda checked: c.new_temporary_chat() if checked else c.new_chat()
+        )
         self.composer.stop_requested.connect(c.stop)
         self.composer.edit_last_requested.connect(c.edit_last)
         self.chat.regenerate_requested.connect(c.regenerate)
@@ -155,8 +190,22 @@ class MainWindow(QMainWindow):
         self.chat.warm_up()
 
     def set_title(self, title: str) -> None:
+        if self.conversations.temporary:
+            title = TEMPORARY_TITLE
         self.title_label.setText(title)
         self.setWindowTitle(f"{title} — Wren" if title else "Wren")
+
+    def show_temporary(self, temporary: bool) -> None:
+        """Mark the window clearly while a temporary chat is shown."""
+        self.header.setProperty("temporary", temporary)
+        self.header.style().polish(self.header)
+        self.title_label.style().polish(self.title_label)
+        self.temporary_banner.setVisible(temporary)
+        self.temporary_button.setChecked(temporary)
+        self.chat.set_temporary(temporary)
+        self.gate.dismiss()
+        if temporary:
+            self.set_title(TEMPORARY_TITLE)
 
     def focus_search(self) -> None:
         self.sidebar.search_box.setFocus(Qt.FocusReason.ShortcutFocusReason)

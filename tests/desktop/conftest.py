@@ -55,6 +55,8 @@ def arun(aloop, qtbot) -> Callable[..., Any]:
 @pytest.fixture
 def open_window(make_engine, arun, qtbot):
     """Build a started window over a scripted engine; everything is closed afterwards."""
+    from PySide6.QtCore import QCoreApplication, QEvent
+
     from desktop.window.main_window import MainWindow
 
     made: list[tuple[MainWindow, Any]] = []
@@ -80,6 +82,9 @@ def open_window(make_engine, arun, qtbot):
         window.keep_running_in_tray = False
         window.close()
         window.deleteLater()
+    # Deleted now, while this test's loop is still current: a debounce timer of a closed
+    # window (the token count of a restored draft) must not fire into the next test.
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
 
 
 @pytest.fixture

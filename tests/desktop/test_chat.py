@@ -201,28 +201,3 @@ def test_a_ten_thousand_token_answer_streams_through_the_window(open_window, mak
     answer = window.chat.message_widgets()[1]
     assert answer.text() == reply
     assert answer.info.completion_tokens >= 10_000
-
-
-def test_a_blocked_message_is_not_sent_and_the_draft_comes_back(make_engine, open_window, send, wren_home, arun):
-    (wren_home / "safety").mkdir()
-    (wren_home / "safety" / "policy.toml").write_text('version = 1\n[blocklist]\nwords = ["zorblax"]\n')
-    window = open_window()
-    finished = send(window, "tell me about zorblax please")
-    assert finished.reason.value == "blocked"
-    assert window.chat.message_widgets() == []
-    assert "safety rule blocked" in window.chat.notice_label.text() and "user.blocklist" in window.chat.notice_label.text()
-    assert window.composer.text() == "tell me about zorblax please"
-    conversation_id = window.conversations.current_id
-    assert arun(window.engine.messages(conversation_id)) == []
-
-
-def test_a_warned_message_is_sent_and_marked(open_window, send, wren_home):
-    (wren_home / "safety").mkdir()
-    (wren_home / "safety" / "policy.toml").write_text(
-        'version = 1\n[actions]\n"user.blocklist" = "warn"\n[blocklist]\nwords = ["zorblax"]\n'
-    )
-    window = open_window()
-    send(window, "tell me about zorblax")
-    user = window.chat.message_widgets()[0]
-    assert user.text() == "tell me about zorblax"
-    assert "flagged: user.blocklist" in user.status_label.text()

@@ -1,0 +1,1 @@
+"""Memories in the window: chat notices, provenance, the editor and the settings page."""

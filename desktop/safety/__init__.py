@@ -1,0 +1,1 @@
+"""Safety in the window: the check before sending, and Settings → Safety."""
