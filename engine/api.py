@@ -416,7 +416,7 @@ class Engine(Preferences):
             self.memory.handle_message, text, conversation_id=conversation_id, message_id=user.id,
             conversation_settings=conv.settings,
         )
-        if not outcome.empty:
+        if not outcome.empty or (outcome.skipped and outcome.intents):
             yield memory_notice(outcome)
         async for event in self._turns.answer(user, options, outcome):
             yield event

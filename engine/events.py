@@ -94,6 +94,7 @@ class MemoryNotice:
     unmatched_forgets: tuple[str, ...] = ()  # "forget X" where nothing matched X
     suggestions: tuple[str, ...] = ()  # facts the user may accept as memories
     confirm_clear_all: bool = False  # "forget everything": the front end asks first
+    skipped: str = ""  # why memory did nothing with a remember/forget request (memory off, temporary chat)
 
 
 Event = Started | Delta | Usage | SafetyNotice | MemoryNotice | Finished | Failed

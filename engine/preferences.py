@@ -95,6 +95,10 @@ class Preferences:
     async def set_safety_action(self, category: str, destination: str, action: SafetyAction) -> None:
         await self._change_policy(user_policy.set_action, category, destination, SafetyAction(action))
 
+    async def blocklist(self) -> tuple[list[str], list[str]]:
+        """The user's own blocked (words, patterns)."""
+        return await asyncio.get_running_loop().run_in_executor(None, user_policy.blocklist, paths.data_dir())
+
     async def set_blocklist(self, words: list[str], patterns: list[str]) -> None:
         """Replace the user's own blocked words and patterns; a bad pattern is refused."""
         await self._change_policy(user_policy.set_blocklist, words, patterns)

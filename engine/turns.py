@@ -48,6 +48,7 @@ def memory_notice(outcome: TurnOutcome) -> MemoryNotice:
         unmatched_forgets=tuple(outcome.unmatched_forgets),
         suggestions=tuple(s.text for s in outcome.suggestions),
         confirm_clear_all=outcome.confirm_clear_all,
+        skipped=outcome.skipped if outcome.intents else "",
     )
 
 
@@ -121,7 +122,7 @@ class Turns:
         room = status.context_length - len(prompt_ids)
         params = params.with_(max_tokens=max(1, min(params.max_tokens, room)))
         meta: dict[str, Any] = {REPORT_META_KEY: assembled.report.to_dict()}
-        if outcome is not None and not outcome.empty:
+        if outcome is not None and (not outcome.empty or (outcome.skipped and outcome.intents)):
             meta["memory"] = outcome.to_dict()
         answer = await e._db(
             store.add_message, user.conversation_id, Role.ASSISTANT, "", parent_id=user.id,

@@ -29,6 +29,7 @@ def notice_from_meta(data: dict | None) -> MemoryNotice | None:
         unmatched_forgets=tuple(data.get("unmatched_forgets", ())),
         suggestions=tuple(s["text"] for s in data.get("suggestions", ())),
         confirm_clear_all=bool(data.get("confirm_clear_all")),
+        skipped=str(data.get("skipped", "")),
     )
 
 
@@ -147,6 +148,8 @@ class MemoryNotes(QWidget):
             self._row(f"Not saved as a memory: {reason}", "refused", "fact")
         for topic in notice.unmatched_forgets:
             self._row(f"No memory matched {quoted(topic)}; nothing was forgotten.", "refused", "fact")
+        if notice.skipped and not (notice.saved or notice.forgotten or notice.refused):
+            self._row(f"Memory did nothing with this message: {notice.skipped}", "refused", "fact")
         if notice.confirm_clear_all:
             row = self._row("You asked Wren to forget everything it remembers about you.", "confirm", "fact")
             button = row.add(_button("Forget all memories…", "forgetAllButton", "Forget all memories"))

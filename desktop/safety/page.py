@@ -3,8 +3,6 @@ servers, the user's own block list, and any problem with the user's policy file.
 
 from __future__ import annotations
 
-import tomllib
-
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QAbstractItemView, QComboBox, QHBoxLayout, QHeaderView, QLabel, QPlainTextEdit, QTableWidget,
@@ -20,17 +18,6 @@ from engine.safety import user_policy
 
 DESTINATIONS = ("local", "remote")
 COLUMNS = ("What", "Category", "Local model", "Remote server")
-
-
-def saved_blocklist() -> tuple[list[str], list[str]]:
-    """The user's block list as last saved. The Engine has no getter for it yet; this reads
-    the file `Engine.set_blocklist` writes (a broken file is reported by `policy_warnings`)."""
-    path = user_policy.policy_path(paths.data_dir())
-    try:
-        block = tomllib.loads(path.read_text(encoding="utf-8")).get("blocklist") or {}
-    except (OSError, tomllib.TOMLDecodeError, AttributeError):
-        return [], []
-    return [str(w) for w in block.get("words", [])], [str(p) for p in block.get("patterns", [])]
 
 
 def _lines(box: QPlainTextEdit) -> list[str]:
@@ -113,7 +100,8 @@ class SafetyPage(QWidget):
                 self.combos[(rule.category, destination)] = combo
                 self._loaded_actions[(rule.category, destination)] = action
         self.table.resizeRowsToContents()
-        self._loaded_blocklist = saved_blocklist()
+        # A small file read; the engine's reader, so the page never parses the policy itself.
+        self._loaded_blocklist = user_policy.blocklist(paths.data_dir())
         self.words_edit.setPlainText("\n".join(self._loaded_blocklist[0]))
         self.patterns_edit.setPlainText("\n".join(self._loaded_blocklist[1]))
 

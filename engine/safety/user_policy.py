@@ -61,6 +61,16 @@ def set_action(data_dir: Path, category: str, destination: str, action: SafetyAc
     _write(path, doc)
 
 
+def blocklist(data_dir: Path) -> tuple[list[str], list[str]]:
+    """The user's own blocked words and patterns as saved (empty if the file is unreadable;
+    `Policy.load` reports why)."""
+    try:
+        block = _read(policy_path(data_dir)).get("blocklist") or {}
+    except (OSError, UnicodeDecodeError, PolicyError):
+        return [], []
+    return [str(w) for w in block.get("words", [])], [str(p) for p in block.get("patterns", [])]
+
+
 def set_blocklist(data_dir: Path, words: list[str], patterns: list[str]) -> None:
     path = policy_path(data_dir)
     doc = _read(path)

@@ -111,3 +111,18 @@ def test_temporary_chat_uses_no_memories_and_leaves_nothing_on_disk(make_engine,
         assert b"falconry" not in path.read_bytes(), path
     con = sqlite3.connect(wren_home / "wren.sqlite3")
     assert con.execute("SELECT count(*) FROM message WHERE content LIKE '%falconry%'").fetchone()[0] == 0
+
+
+def test_remember_with_memory_off_says_why(make_engine):
+    async def main():
+        engine = make_engine("ok")
+        await engine.update_memory_settings(enabled=False)
+        conv = await engine.create_conversation()
+        events = await collect(engine.send(conv.id, "Remember that I like tea"))
+        memories = await engine.list_memories()
+        await engine.close()
+        return events, memories
+
+    events, memories = asyncio.run(main())
+    notice = next(e for e in events if isinstance(e, MemoryNotice))
+    assert notice.skipped and not notice.saved and memories == []
