@@ -173,7 +173,11 @@ async def _run(args: argparse.Namespace, instance: SingleInstance) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = _parse(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from engine.logs import setup_logging
+
+    # JSON lines in the data folder, redacted; warnings also reach the terminal.
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_logging()
     app = QApplication.instance() or QApplication([sys.argv[0], *argv])
     app.setApplicationName("Wren")
     app.setApplicationDisplayName("Wren")

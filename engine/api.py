@@ -328,8 +328,8 @@ class Engine(Preferences):
         that cannot fit."""
         self._cancel_warm()
         worker = self._worker
-        if worker is None or not draft.strip():
-            return None
+        if worker is None or not draft.strip() or any(owner == conversation_id for _, owner in self._active):
+            return None  # while an answer streams, its text is not final: nothing to warm yet
         shown = await self.messages(conversation_id)
         _, ids = await self._turns.assemble(
             conversation_id, shown, draft, None, options or SendOptions(), worker, allow_summarize=False

@@ -35,7 +35,7 @@ from engine.safety import Policy, redact
 LOG_FILE = "wren.log"
 MAX_BYTES = 5 * 1024 * 1024
 BACKUPS = 5
-LOGGER_NAMES = ("wren", "engine")
+LOGGER_NAMES = ("wren", "engine", "desktop")
 EVENTS = logging.getLogger("wren.events")
 
 # A field whose name has one of these words carries conversation text...

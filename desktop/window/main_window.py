@@ -14,6 +14,7 @@ from desktop.bridge import Tasks
 from desktop.chat.view import ChatView
 from desktop.composer.composer import Composer
 from desktop.composer.counter import TokenCounter
+from desktop.composer.prewarm import Prewarmer
 from desktop.safety.gate import SendGate
 from desktop.sidebar.sidebar import Sidebar
 from desktop.window.context import ContextController
@@ -55,6 +56,8 @@ class MainWindow(QMainWindow):
         self._build_layout()
 
         self.conversations = ConversationController(self)
+        self.prewarm = Prewarmer(engine, self.composer, self.tasks, lambda: self.conversations.current_id, self)
+        self.prewarm.overflow.connect(lambda text: self.status.showMessage(text, 10000))
         self.models = ModelController(self)
         self.context = ContextController(self)
         self._build_actions()

@@ -1,0 +1,45 @@
+"""Pre-warming while the user types: after a pause, the engine prefills the prompt the
+draft would make, so the first token comes soon after Send."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from desktop.bridge import Tasks
+from desktop.composer.composer import Composer
+from engine.api import Engine
+from engine.context import ContextOverflow
+
+PAUSE_MS = 500  # typing pauses this long before the draft is worth prefilling
+
+
+class Prewarmer(QObject):
+    overflow = Signal(str)  # the draft cannot fit the model's window: the engine's reason
+
+    def __init__(self, engine: Engine, composer: Composer, tasks: Tasks,
+                 conversation: Callable[[], int | None], parent: QObject | None = None):
+        super().__init__(parent)
+        self._engine = engine
+        self._composer = composer
+        self._tasks = tasks
+        self._conversation = conversation
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(PAUSE_MS)
+        self._timer.timeout.connect(self._start)
+        composer.changed.connect(self._timer.start)
+
+    def _start(self) -> None:
+        conversation_id = self._conversation()
+        text = self._composer.text()
+        if conversation_id is None or self._engine.current_model is None or not text.strip():
+            return
+        self._tasks.run(self._run(conversation_id, text), what="pre-warming")
+
+    async def _run(self, conversation_id: int, text: str) -> None:
+        try:
+            await self._engine.prepare(conversation_id, text)
+        except ContextOverflow as exc:
+            self.overflow.emit(str(exc))
