@@ -73,7 +73,10 @@ def test_a_temporary_chat_is_marked_and_leaves_nothing_behind(open_window, send,
     temp_id = window.conversations.current_id
     user, answer = window.chat.message_widgets()
     assert answer.text() == "Sure."
-    assert not answer.notes.isVisible() and not user.remember_button.isVisibleTo(user)
+    # Nothing is remembered, and the chat says why instead of staying silent.
+    notes = " ".join(answer.notes.texts()).lower()
+    assert "memory saved" not in notes and "temporary" in notes
+    assert not user.remember_button.isVisibleTo(user)
     assert window.title_label.text() == "Temporary chat"  # no generated title replaces the mark
     assert window.sidebar.conversation_ids() == []
     # Temporary ids are beyond 32 bits: every action must still reach the right message.
