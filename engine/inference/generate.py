@@ -33,6 +33,10 @@ class KVSession:
     def reset(self) -> None:
         self._ids = []
 
+    def adopt(self, ids) -> None:
+        """The model's cache now holds `ids` (a saved state was restored into it)."""
+        self._ids = [int(i) for i in ids]
+
     def prefill(self, ids: Sequence[int]) -> tuple[np.ndarray, int]:
         """Logits after `ids` and how many leading ids were reused from the cache."""
         ids = [int(i) for i in ids]

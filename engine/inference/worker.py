@@ -21,6 +21,7 @@ from typing import Callable
 from engine.events import Delta, Failed, FailureKind, Finished, FinishReason, Usage
 from engine.inference.backend import Backend, LoadedModel
 from engine.inference.generate import KVSession, common_prefix, generate_tokens
+from engine.inference.prefix_cache import MIN_GAIN, PrefixCache, supports_saving
 from engine.inference.sampling import Sampler, SamplingParams
 from engine.inference.stops import StopStringMatcher
 from engine.tokenize import StreamingDetokenizer, Tokenizer
@@ -59,13 +60,15 @@ PREFILL_CHUNK = 32  # tokens between checks for cancellation and for more urgent
 class ModelWorker:
     """Loads a model on its own thread and runs requests on it one at a time."""
 
-    def __init__(self, name: str, backend: Backend, model_dir: Path, tokenizer: Tokenizer, *, dtype: str = "auto"):
+    def __init__(self, name: str, backend: Backend, model_dir: Path, tokenizer: Tokenizer, *,
+                 dtype: str = "auto", cache_budget_bytes: int = 512 * 2**20):
         self.name = name
         self.backend = backend
         self.model_dir = Path(model_dir)
         self.tokenizer = tokenizer
         self.dtype = dtype
         self.model: LoadedModel | None = None
+        self.prefixes = PrefixCache(cache_budget_bytes)  # other conversations' KV states
         self._queue: queue.PriorityQueue = queue.PriorityQueue()
         self._order = itertools.count()
         self._loaded: Future = Future()
@@ -121,10 +124,28 @@ class ModelWorker:
         waiting = self._queue.queue  # a heap: its first item is the most urgent
         return bool(waiting) and waiting[0][0] < priority
 
+    def _switch_prefix(self, session: KVSession, ids: list[int]) -> None:
+        """Before `ids` overwrite much of the live cache, save it (another conversation's
+        prompt, likely asked again); if a saved state shares clearly more with `ids`,
+        restore it instead of recomputing."""
+        if not supports_saving(self.model) or not ids:
+            return
+        live = common_prefix(session.cached_ids, ids)
+        saved, shared = self.prefixes.best(ids)
+        restore = saved is not None and shared >= live + MIN_GAIN
+        if len(session) - live >= MIN_GAIN:
+            state, nbytes = self.model.export_kv(len(session))
+            self.prefixes.put(session.cached_ids, state, nbytes)
+        if restore:
+            self.model.import_kv(saved.state, len(saved.ids))
+            session.adopt(saved.ids)
+            self.prefixes.discard(saved.ids)  # live now; saved again when it is left
+
     def _prefill_chunks(self, session: KVSession, ids: list[int], cancel: threading.Event,
                         priority: int | None = None) -> bool:
         """Bring `ids` into the cache a chunk at a time; False if cancelled or pre-empted
         (what was prefilled so far stays cached and is reused)."""
+        self._switch_prefix(session, ids)
         done = min(common_prefix(session.cached_ids, ids), len(ids))
         while done < len(ids):
             if cancel.is_set() or (priority is not None and self._more_urgent_waiting(priority)):
@@ -151,6 +172,7 @@ class ModelWorker:
         produced = 0
         stopped_by_string = False
         first_at = None
+        self._switch_prefix(session, request.prompt_ids)
         cached_before = min(common_prefix(session.cached_ids, request.prompt_ids), len(request.prompt_ids) - 1)
         # Prefill all but the last prompt token in chunks, so a stop during a long prefill
         # lands within a chunk; generate_tokens then reuses it and runs the last one.

@@ -69,6 +69,27 @@ class MLXModel:
     def decode(self, token: int, pos: int) -> np.ndarray:
         return self.prefill([int(token)], pos)
 
+    def export_kv(self, n: int) -> tuple[list, int]:
+        """Copies of the first `n` cached positions of every layer, and their size."""
+        state, nbytes = [], 0
+        for layer_cache in self._cache:
+            keys, values = layer_cache.keys, layer_cache.values
+            keys, values = mx.array(keys[..., :n, :]), mx.array(values[..., :n, :])
+            mx.eval(keys, values)  # materialise now: the live arrays change in place later
+            state.append((keys, values))
+            nbytes += keys.nbytes + values.nbytes
+        return state, nbytes
+
+    def import_kv(self, state: list, n: int) -> None:
+        from mlx_lm.models.cache import make_prompt_cache
+
+        self._cache = make_prompt_cache(self._model)
+        for layer_cache, (keys, values) in zip(self._cache, state):
+            # The cache grows by allocating past what it holds, so the saved arrays are
+            # never written to and stay valid for a later restore.
+            layer_cache.keys, layer_cache.values = keys[..., :n, :], values[..., :n, :]
+            layer_cache.offset = n
+
     def close(self) -> None:
         self._model = None
         self._cache = None

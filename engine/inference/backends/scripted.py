@@ -51,6 +51,7 @@ class ScriptedModel:
         self.vocab_size = tokenizer.vocab_size
         self.prompts: list[str] = []  # every prompt it was asked to answer, for assertions
         self.prefill_calls = 0
+        self.imports = 0  # saved KV states restored (prefix cache hits)
         self._ids: list[int] = []
         self._script: list[int] = []
         self._cursor = 0
@@ -87,6 +88,14 @@ class ScriptedModel:
         self._ids = self._ids[:pos] + [token]
         self._cursor += 1
         return self._logits()
+
+    def export_kv(self, n: int) -> tuple[list[int], int]:
+        """The first `n` cached positions, and what keeping them costs."""
+        return list(self._ids[:n]), 64 * n
+
+    def import_kv(self, state: list[int], n: int) -> None:
+        self.imports += 1
+        self._ids = list(state[:n])
 
     def close(self) -> None:
         self._ids = []
