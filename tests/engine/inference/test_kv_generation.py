@@ -105,14 +105,6 @@ def test_failed_prefill_forgets_the_unreliable_tail():
     assert session.cached_ids == (1, 2)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
     return make_tiny_model_dir(tmp_path_factory.mktemp("kvgen"), "qwen3", seed=5)

@@ -15,15 +15,6 @@ PROMPT = list(range(3, 40))
 CONTINUATION = [50, 61, 72, 83]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # Tiny matmuls are slower split across threads; and the suite shares 2 cores.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def model_dirs(tmp_path_factory):
     root = tmp_path_factory.mktemp("parity")
