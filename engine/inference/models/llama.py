@@ -202,8 +202,10 @@ class Attention(nn.Module):
             if args.qk_norm
             else None
         )
-        self.k_cache: torch.Tensor | None = None
-        self.v_cache: torch.Tensor | None = None
+        # Buffers, not plain attributes: a compiled block then takes them as inputs, so
+        # one compiled graph serves every layer.
+        self.register_buffer("k_cache", None, persistent=False)
+        self.register_buffer("v_cache", None, persistent=False)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start: int) -> torch.Tensor:
         length = x.shape[1]
@@ -223,7 +225,7 @@ class Attention(nn.Module):
         keys = self.k_cache[:, :, lo:end]
         values = self.v_cache[:, :, lo:end]
 
-        if length == 1 and x.dtype != torch.float32:
+        if length == 1 and x.dtype != torch.float32 and x.device.type == "cpu":
             out = self._decode_attention(qk[0, 0, : self.n_heads], keys[0], values[0])
             return self.wo(out.view(1, 1, self.q_size))
         q = qk[:, :, : self.n_heads].transpose(1, 2)
@@ -237,18 +239,19 @@ class Attention(nn.Module):
         return self.wo(out.transpose(1, 2).reshape(1, length, self.q_size))
 
     def _decode_attention(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-        # torch's CPU flash-attention kernel is slow for one low-precision query (5-15x
-        # slower than this at a few hundred keys); two small bmm's with the query heads
-        # grouped over their shared key/value head are not.
-        q = q.view(self.n_kv, -1, self.head_dim) * self.head_dim**-0.5
+        # torch's CPU flash-attention kernel is 5-15x slower than two small bmm's for one
+        # bf16 query over a few hundred keys (query heads grouped over their kv head).
+        # Scores stay float32: rounded to bf16 (0.125 apart near 20) they shift softmax
+        # weights by several percent, enough to change the starter model's first token.
+        q = q.view(self.n_kv, -1, self.head_dim).float() * self.head_dim**-0.5
         if torch.compiler.is_compiling():
             # Products and sums that inductor fuses into one loop; the bmm form would be
             # pattern-matched back into the slow flash-attention kernel.
-            scores = (q[:, :, None, :] * keys[:, None, :, :]).sum(-1, dtype=torch.float32)
-            probs = torch.softmax(scores, dim=-1).to(values.dtype)
-            return (probs[..., None] * values[:, None, :, :]).sum(-2)
-        probs = torch.softmax(torch.bmm(q, keys.transpose(1, 2)), dim=-1)
-        return torch.bmm(probs, values)
+            scores = (q[:, :, None, :] * keys[:, None, :, :]).sum(-1)
+            probs = torch.softmax(scores, dim=-1)
+            return (probs[..., None] * values[:, None, :, :]).sum(-2).to(values.dtype)
+        probs = torch.softmax(torch.bmm(q, keys.float().transpose(1, 2)), dim=-1)
+        return torch.bmm(probs, values.float()).to(values.dtype)
 
 
 def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -301,6 +304,9 @@ class Transformer(nn.Module):
         self.output = nn.Linear(args.hidden_size, args.vocab_size, bias=False)
         self.context_length = 0
         self._cos = self._sin = self._token = None
+        # Set by engine.inference.models.decode to run decoded tokens through compiled
+        # blocks; prefill stays eager (it is compute-bound, op overhead is amortised).
+        self.decode_block: Callable | None = None
 
     def setup_cache(self, context_length: int) -> None:
         """Allocate the KV cache and RoPE tables once, on the weights' device and dtype."""
@@ -320,9 +326,11 @@ class Transformer(nn.Module):
         self._token = torch.zeros((1, 1), dtype=torch.long, device=device)
         self.context_length = context_length
 
-    def forward(self, ids: torch.Tensor, start: int, last_only: bool = True) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, start: int, last_only: bool = True,
+                block: Callable | None = None) -> torch.Tensor:
         """Logits for ids [1, L] at positions start..start+L-1: [vocab] for the last
-        position, or [L, vocab] with last_only=False."""
+        position, or [L, vocab] with last_only=False. `block(layer, h, cos, sin, start)`
+        replaces calling each layer."""
         length = ids.shape[1]
         if start < 0 or start + length > self.context_length:
             raise ValueError(
@@ -333,7 +341,7 @@ class Transformer(nn.Module):
         sin = self._sin[start : start + length]
         h = self.tok_embeddings(ids)
         for layer in self.layers:
-            h = layer(h, cos, sin, start)
+            h = layer(h, cos, sin, start) if block is None else block(layer, h, cos, sin, start)
         h = h[0, -1] if last_only else h[0]
         return self.output(self.norm(h))
 
@@ -343,7 +351,7 @@ class Transformer(nn.Module):
 
     def decode_one(self, token: int, pos: int) -> torch.Tensor:
         self._token.fill_(token)
-        return self.forward(self._token, pos)
+        return self.forward(self._token, pos, block=self.decode_block)
 
 
 def build_model(

@@ -4,7 +4,8 @@ Decoding one token reads every weight once, so on a CPU its speed is memory band
 divided by weight bytes: fp32 (4 B/weight) caps a 135M model near 43 tokens/s on 23 GB/s,
 int4 with a scale and zero per 32 weights (~0.56 B/weight) near 300. torch's packed
 kernels are only fast with bf16 inputs (fp32 and fp16 inputs take a scalar fallback tens
-of times slower), so these layers are for bfloat16 models.
+of times slower), so a layer casts its input to bf16 and its output back to the input's
+dtype: the model around it may keep float32 activations.
 
 Both formats quantize groups of 32 input weights, the block of GGUF's Q4_x and Q8_0:
 int4 is asymmetric (scale and minimum, Q4_1's grid), int8 symmetric (Q8_0's), so weights
@@ -18,33 +19,34 @@ has one scale per output row, which loses GGUF's per-block scales, and was slowe
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 QUANT_NAMES = ("none", "int8", "int4")
 GROUP = 32
-# Rows from which a dense bf16 copy beats the packed kernel: prompt processing is
-# compute-bound and oneDNN's bf16 GEMM (AVX512-BF16) ran 2.5x faster than the int4 kernel
-# at 256 rows; at 1-8 rows the packed weights win by reading a quarter of the bytes.
-DENSE_MIN_ROWS = 16
+_CHUNK_ROWS = 4096  # a multiple of the packing's 64-row blocks
 
 
 class GroupQuantLinear(nn.Module):
     """y = x W^T + b with W in `bits` (4 or 8) per group of GROUP input weights."""
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, bits: int, dtype,
-                 keep_dense: bool = False) -> None:
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, bits: int,
+                 dtype=torch.bfloat16) -> None:
         super().__init__()
         if not self.supports(weight):
             raise ValueError(f"cannot pack a {tuple(weight.shape)} weight: need [16n, {GROUP}k]")
         self.bits = bits
         self.out_features, self.in_features = weight.shape
-        q, scales, zeros = (_int4_groups if bits == 4 else _int8_planes)(weight.detach().float())
-        self.register_buffer("packed", torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1))
+        packed, scales_zeros = [], []
+        # Row chunks bound the float32/int32 temporaries (a 49k-row output head would
+        # otherwise need ~1 GB); the packing is local to 64-row blocks, so chunks concatenate.
+        for rows in weight.detach().split(_CHUNK_ROWS):
+            q, scales, zeros = (_int4_groups if bits == 4 else _int8_planes)(rows.float())
+            packed.append(torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1))
+            scales_zeros.append(torch.stack([scales, zeros], -1).to(dtype))
+        self.register_buffer("packed", torch.cat(packed))
         # The kernel's layout: [groups, out_features, (scale, zero)].
-        self.register_buffer("scales_zeros", torch.stack([scales, zeros], -1).transpose(0, 1).contiguous().to(dtype))
-        self.register_buffer("bias", None if bias is None else bias.detach().to(dtype))
-        self.register_buffer("dense", weight.detach().to(dtype) if keep_dense else None)
+        self.register_buffer("scales_zeros", torch.cat(scales_zeros).transpose(0, 1).contiguous())
+        self.register_buffer("bias", None if bias is None else bias.detach().float())
 
     @staticmethod
     def supports(weight: torch.Tensor) -> bool:
@@ -52,19 +54,15 @@ class GroupQuantLinear(nn.Module):
         return k % GROUP == 0 and n % 16 == 0  # what the CPU packing accepts
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.dense is not None and x.numel() >= DENSE_MIN_ROWS * self.in_features:
-            return F.linear(x, self.dense, self.bias)
-        rows = x.reshape(-1, self.in_features)
+        rows = x.reshape(-1, self.in_features).to(self.scales_zeros.dtype)
         if self.bits == 8:
             rows = torch.cat((rows, rows), dim=1)
         y = torch.ops.aten._weight_int4pack_mm_for_cpu(rows, self.packed, GROUP, self.scales_zeros)
-        if self.bias is not None:
-            y = y + self.bias
-        return y.view(*x.shape[:-1], self.out_features)
+        y = y.view(*x.shape[:-1], self.out_features).to(x.dtype)
+        return y if self.bias is None else y.add_(self.bias)  # in place: keeps x's dtype
 
     def extra_repr(self) -> str:
-        dense = ", dense copy" if self.dense is not None else ""
-        return f"in={self.in_features}, out={self.out_features}, int{self.bits}/{GROUP}{dense}"
+        return f"in={self.in_features}, out={self.out_features}, int{self.bits}/{GROUP}"
 
 
 def _int4_groups(w: torch.Tensor):
@@ -92,8 +90,7 @@ def _int8_planes(w: torch.Tensor):
     return packed, scales, zeros
 
 
-def quantize_linears(model: nn.Module, mode: str, *, dtype, keep_dense: bool = False,
-                     int8_names: tuple[str, ...] = ()) -> int:
+def quantize_linears(model: nn.Module, mode: str, *, dtype, int8_names: tuple[str, ...] = ()) -> int:
     """Replace each packable nn.Linear under `model` by a GroupQuantLinear, in place.
     `mode` "int4" quantizes to int4 except the modules named in `int8_names`; a weight whose
     shape the kernel cannot pack stays dense. Returns how many layers were replaced."""
@@ -108,6 +105,6 @@ def quantize_linears(model: nn.Module, mode: str, *, dtype, keep_dense: bool = F
                 continue
             full = f"{parent_name}.{name}" if parent_name else name
             bits = 8 if mode == "int8" or full in int8_names else 4
-            setattr(parent, name, GroupQuantLinear(child.weight, child.bias, bits, dtype, keep_dense))
+            setattr(parent, name, GroupQuantLinear(child.weight, child.bias, bits, dtype))
             replaced += 1
     return replaced

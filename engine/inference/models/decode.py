@@ -1,0 +1,164 @@
+"""Fast one-token decode steps for the llama model: compiled blocks on CPU, CUDA graphs on GPU.
+
+A decoded token costs a few hundred small ops; in eager PyTorch their dispatch overhead
+rivals the memory traffic the token really needs. On a CPU, torch.compile fuses each
+block's elementwise work into a few C++ loops; one compiled graph serves every layer (the
+weights and caches are graph inputs) and the position is a symbolic int, so it compiles
+once per process (warm inductor cache: seconds), not per token or position. On CUDA the
+whole step is captured into CUDA graphs and replayed with one launch; graphs need fixed
+shapes, so the step attends over a fixed span of the cache with a mask, one graph per span
+bucket so a short chat does not pay for reading the whole 8k cache.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from engine.inference.models.llama import Attention, Transformer, _rms_norm, _rope
+
+log = logging.getLogger(__name__)
+
+# Dynamo specialises the int values 0 and 1; decoding there (after a one-token prompt)
+# would compile a second graph, so those positions run eagerly.
+_FIRST_COMPILED_POS = 2
+
+
+def compile_cpu_decode(model: Transformer, cache_dir: Path | None = None) -> float | None:
+    """Route `model.decode_one` through torch.compile'd blocks and compile them now (call it
+    on the thread that loads the model, never on a GUI thread). Returns the seconds the
+    warm-up took, or None when compiling failed and decoding stays eager."""
+    if model.context_length <= _FIRST_COMPILED_POS + 1:
+        return None  # nothing would ever run compiled
+    if cache_dir is not None:
+        _use_cache_dir(cache_dir)
+    compiled = torch.compile(_run_block, dynamic=True, fullgraph=True)
+
+    def block(layer, h, cos, sin, start: int):
+        if start < _FIRST_COMPILED_POS or h.shape[1] != 1:
+            return layer(h, cos, sin, start)
+        return compiled(layer, h, cos, sin, start)
+
+    started = time.perf_counter()
+    model.decode_block = block
+    try:
+        with torch.inference_mode():
+            # Scratch positions: the cache holds nothing yet, and a later prefill rewrites them.
+            model.decode_one(0, _FIRST_COMPILED_POS)
+            model.decode_one(0, _FIRST_COMPILED_POS + 1)
+    except Exception as exc:  # no C++ compiler, an unsupported op: eager still works
+        model.decode_block = None
+        log.warning("torch.compile of the decode step failed; decoding eagerly: %s", exc)
+        return None
+    return time.perf_counter() - started
+
+
+def _use_cache_dir(path: Path) -> None:
+    # Inductor reads the variable on every cache access, but importing torch._dynamo (which
+    # building any model on `meta` does) already set it to torch's default under /tmp,
+    # which a reboot empties. Replace only that default: a directory the user chose wins.
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    current = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if current is None or os.path.abspath(current) == os.path.abspath(default_cache_dir()):
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(path)
+
+
+def _run_block(layer, h, cos, sin, start: int):
+    return layer(h, cos, sin, start)
+
+
+def static_decode_step(model: Transformer, token: torch.Tensor, pos: torch.Tensor, span: int) -> torch.Tensor:
+    """Logits [vocab] for `token` [1, 1] at device position `pos` [1], attending over cache
+    positions [0, span): every shape is fixed, so the step can be captured in a CUDA graph.
+    Requires pos < span."""
+    cos = model._cos.index_select(0, pos)
+    sin = model._sin.index_select(0, pos)
+    key_pos = torch.arange(span, device=pos.device)
+    h = model.tok_embeddings(token)
+    for layer in model.layers:
+        x = layer.attention_norm(h)
+        h = h + _static_attention(layer.attention, x, cos, sin, pos, key_pos)
+        h = h + layer.feed_forward(layer.ffn_norm(h))
+    return model.output(model.norm(h[0, -1]))
+
+
+def _static_attention(attn: Attention, x, cos, sin, pos, key_pos) -> torch.Tensor:
+    qkv = attn.wqkv(x)
+    split = attn.q_size + attn.kv_size
+    qk = qkv[..., :split].view(1, 1, attn.n_heads + attn.n_kv, attn.head_dim)
+    if attn.qk_norm is not None:
+        qk = _rms_norm(qk, None, attn.eps) * attn.qk_norm
+    qk = _rope(qk, cos, sin)
+    q = qk[:, :, : attn.n_heads].transpose(1, 2)
+    k = qk[:, :, attn.n_heads :].transpose(1, 2)
+    v = qkv[..., split:].view(1, 1, attn.n_kv, attn.head_dim).transpose(1, 2)
+    attn.k_cache.index_copy_(2, pos, k)
+    attn.v_cache.index_copy_(2, pos, v)
+    span = key_pos.shape[0]
+    visible = key_pos <= pos
+    if attn.window is not None:
+        visible &= key_pos > pos - attn.window
+    out = F.scaled_dot_product_attention(
+        q, attn.k_cache[:, :, :span], attn.v_cache[:, :, :span],
+        attn_mask=visible.view(1, 1, 1, span), enable_gqa=True,
+    )
+    return attn.wo(out.transpose(1, 2).reshape(1, 1, attn.q_size))
+
+
+class CudaGraphDecode:
+    """Replays a captured decode step per token: one launch instead of hundreds.
+
+    Spans are powers of two from 256 up to the context length; a token at position p
+    replays the smallest span above p. The graphs share one memory pool and read the
+    token and position from static device tensors, so a step is two tiny copies plus a
+    replay."""
+
+    def __init__(self, model: Transformer, min_span: int = 256) -> None:
+        self.model = model
+        device = model._token.device
+        self.token = torch.zeros((1, 1), dtype=torch.long, device=device)
+        self.pos = torch.zeros((1,), dtype=torch.long, device=device)
+        ctx = model.context_length
+        spans, span = [], min(min_span, ctx)
+        while span < ctx:
+            spans.append(span)
+            span *= 2
+        self.spans = spans + [ctx]
+        self._graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
+
+    def capture(self) -> float:
+        """Capture every span; returns the seconds it took. Writes scratch cache entries
+        at position 0, so call it before the first prefill."""
+        started = time.perf_counter()
+        with torch.inference_mode():
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):  # warm-up (lazy inits, cuBLAS handles) off-capture
+                for span in self.spans:
+                    static_decode_step(self.model, self.token, self.pos, span)
+            torch.cuda.current_stream().wait_stream(side)
+            pool = None
+            # Largest first, so later captures fit in the pool the first one sized.
+            for span in reversed(self.spans):
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, pool=pool):
+                    logits = static_decode_step(self.model, self.token, self.pos, span)
+                pool = graph.pool()
+                self._graphs[span] = (graph, logits)
+        torch.cuda.synchronize()
+        return time.perf_counter() - started
+
+    def __call__(self, token: int, pos: int) -> torch.Tensor:
+        """Logits [vocab] on the device; valid until the next call."""
+        span = next(s for s in self.spans if s > pos)
+        self.token.fill_(token)
+        self.pos.fill_(pos)
+        graph, logits = self._graphs[span]
+        graph.replay()
+        return logits
