@@ -88,3 +88,40 @@ def test_mlx_saved_state_restores_to_identical_logits(tiny_model_dir):
     model.import_kv(state, len(ids_a))
     assert np.abs(model.decode(7, len(ids_a)) - fresh).max() < 1e-5
     model.close()
+
+
+def test_torch_saved_state_restores_to_identical_greedy_output(tiny_model_dir):
+    import numpy as np
+
+    from engine.inference.generate import KVSession, generate_tokens
+    from engine.inference.sampling import Sampler, SamplingParams
+    from engine.inference.select import resolve_backend
+
+    model = resolve_backend("torch-cpu").load(tiny_model_dir, dtype="float32")
+    ids_a = list(range(3, 60))
+    ids_b = list(range(100, 140))
+
+    def greedy(session, ids):
+        out = []
+        for token in generate_tokens(session, ids, Sampler(SamplingParams(temperature=0.0))):
+            out.append(token)
+            if len(out) == 12:
+                return out
+
+    uncached = greedy(KVSession(model), ids_a)
+    model.prefill(ids_a, 0)
+    state, nbytes = model.export_kv(len(ids_a))
+    assert nbytes > 0
+    model.prefill(ids_b, 0)  # another conversation overwrites the live cache
+    model.import_kv(state, len(ids_a))
+    session = KVSession(model)
+    session.adopt(ids_a)
+    restored_logits, reused = session.prefill(ids_a)
+    assert reused == len(ids_a) - 1
+    model.prefill(ids_a, 0)
+    assert np.abs(restored_logits - model.prefill(ids_a[-1:], len(ids_a) - 1)).max() < 1e-5
+    model.import_kv(state, len(ids_a))
+    session = KVSession(model)
+    session.adopt(ids_a)
+    assert greedy(session, ids_a) == uncached
+    model.close()

@@ -64,6 +64,22 @@ class TorchModel:
         with torch.inference_mode():
             return _to_numpy(self._step(int(token), pos))
 
+    def _caches(self):
+        for layer in self._model.layers:
+            yield layer.attention
+
+    def export_kv(self, n: int) -> tuple[list, int]:
+        """Copies of the first `n` cached positions of every layer, and their size."""
+        with torch.inference_mode():
+            state = [(a.k_cache[:, :, :n].clone(), a.v_cache[:, :, :n].clone()) for a in self._caches()]
+        return state, sum(k.nbytes + v.nbytes for k, v in state)
+
+    def import_kv(self, state: list, n: int) -> None:
+        with torch.inference_mode():
+            for attention, (keys, values) in zip(self._caches(), state):
+                attention.k_cache[:, :, :n] = keys[:, :, :n]
+                attention.v_cache[:, :, :n] = values[:, :, :n]
+
     def close(self) -> None:
         model, self._model, self._step = self._model, None, None
         del model
