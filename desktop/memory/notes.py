@@ -33,7 +33,7 @@ def notice_from_meta(data: dict | None) -> MemoryNotice | None:
     )
 
 
-def _button(text: str, name: str, accessible: str) -> QToolButton:
+def tool_button(text: str, name: str, accessible: str) -> QToolButton:
     button = QToolButton(text=text)
     button.setObjectName(name)
     button.setAccessibleName(accessible)
@@ -152,7 +152,7 @@ class MemoryNotes(QWidget):
             self._row(f"Memory did nothing with this message: {notice.skipped}", "refused", "fact")
         if notice.confirm_clear_all:
             row = self._row("You asked Wren to forget everything it remembers about you.", "confirm", "fact")
-            button = row.add(_button("Forget all memories…", "forgetAllButton", "Forget all memories"))
+            button = row.add(tool_button("Forget all memories…", "forgetAllButton", "Forget all memories"))
             button.clicked.connect(self.clear_all_requested)
             self.clear_row = row
 
@@ -161,19 +161,19 @@ class MemoryNotes(QWidget):
             if text in self.offer_rows:
                 continue
             row = self._row(f"Remember this? {quoted(text)}", "offer", "offer")
-            keep = row.add(_button("Remember", "acceptSuggestionButton", f"Remember {text}"))
-            dismiss = row.add(_button("Dismiss", "dismissSuggestionButton", "Dismiss the suggestion"))
+            keep = row.add(tool_button("Remember", "acceptSuggestionButton", f"Remember {text}"))
+            dismiss = row.add(tool_button("Dismiss", "dismissSuggestionButton", "Dismiss the suggestion"))
             keep.clicked.connect(lambda _=False, t=text: self.accept_requested.emit(t))
             dismiss.clicked.connect(lambda _=False, t=text, r=row: self._dismiss(t, r))
             self.offer_rows[text] = row
 
     def _saved_row_actions(self, row: NoteRow, memory_id: int, text: str, *, undo: bool) -> None:
         row.setProperty("memoryText", text)
-        show = row.add(_button("Open", "openMemoryButton", "Open the memory"))
+        show = row.add(tool_button("Open", "openMemoryButton", "Open the memory"))
         show.setToolTip("See and edit it in Settings → Memory")
         show.clicked.connect(lambda: self.open_requested.emit(memory_id))
         if undo:
-            remove = row.add(_button("Undo", "undoMemoryButton", "Remove the memory"))
+            remove = row.add(tool_button("Undo", "undoMemoryButton", "Remove the memory"))
             remove.setToolTip("Wren forgets it again")
             remove.clicked.connect(lambda: self.undo_requested.emit(memory_id))
 

@@ -7,23 +7,15 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
-    QDialog, QDialogButtonBox, QFrame, QHBoxLayout, QLabel, QScrollArea, QToolButton, QVBoxLayout, QWidget,
+    QDialog, QDialogButtonBox, QFrame, QHBoxLayout, QLabel, QScrollArea, QVBoxLayout, QWidget,
 )
 
 from desktop.bridge import Tasks
 from desktop.memory.editor import MemoryEditor
-from desktop.memory.notes import quoted
+from desktop.memory.notes import quoted, tool_button
 from engine.api import Engine
 from engine.context import ContextReport, PartKind, PartState
 from engine.memory import MemoryInfo
-
-
-def _button(text: str, name: str, accessible: str) -> QToolButton:
-    button = QToolButton(text=text)
-    button.setObjectName(name)
-    button.setAccessibleName(accessible)
-    button.setAutoRaise(True)
-    return button
 
 
 class UsedMemoryRow(QFrame):
@@ -37,10 +29,10 @@ class UsedMemoryRow(QFrame):
         self.label.setObjectName("usedMemoryText")
         self.label.setWordWrap(True)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.open_button = _button("Open", "openUsedMemoryButton", "Open the memory in settings")
-        self.edit_button = _button("Edit…", "editUsedMemoryButton", "Edit the memory")
-        self.forget_button = _button("Forget", "forgetUsedMemoryButton", "Forget the memory")
-        self.undo_button = _button("Undo", "undoForgetButton", "Bring the memory back")
+        self.open_button = tool_button("Open", "openUsedMemoryButton", "Open the memory in settings")
+        self.edit_button = tool_button("Edit…", "editUsedMemoryButton", "Edit the memory")
+        self.forget_button = tool_button("Forget", "forgetUsedMemoryButton", "Forget the memory")
+        self.undo_button = tool_button("Undo", "undoForgetButton", "Bring the memory back")
         self.undo_button.hide()
         row = QHBoxLayout(self)
         row.setContentsMargins(6, 4, 6, 4)
