@@ -234,15 +234,32 @@ class Store:
             siblings.setdefault(m.parent_id, []).append(m.id)
         return [self._info(m, siblings[m.parent_id]) for m in chain]
 
+    def _ancestor_ids(self, message_id: int) -> list[int]:
+        """`message_id` and its ancestors, oldest first, in one recursive query."""
+        rows = self.db.execute_sql(
+            "WITH RECURSIVE chain(id, parent_id, depth) AS ("
+            " SELECT id, parent_id, 0 FROM message WHERE id = ?"
+            " UNION ALL SELECT m.id, m.parent_id, chain.depth + 1"
+            " FROM message AS m JOIN chain ON m.id = chain.parent_id)"
+            " SELECT id FROM chain ORDER BY depth DESC",
+            (message_id,),
+        ).fetchall()
+        if not rows:
+            raise NotFound(f"no message with id {message_id}")
+        return [r[0] for r in rows]
+
     @_guarded
     def lineage(self, message_id: int) -> list[MessageInfo]:
         """`message_id` and its ancestors, oldest first: the history a reply sees."""
-        chain = []
-        node = self._message(message_id)
-        while node is not None:
-            chain.append(node)
-            node = Message.get_or_none(Message.id == node.parent_id) if node.parent_id else None
-        return [self._info(m) for m in reversed(chain)]
+        ids = self._ancestor_ids(message_id)
+        rows = {m.id: m for m in Message.select().where(Message.id.in_(ids))}
+        conversation_id = rows[message_id].conversation_id
+        siblings: dict[int | None, list[int]] = {}
+        for m in Message.select(Message.id, Message.parent).where(
+            Message.conversation == conversation_id
+        ).order_by(Message.id):
+            siblings.setdefault(m.parent_id, []).append(m.id)
+        return [self._info(rows[i], siblings[rows[i].parent_id]) for i in ids]
 
     @_guarded
     def siblings(self, message_id: int) -> list[int]:
@@ -272,7 +289,7 @@ class Store:
                 break
             chain.append(child)
         with self.db.atomic():
-            ancestors = [m.id for m in self.lineage(message_id)]
+            ancestors = self._ancestor_ids(message_id)
             Message.update(viewed_at=utcnow()).where(
                 Message.id.in_(ancestors + [m.id for m in chain])
             ).execute()
