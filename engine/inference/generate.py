@@ -12,10 +12,14 @@ from engine.inference.backend import LoadedModel
 
 class KVSession:
     """Tracks which token ids sit in a model's KV cache so a new prompt that shares a
-    prefix with the last one (the next chat turn, a pre-warmed draft) only runs the rest."""
+    prefix with the last one (the next chat turn, a pre-warmed draft) only runs the rest.
 
-    def __init__(self, model: LoadedModel) -> None:
+    `slot` picks one of a batching model's KV-cache slots; 0 (the default) is the only one
+    a model without slots has, and the one its prefix export and fast decode use."""
+
+    def __init__(self, model: LoadedModel, slot: int = 0) -> None:
         self.model = model
+        self.slot = slot
         self._ids: list[int] = []
         self.last_reused = 0  # prompt tokens the last prefill took from the cache
 
@@ -51,7 +55,10 @@ class KVSession:
         # Forget the tail first: if the backend fails midway, the cache past `reused`
         # is in an unknown state.
         del self._ids[reused:]
-        logits = self.model.prefill(ids[reused:], reused)
+        if self.slot:
+            logits = self.model.prefill(ids[reused:], reused, slot=self.slot)
+        else:
+            logits = self.model.prefill(ids[reused:], reused)
         self._ids = ids
         self.last_reused = reused
         return logits, reused
@@ -61,9 +68,16 @@ class KVSession:
         pos = len(self._ids)
         if pos >= self.context_length:
             raise InvalidRequest(f"the {self.context_length}-token context is full")
-        logits = self.model.decode(int(token), pos)
+        if self.slot:
+            logits = self.model.decode_batch([int(token)], [pos], [self.slot])[0]
+        else:
+            logits = self.model.decode(int(token), pos)
         self._ids.append(int(token))
         return logits
+
+    def appended(self, token: int) -> None:
+        """A batched decode step wrote `token` into this session's slot."""
+        self._ids.append(int(token))
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:

@@ -20,6 +20,7 @@ from typing import Callable
 
 from engine.events import Delta, Failed, FailureKind, Finished, FinishReason, Usage
 from engine.inference.backend import Backend, LoadedModel
+from engine.inference.batch import BatchScheduler, supports_batching
 from engine.inference.generate import KVSession, common_prefix, generate_tokens
 from engine.inference.prefix_cache import MIN_GAIN, PrefixCache, supports_saving
 from engine.inference.sampling import Sampler, SamplingParams
@@ -58,7 +59,8 @@ PREFILL_CHUNK = 32  # tokens between checks for cancellation and for more urgent
 
 
 class ModelWorker:
-    """Loads a model on its own thread and runs requests on it one at a time."""
+    """Loads a model on its own thread and runs requests on it: batched when the model
+    has KV slots for several sequences (engine.inference.batch), else one at a time."""
 
     def __init__(self, name: str, backend: Backend, model_dir: Path, tokenizer: Tokenizer, *,
                  dtype: str = "auto", cache_budget_bytes: int = 512 * 2**20):
@@ -95,6 +97,14 @@ class ModelWorker:
             self._loaded.set_exception(exc)
             return
         self._loaded.set_result(self.model)
+        if supports_batching(self.model):
+            BatchScheduler(self, session).run()
+        else:
+            self._run_serial(session)
+        self.model.close()
+
+    def _run_serial(self, session: KVSession) -> None:
+        """One request at a time, for backends without batched decoding."""
         while True:
             _, _, request = self._queue.get()
             if request is _STOP:
@@ -118,7 +128,6 @@ class ModelWorker:
                 session = KVSession(self.model)  # the cache may be half-written
                 request.sink(Failed(f"generation failed: {exc}", FailureKind.MODEL))
                 request.sink(Finished(FinishReason.ERROR))
-        self.model.close()
 
     def _more_urgent_waiting(self, priority: int) -> bool:
         waiting = self._queue.queue  # a heap: its first item is the most urgent

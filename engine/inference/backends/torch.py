@@ -23,6 +23,10 @@ QUANT_NAMES = ("auto", "none", "int8", "int4")
 # Under this many parameters the weights sit in the CPU's caches and a decoded token costs
 # per-op overhead, not memory traffic: packed formats gain nothing and fp32 stays exact.
 QUANT_MIN_PARAMS = 20_000_000
+# KV-cache slots, i.e. sequences decoded together: the answer and one side request (its
+# title, a summary, a quick prompt); more wait their turn. Each slot costs a full context
+# of cache (starter model, fp32, 8k: ~380 MB), so two rather than four by default.
+DEFAULT_SLOTS = 2
 
 
 class TorchModel:
@@ -40,11 +44,14 @@ class TorchModel:
         self.decode_mode = "cuda-graph" if step is not None else (
             "compiled" if model.decode_block is not None else "eager")
         self.warmup_s = 0.0  # compile or capture time spent in load
+        self.slots = model.slots  # slot 0 is the one export_kv/import_kv and decode use
         self._step = step or model.decode_one
 
-    def _check(self, count: int, start: int) -> None:
+    def _check(self, count: int, start: int, slot: int = 0) -> None:
         if self._model is None:
             raise RuntimeError("the model is closed")
+        if not 0 <= slot < self.slots:
+            raise ValueError(f"slot {slot} is outside 0..{self.slots - 1}")
         if count < 1:
             raise ValueError("prefill needs at least one token")
         if start < 0 or start + count > self.context_length:
@@ -53,16 +60,26 @@ class TorchModel:
                 f"{self.context_length}-token context"
             )
 
-    def prefill(self, ids: Sequence[int], start: int) -> np.ndarray:
+    def prefill(self, ids: Sequence[int], start: int, slot: int = 0) -> np.ndarray:
         ids = list(ids)
-        self._check(len(ids), start)
+        self._check(len(ids), start, slot)
         with torch.inference_mode():
-            return _to_numpy(self._model.prefill(ids, start))
+            return _to_numpy(self._model.prefill(ids, start, slot))
 
     def decode(self, token: int, pos: int) -> np.ndarray:
         self._check(1, pos)
         with torch.inference_mode():
             return _to_numpy(self._step(int(token), pos))
+
+    def decode_batch(self, tokens: Sequence[int], positions: Sequence[int],
+                     slots: Sequence[int]) -> np.ndarray:
+        """Logits [B, vocab]: one token for each of B sequences, each in its own slot."""
+        from engine.inference.models.batched import decode_batch
+
+        if self._model is None:
+            raise RuntimeError("the model is closed")
+        with torch.inference_mode():
+            return _to_numpy(decode_batch(self._model, tokens, positions, slots))
 
     def _caches(self):
         for layer in self._model.layers:
@@ -110,7 +127,7 @@ class TorchBackend:
 
     def load(
         self, model_dir: Path, *, dtype: str = "auto", quant: str = "auto",
-        context_length: int | None = None, compile: bool = False,
+        context_length: int | None = None, compile: bool = False, slots: int = DEFAULT_SLOTS,
     ) -> TorchModel:
         """Load an HF folder. context_length defaults to min(max_position_embeddings, 8192).
 
@@ -127,7 +144,9 @@ class TorchBackend:
         to eager if compiling fails; artifacts cached under <data dir>/cache/torch-inductor;
         starter model on 2 cores: 14-20 s the first time, ~5 s from the cache, then decodes
         ~1.3x faster than eager int4), on CUDA it captures the decode step in CUDA graphs. `warmup_s` on
-        the result says how long it took."""
+        the result says how long it took.
+
+        slots is how many sequences the KV cache holds for batched decoding (1 turns it off)."""
         from engine.inference.models.llama import ModelArgs, build_model
 
         reason = self.unavailable_reason()
@@ -140,6 +159,8 @@ class TorchBackend:
             raise ValueError(
                 f"context_length must be 1..{args.max_position_embeddings}, got {context_length}"
             )
+        if slots < 1:
+            raise ValueError(f"slots must be at least 1, got {slots}")
         torch_dtype = getattr(torch, dtype)
         # Quantizers see the file's values, not a bf16 rounding of them (GGUF-born weights
         # are then recovered exactly).
@@ -149,7 +170,7 @@ class TorchBackend:
         tied = args.tie_word_embeddings or "lm_head.weight" not in weights.names
         with torch.inference_mode():
             model = build_model(args, weights.get, tied=tied, context_length=context_length,
-                                prepare=_quantizer(quant, torch_dtype))
+                                prepare=_quantizer(quant, torch_dtype), slots=slots)
         warmup_s, step = 0.0, None
         if compile and self.device == "cpu":
             from engine.inference.models.decode import compile_cpu_decode

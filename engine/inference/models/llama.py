@@ -206,8 +206,13 @@ class Attention(nn.Module):
         # one compiled graph serves every layer.
         self.register_buffer("k_cache", None, persistent=False)
         self.register_buffer("v_cache", None, persistent=False)
+        # Every slot's cache [slots, n_kv, T, head_dim]; k_cache/v_cache are views of slot 0,
+        # so the single-sequence paths (compiled, CUDA graphs, prefix export) never change.
+        self.k_slots: torch.Tensor | None = None
+        self.v_slots: torch.Tensor | None = None
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start: int) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start: int,
+                slot: int = 0) -> torch.Tensor:
         length = x.shape[1]
         qkv = self.wqkv(x)
         qk = qkv[..., : self.q_size + self.kv_size].view(1, length, self.n_heads + self.n_kv, self.head_dim)
@@ -218,12 +223,14 @@ class Attention(nn.Module):
         v = qkv[..., self.q_size + self.kv_size :].view(1, length, self.n_kv, self.head_dim).transpose(1, 2)
 
         end = start + length
-        self.k_cache[:, :, start:end] = k
-        self.v_cache[:, :, start:end] = v
+        k_cache, v_cache = (self.k_cache, self.v_cache) if slot == 0 else (
+            self.k_slots[slot : slot + 1], self.v_slots[slot : slot + 1])
+        k_cache[:, :, start:end] = k
+        v_cache[:, :, start:end] = v
         # Keys older than the window of the first query are never attended: skip them.
         lo = 0 if self.window is None else max(0, start - self.window + 1)
-        keys = self.k_cache[:, :, lo:end]
-        values = self.v_cache[:, :, lo:end]
+        keys = k_cache[:, :, lo:end]
+        values = v_cache[:, :, lo:end]
 
         if length == 1 and x.dtype != torch.float32 and x.device.type == "cpu":
             out = self._decode_attention(qk[0, 0, : self.n_heads], keys[0], values[0])
@@ -289,8 +296,9 @@ class Block(nn.Module):
         self.attention_norm = RMSNorm(args.hidden_size, args.rms_norm_eps)
         self.ffn_norm = RMSNorm(args.hidden_size, args.rms_norm_eps)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start: int) -> torch.Tensor:
-        h = x + self.attention(self.attention_norm(x), cos, sin, start)
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start: int,
+                slot: int = 0) -> torch.Tensor:
+        h = x + self.attention(self.attention_norm(x), cos, sin, start, slot)
         return h + self.feed_forward(self.ffn_norm(h))
 
 
@@ -303,20 +311,28 @@ class Transformer(nn.Module):
         self.norm = RMSNorm(args.hidden_size, args.rms_norm_eps)
         self.output = nn.Linear(args.hidden_size, args.vocab_size, bias=False)
         self.context_length = 0
+        self.slots = 1
         self._cos = self._sin = self._token = None
         # Set by engine.inference.models.decode to run decoded tokens through compiled
         # blocks; prefill stays eager (it is compute-bound, op overhead is amortised).
         self.decode_block: Callable | None = None
 
-    def setup_cache(self, context_length: int) -> None:
-        """Allocate the KV cache and RoPE tables once, on the weights' device and dtype."""
+    def setup_cache(self, context_length: int, slots: int = 1) -> None:
+        """Allocate the KV cache (`slots` sequences of context_length) and RoPE tables
+        once, on the weights' device and dtype."""
         weight = self.tok_embeddings.weight
         device, dtype = weight.device, weight.dtype
         args = self.args
-        shape = (1, args.num_key_value_heads, context_length, args.head_dim)
+        shape = (slots, args.num_key_value_heads, context_length, args.head_dim)
         for layer in self.layers:
-            layer.attention.k_cache = torch.zeros(shape, device=device, dtype=dtype)
-            layer.attention.v_cache = torch.zeros(shape, device=device, dtype=dtype)
+            attention = layer.attention
+            # Zeros, not empty: a masked key still multiplies its value by 0, and 0 * NaN
+            # from stale memory would poison the row.
+            attention.k_slots = torch.zeros(shape, device=device, dtype=dtype)
+            attention.v_slots = torch.zeros(shape, device=device, dtype=dtype)
+            attention.k_cache = attention.k_slots[0:1]
+            attention.v_cache = attention.v_slots[0:1]
+        self.slots = slots
         freqs = torch.outer(torch.arange(context_length, dtype=torch.float64), rope_inv_freq(args))
         angles = torch.cat((freqs, freqs), dim=-1)[:, None, :]  # [positions, 1 (heads), head_dim]
         self._cos = angles.cos().to(device=device, dtype=dtype)
@@ -327,10 +343,10 @@ class Transformer(nn.Module):
         self.context_length = context_length
 
     def forward(self, ids: torch.Tensor, start: int, last_only: bool = True,
-                block: Callable | None = None) -> torch.Tensor:
+                block: Callable | None = None, slot: int = 0) -> torch.Tensor:
         """Logits for ids [1, L] at positions start..start+L-1: [vocab] for the last
         position, or [L, vocab] with last_only=False. `block(layer, h, cos, sin, start)`
-        replaces calling each layer."""
+        replaces calling each layer (slot 0 only)."""
         length = ids.shape[1]
         if start < 0 or start + length > self.context_length:
             raise ValueError(
@@ -341,13 +357,13 @@ class Transformer(nn.Module):
         sin = self._sin[start : start + length]
         h = self.tok_embeddings(ids)
         for layer in self.layers:
-            h = layer(h, cos, sin, start) if block is None else block(layer, h, cos, sin, start)
+            h = layer(h, cos, sin, start, slot) if block is None else block(layer, h, cos, sin, start)
         h = h[0, -1] if last_only else h[0]
         return self.output(self.norm(h))
 
-    def prefill(self, ids: list[int] | torch.Tensor, start: int) -> torch.Tensor:
+    def prefill(self, ids: list[int] | torch.Tensor, start: int, slot: int = 0) -> torch.Tensor:
         ids = torch.as_tensor(ids, dtype=torch.long, device=self._token.device).view(1, -1)
-        return self.forward(ids, start)
+        return self.forward(ids, start, slot=slot)
 
     def decode_one(self, token: int, pos: int) -> torch.Tensor:
         self._token.fill_(token)
@@ -361,6 +377,7 @@ def build_model(
     tied: bool,
     context_length: int | None = None,
     prepare: Callable[[nn.Module], object] | None = None,
+    slots: int = 1,
 ) -> Transformer:
     """Build the model from HF-named tensors (`get(name)` returns one already on the
     target device and dtype) and allocate its KV cache.
@@ -385,7 +402,7 @@ def build_model(
     if prepare is not None:
         prepare(model)
     model.requires_grad_(False)
-    model.setup_cache(context_length or args.default_context_length)
+    model.setup_cache(context_length or args.default_context_length, slots)
     return model.eval()
 
 

@@ -1,0 +1,270 @@
+"""Continuous batching: a model worker's concurrent requests share decode steps.
+
+Each admitted request owns one KV-cache slot of the model (slot 0 holds the main
+conversation, whose prefix the worker's KVSession and prefix cache reuse across turns).
+Each pass of the loop admits waiting requests into free slots, by priority, then runs one
+prefill chunk for every sequence still reading its prompt, then samples one token for
+every sequence and decodes all of them in a single batched step. A sequence ends (stop,
+length, cancel, error) on its own; the others never notice.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import time
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from engine.events import Delta, Failed, FailureKind, Finished, FinishReason, Usage
+from engine.inference.generate import KVSession, common_prefix
+from engine.inference.sampling import Sampler
+from engine.inference.stops import StopStringMatcher
+from engine.tokenize import StreamingDetokenizer, Tokenizer
+
+if TYPE_CHECKING:
+    from engine.inference.worker import GenerationRequest, ModelWorker
+
+log = logging.getLogger(__name__)
+
+
+def supports_batching(model) -> bool:
+    return callable(getattr(model, "decode_batch", None)) and getattr(model, "slots", 1) > 1
+
+
+class SequenceOutput:
+    """Turns one request's sampled ids into its events: deltas with stop strings held
+    back, then Usage and Finished. Mirrors the single-request path token for token."""
+
+    def __init__(self, tokenizer: Tokenizer, request: "GenerationRequest") -> None:
+        self.request = request
+        self.emit = request.sink
+        self.eos = tokenizer.eos_ids
+        self.detok = StreamingDetokenizer(tokenizer)
+        self.stops = StopStringMatcher(request.params.stop)
+        self.produced = 0
+        self.first_at: float | None = None
+        self.stopped_by_string = False
+
+    def feed(self, token: int) -> FinishReason | None:
+        """Handle one sampled id; the reason to finish, or None to go on."""
+        if self.first_at is None:
+            self.first_at = time.perf_counter()
+        if self.request.cancel.is_set():
+            return FinishReason.CANCELLED
+        if token in self.eos:
+            return FinishReason.STOP
+        self.produced += 1
+        text, hit = self.stops.feed(self.detok.feed(token))
+        if text:
+            self.emit(Delta(text))
+        if hit:
+            self.stopped_by_string = True
+            return FinishReason.STOP
+        if self.produced >= self.request.params.max_tokens:
+            return FinishReason.LENGTH
+        return None
+
+    def finish(self, reason: FinishReason, cached: int) -> None:
+        if not self.stopped_by_string:
+            tail, hit = self.stops.feed(self.detok.flush())
+            if not hit:
+                tail += self.stops.flush()
+            if tail:
+                self.emit(Delta(tail))
+        end = time.perf_counter()
+        submitted = self.request.submitted_at
+        ttft = (self.first_at - submitted) if self.first_at else end - submitted
+        decode_time = end - self.first_at if self.first_at else 0.0
+        produced = self.produced
+        rate = (produced - 1) / decode_time if produced > 1 and decode_time > 0 else 0.0
+        self.emit(Usage(len(self.request.prompt_ids), produced, ttft, rate, cached))
+        self.emit(Finished(reason))
+
+
+class _Sequence:
+    def __init__(self, request: "GenerationRequest", session: KVSession, cached: int,
+                 tokenizer: Tokenizer) -> None:
+        self.request = request
+        self.session = session
+        self.cached = cached  # prompt tokens reused from the cache, for Usage
+        self.output = SequenceOutput(tokenizer, request)
+        self.sampler = Sampler(request.params)
+        self.logits: np.ndarray | None = None  # None while the prompt is being read
+        self.token: int | None = None  # sampled, waiting for the next decode step
+        self.history = np.empty(0, dtype=np.int64)
+        self.n = 0
+
+    @property
+    def slot(self) -> int:
+        return self.session.slot
+
+
+class BatchScheduler:
+    """Runs a ModelWorker's queue on its inference thread with shared decode steps."""
+
+    def __init__(self, worker: "ModelWorker", main: KVSession) -> None:
+        self.worker = worker
+        self.model = worker.model
+        self.tokenizer = worker.tokenizer
+        self.sessions = [main] + [KVSession(self.model, slot) for slot in range(1, self.model.slots)]
+        self.active: list[_Sequence] = []
+        self.parked: list = []  # pre-warm requests waiting for the model to go idle
+        self.stopping = False
+
+    def run(self) -> None:
+        while True:
+            self._admit()
+            if self.stopping and not self.active:
+                for request in self.parked:  # nobody will run them; unblock their waiters
+                    request.done.set()
+                return
+            self._prefill_step()
+            self._sample_step()
+            self._decode_step()
+            if not self.active and self.parked:
+                for request in self.parked:
+                    self.worker.submit(request)
+                self.parked = []
+
+    # -- admission ---------------------------------------------------------------------
+
+    def _free_slots(self) -> list[int]:
+        used = {seq.slot for seq in self.active}
+        return [slot for slot in range(len(self.sessions)) if slot not in used]
+
+    def _admit(self) -> None:
+        from engine.inference.worker import _STOP, WarmRequest
+
+        while not self.stopping and self._free_slots():
+            try:
+                # Idle: sleep until work comes. Busy: only take what is already waiting.
+                _, _, request = self.worker._queue.get(block=not self.active)
+            except queue.Empty:
+                return
+            if request is _STOP:
+                self.stopping = True  # finish what runs, admit nothing more
+            elif isinstance(request, WarmRequest):
+                self._warm(request)
+            elif request.cancel.is_set():
+                request.sink(Finished(FinishReason.CANCELLED))
+            else:
+                self._start(request)
+
+    def _warm(self, request) -> None:
+        # A warm-up fills slot 0 ahead of the next turn; it must not overwrite a running
+        # answer there, so it waits until nothing runs.
+        if self.active:
+            self.parked.append(request)
+            return
+        try:
+            self.worker._warm(self.sessions[0], request)
+        except Exception:
+            log.exception("pre-warming failed")
+            self.sessions[0].reset()
+        finally:
+            request.done.set()
+
+    def _pick_slot(self, request: "GenerationRequest") -> int:
+        free = self._free_slots()
+        # The visible answer (priority 0) continues the conversation held in slot 0; side
+        # work (titles, summaries) goes elsewhere so it does not evict that prefix.
+        if 0 in free and (request.priority <= 0 or free == [0]):
+            return 0
+        return next(slot for slot in free if slot != 0)
+
+    def _start(self, request: "GenerationRequest") -> None:
+        session = self.sessions[self._pick_slot(request)]
+        prompt = request.prompt_ids
+        try:
+            if session.slot == 0:
+                self.worker._switch_prefix(session, prompt)
+        except Exception as exc:
+            self._fail(request, session, exc)
+            return
+        cached = min(common_prefix(session.cached_ids, prompt), len(prompt) - 1)
+        self.active.append(_Sequence(request, session, cached, self.tokenizer))
+
+    # -- one pass ----------------------------------------------------------------------
+
+    def _prefill_step(self) -> None:
+        """One chunk of prompt for each sequence still reading it: a long prompt delays
+        the others' next token by a chunk, not by the whole prompt."""
+        from engine.inference.worker import PREFILL_CHUNK
+
+        for seq in [s for s in self.active if s.logits is None]:
+            request, session = seq.request, seq.session
+            prompt = request.prompt_ids
+            # All but the last token in chunks; the last runs alone and gives the logits,
+            # exactly as a request running by itself does.
+            target = prompt[:-1]
+            done = min(common_prefix(session.cached_ids, target), len(target))
+            try:
+                if done < len(target):
+                    if request.cancel.is_set():  # the slot is freed; its cache stays reusable
+                        waited = time.perf_counter() - request.submitted_at
+                        request.sink(Usage(len(prompt), 0, waited, 0.0, seq.cached))
+                        request.sink(Finished(FinishReason.CANCELLED))
+                        self.active.remove(seq)
+                        continue
+                    session.prefill(target[: done + PREFILL_CHUNK])
+                    continue
+                seq.logits, _ = session.prefill(prompt)
+            except Exception as exc:
+                self._drop(seq, exc)
+                continue
+            seq.history = np.empty(session.context_length + 1, dtype=np.int64)
+            seq.history[: len(prompt)] = prompt
+            seq.n = len(prompt)
+
+    def _sample_step(self) -> None:
+        for seq in [s for s in self.active if s.logits is not None]:
+            try:
+                token = seq.sampler(seq.logits, seq.history[: seq.n])
+                seq.history[seq.n] = token
+                seq.n += 1
+                seq.logits = None
+                reason = seq.output.feed(token)
+                if reason is None and len(seq.session) >= seq.session.context_length:
+                    reason = FinishReason.LENGTH  # the context window filled up
+                if reason is not None:
+                    self.active.remove(seq)
+                    seq.output.finish(reason, seq.cached)
+                else:
+                    seq.token = token
+            except Exception as exc:
+                self._drop(seq, exc)
+
+    def _decode_step(self) -> None:
+        ready = [s for s in self.active if s.token is not None]
+        if not ready:
+            return
+        try:
+            if len(ready) == 1:  # slot 0 alone keeps the compiled / CUDA-graph step
+                ready[0].logits = ready[0].session.decode(ready[0].token)
+            else:
+                logits = self.model.decode_batch(
+                    [s.token for s in ready], [len(s.session) for s in ready], [s.slot for s in ready])
+                for seq, row in zip(ready, logits):
+                    seq.session.appended(seq.token)
+                    seq.logits = row
+        except Exception as exc:
+            for seq in ready:
+                self._drop(seq, exc)
+            return
+        for seq in ready:
+            seq.token = None
+
+    # -- failures ----------------------------------------------------------------------
+
+    def _drop(self, seq: _Sequence, exc: Exception) -> None:
+        if seq in self.active:
+            self.active.remove(seq)
+        self._fail(seq.request, seq.session, exc)
+
+    def _fail(self, request: "GenerationRequest", session: KVSession, exc: Exception) -> None:
+        log.error("generation failed", exc_info=exc)
+        session.reset()  # the slot's cache may be half-written
+        request.sink(Failed(f"generation failed: {exc}", FailureKind.MODEL))
+        request.sink(Finished(FinishReason.ERROR))

@@ -1,0 +1,205 @@
+"""Continuous batching on the torch backend: sequences decoded together produce exactly
+what each produces alone (greedy, tiny random float32 models), join and leave between
+steps, are admitted by priority and can be cancelled without disturbing the others."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from engine.events import Delta, Finished, FinishReason, Usage
+from engine.inference.backends.torch import TorchBackend
+from engine.inference.sampling import SamplingParams
+from engine.inference.worker import PREFILL_CHUNK, GenerationRequest, ModelWorker
+from engine.tokenize import Tokenizer
+from tests.fixtures.tiny import make_tiny_model_dir
+
+GREEDY = SamplingParams(temperature=0.0, max_tokens=12)
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    return make_tiny_model_dir(tmp_path_factory.mktemp("tiny"))
+
+
+def _greedy_alone(model, prompt: list[int], steps: int) -> list[int]:
+    logits, out = model.prefill(prompt, 0), []
+    for i in range(steps):
+        out.append(int(np.argmax(logits)))
+        logits = model.decode(out[-1], len(prompt) + i)
+    return out
+
+
+@pytest.mark.parametrize("arch,overrides", [
+    ("llama", {}), ("qwen3", {}), ("qwen2", {}),
+    ("mistral", {"sliding_window": 6}),  # windows shorter than the prompts
+])
+def test_decode_batch_matches_each_sequence_alone(tmp_path, arch, overrides):
+    model = TorchBackend().load(make_tiny_model_dir(tmp_path, arch, **overrides),
+                                dtype="float32", slots=4)
+    rng = np.random.default_rng(1)
+    prompts = [list(map(int, rng.integers(3, 300, n))) for n in (5, 11, 2, 8)]
+    alone = [_greedy_alone(model, p, 10) for p in prompts]
+    # Out-of-order slots exercise the gathered (not viewed) cache rows.
+    slots = [2, 0, 3, 1]
+    logits = [model.prefill(p, 0, slot=s) for p, s in zip(prompts, slots)]
+    together: list[list[int]] = [[] for _ in prompts]
+    for i in range(10):
+        tokens = [int(np.argmax(row)) for row in logits]
+        for seq, token in zip(together, tokens):
+            seq.append(token)
+        logits = model.decode_batch(tokens, [len(p) + i for p in prompts], slots)
+        assert logits.shape == (len(prompts), model.vocab_size)
+    assert together == alone
+
+
+def test_decode_batch_rejects_shared_or_unknown_slots(tiny_dir):
+    model = TorchBackend().load(tiny_dir, dtype="float32", slots=2)
+    with pytest.raises(ValueError):
+        model.decode_batch([1, 2], [0, 0], [1, 1])
+    with pytest.raises(ValueError):
+        model.decode_batch([1], [0], [2])
+    with pytest.raises(ValueError):
+        model.prefill([1], 0, slot=5)
+
+
+class _Slots:
+    """The torch backend, loading with a given number of KV slots."""
+
+    def __init__(self, slots: int) -> None:
+        self.slots = slots
+        self.torch = TorchBackend()
+
+    def load(self, model_dir, *, dtype="auto"):
+        return self.torch.load(model_dir, dtype="float32", slots=self.slots)
+
+
+class _Collect:
+    def __init__(self, on_delta=None) -> None:
+        self.events: list = []
+        self.done = threading.Event()
+        self.on_delta = on_delta
+
+    def __call__(self, event) -> None:
+        self.events.append(event)
+        if isinstance(event, Delta) and self.on_delta:
+            self.on_delta(self)
+        if isinstance(event, Finished):
+            self.done.set()
+
+    @property
+    def text(self) -> str:
+        return "".join(e.text for e in self.events if isinstance(e, Delta))
+
+    @property
+    def reason(self) -> FinishReason:
+        return self.events[-1].reason
+
+    @property
+    def usage(self) -> Usage:
+        return next(e for e in self.events if isinstance(e, Usage))
+
+
+PROMPTS = ["The little wren sang", "What is the capital of France?", "Good morning! How",
+           "Water boils at"]
+
+
+def _run(worker: ModelWorker, requests: list[GenerationRequest], sinks: list[_Collect]):
+    # Submitted before the model finishes loading, so they are all waiting at the first pass.
+    for request in requests:
+        worker.submit(request)
+    worker.loaded.result(timeout=60)
+    for sink in sinks:
+        assert sink.done.wait(60)
+    worker.close()
+
+
+def _requests(tok, sinks, priorities=None, params=GREEDY):
+    priorities = priorities or [0] * len(sinks)
+    return [GenerationRequest(tok.encode(text), params, sink, priority=p)
+            for text, sink, p in zip(PROMPTS, sinks, priorities)]
+
+
+def _alone(tiny_dir, tok) -> list[str]:
+    sinks = [_Collect() for _ in PROMPTS]
+    worker = ModelWorker("alone", _Slots(1), tiny_dir, tok)
+    _run(worker, _requests(tok, sinks), sinks)
+    return [s.text for s in sinks]
+
+
+def test_worker_batches_concurrent_requests_with_unchanged_output(tiny_dir):
+    tok = Tokenizer.from_dir(tiny_dir)
+    expected = _alone(tiny_dir, tok)
+    sinks = [_Collect() for _ in PROMPTS]
+    worker = ModelWorker("batched", _Slots(4), tiny_dir, tok)
+    _run(worker, _requests(tok, sinks, priorities=[0, 1, 1, 2]), sinks)
+    assert [s.text for s in sinks] == expected
+    assert all(s.reason in (FinishReason.LENGTH, FinishReason.STOP) for s in sinks)
+    assert all(isinstance(s.events[-2], Usage) for s in sinks)
+
+
+def test_cancelling_one_sequence_leaves_the_others_intact(tiny_dir):
+    tok = Tokenizer.from_dir(tiny_dir)
+    expected = _alone(tiny_dir, tok)
+    sinks = [_Collect() for _ in PROMPTS]
+    requests = _requests(tok, sinks)
+    sinks[1].on_delta = lambda sink: requests[1].cancel.set()  # stop after its first delta
+    worker = ModelWorker("cancel", _Slots(4), tiny_dir, tok)
+    _run(worker, requests, sinks)
+    assert sinks[1].reason is FinishReason.CANCELLED
+    assert expected[1].startswith(sinks[1].text) and len(sinks[1].text) < len(expected[1])
+    assert [s.text for i, s in enumerate(sinks) if i != 1] == [e for i, e in enumerate(expected) if i != 1]
+
+
+def test_priority_decides_admission_when_slots_are_full(tiny_dir):
+    tok = Tokenizer.from_dir(tiny_dir)
+    order: list[int] = []
+    lock = threading.Lock()
+
+    def sink_for(i):
+        def note(sink):
+            with lock:
+                if i not in order:
+                    order.append(i)
+        return _Collect(on_delta=note)
+
+    sinks = [sink_for(i) for i in range(3)]
+    # Two slots, three requests: the urgent one (submitted last) must be among the first two.
+    requests = [GenerationRequest(tok.encode(PROMPTS[i]), GREEDY, sinks[i], priority=p)
+                for i, p in enumerate([2, 2, 0])]
+    worker = ModelWorker("prio", _Slots(2), tiny_dir, tok)
+    _run(worker, requests, sinks)
+    assert order.index(2) < 2 and order[-1] == 1
+
+
+def test_prompt_cancelled_during_prefill_frees_its_slot(tiny_dir):
+    tok = Tokenizer.from_dir(tiny_dir)
+    long_prompt = (tok.encode(" ".join(PROMPTS)) * 3)[:150]  # several prefill chunks
+    sinks = [_Collect(), _Collect(), _Collect()]
+    requests = [GenerationRequest(long_prompt, GREEDY, sinks[0], priority=1),
+                GenerationRequest(tok.encode(PROMPTS[0]), GREEDY, sinks[1]),
+                GenerationRequest(tok.encode(PROMPTS[1]), GREEDY, sinks[2], priority=3)]
+
+    class CancelAfterFirstChunk(_Slots):
+        def load(self, model_dir, *, dtype="auto"):
+            model = super().load(model_dir)
+            prefill = model.prefill
+
+            def first_chunk_then_cancel(ids, start, slot=0):
+                logits = prefill(ids, start, slot)
+                if len(ids) == PREFILL_CHUNK:
+                    requests[0].cancel.set()
+                return logits
+
+            model.prefill = first_chunk_then_cancel
+            return model
+
+    worker = ModelWorker("prefill", CancelAfterFirstChunk(2), tiny_dir, tok)
+    _run(worker, requests, sinks)
+    assert sinks[0].reason is FinishReason.CANCELLED and sinks[0].text == ""
+    assert sinks[0].usage.completion_tokens == 0
+    # Only two slots: the third request ran in the one the cancelled prompt gave back.
+    assert sinks[1].reason is not FinishReason.CANCELLED
+    assert sinks[2].reason is not FinishReason.CANCELLED and sinks[2].usage.completion_tokens > 0
