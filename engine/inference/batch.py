@@ -115,6 +115,7 @@ class BatchScheduler:
 
     def run(self) -> None:
         while True:
+            self._retire_cancelled()
             self._admit()
             if self.stopping and not self.active:
                 for request in self.parked:  # nobody will run them; unblock their waiters
@@ -129,6 +130,13 @@ class BatchScheduler:
                 self.parked = []
 
     # -- admission ---------------------------------------------------------------------
+
+    def _retire_cancelled(self) -> None:
+        # Before admitting: a stopped answer must give its slot (and the conversation's
+        # cached prefix in slot 0) to the request that follows it at once.
+        for seq in [s for s in self.active if s.request.cancel.is_set()]:
+            self.active.remove(seq)
+            seq.output.finish(FinishReason.CANCELLED, seq.cached)
 
     def _free_slots(self) -> list[int]:
         used = {seq.slot for seq in self.active}
