@@ -10,7 +10,7 @@ import sys
 from typing import Sequence
 
 from engine.errors import WrenError
-from engine.events import Delta, Failed, Finished, FinishReason, Usage, event_to_dict
+from engine.events import Delta, Failed, Finished, FinishReason, event_to_dict
 from engine.inference.sampling import SamplingParams
 from engine.inference.select import BACKEND_NAMES
 
@@ -159,8 +159,6 @@ async def _cmd_chat(args) -> int:
                         print(event.text, end="", flush=True)
                     elif isinstance(event, Failed):
                         print(f"\nwren: {event.error}", file=sys.stderr)
-                    elif isinstance(event, Usage):
-                        usage = event
                     elif isinstance(event, Finished):
                         note = " [stopped]" if event.reason is FinishReason.CANCELLED else ""
                         print(note)

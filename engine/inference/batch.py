@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.events import Delta, Failed, FailureKind, Finished, FinishReason, Usage
+from engine.events import Failed, FailureKind, Finished, FinishReason, Usage
 from engine.inference.generate import KVSession, common_prefix
 from engine.inference.sampling import Sampler
-from engine.inference.stops import StopStringMatcher
-from engine.tokenize import StreamingDetokenizer, Tokenizer
+from engine.inference.output import SequenceOutput
+from engine.tokenize import Tokenizer
 
 if TYPE_CHECKING:
     from engine.inference.worker import GenerationRequest, ModelWorker
@@ -31,56 +31,6 @@ log = logging.getLogger(__name__)
 
 def supports_batching(model) -> bool:
     return callable(getattr(model, "decode_batch", None)) and getattr(model, "slots", 1) > 1
-
-
-class SequenceOutput:
-    """Turns one request's sampled ids into its events: deltas with stop strings held
-    back, then Usage and Finished. Mirrors the single-request path token for token."""
-
-    def __init__(self, tokenizer: Tokenizer, request: "GenerationRequest") -> None:
-        self.request = request
-        self.emit = request.sink
-        self.eos = tokenizer.eos_ids
-        self.detok = StreamingDetokenizer(tokenizer)
-        self.stops = StopStringMatcher(request.params.stop)
-        self.produced = 0
-        self.first_at: float | None = None
-        self.stopped_by_string = False
-
-    def feed(self, token: int) -> FinishReason | None:
-        """Handle one sampled id; the reason to finish, or None to go on."""
-        if self.first_at is None:
-            self.first_at = time.perf_counter()
-        if self.request.cancel.is_set():
-            return FinishReason.CANCELLED
-        if token in self.eos:
-            return FinishReason.STOP
-        self.produced += 1
-        text, hit = self.stops.feed(self.detok.feed(token))
-        if text:
-            self.emit(Delta(text))
-        if hit:
-            self.stopped_by_string = True
-            return FinishReason.STOP
-        if self.produced >= self.request.params.max_tokens:
-            return FinishReason.LENGTH
-        return None
-
-    def finish(self, reason: FinishReason, cached: int) -> None:
-        if not self.stopped_by_string:
-            tail, hit = self.stops.feed(self.detok.flush())
-            if not hit:
-                tail += self.stops.flush()
-            if tail:
-                self.emit(Delta(tail))
-        end = time.perf_counter()
-        submitted = self.request.submitted_at
-        ttft = (self.first_at - submitted) if self.first_at else end - submitted
-        decode_time = end - self.first_at if self.first_at else 0.0
-        produced = self.produced
-        rate = (produced - 1) / decode_time if produced > 1 and decode_time > 0 else 0.0
-        self.emit(Usage(len(self.request.prompt_ids), produced, ttft, rate, cached))
-        self.emit(Finished(reason))
 
 
 class _Sequence:

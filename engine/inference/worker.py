@@ -22,10 +22,10 @@ from engine.events import Delta, Failed, FailureKind, Finished, FinishReason, Us
 from engine.inference.backend import Backend, LoadedModel
 from engine.inference.batch import BatchScheduler, supports_batching
 from engine.inference.generate import KVSession, common_prefix, generate_tokens
+from engine.inference.output import SequenceOutput
 from engine.inference.prefix_cache import MIN_GAIN, PrefixCache, supports_saving
 from engine.inference.sampling import Sampler, SamplingParams
-from engine.inference.stops import StopStringMatcher
-from engine.tokenize import StreamingDetokenizer, Tokenizer
+from engine.tokenize import Tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -171,54 +171,19 @@ class ModelWorker:
             self.submit(request)  # pre-empted: carry on after the urgent work
 
     def _generate(self, session: KVSession, request: GenerationRequest) -> None:
-        params = request.params
-        eos = self.tokenizer.eos_ids
-        detok = StreamingDetokenizer(self.tokenizer)
-        stops = StopStringMatcher(params.stop)
-        sampler = Sampler(params)
-        emit = request.sink
-        reason = FinishReason.LENGTH  # the context window filled up
-        produced = 0
-        stopped_by_string = False
-        first_at = None
+        output = SequenceOutput(self.tokenizer, request)
         self._switch_prefix(session, request.prompt_ids)
         cached_before = min(common_prefix(session.cached_ids, request.prompt_ids), len(request.prompt_ids) - 1)
         # Prefill all but the last prompt token in chunks, so a stop during a long prefill
         # lands within a chunk; generate_tokens then reuses it and runs the last one.
         if not self._prefill_chunks(session, request.prompt_ids[:-1], request.cancel):
-            emit(Usage(len(request.prompt_ids), 0, time.perf_counter() - request.submitted_at, 0.0, cached_before))
-            emit(Finished(FinishReason.CANCELLED))
+            output.finish(FinishReason.CANCELLED, cached_before)
             return
-        stream = generate_tokens(session, request.prompt_ids, sampler)
-        for token in stream:
-            if first_at is None:
-                first_at = time.perf_counter()
-            if request.cancel.is_set():
-                reason = FinishReason.CANCELLED
+        reason = FinishReason.LENGTH  # the context window filled up
+        for token in generate_tokens(session, request.prompt_ids, Sampler(request.params)):
+            reason = output.feed(token)
+            if reason is not None:
                 break
-            if token in eos:
-                reason = FinishReason.STOP
-                break
-            produced += 1
-            text, hit = stops.feed(detok.feed(token))
-            if text:
-                emit(Delta(text))
-            if hit:
-                reason = FinishReason.STOP
-                stopped_by_string = True
-                break
-            if produced >= params.max_tokens:
-                reason = FinishReason.LENGTH
-                break
-        if not stopped_by_string:
-            tail, hit = stops.feed(detok.flush())
-            if not hit:
-                tail += stops.flush()
-            if tail:
-                emit(Delta(tail))
-        end = time.perf_counter()
-        ttft = (first_at - request.submitted_at) if first_at else end - request.submitted_at
-        decode_time = end - first_at if first_at else 0.0
-        rate = (produced - 1) / decode_time if produced > 1 and decode_time > 0 else 0.0
-        emit(Usage(len(request.prompt_ids), produced, ttft, rate, cached_before))
-        emit(Finished(reason))
+        else:
+            reason = FinishReason.LENGTH
+        output.finish(reason, cached_before)
