@@ -62,7 +62,8 @@ class Turns:
 
     async def assemble(self, conv_id: int, history: list[MessageInfo], text: str, message_id: int | None,
                        options: "SendOptions", worker: ModelWorker, *, allow_summarize: bool = True,
-                       exclude_memories: tuple[int, ...] = ()) -> tuple[AssembledContext, list[int]]:
+                       exclude_memories: tuple[int, ...] = (), encode: bool = True,
+                       ) -> tuple[AssembledContext, list[int] | None]:
         e = self.e
         store = e._store_for(conv_id)
         conv = await e._db(store.get_conversation, conv_id)
@@ -83,6 +84,8 @@ class Turns:
         )
         assembler = e._assembler_for(conv_id)
         assembled = await assembler.assemble(request, allow_summarize=allow_summarize)
+        if not encode:
+            return assembled, None
         loop = asyncio.get_running_loop()
         # Encoded with the chat-aware encoder: markup typed by a user stays text.
         ids = await loop.run_in_executor(None, worker.tokenizer.encode_chat, assembled.messages)
@@ -93,7 +96,7 @@ class Turns:
         """Raise ContextOverflow for a message that cannot fit, before anything is stored."""
         store = self.e._store_for(conv_id)
         history = await self.e._db(lineage, store, parent_id) if parent_id else []
-        await self.assemble(conv_id, history, text, None, options, worker, allow_summarize=False)
+        await self.assemble(conv_id, history, text, None, options, worker, allow_summarize=False, encode=False)
 
     # -- the answer ------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ class KVSession:
         self.model = model
         self.slot = slot
         self._ids: list[int] = []
+        self._logits: np.ndarray | None = None  # the logits after the last cached id
         self.last_reused = 0  # prompt tokens the last prefill took from the cache
 
     @property
@@ -36,10 +37,12 @@ class KVSession:
 
     def reset(self) -> None:
         self._ids = []
+        self._logits = None
 
     def adopt(self, ids) -> None:
         """The model's cache now holds `ids` (a saved state was restored into it)."""
         self._ids = [int(i) for i in ids]
+        self._logits = None
 
     def prefill(self, ids: Sequence[int]) -> tuple[np.ndarray, int]:
         """Logits after `ids` and how many leading ids were reused from the cache."""
@@ -50,16 +53,23 @@ class KVSession:
             raise InvalidRequest(
                 f"the prompt has {len(ids)} tokens but the context holds {self.context_length}"
             )
-        # The last id always runs again: its logits are the answer and are not cached.
+        if self._logits is not None and ids == self._ids:
+            # Exactly the prompt already prefilled (a pre-warmed draft that was sent as is):
+            # its logits are kept, so the first token needs no forward pass at all.
+            self.last_reused = len(ids)
+            return self._logits.copy(), len(ids)
+        # The last id runs again: its logits are the answer.
         reused = min(common_prefix(self._ids, ids), len(ids) - 1)
         # Forget the tail first: if the backend fails midway, the cache past `reused`
         # is in an unknown state.
         del self._ids[reused:]
+        self._logits = None
         if self.slot:
             logits = self.model.prefill(ids[reused:], reused, slot=self.slot)
         else:
             logits = self.model.prefill(ids[reused:], reused)
         self._ids = ids
+        self._logits = logits
         self.last_reused = reused
         return logits, reused
 
@@ -68,16 +78,19 @@ class KVSession:
         pos = len(self._ids)
         if pos >= self.context_length:
             raise InvalidRequest(f"the {self.context_length}-token context is full")
+        self._logits = None
         if self.slot:
             logits = self.model.decode_batch([int(token)], [pos], [self.slot])[0]
         else:
             logits = self.model.decode(int(token), pos)
         self._ids.append(int(token))
+        self._logits = logits
         return logits
 
     def appended(self, token: int) -> None:
         """A batched decode step wrote `token` into this session's slot."""
         self._ids.append(int(token))
+        self._logits = None
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:

@@ -62,13 +62,19 @@ def test_session_reuses_the_longest_common_prefix():
     assert session.prefill([1, 2, 3, 4])[1] == 0
     assert session.prefill([1, 2, 3, 4, 5, 6])[1] == 4
     assert model.calls[-1] == ("prefill", (5, 6), 4)
-    assert session.prefill([1, 2, 9])[1] == 2  # diverges after two ids
+    first, reused = session.prefill([1, 2, 9])
+    assert reused == 2  # diverges after two ids
     assert model.calls[-1] == ("prefill", (9,), 2)
-    # The same prompt again still runs its last id: its logits are not cached.
-    assert session.prefill([1, 2, 9])[1] == 2
-    assert model.calls[-1] == ("prefill", (9,), 2)
+    calls = len(model.calls)
+    # The same prompt again (a pre-warmed draft sent as is) needs no forward pass: the
+    # logits after its last id were kept.
+    again, reused = session.prefill([1, 2, 9])
+    assert reused == 3 and len(model.calls) == calls and (again == first).all()
     assert model.cache == [1, 2, 9] and session.cached_ids == (1, 2, 9)
-    assert session.last_reused == 2
+    assert session.last_reused == 3
+    # A shorter prompt runs its last id again.
+    assert session.prefill([1, 2])[1] == 1
+    assert model.calls[-1] == ("prefill", (2,), 1)
 
 
 def test_generated_tokens_are_reused_by_the_next_turn():
