@@ -29,14 +29,6 @@ GAUSS_INT8_ABS_TOL = 0.5
 MARGIN = 2 * GRID_ABS_TOL
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _snap_to_gguf_grids(model_dir):
     """Rewrite the weights as a GGUF import would have them: linear layers on Q4_1's grid
     (16 levels between each 32-group's min and max), embeddings and head on Q8_0's."""
