@@ -23,6 +23,16 @@ def wren_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture(scope="session")
+def reference() -> dict:
+    """The starter model's reference ids and answers (shared/reference), or a skip."""
+    import json
+
+    if not REFERENCE.is_file():
+        pytest.skip(f"reference file {REFERENCE} is absent")
+    return json.loads(REFERENCE.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tests.fixtures.tiny import make_tiny_model_dir
 

@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import REFERENCE
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +38,7 @@ def starter_engine(starter_models_dir, wren_home):
 @pytest.mark.parametrize("backend", _backends())
 def test_capital_of_france_is_paris(starter_engine, backend):
     from engine.api import SendOptions
-    from engine.events import Delta, Finished, FinishReason
+    from engine.events import Delta, FinishReason
     from engine.inference.sampling import SamplingParams
 
     async def main():
@@ -62,14 +58,8 @@ def test_capital_of_france_is_paris(starter_engine, backend):
     assert events[-1].reason is FinishReason.STOP
 
 
-def _reference():
-    if not REFERENCE.exists():
-        pytest.skip(f"reference file {REFERENCE} not found")
-    return json.loads(REFERENCE.read_text())
-
-
 @pytest.mark.parametrize("backend", _backends())
-def test_greedy_ids_against_the_float32_reference(starter_models_dir, backend):
+def test_greedy_ids_against_the_float32_reference(starter_models_dir, backend, reference):
     """torch float32 must reproduce the reference exactly; lower precision (MLX on CPU
     computes the same float32 math with other kernels) may drift — how far is asserted."""
     from engine.inference.generate import KVSession, generate_tokens
@@ -78,7 +68,7 @@ def test_greedy_ids_against_the_float32_reference(starter_models_dir, backend):
     from engine.modelhub.registry import ModelRegistry
     from engine.tokenize import Tokenizer
 
-    ref = _reference()
+    ref = reference
     info = ModelRegistry(starter_models_dir).ensure_starter()
     model = resolve_backend(backend).load(info.path, dtype="float32")
     tokenizer = Tokenizer.from_dir(info.path)

@@ -15,17 +15,9 @@ from engine.errors import InvalidRequest, ModelFileError
 from engine.modelhub import ModelRegistry
 from engine.tokenize import StreamingDetokenizer, Tokenizer
 
-REFERENCE = Path(__file__).resolve().parents[2] / ".." / "shared" / "reference" / "starter_model.json"
 MULTILINGUAL = ["naïve café — 東京 🚀 émigré", "Привет, мир!", "مرحبا بالعالم", "नमस्ते दुनिया",
                 "👩‍👩‍👧‍👦 family", "🇫🇷🇯🇵", "한국어 텍스트", "Ελληνικά", "tab\tnew\nline  spaces",
                 "ǅ ﬁ ẞ ⅷ", "e\u0301 combining", "😀😃😄😁😆"]
-
-
-@pytest.fixture(scope="module")
-def reference() -> dict:
-    if not REFERENCE.is_file():
-        pytest.skip(f"reference file {REFERENCE} is absent")
-    return json.loads(REFERENCE.read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="module")

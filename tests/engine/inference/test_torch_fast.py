@@ -3,12 +3,10 @@ the float32 reference."""
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pytest
 
-from tests.conftest import REFERENCE
 from tests.fixtures.tiny import ARCHS, make_tiny_model_dir
 
 torch = pytest.importorskip("torch")
@@ -214,7 +212,7 @@ def test_compiled_decode_matches_eager(tmp_path, wren_home):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("compile", [False, True], ids=["eager", "compiled"])
-def test_starter_model_fast_path_answers_like_the_reference(starter_models_dir, compile):
+def test_starter_model_fast_path_answers_like_the_reference(starter_models_dir, compile, reference):
     """The starter's default CPU path (int4 layers, int8 head, float32 activations, bf16
     inside the matmuls) against the float32 greedy reference. Its weights come from a Q4_1
     GGUF, so int4 holds them exactly and what drifts is bf16 rounding (logits within ~0.35
@@ -225,9 +223,7 @@ def test_starter_model_fast_path_answers_like_the_reference(starter_models_dir, 
     from engine.modelhub.registry import ModelRegistry
     from engine.tokenize import Tokenizer
 
-    if not REFERENCE.exists():
-        pytest.skip(f"reference file {REFERENCE} not found")
-    ref = json.loads(REFERENCE.read_text())
+    ref = reference
     info = ModelRegistry(starter_models_dir).ensure_starter()
     tokenizer = Tokenizer.from_dir(info.path)
     model = TorchBackend().load(info.path, compile=compile)

@@ -8,25 +8,16 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import pytest
 
 from engine.modelhub import ModelSource
 from engine.tokenize import Tokenizer
 
-REFERENCE = Path(__file__).resolve().parents[3] / ".." / "shared" / "reference" / "starter_model.json"
 # the haiku case runs the full 32 tokens; the four shorter ones cover the check in a few seconds
 GREEDY_CASES = [0, 1, 3, 4]
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def reference() -> dict:
-    if not REFERENCE.is_file():
-        pytest.skip(f"reference file {REFERENCE} is absent")
-    return json.loads(REFERENCE.read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="module")
