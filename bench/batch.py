@@ -9,7 +9,10 @@ weights, float32 activations on a CPU):
     from the first submit to the last Finished (prompt reading included).
 Both report aggregate tokens/s over all sequences.
 
-    .venv/bin/python bench/batch.py [--tokens 32] [--threads N] [--context 1024]
+    .venv/bin/python bench/batch.py [--tokens 32] [--threads N] [--context 1024] [--compile off]
+
+--compile auto lets the single-sequence step compile (waited for before measuring); the
+default, off, compares batched and single steps on the same eager footing.
 """
 
 from __future__ import annotations
@@ -90,6 +93,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--context", type=int, default=1024, help="per-slot KV cache length")
+    parser.add_argument("--compile", default="off", choices=("auto", "on", "off"))
     args = parser.parse_args()
 
     import torch
@@ -100,13 +104,16 @@ def main() -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    info = ModelRegistry("/tmp/wren-starter-check").ensure_starter()
+    info = ModelRegistry().ensure_starter()
     tokenizer = Tokenizer.from_dir(info.path)
     prompts = [tokenizer.encode_chat([{"role": "user", "content": q}]) for q in QUESTIONS]
 
     class Backend(TorchBackend):  # the worker's load() call, with this run's slots
         def load(self, model_dir, **options):
-            return super().load(model_dir, context_length=args.context, slots=max(BATCHES))
+            model = super().load(model_dir, context_length=args.context, slots=max(BATCHES),
+                                 compile=args.compile)
+            model.wait_compiled()
+            return model
 
     backend = Backend()
     model = backend.load(info.path)
@@ -119,7 +126,7 @@ def main() -> None:
         })
     model.close()
     print(json.dumps({
-        "model": info.path.name, "dtype": model.dtype, "quant": model.quant,
+        "model": info.path.name, "dtype": model.dtype, "quant": model.quant, "decode_mode": model.decode_mode,
         "threads": torch.get_num_threads(), "machine": platform.processor() or platform.machine(),
         "context_per_slot": args.context, "tokens_per_sequence": args.tokens, "results": results,
     }, indent=2))

@@ -6,8 +6,13 @@ tokens/s (--decode-tokens greedy tokens), time to first token for a chat questio
 cache) and peak resident memory.
 
     .venv/bin/python bench/decode.py [--backends torch-cpu,mlx] [--runs 5]
-        [--dtype auto] [--quant auto] [--compile] [--threads N]
+        [--dtype auto] [--quant auto] [--compile auto,off] [--threads N]
         [--compare-llama-cpp /path/to/llama-bench]
+
+--compile takes one or more of auto (the default: on a CPU the decode step compiles in the
+background after load; the benchmark waits for it and reports how long it took), on
+(compile / CUDA-graph capture during load) and off (eager); each is measured in its own
+subprocess, so `--compile auto,off` gives the compiled and the eager figures in one run.
 
 --compare-llama-cpp runs llama.cpp's llama-bench on the starter GGUF with the same thread
 count and token counts, before and after the Wren backends (so both see the same machine
@@ -52,6 +57,11 @@ def measure(backend_name: str, args: argparse.Namespace) -> dict:
     started = time.perf_counter()
     model = backend.load(info.path, **options)
     load_s = time.perf_counter() - started
+    background_s = 0.0
+    if hasattr(model, "wait_compiled"):
+        started = time.perf_counter()
+        model.wait_compiled()  # steady state: measure after a background compile finished
+        background_s = time.perf_counter() - started
 
     text = ("The quick brown fox jumps over the lazy dog while the river keeps flowing. " * 200)
     long_ids = tokenizer.encode(text)[: args.prompt_tokens]
@@ -87,8 +97,9 @@ def measure(backend_name: str, args: argparse.Namespace) -> dict:
     if backend_name.startswith("torch"):
         import torch
 
-        result.update(quant=model.quant, decode_mode=model.decode_mode,
-                      warmup_s=round(model.warmup_s, 2), threads=torch.get_num_threads())
+        result.update(quant=model.quant, compile=args.compile, decode_mode=model.decode_mode,
+                      warmup_s=round(model.warmup_s, 2), waited_for_compile_s=round(background_s, 2),
+                      threads=torch.get_num_threads())
     result.update({
         "load_s": round(load_s, 3),
         "prompt_tokens": len(long_ids),
@@ -151,7 +162,8 @@ def main() -> None:
     ap.add_argument("--decode-tokens", type=int, default=64)
     ap.add_argument("--dtype", default="auto")
     ap.add_argument("--quant", default="auto", help="torch weight format: auto, none, int8, int4")
-    ap.add_argument("--compile", action="store_true", help="torch: compile (CPU) / CUDA-graph the decode step")
+    ap.add_argument("--compile", default="auto",
+                    help="torch: auto, on, off, or several comma-separated (default auto)")
     ap.add_argument("--threads", type=int, default=0, help="torch and llama.cpp threads (default: torch's)")
     ap.add_argument("--compare-llama-cpp", metavar="PATH", help="a llama-bench binary to measure against")
     ap.add_argument("--one", help=argparse.SUPPRESS)
@@ -173,6 +185,10 @@ def main() -> None:
 
         threads = torch.get_num_threads()
 
+    compiles = [c.strip() for c in args.compile.split(",") if c.strip()]
+    if not compiles or any(c not in ("auto", "on", "off") for c in compiles):
+        raise SystemExit(f"--compile takes auto, on and off, got {args.compile!r}")
+
     def run_backends() -> list:
         results = []
         for name in names:
@@ -181,14 +197,17 @@ def main() -> None:
             except Exception as exc:
                 results.append({"backend": name, "skipped": str(exc)})
                 continue
-            cmd = [sys.executable, __file__, "--one", name, "--runs", str(args.runs), "--prompt-tokens",
-                   str(args.prompt_tokens), "--decode-tokens", str(args.decode_tokens), "--dtype", args.dtype,
-                   "--quant", args.quant, "--threads", str(threads)] + (["--compile"] if args.compile else [])
-            out = subprocess.run(cmd, env=env, capture_output=True, text=True)
-            if out.returncode != 0:
-                results.append({"backend": name, "error": out.stderr.strip().splitlines()[-1:]})
-                continue
-            results.append(json.loads(out.stdout.strip().splitlines()[-1]))
+            for compile_mode in compiles if name.startswith("torch") else ["off"]:
+                cmd = [sys.executable, __file__, "--one", name, "--runs", str(args.runs), "--prompt-tokens",
+                       str(args.prompt_tokens), "--decode-tokens", str(args.decode_tokens),
+                       "--dtype", args.dtype, "--quant", args.quant, "--threads", str(threads),
+                       "--compile", compile_mode]
+                out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+                if out.returncode != 0:
+                    results.append({"backend": name, "compile": compile_mode,
+                                    "error": out.stderr.strip().splitlines()[-1:]})
+                    continue
+                results.append(json.loads(out.stdout.strip().splitlines()[-1]))
         return results
 
     report = {"model": "smollm2-135m-instruct", "cpu_count": os.cpu_count(), "threads": threads}

@@ -72,6 +72,7 @@ async def main_async(args) -> dict:
     registry.ensure_starter()
     engine = Engine(Store(home / "wren.sqlite3"), registry)
     await engine.load_model(backend=args.backend)
+    await engine.decode_mode(wait=True)  # a background compile would skew the first variant
     variants = {
         "no_guard": (NoGuard, Policy.shipped()),
         "shipped_policy": (OutputGuard, Policy.shipped()),

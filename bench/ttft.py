@@ -66,6 +66,7 @@ async def main_async(args) -> dict:
     store = Store(home / "wren.sqlite3")
     engine = Engine(store, registry)
     status = await engine.load_model(backend=args.backend)
+    decode_mode = await engine.decode_mode(wait=True)  # the steady state, not the first seconds
     tokenizer = engine._worker.tokenizer
     params = SamplingParams(temperature=0.0, max_tokens=8)
     results = {"cold": [], "prefix_cached": [], "prewarmed": []}
@@ -90,6 +91,7 @@ async def main_async(args) -> dict:
     return {
         "model": status.name,
         "backend": status.backend,
+        "decode_mode": decode_mode,
         "history_prompt_tokens": int(statistics.median(prompt_tokens)),
         "runs": args.runs,
         "ttft_ms": {k: round(statistics.median(v) * 1000, 1) for k, v in results.items()},

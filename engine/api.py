@@ -284,6 +284,18 @@ class Engine(Preferences):
         assert self._assemblers is not None
         return self._assemblers[1 if conversation_id >= TEMPORARY_IDS else 0]
 
+    async def decode_mode(self, wait: bool = False) -> str | None:
+        """How the loaded model decodes ("eager", "compiling", "compiled", "cuda-graph"; None
+        with no model loaded or a backend that does not say). wait=True first waits for a
+        background compile of the decode step to finish."""
+        worker = self._worker
+        model = worker.model if worker is not None else None
+        if model is None or not hasattr(model, "decode_mode"):
+            return None
+        if wait and hasattr(model, "wait_compiled"):
+            return await asyncio.get_running_loop().run_in_executor(None, model.wait_compiled)
+        return model.decode_mode
+
     async def unload_model(self) -> None:
         async with self._load_lock:
             await self._unload()

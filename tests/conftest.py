@@ -19,6 +19,9 @@ def wren_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "wren-home"
     home.mkdir()
     monkeypatch.setenv("WREN_HOME", str(home))
+    # A model loaded by "auto" would otherwise start compiling its decode step in the
+    # background; tests that want compiling ask for it.
+    monkeypatch.setenv("WREN_TORCH_COMPILE", "off")
     return home
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Sequence
 
@@ -27,6 +28,8 @@ QUANT_MIN_PARAMS = 20_000_000
 # title, a summary, a quick prompt); more wait their turn. Each slot costs a full context
 # of cache (starter model, fp32, 8k: ~380 MB), so two rather than four by default.
 DEFAULT_SLOTS = 2
+_ENV_COMPILE = {"": "auto", "auto": "auto", "on": "on", "1": "on", "true": "on", "yes": "on",
+                "off": "off", "0": "off", "false": "off", "no": "off"}
 
 
 class TorchModel:
@@ -41,11 +44,29 @@ class TorchModel:
         # What "auto" resolved to and how decoding runs, for the UI and benchmarks.
         self.dtype = dtype
         self.quant = quant
-        self.decode_mode = "cuda-graph" if step is not None else (
-            "compiled" if model.decode_block is not None else "eager")
         self.warmup_s = 0.0  # compile or capture time spent in load
+        self.background = None  # a BackgroundCompile while the decode step compiles
         self.slots = model.slots  # slot 0 is the one export_kv/import_kv and decode use
+        self._graphs = step
         self._step = step or model.decode_one
+
+    @property
+    def decode_mode(self) -> str:
+        """How a decoded token runs now: "cuda-graph", "compiled", "compiling" (eager while
+        the compiled step is being built in the background) or "eager"."""
+        if self._graphs is not None:
+            return "cuda-graph"
+        if self._model.decode_block is not None:
+            return "compiled"
+        return "compiling" if self.background is not None and not self.background.done else "eager"
+
+    def wait_compiled(self, timeout: float | None = None) -> str:
+        """Block until a background compile has finished; returns decode_mode."""
+        if self.background is not None:
+            self.background.wait(timeout)
+            if self.background.seconds is not None:
+                self.warmup_s = self.background.seconds
+        return self.decode_mode
 
     def _check(self, count: int, start: int, slot: int = 0) -> None:
         if self._model is None:
@@ -98,7 +119,7 @@ class TorchModel:
                 attention.v_cache[:, :, :n] = values[:, :, :n]
 
     def close(self) -> None:
-        model, self._model, self._step = self._model, None, None
+        model, self._model, self._step, self._graphs = self._model, None, None, None
         del model
         if torch is not None and torch.cuda.is_available():
             torch.cuda.empty_cache()
@@ -127,7 +148,7 @@ class TorchBackend:
 
     def load(
         self, model_dir: Path, *, dtype: str = "auto", quant: str = "auto",
-        context_length: int | None = None, compile: bool = False, slots: int = DEFAULT_SLOTS,
+        context_length: int | None = None, compile: bool | str = "auto", slots: int = DEFAULT_SLOTS,
     ) -> TorchModel:
         """Load an HF folder. context_length defaults to min(max_position_embeddings, 8192).
 
@@ -142,9 +163,13 @@ class TorchBackend:
         compile=True makes decoding fast at a start-up cost, paid here on the loading
         thread: on a CPU it torch.compiles the decode step (needs a C++ compiler; falls back
         to eager if compiling fails; artifacts cached under <data dir>/cache/torch-inductor;
-        starter model on 2 cores: 14-20 s the first time, ~5 s from the cache, then decodes
-        ~1.3x faster than eager int4), on CUDA it captures the decode step in CUDA graphs. `warmup_s` on
-        the result says how long it took.
+        starter model on 2 cores: 7-15 s the first time, 3-5 s from the cache, then decodes
+        ~1.7x faster than eager int4), on CUDA it captures the decode step in CUDA graphs.
+        `warmup_s` on the result says how long it took. compile="auto" (the default; the
+        WREN_TORCH_COMPILE environment variable, "auto", "on" or "off", overrides it) compiles
+        on a CPU for models where it pays off (over QUANT_MIN_PARAMS) on a low-priority
+        background thread, decoding eagerly until it is ready (`decode_mode` "compiling");
+        on CUDA it stays eager, as the CUDA-graph path has not been measured on a GPU yet.
 
         slots is how many sequences the KV cache holds for batched decoding (1 turns it off)."""
         from engine.inference.models.llama import ModelArgs, build_model
@@ -171,13 +196,18 @@ class TorchBackend:
         with torch.inference_mode():
             model = build_model(args, weights.get, tied=tied, context_length=context_length,
                                 prepare=_quantizer(quant, torch_dtype), slots=slots)
-        warmup_s, step = 0.0, None
-        if compile and self.device == "cpu":
-            from engine.inference.models.decode import compile_cpu_decode
+        when = self.resolve_compile(compile, _parameter_count(args))
+        warmup_s, step, background = 0.0, None, None
+        if when != "off" and self.device == "cpu":
+            from engine.inference.models import decode
             from engine.paths import data_dir
 
-            warmup_s = compile_cpu_decode(model, data_dir() / "cache" / "torch-inductor") or 0.0
-        elif compile:
+            cache = data_dir() / "cache" / "torch-inductor"
+            if when == "background":
+                background = decode.BackgroundCompile(model, cache)
+            else:
+                warmup_s = decode.compile_cpu_decode(model, cache) or 0.0
+        elif when != "off":
             from engine.inference.models.decode import CudaGraphDecode
 
             step = CudaGraphDecode(model)
@@ -185,7 +215,26 @@ class TorchBackend:
         loaded = TorchModel(model, self.name, model.context_length, args.vocab_size,
                             dtype=dtype, quant=quant, step=step)
         loaded.warmup_s = warmup_s
+        loaded.background = background
         return loaded
+
+    def resolve_compile(self, compile: bool | str, parameters: int) -> str:
+        """"now", "background" or "off": when `load` compiles the decode step."""
+        if compile == "auto":
+            raw = os.environ.get("WREN_TORCH_COMPILE", "").strip().lower()
+            compile = _ENV_COMPILE.get(raw)
+            if compile is None:
+                raise ValueError(f"WREN_TORCH_COMPILE must be auto, on or off, got {raw!r}")
+        if compile in (True, "on"):
+            return "now"
+        if compile in (False, "off"):
+            return "off"
+        if compile != "auto":
+            raise ValueError(f"compile must be True, False, 'auto', 'on' or 'off', got {compile!r}")
+        # CUDA graphs stay opt-in until measured on a GPU; tiny models gain nothing.
+        if self.device != "cpu" or parameters < QUANT_MIN_PARAMS:
+            return "off"
+        return "background"
 
     def resolve_format(self, dtype: str, quant: str, parameters: int) -> tuple[str, str]:
         """(compute dtype, weight format) that `load` uses for these options."""

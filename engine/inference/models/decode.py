@@ -12,8 +12,11 @@ bucket so a short chat does not pay for reading the whole 8k cache.
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -30,9 +33,11 @@ _FIRST_COMPILED_POS = 2
 
 
 def compile_cpu_decode(model: Transformer, cache_dir: Path | None = None) -> float | None:
-    """Route `model.decode_one` through torch.compile'd blocks and compile them now (call it
-    on the thread that loads the model, never on a GUI thread). Returns the seconds the
-    warm-up took, or None when compiling failed and decoding stays eager."""
+    """Compile the decode block and route `model.decode_one` through it once it works (call
+    it on the thread that loads the model or on a background thread, never on a GUI
+    thread). The warm-up runs on scratch copies of the layers' caches, so it may run while
+    the model decodes eagerly on another thread. Returns the seconds it took, or None when
+    compiling failed and decoding stays eager."""
     if model.context_length <= _FIRST_COMPILED_POS + 1:
         return None  # nothing would ever run compiled
     if cache_dir is not None:
@@ -45,17 +50,83 @@ def compile_cpu_decode(model: Transformer, cache_dir: Path | None = None) -> flo
         return compiled(layer, h, cos, sin, start)
 
     started = time.perf_counter()
-    model.decode_block = block
     try:
         with torch.inference_mode():
-            # Scratch positions: the cache holds nothing yet, and a later prefill rewrites them.
-            model.decode_one(0, _FIRST_COMPILED_POS)
-            model.decode_one(0, _FIRST_COMPILED_POS + 1)
+            h = model.tok_embeddings(torch.zeros((1, 1), dtype=torch.long, device=model._token.device))
+            # One graph per distinct layer shape (sliding windows are Python ints the graph
+            # specialises on); two positions so the second compiles the symbolic one.
+            for layer in _distinct_layers(model):
+                scratch = _with_scratch_cache(layer)
+                for pos in (_FIRST_COMPILED_POS, _FIRST_COMPILED_POS + 1):
+                    compiled(scratch, h, model._cos[pos : pos + 1], model._sin[pos : pos + 1], pos)
     except Exception as exc:  # no C++ compiler, an unsupported op: eager still works
-        model.decode_block = None
         log.warning("torch.compile of the decode step failed; decoding eagerly: %s", exc)
         return None
+    model.decode_block = block
     return time.perf_counter() - started
+
+
+class BackgroundCompile:
+    """Compiles the decode block on a low-priority thread while the model serves requests
+    eagerly; the compiled block takes over from the next decoded token once it is ready."""
+
+    def __init__(self, model: Transformer, cache_dir: Path | None = None) -> None:
+        self.seconds: float | None = None  # the warm-up's duration, once it succeeded
+        self.failed = False
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(model, cache_dir),
+                                        name="wren-compile", daemon=True)
+        self._thread.start()
+
+    def _run(self, model: Transformer, cache_dir: Path | None) -> None:
+        try:
+            _lower_thread_priority()
+            self.seconds = compile_cpu_decode(model, cache_dir)
+            self.failed = self.seconds is None
+        except BaseException:  # reported, never raised into a thread nobody joins
+            log.exception("background compile failed")
+            self.failed = True
+        finally:
+            self._done.set()
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """True once the compile finished (successfully or not)."""
+        return self._done.wait(timeout)
+
+
+def _lower_thread_priority() -> None:
+    # The compile competes with the answer being decoded for the same few cores; on Linux
+    # niceness is per thread, and the C++ compiler processes it starts inherit it.
+    if hasattr(os, "setpriority") and sys.platform.startswith("linux"):
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        except OSError:
+            pass
+
+
+def _distinct_layers(model: Transformer) -> list:
+    seen, layers = set(), []
+    for layer in model.layers:
+        if layer.attention.window not in seen:
+            seen.add(layer.attention.window)
+            layers.append(layer)
+    return layers
+
+
+def _with_scratch_cache(layer):
+    """A copy of `layer` sharing its weights but writing into zeroed caches of its own."""
+    attention = copy.copy(layer.attention)
+    attention._buffers = dict(attention._buffers)
+    attention.k_cache = torch.zeros_like(layer.attention.k_cache)
+    attention.v_cache = torch.zeros_like(layer.attention.v_cache)
+    scratch = copy.copy(layer)
+    scratch._modules = dict(layer._modules)
+    scratch._modules["attention"] = attention
+    return scratch
 
 
 def _use_cache_dir(path: Path) -> None:
