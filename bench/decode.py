@@ -89,6 +89,7 @@ def measure(backend_name: str, args: argparse.Namespace) -> dict:
             history.append(token)
             token = sampler(model.decode(token, len(history) - 1), history)
         tg.append(args.decode_tokens / (time.perf_counter() - t0))
+    decode_mode = getattr(model, "decode_mode", None)
     model.close()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kB on Linux
     if sys.platform == "darwin":
@@ -97,7 +98,7 @@ def measure(backend_name: str, args: argparse.Namespace) -> dict:
     if backend_name.startswith("torch"):
         import torch
 
-        result.update(quant=model.quant, compile=args.compile, decode_mode=model.decode_mode,
+        result.update(quant=model.quant, compile=args.compile, decode_mode=decode_mode,
                       warmup_s=round(model.warmup_s, 2), waited_for_compile_s=round(background_s, 2),
                       threads=torch.get_num_threads())
     result.update({

@@ -6,6 +6,12 @@ Each pass of the loop admits waiting requests into free slots, by priority, then
 prefill chunk for every sequence still reading its prompt, then samples one token for
 every sequence and decodes all of them in a single batched step. A sequence ends (stop,
 length, cancel, error) on its own; the others never notice.
+
+Priorities: when every slot is busy and a more urgent request waits (the visible answer
+behind a title), the least urgent running sequence is paused: its KV-cache rows are copied
+out, its slot goes to the urgent request, and it resumes from exactly where it was (rows
+copied back, same sampler and output state) as soon as a slot frees, ahead of waiting
+requests no more urgent than it. Its text is unchanged; it only arrives later.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ class _Sequence:
         self.token: int | None = None  # sampled, waiting for the next decode step
         self.history = np.empty(0, dtype=np.int64)
         self.n = 0
+        self.saved: tuple | None = None  # (KV rows, cached ids) while paused
 
     @property
     def slot(self) -> int:
@@ -60,6 +67,7 @@ class BatchScheduler:
         self.tokenizer = worker.tokenizer
         self.sessions = [main] + [KVSession(self.model, slot) for slot in range(1, self.model.slots)]
         self.active: list[_Sequence] = []
+        self.paused: list[_Sequence] = []  # pre-empted, most urgent first
         self.parked: list = []  # pre-warm requests waiting for the model to go idle
         self.stopping = False
 
@@ -67,7 +75,7 @@ class BatchScheduler:
         while True:
             self._retire_cancelled()
             self._admit()
-            if self.stopping and not self.active:
+            if self.stopping and not self.active and not self.paused:
                 for request in self.parked:  # nobody will run them; unblock their waiters
                     request.done.set()
                 return
@@ -87,6 +95,9 @@ class BatchScheduler:
         for seq in [s for s in self.active if s.request.cancel.is_set()]:
             self.active.remove(seq)
             seq.output.finish(FinishReason.CANCELLED, seq.cached)
+        for seq in [s for s in self.paused if s.request.cancel.is_set()]:
+            self.paused.remove(seq)
+            seq.output.finish(FinishReason.CANCELLED, seq.cached)
 
     def _free_slots(self) -> list[int]:
         used = {seq.slot for seq in self.active}
@@ -95,10 +106,18 @@ class BatchScheduler:
     def _admit(self) -> None:
         from engine.inference.worker import _STOP, WarmRequest
 
-        while not self.stopping and self._free_slots():
+        while True:
+            if not self._free_slots():
+                if self.stopping or not self._preempt_for_waiting():
+                    return
+            if self.paused and not self._waiting_more_urgent(self.paused[0].request.priority):
+                self._resume(self.paused.pop(0))
+                continue
+            if self.stopping:
+                return
             try:
                 # Idle: sleep until work comes. Busy: only take what is already waiting.
-                _, _, request = self.worker._queue.get(block=not self.active)
+                _, _, request = self.worker._queue.get(block=not self.active and not self.paused)
             except queue.Empty:
                 return
             if request is _STOP:
@@ -109,6 +128,58 @@ class BatchScheduler:
                 request.sink(Finished(FinishReason.CANCELLED))
             else:
                 self._start(request)
+
+    def _waiting_more_urgent(self, priority: int) -> bool:
+        from engine.inference.worker import _STOP
+
+        waiting = self.worker._queue.queue  # a heap: its first item is the most urgent
+        return bool(waiting) and waiting[0][2] is not _STOP and waiting[0][0] < priority
+
+    def _preempt_for_waiting(self) -> bool:
+        """Pause the least urgent running sequence if a more urgent request waits; True if
+        a slot was freed."""
+        waiting = self.worker._queue.queue
+        if not self.active or not self._waiting_more_urgent(max(s.request.priority for s in self.active)):
+            return False
+        urgency = waiting[0][0]
+        # Least urgent first; among equals the latest started, which has done least.
+        victim = max((s for s in self.active if s.request.priority > urgency),
+                     key=lambda s: (s.request.priority, self.active.index(s)))
+        self._pause(victim)
+        return True
+
+    def _pause(self, seq: _Sequence) -> None:
+        self.active.remove(seq)
+        session = seq.session
+        if seq.logits is not None:  # generating: keep its cache rows to resume exactly
+            state, _ = self.model.export_kv(len(session), session.slot)
+            seq.saved = (state, session.cached_ids)
+        # Else it was still reading its prompt: it starts that again wherever it resumes.
+        session.reset()  # the slot is about to be overwritten
+        self.paused.append(seq)
+        self.paused.sort(key=lambda s: s.request.priority)  # stable: earlier pauses first
+        log.debug("paused a priority-%d sequence for more urgent work", seq.request.priority)
+
+    def _resume(self, seq: _Sequence) -> None:
+        session = self.sessions[self._pick_slot(seq.request)]
+        try:
+            if seq.saved is not None:
+                if session.slot == 0:
+                    self.worker.save_live(session)  # the conversation's prefix, for later
+                state, ids = seq.saved
+                self.model.import_kv(state, len(ids), session.slot)
+                session.adopt(ids)
+                seq.saved = None
+            else:
+                seq.cached = min(common_prefix(session.cached_ids, seq.request.prompt_ids),
+                                 len(seq.request.prompt_ids) - 1)
+        except Exception as exc:
+            session.reset()
+            seq.session = session
+            self._drop(seq, exc)
+            return
+        seq.session = session
+        self.active.append(seq)
 
     def _warm(self, request) -> None:
         # A warm-up fills slot 0 ahead of the next turn; it must not overwrite a running

@@ -143,12 +143,17 @@ class ModelWorker:
         saved, shared = self.prefixes.best(ids)
         restore = saved is not None and shared >= live + MIN_GAIN
         if len(session) - live >= MIN_GAIN:
-            state, nbytes = self.model.export_kv(len(session))
-            self.prefixes.put(session.cached_ids, state, nbytes)
+            self.save_live(session)
         if restore:
             self.model.import_kv(saved.state, len(saved.ids))
             session.adopt(saved.ids)
             self.prefixes.discard(saved.ids)  # live now; saved again when it is left
+
+    def save_live(self, session: KVSession) -> None:
+        """Keep slot 0's cached prompt in the prefix cache before something overwrites it."""
+        if supports_saving(self.model) and len(session) >= MIN_GAIN:
+            state, nbytes = self.model.export_kv(len(session))
+            self.prefixes.put(session.cached_ids, state, nbytes)
 
     def _prefill_chunks(self, session: KVSession, ids: list[int], cancel: threading.Event,
                         priority: int | None = None) -> bool:

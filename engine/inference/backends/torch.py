@@ -54,6 +54,8 @@ class TorchModel:
     def decode_mode(self) -> str:
         """How a decoded token runs now: "cuda-graph", "compiled", "compiling" (eager while
         the compiled step is being built in the background) or "eager"."""
+        if self._model is None:
+            return "closed"
         if self._graphs is not None:
             return "cuda-graph"
         if self._model.decode_block is not None:
@@ -102,21 +104,24 @@ class TorchModel:
         with torch.inference_mode():
             return _to_numpy(decode_batch(self._model, tokens, positions, slots))
 
-    def _caches(self):
+    def _caches(self, slot: int):
+        if not 0 <= slot < self.slots:
+            raise ValueError(f"slot {slot} is outside 0..{self.slots - 1}")
         for layer in self._model.layers:
-            yield layer.attention
+            attention = layer.attention
+            yield attention.k_slots[slot : slot + 1], attention.v_slots[slot : slot + 1]
 
-    def export_kv(self, n: int) -> tuple[list, int]:
-        """Copies of the first `n` cached positions of every layer, and their size."""
+    def export_kv(self, n: int, slot: int = 0) -> tuple[list, int]:
+        """Copies of the first `n` cached positions of every layer in `slot`, and their size."""
         with torch.inference_mode():
-            state = [(a.k_cache[:, :, :n].clone(), a.v_cache[:, :, :n].clone()) for a in self._caches()]
+            state = [(k[:, :, :n].clone(), v[:, :, :n].clone()) for k, v in self._caches(slot)]
         return state, sum(k.nbytes + v.nbytes for k, v in state)
 
-    def import_kv(self, state: list, n: int) -> None:
+    def import_kv(self, state: list, n: int, slot: int = 0) -> None:
         with torch.inference_mode():
-            for attention, (keys, values) in zip(self._caches(), state):
-                attention.k_cache[:, :, :n] = keys[:, :, :n]
-                attention.v_cache[:, :, :n] = values[:, :, :n]
+            for (k, v), (keys, values) in zip(self._caches(slot), state):
+                k[:, :, :n] = keys[:, :, :n]
+                v[:, :, :n] = values[:, :, :n]
 
     def close(self) -> None:
         model, self._model, self._step, self._graphs = self._model, None, None, None

@@ -203,3 +203,117 @@ def test_prompt_cancelled_during_prefill_frees_its_slot(tiny_dir):
     # Only two slots: the third request ran in the one the cancelled prompt gave back.
     assert sinks[1].reason is not FinishReason.CANCELLED
     assert sinks[2].reason is not FinishReason.CANCELLED and sinks[2].usage.completion_tokens > 0
+
+
+LONGER = SamplingParams(temperature=0.0, max_tokens=24)
+PREEMPT_PROMPTS = [PROMPTS[1], PROMPTS[0], PROMPTS[2]]
+
+
+def _texts_alone(tiny_dir, tok, prompts, params) -> list[str]:
+    sinks = [_Collect() for _ in prompts]
+    worker = ModelWorker("alone", _Slots(1), tiny_dir, tok)
+    _run(worker, [GenerationRequest(tok.encode(p), q, s) for p, q, s in zip(prompts, params, sinks)], sinks)
+    return [s.text for s in sinks]
+
+
+def _preemption_run(tiny_dir, tok, on_urgent_delta=None):
+    """Two priority-2 answers fill both slots; after the first one's third delta a
+    priority-0 request arrives. Returns the sinks, the requests and the event log. (The
+    first prompt is one whose answer streams a delta per token on the tiny model.)"""
+    log: list[tuple[str, int]] = []
+    lock = threading.Lock()
+    requests: list[GenerationRequest] = []
+    worker = ModelWorker("preempt", _Slots(2), tiny_dir, tok)
+
+    def sink_for(i):
+        def note(sink):
+            with lock:
+                log.append(("delta", i))
+                if i == 0 and log.count(("delta", 0)) == 3:
+                    worker.submit(requests[2])  # from the inference thread, mid-answer
+            if i == 2 and on_urgent_delta:
+                on_urgent_delta(requests)
+        collect = _Collect(on_delta=note)
+        original = collect.__call__
+
+        def record(event, _i=i, _original=original):
+            if isinstance(event, Finished):
+                with lock:
+                    log.append(("finished", _i))
+            _original(event)
+        return record, collect
+
+    pairs = [sink_for(i) for i in range(3)]
+    for text, (record, _), priority, params in zip(PREEMPT_PROMPTS, pairs, [2, 2, 0], [LONGER, LONGER, GREEDY]):
+        requests.append(GenerationRequest(tok.encode(text), params, record, priority=priority))
+    for request in requests[:2]:
+        worker.submit(request)
+    worker.loaded.result(timeout=60)
+    sinks = [collect for _, collect in pairs]
+    for sink in sinks:
+        assert sink.done.wait(60), log
+    worker.close()
+    return sinks, requests, log
+
+
+def test_urgent_request_pauses_a_less_urgent_sequence_which_resumes_unchanged(tiny_dir):
+    tok = Tokenizer.from_dir(tiny_dir)
+    expected = _texts_alone(tiny_dir, tok, PREEMPT_PROMPTS, [LONGER, LONGER, GREEDY])
+    sinks, _, log = _preemption_run(tiny_dir, tok)
+    # Both slots were busy, yet the urgent answer started before either of them finished.
+    first_urgent = log.index(("delta", 2))
+    assert first_urgent < log.index(("finished", 0)) and first_urgent < log.index(("finished", 1))
+    # The paused one (the later started of the two) made no progress while the urgent
+    # answer ran, and still produced exactly what it produces alone, as did the others.
+    assert ("delta", 1) not in log[first_urgent : log.index(("finished", 2))]
+    assert [s.text for s in sinks] == expected
+    assert all(s.reason in (FinishReason.LENGTH, FinishReason.STOP) for s in sinks)
+
+
+def test_cancelling_a_paused_sequence_finishes_it_and_spares_the_others(tiny_dir):
+    tok = Tokenizer.from_dir(tiny_dir)
+    expected = _texts_alone(tiny_dir, tok, PREEMPT_PROMPTS, [LONGER, LONGER, GREEDY])
+    sinks, _, _ = _preemption_run(tiny_dir, tok, on_urgent_delta=lambda reqs: reqs[1].cancel.set())
+    assert sinks[1].reason is FinishReason.CANCELLED
+    assert expected[1].startswith(sinks[1].text) and len(sinks[1].text) < len(expected[1])
+    assert [sinks[0].text, sinks[2].text] == [expected[0], expected[2]]
+
+
+def test_sequence_paused_while_reading_its_prompt_reads_it_again_and_answers_unchanged(tiny_dir):
+    tok = Tokenizer.from_dir(tiny_dir)
+    long_prompt = (tok.encode(" ".join(PROMPTS)) * 3)[:150]  # several prefill chunks
+    prompts = [tok.encode(PROMPTS[1]), long_prompt, tok.encode(PROMPTS[2])]
+    params = [LONGER, GREEDY, GREEDY]
+
+    def alone():
+        sinks = [_Collect() for _ in prompts]
+        worker = ModelWorker("alone", _Slots(1), tiny_dir, tok)
+        _run(worker, [GenerationRequest(p, q, s) for p, q, s in zip(prompts, params, sinks)], sinks)
+        return [s.text for s in sinks]
+
+    expected = alone()
+    sinks = [_Collect() for _ in prompts]
+    requests = [GenerationRequest(p, q, s, priority=r) for p, q, s, r in zip(prompts, params, sinks, [2, 2, 0])]
+
+    submitted = threading.Event()
+
+    class UrgentAfterFirstChunk(_Slots):
+        def load(self, model_dir, *, dtype="auto"):
+            model = super().load(model_dir)
+            prefill = model.prefill
+
+            def hook(ids, start, slot=0):
+                logits = prefill(ids, start, slot)
+                if len(ids) == PREFILL_CHUNK and start == 0 and not submitted.is_set():
+                    submitted.set()
+                    worker.submit(requests[2])  # the long prompt is one chunk in
+                return logits
+
+            model.prefill = hook
+            return model
+
+    worker = ModelWorker("paused-prefill", UrgentAfterFirstChunk(2), tiny_dir, tok)
+    _run(worker, requests[:2], sinks)
+    assert [s.text for s in sinks] == expected
+    # The urgent answer came before the long prompt's answer, which had to wait for a slot.
+    assert sinks[2].usage.time_to_first_token < sinks[1].usage.time_to_first_token
