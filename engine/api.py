@@ -35,8 +35,7 @@ STARTER_MODEL = "smollm2-135m-instruct"
 # Empty: the model's own chat template supplies its default system text, which is what
 # small models were tuned on; a user's system prompt (settings) replaces it.
 DEFAULT_SYSTEM_PROMPT = ""
-MAX_MESSAGE_CHARS = 2_000_000
-DEFAULT_KV_CACHE_MB = 512  # saved KV states of other conversations (setting kv_cache_budget_mb)  # beyond this a paste is a mistake, not a question
+MAX_MESSAGE_CHARS = 2_000_000  # beyond this a paste is a mistake, not a question
 # Temporary chats live in an in-memory store whose ids start here, so an id alone says
 # which store holds it and the user's database never sees them.
 TEMPORARY_IDS = 1 << 40
@@ -256,9 +255,10 @@ class Engine(Preferences):
             started = time.perf_counter()
             tokenizer = await loop.run_in_executor(None, self._tokenizer_factory, info.path)
             await self._unload()
-            budget_mb = await self.get_setting("kv_cache_budget_mb", DEFAULT_KV_CACHE_MB)
+            performance = await self.performance_settings()
             worker = ModelWorker(info.name, chosen, info.path, tokenizer, dtype=dtype,
-                                 cache_budget_bytes=int(budget_mb) * 2**20)
+                                 cache_budget_bytes=performance.prefix_cache_mb * 2**20,
+                                 slots=performance.parallel_sequences)
             try:
                 model = await asyncio.wrap_future(worker.loaded)
             except BaseException:

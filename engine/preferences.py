@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Any
 from engine import paths
 from engine.context import ContextSettings, Instructions, load_instructions, load_settings, save_instructions
 from engine.context.settings import SETTING_KEY as CONTEXT_KEY
+from engine.errors import InvalidRequest
 from engine.events import SafetyAction
 from engine.memory import MemoryInfo, MemorySettings, Suggestion
+from engine.performance import PARALLEL_KEY, PREFIX_CACHE_KEY, PerformanceSettings
 from engine.safety import Policy
 from engine.safety import user_policy
 
@@ -84,6 +86,25 @@ class Preferences:
         current = (await self.context_settings()).to_dict()
         settings = ContextSettings.from_dict({**current, **values})  # refuses bad values
         await self._db(self.store.set_setting, CONTEXT_KEY, settings.to_dict())
+        return settings
+
+    # -- speed and memory ----------------------------------------------------------------
+
+    async def performance_settings(self) -> PerformanceSettings:
+        """A stored value that is no longer valid (edited by hand) falls back to the default."""
+        parallel = await self.get_setting(PARALLEL_KEY)
+        prefix_mb = await self.get_setting(PREFIX_CACHE_KEY)
+        try:
+            return PerformanceSettings.from_stored(parallel, prefix_mb)
+        except InvalidRequest:
+            return PerformanceSettings()
+
+    async def set_performance_settings(self, **values: Any) -> PerformanceSettings:
+        """parallel_sequences=, prefix_cache_mb=; a bad value is refused with what was wrong.
+        They take effect when a model next loads."""
+        settings = PerformanceSettings(**{**(await self.performance_settings()).to_dict(), **values})
+        await self.set_setting(PARALLEL_KEY, settings.parallel_sequences)
+        await self.set_setting(PREFIX_CACHE_KEY, settings.prefix_cache_mb)
         return settings
 
     # -- safety --------------------------------------------------------------------------

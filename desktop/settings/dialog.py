@@ -64,6 +64,7 @@ class SettingsDialog(QDialog):
         self._loaded_model: str | None = None
         self._saved_prompt: str | None = None
         self._loaded_backend = "auto"
+        self._performance = None  # as loaded; a change reloads the model
         self.personal_page = PersonalPage(engine)
         self.memory_page = MemoryPage(engine, tasks)
         self.safety_page = SafetyPage(engine)
@@ -118,8 +119,23 @@ class SettingsDialog(QDialog):
         buttons.addWidget(self.import_gguf_button)
         buttons.addWidget(self.import_folder_button)
         buttons.addStretch(1)
+        self.parallel_spin = QSpinBox(objectName="parallelSpin", minimum=1, maximum=8)
+        self.parallel_spin.setAccessibleName("Answers decoded together")
+        self.prefix_cache_spin = QSpinBox(objectName="prefixCacheSpin", minimum=0, maximum=65_536,
+                                          singleStep=128, suffix=" MB")
+        self.prefix_cache_spin.setAccessibleName("Memory for other conversations' caches")
+        speed_hint = QLabel(
+            "Answers decoded together: the visible answer plus titles, summaries and quick "
+            "prompts share each step; every one reserves a full context of memory. "
+            "Other conversations' caches make switching back to them fast. Both apply when "
+            "the model next loads.")
+        speed_hint.setObjectName("speedHint")
+        speed_hint.setWordWrap(True)
         form = QFormLayout()
         form.addRow("Backend", self.backend_picker)
+        form.addRow("Answers decoded together", self.parallel_spin)
+        form.addRow("Other conversations' caches", self.prefix_cache_spin)
+        form.addRow("", speed_hint)
         page = QWidget()
         layout = QVBoxLayout(page)
         layout.addWidget(QLabel("Installed models (the selected one answers):"))
@@ -199,6 +215,9 @@ class SettingsDialog(QDialog):
         index = self.backend_picker.findText(self._loaded_backend)
         self.backend_picker.setCurrentIndex(max(0, index))
         self._show_sampling(await e.default_sampling())
+        self._performance = await e.performance_settings()
+        self.parallel_spin.setValue(self._performance.parallel_sequences)
+        self.prefix_cache_spin.setValue(self._performance.prefix_cache_mb)
         self._saved_prompt = await e.get_setting("system_prompt")
         self.system_prompt.setPlainText(DEFAULT_SYSTEM_PROMPT if self._saved_prompt is None else self._saved_prompt)
         self.hotkey_enabled.setChecked(bool(await e.get_setting(HOTKEY_ENABLED, True)))
@@ -277,6 +296,12 @@ class SettingsDialog(QDialog):
         except WrenError as exc:
             self._refuse(str(exc), self.tabs.widget(1))
             return None
+        try:
+            performance = await self.engine.set_performance_settings(
+                parallel_sequences=self.parallel_spin.value(), prefix_cache_mb=self.prefix_cache_spin.value())
+        except WrenError as exc:
+            self._refuse(str(exc), self.tabs.widget(0))
+            return None
         await self.memory_page.save()
         model, backend = self.selected_model(), self.backend_picker.currentText()
         prompt = self.system_prompt.toPlainText().strip()
@@ -293,7 +318,8 @@ class SettingsDialog(QDialog):
             await self.engine.set_setting(HOTKEY, hotkey)
         result = SavedSettings(
             model=model, backend=backend,
-            model_changed=(model is not None and model != self._loaded_model) or backend != self._loaded_backend,
+            model_changed=(model is not None and model != self._loaded_model) or backend != self._loaded_backend
+            or performance != self._performance,
             hotkey=hotkey if self.hotkey_enabled.isChecked() else None,
         )
         self.saved.emit(result)

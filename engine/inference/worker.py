@@ -8,6 +8,7 @@ on the model.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import logging
 import queue
@@ -63,12 +64,13 @@ class ModelWorker:
     has KV slots for several sequences (engine.inference.batch), else one at a time."""
 
     def __init__(self, name: str, backend: Backend, model_dir: Path, tokenizer: Tokenizer, *,
-                 dtype: str = "auto", cache_budget_bytes: int = 512 * 2**20):
+                 dtype: str = "auto", cache_budget_bytes: int = 512 * 2**20, slots: int | None = None):
         self.name = name
         self.backend = backend
         self.model_dir = Path(model_dir)
         self.tokenizer = tokenizer
         self.dtype = dtype
+        self.slots = slots  # KV slots for batching, where the backend has them; None: its default
         self.model: LoadedModel | None = None
         self.prefixes = PrefixCache(cache_budget_bytes)  # other conversations' KV states
         self._queue: queue.PriorityQueue = queue.PriorityQueue()
@@ -91,7 +93,10 @@ class ModelWorker:
 
     def _run(self) -> None:
         try:
-            self.model = self.backend.load(self.model_dir, dtype=self.dtype)
+            options = {"dtype": self.dtype}
+            if self.slots is not None and _accepts(self.backend.load, "slots"):
+                options["slots"] = self.slots
+            self.model = self.backend.load(self.model_dir, **options)
             session = KVSession(self.model)
         except BaseException as exc:  # reported through the future, never lost
             self._loaded.set_exception(exc)
@@ -192,3 +197,10 @@ class ModelWorker:
         else:
             reason = FinishReason.LENGTH
         output.finish(reason, cached_before)
+
+
+def _accepts(function, name: str) -> bool:
+    try:
+        return name in inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False

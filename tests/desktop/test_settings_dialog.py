@@ -40,6 +40,20 @@ def test_settings_show_and_save_what_the_store_holds(open_window, arun, qtbot):
     assert arun(window.engine.get_setting(HOTKEY)) == "Ctrl+Alt+Space"
 
 
+def test_speed_settings_show_save_and_reload_the_model(open_window, arun, qtbot):
+    window = open_window()
+    arun(window.engine.set_performance_settings(parallel_sequences=3))
+    dialog = _dialog(window, arun)
+    assert (dialog.parallel_spin.value(), dialog.prefix_cache_spin.value()) == (3, 512)
+    dialog.parallel_spin.setValue(4)
+    dialog.prefix_cache_spin.setValue(1024)
+    with qtbot.waitSignal(dialog.saved) as saved:
+        dialog.buttons.accepted.emit()
+    assert saved.args[0].model_changed  # slots are allocated when the model loads
+    settings = arun(window.engine.performance_settings())
+    assert (settings.parallel_sequences, settings.prefix_cache_mb) == (4, 1024)
+
+
 def test_bad_sampling_values_are_refused_with_a_reason(open_window, arun):
     window = open_window()
     dialog = _dialog(window, arun)

@@ -1,0 +1,57 @@
+"""Speed/memory settings: validated, stored, and used when a model loads."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from engine.errors import InvalidRequest
+from engine.performance import PerformanceSettings
+
+
+def test_bad_values_are_refused_with_what_was_wrong_and_nothing_changes(make_engine):
+    async def main():
+        engine = make_engine()
+        saved = await engine.set_performance_settings(parallel_sequences=4, prefix_cache_mb=256)
+        assert saved == PerformanceSettings(4, 256)
+        for bad, message in [({"parallel_sequences": 0}, "parallel_sequences must be from 1 to 8, got 0"),
+                             ({"parallel_sequences": 9}, "from 1 to 8, got 9"),
+                             ({"parallel_sequences": "two"}, "must be a whole number"),
+                             ({"prefix_cache_mb": -1}, "prefix_cache_mb must be from 0"),
+                             ({"prefix_cache_mb": 1.5}, "must be a whole number")]:
+            with pytest.raises(InvalidRequest, match=message):
+                await engine.set_performance_settings(**bad)
+        with pytest.raises(TypeError):
+            await engine.set_performance_settings(threads=3)
+        assert await engine.performance_settings() == PerformanceSettings(4, 256)
+        # A value edited by hand into something invalid falls back to the default.
+        await engine.set_setting("parallel_sequences", "lots")
+        assert await engine.performance_settings() == PerformanceSettings()
+        await engine.close()
+
+    asyncio.run(main())
+
+
+def test_parallel_sequences_sets_the_loaded_models_kv_slots(wren_home, tiny_model_dir):
+    from engine.api import Engine
+    from engine.inference.backends.torch import TorchBackend
+    from engine.modelhub.registry import ModelRegistry
+    from engine.store import Store
+
+    async def main():
+        registry = ModelRegistry(wren_home / "models")
+        registry.register_folder(tiny_model_dir, name="tiny")
+        store = Store(wren_home / "wren.sqlite3")
+        store.set_setting("model", "tiny")
+        engine = Engine(store, registry, backend_factory=lambda name: TorchBackend())
+        await engine.set_performance_settings(parallel_sequences=3)
+        await engine.load_model()
+        slots = engine._worker.model.slots
+        await engine.set_performance_settings(parallel_sequences=1)
+        await engine.load_model()
+        one = engine._worker.model.slots
+        await engine.close()
+        return slots, one
+
+    assert asyncio.run(main()) == (3, 1)
