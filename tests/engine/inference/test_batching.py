@@ -317,3 +317,22 @@ def test_sequence_paused_while_reading_its_prompt_reads_it_again_and_answers_unc
     assert [s.text for s in sinks] == expected
     # The urgent answer came before the long prompt's answer, which had to wait for a slot.
     assert sinks[2].usage.time_to_first_token < sinks[1].usage.time_to_first_token
+
+
+def test_closing_a_worker_frees_the_models_weights(tiny_dir):
+    """Loading freezes the objects alive then out of garbage collection (full collections
+    would pause the window); closing must hand them back, or a model switch leaks."""
+    import gc
+    import weakref
+
+    tok = Tokenizer.from_dir(tiny_dir)
+    worker = ModelWorker("freed", _Slots(2), tiny_dir, tok)
+    model = worker.loaded.result(timeout=60)
+    weight = weakref.ref(model._model.layers[0].attention.wqkv.weight)
+    assert gc.get_freeze_count() > 0
+    worker.close()
+    assert gc.get_freeze_count() == 0  # handed back: a cycle through the model can be collected
+    del model
+    worker.model = None
+    gc.collect()
+    assert weight() is None
