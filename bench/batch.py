@@ -124,9 +124,10 @@ def main() -> None:
             "step_tokens_per_s": round(step_rate(model, prompts[:batch], args.tokens), 1),
             "worker": worker_rate(info.path, tokenizer, backend, prompts[:batch], args.tokens),
         })
+    decode_mode = model.decode_mode
     model.close()
     print(json.dumps({
-        "model": info.path.name, "dtype": model.dtype, "quant": model.quant, "decode_mode": model.decode_mode,
+        "model": info.path.name, "dtype": model.dtype, "quant": model.quant, "decode_mode": decode_mode,
         "threads": torch.get_num_threads(), "machine": platform.processor() or platform.machine(),
         "context_per_slot": args.context, "tokens_per_sequence": args.tokens, "results": results,
     }, indent=2))
