@@ -46,13 +46,14 @@ def build_history(store: Store, conv_id: int, target_tokens: int, count, run: in
 
 async def first_token(engine: Engine, conv_id: int, text: str, params) -> tuple[float, int]:
     t0 = time.perf_counter()
-    cached = 0
+    elapsed = None
     async for event in engine.send(conv_id, text, SendOptions(sampling=params)):
-        if isinstance(event, Delta):
+        if isinstance(event, Delta) and elapsed is None:
             elapsed = time.perf_counter() - t0
             engine.stop()
-            break
-    else:
+        # Read on to the end: the stopped answer is stored before the next turn is typed,
+        # as it is for a person, so the next prompt (and a draft pre-warmed) starts from it.
+    if elapsed is None:
         raise RuntimeError("no answer text")
     last = (await engine.messages(conv_id))[-1]
     return elapsed, last.prompt_tokens or 0
