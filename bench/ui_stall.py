@@ -66,14 +66,15 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def start_background_compile():
+    """The starter model as Wren loads it by default: compiling in the background."""
     from engine.inference.backends.torch import TorchBackend
-    from engine.inference.models.decode import BackgroundCompile
     from engine.modelhub.registry import ModelRegistry
-    from engine.paths import data_dir
 
-    info = ModelRegistry().ensure_starter()
-    model = TorchBackend().load(info.path, compile="off")
-    return model, BackgroundCompile(model._model, data_dir() / "cache" / "torch-inductor")
+    os.environ["WREN_TORCH_COMPILE"] = "auto"  # whatever the caller's shell says
+    model = TorchBackend().load(ModelRegistry().ensure_starter().path)
+    if model.background is None:
+        raise SystemExit("the torch backend did not start compiling in the background")
+    return model
 
 
 async def run(tokens: int, rate: float, while_compiling: bool = False) -> dict:
@@ -140,7 +141,8 @@ async def run(tokens: int, rate: float, while_compiling: bool = False) -> dict:
 
     compiling = None
     if while_compiling:
-        _model, compiling = await asyncio.get_running_loop().run_in_executor(None, start_background_compile)
+        model = await asyncio.get_running_loop().run_in_executor(None, start_background_compile)
+        compiling = model.background
     window.composer.edit.setPlainText("Write a long answer with code.")
     started = time.perf_counter()
     last[0] = started

@@ -130,21 +130,21 @@ class BatchScheduler:
                 self._start(request)
 
     def _waiting_more_urgent(self, priority: int) -> bool:
+        """A request more urgent than `priority` waits; the worker's stop does not count
+        (it lets running sequences finish, so nothing is paused for it)."""
         from engine.inference.worker import _STOP
 
-        waiting = self.worker._queue.queue  # a heap: its first item is the most urgent
-        return bool(waiting) and waiting[0][2] is not _STOP and waiting[0][0] < priority
+        return self.worker._more_urgent_waiting(priority) and self.worker._queue.queue[0][2] is not _STOP
 
     def _preempt_for_waiting(self) -> bool:
         """Pause the least urgent running sequence if a more urgent request waits; True if
         a slot was freed."""
-        waiting = self.worker._queue.queue
-        if not self.active or not self._waiting_more_urgent(max(s.request.priority for s in self.active)):
+        if not self.active:
             return False
-        urgency = waiting[0][0]
         # Least urgent first; among equals the latest started, which has done least.
-        victim = max((s for s in self.active if s.request.priority > urgency),
-                     key=lambda s: (s.request.priority, self.active.index(s)))
+        _, victim = max(enumerate(self.active), key=lambda pair: (pair[1].request.priority, pair[0]))
+        if not self._waiting_more_urgent(victim.request.priority):
+            return False
         self._pause(victim)
         return True
 

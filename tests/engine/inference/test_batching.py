@@ -122,11 +122,16 @@ def _requests(tok, sinks, priorities=None, params=GREEDY):
             for text, sink, p in zip(PROMPTS, sinks, priorities)]
 
 
-def _alone(tiny_dir, tok) -> list[str]:
-    sinks = [_Collect() for _ in PROMPTS]
+def _answers_alone(tiny_dir, tok, prompts: list[list[int]], params: list[SamplingParams]) -> list[str]:
+    """Each prompt's answer from a one-slot worker: nothing decoded beside it."""
+    sinks = [_Collect() for _ in prompts]
     worker = ModelWorker("alone", _Slots(1), tiny_dir, tok)
-    _run(worker, _requests(tok, sinks), sinks)
+    _run(worker, [GenerationRequest(p, q, s) for p, q, s in zip(prompts, params, sinks)], sinks)
     return [s.text for s in sinks]
+
+
+def _alone(tiny_dir, tok) -> list[str]:
+    return _answers_alone(tiny_dir, tok, [tok.encode(p) for p in PROMPTS], [GREEDY] * len(PROMPTS))
 
 
 def test_worker_batches_concurrent_requests_with_unchanged_output(tiny_dir):
@@ -209,13 +214,6 @@ LONGER = SamplingParams(temperature=0.0, max_tokens=24)
 PREEMPT_PROMPTS = [PROMPTS[1], PROMPTS[0], PROMPTS[2]]
 
 
-def _texts_alone(tiny_dir, tok, prompts, params) -> list[str]:
-    sinks = [_Collect() for _ in prompts]
-    worker = ModelWorker("alone", _Slots(1), tiny_dir, tok)
-    _run(worker, [GenerationRequest(tok.encode(p), q, s) for p, q, s in zip(prompts, params, sinks)], sinks)
-    return [s.text for s in sinks]
-
-
 def _preemption_run(tiny_dir, tok, on_urgent_delta=None):
     """Two priority-2 answers fill both slots; after the first one's third delta a
     priority-0 request arrives. Returns the sinks, the requests and the event log. (The
@@ -258,7 +256,7 @@ def _preemption_run(tiny_dir, tok, on_urgent_delta=None):
 
 def test_urgent_request_pauses_a_less_urgent_sequence_which_resumes_unchanged(tiny_dir):
     tok = Tokenizer.from_dir(tiny_dir)
-    expected = _texts_alone(tiny_dir, tok, PREEMPT_PROMPTS, [LONGER, LONGER, GREEDY])
+    expected = _answers_alone(tiny_dir, tok, [tok.encode(p) for p in PREEMPT_PROMPTS], [LONGER, LONGER, GREEDY])
     sinks, _, log = _preemption_run(tiny_dir, tok)
     # Both slots were busy, yet the urgent answer started before either of them finished.
     first_urgent = log.index(("delta", 2))
@@ -272,7 +270,7 @@ def test_urgent_request_pauses_a_less_urgent_sequence_which_resumes_unchanged(ti
 
 def test_cancelling_a_paused_sequence_finishes_it_and_spares_the_others(tiny_dir):
     tok = Tokenizer.from_dir(tiny_dir)
-    expected = _texts_alone(tiny_dir, tok, PREEMPT_PROMPTS, [LONGER, LONGER, GREEDY])
+    expected = _answers_alone(tiny_dir, tok, [tok.encode(p) for p in PREEMPT_PROMPTS], [LONGER, LONGER, GREEDY])
     sinks, _, _ = _preemption_run(tiny_dir, tok, on_urgent_delta=lambda reqs: reqs[1].cancel.set())
     assert sinks[1].reason is FinishReason.CANCELLED
     assert expected[1].startswith(sinks[1].text) and len(sinks[1].text) < len(expected[1])
@@ -285,13 +283,7 @@ def test_sequence_paused_while_reading_its_prompt_reads_it_again_and_answers_unc
     prompts = [tok.encode(PROMPTS[1]), long_prompt, tok.encode(PROMPTS[2])]
     params = [LONGER, GREEDY, GREEDY]
 
-    def alone():
-        sinks = [_Collect() for _ in prompts]
-        worker = ModelWorker("alone", _Slots(1), tiny_dir, tok)
-        _run(worker, [GenerationRequest(p, q, s) for p, q, s in zip(prompts, params, sinks)], sinks)
-        return [s.text for s in sinks]
-
-    expected = alone()
+    expected = _answers_alone(tiny_dir, tok, prompts, params)
     sinks = [_Collect() for _ in prompts]
     requests = [GenerationRequest(p, q, s, priority=r) for p, q, s, r in zip(prompts, params, sinks, [2, 2, 0])]
 
