@@ -218,10 +218,25 @@ def test_background_compile_takes_over_decoding(tmp_path, wren_home, monkeypatch
     assert during > 0  # a cold compile takes seconds; a tiny model decodes in milliseconds
     assert model.warmup_s > 0
     assert (wren_home / "cache" / "torch-inductor").is_dir()
-    for p in range(pos, len(seq)):
+    # Compiled graphs cover positions 2 to at least context-2 (the last may be eager), each
+    # over a range its guards accept (measured here: one graph, the window is symbolic too).
+    blocks, ctx = model._model.decode_block, model.context_length
+    for layer in model._model.layers:
+        ranges = [(a, b) for a, b, _ in blocks._ranges[id(layer)]]
+        assert ranges[0][0] == 2 and ranges[-1][1] >= ctx - 2, ranges
+        assert all(b + 1 == a2 for (_, b), (a2, _) in zip(ranges, ranges[1:])), ranges
+    for m in (eager, model):
+        m.prefill(seq[:1], 0)
+    for p in range(1, len(seq)):
         a, b = eager.decode(seq[p], p), model.decode(seq[p], p)
         # bf16 logits; the fused kernels round intermediates differently (1-2 bf16 ulps).
         assert np.abs(a - b).max() < 0.25, p
+    # The final position (no graph of its own) decodes eagerly, on either side of the last range.
+    long = [3 + i % 50 for i in range(ctx)]
+    for m in (eager, model):
+        m.prefill(long[: ctx - 3], 0)
+    for p in range(ctx - 3, ctx):
+        assert np.abs(eager.decode(long[p], p) - model.decode(long[p], p)).max() < 0.25, p
     # compile=True does the same on the loading thread.
     now = TorchBackend().load(d, quant="int4", compile=True)
     assert now.decode_mode == "compiled" and now.warmup_s > 0
