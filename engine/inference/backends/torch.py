@@ -166,15 +166,17 @@ class TorchBackend:
         explicit dtype="float32" with quant="auto" is the exact reference path.
 
         compile=True makes decoding fast at a start-up cost, paid here on the loading
-        thread: on a CPU it torch.compiles the decode step (needs a C++ compiler; falls back
-        to eager if compiling fails; artifacts cached under <data dir>/cache/torch-inductor;
-        starter model on 2 cores: 7-15 s the first time, 3-5 s from the cache, then decodes
-        ~1.7x faster than eager int4), on CUDA it captures the decode step in CUDA graphs.
-        `warmup_s` on the result says how long it took. compile="auto" (the default; the
-        WREN_TORCH_COMPILE environment variable, "auto", "on" or "off", overrides it) compiles
-        on a CPU for models where it pays off (over QUANT_MIN_PARAMS) on a low-priority
-        background thread, decoding eagerly until it is ready (`decode_mode` "compiling");
-        on CUDA it stays eager, as the CUDA-graph path has not been measured on a GPU yet.
+        thread: on a CPU it compiles the decode step ahead of time (needs a C++ compiler;
+        falls back to eager if compiling fails; the graphs are saved under <data
+        dir>/cache/torch-inductor/decode-blocks and load in ~1-2 s on later starts; the
+        starter model on 2 cores: 10-20 s the first time, then decodes ~1.5x faster than
+        eager int4), on CUDA it captures the decode step in CUDA graphs. `warmup_s` on the
+        result says how long it took. compile="auto" (the default; the WREN_TORCH_COMPILE
+        environment variable, "auto", "on" or "off", overrides it) compiles on a CPU for
+        models where it pays off (over QUANT_MIN_PARAMS) in a low-priority child process,
+        or loads the saved graphs, on a background thread, decoding eagerly until they are
+        ready (`decode_mode` "compiling"); on CUDA it stays eager, as the CUDA-graph path
+        has not been measured on a GPU yet.
 
         slots is how many sequences the KV cache holds for batched decoding (1 turns it off)."""
         from engine.inference.models.llama import ModelArgs, build_model

@@ -37,22 +37,38 @@ _FIRST_COMPILED_POS = 2
 
 
 def compile_cpu_decode(model: Transformer, cache_dir: Path | None = None,
-                       on_ready: Callable[[], None] | None = None) -> float | None:
+                       on_ready: Callable[[], None] | None = None,
+                       in_subprocess: bool = False) -> float | None:
     """Compile the decode block and route `model.decode_block` through it once it works (call
     it on the thread that loads the model or on a background thread, never on a GUI
-    thread). The warm-up runs on scratch copies of the layers' caches, so it may run while
-    the model decodes eagerly on another thread. Returns the seconds it took, or None when
-    compiling failed and decoding stays eager. `on_ready` runs once the first positions
-    decode compiled (later position ranges may still be compiling)."""
+    thread). Graphs compiled before for the same model shapes load from `cache_dir`
+    (seconds, no tracing); otherwise they compile, in a child process with
+    `in_subprocess` (the compiler's Python work then never holds this process's
+    interpreter, so a window in it stays smooth) or on scratch copies of the layers'
+    caches here, so the model may decode eagerly on another thread meanwhile. Returns the
+    seconds it took, or None when compiling failed and decoding stays eager. `on_ready`
+    runs once the first positions decode compiled (later ranges may still be compiling)."""
+    from engine.inference.models import precompile
+
     if model.context_length <= _FIRST_COMPILED_POS + 1:
         return None  # nothing would ever run compiled
     if cache_dir is not None:
         _use_cache_dir(cache_dir)
     started = time.perf_counter()
     step = CompiledBlocks(model)
+    store = precompile.Store(cache_dir, model) if cache_dir is not None else None
     try:
         with torch.inference_mode(), _no_full_collections():
-            step.build(on_first=lambda: _install(model, step, on_ready))
+            if store is not None and store.load_into(step):
+                step.from_disk = True
+            elif store is not None and in_subprocess and precompile.can_spawn():
+                store.compile_in_subprocess()
+                if not store.load_into(step):
+                    raise RuntimeError("the graphs compiled in a child process did not load")
+            else:
+                step.build(on_first=lambda: _install(model, step, on_ready))
+                if store is not None:
+                    store.save(step)
     except Exception as exc:  # no C++ compiler, an unsupported op: eager still works
         if model.decode_block is not step:
             log.warning("torch.compile of the decode step failed; decoding eagerly: %s", exc)
@@ -78,18 +94,21 @@ class CompiledBlocks:
     ~50 us; a token calls the block once per layer, so that was ~1.5 ms of a ~10 ms token
     on the starter model. Instead each block shape is compiled ahead of time
     (`aot_compile`), and the positions its guards accept are checked once, position by
-    position, on the thread that compiles; at decode time a call is a range lookup and the
-    compiled graph. One compiled graph serves every layer of a shape (weights and caches
-    are inputs) over a range of positions; where the compiler specialised on position
-    (a reduction past 4,096 keys, a sliding window starting to slide) the next range gets
-    a graph of its own. Positions no graph covers decode eagerly."""
+    position, where it compiles; at decode time a call is a range lookup and the compiled
+    graph. One compiled graph serves every layer of a shape (weights and caches are
+    inputs) over a range of positions; where the compiler specialised on position (the
+    starter model: a reduction past 4,096 keys) the next range gets a graph of its own.
+    Positions no graph covers decode eagerly."""
 
     def __init__(self, model: Transformer) -> None:
         self.model = model
+        self.groups = _layers_by_shape(model)
         # id(layer) -> [(first, last, compiled)], ranges in increasing order. Appended to
         # by the compiling thread while the decoding thread reads: each list only grows.
         self._ranges: dict[int, list[tuple[int, int, Callable]]] = {id(layer): [] for layer in model.layers}
-        self.graphs = 0
+        # (group index, first, last, compiled) for each graph, in the order they were added.
+        self.graphs: list[tuple[int, int, int, Callable]] = []
+        self.from_disk = False
 
     def __call__(self, layer, h, cos, sin, start: int):
         if h.shape[1] == 1:
@@ -98,53 +117,74 @@ class CompiledBlocks:
                     return compiled(layer, h, cos, sin, start)
         return layer(h, cos, sin, start)
 
+    def add(self, group: int, first: int, last: int, compiled) -> bool:
+        """Route the group's layers through `compiled` for positions first..last, if its
+        guards accept each of them at both ends (under inference_mode); False if not."""
+        h = _hidden(self.model._cos.dtype, self.model.args.hidden_size, self.model._cos.device)
+        cos, sin = self.model._cos, self.model._sin
+        layers = self.groups[group]
+        if not all(compiled.guard_check(layer, h, cos[p : p + 1], sin[p : p + 1], p)
+                   for layer in layers for p in (first, last)):
+            return False
+        compiled.disable_guard_check()
+        for layer in layers:
+            self._ranges[id(layer)].append((first, last, compiled))
+        self.graphs.append((group, first, last, compiled))
+        return True
+
+    def reset(self) -> None:
+        """Forget every graph (before the step is installed)."""
+        for ranges in self._ranges.values():
+            ranges.clear()
+        self.graphs.clear()
+
     def build(self, on_first: Callable[[], None] | None = None) -> None:
-        """Compile graphs until every layer covers positions 2..context-1 (call under
+        """Compile graphs here until every layer covers positions 2..context-2 (call under
         inference_mode, as decoding runs). Raises when a shape cannot be compiled."""
         model = self.model
-        end = model.context_length - 1
-        h = model.tok_embeddings(torch.zeros((1, 1), dtype=torch.long, device=model._token.device))
-        jit = torch.compile(_run_block, dynamic=True, fullgraph=True)
-        groups = _layers_by_shape(model)
-        # First every shape from position 2 (the positions a chat starts at), then the rest.
-        pending = [(layers, _FIRST_COMPILED_POS) for layers in groups]
-        first_round = len(pending)
-        while pending:
-            layers, pos = pending.pop(0)
-            scratch = _with_scratch_cache(layers[0])
-            with _compile_config():
-                compiled = jit.aot_compile(((scratch, h, *self._rope(pos), pos), {}))
-            last = self._last_accepted(compiled, scratch, h, pos, end)
-            if last < pos:
-                raise RuntimeError(f"the compiled block rejects the position it was compiled at ({pos})")
-            ok = [layer for layer in layers if compiled.guard_check(layer, h, *self._rope(pos), pos)
-                  and compiled.guard_check(layer, h, *self._rope(last), last)]
-            if len(ok) < len(layers):
-                log.warning("%d layers differ from the block compiled for them; they decode eagerly",
-                            len(layers) - len(ok))
-            compiled.disable_guard_check()
-            for layer in ok:
-                self._ranges[id(layer)].append((pos, last, compiled))
-            self.graphs += 1
-            # The final position alone (its cache slice ends the cache) would need a graph
-            # of its own: it decodes eagerly instead.
-            if last + 1 < end:
-                pending.append((layers, last + 1))
-            first_round -= 1
-            if first_round == 0 and on_first is not None:
+        pending = [compile_ranges(_with_scratch_cache(layers[0]), model._cos, model._sin)
+                   for layers in self.groups]
+        # First every shape's range from position 2 (where a chat starts), then the rest.
+        for rounds in range(2):
+            for group, ranges in enumerate(pending):
+                for first, last, compiled in ranges:
+                    if not self.add(group, first, last, compiled):
+                        log.warning("layers differ from the block compiled for them; they decode eagerly")
+                    if rounds == 0:
+                        break
+            if rounds == 0 and on_first is not None:
                 on_first()
 
-    def _rope(self, pos: int):
-        return self.model._cos[pos : pos + 1], self.model._sin[pos : pos + 1]
 
-    def _last_accepted(self, compiled, layer, h, pos: int, end: int) -> int:
-        """The last position from `pos` on that the graph's guards accept, checked one by
-        one (a guard check costs microseconds; a graph used outside its guards could be
-        silently wrong)."""
+def compile_ranges(layer, cos: torch.Tensor, sin: torch.Tensor):
+    """Compile the one-token step of `layer` (whose caches it writes: give it scratch ones)
+    for positions 2..len(cos)-2, yielding (first, last, compiled) per graph as each is
+    ready. Call under inference_mode. Raises when the block cannot be compiled."""
+    end = cos.shape[0] - 1
+    h = _hidden(cos.dtype, layer.attention_norm.weight.shape[0], cos.device)
+    jit = torch.compile(_run_block, dynamic=True, fullgraph=True)
+    pos = _FIRST_COMPILED_POS
+    while True:
+        with _compile_config():
+            compiled = jit.aot_compile(((layer, h, cos[pos : pos + 1], sin[pos : pos + 1], pos), {}))
+        # The guards are checked position by position (microseconds each): a graph used
+        # outside its guards could be silently wrong.
         last = pos - 1
-        while last < end and compiled.guard_check(layer, h, *self._rope(last + 1), last + 1):
+        while last < end and compiled.guard_check(layer, h, cos[last + 1 : last + 2], sin[last + 1 : last + 2], last + 1):
             last += 1
-        return last
+        if last < pos:
+            raise RuntimeError(f"the compiled block rejects the position it was compiled at ({pos})")
+        yield pos, last, compiled
+        # The final position alone (its cache slice ends the cache) would need a graph of
+        # its own: it decodes eagerly instead.
+        if last + 1 >= end:
+            return
+        pos = last + 1
+
+
+def _hidden(dtype, size: int, device) -> torch.Tensor:
+    """A stand-in for the hidden state a decoded token enters a block with."""
+    return torch.zeros((1, 1, size), dtype=dtype, device=device)
 
 
 @contextlib.contextmanager
@@ -172,7 +212,7 @@ class BackgroundCompile:
     def _run(self, model: Transformer, cache_dir: Path | None) -> None:
         try:
             _lower_thread_priority()
-            self.seconds = compile_cpu_decode(model, cache_dir)
+            self.seconds = compile_cpu_decode(model, cache_dir, in_subprocess=True)
             self.failed = self.seconds is None
         except BaseException:  # reported, never raised into a thread nobody joins
             log.exception("background compile failed")

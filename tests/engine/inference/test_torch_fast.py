@@ -3,6 +3,7 @@ the float32 reference."""
 
 from __future__ import annotations
 
+import logging
 
 import numpy as np
 import pytest
@@ -191,12 +192,12 @@ def test_cuda_graph_spans_are_powers_of_two_up_to_the_context(tmp_path):
 
 
 @pytest.mark.slow
-def test_background_compile_takes_over_decoding(tmp_path, wren_home, monkeypatch):
+def test_background_compile_takes_over_decoding(tmp_path, wren_home, monkeypatch, caplog):
     """compile="auto" for a model big enough to gain: the model answers eagerly at once and
-    exactly as an eager one would while its decode step compiles on another thread (on
-    scratch caches, never the live one), then decodes through the compiled step. One cold
-    compile (10-20 s on two cores) covering sliding windows and the eager fallback at
-    positions 0 and 1."""
+    exactly as an eager one would while its decode step compiles in a child process, then
+    decodes through the compiled step. One cold compile (10-20 s on two cores) covering
+    sliding windows, the eager fallback at positions 0 and 1, the saved graphs a later
+    load reads, and a damaged save compiled again on the loading thread."""
     import engine.inference.backends.torch as torch_backend
 
     monkeypatch.setenv("WREN_TORCH_COMPILE", "auto")
@@ -237,9 +238,67 @@ def test_background_compile_takes_over_decoding(tmp_path, wren_home, monkeypatch
         m.prefill(long[: ctx - 3], 0)
     for p in range(ctx - 3, ctx):
         assert np.abs(eager.decode(long[p], p) - model.decode(long[p], p)).max() < 0.25, p
-    # compile=True does the same on the loading thread.
-    now = TorchBackend().load(d, quant="int4", compile=True)
-    assert now.decode_mode == "compiled" and now.warmup_s > 0
+    # The graphs were compiled in a child process and saved: a later load reads them (no
+    # compiling) and decodes bit-identically to this one.
+    saved = list((wren_home / "cache" / "torch-inductor" / "decode-blocks").glob("*/graphs.json"))
+    assert len(saved) == 1
+    again = TorchBackend().load(d, quant="int4", compile=True)
+    assert again.decode_mode == "compiled" and again._model.decode_block.from_disk
+    for m in (model, again):
+        m.prefill(seq[:1], 0)
+    for p in range(1, len(seq)):
+        np.testing.assert_array_equal(model.decode(seq[p], p), again.decode(seq[p], p))
+    # A damaged save is noticed, removed and compiled again, here on the loading thread.
+    for f in saved[0].parent.glob("*.bin"):
+        f.write_bytes(b"not a compiled graph")
+    with caplog.at_level(logging.WARNING):
+        rebuilt = TorchBackend().load(d, quant="int4", compile=True)
+    assert "are unusable" in caplog.text
+    assert rebuilt.decode_mode == "compiled" and not rebuilt._model.decode_block.from_disk
+    assert rebuilt.warmup_s > 0 and saved[0].is_file()
+    for m in (eager, rebuilt):
+        m.prefill(seq[:1], 0)
+    for p in range(1, len(seq)):
+        assert np.abs(eager.decode(seq[p], p) - rebuilt.decode(seq[p], p)).max() < 0.25, p
+
+
+def test_compiled_blocks_route_each_position_to_its_graph(tmp_path):
+    """Which graph runs a layer at a position: the range that holds it, if its guards
+    accepted the layer; anything else (positions 0 and 1, uncovered ones, prompts) eager."""
+    from engine.inference.models.decode import CompiledBlocks
+
+    eager = TorchBackend().load(make_tiny_model_dir(tmp_path / "a", "llama"), compile="off")
+    routed = TorchBackend().load(make_tiny_model_dir(tmp_path / "b", "llama"), compile="off")
+    calls = []
+
+    class Graph:  # stands in for a compiled graph; runs the layer itself
+        def __init__(self, name):
+            self.name = name
+
+        def guard_check(self, layer, h, cos, sin, pos):
+            return self.name != "stale"
+
+        def disable_guard_check(self):
+            pass
+
+        def __call__(self, layer, h, cos, sin, start):
+            calls.append((self.name, start))
+            return layer(h, cos, sin, start)
+
+    step = CompiledBlocks(routed._model)
+    assert step.add(0, 2, 9, Graph("a")) and step.add(0, 10, 19, Graph("b"))
+    assert not step.add(0, 20, 30, Graph("stale"))
+    routed._model.decode_block = step
+    seq = list(range(3, 28))
+    for m in (eager, routed):
+        m.prefill(seq[:1], 0)
+    for p in range(1, len(seq)):
+        np.testing.assert_array_equal(eager.decode(seq[p], p), routed.decode(seq[p], p))
+    layers = routed._model.args.num_hidden_layers
+    assert calls == [("a" if p < 10 else "b", p) for p in range(2, 20) for _ in range(layers)]
+    calls.clear()
+    routed.prefill(seq[:12], 0)  # a prompt never takes a one-token graph
+    assert calls == []
 
 
 def test_compile_setting_resolves_per_device_and_size(monkeypatch):

@@ -1,0 +1,195 @@
+"""Compiled decode blocks kept on disk, and compiled in a child process.
+
+Compiling the starter model's decode block takes ~15 s cold and, even from a warm inductor
+cache, seconds of tracing whose Python work holds the interpreter in ~0.1-0.2 s bursts: a
+window in the same process stutters meanwhile. So the graphs `decode.CompiledBlocks` runs
+are saved (torch's `aot_compile` artifacts) under a key of everything they depend on, and
+a later start loads them in about two seconds without tracing. When none are saved, a
+child process at low priority compiles them from skeleton copies of the blocks (the
+shapes, no weights) and saves them for the parent to load.
+
+    <cache>/decode-blocks/<key>/graphs.json     groups, ranges and their files
+    <cache>/decode-blocks/<key>/g<group>-<first>.bin
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+from engine.inference.models import decode, llama
+from engine.inference.quant import linear
+
+log = logging.getLogger(__name__)
+
+_FORMAT = 1
+_CHILD_TIMEOUT_S = 1800
+
+
+def can_spawn() -> bool:
+    """A child interpreter can be started (not inside a frozen app bundle)."""
+    return not getattr(sys, "frozen", False) and bool(sys.executable)
+
+
+class Store:
+    """The saved graphs for one loaded model's block shapes."""
+
+    def __init__(self, cache_dir: Path, model: llama.Transformer) -> None:
+        self.model = model
+        self.groups = decode._layers_by_shape(model)
+        self.dir = Path(cache_dir) / "decode-blocks" / _key(model, self.groups)
+
+    def load_into(self, step: "decode.CompiledBlocks") -> bool:
+        """Add every saved graph to `step` (call under inference_mode); False when none
+        are saved or they no longer fit, in which case the stale ones are removed."""
+        index = self.dir / "graphs.json"
+        if not index.is_file():
+            return False
+        try:
+            meta = json.loads(index.read_text())
+            if meta.get("format") != _FORMAT or len(meta["groups"]) != len(self.groups):
+                raise ValueError("saved for another layout")
+            loaded = []
+            for group, ranges in enumerate(meta["groups"]):
+                for entry in ranges:
+                    with open(self.dir / entry["file"], "rb") as f:
+                        compiled = torch.compiler.load_compiled_function(f, f_globals=decode.__dict__)
+                    loaded.append((group, int(entry["first"]), int(entry["last"]), compiled))
+            for graph in loaded:
+                if not step.add(*graph):
+                    raise ValueError(f"group {graph[0]} no longer passes the guards of its graph")
+        except Exception as exc:  # unreadable, from another torch, or stale: compile again
+            log.warning("saved decode graphs in %s are unusable (%s); compiling them again", self.dir, exc)
+            step.reset()
+            shutil.rmtree(self.dir, ignore_errors=True)
+            return False
+        return True
+
+    def save(self, step: "decode.CompiledBlocks") -> None:
+        """Write `step`'s graphs (compiled in this process); failures only cost the next
+        start a compile."""
+        try:
+            _write(self.dir, [(group, first, last, compiled) for group, first, last, compiled in step.graphs],
+                   len(self.groups))
+        except Exception as exc:
+            log.warning("could not save the compiled decode graphs: %s", exc)
+
+    def compile_in_subprocess(self) -> None:
+        """Compile and save the graphs in a child process; raises if it fails."""
+        self.dir.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=self.dir.parent, prefix="spec-") as tmp:
+            spec = Path(tmp) / "spec.pt"
+            torch.save({
+                "layers": [_skeleton(layers[0]) for layers in self.groups],
+                "cos": self.model._cos, "sin": self.model._sin,
+                "out": str(self.dir),
+                # The kernels are generated for a thread count (and guarded on it).
+                "threads": torch.get_num_threads(),
+            }, spec)
+            try:
+                done = subprocess.run(
+                    [sys.executable, "-m", "engine.inference.models.precompile", str(spec)],
+                    capture_output=True, text=True, timeout=_CHILD_TIMEOUT_S,
+                )
+            except subprocess.TimeoutExpired:
+                raise RuntimeError(f"the compiling child process ran past {_CHILD_TIMEOUT_S} s") from None
+        if done.returncode != 0:
+            tail = (done.stderr or "").strip().splitlines()[-1:] or ["no output"]
+            raise RuntimeError(f"the compiling child process exited with {done.returncode}: {tail[0]}")
+
+
+def _write(directory: Path, graphs, group_count: int) -> None:
+    """Save graphs into a fresh directory and move it into place in one rename, so a
+    reader never sees half of them."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=directory.parent, prefix="staging-"))
+    try:
+        groups: list[list[dict]] = [[] for _ in range(group_count)]
+        for group, first, last, compiled in graphs:
+            name = f"g{group}-{first}.bin"
+            compiled.save_compiled_function(str(staging / name))
+            groups[group].append({"first": first, "last": last, "file": name})
+        (staging / "graphs.json").write_text(json.dumps({"format": _FORMAT, "groups": groups}))
+        shutil.rmtree(directory, ignore_errors=True)
+        os.replace(staging, directory)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _key(model: llama.Transformer, groups: list[list]) -> str:
+    """Everything a saved graph depends on: torch, Python, the CPU (its kernels use the
+    vector instructions found here), the code it traced, and each block's tensor layout."""
+    h = hashlib.sha256()
+    parts = [str(_FORMAT), torch.__version__, sys.version, platform.machine(), _cpu_flags(),
+             str(model.context_length), str(model._cos.dtype)]
+    for module in (llama, decode, linear):
+        parts.append(hashlib.sha256(Path(module.__file__).read_bytes()).hexdigest())
+    for layers in groups:
+        parts.append(str(layers[0].attention.window))
+        for name, mod in layers[0].named_modules():
+            parts.append(f"{name}:{type(mod).__qualname__}")
+        for name, t in [*layers[0].named_parameters(), *layers[0].named_buffers()]:
+            parts.append(f"{name}:{tuple(t.shape)}:{t.stride()}:{t.dtype}")
+    h.update("\n".join(parts).encode())
+    return h.hexdigest()[:32]
+
+
+def _cpu_flags() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def _skeleton(layer) -> torch.nn.Module:
+    """A copy of `layer` on the meta device: its structure and tensor shapes, no data."""
+    return copy.deepcopy(_detach_caches(layer)).to("meta")
+
+
+def _detach_caches(layer):
+    """`layer` with its attention's slot tensors (plain attributes, not buffers, so `.to`
+    would not move them) left out."""
+    shallow = copy.copy(layer)
+    shallow._modules = dict(layer._modules)
+    attention = copy.copy(layer.attention)
+    attention._buffers = dict(attention._buffers)
+    attention.k_slots = attention.v_slots = None
+    shallow._modules["attention"] = attention
+    return shallow
+
+
+def _child(spec_path: str) -> None:
+    """The child process: compile each skeleton block's graphs and save them."""
+    if hasattr(os, "nice"):
+        os.nice(10)
+    spec = torch.load(spec_path, weights_only=False)
+    torch.set_num_threads(spec["threads"])
+    graphs = []
+    with torch.inference_mode(), decode._no_full_collections():
+        # Inference tensors, as the parent's are: the guards check that too.
+        cos, sin = spec["cos"].clone(), spec["sin"].clone()
+        for group, skeleton in enumerate(spec["layers"]):
+            layer = skeleton.to_empty(device=cos.device)
+            for t in (layer.attention.k_cache, layer.attention.v_cache):
+                t.zero_()
+            for first, last, compiled in decode.compile_ranges(layer, cos, sin):
+                graphs.append((group, first, last, compiled))
+    _write(Path(spec["out"]), graphs, len(spec["layers"]))
+
+
+if __name__ == "__main__":
+    _child(sys.argv[1])
