@@ -8,6 +8,7 @@ Q/K/V and gate/up projections are fused at load time so a decoded token costs fe
 from __future__ import annotations
 
 import math
+import mmap
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
@@ -330,8 +331,8 @@ class Transformer(nn.Module):
             attention = layer.attention
             # Zeros, not empty: a masked key still multiplies its value by 0, and 0 * NaN
             # from stale memory would poison the row.
-            attention.k_slots = torch.zeros(shape, device=device, dtype=dtype)
-            attention.v_slots = torch.zeros(shape, device=device, dtype=dtype)
+            attention.k_slots = _zeros_on_demand(shape, dtype, device)
+            attention.v_slots = _zeros_on_demand(shape, dtype, device)
             attention.k_cache = attention.k_slots[0:1]
             attention.v_cache = attention.v_slots[0:1]
         self.slots = slots
@@ -370,6 +371,18 @@ class Transformer(nn.Module):
     def decode_one(self, token: int, pos: int) -> torch.Tensor:
         self._token.fill_(token)
         return self.forward(self._token, pos, block=self.decode_block)
+
+
+def _zeros_on_demand(shape: tuple[int, ...], dtype: torch.dtype, device) -> torch.Tensor:
+    """Zeros whose memory is committed as it is written. On a CPU an anonymous mapping
+    reads as zeros and the OS backs each page on its first write, so every slot's
+    full-context cache costs what its conversations have used (torch.zeros would touch,
+    and so commit, all of it: ~380 MB a slot for the starter model at 8k tokens)."""
+    if torch.device(device).type != "cpu":
+        return torch.zeros(shape, device=device, dtype=dtype)
+    nbytes = math.prod(shape) * dtype.itemsize
+    region = mmap.mmap(-1, max(nbytes, 1))  # page-aligned, so aligned for any vector load
+    return torch.frombuffer(region, dtype=torch.uint8, count=nbytes).view(dtype).view(shape)
 
 
 def build_model(

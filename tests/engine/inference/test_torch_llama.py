@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -153,3 +154,35 @@ def test_closed_model_refuses_work(model_dirs):
     model.close()
     with pytest.raises(RuntimeError, match="closed"):
         model.decode(1, 0)
+
+
+def _resident_mb() -> float:
+    return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads Linux's /proc")
+def test_kv_cache_memory_is_committed_as_it_is_written():
+    """A slot's full-context cache costs the memory its written positions use: allocating
+    it commits nothing, and it reads as zeros (masked keys multiply their values by them)."""
+    from engine.inference.models.llama import _zeros_on_demand
+
+    before = _resident_mb()
+    cache = _zeros_on_demand((2, 4, 8192, 1024), torch.float32, "cpu")  # 256 MB
+    assert cache.shape == (2, 4, 8192, 1024) and cache.is_contiguous()
+    assert cache.data_ptr() % 64 == 0
+    cache[1, :, :16] = 1.5
+    assert _resident_mb() - before < 32
+    # (Reading untouched pages may commit them, depending on the kernel: checked last.)
+    assert float(cache[1, :, :16].sum()) == 1.5 * 4 * 16 * 1024
+    rest = cache[1, :, 16:]
+    assert float(cache[0].max()) == float(cache[0].min()) == float(rest.max()) == float(rest.min()) == 0.0
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads Linux's /proc")
+def test_a_loaded_model_keeps_no_view_of_its_weights_file(model_dirs):
+    """Weights the model keeps as they are read (embeddings, norms) are copies: a view
+    would keep the whole file mapped and count every page read as the model's memory."""
+    model = TorchBackend().load(model_dirs["llama"])
+    weights = str(model_dirs["llama"] / "model.safetensors")
+    assert weights not in open("/proc/self/maps").read()
+    model.close()
