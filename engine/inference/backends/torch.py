@@ -278,7 +278,7 @@ def _quantizer(quant: str, dtype):
     casts the remaining parameters (norms, embeddings) to the activation dtype."""
     if quant == "none":
         return None
-    from engine.inference.quant import quantize_linears
+    from engine.inference.quant import GroupQuantEmbedding, quantize_linears
 
     def prepare(module) -> None:
         # The output head stays int8 under int4: 4-bit groups cannot hold the starter's
@@ -288,6 +288,13 @@ def _quantizer(quant: str, dtype):
             for name, param in sub.named_parameters(recurse=False):
                 if param.dtype != dtype:
                     setattr(sub, name, torch.nn.Parameter(param.to(dtype), requires_grad=False))
+        embeddings = getattr(module, "tok_embeddings", None)
+        if isinstance(embeddings, torch.nn.Embedding):
+            # A table from a Q8_0 file fits int8 groups exactly: a quarter of the memory
+            # (the starter model: 113 MB to 31 MB) for the same values.
+            compact = GroupQuantEmbedding.lossless(embeddings.weight)
+            if compact is not None:
+                module.tok_embeddings = compact
 
     return prepare
 

@@ -323,7 +323,7 @@ class Transformer(nn.Module):
     def setup_cache(self, context_length: int, slots: int = 1) -> None:
         """Allocate the KV cache (`slots` sequences of context_length) and RoPE tables
         once, on the weights' device and dtype."""
-        weight = self.tok_embeddings.weight
+        weight = self.norm.weight  # in the activation dtype (the embeddings may be int8)
         device, dtype = weight.device, weight.dtype
         args = self.args
         shape = (slots, args.num_key_value_heads, context_length, args.head_dim)

@@ -76,18 +76,58 @@ def _int4_groups(w: torch.Tensor):
     return q.to(torch.int32).reshape(n, k), scale, lo + 8 * scale
 
 
-def _int8_planes(w: torch.Tensor):
+def _int8_groups(w: torch.Tensor):
+    """Q8_0's grid: q in -127..127 [n, k/GROUP, GROUP] and one scale per group [n, k/GROUP]."""
     n, k = w.shape
     groups = w.reshape(n, k // GROUP, GROUP)
     scale = groups.abs().amax(dim=-1) / 127
     scale = torch.where(scale > 0, scale, torch.ones_like(scale))
-    q = torch.round(groups / scale[..., None]).clamp(-127, 127).to(torch.int32) + 128  # 1..255
+    return torch.round(groups / scale[..., None]).clamp(-127, 127), scale
+
+
+def _int8_planes(w: torch.Tensor):
+    n, k = w.shape
+    q, scale = _int8_groups(w)
+    q = q.to(torch.int32) + 128  # 1..255
     # d*(q - 128) = 16d*(hi - 8) + d*(lo - 8) + 8d
     hi, lo = (q >> 4).reshape(n, k), (q & 15).reshape(n, k)
     packed = torch.cat((hi, lo), dim=1)
     scales = torch.cat((16 * scale, scale), dim=1)
     zeros = torch.cat((torch.zeros_like(scale), 8 * scale), dim=1)
     return packed, scales, zeros
+
+
+class GroupQuantEmbedding(nn.Module):
+    """An embedding table held as int8 per group of GROUP (Q8_0's grid), a quarter of
+    float32; a looked-up row is scaled back to `dtype`. Only made where that is lossless
+    (`lossless`): a table that came from a Q8_0 file, as the starter model's did."""
+
+    def __init__(self, q: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.dtype = dtype
+        self.register_buffer("q", q.flatten(1))  # int8 [rows, dim]
+        self.register_buffer("scale", scale.float())  # [rows, dim / GROUP]
+
+    @classmethod
+    def lossless(cls, weight: torch.Tensor) -> "GroupQuantEmbedding | None":
+        """The int8 form of `weight` [rows, dim], or None if it would change any value."""
+        if weight.shape[1] % GROUP:
+            return None
+        qs, scales = [], []
+        for rows in weight.detach().split(_CHUNK_ROWS):  # bounds the float32 temporaries
+            q, scale = _int8_groups(rows.float())
+            if not torch.equal((q * scale[..., None]).flatten(1).to(weight.dtype), rows):
+                return None
+            qs.append(q.to(torch.int8))
+            scales.append(scale)
+        return cls(torch.cat(qs), torch.cat(scales), weight.dtype)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        q = self.q[ids].unflatten(-1, (-1, GROUP)).float()
+        return (q * self.scale[ids][..., None]).flatten(-2).to(self.dtype)
+
+    def extra_repr(self) -> str:
+        return f"rows={self.q.shape[0]}, dim={self.q.shape[1]}, int8/{GROUP}"
 
 
 def quantize_linears(model: nn.Module, mode: str, *, dtype, int8_names: tuple[str, ...] = ()) -> int:

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 from safetensors.numpy import load_file, save_file  # noqa: E402
 
 from engine.inference.backends.torch import TorchBackend  # noqa: E402
-from engine.inference.quant import GroupQuantLinear  # noqa: E402
+from engine.inference.quant import GroupQuantEmbedding, GroupQuantLinear  # noqa: E402
 
 # Measured on the tiny models (logit std 1.4-2.9), prefill and decode logits vs float32:
 # weights on GGUF grids (as the starter model's are): int4 max abs diff 0.06-0.15, int8
@@ -129,6 +129,24 @@ def test_group_quant_linear_recovers_gguf_blocks_exactly(bits):
     # float32 activations and scales take torch's slow reference kernel, but are exact.
     layer = GroupQuantLinear(w, torch.ones(n), bits, torch.float32)
     torch.testing.assert_close(layer(x), x @ w.T + 1, rtol=1e-5, atol=1e-5)
+
+
+def test_int8_embeddings_are_made_only_where_lossless():
+    """A Q8_0-born table (the starter's) is held as int8 groups with every row unchanged, in
+    a quarter of the bytes; a table int8 cannot hold exactly stays as it is."""
+    g = torch.Generator().manual_seed(1)
+    q = torch.randint(-127, 128, (50, 4, 32), generator=g)
+    q[..., 0] = -127
+    scales = (torch.rand(50, 4, 1, generator=g) * 0.01).half().float()  # GGUF keeps them in fp16
+    table = (scales * q).reshape(50, 128).float()
+    compact = GroupQuantEmbedding.lossless(table)
+    assert compact is not None
+    ids = torch.tensor([[0, 7, 49, 7]])
+    assert torch.equal(compact(ids), table[ids]) and compact(ids).dtype == torch.float32
+    held = compact.q.nbytes + compact.scale.nbytes
+    assert held <= table.nbytes * 0.29
+    assert GroupQuantEmbedding.lossless(torch.randn(50, 128, generator=g)) is None
+    assert GroupQuantEmbedding.lossless(torch.randn(50, 100, generator=g)) is None  # no 32-groups
 
 
 def test_weight_format_choice():
@@ -340,6 +358,7 @@ def test_starter_model_fast_path_answers_like_the_reference(starter_models_dir, 
     tokenizer = Tokenizer.from_dir(info.path)
     model = TorchBackend().load(info.path, compile=compile)
     assert (model.dtype, model.quant) == ("float32", "int4")
+    assert isinstance(model._model.tok_embeddings, GroupQuantEmbedding)  # its Q8_0 table, exactly
     agreement = []
     for case in ref["cases"]:
         out = _greedy(model, case["prompt_ids"], len(case["greedy_ids"]))
