@@ -126,6 +126,8 @@ class TorchModel:
                 v[:, :, :n] = values[:, :, :n]
 
     def close(self) -> None:
+        if self.background is not None:
+            self.background.cancel()
         model, self._model, self._step, self._graphs = self._model, None, None, None
         del model
         if torch is not None and torch.cuda.is_available():

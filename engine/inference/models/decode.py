@@ -38,7 +38,8 @@ _FIRST_COMPILED_POS = 2
 
 def compile_cpu_decode(model: Transformer, cache_dir: Path | None = None,
                        on_ready: Callable[[], None] | None = None,
-                       in_subprocess: bool = False) -> float | None:
+                       in_subprocess: bool = False,
+                       cancelled: threading.Event | None = None) -> float | None:
     """Compile the decode block and route `model.decode_block` through it once it works (call
     it on the thread that loads the model or on a background thread, never on a GUI
     thread). Graphs compiled before for the same model shapes load from `cache_dir`
@@ -47,7 +48,8 @@ def compile_cpu_decode(model: Transformer, cache_dir: Path | None = None,
     interpreter, so a window in it stays smooth) or on scratch copies of the layers'
     caches here, so the model may decode eagerly on another thread meanwhile. Returns the
     seconds it took, or None when compiling failed and decoding stays eager. `on_ready`
-    runs once the first positions decode compiled (later ranges may still be compiling)."""
+    runs once the first positions decode compiled (later ranges may still be compiling).
+    Setting `cancelled` stops a compiling child process (the model was closed)."""
     from engine.inference.models import precompile
 
     if model.context_length <= _FIRST_COMPILED_POS + 1:
@@ -62,7 +64,8 @@ def compile_cpu_decode(model: Transformer, cache_dir: Path | None = None,
             if store is not None and store.load_into(step):
                 step.from_disk = True
             elif store is not None and in_subprocess and precompile.can_spawn():
-                store.compile_in_subprocess()
+                if not store.compile_in_subprocess(cancelled):
+                    return None  # cancelled
                 if not store.load_into(step):
                     raise RuntimeError("the graphs compiled in a child process did not load")
             else:
@@ -205,6 +208,7 @@ class BackgroundCompile:
         self.seconds: float | None = None  # the warm-up's duration, once it succeeded
         self.failed = False
         self._done = threading.Event()
+        self._cancelled = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(model, cache_dir),
                                         name="wren-compile", daemon=True)
         self._thread.start()
@@ -212,8 +216,9 @@ class BackgroundCompile:
     def _run(self, model: Transformer, cache_dir: Path | None) -> None:
         try:
             _lower_thread_priority()
-            self.seconds = compile_cpu_decode(model, cache_dir, in_subprocess=True)
-            self.failed = self.seconds is None
+            self.seconds = compile_cpu_decode(model, cache_dir, in_subprocess=True,
+                                              cancelled=self._cancelled)
+            self.failed = self.seconds is None and not self._cancelled.is_set()
         except BaseException:  # reported, never raised into a thread nobody joins
             log.exception("background compile failed")
             self.failed = True
@@ -227,6 +232,11 @@ class BackgroundCompile:
     def wait(self, timeout: float | None = None) -> bool:
         """True once the compile finished (successfully or not)."""
         return self._done.wait(timeout)
+
+    def cancel(self) -> None:
+        """Stop compiling (the model is being closed): a compiling child process is killed
+        at once; the thread ends soon after."""
+        self._cancelled.set()
 
 
 _gc_lock = threading.Lock()

@@ -24,6 +24,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 import torch
@@ -85,8 +87,9 @@ class Store:
         except Exception as exc:
             log.warning("could not save the compiled decode graphs: %s", exc)
 
-    def compile_in_subprocess(self) -> None:
-        """Compile and save the graphs in a child process; raises if it fails."""
+    def compile_in_subprocess(self, cancelled: threading.Event | None = None) -> bool:
+        """Compile and save the graphs in a child process; False if `cancelled` was set
+        meanwhile (the child is killed), raises if the child fails."""
         self.dir.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=self.dir.parent, prefix="spec-") as tmp:
             spec = Path(tmp) / "spec.pt"
@@ -97,16 +100,25 @@ class Store:
                 # The kernels are generated for a thread count (and guarded on it).
                 "threads": torch.get_num_threads(),
             }, spec)
-            try:
-                done = subprocess.run(
+            log_path = Path(tmp) / "child.log"
+            with open(log_path, "w") as child_log:
+                child = subprocess.Popen(
                     [sys.executable, "-m", "engine.inference.models.precompile", str(spec)],
-                    capture_output=True, text=True, timeout=_CHILD_TIMEOUT_S,
+                    stdin=subprocess.DEVNULL, stdout=child_log, stderr=subprocess.STDOUT,
                 )
-            except subprocess.TimeoutExpired:
-                raise RuntimeError(f"the compiling child process ran past {_CHILD_TIMEOUT_S} s") from None
-        if done.returncode != 0:
-            tail = (done.stderr or "").strip().splitlines()[-1:] or ["no output"]
-            raise RuntimeError(f"the compiling child process exited with {done.returncode}: {tail[0]}")
+                started, cancelled = time.monotonic(), cancelled or threading.Event()
+                while child.poll() is None:
+                    stop = cancelled.wait(0.2)
+                    if stop or time.monotonic() - started > _CHILD_TIMEOUT_S:
+                        child.kill()
+                        child.wait()
+                        if stop:
+                            return False
+                        raise RuntimeError(f"the compiling child process ran past {_CHILD_TIMEOUT_S} s")
+            if child.returncode != 0:
+                tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
+                raise RuntimeError(f"the compiling child process exited with {child.returncode}: {tail[0]}")
+        return True
 
 
 def _write(directory: Path, graphs, group_count: int) -> None:

@@ -4,6 +4,7 @@ the float32 reference."""
 from __future__ import annotations
 
 import logging
+import time
 
 import numpy as np
 import pytest
@@ -278,6 +279,23 @@ def test_background_compile_takes_over_decoding(tmp_path, wren_home, monkeypatch
         m.prefill(seq[:1], 0)
     for p in range(1, len(seq)):
         assert np.abs(eager.decode(seq[p], p) - rebuilt.decode(seq[p], p)).max() < 0.25, p
+
+
+@pytest.mark.slow
+def test_closing_a_model_stops_its_compile(tmp_path, wren_home, monkeypatch):
+    """A model closed while its decode step compiles (the user switched models) kills the
+    compiling child process rather than leaving it to run for seconds more."""
+    import engine.inference.backends.torch as torch_backend
+
+    monkeypatch.setenv("WREN_TORCH_COMPILE", "auto")
+    monkeypatch.setattr(torch_backend, "QUANT_MIN_PARAMS", 0)
+    model = TorchBackend().load(make_tiny_model_dir(tmp_path, "llama", seed=4), quant="int4")
+    background = model.background
+    assert model.decode_mode == "compiling"
+    time.sleep(0.5)  # the child has started
+    model.close()
+    assert background.wait(timeout=10) and not background.failed and background.seconds is None
+    assert not list(wren_home.glob("cache/torch-inductor/decode-blocks/*/graphs.json"))
 
 
 def test_compiled_blocks_route_each_position_to_its_graph(tmp_path):
