@@ -11,8 +11,8 @@ Both formats quantize groups of 32 input weights, the block of GGUF's Q4_x and Q
 int4 is asymmetric (scale and minimum, Q4_1's grid), int8 symmetric (Q8_0's), so weights
 that came from such a file are recovered exactly up to the bf16 rounding of the scales.
 `_weight_int4pack_mm_for_cpu` computes (q - 8) * scale + zero; an int8 group is split into
-a high and a low nibble plane, packed side by side along the input dimension, and the
-input is fed twice, so both formats run on the one kernel. (torch's `_weight_int8pack_mm`
+its high and low nibbles, packed one after the other along the input dimension, and the
+input is fed twice (see `_int8_planes`), so both formats run on the one kernel. (torch's `_weight_int8pack_mm`
 has one scale per output row, which loses GGUF's per-block scales, and was slower here.)
 """
 
@@ -35,6 +35,7 @@ class GroupQuantLinear(nn.Module):
         if not self.supports(weight):
             raise ValueError(f"cannot pack a {tuple(weight.shape)} weight: need [16n, {GROUP}k]")
         self.bits = bits
+        self.group = GROUP if bits == 4 else 2 * GROUP  # the kernel's group, see _int8_planes
         self.out_features, self.in_features = weight.shape
         packed, scales_zeros = [], []
         # Row chunks bound the float32/int32 temporaries (a 49k-row output head would
@@ -56,8 +57,9 @@ class GroupQuantLinear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, self.in_features).to(self.scales_zeros.dtype)
         if self.bits == 8:
-            rows = torch.cat((rows, rows), dim=1)
-        y = torch.ops.aten._weight_int4pack_mm_for_cpu(rows, self.packed, GROUP, self.scales_zeros)
+            groups = rows.reshape(-1, self.in_features // GROUP, 1, GROUP)
+            rows = torch.cat((groups * 16, groups), dim=2).view(-1, 2 * self.in_features)
+        y = torch.ops.aten._weight_int4pack_mm_for_cpu(rows, self.packed, self.group, self.scales_zeros)
         y = y.view(*x.shape[:-1], self.out_features).to(x.dtype)
         return y if self.bias is None else y.add_(self.bias)  # in place: keeps x's dtype
 
@@ -86,15 +88,17 @@ def _int8_groups(w: torch.Tensor):
 
 
 def _int8_planes(w: torch.Tensor):
+    """Each 32-group of q = 16*hi + lo becomes one kernel group of 64: its high nibbles
+    then its low ones, sharing the group's scale d, against the input fed as 16*x then x
+    (16 is exact in bf16). Per group the kernel sums ((hi-8)d + z)16x + ((lo-8)d + z)x =
+    d(q-136)x + 17zx, which is d(q-128)x for z = 8d/17: one scale and zero per 32
+    weights, as Q8_0 has, so the head reads a quarter fewer bytes than with a scale and
+    zero per nibble plane."""
     n, k = w.shape
     q, scale = _int8_groups(w)
     q = q.to(torch.int32) + 128  # 1..255
-    # d*(q - 128) = 16d*(hi - 8) + d*(lo - 8) + 8d
-    hi, lo = (q >> 4).reshape(n, k), (q & 15).reshape(n, k)
-    packed = torch.cat((hi, lo), dim=1)
-    scales = torch.cat((16 * scale, scale), dim=1)
-    zeros = torch.cat((torch.zeros_like(scale), 8 * scale), dim=1)
-    return packed, scales, zeros
+    packed = torch.cat((q >> 4, q & 15), dim=-1).reshape(n, 2 * k)
+    return packed, scale, 8 * scale / 17
 
 
 class GroupQuantEmbedding(nn.Module):
