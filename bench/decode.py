@@ -102,6 +102,7 @@ def measure(backend_name: str, args: argparse.Namespace) -> dict:
             token = sampler(model.decode(token, len(history) - 1), history)
         tg.append(args.decode_tokens / (time.perf_counter() - t0))
     decode_mode = getattr(model, "decode_mode", None)
+    resident = _resident_mb()  # with the model loaded and its caches used, after the load's peak
     model.close()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kB on Linux
     if sys.platform == "darwin":
@@ -122,6 +123,7 @@ def measure(backend_name: str, args: argparse.Namespace) -> dict:
         "decode_tokens_per_s_runs": [round(x, 1) for x in tg],
         "time_to_first_token_s": round(statistics.median(ttft), 4),
         "peak_rss_mb": round(peak / 2**20, 1),
+        "resident_mb_after_runs": resident,
         "runs": args.runs,
     })
     if gguf is not None:
@@ -137,6 +139,14 @@ def measure(backend_name: str, args: argparse.Namespace) -> dict:
             "decode_runs": [round(w / r, 2) for w, r in zip(tg, reference["tg"])],
         }
     return result
+
+
+def _resident_mb() -> float | None:
+    try:
+        pages = int(open("/proc/self/statm").read().split()[1])
+    except OSError:  # not Linux
+        return None
+    return round(pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
 
 
 def llama_bench(binary: str, gguf: Path, threads: int, prompt_tokens: int, decode_tokens: int,

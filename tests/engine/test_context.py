@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from engine.errors import NotFound
 from engine.context import (
     ContextAssembler, ContextOverflow, ContextReport, ContextRequest, ContextSettings, Instructions,
     MemorySummaries, PartKind, PartState, SummaryStore, report_from_meta, summary_prompt,
@@ -286,6 +287,11 @@ def test_fast_lineage_matches_the_store():
     fast = lineage(store, q2.id)
     assert [m["id"] for m in fast] == [m.id for m in store.lineage(q2.id)]
     assert fast[0] == {"id": q.id, "role": "user", "content": "q1", "status": "complete"}
+    # The one query both read through names only the columns it knows.
+    with pytest.raises(ValueError, match="ancestor_rows reads"):
+        store.ancestor_rows(q2.id, ("id", "content FROM chain; --"))
+    with pytest.raises(NotFound):
+        lineage(store, 10_000)
 
 
 def test_summary_prompt_carries_previous_summary_and_turns():
