@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from engine.errors import NotFound
 from engine.context import (
     ContextAssembler, ContextOverflow, ContextReport, ContextRequest, ContextSettings, Instructions,
     MemorySummaries, PartKind, PartState, SummaryStore, report_from_meta, summary_prompt,
 )
+from engine.errors import NotFound
 from engine.memory.records import Retrieved, SourceKind
 from engine.records import MessageStatus, Role
 from engine.store import Store
