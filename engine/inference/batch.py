@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 
 
 def supports_batching(model) -> bool:
+    """A model with KV slots: `slots` > 1, `decode_batch(tokens, positions, slots)`, and
+    `prefill` / `decode` taking `slot=`."""
     return callable(getattr(model, "decode_batch", None)) and getattr(model, "slots", 1) > 1
 
 
@@ -270,7 +272,7 @@ class BatchScheduler:
         if not ready:
             return
         try:
-            if len(ready) == 1:  # slot 0 alone keeps the compiled / CUDA-graph step
+            if len(ready) == 1:  # one sequence alone keeps the compiled step, in any slot
                 ready[0].logits = ready[0].session.decode(ready[0].token)
             else:
                 logits = self.model.decode_batch(

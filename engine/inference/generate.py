@@ -80,7 +80,7 @@ class KVSession:
             raise InvalidRequest(f"the {self.context_length}-token context is full")
         self._logits = None
         if self.slot:
-            logits = self.model.decode_batch([int(token)], [pos], [self.slot])[0]
+            logits = self.model.decode(int(token), pos, slot=self.slot)
         else:
             logits = self.model.decode(int(token), pos)
         self._ids.append(int(token))

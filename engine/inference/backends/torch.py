@@ -91,9 +91,13 @@ class TorchModel:
         with torch.inference_mode():
             return _to_numpy(self._model.prefill(ids, start, slot))
 
-    def decode(self, token: int, pos: int) -> np.ndarray:
-        self._check(1, pos)
+    def decode(self, token: int, pos: int, slot: int = 0) -> np.ndarray:
+        self._check(1, pos, slot)
+        if slot and self._graphs is not None:  # the CUDA graphs read slot 0 only
+            return self.decode_batch([token], [pos], [slot])[0]
         with torch.inference_mode():
+            if slot:
+                return _to_numpy(self._model.decode_one(int(token), pos, slot))
             return _to_numpy(self._step(int(token), pos))
 
     def decode_batch(self, tokens: Sequence[int], positions: Sequence[int],

@@ -14,7 +14,6 @@ bucket so a short chat does not pay for reading the whole 8k cache.
 from __future__ import annotations
 
 import contextlib
-import copy
 import gc
 import logging
 import os
@@ -106,9 +105,14 @@ class CompiledBlocks:
     def __init__(self, model: Transformer) -> None:
         self.model = model
         self.groups = _layers_by_shape(model)
+        # Each group's layers as every KV slot sees them: a graph serves them all.
+        index = {id(layer): i for i, layer in enumerate(model.layers)}
+        self._members = [[model.layers_for(slot)[index[id(layer)]] for slot in range(model.slots) for layer in layers]
+                         for layers in self.groups]
         # id(layer) -> [(first, last, compiled)], ranges in increasing order. Appended to
         # by the compiling thread while the decoding thread reads: each list only grows.
-        self._ranges: dict[int, list[tuple[int, int, Callable]]] = {id(layer): [] for layer in model.layers}
+        self._ranges: dict[int, list[tuple[int, int, Callable]]] = {
+            id(layer): [] for members in self._members for layer in members}
         # (group index, first, last, compiled) for each graph, in the order they were added.
         self.graphs: list[tuple[int, int, int, Callable]] = []
         self.from_disk = False
@@ -125,7 +129,7 @@ class CompiledBlocks:
         guards accept each of them at both ends (under inference_mode); False if not."""
         h = _hidden(self.model._cos.dtype, self.model.args.hidden_size, self.model._cos.device)
         cos, sin = self.model._cos, self.model._sin
-        layers = self.groups[group]
+        layers = self._members[group]
         if not all(compiled.guard_check(layer, h, cos[p : p + 1], sin[p : p + 1], p)
                    for layer in layers for p in (first, last)):
             return False
@@ -288,14 +292,7 @@ def _layers_by_shape(model: Transformer) -> list[list]:
 
 def _with_scratch_cache(layer):
     """A copy of `layer` sharing its weights but writing into zeroed caches of its own."""
-    attention = copy.copy(layer.attention)
-    attention._buffers = dict(attention._buffers)
-    attention.k_cache = torch.zeros_like(layer.attention.k_cache)
-    attention.v_cache = torch.zeros_like(layer.attention.v_cache)
-    scratch = copy.copy(layer)
-    scratch._modules = dict(layer._modules)
-    scratch._modules["attention"] = attention
-    return scratch
+    return layer.with_caches(torch.zeros_like(layer.attention.k_cache), torch.zeros_like(layer.attention.v_cache))
 
 
 def _use_cache_dir(path: Path) -> None:

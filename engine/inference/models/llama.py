@@ -7,6 +7,7 @@ Q/K/V and gate/up projections are fused at load time so a decoded token costs fe
 
 from __future__ import annotations
 
+import copy
 import math
 import mmap
 from dataclasses import dataclass
@@ -304,6 +305,17 @@ class Block(nn.Module):
         h = x + self.attention(self.attention_norm(x), cos, sin, start, slot)
         return h + self.feed_forward(self.ffn_norm(h))
 
+    def with_caches(self, k_cache: torch.Tensor, v_cache: torch.Tensor) -> "Block":
+        """A copy of this block sharing its weights but reading and writing the given
+        caches as its slot 0 (a compiled one-token step takes the block as its input)."""
+        attention = copy.copy(self.attention)
+        attention._buffers = dict(attention._buffers)
+        attention.k_cache, attention.v_cache = k_cache, v_cache
+        block = copy.copy(self)
+        block._modules = dict(self._modules)
+        block._modules["attention"] = attention
+        return block
+
 
 class Transformer(nn.Module):
     def __init__(self, args: ModelArgs) -> None:
@@ -319,6 +331,7 @@ class Transformer(nn.Module):
         # Set by engine.inference.models.decode to run decoded tokens through compiled
         # blocks; prefill stays eager (it is compute-bound, op overhead is amortised).
         self.decode_block: Callable | None = None
+        self._slot_layers: dict[int, list[Block]] = {}
 
     def setup_cache(self, context_length: int, slots: int = 1) -> None:
         """Allocate the KV cache (`slots` sequences of context_length) and RoPE tables
@@ -336,6 +349,7 @@ class Transformer(nn.Module):
             attention.k_cache = attention.k_slots[0:1]
             attention.v_cache = attention.v_slots[0:1]
         self.slots = slots
+        self._slot_layers = {}
         freqs = torch.outer(torch.arange(context_length, dtype=torch.float64), rope_inv_freq(args))
         angles = torch.cat((freqs, freqs), dim=-1)[:, None, :]  # [positions, 1 (heads), head_dim]
         self._cos = angles.cos().to(device=device, dtype=dtype)
@@ -345,11 +359,23 @@ class Transformer(nn.Module):
         self._token = torch.zeros((1, 1), dtype=torch.long, device=device)
         self.context_length = context_length
 
+    def layers_for(self, slot: int) -> list[Block]:
+        """The blocks as seen from `slot`: for slot 0 the model's own, for another slot
+        copies whose slot-0 caches are that slot's (made once per slot)."""
+        if slot == 0:
+            return list(self.layers)
+        if slot not in self._slot_layers:
+            self._slot_layers[slot] = [
+                layer.with_caches(layer.attention.k_slots[slot : slot + 1], layer.attention.v_slots[slot : slot + 1])
+                for layer in self.layers
+            ]
+        return self._slot_layers[slot]
+
     def forward(self, ids: torch.Tensor, start: int, last_only: bool = True,
                 block: Callable | None = None, slot: int = 0) -> torch.Tensor:
-        """Logits for ids [1, L] at positions start..start+L-1: [vocab] for the last
-        position, or [L, vocab] with last_only=False. `block(layer, h, cos, sin, start)`
-        replaces calling each layer (slot 0 only)."""
+        """Logits for ids [1, L] at positions start..start+L-1 of `slot`: [vocab] for the
+        last position, or [L, vocab] with last_only=False. `block(layer, h, cos, sin,
+        start)` replaces calling each layer (given `layers_for(slot)`)."""
         length = ids.shape[1]
         if start < 0 or start + length > self.context_length:
             raise ValueError(
@@ -359,8 +385,12 @@ class Transformer(nn.Module):
         cos = self._cos[start : start + length]
         sin = self._sin[start : start + length]
         h = self.tok_embeddings(ids)
-        for layer in self.layers:
-            h = layer(h, cos, sin, start, slot) if block is None else block(layer, h, cos, sin, start)
+        if block is None:
+            for layer in self.layers:
+                h = layer(h, cos, sin, start, slot)
+        else:
+            for layer in self.layers_for(slot):
+                h = block(layer, h, cos, sin, start)
         h = h[0, -1] if last_only else h[0]
         return self.output(self.norm(h))
 
@@ -368,9 +398,11 @@ class Transformer(nn.Module):
         ids = torch.as_tensor(ids, dtype=torch.long, device=self._token.device).view(1, -1)
         return self.forward(ids, start, slot=slot)
 
-    def decode_one(self, token: int, pos: int) -> torch.Tensor:
+    def decode_one(self, token: int, pos: int, slot: int = 0) -> torch.Tensor:
         self._token.fill_(token)
-        return self.forward(self._token, pos, block=self.decode_block)
+        if self.decode_block is None:
+            return self.forward(self._token, pos, slot=slot)
+        return self.forward(self._token, pos, block=self.decode_block, slot=slot)
 
 
 def _zeros_on_demand(shape: tuple[int, ...], dtype: torch.dtype, device) -> torch.Tensor:

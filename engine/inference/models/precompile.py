@@ -169,19 +169,10 @@ def _cpu_flags() -> str:
 
 def _skeleton(layer) -> torch.nn.Module:
     """A copy of `layer` on the meta device: its structure and tensor shapes, no data."""
-    return copy.deepcopy(_detach_caches(layer)).to("meta")
-
-
-def _detach_caches(layer):
-    """`layer` with its attention's slot tensors (plain attributes, not buffers, so `.to`
-    would not move them) left out."""
-    shallow = copy.copy(layer)
-    shallow._modules = dict(layer._modules)
-    attention = copy.copy(layer.attention)
-    attention._buffers = dict(attention._buffers)
-    attention.k_slots = attention.v_slots = None
-    shallow._modules["attention"] = attention
-    return shallow
+    shallow = layer.with_caches(layer.attention.k_cache, layer.attention.v_cache)
+    # Plain attributes, not buffers: `.to` would not move them.
+    shallow.attention.k_slots = shallow.attention.v_slots = None
+    return copy.deepcopy(shallow).to("meta")
 
 
 def _child(spec_path: str) -> None:

@@ -251,6 +251,12 @@ def test_background_compile_takes_over_decoding(tmp_path, wren_home, monkeypatch
         a, b = eager.decode(seq[p], p), model.decode(seq[p], p)
         # bf16 logits; the fused kernels round intermediates differently (1-2 bf16 ulps).
         assert np.abs(a - b).max() < 0.25, p
+    # A sequence in another KV slot decodes through the same graphs.
+    assert blocks._ranges[id(model._model.layers_for(1)[0])] == blocks._ranges[id(model._model.layers[0])]
+    for m in (eager, model):
+        m.prefill(seq[:1], 0, slot=1)
+    for p in range(1, 12):
+        assert np.abs(eager.decode(seq[p], p, slot=1) - model.decode(seq[p], p, slot=1)).max() < 0.25, p
     # The final position (no graph of its own) decodes eagerly, on either side of the last range.
     long = [3 + i % 50 for i in range(ctx)]
     for m in (eager, model):
@@ -335,6 +341,18 @@ def test_compiled_blocks_route_each_position_to_its_graph(tmp_path):
     calls.clear()
     routed.prefill(seq[:12], 0)  # a prompt never takes a one-token graph
     assert calls == []
+    # Another KV slot's sequence takes the same graphs, on that slot's cache.
+    assert routed.slots > 1
+    slot0_before, _ = routed.export_kv(len(seq), slot=0)
+    other = list(range(40, 52))
+    for m in (eager, routed):
+        m.prefill(other[:1], 0, slot=1)
+    for p in range(1, len(other)):
+        np.testing.assert_array_equal(eager.decode(other[p], p, slot=1), routed.decode(other[p], p, slot=1))
+    assert calls == [("a" if p < 10 else "b", p) for p in range(2, len(other)) for _ in range(layers)]
+    # ...without touching slot 0's.
+    slot0_after, _ = routed.export_kv(len(seq), slot=0)
+    assert all(torch.equal(a, b) for pair in zip(slot0_before, slot0_after) for a, b in zip(*pair))
 
 
 def test_compile_setting_resolves_per_device_and_size(monkeypatch):
