@@ -1,4 +1,5 @@
-"""Aggregate decode speed of continuous batching on the torch backend; prints JSON.
+"""Aggregate decode speed of continuous batching (torch, or MLX through mlx-lm's batched
+cache); prints JSON.
 
 For 1, 2, 4 and 8 concurrent sequences of the starter model (default format: int4
 weights, float32 activations on a CPU):
@@ -10,6 +11,7 @@ weights, float32 activations on a CPU):
 Both report aggregate tokens/s over all sequences.
 
     .venv/bin/python bench/batch.py [--tokens 32] [--threads N] [--context 1024] [--compile off]
+        [--backend torch|mlx]
 
 --compile auto lets the single-sequence step compile (waited for before measuring); the
 default, off, compares batched and single steps on the same eager footing.
@@ -94,10 +96,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--context", type=int, default=1024, help="per-slot KV cache length")
     parser.add_argument("--compile", default="off", choices=("auto", "on", "off"))
+    parser.add_argument("--backend", default="torch", choices=("torch", "mlx"))
     args = parser.parse_args()
 
     import torch
 
+    from engine.inference.backends.mlx import MLXBackend
     from engine.inference.backends.torch import TorchBackend
     from engine.modelhub.registry import ModelRegistry
     from engine.tokenize import Tokenizer
@@ -108,14 +112,18 @@ def main() -> None:
     tokenizer = Tokenizer.from_dir(info.path)
     prompts = [tokenizer.encode_chat([{"role": "user", "content": q}]) for q in QUESTIONS]
 
-    class Backend(TorchBackend):  # the worker's load() call, with this run's slots
+    class Torch(TorchBackend):  # the worker's load() call, with this run's slots
         def load(self, model_dir, **options):
             model = super().load(model_dir, context_length=args.context, slots=max(BATCHES),
                                  compile=args.compile)
             model.wait_compiled()
             return model
 
-    backend = Backend()
+    class MLX(MLXBackend):
+        def load(self, model_dir, **options):
+            return super().load(model_dir, context_length=args.context, slots=max(BATCHES))
+
+    backend = Torch() if args.backend == "torch" else MLX()
     model = backend.load(info.path)
     results = []
     for batch in BATCHES:
@@ -124,10 +132,11 @@ def main() -> None:
             "step_tokens_per_s": round(step_rate(model, prompts[:batch], args.tokens), 1),
             "worker": worker_rate(info.path, tokenizer, backend, prompts[:batch], args.tokens),
         })
-    decode_mode = model.decode_mode
+    decode_mode = getattr(model, "decode_mode", None)
     model.close()
     print(json.dumps({
-        "model": info.path.name, "dtype": model.dtype, "quant": model.quant, "decode_mode": decode_mode,
+        "model": info.path.name, "backend": model.backend, "dtype": getattr(model, "dtype", None),
+        "quant": getattr(model, "quant", None), "decode_mode": decode_mode,
         "threads": torch.get_num_threads(), "machine": platform.processor() or platform.machine(),
         "context_per_slot": args.context, "tokens_per_sequence": args.tokens, "results": results,
     }, indent=2))

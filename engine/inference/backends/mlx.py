@@ -20,45 +20,64 @@ else:
 
 DTYPE_NAMES = ("auto", "float32", "bfloat16", "float16")
 DEFAULT_MAX_CONTEXT = 8192
+DEFAULT_SLOTS = 2  # the visible answer plus one side task (a title, a summary)
 
 
 class MLXModel:
-    """An mlx-lm model plus its prompt cache; used from one inference thread."""
+    """An mlx-lm model plus one prompt cache per KV slot; used from one inference thread.
 
-    def __init__(self, model, context_length: int, vocab_size: int) -> None:
-        from mlx_lm.models.cache import make_prompt_cache
+    With several slots (models whose every layer keeps a plain KVCache) it decodes
+    sequences together: `decode_batch` merges the slots' caches into mlx-lm's
+    BatchKVCache (sequences right-aligned, left padding masked) and keeps that batch
+    while the same slots keep stepping together, so a step costs one forward pass over
+    B rows. Touching one of the batch's slots alone, or changing who steps together,
+    first splits the batch back into per-slot caches."""
+
+    def __init__(self, model, context_length: int, vocab_size: int, slots: int = 1) -> None:
+        from mlx_lm.models.cache import KVCache, make_prompt_cache
 
         self._model = model
-        self._cache = make_prompt_cache(model)
+        self._caches = [make_prompt_cache(model) for _ in range(max(1, slots))]
+        if slots > 1 and not all(type(c) is KVCache for c in self._caches[0]):
+            self._caches = self._caches[:1]  # sliding windows etc.: no batched cache for them
+        self.slots = len(self._caches)
+        # (slots stepping together, their next positions, one BatchKVCache per layer)
+        self._batch: tuple[tuple[int, ...], list[int], list] | None = None
         self.backend = "mlx"
         self.context_length = context_length
         self.vocab_size = vocab_size
 
-    def prefill(self, ids: Sequence[int], start: int) -> np.ndarray:
+    def prefill(self, ids: Sequence[int], start: int, slot: int = 0) -> np.ndarray:
         ids = list(ids)
         if self._model is None:
             raise RuntimeError("the model is closed")
         if not ids:
             raise ValueError("prefill needs at least one token")
+        self._check_slot(slot)
         if start < 0 or start + len(ids) > self.context_length:
             raise ValueError(
                 f"positions {start}..{start + len(ids) - 1} do not fit the "
                 f"{self.context_length}-token context"
             )
-        self._rewind(start)
-        logits = self._model(mx.array([ids]), cache=self._cache)[0, -1]
+        self._release(slot)
+        self._rewind(start, slot)
+        logits = self._model(mx.array([ids]), cache=self._caches[slot])[0, -1]
         # Converting forces MLX's lazy graph to run; float32 first as numpy has no bfloat16.
         return np.asarray(logits.astype(mx.float32))
 
-    def _rewind(self, start: int) -> None:
+    def _check_slot(self, slot: int) -> None:
+        if not 0 <= slot < self.slots:
+            raise ValueError(f"slot {slot} is outside 0..{self.slots - 1}")
+
+    def _rewind(self, start: int, slot: int = 0) -> None:
         if start == 0:  # a fresh cache: cheaper than trimming, and works for every cache kind
             from mlx_lm.models.cache import make_prompt_cache
 
-            self._cache = make_prompt_cache(self._model)
+            self._caches[slot] = make_prompt_cache(self._model)
             return
         # Layer by layer rather than mlx-lm's trim_prompt_cache (which trims every layer by
         # the first one's amount): after a failed call the layers' offsets may disagree.
-        for layer_cache in self._cache:
+        for layer_cache in self._caches[slot]:
             if layer_cache.offset < start:
                 raise ValueError(f"start {start} is past the {layer_cache.offset} cached positions")
             if layer_cache.offset > start:
@@ -66,13 +85,54 @@ class MLXModel:
                     raise ValueError("this model's cache cannot be rewound; prefill from position 0")
                 layer_cache.trim(layer_cache.offset - start)
 
-    def decode(self, token: int, pos: int) -> np.ndarray:
-        return self.prefill([int(token)], pos)
+    def decode(self, token: int, pos: int, slot: int = 0) -> np.ndarray:
+        return self.prefill([int(token)], pos, slot)
 
-    def export_kv(self, n: int) -> tuple[list, int]:
-        """Copies of the first `n` cached positions of every layer, and their size."""
+    def decode_batch(self, tokens: Sequence[int], positions: Sequence[int],
+                     slots: Sequence[int]) -> np.ndarray:
+        """Logits [B, vocab]: row b appends tokens[b] at positions[b] to slot slots[b]."""
+        from mlx_lm.models.cache import BatchKVCache
+
+        if self._model is None:
+            raise RuntimeError("the model is closed")
+        slots, positions = tuple(int(s) for s in slots), [int(p) for p in positions]
+        if not (len(tokens) == len(positions) == len(slots) >= 1):
+            raise ValueError("tokens, positions and slots must be equally long and not empty")
+        if len(set(slots)) != len(slots) or not all(0 <= s < self.slots for s in slots):
+            raise ValueError(f"slots {list(slots)} must be distinct and within 0..{self.slots - 1}")
+        if not all(0 <= p < self.context_length for p in positions):
+            raise ValueError(f"positions {positions} are outside the {self.context_length}-token context")
+        if self._batch is None or self._batch[:2] != (slots, positions):
+            self._unbatch()
+            for slot, pos in zip(slots, positions):
+                self._rewind(pos, slot)
+            layers = zip(*(self._caches[slot] for slot in slots))
+            self._batch = (slots, positions, [BatchKVCache.merge(list(per_slot)) for per_slot in layers])
+        batch = self._batch[2]
+        logits = self._model(mx.array([[int(t)] for t in tokens]), cache=batch)[:, -1]
+        out = np.asarray(logits.astype(mx.float32))
+        self._batch = (slots, [p + 1 for p in positions], batch)
+        return out
+
+    def _release(self, slot: int) -> None:
+        """Give `slot` its own cache back before it is used alone."""
+        if self._batch is not None and slot in self._batch[0]:
+            self._unbatch()
+
+    def _unbatch(self) -> None:
+        if self._batch is None:
+            return
+        slots, _, batch = self._batch
+        self._batch = None
+        for row, slot in enumerate(slots):
+            self._caches[slot] = [layer.extract(row) for layer in batch]
+
+    def export_kv(self, n: int, slot: int = 0) -> tuple[list, int]:
+        """Copies of the first `n` cached positions of every layer in `slot`, and their size."""
+        self._check_slot(slot)
+        self._release(slot)
         state, nbytes = [], 0
-        for layer_cache in self._cache:
+        for layer_cache in self._caches[slot]:
             keys, values = layer_cache.keys, layer_cache.values
             keys, values = mx.array(keys[..., :n, :]), mx.array(values[..., :n, :])
             mx.eval(keys, values)  # materialise now: the live arrays change in place later
@@ -80,11 +140,13 @@ class MLXModel:
             nbytes += keys.nbytes + values.nbytes
         return state, nbytes
 
-    def import_kv(self, state: list, n: int) -> None:
+    def import_kv(self, state: list, n: int, slot: int = 0) -> None:
         from mlx_lm.models.cache import make_prompt_cache
 
-        self._cache = make_prompt_cache(self._model)
-        for layer_cache, (keys, values) in zip(self._cache, state):
+        self._check_slot(slot)
+        self._release(slot)
+        self._caches[slot] = make_prompt_cache(self._model)
+        for layer_cache, (keys, values) in zip(self._caches[slot], state):
             # The cache grows by allocating past what it holds, so the saved arrays are
             # never written to and stay valid for a later restore.
             layer_cache.keys, layer_cache.values = keys[..., :n, :], values[..., :n, :]
@@ -92,7 +154,8 @@ class MLXModel:
 
     def close(self) -> None:
         self._model = None
-        self._cache = None
+        self._caches = []
+        self._batch = None
         if mx is not None:
             mx.clear_cache()
 
@@ -113,13 +176,18 @@ class MLXBackend:
         return self.unavailable_reason() is None
 
     def load(
-        self, model_dir: Path, *, dtype: str = "auto", context_length: int | None = None
+        self, model_dir: Path, *, dtype: str = "auto", context_length: int | None = None,
+        slots: int = DEFAULT_SLOTS,
     ) -> MLXModel:
         """Load an HF folder with mlx-lm. dtype "auto" keeps the stored dtype;
-        context_length defaults to min(max_position_embeddings, 8192)."""
+        context_length defaults to min(max_position_embeddings, 8192); slots is how many
+        sequences may decode together (1 turns batching off; models whose layers keep
+        other cache kinds than mlx-lm's KVCache, such as sliding windows, get 1)."""
         reason = self.unavailable_reason()
         if reason:
             raise BackendUnavailable(f"mlx: {reason}")
+        if slots < 1:
+            raise ValueError(f"slots must be at least 1, got {slots}")
         if dtype not in DTYPE_NAMES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPE_NAMES)}, got {dtype!r}")
         from mlx_lm.utils import load_model
@@ -147,7 +215,7 @@ class MLXBackend:
             context_length = min(limit, DEFAULT_MAX_CONTEXT)
         elif not (1 <= context_length <= limit):
             raise ValueError(f"context_length must be 1..{limit}, got {context_length}")
-        return MLXModel(model, context_length, int(config["vocab_size"]))
+        return MLXModel(model, context_length, int(config["vocab_size"]), slots)
 
 
 

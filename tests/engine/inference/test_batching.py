@@ -1,6 +1,7 @@
-"""Continuous batching on the torch backend: sequences decoded together produce exactly
-what each produces alone (greedy, tiny random float32 models), join and leave between
-steps, are admitted by priority and can be cancelled without disturbing the others."""
+"""Continuous batching on the torch backend (and MLX, through mlx-lm's batched cache, where
+it is installed): sequences decoded together produce exactly what each produces alone
+(greedy, tiny random float32 models), join and leave between steps, are admitted by
+priority and can be cancelled without disturbing the others."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 from engine.events import Delta, Finished, FinishReason, Usage
+from engine.inference.backends.mlx import MLXBackend
 from engine.inference.backends.torch import TorchBackend
 from engine.inference.sampling import SamplingParams
 from engine.inference.worker import PREFILL_CHUNK, GenerationRequest, ModelWorker
@@ -17,6 +19,8 @@ from engine.tokenize import Tokenizer
 from tests.fixtures.tiny import make_tiny_model_dir
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=12)
+BACKENDS = ["torch", pytest.param("mlx", marks=pytest.mark.skipif(
+    not MLXBackend().available(), reason=f"{MLXBackend().unavailable_reason()}"))]
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +59,36 @@ def test_decode_batch_matches_each_sequence_alone(tmp_path, arch, overrides):
     assert together == alone
 
 
-def test_decode_batch_rejects_shared_or_unknown_slots(tiny_dir):
-    model = TorchBackend().load(tiny_dir, dtype="float32", slots=2)
+@pytest.mark.skipif(not MLXBackend().available(), reason="MLX is not installed")
+@pytest.mark.parametrize("arch,overrides", [("llama", {}), ("qwen3", {}), ("qwen2", {})])
+def test_mlx_decode_batch_matches_each_sequence_alone(tmp_path, arch, overrides):
+    """mlx-lm's batched cache: sequences right-aligned with their left padding masked."""
+    model = MLXBackend().load(make_tiny_model_dir(tmp_path, arch, **overrides), dtype="float32", slots=4)
+    assert model.slots == 4
+    rng = np.random.default_rng(1)
+    prompts = [list(map(int, rng.integers(3, 300, n))) for n in (5, 11, 2, 8)]
+    alone = [_greedy_alone(model, p, 10) for p in prompts]
+    slots = [2, 0, 3, 1]
+    logits = [model.prefill(p, 0, slot=s) for p, s in zip(prompts, slots)]
+    pos = [len(p) for p in prompts]
+    together: list[list[int]] = [[] for _ in prompts]
+    for i in range(10):
+        tokens = [int(np.argmax(row)) for row in logits]
+        for seq, token in zip(together, tokens):
+            seq.append(token)
+        if i == 5:  # slot 0 steps alone: the batch splits, and forms again the step after
+            rows = model.decode_batch([tokens[j] for j in (0, 2, 3)], [pos[j] for j in (0, 2, 3)],
+                                      [slots[j] for j in (0, 2, 3)])
+            logits = [rows[0], model.decode(tokens[1], pos[1], slot=slots[1]), rows[1], rows[2]]
+        else:
+            logits = list(model.decode_batch(tokens, pos, slots))
+        pos = [p + 1 for p in pos]
+    assert together == alone
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_decode_batch_rejects_shared_or_unknown_slots(tiny_dir, backend):
+    model = _Slots(2, backend).load(tiny_dir)
     with pytest.raises(ValueError):
         model.decode_batch([1, 2], [0, 0], [1, 1])
     with pytest.raises(ValueError):
@@ -66,14 +98,14 @@ def test_decode_batch_rejects_shared_or_unknown_slots(tiny_dir):
 
 
 class _Slots:
-    """The torch backend, loading with a given number of KV slots."""
+    """A backend, loading with a given number of KV slots."""
 
-    def __init__(self, slots: int) -> None:
+    def __init__(self, slots: int, backend: str = "torch") -> None:
         self.slots = slots
-        self.torch = TorchBackend()
+        self.backend = TorchBackend() if backend == "torch" else MLXBackend()
 
     def load(self, model_dir, *, dtype="auto"):
-        return self.torch.load(model_dir, dtype="float32", slots=self.slots)
+        return self.backend.load(model_dir, dtype="float32", slots=self.slots)
 
 
 class _Collect:
@@ -122,36 +154,39 @@ def _requests(tok, sinks, priorities=None, params=GREEDY):
             for text, sink, p in zip(PROMPTS, sinks, priorities)]
 
 
-def _answers_alone(tiny_dir, tok, prompts: list[list[int]], params: list[SamplingParams]) -> list[str]:
+def _answers_alone(tiny_dir, tok, prompts: list[list[int]], params: list[SamplingParams],
+                   backend: str = "torch") -> list[str]:
     """Each prompt's answer from a one-slot worker: nothing decoded beside it."""
     sinks = [_Collect() for _ in prompts]
-    worker = ModelWorker("alone", _Slots(1), tiny_dir, tok)
+    worker = ModelWorker("alone", _Slots(1, backend), tiny_dir, tok)
     _run(worker, [GenerationRequest(p, q, s) for p, q, s in zip(prompts, params, sinks)], sinks)
     return [s.text for s in sinks]
 
 
-def _alone(tiny_dir, tok) -> list[str]:
-    return _answers_alone(tiny_dir, tok, [tok.encode(p) for p in PROMPTS], [GREEDY] * len(PROMPTS))
+def _alone(tiny_dir, tok, backend: str = "torch") -> list[str]:
+    return _answers_alone(tiny_dir, tok, [tok.encode(p) for p in PROMPTS], [GREEDY] * len(PROMPTS), backend)
 
 
-def test_worker_batches_concurrent_requests_with_unchanged_output(tiny_dir):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_worker_batches_concurrent_requests_with_unchanged_output(tiny_dir, backend):
     tok = Tokenizer.from_dir(tiny_dir)
-    expected = _alone(tiny_dir, tok)
+    expected = _alone(tiny_dir, tok, backend)
     sinks = [_Collect() for _ in PROMPTS]
-    worker = ModelWorker("batched", _Slots(4), tiny_dir, tok)
+    worker = ModelWorker("batched", _Slots(4, backend), tiny_dir, tok)
     _run(worker, _requests(tok, sinks, priorities=[0, 1, 1, 2]), sinks)
     assert [s.text for s in sinks] == expected
     assert all(s.reason in (FinishReason.LENGTH, FinishReason.STOP) for s in sinks)
     assert all(isinstance(s.events[-2], Usage) for s in sinks)
 
 
-def test_cancelling_one_sequence_leaves_the_others_intact(tiny_dir):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cancelling_one_sequence_leaves_the_others_intact(tiny_dir, backend):
     tok = Tokenizer.from_dir(tiny_dir)
-    expected = _alone(tiny_dir, tok)
+    expected = _alone(tiny_dir, tok, backend)
     sinks = [_Collect() for _ in PROMPTS]
     requests = _requests(tok, sinks)
     sinks[1].on_delta = lambda sink: requests[1].cancel.set()  # stop after its first delta
-    worker = ModelWorker("cancel", _Slots(4), tiny_dir, tok)
+    worker = ModelWorker("cancel", _Slots(4, backend), tiny_dir, tok)
     _run(worker, requests, sinks)
     assert sinks[1].reason is FinishReason.CANCELLED
     assert expected[1].startswith(sinks[1].text) and len(sinks[1].text) < len(expected[1])
@@ -214,14 +249,14 @@ LONGER = SamplingParams(temperature=0.0, max_tokens=24)
 PREEMPT_PROMPTS = [PROMPTS[1], PROMPTS[0], PROMPTS[2]]
 
 
-def _preemption_run(tiny_dir, tok, on_urgent_delta=None):
+def _preemption_run(tiny_dir, tok, on_urgent_delta=None, backend: str = "torch"):
     """Two priority-2 answers fill both slots; after the first one's third delta a
     priority-0 request arrives. Returns the sinks, the requests and the event log. (The
     first prompt is one whose answer streams a delta per token on the tiny model.)"""
     log: list[tuple[str, int]] = []
     lock = threading.Lock()
     requests: list[GenerationRequest] = []
-    worker = ModelWorker("preempt", _Slots(2), tiny_dir, tok)
+    worker = ModelWorker("preempt", _Slots(2, backend), tiny_dir, tok)
 
     def sink_for(i):
         def note(sink):
@@ -254,10 +289,12 @@ def _preemption_run(tiny_dir, tok, on_urgent_delta=None):
     return sinks, requests, log
 
 
-def test_urgent_request_pauses_a_less_urgent_sequence_which_resumes_unchanged(tiny_dir):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_urgent_request_pauses_a_less_urgent_sequence_which_resumes_unchanged(tiny_dir, backend):
     tok = Tokenizer.from_dir(tiny_dir)
-    expected = _answers_alone(tiny_dir, tok, [tok.encode(p) for p in PREEMPT_PROMPTS], [LONGER, LONGER, GREEDY])
-    sinks, _, log = _preemption_run(tiny_dir, tok)
+    expected = _answers_alone(tiny_dir, tok, [tok.encode(p) for p in PREEMPT_PROMPTS], [LONGER, LONGER, GREEDY],
+                              backend)
+    sinks, _, log = _preemption_run(tiny_dir, tok, backend=backend)
     # Both slots were busy, yet the urgent answer started before either of them finished.
     first_urgent = log.index(("delta", 2))
     assert first_urgent < log.index(("finished", 0)) and first_urgent < log.index(("finished", 1))
