@@ -51,6 +51,7 @@ class Store:
         self.model = model
         self.groups = decode._layers_by_shape(model)
         self.dir = Path(cache_dir) / "decode-blocks" / _key(model, self.groups)
+        _remove_leftovers(self.dir.parent)
 
     def load_into(self, step: "decode.CompiledBlocks") -> bool:
         """Add every saved graph to `step` (call under inference_mode); False when none
@@ -134,9 +135,27 @@ def _write(directory: Path, graphs, group_count: int) -> None:
             groups[group].append({"first": first, "last": last, "file": name})
         (staging / "graphs.json").write_text(json.dumps({"format": _FORMAT, "groups": groups}))
         shutil.rmtree(directory, ignore_errors=True)
-        os.replace(staging, directory)
+        try:
+            os.replace(staging, directory)
+        except OSError:
+            if not (directory / "graphs.json").is_file():
+                raise
+            # Another Wren process saved the same graphs first: theirs serve as well.
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _remove_leftovers(root: Path, older_than_s: float = 3600) -> None:
+    """Half-written saves and compile inputs of processes that were killed."""
+    if not root.is_dir():
+        return
+    now = time.time()
+    for entry in root.iterdir():
+        try:
+            if entry.name.startswith(("staging-", "spec-")) and now - entry.stat().st_mtime > older_than_s:
+                shutil.rmtree(entry, ignore_errors=True)
+        except OSError:
+            pass
 
 
 def _key(model: llama.Transformer, groups: list[list]) -> str:
@@ -144,6 +163,7 @@ def _key(model: llama.Transformer, groups: list[list]) -> str:
     vector instructions found here), the code it traced, and each block's tensor layout."""
     h = hashlib.sha256()
     parts = [str(_FORMAT), torch.__version__, sys.version, platform.machine(), _cpu_flags(),
+             str(torch.get_num_threads()),  # the kernels are generated for it
              str(model.context_length), str(model._cos.dtype)]
     for module in (llama, decode, linear):
         parts.append(hashlib.sha256(Path(module.__file__).read_bytes()).hexdigest())
