@@ -4,9 +4,9 @@ Compiling the starter model's decode block takes ~15 s cold and, even from a war
 cache, seconds of tracing whose Python work holds the interpreter in ~0.1-0.2 s bursts: a
 window in the same process stutters meanwhile. So the graphs `decode.CompiledBlocks` runs
 are saved (torch's `aot_compile` artifacts) under a key of everything they depend on, and
-a later start loads them in about two seconds without tracing. When none are saved, a
-child process at low priority compiles them from skeleton copies of the blocks (the
-shapes, no weights) and saves them for the parent to load.
+a later start loads them in about a second without tracing. When none are saved, a
+child process compiles them from skeleton copies of the blocks (the
+shapes, no weights) on idle CPU time only, and saves them for the parent to load.
 
     <cache>/decode-blocks/<key>/graphs.json     groups, ranges and their files
     <cache>/decode-blocks/<key>/g<group>-<first>.bin
@@ -195,10 +195,23 @@ def _skeleton(layer) -> torch.nn.Module:
     return copy.deepcopy(shallow).to("meta")
 
 
+def _yield_the_cpu() -> None:
+    """Run only on otherwise idle CPU time (the C++ compilers started inherit it): while the
+    parent decodes an answer, the answer keeps the cores. Linux's SCHED_IDLE does that;
+    elsewhere the lowest niceness comes closest."""
+    if hasattr(os, "sched_setscheduler") and hasattr(os, "SCHED_IDLE"):
+        try:
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+            return
+        except OSError:
+            pass
+    if hasattr(os, "nice"):
+        os.nice(19)
+
+
 def _child(spec_path: str) -> None:
     """The child process: compile each skeleton block's graphs and save them."""
-    if hasattr(os, "nice"):
-        os.nice(10)
+    _yield_the_cpu()
     spec = torch.load(spec_path, weights_only=False)
     torch.set_num_threads(spec["threads"])
     graphs = []
