@@ -4,7 +4,8 @@ Decoding one token reads every weight once; on a CPU that memory traffic, not th
 arithmetic, bounds the speed, so B rows in one step cost little more than one row. Rows
 sit at different positions: RoPE is taken per row, each row writes its key/value at its
 own position of its slot, and attends over the longest row's span with a mask that hides
-what lies past its own position. Eager only: B and the span change from step to step.
+what lies past its own position. B and the span change from step to step; a compiled step
+(engine.inference.models.decode) takes both as symbolic sizes.
 """
 
 from __future__ import annotations
@@ -39,11 +40,19 @@ def decode_batch(model: Transformer, tokens: Sequence[int], positions: Sequence[
     span = int(pos.max()) + 1
     key_pos = torch.arange(span, device=device)[None, :]
     h = model.tok_embeddings(ids)
+    block = model.batch_block or batch_block
     for layer in model.layers:
-        x = layer.attention_norm(h)
-        h = h + _attention(layer.attention, x, cos, sin, pos, slot_ids, rows, key_pos)
-        h = h + layer.feed_forward(layer.ffn_norm(h))
+        h = block(layer, h, cos, sin, pos, slot_ids, rows, key_pos)
     return model.output(model.norm(h[:, -1]))
+
+
+def batch_block(layer, h, cos, sin, pos, slot_ids, rows, key_pos) -> torch.Tensor:
+    """One decoder block for B rows: h [B, 1, hidden] at positions pos [B] of slots
+    slot_ids [B], read through `rows` (a slice of consecutive slots, or slot_ids),
+    attending over key positions key_pos [1, span]."""
+    x = layer.attention_norm(h)
+    h = h + _attention(layer.attention, x, cos, sin, pos, slot_ids, rows, key_pos)
+    return h + layer.feed_forward(layer.ffn_norm(h))
 
 
 def _attention(attn: Attention, x, cos, sin, pos, slot_ids, rows, key_pos) -> torch.Tensor:
@@ -63,6 +72,15 @@ def _attention(attn: Attention, x, cos, sin, pos, slot_ids, rows, key_pos) -> to
         visible &= key_pos > pos[:, None] - attn.window
     keys = attn.k_slots[rows, :, :span]
     values = attn.v_slots[rows, :, :span]
+    if torch.compiler.is_compiling():
+        # Products and sums that inductor fuses, with the rows' gather, into one loop over
+        # the slots' caches (scores in float32, as the one-sequence step keeps them).
+        q = q.reshape(batch, attn.n_kv, -1, attn.head_dim).float() * attn.head_dim**-0.5
+        scores = (q[:, :, :, None, :] * keys[:, :, None, :, :]).sum(-1)
+        scores = scores.masked_fill(~visible[:, None, None, :], float("-inf"))
+        probs = torch.softmax(scores, dim=-1)
+        out = (probs[..., None] * values[:, :, None, :, :]).sum(-2).to(x.dtype)
+        return attn.wo(out.reshape(batch, 1, attn.q_size))
     out = F.scaled_dot_product_attention(
         q, keys, values, attn_mask=visible[:, None, None, :], enable_gqa=True)
     return attn.wo(out.transpose(1, 2).reshape(batch, 1, attn.q_size))

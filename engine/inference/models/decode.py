@@ -26,7 +26,8 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from engine.inference.models.llama import Attention, Transformer, _rms_norm, _rope
+from engine.inference.models.batched import batch_block
+from engine.inference.models.llama import Attention, Transformer, _rms_norm, _rope, _zeros_on_demand
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,7 @@ def compile_cpu_decode(model: Transformer, cache_dir: Path | None = None,
 def _install(model: Transformer, step: "CompiledBlocks", on_ready) -> None:
     if model.decode_block is not step:
         model.decode_block = step
+        model.batch_block = step.batch
         if on_ready is not None:
             on_ready()
 
@@ -95,103 +97,151 @@ class CompiledBlocks:
     A torch.compile'd function pays Dynamo's frame hook and guard evaluation on every call,
     ~50 us; a token calls the block once per layer, so that was ~1.5 ms of a ~10 ms token
     on the starter model. Instead each block shape is compiled ahead of time
-    (`aot_compile`), and the positions its guards accept are checked once, position by
-    position, where it compiles; at decode time a call is a range lookup and the compiled
-    graph. One compiled graph serves every layer of a shape (weights and caches are
-    inputs) over a range of positions; where the compiler specialised on position (the
-    starter model: a reduction past 4,096 keys) the next range gets a graph of its own.
-    Positions no graph covers decode eagerly."""
+    (`aot_compile`), and the inputs its guards accept are checked once, one by one, where
+    it compiles; at decode time a call is a range lookup and the compiled graph. One
+    graph serves every layer of a shape (weights and caches are inputs) over a range:
+    of positions for the one-sequence step, of key spans for each row count of the
+    batched step (engine.inference.models.batched). Where the compiler specialised (the
+    starter model: a reduction past 4,096 keys) the next range gets a graph of its own;
+    anything no graph covers runs eagerly.
+
+    A graph's cells are (rows, first, last): rows 1 is the one-sequence step over
+    positions first..last, rows B > 1 the batched step of B sequences over key spans
+    first..last."""
 
     def __init__(self, model: Transformer) -> None:
         self.model = model
         self.groups = _layers_by_shape(model)
-        # Each group's layers as every KV slot sees them: a graph serves them all.
+        # Each group's layers as every KV slot sees them: a one-sequence graph serves them
+        # all; the batched step reads every slot through the model's own layers.
         index = {id(layer): i for i, layer in enumerate(model.layers)}
         self._members = [[model.layers_for(slot)[index[id(layer)]] for slot in range(model.slots) for layer in layers]
                          for layers in self.groups]
-        # id(layer) -> [(first, last, compiled)], ranges in increasing order. Appended to
+        # (id(layer), rows) -> [(first, last, compiled)], in increasing order. Appended to
         # by the compiling thread while the decoding thread reads: each list only grows.
-        self._ranges: dict[int, list[tuple[int, int, Callable]]] = {
-            id(layer): [] for members in self._members for layer in members}
-        # (group index, first, last, compiled) for each graph, in the order they were added.
-        self.graphs: list[tuple[int, int, int, Callable]] = []
+        self._cells: dict[tuple[int, int], list[tuple[int, int, Callable]]] = {}
+        # (group index, cells, compiled) for each graph, in the order they were added.
+        self.graphs: list[tuple[int, list[tuple[int, int, int]], Callable]] = []
         self.from_disk = False
 
     def __call__(self, layer, h, cos, sin, start: int):
         if h.shape[1] == 1:
-            for first, last, compiled in self._ranges[id(layer)]:
+            for first, last, compiled in self._cells.get((id(layer), 1), ()):
                 if first <= start <= last:
                     return compiled(layer, h, cos, sin, start)
         return layer(h, cos, sin, start)
 
-    def add(self, group: int, first: int, last: int, compiled) -> bool:
-        """Route the group's layers through `compiled` for positions first..last, if its
-        guards accept each of them at both ends (under inference_mode); False if not."""
-        h = _hidden(self.model._cos.dtype, self.model.args.hidden_size, self.model._cos.device)
-        cos, sin = self.model._cos, self.model._sin
-        layers = self._members[group]
-        if not all(compiled.guard_check(layer, h, cos[p : p + 1], sin[p : p + 1], p)
-                   for layer in layers for p in (first, last)):
-            return False
+    def batch(self, layer, h, cos, sin, pos, slot_ids, rows, key_pos):
+        """`batched.batch_block` through a compiled graph where one covers B and the span."""
+        span = key_pos.shape[1]
+        for first, last, compiled in self._cells.get((id(layer), h.shape[0]), ()):
+            if first <= span <= last:
+                return compiled(layer, h, cos, sin, pos, slot_ids, slot_ids, key_pos)
+        return batch_block(layer, h, cos, sin, pos, slot_ids, rows, key_pos)
+
+    def ranges(self, layer, rows: int = 1) -> list[tuple[int, int]]:
+        return [(first, last) for first, last, _ in self._cells.get((id(layer), rows), ())]
+
+    def add(self, group: int, cells: list[tuple[int, int, int]], compiled) -> bool:
+        """Route the group's layers through `compiled` for `cells`, if its guards accept
+        each of them at both ends of every cell (under inference_mode); False if not."""
+        model = self.model
+        hidden = model.args.hidden_size
+        for rows, first, last in cells:
+            layers = self._members[group] if rows == 1 else self.groups[group]
+            if not all(compiled.guard_check(layer, *_example(model._cos, model._sin, rows, x, hidden))
+                       for layer in layers for x in (first, last)):
+                return False
         compiled.disable_guard_check()
-        for layer in layers:
-            self._ranges[id(layer)].append((first, last, compiled))
-        self.graphs.append((group, first, last, compiled))
+        for rows, first, last in cells:
+            for layer in self._members[group] if rows == 1 else self.groups[group]:
+                self._cells.setdefault((id(layer), rows), []).append((first, last, compiled))
+        self.graphs.append((group, [tuple(c) for c in cells], compiled))
         return True
 
     def reset(self) -> None:
         """Forget every graph (before the step is installed)."""
-        for ranges in self._ranges.values():
-            ranges.clear()
+        self._cells.clear()
         self.graphs.clear()
 
     def build(self, on_first: Callable[[], None] | None = None) -> None:
-        """Compile graphs here until every layer covers positions 2..context-2 (call under
-        inference_mode, as decoding runs). Raises when a shape cannot be compiled."""
+        """Compile graphs here until every layer covers positions 2..context-2, and each
+        batch size 2..slots spans 2..context-1 (call under inference_mode, as decoding
+        runs). Raises when a shape cannot be compiled."""
         model = self.model
-        pending = [compile_ranges(_with_scratch_cache(layers[0]), model._cos, model._sin)
-                   for layers in self.groups]
-        # First every shape's range from position 2 (where a chat starts), then the rest.
+        pending = []
+        for layers in self.groups:
+            scratch = _with_scratch_cache(layers[0])
+            pending.append(compile_cells(scratch, model._cos, model._sin, model.slots))
+        # First every shape's graph from position 2 (where a chat starts), then the rest.
         for rounds in range(2):
-            for group, ranges in enumerate(pending):
-                for first, last, compiled in ranges:
-                    if not self.add(group, first, last, compiled):
-                        log.warning("layers differ from the block compiled for them; they decode eagerly")
+            for group, graphs in enumerate(pending):
+                for cells, compiled in graphs:
+                    if not self.add(group, cells, compiled):
+                        log.warning("layers differ from the block compiled for them; they run eagerly")
                     if rounds == 0:
                         break
             if rounds == 0 and on_first is not None:
                 on_first()
 
 
-def compile_ranges(layer, cos: torch.Tensor, sin: torch.Tensor):
-    """Compile the one-token step of `layer` (whose caches it writes: give it scratch ones)
-    for positions 2..len(cos)-2, yielding (first, last, compiled) per graph as each is
-    ready. Call under inference_mode. Raises when the block cannot be compiled."""
-    end = cos.shape[0] - 1
-    h = _hidden(cos.dtype, layer.attention_norm.weight.shape[0], cos.device)
-    jit = torch.compile(_run_block, dynamic=True, fullgraph=True)
-    pos = _FIRST_COMPILED_POS
+def compile_cells(layer, cos: torch.Tensor, sin: torch.Tensor, slots: int):
+    """Compile `layer`'s one-sequence step for positions 2..len(cos)-2, then (with several
+    slots) its batched step for 2..slots rows over key spans 2..len(cos)-1, yielding
+    (cells, compiled) per graph as each is ready. `layer` must have caches of its own
+    (scratch ones: they are written). Call under inference_mode. Raises when the block
+    cannot be compiled."""
+    context = cos.shape[0]
+    # The final position (its cache slice ends the cache) and the full span would each
+    # need a graph of their own: they run eagerly instead.
+    yield from _compile_domain(layer, cos, sin, _run_block, [1], context - 2)
+    if slots > 1:
+        yield from _compile_domain(layer, cos, sin, _run_batch_block, list(range(2, slots + 1)), context - 1)
+
+
+def _compile_domain(layer, cos, sin, fn, row_counts: list[int], end: int):
+    hidden = layer.attention_norm.weight.shape[0]
+    jit = torch.compile(fn, dynamic=True, fullgraph=True)
+    # Dynamo specialises sizes and ints of 0 and 1, so every domain starts at 2.
+    next_x = {rows: _FIRST_COMPILED_POS for rows in row_counts}
     while True:
-        with _compile_config():
-            compiled = jit.aot_compile(((layer, h, cos[pos : pos + 1], sin[pos : pos + 1], pos), {}))
-        # The guards are checked position by position (microseconds each): a graph used
-        # outside its guards could be silently wrong.
-        last = pos - 1
-        while last < end and compiled.guard_check(layer, h, cos[last + 1 : last + 2], sin[last + 1 : last + 2], last + 1):
-            last += 1
-        if last < pos:
-            raise RuntimeError(f"the compiled block rejects the position it was compiled at ({pos})")
-        yield pos, last, compiled
-        # The final position alone (its cache slice ends the cache) would need a graph of
-        # its own: it decodes eagerly instead.
-        if last + 1 >= end:
+        todo = [rows for rows in row_counts if next_x[rows] <= end]
+        if not todo:
             return
-        pos = last + 1
+        rows0 = todo[0]
+        with _compile_config():
+            compiled = jit.aot_compile(((layer, *_example(cos, sin, rows0, next_x[rows0], hidden)), {}))
+        # The guards are checked input by input (microseconds each): a graph used outside
+        # its guards could be silently wrong.
+        cells = []
+        for rows in todo:
+            last = next_x[rows] - 1
+            while last < end and compiled.guard_check(layer, *_example(cos, sin, rows, last + 1, hidden)):
+                last += 1
+            if last >= next_x[rows]:
+                cells.append((rows, next_x[rows], last))
+                next_x[rows] = last + 1
+        if not cells or cells[0][0] != rows0:
+            raise RuntimeError(f"the compiled block rejects the input it was compiled for ({rows0} rows "
+                               f"at {next_x[rows0]})")
+        yield cells, compiled
 
 
 def _hidden(dtype, size: int, device) -> torch.Tensor:
     """A stand-in for the hidden state a decoded token enters a block with."""
     return torch.zeros((1, 1, size), dtype=dtype, device=device)
+
+
+def _example(cos: torch.Tensor, sin: torch.Tensor, rows: int, x: int, hidden: int) -> tuple:
+    """Inputs (after the layer) as decoding passes them: rows 1, the one-token step at
+    position x; rows B > 1, the batched step of B sequences whose longest spans x keys."""
+    if rows == 1:
+        return _hidden(cos.dtype, hidden, cos.device), cos[x : x + 1], sin[x : x + 1], x
+    pos = torch.full((rows,), x - 1, dtype=torch.long, device=cos.device)
+    slot_ids = torch.arange(rows, device=cos.device)
+    h = torch.zeros((rows, 1, hidden), dtype=cos.dtype, device=cos.device)
+    key_pos = torch.arange(x, device=cos.device)[None, :]
+    return h, cos[pos][:, None], sin[pos][:, None], pos, slot_ids, slot_ids, key_pos
 
 
 @contextlib.contextmanager
@@ -291,8 +341,14 @@ def _layers_by_shape(model: Transformer) -> list[list]:
 
 
 def _with_scratch_cache(layer):
-    """A copy of `layer` sharing its weights but writing into zeroed caches of its own."""
-    return layer.with_caches(torch.zeros_like(layer.attention.k_cache), torch.zeros_like(layer.attention.v_cache))
+    """A copy of `layer` sharing its weights but writing into zeroed caches of its own
+    (every slot's, which the batched step reads, and slot 0's view of them)."""
+    attention = layer.attention
+    k_slots = _zeros_on_demand(tuple(attention.k_slots.shape), attention.k_slots.dtype, attention.k_slots.device)
+    v_slots = _zeros_on_demand(tuple(attention.v_slots.shape), attention.v_slots.dtype, attention.v_slots.device)
+    scratch = layer.with_caches(k_slots[0:1], v_slots[0:1])
+    scratch.attention.k_slots, scratch.attention.v_slots = k_slots, v_slots
+    return scratch
 
 
 def _use_cache_dir(path: Path) -> None:
@@ -308,6 +364,10 @@ def _use_cache_dir(path: Path) -> None:
 
 def _run_block(layer, h, cos, sin, start: int):
     return layer(h, cos, sin, start)
+
+
+def _run_batch_block(layer, h, cos, sin, pos, slot_ids, rows, key_pos):
+    return batch_block(layer, h, cos, sin, pos, slot_ids, rows, key_pos)
 
 
 def static_decode_step(model: Transformer, token: torch.Tensor, pos: torch.Tensor, span: int) -> torch.Tensor:

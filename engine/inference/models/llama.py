@@ -331,6 +331,8 @@ class Transformer(nn.Module):
         # Set by engine.inference.models.decode to run decoded tokens through compiled
         # blocks; prefill stays eager (it is compute-bound, op overhead is amortised).
         self.decode_block: Callable | None = None
+        # The same for batched steps (engine.inference.models.batched.batch_block's signature).
+        self.batch_block: Callable | None = None
         self._slot_layers: dict[int, list[Block]] = {}
 
     def setup_cache(self, context_length: int, slots: int = 1) -> None:

@@ -30,12 +30,12 @@ from pathlib import Path
 
 import torch
 
-from engine.inference.models import decode, llama
+from engine.inference.models import batched, decode, llama
 from engine.inference.quant import linear
 
 log = logging.getLogger(__name__)
 
-_FORMAT = 1
+_FORMAT = 2
 _CHILD_TIMEOUT_S = 1800
 
 
@@ -64,11 +64,12 @@ class Store:
             if meta.get("format") != _FORMAT or len(meta["groups"]) != len(self.groups):
                 raise ValueError("saved for another layout")
             loaded = []
-            for group, ranges in enumerate(meta["groups"]):
-                for entry in ranges:
+            for group, graphs in enumerate(meta["groups"]):
+                for entry in graphs:
                     with open(self.dir / entry["file"], "rb") as f:
                         compiled = torch.compiler.load_compiled_function(f, f_globals=decode.__dict__)
-                    loaded.append((group, int(entry["first"]), int(entry["last"]), compiled))
+                    cells = [(int(rows), int(first), int(last)) for rows, first, last in entry["cells"]]
+                    loaded.append((group, cells, compiled))
             for graph in loaded:
                 if not step.add(*graph):
                     raise ValueError(f"group {graph[0]} no longer passes the guards of its graph")
@@ -83,8 +84,7 @@ class Store:
         """Write `step`'s graphs (compiled in this process); failures only cost the next
         start a compile."""
         try:
-            _write(self.dir, [(group, first, last, compiled) for group, first, last, compiled in step.graphs],
-                   len(self.groups))
+            _write(self.dir, step.graphs, len(self.groups))
         except Exception as exc:
             log.warning("could not save the compiled decode graphs: %s", exc)
 
@@ -96,6 +96,7 @@ class Store:
             spec = Path(tmp) / "spec.pt"
             torch.save({
                 "layers": [_skeleton(layers[0]) for layers in self.groups],
+                "kv_slots": tuple(self.model.layers[0].attention.k_slots.shape),
                 "cos": self.model._cos, "sin": self.model._sin,
                 "out": str(self.dir),
                 # The kernels are generated for a thread count (and guarded on it).
@@ -129,10 +130,10 @@ def _write(directory: Path, graphs, group_count: int) -> None:
     staging = Path(tempfile.mkdtemp(dir=directory.parent, prefix="staging-"))
     try:
         groups: list[list[dict]] = [[] for _ in range(group_count)]
-        for group, first, last, compiled in graphs:
-            name = f"g{group}-{first}.bin"
+        for group, cells, compiled in graphs:
+            name = f"g{group}-{len(groups[group])}.bin"
             compiled.save_compiled_function(str(staging / name))
-            groups[group].append({"first": first, "last": last, "file": name})
+            groups[group].append({"file": name, "cells": [list(cell) for cell in cells]})
         (staging / "graphs.json").write_text(json.dumps({"format": _FORMAT, "groups": groups}))
         shutil.rmtree(directory, ignore_errors=True)
         try:
@@ -164,8 +165,8 @@ def _key(model: llama.Transformer, groups: list[list]) -> str:
     h = hashlib.sha256()
     parts = [str(_FORMAT), torch.__version__, sys.version, platform.machine(), _cpu_flags(),
              str(torch.get_num_threads()),  # the kernels are generated for it
-             str(model.context_length), str(model._cos.dtype)]
-    for module in (llama, decode, linear):
+             str(model.context_length), str(model.slots), str(model._cos.dtype)]
+    for module in (llama, decode, batched, linear):
         parts.append(hashlib.sha256(Path(module.__file__).read_bytes()).hexdigest())
     for layers in groups:
         parts.append(str(layers[0].attention.window))
@@ -220,10 +221,12 @@ def _child(spec_path: str) -> None:
         cos, sin = spec["cos"].clone(), spec["sin"].clone()
         for group, skeleton in enumerate(spec["layers"]):
             layer = skeleton.to_empty(device=cos.device)
-            for t in (layer.attention.k_cache, layer.attention.v_cache):
-                t.zero_()
-            for first, last, compiled in decode.compile_ranges(layer, cos, sin):
-                graphs.append((group, first, last, compiled))
+            attention = layer.attention
+            attention.k_slots = torch.zeros(spec["kv_slots"], dtype=attention.k_cache.dtype)
+            attention.v_slots = torch.zeros(spec["kv_slots"], dtype=attention.v_cache.dtype)
+            attention.k_cache, attention.v_cache = attention.k_slots[0:1], attention.v_slots[0:1]
+            for cells, compiled in decode.compile_cells(layer, cos, sin, spec["kv_slots"][0]):
+                graphs.append((group, cells, compiled))
     _write(Path(spec["out"]), graphs, len(spec["layers"]))
 
 

@@ -242,7 +242,7 @@ def test_background_compile_takes_over_decoding(tmp_path, wren_home, monkeypatch
     # over a range its guards accept (measured here: one graph, the window is symbolic too).
     blocks, ctx = model._model.decode_block, model.context_length
     for layer in model._model.layers:
-        ranges = [(a, b) for a, b, _ in blocks._ranges[id(layer)]]
+        ranges = blocks.ranges(layer)
         assert ranges[0][0] == 2 and ranges[-1][1] >= ctx - 2, ranges
         assert all(b + 1 == a2 for (_, b), (a2, _) in zip(ranges, ranges[1:])), ranges
     for m in (eager, model):
@@ -252,11 +252,21 @@ def test_background_compile_takes_over_decoding(tmp_path, wren_home, monkeypatch
         # bf16 logits; the fused kernels round intermediates differently (1-2 bf16 ulps).
         assert np.abs(a - b).max() < 0.25, p
     # A sequence in another KV slot decodes through the same graphs.
-    assert blocks._ranges[id(model._model.layers_for(1)[0])] == blocks._ranges[id(model._model.layers[0])]
+    assert blocks.ranges(model._model.layers_for(1)[0]) == blocks.ranges(model._model.layers[0])
     for m in (eager, model):
         m.prefill(seq[:1], 0, slot=1)
     for p in range(1, 12):
         assert np.abs(eager.decode(seq[p], p, slot=1) - model.decode(seq[p], p, slot=1)).max() < 0.25, p
+    # Two sequences decoding together take the compiled batched step (spans from 2 keys).
+    assert model._model.batch_block == blocks.batch
+    assert blocks.ranges(model._model.layers[0], rows=2)[0][0] == 2
+    for m in (eager, model):
+        m.prefill(seq[:3], 0, slot=0)
+        m.prefill(seq[5:12], 0, slot=1)
+    for i in range(10):
+        tokens, positions = [seq[3 + i], seq[12 + i]], [3 + i, 7 + i]
+        a, b = eager.decode_batch(tokens, positions, [0, 1]), model.decode_batch(tokens, positions, [0, 1])
+        assert np.abs(a - b).max() < 0.25, i
     # The final position (no graph of its own) decodes eagerly, on either side of the last range.
     long = [3 + i % 50 for i in range(ctx)]
     for m in (eager, model):
@@ -317,7 +327,7 @@ def test_compiled_blocks_route_each_position_to_its_graph(tmp_path):
         def __init__(self, name):
             self.name = name
 
-        def guard_check(self, layer, h, cos, sin, pos):
+        def guard_check(self, layer, *inputs):
             return self.name != "stale"
 
         def disable_guard_check(self):
@@ -328,8 +338,8 @@ def test_compiled_blocks_route_each_position_to_its_graph(tmp_path):
             return layer(h, cos, sin, start)
 
     step = CompiledBlocks(routed._model)
-    assert step.add(0, 2, 9, Graph("a")) and step.add(0, 10, 19, Graph("b"))
-    assert not step.add(0, 20, 30, Graph("stale"))
+    assert step.add(0, [(1, 2, 9)], Graph("a")) and step.add(0, [(1, 10, 19)], Graph("b"))
+    assert not step.add(0, [(1, 20, 30)], Graph("stale"))
     routed._model.decode_block = step
     seq = list(range(3, 28))
     for m in (eager, routed):
