@@ -64,7 +64,14 @@ def compile_cpu_decode(model: Transformer, cache_dir: Path | None = None,
             if store is not None and store.load_into(step):
                 step.from_disk = True
             elif store is not None and in_subprocess and precompile.can_spawn():
-                if not store.compile_in_subprocess(cancelled):
+                def first_graphs(directory: Path) -> None:
+                    # The one-sequence graphs, saved before the child compiles the batched
+                    # ones: decoding goes compiled that much sooner.
+                    early = CompiledBlocks(model)
+                    if store.load_into(early, directory):
+                        _install(model, early, on_ready)
+
+                if not store.compile_in_subprocess(cancelled, first_graphs):
                     return None  # cancelled
                 if not store.load_into(step):
                     raise RuntimeError("the graphs compiled in a child process did not load")
@@ -185,17 +192,18 @@ class CompiledBlocks:
                 on_first()
 
 
-def compile_cells(layer, cos: torch.Tensor, sin: torch.Tensor, slots: int):
+def compile_cells(layer, cos: torch.Tensor, sin: torch.Tensor, slots: int, batched: bool | None = None):
     """Compile `layer`'s one-sequence step for positions 2..len(cos)-2, then (with several
     slots) its batched step for 2..slots rows over key spans 2..len(cos)-1, yielding
-    (cells, compiled) per graph as each is ready. `layer` must have caches of its own
-    (scratch ones: they are written). Call under inference_mode. Raises when the block
-    cannot be compiled."""
+    (cells, compiled) per graph as each is ready; `batched` False or True compiles only
+    the one or the other. `layer` must have caches of its own (scratch ones: they are
+    written). Call under inference_mode. Raises when the block cannot be compiled."""
     context = cos.shape[0]
     # The final position (its cache slice ends the cache) and the full span would each
     # need a graph of their own: they run eagerly instead.
-    yield from _compile_domain(layer, cos, sin, _run_block, [1], context - 2)
-    if slots > 1:
+    if batched is not True:
+        yield from _compile_domain(layer, cos, sin, _run_block, [1], context - 2)
+    if slots > 1 and batched is not False:
         yield from _compile_domain(layer, cos, sin, _run_batch_block, list(range(2, slots + 1)), context - 1)
 
 

@@ -27,6 +27,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -53,10 +54,17 @@ class Store:
         self.dir = Path(cache_dir) / "decode-blocks" / _key(model, self.groups)
         _remove_leftovers(self.dir.parent)
 
-    def load_into(self, step: "decode.CompiledBlocks") -> bool:
-        """Add every saved graph to `step` (call under inference_mode); False when none
-        are saved or they no longer fit, in which case the stale ones are removed."""
-        index = self.dir / "graphs.json"
+    @property
+    def partial_dir(self) -> Path:
+        """Where a compiling child saves the one-sequence graphs before the batched ones."""
+        return self.dir.with_name(self.dir.name + "-partial")
+
+    def load_into(self, step: "decode.CompiledBlocks", directory: Path | None = None) -> bool:
+        """Add every graph saved in `directory` (by default this model's) to `step` (call
+        under inference_mode); False when none are saved or they no longer fit, in which
+        case the stale ones are removed."""
+        directory = directory or self.dir
+        index = directory / "graphs.json"
         if not index.is_file():
             return False
         try:
@@ -66,7 +74,7 @@ class Store:
             loaded = []
             for group, graphs in enumerate(meta["groups"]):
                 for entry in graphs:
-                    with open(self.dir / entry["file"], "rb") as f:
+                    with open(directory / entry["file"], "rb") as f:
                         compiled = torch.compiler.load_compiled_function(f, f_globals=decode.__dict__)
                     cells = [(int(rows), int(first), int(last)) for rows, first, last in entry["cells"]]
                     loaded.append((group, cells, compiled))
@@ -74,9 +82,9 @@ class Store:
                 if not step.add(*graph):
                     raise ValueError(f"group {graph[0]} no longer passes the guards of its graph")
         except Exception as exc:  # unreadable, from another torch, or stale: compile again
-            log.warning("saved decode graphs in %s are unusable (%s); compiling them again", self.dir, exc)
+            log.warning("saved decode graphs in %s are unusable (%s); compiling them again", directory, exc)
             step.reset()
-            shutil.rmtree(self.dir, ignore_errors=True)
+            shutil.rmtree(directory, ignore_errors=True)
             return False
         return True
 
@@ -88,9 +96,11 @@ class Store:
         except Exception as exc:
             log.warning("could not save the compiled decode graphs: %s", exc)
 
-    def compile_in_subprocess(self, cancelled: threading.Event | None = None) -> bool:
+    def compile_in_subprocess(self, cancelled: threading.Event | None = None,
+                              on_partial: Callable[[Path], None] | None = None) -> bool:
         """Compile and save the graphs in a child process; False if `cancelled` was set
-        meanwhile (the child is killed), raises if the child fails."""
+        meanwhile (the child is killed), raises if the child fails. `on_partial(directory)`
+        runs once the child has saved the one-sequence graphs, before the batched ones."""
         self.dir.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=self.dir.parent, prefix="spec-") as tmp:
             spec = Path(tmp) / "spec.pt"
@@ -98,7 +108,7 @@ class Store:
                 "layers": [_skeleton(layers[0]) for layers in self.groups],
                 "kv_slots": tuple(self.model.layers[0].attention.k_slots.shape),
                 "cos": self.model._cos, "sin": self.model._sin,
-                "out": str(self.dir),
+                "out": str(self.dir), "partial": str(self.partial_dir),
                 # The kernels are generated for a thread count (and guarded on it).
                 "threads": torch.get_num_threads(),
             }, spec)
@@ -111,6 +121,9 @@ class Store:
                 started, cancelled = time.monotonic(), cancelled or threading.Event()
                 while child.poll() is None:
                     stop = cancelled.wait(0.2)
+                    if on_partial is not None and (self.partial_dir / "graphs.json").is_file():
+                        on_partial(self.partial_dir)
+                        on_partial = None
                     if stop or time.monotonic() - started > _CHILD_TIMEOUT_S:
                         child.kill()
                         child.wait()
@@ -215,19 +228,26 @@ def _child(spec_path: str) -> None:
     _yield_the_cpu()
     spec = torch.load(spec_path, weights_only=False)
     torch.set_num_threads(spec["threads"])
-    graphs = []
+    graphs, slots, partial = [], spec["kv_slots"][0], Path(spec["partial"])
     with torch.inference_mode(), decode._no_full_collections():
         # Inference tensors, as the parent's are: the guards check that too.
         cos, sin = spec["cos"].clone(), spec["sin"].clone()
-        for group, skeleton in enumerate(spec["layers"]):
+        layers = []
+        for skeleton in spec["layers"]:
             layer = skeleton.to_empty(device=cos.device)
             attention = layer.attention
             attention.k_slots = torch.zeros(spec["kv_slots"], dtype=attention.k_cache.dtype)
             attention.v_slots = torch.zeros(spec["kv_slots"], dtype=attention.v_cache.dtype)
             attention.k_cache, attention.v_cache = attention.k_slots[0:1], attention.v_slots[0:1]
-            for cells, compiled in decode.compile_cells(layer, cos, sin, spec["kv_slots"][0]):
-                graphs.append((group, cells, compiled))
-    _write(Path(spec["out"]), graphs, len(spec["layers"]))
+            layers.append(layer)
+        for batched in (False, True):
+            for group, layer in enumerate(layers):
+                for cells, compiled in decode.compile_cells(layer, cos, sin, slots, batched):
+                    graphs.append((group, cells, compiled))
+            if not batched and slots > 1:
+                _write(partial, graphs, len(layers))
+    _write(Path(spec["out"]), graphs, len(layers))
+    shutil.rmtree(partial, ignore_errors=True)
 
 
 if __name__ == "__main__":
