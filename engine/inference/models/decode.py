@@ -3,9 +3,10 @@
 A decoded token costs a few hundred small ops; in eager PyTorch their dispatch overhead
 rivals the memory traffic the token really needs. On a CPU, torch.compile fuses each
 block's elementwise work into a few C++ loops; one compiled graph serves every layer (the
-weights and caches are graph inputs) and the position is a symbolic int, so it compiles
-once per process (warm inductor cache: seconds), not per token or position, and it is
-compiled ahead of time so a call skips Dynamo's per-call checks. On CUDA the
+weights and caches are graph inputs) and the position (for a batched step: the row count
+and the key span) is symbolic, so a model needs a few graphs, not one per token or
+position. They are compiled ahead of time, so a call skips Dynamo's per-call checks, and
+saved (engine.inference.models.precompile), so later starts load them. On CUDA the
 whole step is captured into CUDA graphs and replayed with one launch; graphs need fixed
 shapes, so the step attends over a fixed span of the cache with a mask, one graph per span
 bucket so a short chat does not pay for reading the whole 8k cache.
@@ -263,8 +264,9 @@ def _compile_config():
 
 
 class BackgroundCompile:
-    """Compiles the decode block on a low-priority thread while the model serves requests
-    eagerly; the compiled block takes over from the next decoded token once it is ready."""
+    """Loads or compiles (in a child process) the decode graphs on a low-priority thread
+    while the model serves requests eagerly; the compiled step takes over from the next
+    decoded token once it is ready."""
 
     def __init__(self, model: Transformer, cache_dir: Path | None = None) -> None:
         self.seconds: float | None = None  # the warm-up's duration, once it succeeded
