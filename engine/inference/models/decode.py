@@ -81,7 +81,7 @@ def compile_cpu_decode(model: Transformer, cache_dir: Path | None = None,
                 if store is not None:
                     store.save(step)
     except Exception as exc:  # no C++ compiler, an unsupported op: eager still works
-        if model.decode_block is not step:
+        if model.decode_block is None:
             log.warning("torch.compile of the decode step failed; decoding eagerly: %s", exc)
             return None
         # The first positions compiled; the ones a later graph would have served stay eager.

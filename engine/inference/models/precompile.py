@@ -113,10 +113,13 @@ class Store:
                 "threads": torch.get_num_threads(),
             }, spec)
             log_path = Path(tmp) / "child.log"
+            # The child imports Wren from where this process did, installed or not.
+            root = str(Path(decode.__file__).resolve().parents[3])
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
             with open(log_path, "w") as child_log:
                 child = subprocess.Popen(
                     [sys.executable, "-m", "engine.inference.models.precompile", str(spec)],
-                    stdin=subprocess.DEVNULL, stdout=child_log, stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL, stdout=child_log, stderr=subprocess.STDOUT, env=env,
                 )
                 started, cancelled = time.monotonic(), cancelled or threading.Event()
                 while child.poll() is None:
