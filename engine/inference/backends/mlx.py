@@ -38,7 +38,7 @@ class MLXModel:
 
         self._model = model
         self._caches = [make_prompt_cache(model) for _ in range(max(1, slots))]
-        if slots > 1 and not all(type(c) is KVCache for c in self._caches[0]):
+        if slots > 1 and not (_batch_cache_available() and all(type(c) is KVCache for c in self._caches[0])):
             self._caches = self._caches[:1]  # sliding windows etc.: no batched cache for them
         self.slots = len(self._caches)
         # (slots stepping together, their next positions, one BatchKVCache per layer)
@@ -108,9 +108,21 @@ class MLXModel:
                 self._rewind(pos, slot)
             layers = zip(*(self._caches[slot] for slot in slots))
             self._batch = (slots, positions, [BatchKVCache.merge(list(per_slot)) for per_slot in layers])
+            for slot in slots:  # merged copies hold them now; `_unbatch` gives them back
+                self._caches[slot] = None
         batch = self._batch[2]
-        logits = self._model(mx.array([[int(t)] for t in tokens]), cache=batch)[:, -1]
-        out = np.asarray(logits.astype(mx.float32))
+        try:
+            logits = self._model(mx.array([[int(t)] for t in tokens]), cache=batch)[:, -1]
+            out = np.asarray(logits.astype(mx.float32))
+        except Exception:
+            # Some layers may have taken the step: the slots start over from empty caches
+            # (the caller resets their sessions after a failed step).
+            from mlx_lm.models.cache import make_prompt_cache
+
+            self._batch = None
+            for slot in slots:
+                self._caches[slot] = make_prompt_cache(self._model)
+            raise
         self._batch = (slots, [p + 1 for p in positions], batch)
         return out
 
@@ -217,6 +229,15 @@ class MLXBackend:
             raise ValueError(f"context_length must be 1..{limit}, got {context_length}")
         return MLXModel(model, context_length, int(config["vocab_size"]), slots)
 
+
+
+def _batch_cache_available() -> bool:
+    """mlx-lm's batched KV cache with merge/extract (0.28 and later)."""
+    try:
+        from mlx_lm.models.cache import BatchKVCache
+    except ImportError:
+        return False
+    return hasattr(BatchKVCache, "merge") and hasattr(BatchKVCache, "extract")
 
 
 def _check_weight_files(model_dir: Path) -> None:

@@ -27,8 +27,9 @@ QUANT_NAMES = ("auto", "none", "int8", "int4")
 # per-op overhead, not memory traffic: packed formats gain nothing and fp32 stays exact.
 QUANT_MIN_PARAMS = 20_000_000
 # KV-cache slots, i.e. sequences decoded together: the answer and one side request (its
-# title, a summary, a quick prompt); more wait their turn. Each slot costs a full context
-# of cache (starter model, fp32, 8k: ~380 MB), so two rather than four by default.
+# title, a summary, a quick prompt); more wait their turn. Each slot may grow to a full
+# context of cache (starter model, fp32, 8k: ~380 MB; its memory is committed as positions
+# are written), so two rather than four by default.
 DEFAULT_SLOTS = 2
 _ENV_COMPILE = {"": "auto", "auto": "auto", "on": "on", "1": "on", "true": "on", "yes": "on",
                 "off": "off", "0": "off", "false": "off", "no": "off"}

@@ -49,8 +49,9 @@ def compile_cpu_decode(model: Transformer, cache_dir: Path | None = None,
     interpreter, so a window in it stays smooth) or on scratch copies of the layers'
     caches here, so the model may decode eagerly on another thread meanwhile. Returns the
     seconds it took, or None when compiling failed and decoding stays eager. `on_ready`
-    runs once the first positions decode compiled (later ranges may still be compiling).
-    Setting `cancelled` stops a compiling child process (the model was closed)."""
+    runs whenever compiled graphs are installed: first the earliest ones (later ranges, or
+    the batched steps, may still be compiling), then again when the full set replaces
+    them. Setting `cancelled` stops a compiling child process (the model was closed)."""
     from engine.inference.models import precompile
 
     if model.context_length <= _FIRST_COMPILED_POS + 1:
@@ -58,9 +59,9 @@ def compile_cpu_decode(model: Transformer, cache_dir: Path | None = None,
     if cache_dir is not None:
         _use_cache_dir(cache_dir)
     started = time.perf_counter()
-    step = CompiledBlocks(model)
-    store = precompile.Store(cache_dir, model) if cache_dir is not None else None
     try:
+        step = CompiledBlocks(model)
+        store = precompile.Store(cache_dir, model) if cache_dir is not None else None
         with torch.inference_mode(), _no_full_collections():
             if store is not None and store.load_into(step):
                 step.from_disk = True
@@ -141,10 +142,11 @@ class CompiledBlocks:
 
     def batch(self, layer, h, cos, sin, pos, slot_ids, rows, key_pos):
         """`batched.batch_block` through a compiled graph where one covers B and the span."""
-        span = key_pos.shape[1]
-        for first, last, compiled in self._cells.get((id(layer), h.shape[0]), ()):
-            if first <= span <= last:
-                return compiled(layer, h, cos, sin, pos, slot_ids, slot_ids, key_pos)
+        span, batch = key_pos.shape[1], h.shape[0]
+        if batch > 1:  # one row: the one-sequence graphs take other inputs
+            for first, last, compiled in self._cells.get((id(layer), batch), ()):
+                if first <= span <= last:
+                    return compiled(layer, h, cos, sin, pos, slot_ids, slot_ids, key_pos)
         return batch_block(layer, h, cos, sin, pos, slot_ids, rows, key_pos)
 
     def ranges(self, layer, rows: int = 1) -> list[tuple[int, int]]:
@@ -189,7 +191,7 @@ class CompiledBlocks:
                         log.warning("layers differ from the block compiled for them; they run eagerly")
                     if rounds == 0:
                         break
-            if rounds == 0 and on_first is not None:
+            if rounds == 0 and on_first is not None and self.graphs:
                 on_first()
 
 

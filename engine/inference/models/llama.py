@@ -351,7 +351,12 @@ class Transformer(nn.Module):
             attention.k_cache = attention.k_slots[0:1]
             attention.v_cache = attention.v_slots[0:1]
         self.slots = slots
-        self._slot_layers = {}
+        # Each other slot's view of the blocks, made here once (not lazily from two threads).
+        self._slot_layers = {
+            slot: [layer.with_caches(layer.attention.k_slots[slot : slot + 1],
+                                     layer.attention.v_slots[slot : slot + 1]) for layer in self.layers]
+            for slot in range(1, slots)
+        }
         freqs = torch.outer(torch.arange(context_length, dtype=torch.float64), rope_inv_freq(args))
         angles = torch.cat((freqs, freqs), dim=-1)[:, None, :]  # [positions, 1 (heads), head_dim]
         self._cos = angles.cos().to(device=device, dtype=dtype)
@@ -363,15 +368,8 @@ class Transformer(nn.Module):
 
     def layers_for(self, slot: int) -> list[Block]:
         """The blocks as seen from `slot`: for slot 0 the model's own, for another slot
-        copies whose slot-0 caches are that slot's (made once per slot)."""
-        if slot == 0:
-            return list(self.layers)
-        if slot not in self._slot_layers:
-            self._slot_layers[slot] = [
-                layer.with_caches(layer.attention.k_slots[slot : slot + 1], layer.attention.v_slots[slot : slot + 1])
-                for layer in self.layers
-            ]
-        return self._slot_layers[slot]
+        copies whose slot-0 caches are that slot's."""
+        return list(self.layers) if slot == 0 else self._slot_layers[slot]
 
     def forward(self, ids: torch.Tensor, start: int, last_only: bool = True,
                 block: Callable | None = None, slot: int = 0) -> torch.Tensor:
@@ -411,7 +409,9 @@ def _zeros_on_demand(shape: tuple[int, ...], dtype: torch.dtype, device) -> torc
     """Zeros whose memory is committed as it is written. On a CPU an anonymous mapping
     reads as zeros and the OS backs each page on its first write, so every slot's
     full-context cache costs what its conversations have used (torch.zeros would touch,
-    and so commit, all of it: ~380 MB a slot for the starter model at 8k tokens)."""
+    and so commit, all of it: ~380 MB a slot for the starter model at 8k tokens). (On
+    Windows the whole mapping counts against the commit limit at once; the pages it uses
+    still come as they are written.)"""
     if torch.device(device).type != "cpu":
         return torch.zeros(shape, device=device, dtype=dtype)
     nbytes = math.prod(shape) * dtype.itemsize

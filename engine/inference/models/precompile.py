@@ -81,6 +81,7 @@ class Store:
             for graph in loaded:
                 if not step.add(*graph):
                     raise ValueError(f"group {graph[0]} no longer passes the guards of its graph")
+            os.utime(index)  # used: kept from the pruning of unused graphs
         except Exception as exc:  # unreadable, from another torch, or stale: compile again
             log.warning("saved decode graphs in %s are unusable (%s); compiling them again", directory, exc)
             step.reset()
@@ -122,17 +123,21 @@ class Store:
                     stdin=subprocess.DEVNULL, stdout=child_log, stderr=subprocess.STDOUT, env=env,
                 )
                 started, cancelled = time.monotonic(), cancelled or threading.Event()
-                while child.poll() is None:
-                    stop = cancelled.wait(0.2)
-                    if on_partial is not None and (self.partial_dir / "graphs.json").is_file():
-                        on_partial(self.partial_dir)
-                        on_partial = None
-                    if stop or time.monotonic() - started > _CHILD_TIMEOUT_S:
+                try:
+                    while child.poll() is None:
+                        stop = cancelled.wait(0.2)
+                        if on_partial is not None and (self.partial_dir / "graphs.json").is_file():
+                            on_partial(self.partial_dir)
+                            on_partial = None
+                        if stop:
+                            shutil.rmtree(self.partial_dir, ignore_errors=True)
+                            return False
+                        if time.monotonic() - started > _CHILD_TIMEOUT_S:
+                            raise RuntimeError(f"the compiling child process ran past {_CHILD_TIMEOUT_S} s")
+                finally:
+                    if child.poll() is None:  # cancelled, timed out, or this thread failed
                         child.kill()
                         child.wait()
-                        if stop:
-                            return False
-                        raise RuntimeError(f"the compiling child process ran past {_CHILD_TIMEOUT_S} s")
             if child.returncode != 0:
                 tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
                 raise RuntimeError(f"the compiling child process exited with {child.returncode}: {tail[0]}")
@@ -162,14 +167,24 @@ def _write(directory: Path, graphs, group_count: int) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _remove_leftovers(root: Path, older_than_s: float = 3600) -> None:
-    """Half-written saves and compile inputs of processes that were killed."""
+_LEFTOVER_S = 3600
+_UNUSED_S = 30 * 86400
+
+
+def _remove_leftovers(root: Path) -> None:
+    """Half-written saves and compile inputs of processes that were killed, and graphs
+    no start has loaded for a month (another Wren or torch version, a model since
+    removed)."""
     if not root.is_dir():
         return
     now = time.time()
     for entry in root.iterdir():
         try:
-            if entry.name.startswith(("staging-", "spec-")) and now - entry.stat().st_mtime > older_than_s:
+            if entry.name.startswith(("staging-", "spec-")) or entry.name.endswith("-partial"):
+                stale = now - entry.stat().st_mtime > _LEFTOVER_S
+            else:
+                stale = now - (entry / "graphs.json").stat().st_mtime > _UNUSED_S
+            if stale:
                 shutil.rmtree(entry, ignore_errors=True)
         except OSError:
             pass
@@ -206,10 +221,12 @@ def _cpu_flags() -> str:
 
 def _skeleton(layer) -> torch.nn.Module:
     """A copy of `layer` on the meta device: its structure and tensor shapes, no data."""
-    shallow = layer.with_caches(layer.attention.k_cache, layer.attention.v_cache)
-    # Plain attributes, not buffers: `.to` would not move them.
+    attention = layer.attention
+    shallow = layer.with_caches(torch.empty_like(attention.k_cache, device="meta"),
+                                torch.empty_like(attention.v_cache, device="meta"))
+    # Plain attributes, not buffers (`.to` would not move them); the child makes its own.
     shallow.attention.k_slots = shallow.attention.v_slots = None
-    return copy.deepcopy(shallow).to("meta")
+    return copy.deepcopy(shallow).to("meta")  # copies the weights (a few MB), then drops them
 
 
 def _yield_the_cpu() -> None:
@@ -226,8 +243,21 @@ def _yield_the_cpu() -> None:
         os.nice(19)
 
 
+def _exit_with_parent() -> None:
+    """End this process when the Wren process that started it is gone (it quit mid-compile)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(3)
+
+    threading.Thread(target=watch, name="wren-parent-watch", daemon=True).start()
+
+
 def _child(spec_path: str) -> None:
     """The child process: compile each skeleton block's graphs and save them."""
+    _exit_with_parent()
     _yield_the_cpu()
     spec = torch.load(spec_path, weights_only=False)
     torch.set_num_threads(spec["threads"])

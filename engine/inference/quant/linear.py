@@ -9,7 +9,8 @@ dtype: the model around it may keep float32 activations.
 
 Both formats quantize groups of 32 input weights, the block of GGUF's Q4_x and Q8_0:
 int4 is asymmetric (scale and minimum, Q4_1's grid), int8 symmetric (Q8_0's), so weights
-that came from such a file are recovered exactly up to the bf16 rounding of the scales.
+that came from such a file are recovered exactly up to the bf16 rounding of the scales
+(and, for int8, of the zero 8d/17 that `_int8_planes` needs).
 `_weight_int4pack_mm_for_cpu` computes (q - 8) * scale + zero; an int8 group is split into
 its high and low nibbles, packed one after the other along the input dimension, and the
 input is fed twice (see `_int8_planes`), so both formats run on the one kernel. (torch's `_weight_int8pack_mm`

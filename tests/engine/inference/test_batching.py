@@ -86,6 +86,32 @@ def test_mlx_decode_batch_matches_each_sequence_alone(tmp_path, arch, overrides)
     assert together == alone
 
 
+@pytest.mark.skipif(not MLXBackend().available(), reason="MLX is not installed")
+def test_mlx_failed_batched_step_leaves_its_slots_usable(tiny_dir):
+    model = MLXBackend().load(tiny_dir, dtype="float32", slots=2)
+    prompts = [[5, 6, 7], [8, 9]]
+    expected = [_greedy_alone(model, p, 4) for p in prompts]
+    for slot, p in enumerate(prompts):
+        model.prefill(p, 0, slot=slot)
+    model.decode_batch([1, 2], [3, 2], [0, 1])  # the two slots now step as one batch
+    network = model._model
+
+    class Failing:  # the same network, whose forward pass fails
+        def __getattr__(self, name):
+            return getattr(network, name)
+
+        def __call__(self, *args, **kwargs):
+            raise RuntimeError("the step failed")
+
+    model._model = Failing()
+    with pytest.raises(RuntimeError, match="the step failed"):
+        model.decode_batch([1, 2], [4, 3], [0, 1])
+    model._model = network
+    with pytest.raises(ValueError, match="past the 0 cached positions"):  # the slots start over
+        model.prefill([1], 3, slot=0)
+    assert [_greedy_alone(model, p, 4) for p in prompts] == expected
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_decode_batch_rejects_shared_or_unknown_slots(tiny_dir, backend):
     model = _Slots(2, backend).load(tiny_dir)

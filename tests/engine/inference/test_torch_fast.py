@@ -363,6 +363,12 @@ def test_compiled_blocks_route_each_position_to_its_graph(tmp_path):
     # ...without touching slot 0's.
     slot0_after, _ = routed.export_kv(len(seq), slot=0)
     assert all(torch.equal(a, b) for pair in zip(slot0_before, slot0_after) for a, b in zip(*pair))
+    # A batched step of one row never takes a one-sequence graph (their inputs differ).
+    calls.clear()
+    routed._model.batch_block = step.batch
+    p = len(other)
+    np.testing.assert_array_equal(eager.decode_batch([7], [p], [1]), routed.decode_batch([7], [p], [1]))
+    assert calls == []
 
 
 def test_compile_setting_resolves_per_device_and_size(monkeypatch):
