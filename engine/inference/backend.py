@@ -13,6 +13,23 @@ from typing import Protocol, Sequence, runtime_checkable
 import numpy as np
 
 
+def check_slot(slot: int, slots: int) -> None:
+    """For models with KV slots: refuse a slot the model does not have."""
+    if not 0 <= slot < slots:
+        raise ValueError(f"slot {slot} is outside 0..{slots - 1}")
+
+
+def check_batch(tokens: Sequence[int], positions: Sequence[int], slots: Sequence[int],
+                slot_count: int, context_length: int) -> None:
+    """Refuse a batched step (`decode_batch`) whose rows do not fit the model."""
+    if not (len(tokens) == len(positions) == len(slots) >= 1):
+        raise ValueError("tokens, positions and slots must be equally long and not empty")
+    if len(set(slots)) != len(slots) or not all(0 <= s < slot_count for s in slots):
+        raise ValueError(f"slots {list(slots)} must be distinct and within 0..{slot_count - 1}")
+    if not all(0 <= p < context_length for p in positions):
+        raise ValueError(f"positions {list(positions)} are outside the {context_length}-token context")
+
+
 @runtime_checkable
 class LoadedModel(Protocol):
     backend: str  # "torch-cpu", "torch-cuda", "mlx", "scripted"

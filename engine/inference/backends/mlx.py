@@ -8,6 +8,7 @@ from typing import Sequence
 import numpy as np
 
 from engine.errors import BackendUnavailable, ModelFileError, UnsupportedArchitecture
+from engine.inference.backend import check_batch, check_slot
 from engine.inference.backends import read_model_config
 
 try:  # importable without mlx so `available()` can say no
@@ -53,7 +54,7 @@ class MLXModel:
             raise RuntimeError("the model is closed")
         if not ids:
             raise ValueError("prefill needs at least one token")
-        self._check_slot(slot)
+        check_slot(slot, self.slots)
         if start < 0 or start + len(ids) > self.context_length:
             raise ValueError(
                 f"positions {start}..{start + len(ids) - 1} do not fit the "
@@ -64,10 +65,6 @@ class MLXModel:
         logits = self._model(mx.array([ids]), cache=self._caches[slot])[0, -1]
         # Converting forces MLX's lazy graph to run; float32 first as numpy has no bfloat16.
         return np.asarray(logits.astype(mx.float32))
-
-    def _check_slot(self, slot: int) -> None:
-        if not 0 <= slot < self.slots:
-            raise ValueError(f"slot {slot} is outside 0..{self.slots - 1}")
 
     def _rewind(self, start: int, slot: int = 0) -> None:
         if start == 0:  # a fresh cache: cheaper than trimming, and works for every cache kind
@@ -96,12 +93,7 @@ class MLXModel:
         if self._model is None:
             raise RuntimeError("the model is closed")
         slots, positions = tuple(int(s) for s in slots), [int(p) for p in positions]
-        if not (len(tokens) == len(positions) == len(slots) >= 1):
-            raise ValueError("tokens, positions and slots must be equally long and not empty")
-        if len(set(slots)) != len(slots) or not all(0 <= s < self.slots for s in slots):
-            raise ValueError(f"slots {list(slots)} must be distinct and within 0..{self.slots - 1}")
-        if not all(0 <= p < self.context_length for p in positions):
-            raise ValueError(f"positions {positions} are outside the {self.context_length}-token context")
+        check_batch(tokens, positions, slots, self.slots, self.context_length)
         if self._batch is None or self._batch[:2] != (slots, positions):
             self._unbatch()
             for slot, pos in zip(slots, positions):
@@ -141,7 +133,7 @@ class MLXModel:
 
     def export_kv(self, n: int, slot: int = 0) -> tuple[list, int]:
         """Copies of the first `n` cached positions of every layer in `slot`, and their size."""
-        self._check_slot(slot)
+        check_slot(slot, self.slots)
         self._release(slot)
         state, nbytes = [], 0
         for layer_cache in self._caches[slot]:
@@ -155,7 +147,7 @@ class MLXModel:
     def import_kv(self, state: list, n: int, slot: int = 0) -> None:
         from mlx_lm.models.cache import make_prompt_cache
 
-        self._check_slot(slot)
+        check_slot(slot, self.slots)
         self._release(slot)
         self._caches[slot] = make_prompt_cache(self._model)
         for layer_cache, (keys, values) in zip(self._caches[slot], state):

@@ -11,6 +11,7 @@ from typing import Sequence
 import numpy as np
 
 from engine.errors import BackendUnavailable, ModelFileError
+from engine.inference.backend import check_slot
 from engine.inference.backends import read_model_config
 
 try:  # the backend module is importable without torch, so `available()` can say no
@@ -76,8 +77,7 @@ class TorchModel:
     def _check(self, count: int, start: int, slot: int = 0) -> None:
         if self._model is None:
             raise RuntimeError("the model is closed")
-        if not 0 <= slot < self.slots:
-            raise ValueError(f"slot {slot} is outside 0..{self.slots - 1}")
+        check_slot(slot, self.slots)
         if count < 1:
             raise ValueError("prefill needs at least one token")
         if start < 0 or start + count > self.context_length:
@@ -112,8 +112,7 @@ class TorchModel:
             return _to_numpy(decode_batch(self._model, tokens, positions, slots))
 
     def _caches(self, slot: int):
-        if not 0 <= slot < self.slots:
-            raise ValueError(f"slot {slot} is outside 0..{self.slots - 1}")
+        check_slot(slot, self.slots)
         for layer in self._model.layers:
             attention = layer.attention
             yield attention.k_slots[slot : slot + 1], attention.v_slots[slot : slot + 1]

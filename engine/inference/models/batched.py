@@ -15,6 +15,7 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
+from engine.inference.backend import check_batch
 from engine.inference.models.llama import Attention, Transformer, _rms_norm, _rope
 
 
@@ -22,12 +23,7 @@ def decode_batch(model: Transformer, tokens: Sequence[int], positions: Sequence[
                  slots: Sequence[int]) -> torch.Tensor:
     """Logits [B, vocab]: row b appends tokens[b] at positions[b] to slot slots[b]."""
     slots = [int(s) for s in slots]
-    if not (len(tokens) == len(positions) == len(slots) >= 1):
-        raise ValueError("tokens, positions and slots must be equally long and not empty")
-    if len(set(slots)) != len(slots) or not all(0 <= s < model.slots for s in slots):
-        raise ValueError(f"slots {slots} must be distinct and within 0..{model.slots - 1}")
-    if not all(0 <= p < model.context_length for p in positions):
-        raise ValueError(f"positions {list(positions)} are outside the {model.context_length}-token KV cache")
+    check_batch(tokens, positions, slots, model.slots, model.context_length)
     device = model._token.device
     ids = torch.tensor([int(t) for t in tokens], dtype=torch.long, device=device).view(-1, 1)
     pos = torch.tensor([int(p) for p in positions], dtype=torch.long, device=device)
