@@ -124,8 +124,8 @@ class CompiledBlocks:
         # Each group's layers as every KV slot sees them: a one-sequence graph serves them
         # all; the batched step reads every slot through the model's own layers.
         index = {id(layer): i for i, layer in enumerate(model.layers)}
-        self._members = [[model.layers_for(slot)[index[id(layer)]] for slot in range(model.slots) for layer in layers]
-                         for layers in self.groups]
+        views = [model.layers_for(slot) for slot in range(model.slots)]
+        self._members = [[view[index[id(layer)]] for view in views for layer in layers] for layers in self.groups]
         # (id(layer), rows) -> [(first, last, compiled)], in increasing order. Appended to
         # by the compiling thread while the decoding thread reads: each list only grows.
         self._cells: dict[tuple[int, int], list[tuple[int, int, Callable]]] = {}

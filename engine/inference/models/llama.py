@@ -11,7 +11,7 @@ import copy
 import math
 import mmap
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -366,10 +366,10 @@ class Transformer(nn.Module):
         self._token = torch.zeros((1, 1), dtype=torch.long, device=device)
         self.context_length = context_length
 
-    def layers_for(self, slot: int) -> list[Block]:
+    def layers_for(self, slot: int) -> Sequence[Block]:
         """The blocks as seen from `slot`: for slot 0 the model's own, for another slot
         copies whose slot-0 caches are that slot's."""
-        return list(self.layers) if slot == 0 else self._slot_layers[slot]
+        return self.layers if slot == 0 else self._slot_layers[slot]
 
     def forward(self, ids: torch.Tensor, start: int, last_only: bool = True,
                 block: Callable | None = None, slot: int = 0) -> torch.Tensor:
@@ -400,8 +400,6 @@ class Transformer(nn.Module):
 
     def decode_one(self, token: int, pos: int, slot: int = 0) -> torch.Tensor:
         self._token.fill_(token)
-        if self.decode_block is None:
-            return self.forward(self._token, pos, slot=slot)
         return self.forward(self._token, pos, block=self.decode_block, slot=slot)
 
 
