@@ -356,8 +356,9 @@ def _with_scratch_cache(layer):
     """A copy of `layer` sharing its weights but writing into zeroed caches of its own
     (every slot's, which the batched step reads, and slot 0's view of them)."""
     attention = layer.attention
-    k_slots = _zeros_on_demand(tuple(attention.k_slots.shape), attention.k_slots.dtype, attention.k_slots.device)
-    v_slots = _zeros_on_demand(tuple(attention.v_slots.shape), attention.v_slots.dtype, attention.v_slots.device)
+    device = attention.k_cache.device  # (a compiling child's skeleton has meta slot tensors)
+    k_slots = _zeros_on_demand(tuple(attention.k_slots.shape), attention.k_slots.dtype, device)
+    v_slots = _zeros_on_demand(tuple(attention.v_slots.shape), attention.v_slots.dtype, device)
     scratch = layer.with_caches(k_slots[0:1], v_slots[0:1])
     scratch.attention.k_slots, scratch.attention.v_slots = k_slots, v_slots
     return scratch

@@ -107,7 +107,6 @@ class Store:
             spec = Path(tmp) / "spec.pt"
             torch.save({
                 "layers": [_skeleton(layers[0]) for layers in self.groups],
-                "kv_slots": tuple(self.model.layers[0].attention.k_slots.shape),
                 "cos": self.model._cos, "sin": self.model._sin,
                 "out": str(self.dir), "partial": str(self.partial_dir),
                 # The kernels are generated for a thread count (and guarded on it).
@@ -224,8 +223,10 @@ def _skeleton(layer) -> torch.nn.Module:
     attention = layer.attention
     shallow = layer.with_caches(torch.empty_like(attention.k_cache, device="meta"),
                                 torch.empty_like(attention.v_cache, device="meta"))
-    # Plain attributes, not buffers (`.to` would not move them); the child makes its own.
-    shallow.attention.k_slots = shallow.attention.v_slots = None
+    # Plain attributes, not buffers (`.to` would not move them): their shapes, for the
+    # scratch caches the child makes.
+    shallow.attention.k_slots = torch.empty_like(attention.k_slots, device="meta")
+    shallow.attention.v_slots = torch.empty_like(attention.v_slots, device="meta")
     return copy.deepcopy(shallow).to("meta")  # copies the weights (a few MB), then drops them
 
 
@@ -261,18 +262,12 @@ def _child(spec_path: str) -> None:
     _yield_the_cpu()
     spec = torch.load(spec_path, weights_only=False)
     torch.set_num_threads(spec["threads"])
-    graphs, slots, partial = [], spec["kv_slots"][0], Path(spec["partial"])
+    graphs, partial = [], Path(spec["partial"])
     with torch.inference_mode(), decode._no_full_collections():
         # Inference tensors, as the parent's are: the guards check that too.
         cos, sin = spec["cos"].clone(), spec["sin"].clone()
-        layers = []
-        for skeleton in spec["layers"]:
-            layer = skeleton.to_empty(device=cos.device)
-            attention = layer.attention
-            attention.k_slots = torch.zeros(spec["kv_slots"], dtype=attention.k_cache.dtype)
-            attention.v_slots = torch.zeros(spec["kv_slots"], dtype=attention.v_cache.dtype)
-            attention.k_cache, attention.v_cache = attention.k_slots[0:1], attention.v_slots[0:1]
-            layers.append(layer)
+        layers = [decode._with_scratch_cache(skeleton.to_empty(device=cos.device)) for skeleton in spec["layers"]]
+        slots = layers[0].attention.k_slots.shape[0]
         for batched in (False, True):
             for group, layer in enumerate(layers):
                 for cells, compiled in decode.compile_cells(layer, cos, sin, slots, batched):
