@@ -134,6 +134,26 @@ class _Slots:
         return self.backend.load(model_dir, dtype="float32", slots=self.slots)
 
 
+class _AfterPrefill(_Slots):
+    """The torch backend, calling `hook(ids, start)` after each prefill (chunk)."""
+
+    def __init__(self, slots: int, hook) -> None:
+        super().__init__(slots)
+        self.hook = hook
+
+    def load(self, model_dir, *, dtype="auto"):
+        model = super().load(model_dir)
+        prefill = model.prefill
+
+        def hooked(ids, start, slot=0):
+            logits = prefill(ids, start, slot)
+            self.hook(ids, start)
+            return logits
+
+        model.prefill = hooked
+        return model
+
+
 class _Collect:
     def __init__(self, on_delta=None) -> None:
         self.events: list = []
@@ -248,21 +268,11 @@ def test_prompt_cancelled_during_prefill_frees_its_slot(tiny_dir):
                 GenerationRequest(tok.encode(PROMPTS[0]), GREEDY, sinks[1]),
                 GenerationRequest(tok.encode(PROMPTS[1]), GREEDY, sinks[2], priority=3)]
 
-    class CancelAfterFirstChunk(_Slots):
-        def load(self, model_dir, *, dtype="auto"):
-            model = super().load(model_dir)
-            prefill = model.prefill
+    def cancel_after_first_chunk(ids, start):
+        if len(ids) == PREFILL_CHUNK:
+            requests[0].cancel.set()
 
-            def first_chunk_then_cancel(ids, start, slot=0):
-                logits = prefill(ids, start, slot)
-                if len(ids) == PREFILL_CHUNK:
-                    requests[0].cancel.set()
-                return logits
-
-            model.prefill = first_chunk_then_cancel
-            return model
-
-    worker = ModelWorker("prefill", CancelAfterFirstChunk(2), tiny_dir, tok)
+    worker = ModelWorker("prefill", _AfterPrefill(2, cancel_after_first_chunk), tiny_dir, tok)
     _run(worker, requests, sinks)
     assert sinks[0].reason is FinishReason.CANCELLED and sinks[0].text == ""
     assert sinks[0].usage.completion_tokens == 0
@@ -352,22 +362,12 @@ def test_sequence_paused_while_reading_its_prompt_reads_it_again_and_answers_unc
 
     submitted = threading.Event()
 
-    class UrgentAfterFirstChunk(_Slots):
-        def load(self, model_dir, *, dtype="auto"):
-            model = super().load(model_dir)
-            prefill = model.prefill
+    def urgent_after_first_chunk(ids, start):
+        if len(ids) == PREFILL_CHUNK and start == 0 and not submitted.is_set():
+            submitted.set()
+            worker.submit(requests[2])  # the long prompt is one chunk in
 
-            def hook(ids, start, slot=0):
-                logits = prefill(ids, start, slot)
-                if len(ids) == PREFILL_CHUNK and start == 0 and not submitted.is_set():
-                    submitted.set()
-                    worker.submit(requests[2])  # the long prompt is one chunk in
-                return logits
-
-            model.prefill = hook
-            return model
-
-    worker = ModelWorker("paused-prefill", UrgentAfterFirstChunk(2), tiny_dir, tok)
+    worker = ModelWorker("paused-prefill", _AfterPrefill(2, urgent_after_first_chunk), tiny_dir, tok)
     _run(worker, requests[:2], sinks)
     assert [s.text for s in sinks] == expected
     # The urgent answer came before the long prompt's answer, which had to wait for a slot.
