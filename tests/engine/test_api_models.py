@@ -1,0 +1,269 @@
+"""Model management through the Engine: the catalog and its memory fit, pulling (with a fake
+hub client), removing, and the default model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import threading
+import types
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from engine.api import DownloadCancelled
+from engine.errors import InvalidRequest, ModelFileError, ModelNotFound
+from engine.modelhub.catalog import FIT_SHARE, kv_bytes, load_catalog, system_memory_bytes
+from engine.modelhub.gguf_import import SUPPORTED_MODEL_TYPES
+from engine.modelhub.sizing import OVERHEAD_BYTES
+
+GB = 10**9
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+# -- the catalog file -------------------------------------------------------------------------
+
+
+def test_catalog_lists_a_dozen_models_wren_runs_with_consistent_figures():
+    entries = load_catalog()
+    assert len(entries) >= 10
+    assert len({e.id for e in entries}) == len(entries)
+    for e in entries:
+        assert e.architecture in SUPPORTED_MODEL_TYPES, e.id
+        assert e.file.endswith(".gguf") and "-of-0" not in e.file, e.id  # one file, not split parts
+        assert e.repo.count("/") == 1 and e.license and e.quant, e.id
+        # the figure the page shows is the file + a float32 KV cache for 4k tokens + overhead
+        assert e.ram_bytes_4k == e.size_bytes + 2 * e.layers * e.kv_heads * e.head_dim * 4096 * 4 + OVERHEAD_BYTES
+        assert e.ram_bytes_4k - e.size_bytes == kv_bytes(e.layers, e.kv_heads, e.head_dim) + OVERHEAD_BYTES
+        assert 100 * 10**6 < e.size_bytes < 10 * GB and e.size_bytes < e.parameters * 1.2, e.id
+        assert e.context_length >= 4096, e.id
+    # no mixture-of-experts model is offered: Wren's layers are dense
+    assert not any("moe" in e.id or "-a3b" in e.id.lower() for e in entries)
+
+
+def test_a_malformed_catalog_is_refused_naming_the_entry(tmp_path):
+    good = json.loads((Path(__file__).resolve().parents[2] / "resources/models/catalog.json").read_text("utf-8"))
+    bad = dict(good["models"][0], id="phi", architecture="phi3")
+    path = tmp_path / "catalog.json"
+    path.write_text(json.dumps({"models": [good["models"][0], bad]}), encoding="utf-8")
+    with pytest.raises(ModelFileError, match=r"entry 1.*'phi3' is not one Wren runs"):
+        load_catalog(path)
+    path.write_text(json.dumps({"models": [dict(good["models"][0], size_bytes="big")]}), encoding="utf-8")
+    with pytest.raises(ModelFileError, match="entry 0: 'size_bytes' must be"):
+        load_catalog(path)
+
+
+def test_system_memory_is_this_computers():
+    total = system_memory_bytes()
+    assert total > 256 * 2**20
+    if sys.platform.startswith("linux"):
+        assert total == os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+# -- the catalog through the engine ---------------------------------------------------------------
+
+
+def test_catalog_says_what_fits_and_what_is_installed(make_engine, tiny_model_dir, monkeypatch):
+    async def main():
+        engine = make_engine()
+        engine.registry.register_folder(tiny_model_dir, name="qwen3-0.6b")
+        monkeypatch.setattr(engine, "system_memory_bytes", lambda: 4 * GB)
+        entries = {e.id: e for e in await engine.model_catalog()}
+        await engine.close()
+        return entries
+
+    entries = run(main())
+    usable = int(4 * GB * FIT_SHARE)
+    for entry in entries.values():
+        assert entry.fits == (entry.ram_bytes_4k <= usable), entry.id
+        assert entry.shortfall_bytes == max(0, entry.ram_bytes_4k - usable)
+    assert entries["qwen2.5-0.5b-instruct"].fits
+    assert not entries["llama-3.1-8b-instruct"].fits and entries["llama-3.1-8b-instruct"].shortfall_bytes > GB
+    assert entries["qwen3-0.6b"].installed and not entries["qwen3-4b"].installed
+
+
+# -- pulling, with a fake hub client ---------------------------------------------------------
+
+
+@dataclass
+class FakePlan:
+    repo: str
+    filename: str
+    size: int
+
+
+class FakeHubClient(types.ModuleType):
+    """Stands in for engine.modelhub.pull: resolves a spec, 'downloads' in steps (resuming
+    where a cancelled pull stopped) and installs a tiny model folder."""
+
+    def __init__(self, source: Path, size: int = 1000, step: int = 100):
+        super().__init__("engine.modelhub.pull")
+        self.source, self.size, self.step = source, size, step
+        self.resolved: list[tuple] = []
+        self.have: dict[str, int] = {}  # bytes fetched per file so far
+        self.gate: threading.Event | None = None  # when set up, each step waits for it
+
+    def resolve(self, spec, quant="Q4_K_M"):
+        self.resolved.append((spec, quant))
+        repo, _, filename = spec.rpartition("/") if spec.endswith(".gguf") else (spec, "", f"{quant}.gguf")
+        return FakePlan(repo, filename, self.size)
+
+    def pull(self, registry, plan, *, name=None, progress=None, cancel=None):
+        done = self.have.get(plan.filename, 0)
+        while done < plan.size:
+            if cancel is not None and cancel.is_set():
+                self.have[plan.filename] = done
+                raise RuntimeError("stopped on request")
+            if self.gate is not None:
+                self.gate.wait(5)
+                self.gate.clear()
+            done = min(plan.size, done + self.step)
+            if progress is not None:
+                progress(done, plan.size)
+        self.have[plan.filename] = done
+        return registry.register_folder(self.source, name or plan.filename.removesuffix(".gguf").lower())
+
+
+@pytest.fixture
+def fake_hub(monkeypatch, tiny_model_dir):
+    import engine.modelhub
+
+    client = FakeHubClient(tiny_model_dir)
+    monkeypatch.setitem(sys.modules, "engine.modelhub.pull", client)
+    monkeypatch.setattr(engine.modelhub, "pull", client, raising=False)
+    return client
+
+
+def test_pull_a_catalog_model_installs_it_under_its_id(make_engine, fake_hub):
+    seen = []
+
+    async def main():
+        engine = make_engine()
+        info = await engine.pull_model("llama-3.2-1b-instruct", progress=lambda d, t: seen.append((d, t)))
+        installed = [m.name for m in await engine.installed_models()]
+        entry = next(e for e in await engine.model_catalog() if e.id == "llama-3.2-1b-instruct")
+        await engine.close()
+        return info, installed, entry
+
+    info, installed, entry = run(main())
+    assert info.name == "llama-3.2-1b-instruct" and "llama-3.2-1b-instruct" in installed
+    assert entry.installed
+    spec, quant = fake_hub.resolved[0]
+    assert spec == f"{entry.repo}/{entry.file}" and quant == entry.quant
+    assert seen[-1] == (1000, 1000) and [d for d, _ in seen] == sorted(d for d, _ in seen)
+
+
+def test_pull_any_repo_passes_the_spec_and_quant_through(make_engine, fake_hub):
+    async def main():
+        engine = make_engine()
+        info = await engine.pull_model("someone/Some-Model-GGUF", quant="Q8_0", name="mine")
+        await engine.close()
+        return info
+
+    assert run(main()).name == "mine"
+    assert fake_hub.resolved == [("someone/Some-Model-GGUF", "Q8_0")]
+
+
+def test_cancelled_pull_raises_and_the_next_pull_resumes(make_engine, fake_hub):
+    cancel = threading.Event()
+
+    def progress(done, total):
+        if done >= 300:
+            cancel.set()
+
+    async def main():
+        engine = make_engine()
+        with pytest.raises(DownloadCancelled, match="resume"):
+            await engine.pull_model("qwen3-4b", progress=progress, cancel=cancel)
+        assert "qwen3-4b" not in [m.name for m in await engine.installed_models()]
+        resumed = []
+        info = await engine.pull_model("qwen3-4b", progress=lambda d, t: resumed.append(d))
+        await engine.close()
+        return info, resumed
+
+    info, resumed = run(main())
+    assert info.name == "qwen3-4b"
+    assert resumed[0] == 400  # continued after the 300 bytes fetched before the cancel
+
+
+def test_cancelling_the_awaiting_task_stops_the_download(make_engine, fake_hub):
+    fake_hub.gate = threading.Event()
+    cancel = threading.Event()
+
+    async def main():
+        engine = make_engine()
+        task = asyncio.ensure_future(engine.pull_model("qwen3-8b", cancel=cancel))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        fake_hub.gate.set()
+        await asyncio.get_running_loop().run_in_executor(None, lambda: None)
+        await engine.close()
+
+    run(main())
+    assert cancel.is_set()
+
+
+def test_a_failed_pull_says_why(make_engine, fake_hub, monkeypatch):
+    def refuse(registry, plan, **_):
+        raise ModelFileError("not enough free disk space for Qwen3-8B-Q4_K_M.gguf: 5.0 GB needed, 1.2 GB free")
+
+    monkeypatch.setattr(fake_hub, "pull", refuse)
+
+    async def main():
+        engine = make_engine()
+        try:
+            await engine.pull_model("qwen3-8b")
+        finally:
+            await engine.close()
+
+    with pytest.raises(ModelFileError, match="disk space"):
+        run(main())
+
+
+# -- removing and the default -----------------------------------------------------------------
+
+
+def test_remove_refuses_the_loaded_model_and_resets_the_default(make_engine, tiny_model_dir):
+    async def main():
+        engine = make_engine()
+        engine.registry.register_folder(tiny_model_dir, name="other")
+        await engine.load_model()
+        with pytest.raises(InvalidRequest, match="answering now"):
+            await engine.remove_model("tiny")
+        await engine.set_default_model("other")
+        assert await engine.get_setting("model") == "other"
+        await engine.remove_model("other")
+        names = [m.name for m in await engine.installed_models()]
+        default = await engine.default_model()
+        setting = await engine.get_setting("model")
+        with pytest.raises(ModelNotFound):
+            await engine.remove_model("other")
+        await engine.close()
+        return names, default, setting
+
+    names, default, setting = run(main())
+    assert names == ["tiny"]
+    assert setting is None and default == "smollm2-135m-instruct"
+    assert tiny_model_dir.is_dir()  # a registered folder itself is left alone
+
+
+def test_set_default_model_needs_an_installed_model(make_engine):
+    async def main():
+        engine = make_engine()
+        with pytest.raises(ModelNotFound, match="no-such-model"):
+            await engine.set_default_model("no-such-model")
+        setting = await engine.get_setting("model")
+        info = await engine.set_default_model("tiny")
+        await engine.close()
+        return setting, info
+
+    setting, info = run(main())
+    assert setting == "tiny" and info.name == "tiny"
