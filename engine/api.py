@@ -18,6 +18,9 @@ from engine.context import ContextAssembler, ContextReport, MemorySummaries, Sum
 from engine.errors import InvalidRequest, ModelNotLoaded, WrenError
 from engine.events import Event, Finished, FinishReason
 from engine.inference.backend import Backend
+from engine.inference.presets import (  # noqa: F401  PRESET_FIELDS: re-exported for the desktop
+    PRESET_FIELDS, PRESETS_KEY, check_layer, check_presets, generation_defaults, resolve,
+)
 from engine.inference.sampling import SamplingParams
 from engine.inference.select import resolve_backend
 from engine.inference.worker import GenerationRequest, ModelWorker, WarmRequest
@@ -137,11 +140,28 @@ class Engine(Preferences):
         """Save a setting (None clears it); bad sampling defaults are refused, not saved."""
         if key == "sampling" and value is not None:
             SamplingParams.from_dict(value)
+        if key == PRESETS_KEY:
+            check_presets(value)
         await self._db(self.store.set_setting, key, value)
 
-    async def default_sampling(self) -> SamplingParams:
-        saved = await self.get_setting("sampling")
-        return SamplingParams.from_dict(saved) if saved else SamplingParams()
+    async def default_sampling(self, model: str | None = None, *, overrides: dict | None = None,
+                               preset: bool = True) -> SamplingParams:
+        """The sampling settings for an answer from `model` (default: the loaded model, else the
+        chosen one): Wren's built-in defaults, overlaid field by field by the model's
+        generation_config.json, the settings for every model (setting "sampling"), this
+        model's preset (setting "sampling.models"; left out with preset=False, which gives
+        what "reset to model defaults" shows) and `overrides` (a conversation's own)."""
+        if model is None:
+            model = (self._status.name if self._status else None) or await self.get_setting("model") or STARTER_MODEL
+        loop = asyncio.get_running_loop()
+        try:
+            folder = (await loop.run_in_executor(None, self.registry.get, model)).path
+        except WrenError:
+            folder = None  # not installed (yet): it has no config of its own to read
+        generation = await loop.run_in_executor(None, generation_defaults, folder)
+        everywhere = check_layer(await self.get_setting("sampling"), "the saved sampling settings")
+        own = check_presets(await self.get_setting(PRESETS_KEY)).get(model) if preset else None
+        return resolve(generation, everywhere, own, check_layer(overrides, "the conversation's sampling settings"))
 
     # -- conversations -------------------------------------------------------------
 
@@ -306,7 +326,7 @@ class Engine(Preferences):
         and whether it is installed already."""
         total = self.system_memory_bytes()
         entries, installed, origins = await asyncio.get_running_loop().run_in_executor(None, self._catalog_state)
-        return [with_fit(e, total, e.id in installed or f"{e.repo}/{e.file}" in origins) for e in entries]
+        return [with_fit(e, total, e.id in installed or e.file in origins) for e in entries]
 
     def _catalog_state(self) -> tuple[list[CatalogEntry], set[str], set[str]]:
         names, origins = set(), set()
@@ -317,8 +337,8 @@ class Engine(Preferences):
                     origin = json.loads((self.registry.root / info.name / RECORD_FILE).read_text("utf-8")).get("origin")
                 except (OSError, ValueError, AttributeError):
                     origin = None
-                if isinstance(origin, str):
-                    origins.add(origin.removeprefix("hf://"))
+                if isinstance(origin, str):  # a download's path, or hf://REPO/FILE
+                    origins.add(Path(origin).name)
         return load_catalog(), names, origins
 
     def system_memory_bytes(self) -> int:
@@ -541,8 +561,7 @@ class Engine(Preferences):
 
 def _catalog_plan(hub: Any, entry: CatalogEntry) -> Any:
     """The download plan for a catalog entry: its own file, whatever the resolver's default."""
-    plan = hub.resolve(f"{entry.repo}/{entry.file}", entry.quant)
-    return plan
+    return hub.resolve(f"{entry.repo}:{entry.file}")
 
 
 def _check_text(text: str) -> None:

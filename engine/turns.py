@@ -107,8 +107,8 @@ class Turns:
         conv = await e._db(store.get_conversation, user.conversation_id)
         params = options.sampling
         if params is None:
-            saved = conv.settings.get("sampling")
-            params = SamplingParams.from_dict(saved) if saved else await e.default_sampling()
+            # The conversation's own settings over the model's defaults, field by field.
+            params = await e.default_sampling(overrides=conv.settings.get("sampling"))
         try:
             worker = await e._ensure_model()
         except WrenError as exc:

@@ -17,32 +17,67 @@ class SamplingParams:
     top_k: int = 0  # 0 disables
     min_p: float = 0.0
     repetition_penalty: float = 1.0
+    repetition_window: int = 64  # recent tokens the penalty looks at; 0: all of them
+    # DRY ("don't repeat yourself"): a token that would extend a repeat of an earlier run of
+    # at least dry_allowed_length tokens loses dry_multiplier * dry_base^(extra length).
+    dry_multiplier: float = 0.0  # 0 disables
+    dry_base: float = 1.75
+    dry_allowed_length: int = 2
+    dry_window: int = 1024  # recent tokens searched for repeats; 0: all of them
     seed: int | None = None
     max_tokens: int = 1024
     stop: tuple[str, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "stop", tuple(self.stop))
+        object.__setattr__(self, "stop", tuple(self.stop) if isinstance(self.stop, (list, tuple)) else self.stop)
+        problems = []
+        for name in _FLOATS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                problems.append(f"{name} must be a number, got {value!r}")
+            else:
+                object.__setattr__(self, name, float(value))
+        for name in _INTS:
+            value = getattr(self, name)
+            if name == "seed" and value is None:
+                continue
+            if isinstance(value, float) and value.is_integer():
+                object.__setattr__(self, name, int(value))  # 40.0 from a JSON file is 40
+            elif isinstance(value, bool) or not isinstance(value, int):
+                problems.append(f"{name} must be a whole number, got {value!r}")
+        if not isinstance(self.stop, tuple):
+            problems.append(f"stop must be a list of strings, got {self.stop!r}")
+        if problems:
+            raise InvalidRequest("invalid sampling settings: " + "; ".join(problems))
         self.validate()
 
     def validate(self) -> None:
         problems = []
         if not (0.0 <= self.temperature <= 5.0):
-            problems.append(f"temperature must be between 0 and 5, got {self.temperature}")
+            problems.append(f"temperature must be between 0 and 5 (0: always the likeliest token), got {self.temperature}")
         if not (0.0 < self.top_p <= 1.0):
-            problems.append(f"top_p must be in (0, 1], got {self.top_p}")
+            problems.append(f"top_p must be more than 0 and at most 1 (1 is off), got {self.top_p}")
         if self.top_k < 0:
             problems.append(f"top_k must be 0 (off) or positive, got {self.top_k}")
         if not (0.0 <= self.min_p < 1.0):
-            problems.append(f"min_p must be in [0, 1), got {self.min_p}")
+            problems.append(f"min_p must be at least 0 (off) and below 1, got {self.min_p}")
         if not (0.0 < self.repetition_penalty <= 5.0):
-            problems.append(
-                f"repetition_penalty must be in (0, 5], got {self.repetition_penalty}"
-            )
+            problems.append(f"repetition_penalty must be more than 0 and at most 5 (1 is off), "
+                            f"got {self.repetition_penalty}")
+        if self.repetition_window < 0:
+            problems.append(f"repetition_window must be 0 (all tokens) or a number of tokens, got {self.repetition_window}")
+        if not (0.0 <= self.dry_multiplier <= 5.0):
+            problems.append(f"dry_multiplier must be between 0 (off) and 5, got {self.dry_multiplier}")
+        if not (1.0 < self.dry_base <= 4.0):
+            problems.append(f"dry_base must be more than 1 and at most 4, got {self.dry_base}")
+        if not (1 <= self.dry_allowed_length <= 100):
+            problems.append(f"dry_allowed_length must be from 1 to 100 tokens, got {self.dry_allowed_length}")
+        if self.dry_window < 0:
+            problems.append(f"dry_window must be 0 (all tokens) or a number of tokens, got {self.dry_window}")
         if self.seed is not None and not (0 <= self.seed < 2**63):
             problems.append(f"seed must be a non-negative integer, got {self.seed}")
         if not (1 <= self.max_tokens <= 1_000_000):
-            problems.append(f"max_tokens must be at least 1, got {self.max_tokens}")
+            problems.append(f"max_tokens must be from 1 to 1,000,000, got {self.max_tokens}")
         if any(not isinstance(s, str) or not s for s in self.stop):
             problems.append("stop strings must be non-empty strings")
         if problems:
@@ -72,13 +107,19 @@ class SamplingParams:
         return replace(self, **changes)
 
 
+_FLOATS = ("temperature", "top_p", "min_p", "repetition_penalty", "dry_multiplier", "dry_base")
+_INTS = ("top_k", "repetition_window", "dry_allowed_length", "dry_window", "seed", "max_tokens")
+
+
 class Sampler:
     """Picks the next token id from float logits [vocab].
 
-    Order: repetition penalty, then greedy argmax (temperature 0), else temperature,
-    top-k, top-p, min-p, and a draw from a generator seeded by `params.seed`, so the same
-    seed and settings give the same ids. Filters shrink a candidate set instead of masking
-    the whole vocabulary, and top-p sorts only the likely head of the distribution.
+    Order: the repetition guard (a penalty on tokens seen in the last `repetition_window`
+    tokens, then DRY on tokens that would extend an earlier run), then greedy argmax
+    (temperature 0), else temperature, top-k, top-p, min-p, and a draw from a generator
+    seeded by `params.seed`, so the same seed and settings give the same ids. `history` is
+    every id so far, prompt included. Filters shrink a candidate set instead of masking the
+    whole vocabulary, and top-p sorts only the likely head of the distribution.
     """
 
     def __init__(self, params: SamplingParams) -> None:
@@ -92,7 +133,11 @@ class Sampler:
         if x.ndim != 1 or x.size == 0:
             raise ValueError(f"logits must be a non-empty vector, got shape {x.shape}")
         if p.repetition_penalty != 1.0 and len(history):
-            x = _penalize(x, history, p.repetition_penalty)
+            recent = history[-p.repetition_window:] if p.repetition_window else history
+            x = _penalize(x, recent, p.repetition_penalty)
+        if p.dry_multiplier > 0.0 and len(history) > p.dry_allowed_length:
+            recent = history[-p.dry_window:] if p.dry_window else history
+            x = _dry(x, np.asarray(recent, dtype=np.int64), p)
         if p.greedy:
             return int(np.argmax(x))
 
@@ -131,6 +176,53 @@ def _penalize(x: np.ndarray, history: Sequence[int], penalty: float) -> np.ndarr
     vals = x[seen]
     # Repeated ids all write the same value, so duplicates in `seen` are harmless.
     x[seen] = np.where(vals > 0, vals / penalty, vals * penalty)
+    return x
+
+
+# Past this many tokens beyond the allowed length a DRY penalty stops growing: it has
+# long since ruled the token out, and an unbounded power would overflow.
+_DRY_MAX_EXTRA = 24
+
+
+def _dry(x: np.ndarray, history: np.ndarray, p: SamplingParams) -> np.ndarray:
+    """Penalise each token that would continue a repeat of an earlier stretch of the text.
+
+    For every earlier place where the latest token also occurs, count how many tokens before
+    it match the tokens before the latest one: if the text now ends with a run of n tokens
+    that appeared before, the token that followed that earlier run would make the repeat
+    n+1 long. Runs shorter than `dry_allowed_length` (common short phrases) go free; longer
+    ones cost `multiplier * base ** (n - allowed_length)`, subtracted from the logit.
+    """
+    n = history.size
+    last = n - 1
+    # Earlier positions of the latest token that are followed by something (not the end).
+    ends = np.flatnonzero(history[:last] == history[last])
+    if ends.size == 0:
+        return x
+    length = np.ones(ends.size, dtype=np.int64)  # the latest token itself matches
+    cap = p.dry_allowed_length + _DRY_MAX_EXTRA
+    alive = np.ones(ends.size, dtype=bool)
+    for k in range(1, cap):
+        i = ends - k
+        # A match stops at the start of the text or at a mismatch; the two runs may overlap
+        # (a token said over and over repeats itself).
+        ok = alive & (i >= 0)
+        ok[ok] = history[i[ok]] == history[last - k]
+        length += ok
+        alive = ok
+        if not alive.any():
+            break
+    following = history[ends + 1]
+    valid = (following >= 0) & (following < x.size) & (length >= p.dry_allowed_length)
+    if not valid.any():
+        return x
+    # Each token's longest repeat decides its penalty.
+    best = np.zeros(x.size, dtype=np.int64)
+    np.maximum.at(best, following[valid], length[valid])
+    hit = np.flatnonzero(best)
+    extra = np.minimum(best[hit] - p.dry_allowed_length, _DRY_MAX_EXTRA)
+    x = x.copy()
+    x[hit] -= (p.dry_multiplier * p.dry_base ** extra).astype(np.float32)
     return x
 
 
