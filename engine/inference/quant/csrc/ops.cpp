@@ -1,0 +1,166 @@
+// torch ops over GGUF block weights: wren::dequantize and wren::qlinear (CPU), plus the
+// Python module engine.inference.quant._C whose import registers them.
+#include <torch/extension.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+
+#include "wren_quant.h"
+
+namespace {
+
+// qlinear quantizes the activations and runs integer dot products for up to this many
+// rows; more rows (a prompt) dequantize weight tiles into torch's GEMM. Measured with
+// bench/qmatmul.py (see its --crossover).
+std::atomic<int64_t> g_max_gemv_rows{[] {
+    const char* v = std::getenv("WREN_QLINEAR_GEMV_ROWS");
+    return v ? std::max<int64_t>(0, std::atoll(v)) : int64_t(8);
+}()};
+// Bytes of float32 weight per dequantized tile on the GEMM path.
+constexpr int64_t kTileBytes = int64_t(2) << 20;
+
+const wren::TypeInfo& checked_type(int64_t qtype) {
+    const wren::TypeInfo* info = wren::type_info((int)qtype);
+    TORCH_CHECK(info != nullptr, "wren: GGML type ", qtype, " is not one Wren runs (F32, F16, BF16, Q4_0, Q4_1, "
+                "Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)");
+    return *info;
+}
+
+void check_raw(const at::Tensor& raw, const wren::TypeInfo& info, int64_t cols, const char* op) {
+    TORCH_CHECK(raw.device().is_cpu(), "wren::", op, ": raw weight bytes must be on the CPU, got ", raw.device());
+    TORCH_CHECK(raw.scalar_type() == at::kByte, "wren::", op, ": raw must be uint8 bytes, got ", raw.scalar_type());
+    TORCH_CHECK(raw.dim() == 2, "wren::", op, ": raw must be [rows, row_bytes], got ", raw.sizes());
+    TORCH_CHECK(cols > 0 && cols % info.block == 0, "wren::", op, ": ", info.name, " needs cols a multiple of ",
+                info.block, ", got ", cols);
+    const int64_t row_bytes = cols / info.block * info.type_size;
+    TORCH_CHECK(raw.size(1) == row_bytes, "wren::", op, ": ", info.name, " rows of ", cols, " weights take ",
+                row_bytes, " bytes, but raw has ", raw.size(1));
+}
+
+int64_t grain_rows(int64_t rows, int64_t work_per_row) {
+    // at least ~64K weight bytes per task so small matrices don't pay for threads
+    const int64_t min_rows = std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(1, work_per_row));
+    return std::min(rows, min_rows);
+}
+
+void dequantize_rows(int qtype, const uint8_t* src, int64_t row_bytes, float* dst, int64_t cols,
+                     int64_t begin, int64_t end) {
+    at::parallel_for(begin, end, grain_rows(end - begin, row_bytes), [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; ++r) wren::dequantize_row(qtype, src + r * row_bytes, dst + (r - begin) * cols, cols);
+    });
+}
+
+at::Tensor dequantize_cpu(const at::Tensor& raw_in, int64_t qtype, int64_t cols) {
+    const wren::TypeInfo& info = checked_type(qtype);
+    check_raw(raw_in, info, cols, "dequantize");
+    const at::Tensor raw = raw_in.contiguous();
+    const int64_t rows = raw.size(0);
+    at::Tensor out = at::empty({rows, cols}, raw.options().dtype(at::kFloat));
+    if (rows == 0) return out;
+    dequantize_rows((int)qtype, raw.data_ptr<uint8_t>(), raw.size(1), out.data_ptr<float>(), cols, 0, rows);
+    return out;
+}
+
+void gemv_path(const wren::TypeInfo& info, int qtype, const uint8_t* w, int64_t row_bytes, int64_t rows,
+               const float* x, int64_t n, int64_t cols, float* out) {
+    const wren::Kernels& k = wren::kernels();
+    const int64_t grain = grain_rows(rows, row_bytes * n);
+    if (info.is_float) {
+        const wren::FDotFn fn = k.fdot[qtype];
+        at::parallel_for(0, rows, grain, [&](int64_t b, int64_t e) {
+            for (int64_t r = b; r < e; ++r)
+                for (int64_t j = 0; j < n; ++j) out[j * rows + r] = fn(w + r * row_bytes, cols, x + j * cols);
+        });
+        return;
+    }
+    const int64_t nb = cols / info.block;
+    const int64_t xq_bytes = info.kquant ? nb * (int64_t)sizeof(wren::BlockQ8K) : nb * (int64_t)sizeof(wren::BlockQ8);
+    std::vector<uint8_t> xq((size_t)(xq_bytes * n));
+    for (int64_t j = 0; j < n; ++j) {
+        if (info.kquant) wren::quantize_row_q8k(x + j * cols, cols, (wren::BlockQ8K*)(xq.data() + j * xq_bytes));
+        else wren::quantize_row_q8(x + j * cols, cols, (wren::BlockQ8*)(xq.data() + j * xq_bytes));
+    }
+    const wren::QDotFn fn = k.qdot[qtype];
+    const uint8_t* xqp = xq.data();
+    at::parallel_for(0, rows, grain, [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; ++r)
+            for (int64_t j = 0; j < n; ++j) out[j * rows + r] = fn(w + r * row_bytes, nb, xqp + j * xq_bytes);
+    });
+}
+
+void gemm_path(int qtype, const at::Tensor& raw, const at::Tensor& x, at::Tensor& out) {
+    const int64_t rows = raw.size(0), cols = x.size(1);
+    if (qtype == wren::F32) {
+        const at::Tensor w = raw.view(at::kFloat);  // [rows, cols]
+        at::mm_out(out, x, w.t());
+        return;
+    }
+    int64_t tile = std::max<int64_t>(16, kTileBytes / (cols * 4));
+    tile = std::min(rows, (tile + 15) / 16 * 16);
+    at::Tensor buf = at::empty({tile, cols}, x.options());
+    const uint8_t* w = raw.data_ptr<uint8_t>();
+    const int64_t row_bytes = raw.size(1);
+    for (int64_t r0 = 0; r0 < rows; r0 += tile) {
+        const int64_t tr = std::min(tile, rows - r0);
+        dequantize_rows(qtype, w, row_bytes, buf.data_ptr<float>(), cols, r0, r0 + tr);
+        at::Tensor dst = out.narrow(1, r0, tr);
+        at::mm_out(dst, x, buf.narrow(0, 0, tr).t());
+    }
+}
+
+at::Tensor qlinear_cpu(const at::Tensor& x_in, const at::Tensor& raw_in, int64_t qtype, int64_t rows) {
+    const wren::TypeInfo& info = checked_type(qtype);
+    TORCH_CHECK(x_in.device().is_cpu(), "wren::qlinear: x must be on the CPU, got ", x_in.device());
+    TORCH_CHECK(x_in.scalar_type() == at::kFloat, "wren::qlinear: x must be float32, got ", x_in.scalar_type());
+    TORCH_CHECK(x_in.dim() >= 1, "wren::qlinear: x must have a last dimension of cols");
+    const int64_t cols = x_in.size(-1);
+    check_raw(raw_in, info, cols, "qlinear");
+    TORCH_CHECK(raw_in.size(0) == rows, "wren::qlinear: raw has ", raw_in.size(0), " rows, expected ", rows);
+    std::vector<int64_t> out_shape(x_in.sizes().begin(), x_in.sizes().end());
+    out_shape.back() = rows;
+    const int64_t n = x_in.numel() / cols;
+    at::Tensor out = at::empty({n, rows}, x_in.options());
+    if (n > 0 && rows > 0) {
+        const at::Tensor x = x_in.reshape({n, cols}).contiguous();
+        const at::Tensor raw = raw_in.contiguous();
+        if (n <= g_max_gemv_rows.load() && !(qtype == wren::F32 && n > 1)) {
+            gemv_path(info, (int)qtype, raw.data_ptr<uint8_t>(), raw.size(1), rows, x.data_ptr<float>(), n, cols,
+                      out.data_ptr<float>());
+        } else {
+            gemm_path((int)qtype, raw, x, out);
+        }
+    }
+    return out.view(out_shape);
+}
+
+uint64_t read_sum(const at::Tensor& t) {
+    TORCH_CHECK(t.is_contiguous() && t.device().is_cpu(), "read_sum needs a contiguous CPU tensor");
+    const uint8_t* p = (const uint8_t*)t.data_ptr();
+    const int64_t n = t.numel() * t.element_size();
+    std::atomic<uint64_t> total{0};
+    at::parallel_for(0, n, 1 << 20, [&](int64_t b, int64_t e) { total += wren::read_sum(p + b, e - b); });
+    return total.load();
+}
+
+}  // namespace
+
+TORCH_LIBRARY(wren, m) {
+    m.def("dequantize(Tensor raw, int qtype, int cols) -> Tensor");
+    m.def("qlinear(Tensor x, Tensor raw, int qtype, int rows) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(wren, CPU, m) {
+    m.impl("dequantize", dequantize_cpu);
+    m.impl("qlinear", qlinear_cpu);
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+    m.doc() = "Wren's kernels for GGUF block weights (registers torch.ops.wren.*)";
+    m.def("isa", [] { return std::string(wren::kernels().isa); }, "the instruction set the kernels use");
+    m.def("max_gemv_rows", [] { return g_max_gemv_rows.load(); },
+          "activation rows up to which qlinear runs the 8-bit integer dot kernels");
+    m.def("set_max_gemv_rows", [](int64_t v) { g_max_gemv_rows.store(std::max<int64_t>(0, v)); });
+    m.def("read_sum", &read_sum, "read every byte of a tensor once (streaming-read bandwidth)");
+}

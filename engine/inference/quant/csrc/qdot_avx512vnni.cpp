@@ -1,0 +1,27 @@
+// AVX-512 VNNI (Cascade Lake, Ice Lake, Zen 4 and later): the same 256-bit kernels with
+// u8*s8 sums in one vpdpbusd; 256-bit registers avoid the clock drop of 512-bit ones.
+#include "wren_quant.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+
+#define TGT __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
+#define NS avx512vnni
+#define U8S8_DOT(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), (u), (s))
+#include "qdot_x86.inc"
+
+namespace wren {
+bool fill_avx512vnni(Kernels& k) {
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512vl") ||
+        !__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("fma")) return false;
+    avx512vnni::fill(k);
+    k.isa = "avx512-vnni";
+    return true;
+}
+}  // namespace wren
+#else
+namespace wren {
+bool fill_avx512vnni(Kernels&) { return false; }
+}  // namespace wren
+#endif

@@ -1,0 +1,273 @@
+// Activation quantization, the portable reference dot kernels, and the choice of
+// instruction set. A weight block's integer dot with 8-bit activations is exact; the only
+// approximation qlinear makes is rounding x to 8 bits per block.
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "wren_quant.h"
+
+namespace wren {
+
+void quantize_row_q8(const float* x, int64_t cols, BlockQ8* out) {
+    for (int64_t b = 0; b < cols / 32; ++b) {
+        const float* v = x + 32 * b;
+        float amax = 0.f;
+        for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(v[j]));
+        const float d = amax / 127.f;
+        const float id = d != 0.f ? 127.f / amax : 0.f;
+        int32_t sum = 0;
+        for (int j = 0; j < 32; ++j) {
+            const int q = (int)std::nearbyint(v[j] * id);
+            out[b].qs[j] = (int8_t)q;
+            sum += q;
+        }
+        out[b].d = d;
+        out[b].sum = sum;
+    }
+}
+
+void quantize_row_q8k(const float* x, int64_t cols, BlockQ8K* out) {
+    for (int64_t b = 0; b < cols / 256; ++b) {
+        const float* v = x + 256 * b;
+        float amax = 0.f;
+        for (int j = 0; j < 256; ++j) amax = std::fmax(amax, std::fabs(v[j]));
+        const float d = amax / 127.f;
+        const float id = d != 0.f ? 127.f / amax : 0.f;
+        for (int g = 0; g < 16; ++g) {
+            int sum = 0;
+            for (int j = 16 * g; j < 16 * g + 16; ++j) {
+                const int q = (int)std::nearbyint(v[j] * id);
+                out[b].qs[j] = (int8_t)q;
+                sum += q;
+            }
+            out[b].bsums[g] = (int16_t)sum;
+        }
+        out[b].d = d;
+    }
+}
+
+namespace {
+
+float dot_q4_0(const uint8_t* w, int64_t nb, const void* xv) {
+    const BlockQ8* x = (const BlockQ8*)xv;
+    float acc = 0.f;
+    for (int64_t b = 0; b < nb; ++b, w += 18) {
+        const uint8_t* qs = w + 2;
+        int s = 0;
+        for (int j = 0; j < 16; ++j) s += (qs[j] & 0x0f) * x[b].qs[j] + (qs[j] >> 4) * x[b].qs[j + 16];
+        acc += fp16_to_fp32(load_u16(w)) * x[b].d * (float)(s - 8 * x[b].sum);
+    }
+    return acc;
+}
+
+float dot_q4_1(const uint8_t* w, int64_t nb, const void* xv) {
+    const BlockQ8* x = (const BlockQ8*)xv;
+    float acc = 0.f;
+    for (int64_t b = 0; b < nb; ++b, w += 20) {
+        const uint8_t* qs = w + 4;
+        int s = 0;
+        for (int j = 0; j < 16; ++j) s += (qs[j] & 0x0f) * x[b].qs[j] + (qs[j] >> 4) * x[b].qs[j + 16];
+        acc += fp16_to_fp32(load_u16(w)) * x[b].d * (float)s +
+               fp16_to_fp32(load_u16(w + 2)) * x[b].d * (float)x[b].sum;
+    }
+    return acc;
+}
+
+inline int dot_q5(const uint8_t* qs, uint32_t qh, const int8_t* xq) {
+    int s = 0;
+    for (int j = 0; j < 16; ++j) {
+        s += ((qs[j] & 0x0f) | (((qh >> j) & 1) << 4)) * xq[j];
+        s += ((qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) * xq[j + 16];
+    }
+    return s;
+}
+
+float dot_q5_0(const uint8_t* w, int64_t nb, const void* xv) {
+    const BlockQ8* x = (const BlockQ8*)xv;
+    float acc = 0.f;
+    for (int64_t b = 0; b < nb; ++b, w += 22) {
+        const int s = dot_q5(w + 6, load_u32(w + 2), x[b].qs);
+        acc += fp16_to_fp32(load_u16(w)) * x[b].d * (float)(s - 16 * x[b].sum);
+    }
+    return acc;
+}
+
+float dot_q5_1(const uint8_t* w, int64_t nb, const void* xv) {
+    const BlockQ8* x = (const BlockQ8*)xv;
+    float acc = 0.f;
+    for (int64_t b = 0; b < nb; ++b, w += 24) {
+        const int s = dot_q5(w + 8, load_u32(w + 4), x[b].qs);
+        acc += fp16_to_fp32(load_u16(w)) * x[b].d * (float)s +
+               fp16_to_fp32(load_u16(w + 2)) * x[b].d * (float)x[b].sum;
+    }
+    return acc;
+}
+
+float dot_q8_0(const uint8_t* w, int64_t nb, const void* xv) {
+    const BlockQ8* x = (const BlockQ8*)xv;
+    float acc = 0.f;
+    for (int64_t b = 0; b < nb; ++b, w += 34) {
+        const int8_t* qs = (const int8_t*)(w + 2);
+        int s = 0;
+        for (int j = 0; j < 32; ++j) s += qs[j] * x[b].qs[j];
+        acc += fp16_to_fp32(load_u16(w)) * x[b].d * (float)s;
+    }
+    return acc;
+}
+
+// Sum over the 16 groups of 16 of scale[g] * dot(q, x) for a k-quant's unpacked values.
+inline int scaled_dot16(const int8_t* q, const int8_t* xq, const int* scale) {
+    int total = 0;
+    for (int g = 0; g < 16; ++g) {
+        int s = 0;
+        for (int t = 0; t < 16; ++t) s += q[16 * g + t] * xq[16 * g + t];
+        total += scale[g] * s;
+    }
+    return total;
+}
+
+float dot_q2_k(const uint8_t* w, int64_t nb, const void* xv) {
+    const BlockQ8K* x = (const BlockQ8K*)xv;
+    float acc = 0.f;
+    int8_t q[256];
+    int sc[16];
+    for (int64_t b = 0; b < nb; ++b, w += 84) {
+        const uint8_t* qs = w + 16;
+        for (int e = 0; e < 256; ++e) q[e] = (int8_t)((qs[32 * (e >> 7) + (e & 31)] >> (2 * ((e >> 5) & 3))) & 3);
+        int mins = 0;
+        for (int g = 0; g < 16; ++g) {
+            sc[g] = w[g] & 0x0f;
+            mins += (w[g] >> 4) * x[b].bsums[g];
+        }
+        const int s = scaled_dot16(q, x[b].qs, sc);
+        acc += x[b].d * (fp16_to_fp32(load_u16(w + 80)) * (float)s - fp16_to_fp32(load_u16(w + 82)) * (float)mins);
+    }
+    return acc;
+}
+
+float dot_q3_k(const uint8_t* w, int64_t nb, const void* xv) {
+    const BlockQ8K* x = (const BlockQ8K*)xv;
+    float acc = 0.f;
+    int8_t q[256];
+    int8_t s8[16];
+    int sc[16];
+    for (int64_t b = 0; b < nb; ++b, w += 110) {
+        const uint8_t* hm = w;
+        const uint8_t* qs = w + 32;
+        for (int e = 0; e < 256; ++e) {
+            const int ql = (qs[32 * (e >> 7) + (e & 31)] >> (2 * ((e >> 5) & 3))) & 3;
+            q[e] = (int8_t)(ql - 4 * (1 - ((hm[e & 31] >> (e >> 5)) & 1)));
+        }
+        q3k_scales(w + 96, s8);
+        for (int g = 0; g < 16; ++g) sc[g] = s8[g];
+        acc += x[b].d * fp16_to_fp32(load_u16(w + 108)) * (float)scaled_dot16(q, x[b].qs, sc);
+    }
+    return acc;
+}
+
+template <bool FIVE>
+float dot_q45_k(const uint8_t* w, int64_t nb, const void* xv) {
+    const BlockQ8K* x = (const BlockQ8K*)xv;
+    constexpr int SIZE = FIVE ? 176 : 144;
+    float acc = 0.f;
+    for (int64_t b = 0; b < nb; ++b, w += SIZE) {
+        const uint8_t* qh = w + 16;
+        const uint8_t* qs = w + (FIVE ? 48 : 16);
+        int sum = 0, mins = 0;
+        for (int j = 0; j < 8; ++j) {
+            uint8_t sc, m;
+            kscale_min(w + 4, j, &sc, &m);
+            const uint8_t* qq = qs + 32 * (j >> 1);
+            const int shift = 4 * (j & 1);
+            int s = 0;
+            for (int l = 0; l < 32; ++l) {
+                int v = (qq[l] >> shift) & 0x0f;
+                if (FIVE) v |= ((qh[l] >> j) & 1) << 4;
+                s += v * x[b].qs[32 * j + l];
+            }
+            sum += sc * s;
+            mins += m * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
+        }
+        acc += x[b].d * (fp16_to_fp32(load_u16(w)) * (float)sum - fp16_to_fp32(load_u16(w + 2)) * (float)mins);
+    }
+    return acc;
+}
+
+float dot_q6_k(const uint8_t* w, int64_t nb, const void* xv) {
+    const BlockQ8K* x = (const BlockQ8K*)xv;
+    float acc = 0.f;
+    int8_t q[256];
+    int sc[16];
+    for (int64_t b = 0; b < nb; ++b, w += 210) {
+        const uint8_t* ql = w;
+        const uint8_t* qh = w + 128;
+        for (int e = 0; e < 256; ++e) {
+            const int h = e >> 7, r = e & 127;
+            const int lo = (ql[64 * h + (r & 63)] >> (4 * (r >> 6))) & 0x0f;
+            const int hi = (qh[32 * h + (r & 31)] >> (2 * (r >> 5))) & 3;
+            q[e] = (int8_t)((lo | (hi << 4)) - 32);
+        }
+        for (int g = 0; g < 16; ++g) sc[g] = ((const int8_t*)(w + 192))[g];
+        acc += x[b].d * fp16_to_fp32(load_u16(w + 208)) * (float)scaled_dot16(q, x[b].qs, sc);
+    }
+    return acc;
+}
+
+float fdot_f32(const uint8_t* w, int64_t cols, const float* x) {
+    const float* v = (const float*)w;
+    float acc = 0.f;
+    for (int64_t i = 0; i < cols; ++i) acc += v[i] * x[i];
+    return acc;
+}
+
+float fdot_f16(const uint8_t* w, int64_t cols, const float* x) {
+    float acc = 0.f;
+    for (int64_t i = 0; i < cols; ++i) acc += fp16_to_fp32(load_u16(w + 2 * i)) * x[i];
+    return acc;
+}
+
+float fdot_bf16(const uint8_t* w, int64_t cols, const float* x) {
+    float acc = 0.f;
+    for (int64_t i = 0; i < cols; ++i) acc += bf16_to_fp32(load_u16(w + 2 * i)) * x[i];
+    return acc;
+}
+
+Kernels build_best() {
+    Kernels k;
+    fill_scalar(k);
+    const char* cap = std::getenv("WREN_ISA");
+    const bool any = cap == nullptr || cap[0] == '\0';
+    auto allowed = [&](const char* name) { return any || std::strcmp(cap, name) == 0; };
+    // Each fill_* checks the CPU itself; the later, wider ones override the earlier.
+    if (allowed("avx2") || allowed("avx512-vnni")) fill_avx2(k);
+    if (allowed("avx512-vnni")) fill_avx512vnni(k);
+    if (allowed("neon")) fill_neon(k);
+    return k;
+}
+}  // namespace
+
+void fill_scalar(Kernels& k) {
+    std::memset(&k, 0, sizeof(k));
+    k.isa = "scalar";
+    k.qdot[Q4_0] = dot_q4_0;
+    k.qdot[Q4_1] = dot_q4_1;
+    k.qdot[Q5_0] = dot_q5_0;
+    k.qdot[Q5_1] = dot_q5_1;
+    k.qdot[Q8_0] = dot_q8_0;
+    k.qdot[Q2_K] = dot_q2_k;
+    k.qdot[Q3_K] = dot_q3_k;
+    k.qdot[Q4_K] = dot_q45_k<false>;
+    k.qdot[Q5_K] = dot_q45_k<true>;
+    k.qdot[Q6_K] = dot_q6_k;
+    k.fdot[F32] = fdot_f32;
+    k.fdot[F16] = fdot_f16;
+    k.fdot[BF16] = fdot_bf16;
+}
+
+const Kernels& kernels() {
+    static const Kernels k = build_best();
+    return k;
+}
+
+}  // namespace wren

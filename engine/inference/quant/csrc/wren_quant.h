@@ -1,0 +1,131 @@
+// Wren's GGUF block formats: the type table, exact dequantization and the 8-bit dot
+// kernels qlinear runs for a few rows of activations. No torch in here: the kernel files
+// are plain C++ so each instruction set can be compiled with its own target attribute
+// without touching torch's inline code.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace wren {
+
+enum QType : int {
+    F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8,
+    Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, BF16 = 30,
+};
+constexpr int kMaxType = 31;
+
+struct TypeInfo {
+    const char* name;
+    int block;      // weights per block
+    int type_size;  // bytes per block
+    bool kquant;    // activations quantized per 256 (Q8K) rather than per 32 (Q8)
+    bool is_float;  // F32/F16/BF16: no activation quantization
+};
+
+// nullptr for a type Wren does not run.
+const TypeInfo* type_info(int qtype);
+
+// Activations quantized to 8 bits: the legacy types pair with 32-value blocks, the
+// k-quants with 256-value blocks carrying the sum of each 16.
+struct BlockQ8 {
+    float d;
+    int32_t sum;  // sum of qs
+    int8_t qs[32];
+};
+struct BlockQ8K {
+    float d;
+    int16_t bsums[16];
+    int8_t qs[256];
+};
+
+// Exact dequantization of one row of `cols` weights (equal bit for bit to gguf's numpy).
+void dequantize_row(int qtype, const uint8_t* src, float* dst, int64_t cols);
+
+void quantize_row_q8(const float* x, int64_t cols, BlockQ8* out);
+void quantize_row_q8k(const float* x, int64_t cols, BlockQ8K* out);
+
+// One weight row against one quantized activation row: nb blocks.
+using QDotFn = float (*)(const uint8_t* w, int64_t nb, const void* xq);
+// One float-type weight row (F32/F16/BF16) against one float activation row.
+using FDotFn = float (*)(const uint8_t* w, int64_t cols, const float* x);
+
+struct Kernels {
+    const char* isa;
+    QDotFn qdot[kMaxType];
+    FDotFn fdot[kMaxType];
+};
+
+// Portable reference kernels; every entry filled.
+void fill_scalar(Kernels& k);
+// Each returns false (and leaves k alone) when built for another architecture.
+bool fill_avx2(Kernels& k);
+bool fill_avx512vnni(Kernels& k);
+bool fill_neon(Kernels& k);
+
+// The best table for this CPU, chosen once from its flags (WREN_ISA=scalar|avx2|... caps it).
+const Kernels& kernels();
+
+// Read-only streaming sum over a buffer (for the bandwidth figure in bench/qmatmul.py).
+uint64_t read_sum(const uint8_t* p, int64_t n);
+
+// IEEE half -> float, exact for every input (NaN payloads kept, as numpy does).
+static inline float fp16_to_fp32(uint16_t h) {
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    const uint32_t exp = (h >> 10) & 0x1fu;
+    const uint32_t mant = h & 0x3ffu;
+    uint32_t bits;
+    if (exp == 0) {
+        // zero or subnormal: mant * 2^-24 is exact in float
+        float f = (float)mant * 5.9604644775390625e-08f;
+        std::memcpy(&bits, &f, 4);
+        bits |= sign;
+    } else if (exp == 31) {
+        bits = sign | 0x7f800000u | (mant << 13);
+    } else {
+        bits = sign | ((exp + 112u) << 23) | (mant << 13);
+    }
+    float out;
+    std::memcpy(&out, &bits, 4);
+    return out;
+}
+
+static inline float bf16_to_fp32(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float out;
+    std::memcpy(&out, &bits, 4);
+    return out;
+}
+
+static inline uint16_t load_u16(const uint8_t* p) {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    return v;
+}
+static inline uint32_t load_u32(const uint8_t* p) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+}
+
+// The 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K super-block.
+static inline void kscale_min(const uint8_t* s, int j, uint8_t* sc, uint8_t* m) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4));
+        *m = (uint8_t)((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+    }
+}
+
+// The 16 signed 6-bit scales of a Q3_K super-block.
+static inline void q3k_scales(const uint8_t* s, int8_t* out) {
+    for (int i = 0; i < 16; ++i) {
+        int lo = i < 8 ? (s[i] & 0x0f) : (s[i - 8] >> 4);
+        int hi = (s[8 + (i & 3)] >> (2 * (i >> 2))) & 3;
+        out[i] = (int8_t)((lo | (hi << 4)) - 32);
+    }
+}
+
+}  // namespace wren

@@ -1,0 +1,85 @@
+"""Wren's C++ kernels for GGUF block weights, when they were built at install time.
+
+Importing the compiled module `engine.inference.quant._C` registers `torch.ops.wren.dequantize`
+and `torch.ops.wren.qlinear` (see csrc/ops.cpp); this module adds their fake (shape-only)
+implementations so `torch.compile` can trace through them, and says why the exact pure-torch
+path (`ggml.py`) is in use when the kernels are not there: no compiler at install, or
+`WREN_KERNELS=off` (tests of the fallback).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from types import ModuleType
+
+import torch
+
+log = logging.getLogger("engine.inference.quant")
+
+_OFF_VALUES = {"off", "0", "false", "no"}
+
+
+def _load() -> tuple[ModuleType | None, str | None]:
+    if os.environ.get("WREN_KERNELS", "").strip().lower() in _OFF_VALUES:
+        return None, ("Wren's quantized kernels are turned off (WREN_KERNELS=off): "
+                      "using the slower exact torch path")
+    try:
+        from engine.inference.quant import _C
+    except ImportError as exc:
+        return None, ("Wren's quantized kernels were not built (no C++ compiler at install): "
+                      f"using the slower exact torch path ({exc})")
+    return _C, None
+
+
+_C, NOTICE = _load()
+if NOTICE is not None:
+    log.warning(NOTICE)
+
+if _C is not None:
+    @torch.library.register_fake("wren::qlinear")
+    def _qlinear_fake(x: torch.Tensor, raw: torch.Tensor, qtype: int, rows: int) -> torch.Tensor:
+        torch._check(x.dtype == torch.float32, lambda: f"wren::qlinear needs float32 x, got {x.dtype}")
+        return x.new_empty((*x.shape[:-1], rows))
+
+    @torch.library.register_fake("wren::dequantize")
+    def _dequantize_fake(raw: torch.Tensor, qtype: int, cols: int) -> torch.Tensor:
+        return raw.new_empty((raw.shape[0], cols), dtype=torch.float32)
+
+
+def available() -> bool:
+    """Whether the compiled kernels are loaded (False: use ggml.py's exact torch path)."""
+    return _C is not None
+
+
+def isa() -> str:
+    """The instruction set the kernels picked for this CPU: "avx512-vnni", "avx2", "neon"
+    or "scalar"; "none" without the kernels."""
+    return _C.isa() if _C is not None else "none"
+
+
+def _require() -> ModuleType:
+    if _C is None:
+        raise RuntimeError(NOTICE)
+    return _C
+
+
+def qlinear(x: torch.Tensor, raw: torch.Tensor, qtype: int, rows: int) -> torch.Tensor:
+    """x @ W.T for W the `rows` GGUF rows in `raw` (uint8 [rows, row_bytes]) of type `qtype`.
+
+    x is float32 [..., cols]; the result float32 [..., rows]. A few rows of x are quantized to
+    8 bits per block and multiplied with integer dot products; many rows go through torch's
+    GEMM on exactly dequantized weight tiles."""
+    _require()
+    return torch.ops.wren.qlinear(x, raw, int(qtype), int(rows))
+
+
+def dequantize(raw: torch.Tensor, qtype: int, cols: int) -> torch.Tensor:
+    """float32 [rows, cols], equal bit for bit to gguf.quants.dequantize of the same bytes."""
+    _require()
+    return torch.ops.wren.dequantize(raw, int(qtype), int(cols))
+
+
+def max_gemv_rows() -> int:
+    """Rows of x up to which qlinear takes the integer dot path."""
+    return _require().max_gemv_rows()

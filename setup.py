@@ -1,0 +1,67 @@
+"""Builds Wren's C++ kernels for GGUF block weights (engine.inference.quant._C).
+
+Project metadata lives in pyproject.toml; this file only declares the extension. Without
+torch or a C++ compiler the pure-Python package still installs and Wren runs the exact,
+slower torch path (engine.inference.quant.kernels says so once in the log). No
+-march=native: the binary runs on any x86-64 or arm64 CPU, and each kernel file picks its
+instruction set with per-function target attributes at run time.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from setuptools import setup
+
+CSRC = "engine/inference/quant/csrc"
+SOURCES = ["ops.cpp", "dequant.cpp", "qdot_scalar.cpp", "qdot_avx2.cpp", "qdot_avx512vnni.cpp", "qdot_neon.cpp"]
+NOTICE = ("Wren's quantized kernels were not built ({why}): Wren installs without them and "
+          "uses the slower exact torch path.")
+
+
+def _notice(why: str) -> None:
+    print("\n*** " + NOTICE.format(why=why) + "\n", file=sys.stderr)
+
+
+def _extension():
+    if os.environ.get("WREN_BUILD_KERNELS", "1") == "0":
+        _notice("WREN_BUILD_KERNELS=0")
+        return [], {}
+    try:
+        from torch.utils.cpp_extension import BuildExtension, CppExtension
+    except Exception as exc:  # no torch in the build environment
+        _notice(f"torch is not importable at build time: {exc}")
+        return [], {}
+
+    class OptionalBuildExtension(BuildExtension):
+        """A failed compile leaves the package installable."""
+
+        failed = False
+
+        def build_extension(self, ext):
+            try:
+                super().build_extension(ext)
+            except Exception as exc:
+                OptionalBuildExtension.failed = True
+                _notice(f"{type(exc).__name__}: {exc}")
+
+        def run(self):
+            try:
+                super().run()
+            except Exception as exc:  # e.g. copying the missing library in place
+                if not OptionalBuildExtension.failed:
+                    _notice(f"{type(exc).__name__}: {exc}")
+
+    ext = CppExtension(
+        "engine.inference.quant._C",
+        sources=[f"{CSRC}/{s}" for s in SOURCES],
+        include_dirs=[os.path.abspath(CSRC)],
+        # -ffp-contract=off: the exact dequantization must not fuse a*b+c into one rounding
+        extra_compile_args=["-O3", "-g0", "-ffp-contract=off", "-fno-math-errno"],
+    )
+    return [ext], {"build_ext": OptionalBuildExtension.with_options(use_ninja=False)}
+
+
+ext_modules, cmdclass = _extension()
+setup(ext_modules=ext_modules, cmdclass=cmdclass)

@@ -1,0 +1,225 @@
+"""Wren's C++ kernels for GGUF blocks (engine.inference.quant.kernels / torch.ops.wren).
+
+Dequantization must equal gguf's numpy reference bit for bit. qlinear is checked two ways:
+against the float64 product of the exact weights with the activations rounded the way the
+kernel rounds them (8 bits per block: only float32 accumulation separates the two), and
+against the exact float64 product within the bound that rounding allows,
+|err| <= sum over blocks of (scale_x / 2) * sum |w| in the block.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from gguf import quants as gguf_quants
+from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+
+from engine.inference.quant import kernels
+
+pytestmark = pytest.mark.skipif(not kernels.available(), reason=f"kernels not built: {kernels.NOTICE}")
+
+QUANT_TYPES = [2, 3, 6, 7, 8, 10, 11, 12, 13, 14]  # Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K..Q6_K
+FLOAT_TYPES = [0, 1, 30]  # F32 F16 BF16
+ALL_TYPES = FLOAT_TYPES + QUANT_TYPES
+KQUANTS = {10, 11, 12, 13, 14}
+# Byte offsets of each block's fp16 scale fields (d, and dmin/m where the type has one).
+SCALE_FIELDS = {2: [0], 3: [0, 2], 6: [0], 7: [0, 2], 8: [0], 10: [80, 82], 11: [108],
+                12: [0, 2], 13: [0, 2], 14: [208]}
+
+
+def _name(qtype: int) -> str:
+    return GGMLQuantizationType(qtype).name
+
+
+def random_raw(qtype: int, rows: int, cols: int, rng: np.random.Generator, *, any_bits: bool = False) -> np.ndarray:
+    """Random GGUF rows: random quant bits, finite fp16 scales in [-1e-2, 1e-2]. Float types
+    get random values, or (any_bits) random bit patterns including inf and NaN."""
+    block, size = GGML_QUANT_SIZES[GGMLQuantizationType(qtype)]
+    if qtype in FLOAT_TYPES:
+        if any_bits:
+            return rng.integers(0, 256, (rows, cols * size), dtype=np.uint8)
+        w = rng.standard_normal((rows, cols)).astype(np.float32) * 0.05
+        if qtype == 0:
+            return w.view(np.uint8).copy()
+        if qtype == 1:
+            return w.astype(np.float16).view(np.uint8).copy()
+        return (w.view(np.uint32) >> 16).astype(np.uint16).view(np.uint8).copy()
+    nb = cols // block
+    raw = rng.integers(0, 256, (rows, nb, size), dtype=np.uint8)
+    for off in SCALE_FIELDS[qtype]:
+        scales = rng.uniform(-1e-2, 1e-2, (rows, nb)).astype(np.float16)
+        raw[:, :, off:off + 2] = scales.view(np.uint8).reshape(rows, nb, 2)
+    return raw.reshape(rows, nb * size)
+
+
+def reference_weights(raw: np.ndarray, qtype: int) -> np.ndarray:
+    rows = raw.shape[0]
+    return gguf_quants.dequantize(raw, GGMLQuantizationType(qtype)).reshape(rows, -1)
+
+
+def rounded_activations(x: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """x as the integer kernels see it (scale amax/127 per block, round half to even) and
+    each block's scale, repeated per value."""
+    n, cols = x.shape
+    xb = x.reshape(n, cols // block, block)
+    amax = xb.abs().amax(-1, keepdim=True)
+    d = amax / 127
+    inv = torch.where(d == 0, torch.zeros_like(amax), 127 / amax)
+    q = torch.round(xb * inv)
+    return (q.double() * d.double()).reshape(n, cols), d.double().expand_as(xb).reshape(n, cols)
+
+
+# ---- dequantize ----
+
+@pytest.mark.parametrize("qtype", ALL_TYPES, ids=_name)
+def test_dequantize_equals_gguf_bit_for_bit(qtype):
+    rng = np.random.default_rng(qtype)
+    block, _ = GGML_QUANT_SIZES[GGMLQuantizationType(qtype)]
+    cols = max(block, 32) * 3
+    raw = random_raw(qtype, 21, cols, rng, any_bits=True)
+    got = kernels.dequantize(torch.from_numpy(raw), qtype, cols)
+    assert got.dtype == torch.float32 and got.shape == (21, cols)
+    want = reference_weights(raw, qtype)
+    assert np.isfinite(want).any()
+    np.testing.assert_array_equal(got.numpy().view(np.uint32), want.view(np.uint32))
+
+
+def test_dequantize_half_subnormals_and_specials():
+    halves = np.array([0x0000, 0x8000, 0x0001, 0x83ff, 0x0400, 0x7bff, 0x7c00, 0xfc00, 0x7e00, 0x7c01, 0xfd55],
+                      dtype=np.uint16)
+    raw = halves.view(np.uint8).reshape(1, -1)
+    got = kernels.dequantize(torch.from_numpy(raw.copy()), 1, len(halves)).numpy()
+    np.testing.assert_array_equal(got[0].view(np.uint32), halves.view(np.float16).astype(np.float32).view(np.uint32))
+
+
+def test_dequantize_rejects_bad_input():
+    raw = torch.zeros(4, 18, dtype=torch.uint8)
+    with pytest.raises(RuntimeError, match="GGML type 9"):
+        kernels.dequantize(raw, 9, 32)
+    with pytest.raises(RuntimeError, match="take 36 bytes"):
+        kernels.dequantize(raw, 2, 64)
+    with pytest.raises(RuntimeError, match="multiple of 32"):
+        kernels.dequantize(raw, 2, 16)
+    with pytest.raises(RuntimeError, match="uint8"):
+        kernels.dequantize(raw.float(), 2, 32)
+
+
+# ---- qlinear ----
+
+def _check_qlinear(qtype: int, rows: int, cols: int, n: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    raw = random_raw(qtype, rows, cols, rng)
+    w = torch.from_numpy(reference_weights(raw, qtype)).double()
+    x = torch.from_numpy(rng.standard_normal((n, cols)).astype(np.float32))
+    y = kernels.qlinear(x, torch.from_numpy(raw), qtype, rows)
+    assert y.dtype == torch.float32 and y.shape == (n, rows)
+    y = y.double()
+    exact = x.double() @ w.T
+    # float32 accumulation: a few units in the last place of sum |w x|
+    slack = 1e-5 * (x.double().abs() @ w.abs().T) + 1e-30
+    if qtype in FLOAT_TYPES or n > kernels.max_gemv_rows():
+        # float activations (float weights, or the prompt path's dequantized GEMM)
+        assert ((y - exact).abs() <= slack).all(), float((y - exact).abs().max())
+        return
+    block = 256 if qtype in KQUANTS else 32
+    xq, scale = rounded_activations(x, block)
+    assert ((y - xq @ w.T).abs() <= slack).all(), float((y - xq @ w.T).abs().max())
+    bound = (scale / 2) @ w.abs().T
+    assert ((y - exact).abs() <= bound * 1.001 + slack).all()
+    assert (bound < 0.1 * (x.double().abs() @ w.abs().T)).all()  # the bound is a real constraint
+
+
+@pytest.mark.parametrize("n", [1, 3, 64])
+@pytest.mark.parametrize("qtype", ALL_TYPES, ids=_name)
+def test_qlinear_matches_float64_reference(qtype, n):
+    block = GGML_QUANT_SIZES[GGMLQuantizationType(qtype)][0]
+    cols = 512 if block == 256 else 160  # 160: an odd number of 32-blocks
+    _check_qlinear(qtype, rows=45, cols=cols, n=n, seed=qtype * 100 + n)
+
+
+@pytest.mark.parametrize("qtype", ALL_TYPES, ids=_name)
+def test_qlinear_one_block_odd_rows(qtype):
+    block = max(GGML_QUANT_SIZES[GGMLQuantizationType(qtype)][0], 32)
+    for rows, n in [(1, 1), (7, 2), (19, 1), (13, 17)]:
+        _check_qlinear(qtype, rows=rows, cols=block, n=n, seed=rows + qtype)
+
+
+def test_qlinear_batch_dims_and_empty():
+    rng = np.random.default_rng(5)
+    raw = torch.from_numpy(random_raw(2, 10, 64, rng))
+    x = torch.randn(2, 3, 64)
+    y = kernels.qlinear(x, raw, 2, 10)
+    assert y.shape == (2, 3, 10)
+    torch.testing.assert_close(y.reshape(6, 10), kernels.qlinear(x.reshape(6, 64), raw, 2, 10), rtol=0, atol=0)
+    assert kernels.qlinear(torch.empty(0, 64), raw, 2, 10).shape == (0, 10)
+
+
+def test_qlinear_rejects_bad_input():
+    raw = torch.zeros(4, 18, dtype=torch.uint8)
+    with pytest.raises(RuntimeError, match="float32"):
+        kernels.qlinear(torch.zeros(1, 32, dtype=torch.float64), raw, 2, 4)
+    with pytest.raises(RuntimeError, match="expected 5"):
+        kernels.qlinear(torch.zeros(1, 32), raw, 2, 5)
+    with pytest.raises(RuntimeError, match="take 36 bytes"):
+        kernels.qlinear(torch.zeros(1, 64), raw, 2, 4)
+
+
+@pytest.mark.parametrize("qtype", [2, 8, 12, 14, 1], ids=_name)
+def test_qlinear_threads_give_identical_rows(qtype):
+    rng = np.random.default_rng(11)
+    block = GGML_QUANT_SIZES[GGMLQuantizationType(qtype)][0]
+    cols = 256 if block > 1 else 64
+    raw = torch.from_numpy(random_raw(qtype, 3000, cols, rng))  # several parallel chunks
+    x = torch.randn(2, cols)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = kernels.qlinear(x, raw, qtype, 3000)
+        torch.set_num_threads(2)
+        two = kernels.qlinear(x, raw, qtype, 3000)
+        deq_one = kernels.dequantize(raw, qtype, cols)
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(one, two)
+    assert torch.equal(deq_one, torch.from_numpy(reference_weights(raw.numpy(), qtype)))
+
+
+@pytest.mark.slow  # compiles a graph (a few seconds)
+def test_qlinear_traces_under_torch_compile():
+    rng = np.random.default_rng(3)
+    raw = torch.from_numpy(random_raw(12, 24, 256, rng))
+
+    class Tiny(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("raw", raw)
+
+        def forward(self, x):
+            return torch.ops.wren.qlinear(x, self.raw, 12, 24).relu() + 1
+
+    model = Tiny()
+    x = torch.randn(1, 256)
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
+    torch.testing.assert_close(compiled(x), model(x), rtol=0, atol=0)
+
+
+@pytest.mark.slow
+def test_kernels_off_switch_in_a_fresh_process():
+    code = ("from engine.inference.quant import kernels;"
+            "print(kernels.available(), kernels.isa());"
+            "print(kernels.NOTICE)")
+    env = dict(os.environ, WREN_KERNELS="off")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    lines = out.stdout.splitlines()
+    assert lines[0] == "False none"
+    assert "WREN_KERNELS=off" in lines[1]
+    assert "WREN_KERNELS=off" in out.stderr  # logged once
+
+
+def test_isa_names_the_instruction_set():
+    assert kernels.isa() in {"avx512-vnni", "avx2", "neon", "scalar"}
