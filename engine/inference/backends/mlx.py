@@ -11,6 +11,8 @@ from engine.errors import BackendUnavailable, ModelFileError, UnsupportedArchite
 from engine.inference.backend import check_batch, check_slot
 from engine.inference.backends import read_model_config
 
+GGUF_FILE = "model.gguf"  # an imported GGUF, kept as it is (docs/weights.md)
+
 try:  # importable without mlx so `available()` can say no
     import mlx.core as mx
 except ImportError as exc:
@@ -183,7 +185,9 @@ class MLXBackend:
         self, model_dir: Path, *, dtype: str = "auto", context_length: int | None = None,
         slots: int = DEFAULT_SLOTS,
     ) -> MLXModel:
-        """Load an HF folder with mlx-lm. dtype "auto" keeps the stored dtype;
+        """Load a model folder with mlx-lm: model.gguf (see mlx_gguf) or HF safetensors.
+        dtype "auto" keeps the stored dtype (a GGUF's: float32 or bfloat16 for files of
+        those, else float16, the quantized types' scales);
         context_length defaults to min(max_position_embeddings, 8192); slots is how many
         sequences may decode together (1 turns batching off; models whose layers keep
         other cache kinds than mlx-lm's KVCache, such as sliding windows, get 1)."""
@@ -194,14 +198,21 @@ class MLXBackend:
             raise ValueError(f"slots must be at least 1, got {slots}")
         if dtype not in DTYPE_NAMES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPE_NAMES)}, got {dtype!r}")
-        from mlx_lm.utils import load_model
-
         model_dir = Path(model_dir)
         config = read_model_config(model_dir)
-        _check_weight_files(model_dir)
         model_type = config.get("model_type")
+        is_gguf = (model_dir / GGUF_FILE).is_file()
         try:
-            model, config = load_model(model_dir)
+            if is_gguf:
+                from engine.inference.backends.mlx_gguf import load_gguf_model
+
+                model, config, auto_dtype = load_gguf_model(model_dir / GGUF_FILE, config)
+            else:
+                from mlx_lm.utils import load_model
+
+                _check_weight_files(model_dir)
+                model, config = load_model(model_dir)
+                auto_dtype = None  # the stored dtypes, as they are
         except ValueError as exc:
             if "not supported" in str(exc):
                 raise UnsupportedArchitecture(f"mlx-lm cannot run model_type {model_type!r}: {exc}") from None
@@ -211,8 +222,11 @@ class MLXBackend:
                 f"{model_dir / 'config.json'} does not describe a {model_type!r} model: {exc}"
             ) from None
         except (RuntimeError, OSError) as exc:  # mx.load reports damaged files this way
-            raise ModelFileError(f"{model_dir}: cannot read the safetensors weights: {exc}") from None
-        if dtype != "auto":
+            kind = GGUF_FILE if is_gguf else "safetensors weights"
+            raise ModelFileError(f"{model_dir}: cannot read the {kind}: {exc}") from None
+        if dtype == "auto":
+            dtype = auto_dtype
+        if dtype is not None:
             model.set_dtype(getattr(mx, dtype))
         limit = int(config.get("max_position_embeddings") or DEFAULT_MAX_CONTEXT)
         if context_length is None:
