@@ -15,6 +15,7 @@ from desktop.chat.view import ChatView
 from desktop.composer.composer import Composer
 from desktop.composer.counter import TokenCounter
 from desktop.composer.prewarm import Prewarmer
+from desktop.models.dialog import ModelsDialog
 from desktop.safety.gate import SendGate
 from desktop.sidebar.sidebar import Sidebar
 from desktop.window.context import ContextController
@@ -44,6 +45,7 @@ class MainWindow(QMainWindow):
         self.engine = engine
         self.tasks = Tasks(self)
         self.keep_running_in_tray = False  # set by the app when a tray icon exists
+        self.models_dialog: ModelsDialog | None = None
 
         self.sidebar = Sidebar()
         self.chat = ChatView()
@@ -83,6 +85,11 @@ class MainWindow(QMainWindow):
         self.temporary_button.setToolTip("A chat that is not saved and uses no memories (Ctrl+Shift+N)")
         self.temporary_button.setCheckable(True)
         self.temporary_button.setAutoRaise(True)
+        self.models_button = QToolButton(text="Models")
+        self.models_button.setObjectName("modelsButton")
+        self.models_button.setAccessibleName("Models")
+        self.models_button.setToolTip("Download, import, delete models and choose the default (Ctrl+Shift+M)")
+        self.models_button.setAutoRaise(True)
         self.settings_button = QToolButton(text="Settings")
         self.settings_button.setObjectName("settingsButton")
         self.settings_button.setAccessibleName("Settings")
@@ -95,6 +102,7 @@ class MainWindow(QMainWindow):
         row.addWidget(self.title_label, 1)
         row.addWidget(self.model_picker)
         row.addWidget(self.temporary_button)
+        row.addWidget(self.models_button)
         row.addWidget(self.settings_button)
         self.temporary_banner = QLabel(TEMPORARY_NOTE)
         self.temporary_banner.setObjectName("temporaryBanner")
@@ -138,6 +146,7 @@ class MainWindow(QMainWindow):
         self.search_action = self._action("&Search chats", self.focus_search, "Ctrl+K", name="searchAction")
         self.settings_action = self._action("&Settings…", self.settings_requested.emit, "Ctrl+,", name="settingsAction")
         self.settings_action.setMenuRole(QAction.MenuRole.PreferencesRole)
+        self.models_action = self._action("&Models…", self.open_models, "Ctrl+Shift+M", name="modelsAction")
         self.stop_action = self._action("S&top answer", self.escape, "Esc", name="stopAction")
         self.copy_last_action = self._action("&Copy last answer", self.copy_last_answer, "Ctrl+Shift+C", name="copyLastAction")
         self.export_md_action = self._action("Export as &Markdown…", lambda: self.export_current("markdown"), name="exportMarkdownAction")
@@ -146,7 +155,7 @@ class MainWindow(QMainWindow):
         self.quit_action.setMenuRole(QAction.MenuRole.QuitRole)
         bar = self.menuBar()
         file_menu = bar.addMenu("&File")
-        for a in (self.new_chat_action, self.new_temporary_action, self.export_md_action, self.export_json_action, self.settings_action):
+        for a in (self.new_chat_action, self.new_temporary_action, self.export_md_action, self.export_json_action, self.models_action, self.settings_action):
             file_menu.addAction(a)
         file_menu.addSeparator()
         file_menu.addAction(self.quit_action)
@@ -183,6 +192,7 @@ class MainWindow(QMainWindow):
         self.chat.sibling_requested.connect(lambda mid, step: tasks.run(c.sibling(mid, step), what="switching versions"))
         self.chat.copied.connect(lambda _t: self.status.showMessage("Copied to the clipboard", 2000))
         self.settings_button.clicked.connect(self.settings_requested.emit)
+        self.models_button.clicked.connect(self.open_models)
 
     # -- behaviour ------------------------------------------------------------------
 
@@ -209,6 +219,27 @@ class MainWindow(QMainWindow):
         self.gate.dismiss()
         if temporary:
             self.set_title(TEMPORARY_TITLE)
+
+    def open_models(self) -> ModelsDialog:
+        """The Models page; its changes show in the model picker at once, and a new default
+        model is loaded."""
+        if self.models_dialog is None:
+            # Its own top-level window: Settings is modal to this window and opens it too.
+            self.models_dialog = ModelsDialog(self.engine, self.tasks)
+            self.models_dialog.move(self.geometry().center() - self.models_dialog.rect().center())
+            page = self.models_dialog.page
+            page.changed.connect(lambda: self.tasks.run(self.models.refresh(), what="listing the models"))
+            page.default_changed.connect(self._default_model_changed)
+            # the picker chose another model: the page's "default" and "answering now" follow
+            self.models.loaded.connect(lambda _status: self.models_dialog is not None and self.models_dialog.isVisible()
+                                       and self.tasks.run(page.refresh_installed(), what="listing the models"))
+        self.tasks.run(self.models_dialog.show_page(), what="opening the models")
+        return self.models_dialog
+
+    def _default_model_changed(self, name: str) -> None:
+        current = self.engine.current_model
+        if current is None or current.name != name:
+            self.models.load_in_background(name)
 
     def focus_search(self) -> None:
         self.sidebar.search_box.setFocus(Qt.FocusReason.ShortcutFocusReason)
@@ -248,6 +279,8 @@ class MainWindow(QMainWindow):
             self.hidden_to_tray.emit()
             return
         event.accept()
+        if self.models_dialog is not None:
+            self.models_dialog.hide()
         self.quit_requested.emit()
 
     def show_and_raise(self) -> None:

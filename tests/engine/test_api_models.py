@@ -111,7 +111,8 @@ class FakeHubClient(types.ModuleType):
 
     def resolve(self, spec, quant="Q4_K_M"):
         self.resolved.append((spec, quant))
-        repo, _, filename = spec.rpartition("/") if spec.endswith(".gguf") else (spec, "", f"{quant}.gguf")
+        repo, _, filename = spec.partition(":")
+        filename = filename or f"{quant}.gguf"
         return FakePlan(repo, filename, self.size)
 
     def pull(self, registry, plan, *, name=None, progress=None, cancel=None):
@@ -155,7 +156,7 @@ def test_pull_a_catalog_model_installs_it_under_its_id(make_engine, fake_hub):
     assert info.name == "llama-3.2-1b-instruct" and "llama-3.2-1b-instruct" in installed
     assert entry.installed
     spec, quant = fake_hub.resolved[0]
-    assert spec == f"{entry.repo}/{entry.file}" and quant == entry.quant
+    assert spec == f"{entry.repo}:{entry.file}"
     assert seen[-1] == (1000, 1000) and [d for d, _ in seen] == sorted(d for d, _ in seen)
 
 
@@ -267,3 +268,57 @@ def test_set_default_model_needs_an_installed_model(make_engine):
 
     setting, info = run(main())
     assert setting == "tiny" and info.name == "tiny"
+
+
+# -- end to end: the real hub client against a fake hub on 127.0.0.1 ---------------------------
+
+
+def test_pull_a_catalog_model_from_a_fake_hub_cancel_and_resume(make_engine, monkeypatch, tmp_path):
+    from dataclasses import replace
+
+    import engine.api
+    from engine.errors import WrenError
+    from gguf import GGMLQuantizationType
+
+    from engine.modelhub import pull as hub_pull
+    from tests.engine.modelhub.conftest import TinySpec, hf_weights, write_gguf
+    from tests.fakehub import FakeHub, use_fake_hub
+
+    spec = TinySpec(hidden=256, heads=4, kv_heads=2, ffn=512, layers=2)
+    data = write_gguf(tmp_path / "tiny.gguf", spec, hf_weights(spec), GGMLQuantizationType.Q8_0).read_bytes()
+    entry = replace(load_catalog()[0], id="tiny-chat", repo="acme/tiny-GGUF", file="tiny-chat.Q8_0.gguf",
+                    size_bytes=len(data))
+    monkeypatch.setattr(engine.api, "load_catalog", lambda: [entry])
+    monkeypatch.setattr(hub_pull, "HEADER_PROBE_BYTES", 4096)
+    cancel = threading.Event()
+    seen: list[int] = []
+
+    def stop_halfway(done: int, total: int) -> None:
+        seen.append(done)
+        if done >= total // 2:
+            cancel.set()
+
+    with FakeHub() as hub:
+        use_fake_hub(hub, monkeypatch, tmp_path / "hf-home")
+        hub.add_file(entry.repo, entry.file, data)
+
+        async def main():
+            engine = make_engine()
+            with pytest.raises(DownloadCancelled):
+                await engine.pull_model("tiny-chat", progress=stop_halfway, cancel=cancel)
+            before = (await engine.model_catalog())[0].installed
+            info = await engine.pull_model("tiny-chat")
+            after = (await engine.model_catalog())[0].installed
+            with pytest.raises(WrenError, match="already installed"):
+                await engine.pull_model("tiny-chat")
+            await engine.close()
+            return before, info, after
+
+        before, info, after = run(main())
+        resumed_from = [r.range for r in hub.downloads(entry.file)][-1]
+    assert not before and after
+    assert info.name == "tiny-chat" and info.architecture == "llama"
+    assert (info.path / "model.gguf").read_bytes() == data
+    assert seen[-1] >= len(data) // 2
+    start = int(resumed_from.removeprefix("bytes=").rstrip("-"))
+    assert len(data) // 4 < start < len(data)  # the second pull picked up the partial file
