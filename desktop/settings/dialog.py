@@ -23,10 +23,10 @@ from desktop.safety.page import SafetyPage
 from desktop.settings.diagnostics import DiagnosticsPage
 from desktop.settings.importer import import_model
 from desktop.settings.personal import PersonalPage
+from desktop.settings.sampling import SamplingPresetEditor
 from desktop.window.models import installed_models
-from engine.api import DEFAULT_SYSTEM_PROMPT, Engine
+from engine.api import DEFAULT_SYSTEM_PROMPT, Engine, SamplingParams
 from engine.errors import WrenError
-from engine.inference.sampling import SamplingParams
 from engine.inference.select import BACKEND_NAMES
 
 HOTKEY = "desktop.hotkey"
@@ -153,13 +153,12 @@ class SettingsDialog(QDialog):
         return page
 
     def _generation_tab(self) -> QWidget:
-        self.temperature = _spin(0, 5, 0.05, 2, "temperatureSpin", "Temperature")
-        self.top_p = _spin(0.01, 1, 0.05, 2, "topPSpin", "Top p")
-        self.min_p = _spin(0, 0.99, 0.01, 2, "minPSpin", "Min p")
-        self.repetition_penalty = _spin(0.01, 5, 0.05, 2, "repetitionPenaltySpin", "Repetition penalty")
-        self.top_k = QSpinBox(objectName="topKSpin", minimum=0, maximum=100_000)
-        self.top_k.setAccessibleName("Top k")
-        self.top_k.setSpecialValueText("off")
+        self.sampling_editor = SamplingPresetEditor(self.engine)
+        editor = self.sampling_editor
+        self.temperature, self.top_p, self.top_k = editor.temperature, editor.top_p, editor.top_k
+        self.min_p, self.repetition_penalty = editor.min_p, editor.repetition_penalty
+        # Picking a model on the Model tab shows its preset here.
+        self.model_list.currentItemChanged.connect(lambda *_: editor.select(self.selected_model()))
         self.max_tokens = QSpinBox(objectName="maxTokensSpin", minimum=1, maximum=1_000_000)
         self.max_tokens.setAccessibleName("Maximum answer length in tokens")
         self.seed = QLineEdit(objectName="seedEdit")
@@ -173,19 +172,17 @@ class SettingsDialog(QDialog):
         self.system_prompt.setPlaceholderText("No system prompt")
         reset = QPushButton("Restore defaults")
         reset.setObjectName("restoreDefaultsButton")
-        reset.clicked.connect(lambda: self._show_sampling(SamplingParams()))
+        reset.clicked.connect(lambda: self._show_general_sampling(SamplingParams()))
         form = QFormLayout()
-        form.addRow("Temperature", self.temperature)
-        form.addRow("Top p", self.top_p)
-        form.addRow("Top k", self.top_k)
-        form.addRow("Min p", self.min_p)
-        form.addRow("Repetition penalty", self.repetition_penalty)
         form.addRow("Max answer tokens", self.max_tokens)
         form.addRow("Seed", self.seed)
         form.addRow("Stop strings", self.stop_strings)
         form.addRow("", reset)
         page = QWidget()
         layout = QVBoxLayout(page)
+        layout.addWidget(QLabel("How each model picks its words (a conversation's own settings win):"))
+        layout.addWidget(self.sampling_editor)
+        layout.addWidget(QLabel("For every model:"))
         layout.addLayout(form)
         layout.addWidget(QLabel("Default system prompt:"))
         layout.addWidget(self.system_prompt, 1)
@@ -220,7 +217,8 @@ class SettingsDialog(QDialog):
         await self.refresh_models(select=self._loaded_model)
         index = self.backend_picker.findText(self._loaded_backend)
         self.backend_picker.setCurrentIndex(max(0, index))
-        self._show_sampling(await e.default_sampling())
+        self._show_general_sampling(await e.default_sampling())
+        await self.sampling_editor.load([m.name for m in await installed_models(e)], self._loaded_model)
         self._performance = await e.performance_settings()
         self.parallel_spin.setValue(self._performance.parallel_sequences)
         self.prefix_cache_spin.setValue(self._performance.prefix_cache_mb)
@@ -256,26 +254,20 @@ class SettingsDialog(QDialog):
         item = self.model_list.currentItem()
         return item.data(Qt.ItemDataRole.UserRole) if item is not None else None
 
-    def _show_sampling(self, params: SamplingParams) -> None:
-        self.temperature.setValue(params.temperature)
-        self.top_p.setValue(params.top_p)
-        self.top_k.setValue(params.top_k)
-        self.min_p.setValue(params.min_p)
-        self.repetition_penalty.setValue(params.repetition_penalty)
+    def _show_general_sampling(self, params: SamplingParams) -> None:
         self.max_tokens.setValue(params.max_tokens)
         self.seed.setText("" if params.seed is None else str(params.seed))
         self.stop_strings.setText(" | ".join(params.stop))
 
-    def sampling(self) -> SamplingParams:
+    def general_sampling(self) -> dict:
+        """The sampling settings every model shares (length, seed, stop strings), checked."""
         seed = self.seed.text().strip()
         if seed and not seed.isdigit():
             raise WrenError(f"the seed must be a whole number, or empty for random; got {seed!r}")
-        stops = tuple(s.strip() for s in self.stop_strings.text().split("|") if s.strip())
-        return SamplingParams(
-            temperature=self.temperature.value(), top_p=self.top_p.value(), top_k=self.top_k.value(),
-            min_p=self.min_p.value(), repetition_penalty=self.repetition_penalty.value(),
-            max_tokens=self.max_tokens.value(), seed=int(seed) if seed else None, stop=stops,
-        )
+        stops = [s.strip() for s in self.stop_strings.text().split("|") if s.strip()]
+        values = {"max_tokens": self.max_tokens.value(), "seed": int(seed) if seed else None, "stop": stops}
+        SamplingParams(**values)
+        return values
 
     def _refuse(self, text: str, page: QWidget) -> None:
         self.error_label.setText(text)
@@ -285,7 +277,7 @@ class SettingsDialog(QDialog):
     async def save(self) -> SavedSettings | None:
         # Whatever the engine may refuse goes first; a refusal stops here and shows its tab.
         try:
-            params = self.sampling()
+            general = self.general_sampling()
         except WrenError as exc:
             self._refuse(str(exc), self.tabs.widget(1))
             return None
@@ -298,7 +290,10 @@ class SettingsDialog(QDialog):
             self._refuse(str(exc), self.personal_page)
             return None
         try:
-            await self.engine.set_setting("sampling", params.to_dict())
+            await self.sampling_editor.save()
+            # Other fields saved there by an earlier Wren keep applying to every model.
+            everywhere = await self.engine.get_setting("sampling") or {}
+            await self.engine.set_setting("sampling", {**everywhere, **general})
         except WrenError as exc:
             self._refuse(str(exc), self.tabs.widget(1))
             return None

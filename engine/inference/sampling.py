@@ -179,9 +179,11 @@ def _penalize(x: np.ndarray, history: Sequence[int], penalty: float) -> np.ndarr
     return x
 
 
-# Past this many tokens beyond the allowed length a DRY penalty stops growing: it has
-# long since ruled the token out, and an unbounded power would overflow.
+# A DRY penalty stops growing past this many tokens beyond the allowed length, and at this
+# many logits: by then it has ruled the token out (e^-1000), and an unbounded power would
+# overflow or swamp a backend whose logits hold the rest at a large finite negative.
 _DRY_MAX_EXTRA = 24
+_DRY_MAX_PENALTY = 1000.0
 
 
 def _dry(x: np.ndarray, history: np.ndarray, p: SamplingParams) -> np.ndarray:
@@ -222,7 +224,7 @@ def _dry(x: np.ndarray, history: np.ndarray, p: SamplingParams) -> np.ndarray:
     hit = np.flatnonzero(best)
     extra = np.minimum(best[hit] - p.dry_allowed_length, _DRY_MAX_EXTRA)
     x = x.copy()
-    x[hit] -= (p.dry_multiplier * p.dry_base ** extra).astype(np.float32)
+    x[hit] -= np.minimum(p.dry_multiplier * p.dry_base ** extra, _DRY_MAX_PENALTY).astype(np.float32)
     return x
 
 
