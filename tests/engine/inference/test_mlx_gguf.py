@@ -17,8 +17,9 @@ from tests.fixtures.ggml_blocks import ALL_TYPES, FP16_FIELDS, random_blocks
 mx = pytest.importorskip("mlx.core")
 pytest.importorskip("mlx_lm")
 
-# float32 on both sides, as test_torch_mlx_parity.py: differences are ~1e-5 on logits of std ~3.
-FP32_TOL = 1e-4
+# float32 on both sides, as test_torch_mlx_parity.py; these uniform-weight models' logits
+# reach +-10, and differences up to 1.1e-4 were measured (1e-4 there, for smaller logits).
+FP32_TOL = 3e-4
 PROMPT = list(range(3, 40))
 CONTINUATION = [50, 61, 72, 83]
 
@@ -103,11 +104,16 @@ def test_gguf_folder_gives_the_logits_of_its_values(arch, qtype, folders):
 
 
 @pytest.mark.parametrize(("arch", "qtype"), CASES, ids=[f"{a}-{q.name}" for a, q in CASES])
-def test_mlx_and_torch_agree_on_a_gguf_folder(arch, qtype, folders):
+def test_mlx_and_torch_agree_on_a_gguf_folder(arch, qtype, folders, monkeypatch):
+    """Both backends hold the file's values. Torch runs its exact path: its kernels quantize
+    the activations to 8 bits when decoding, as llama.cpp does, which moves these logits by
+    up to ~0.9 (tests/engine/inference/test_qkernels.py covers them)."""
     pytest.importorskip("torch")
     from engine.inference.backends.mlx import MLXBackend
     from engine.inference.backends.torch import TorchBackend
+    from engine.inference.quant import kernels
 
+    monkeypatch.setattr(kernels, "available", lambda: False)
     folder = folders[arch, qtype]
     assert_same_logits(MLXBackend().load(folder, dtype="float32"), TorchBackend("cpu").load(folder, dtype="float32"))
 
