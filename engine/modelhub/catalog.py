@@ -13,13 +13,15 @@ from typing import Any
 
 from engine.errors import ModelFileError
 from engine.modelhub.gguf_import import SUPPORTED_MODEL_TYPES
-from engine.modelhub.sizing import KV_BYTES_PER_VALUE, OVERHEAD_BYTES
 
 CATALOG_RESOURCE = "models/catalog.json"
 # The system and the programs already open need memory too: a model "fits" when it needs at
 # most this share of the computer's RAM.
 FIT_SHARE = 0.8
 KV_TOKENS = 4096
+# The same figures engine.modelhub.sizing.estimate_ram uses for an installed model.
+OVERHEAD_BYTES = 300 * 1024 * 1024  # runtime, tokenizer, activations, allocator slack
+KV_BYTES_PER_VALUE = 4  # the KV cache holds float32
 
 _FIELDS: dict[str, type] = {
     "id": str, "name": str, "repo": str, "file": str, "size_bytes": int, "license": str,
