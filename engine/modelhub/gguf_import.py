@@ -1,12 +1,14 @@
-"""Convert a llama-family GGUF file into a Hugging Face model folder Wren's backends load.
+"""Import a llama-family GGUF file as a model folder Wren's backends load.
 
-Output: config.json, generation_config.json, model.safetensors (HF tensor names),
-tokenizer.json and tokenizer_config.json. Quantized weights are dequantized to float32 so the
-float32 torch path reproduces the exact dequantized model; F16/BF16 tensors keep their bits.
+The folder keeps the GGUF itself as `model.gguf`, byte for byte (docs/weights.md): the
+torch backend computes on its quantized blocks as they are, so nothing is converted or
+widened. Beside it go the files that describe it in Hugging Face's terms: config.json,
+generation_config.json, tokenizer.json and tokenizer_config.json (the chat template).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -25,7 +27,6 @@ from gguf.constants import GGMLQuantizationType, LlamaFileType
 from engine.errors import ModelFileError, UnsupportedArchitecture
 from engine.modelhub.gguf_file import GGUFFile, TensorInfo
 from engine.modelhub.gguf_tokenizer import END_OF_TURN_TOKENS, build_tokenizer
-from engine.modelhub.safetensors_stream import SafetensorsWriter
 
 Progress = Callable[[int, int], None]
 
@@ -39,17 +40,19 @@ ARCHITECTURES: dict[str, tuple[str, str]] = {
 SUPPORTED_MODEL_TYPES = frozenset(model_type for model_type, _ in ARCHITECTURES.values())
 # llama.cpp's converter permutes Q/K rows into the interleaved RoPE layout only for these;
 # qwen2/qwen3 run NEOX-style RoPE in llama.cpp and are stored in HF order.
-_PERMUTED_ARCHS = frozenset({"llama", "mistral"})
+PERMUTED_ARCHS = frozenset({"llama", "mistral"})
 
 # Bump when the output changes, so cached imports (the starter) are rebuilt.
-IMPORTER_VERSION = 1
+# 2: the GGUF is kept as model.gguf (1 converted it to float32 safetensors).
+IMPORTER_VERSION = 2
+GGUF_FILE = "model.gguf"
 
-_GLOBAL_TENSORS = {
+GLOBAL_TENSORS = {
     "token_embd.weight": "model.embed_tokens.weight",
     "output_norm.weight": "model.norm.weight",
     "output.weight": "lm_head.weight",
 }
-_LAYER_TENSORS = {
+LAYER_TENSORS = {
     "attn_norm": "input_layernorm",
     "ffn_norm": "post_attention_layernorm",
     "attn_q": "self_attn.q_proj",
@@ -65,9 +68,6 @@ _LAYER_TENSORS = {
 # llama.cpp-only tensors that HF models derive from config instead
 _SKIPPED = re.compile(r"^(rope_freqs\.weight|blk\.\d+\.attn_rot_embd\.weight)$")
 _LAYER_RE = re.compile(r"^blk\.(\d+)\.([a-z_]+)\.(weight|bias)$")
-_HALF_TYPES = {GGMLQuantizationType.F16: "F16", GGMLQuantizationType.BF16: "BF16"}
-_TARGET_DTYPES = {"float32": "F32", "float16": "F16", "bfloat16": "BF16"}
-_DTYPE_NAMES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}
 
 
 @dataclass(frozen=True)
@@ -80,19 +80,19 @@ class ImportSummary:
 
 
 @dataclass(frozen=True)
-class _Planned:
+class PlannedTensor:
+    """Where a GGUF tensor goes: its HF name, and how many rotary heads its rows are
+    interleaved over (llama.cpp's Q/K order; 0: rows kept as they are)."""
     hf_name: str
-    dtype: str  # safetensors dtype
-    shape: tuple[int, ...]
-    source: TensorInfo | None  # None: a zero bias HF expects but the GGUF omits
+    source: TensorInfo
     unpermute_heads: int = 0
 
 
 def import_gguf(source: Path | str, dest: Path | str, *, progress: Progress | None = None,
-                dtype: str = "float32") -> ImportSummary:
-    """Convert `source` into the new folder `dest`, which appears only once complete."""
+                move: bool = False) -> ImportSummary:
+    """Import `source` into the new folder `dest`, which appears only once complete."""
     with staging_dir(Path(dest)) as tmp:
-        return convert_gguf(source, tmp, progress=progress, dtype=dtype)
+        return convert_gguf(source, tmp, progress=progress, move=move)
 
 
 @contextmanager
@@ -115,39 +115,123 @@ def staging_dir(dest: Path) -> Iterator[Path]:
         raise
 
 
-def convert_gguf(source: Path | str, out_dir: Path, *, progress: Progress | None = None,
-                 dtype: str = "float32") -> ImportSummary:
-    """Write the HF files for `source` into the existing, empty `out_dir`."""
-    if dtype not in _TARGET_DTYPES:
-        raise ValueError(f"dtype must be one of {sorted(_TARGET_DTYPES)}, not {dtype!r}")
+def check_runnable(source: Path | str) -> ImportSummary:
+    """Everything an import checks, without writing anything: the header and tensor table
+    only (no tensor data is read), so a sparse file holding just a download's first bytes
+    will do."""
     with GGUFFile(source) as gguf:
-        arch = gguf.metadata.get("general.architecture")
-        if arch not in ARCHITECTURES:
-            raise UnsupportedArchitecture(
-                f"{gguf.path} is a {arch!r} model; Wren imports {', '.join(sorted(ARCHITECTURES))} GGUF files"
-            )
-        config = _model_config(gguf, arch)
-        plan = _plan_tensors(gguf, arch, config, _TARGET_DTYPES[dtype])
-        config["torch_dtype"] = _DTYPE_NAMES[max(plan, key=lambda p: math.prod(p.shape)).dtype]
+        _, config, plan = _inspect(gguf)
+        build_tokenizer(gguf.metadata, gguf.path, config["max_position_embeddings"])
+        return _summary(gguf, config, plan)
 
+
+def convert_gguf(source: Path | str, out_dir: Path, *, progress: Progress | None = None,
+                 move: bool = False) -> ImportSummary:
+    """Write the model folder for `source` into the existing, empty `out_dir`: the GGUF
+    itself (moved there with `move`, else copied) and its config and tokenizer files."""
+    source = Path(source)
+    with GGUFFile(source) as gguf:
+        _, config, plan = _inspect(gguf)
         tokenizer, tok_config = build_tokenizer(gguf.metadata, gguf.path, config["max_position_embeddings"])
-        tokenizer.save(str(out_dir / "tokenizer.json"))
-        for key in ("bos_token", "eos_token"):
-            token = tok_config.get(key)
-            config[f"{key}_id"] = tokenizer.token_to_id(token) if token else None
-        _write_json(out_dir / "tokenizer_config.json", tok_config)
-        _write_json(out_dir / "config.json", config)
-        _write_json(out_dir / "generation_config.json", _generation_config(tokenizer, config))
+        _validate_template(tok_config, gguf)
+        try:
+            tokenizer.save(str(out_dir / "tokenizer.json"))
+            for key in ("bos_token", "eos_token"):
+                token = tok_config.get(key)
+                config[f"{key}_id"] = tokenizer.token_to_id(token) if token else None
+            _write_json(out_dir / "tokenizer_config.json", tok_config)
+            _write_json(out_dir / "config.json", config)
+            _write_json(out_dir / "generation_config.json", _generation_config(tokenizer, config, gguf))
+        except OSError as exc:
+            raise ModelFileError(_os_error_message(exc, out_dir)) from exc
+        summary = _summary(gguf, config, plan)
+    _place_file(source, out_dir / GGUF_FILE, move, progress)
+    return summary
 
-        _write_weights(gguf, plan, out_dir / "model.safetensors", progress)
-        parameters = sum(math.prod(p.shape) for p in plan if p.source is not None)
-        return ImportSummary(
-            architecture=config["model_type"],
-            context_length=config["max_position_embeddings"],
-            parameters=parameters,
-            quantization=_quantization_label(gguf),
-            display_name=gguf.metadata.get("general.name"),
+
+def _inspect(gguf: GGUFFile) -> tuple[str, dict[str, Any], list[PlannedTensor]]:
+    arch = gguf.metadata.get("general.architecture")
+    if arch not in ARCHITECTURES:
+        raise UnsupportedArchitecture(
+            f"{gguf.path} is a {arch!r} model; Wren imports {', '.join(sorted(ARCHITECTURES))} GGUF files"
         )
+    _validate_metadata(gguf, arch)
+    config = _model_config(gguf, arch)
+    plan = plan_tensors(gguf, arch, config)
+    config["torch_dtype"] = "float32"  # the activations; the weights keep the file's blocks
+    return arch, config, plan
+
+
+def _validate_metadata(gguf: GGUFFile, arch: str) -> None:
+    try:
+        from engine.modelhub.validate import validate_llama_gguf
+    except ImportError:  # pragma: no cover - the module ships with Wren
+        return
+    validate_llama_gguf(gguf, arch)
+
+
+def _validate_template(tok_config: dict[str, Any], gguf: GGUFFile) -> None:
+    template = tok_config.get("chat_template")
+    if not isinstance(template, str):
+        return
+    try:
+        from engine.tokenize import validate_chat_template
+    except ImportError:  # pragma: no cover - the module ships with Wren
+        return
+    validate_chat_template(template, gguf.metadata.get("general.name") or gguf.path.name)
+
+
+def _summary(gguf: GGUFFile, config: dict[str, Any], plan: list[PlannedTensor]) -> ImportSummary:
+    name = gguf.metadata.get("general.name")
+    return ImportSummary(
+        architecture=config["model_type"],
+        context_length=config["max_position_embeddings"],
+        parameters=sum(p.source.n_elements for p in plan),
+        quantization=_quantization_label(gguf),
+        display_name=name[:256] if isinstance(name, str) else None,
+    )
+
+
+def _place_file(source: Path, dest: Path, move: bool, progress: Progress | None) -> None:
+    """Put the GGUF in the folder: a rename where `move` allows, else a copy in chunks
+    (reporting progress), whose failure (a full disk) says so plainly."""
+    total = source.stat().st_size
+    if progress:
+        progress(0, total)
+    if move:
+        try:
+            os.replace(source, dest)
+            if progress:
+                progress(total, total)
+            return
+        except OSError:
+            pass  # another file system: copy, then remove the original below
+    done = 0
+    try:
+        with open(source, "rb") as src, open(dest, "wb") as out:
+            while chunk := src.read(16 << 20):
+                out.write(chunk)
+                done += len(chunk)
+                if progress:
+                    progress(done, total)
+            out.flush()
+            os.fsync(out.fileno())
+    except OSError as exc:
+        raise ModelFileError(_os_error_message(exc, dest)) from exc
+    if move:
+        source.unlink(missing_ok=True)
+
+
+def _os_error_message(exc: OSError, path: Path) -> str:
+    try:
+        from engine.modelhub.validate import describe_os_error
+    except ImportError:  # pragma: no cover
+        describe_os_error = None
+    if describe_os_error is not None:
+        return describe_os_error(exc, path)
+    if exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)):
+        return f"the disk holding {path.parent} is full: the import was undone"
+    return f"writing {path} failed: {exc.strerror or exc}"
 
 
 def _model_config(gguf: GGUFFile, arch: str) -> dict[str, Any]:
@@ -241,58 +325,29 @@ def _llama3_scaling(gguf: GGUFFile, theta: float, head_dim: int) -> dict[str, An
     return scaling
 
 
-def _plan_tensors(gguf: GGUFFile, arch: str, config: dict[str, Any], target: str) -> list[_Planned]:
-    """Map every tensor to its HF name and dtype, failing before anything is written."""
+def plan_tensors(gguf: GGUFFile, arch: str, config: dict[str, Any]) -> list[PlannedTensor]:
+    """Map every tensor to its HF name, failing before anything is written: an unknown
+    tensor, or a type Wren cannot compute with, names the tensor and the type."""
+    from engine.inference.quant.ggml import check_supported
+
     heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
-    permute = arch in _PERMUTED_ARCHS
-    plan: list[_Planned] = []
+    permute = arch in PERMUTED_ARCHS
+    plan: list[PlannedTensor] = []
     for info in gguf.tensors.values():
         if _SKIPPED.match(info.name):
             continue
-        hf_name = _GLOBAL_TENSORS.get(info.name)
+        hf_name = GLOBAL_TENSORS.get(info.name)
         part = None
         if hf_name is None:
             match = _LAYER_RE.match(info.name)
-            if match is None or match.group(2) not in _LAYER_TENSORS:
+            if match is None or match.group(2) not in LAYER_TENSORS:
                 raise UnsupportedArchitecture(f"{gguf.path} has a tensor Wren does not know: {info.name}")
             layer, part, kind = match.groups()
-            hf_name = f"model.layers.{layer}.{_LAYER_TENSORS[part]}.{kind}"
-        gguf.check_readable(info.name)
-        half = _HALF_TYPES.get(info.ggml_type)
-        dtype = "F32" if info.ggml_type == GGMLQuantizationType.F32 else half or target
+            hf_name = f"model.layers.{layer}.{LAYER_TENSORS[part]}.{kind}"
+        check_supported(info.ggml_type, info.name, str(gguf.path))
         unpermute = {"attn_q": heads, "attn_k": kv_heads}.get(part, 0) if permute else 0
-        plan.append(_Planned(hf_name, dtype, info.shape, info, unpermute))
-
-    if config["attention_bias"]:
-        # HF builds every projection with a bias once any has one; supply the missing as zeros
-        shapes = {p.hf_name: p.shape for p in plan}
-        projections = ("q_proj", "k_proj", "v_proj") if arch == "qwen2" else ("q_proj", "k_proj", "v_proj", "o_proj")
-        for layer in range(config["num_hidden_layers"]):
-            for proj in projections:
-                name = f"model.layers.{layer}.self_attn.{proj}.bias"
-                weight = shapes.get(f"model.layers.{layer}.self_attn.{proj}.weight")
-                if name not in shapes and weight is not None:
-                    plan.append(_Planned(name, "F32", weight[:1], None))
+        plan.append(PlannedTensor(hf_name, info, unpermute))
     return plan
-
-
-def _write_weights(gguf: GGUFFile, plan: list[_Planned], path: Path, progress: Progress | None) -> None:
-    total = sum(p.source.n_bytes for p in plan if p.source is not None)
-    done = 0
-    if progress:
-        progress(0, total)
-    with SafetensorsWriter(path, [(p.hf_name, p.dtype, p.shape) for p in plan]) as writer:
-        for item in plan:
-            if item.source is None:
-                writer.write(item.hf_name, np.zeros(item.shape, dtype=np.float32))
-                continue
-            data = gguf.read(item.source.name)
-            if item.unpermute_heads:
-                data = unpermute_rows(data, item.unpermute_heads)
-            writer.write(item.hf_name, _cast(data, item.source, item.dtype))
-            done += item.source.n_bytes
-            if progress:
-                progress(done, total)
 
 
 def unpermute_rows(weight: np.ndarray, n_heads: int) -> np.ndarray:
@@ -305,29 +360,23 @@ def unpermute_rows(weight: np.ndarray, n_heads: int) -> np.ndarray:
     return weight.reshape(n_heads, head // 2, 2, *weight.shape[1:]).swapaxes(1, 2).reshape(weight.shape)
 
 
-def _cast(data: np.ndarray, info: TensorInfo, dtype: str) -> np.ndarray:
-    if info.ggml_type in (GGMLQuantizationType.F16, GGMLQuantizationType.BF16) and dtype != "F32":
-        return data  # raw half bits, kept as they are
-    values = data.astype(np.float32, copy=False)
-    if dtype == "F32":
-        return values
-    if dtype == "F16":
-        return values.astype(np.float16)
-    # bfloat16: round to nearest even on the upper 16 bits of the float32 pattern
-    bits = values.view(np.uint32)
-    return ((bits + (0x7FFF + ((bits >> 16) & 1))) >> 16).astype(np.uint16)
-
-
-def _generation_config(tokenizer: Any, config: dict[str, Any]) -> dict[str, Any]:
+def _generation_config(tokenizer: Any, config: dict[str, Any], gguf: GGUFFile) -> dict[str, Any]:
     eos = [config["eos_token_id"]] if config.get("eos_token_id") is not None else []
     for token in END_OF_TURN_TOKENS:
         idx = tokenizer.token_to_id(token)
         if idx is not None and idx not in eos:
             eos.append(idx)
-    return {
+    generation: dict[str, Any] = {
         "bos_token_id": config.get("bos_token_id"),
         "eos_token_id": eos[0] if len(eos) == 1 else eos,
     }
+    # The sampling its authors recommend, where the file records it (general.sampling.*).
+    for key, name, kind in (("temp", "temperature", float), ("top_k", "top_k", int), ("top_p", "top_p", float),
+                            ("min_p", "min_p", float), ("penalty_repeat", "repetition_penalty", float)):
+        value = gguf.metadata.get(f"general.sampling.{key}")
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            generation[name] = kind(value)
+    return generation
 
 
 def _quantization_label(gguf: GGUFFile) -> str:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import InvalidRequest, ModelFileError, ModelNotFound, UnsupportedArchitecture, WrenError
-from engine.modelhub.gguf_import import IMPORTER_VERSION, SUPPORTED_MODEL_TYPES, convert_gguf, staging_dir
+from engine.modelhub.gguf_import import GGUF_FILE, IMPORTER_VERSION, SUPPORTED_MODEL_TYPES, convert_gguf, staging_dir
 from engine.modelhub.hub import FOLDER_PATTERNS, Fetch, fetch_from_hub
 from engine.modelhub.safetensors_stream import read_header
 from engine.paths import models_dir
@@ -83,13 +83,14 @@ class ModelRegistry:
         return self._info(folder)
 
     def import_gguf(self, path: Path | str, name: str | None = None, progress: Progress | None = None,
-                    *, dtype: str = "float32") -> ModelInfo:
-        """Convert a GGUF file into a new model folder; the GGUF itself is left untouched."""
+                    *, move: bool = False) -> ModelInfo:
+        """Install a GGUF file as a new model folder holding the file as it is: copied, or
+        moved there with `move` (a finished download). `progress(done, total)` counts bytes."""
         source = Path(path).expanduser()
         if not source.is_file():
             raise ModelFileError(f"{source} does not exist" if not source.exists() else f"{source} is not a file")
         name = self._new_name(name if name is not None else _name_from(source.stem))
-        self._convert(source, name, ModelSource.GGUF, str(source.resolve()), progress, dtype)
+        self._convert(source, name, ModelSource.GGUF, str(source.resolve()), progress, move=move)
         return self.get(name)
 
     def register_folder(self, path: Path | str, name: str | None = None) -> ModelInfo:
@@ -126,7 +127,7 @@ class ModelRegistry:
             gguf = download_dir / filename
             if not gguf.is_file():
                 raise ModelFileError(f"downloading {repo_id} did not produce {filename}")
-            self._convert(gguf, name, ModelSource.GGUF, origin, progress, "float32")
+            self._convert(gguf, name, ModelSource.GGUF, origin, progress, move=True)
         finally:
             shutil.rmtree(download_dir, ignore_errors=True)
         return self.get(name)
@@ -156,7 +157,7 @@ class ModelRegistry:
             self._discard(folder)
         try:
             self._convert(source, STARTER_NAME, ModelSource.STARTER, f"{STARTER_PACKAGE}/{STARTER_FILE}",
-                          progress, "float32")
+                          progress)
         except InvalidRequest:
             pass  # another process finished the same import first
         return self.get(STARTER_NAME)
@@ -175,9 +176,9 @@ class ModelRegistry:
         return None
 
     def _convert(self, source: Path, name: str, kind: ModelSource, origin: str,
-                 progress: Progress | None, dtype: str) -> None:
+                 progress: Progress | None, *, move: bool = False) -> None:
         with self._staging(name) as tmp:
-            summary = convert_gguf(source, tmp, progress=progress, dtype=dtype)
+            summary = convert_gguf(source, tmp, progress=progress, move=move)
             _write_record(tmp, {
                 "source": kind.value,
                 "origin": origin,
@@ -278,7 +279,7 @@ def _fetch(fetch: Fetch, repo_id: str, dest: Path, patterns: Any, revision: str 
 
 
 def _complete(folder: Path) -> bool:
-    return all((folder / f).is_file() for f in (*_MODEL_FILES, "model.safetensors"))
+    return all((folder / f).is_file() for f in (*_MODEL_FILES, GGUF_FILE))
 
 
 def _read_record(folder: Path) -> dict[str, Any]:

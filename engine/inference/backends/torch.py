@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from engine.errors import BackendUnavailable, ModelFileError
+from engine.errors import BackendUnavailable
 from engine.inference.backend import check_slot
 from engine.inference.backends import read_model_config
 
@@ -23,9 +23,12 @@ else:
     _IMPORT_ERROR = None
 
 DTYPE_NAMES = ("auto", "float32", "bfloat16", "float16")
-QUANT_NAMES = ("auto", "none", "int8", "int4")
-# Under this many parameters the weights sit in the CPU's caches and a decoded token costs
-# per-op overhead, not memory traffic: packed formats gain nothing and fp32 stays exact.
+# "file": weights stay in the blocks their file stores (docs/weights.md); "none": widened
+# to the activation dtype; "int8"/"int4": re-quantized onto torch's packed int4 kernel's
+# grid (lossy, only when asked for).
+QUANT_NAMES = ("auto", "file", "none", "int8", "int4")
+# Under this many parameters a decoded token costs per-op overhead more than memory
+# traffic: compiling the decode step does not pay for itself.
 QUANT_MIN_PARAMS = 20_000_000
 # KV-cache slots, i.e. sequences decoded together: the answer and one side request (its
 # title, a summary, a quick prompt); more wait their turn. Each slot may grow to a full
@@ -163,37 +166,39 @@ class TorchBackend:
         self, model_dir: Path, *, dtype: str = "auto", quant: str = "auto",
         context_length: int | None = None, compile: bool | str = "auto", slots: int = DEFAULT_SLOTS,
     ) -> TorchModel:
-        """Load an HF folder. context_length defaults to min(max_position_embeddings, 8192).
+        """Load a model folder (model.gguf, or safetensors). context_length defaults to
+        min(max_position_embeddings, 8192).
 
-        dtype is the activation and KV-cache dtype; quant the weight format: "int4" /
-        "int8" (CPU only) quantize linear weights per group of 32 and multiply in bf16
-        inside the packed kernel, "none" keeps weights in dtype. "auto" picks the fastest
-        variant that passes the checks against the float32 reference: on a CPU, for models
-        over QUANT_MIN_PARAMS, int4 with an int8 output head and float32 activations
-        (bf16 ones ran no faster and drift further), else float32; on CUDA bfloat16. An
-        explicit dtype="float32" with quant="auto" is the exact reference path.
+        dtype is the activation and KV-cache dtype; quant the weight format. On a CPU
+        "auto" is "file": every weight stays in the blocks its file stores and is
+        multiplied by Wren's kernels (engine/inference/quant), exactly the file's values,
+        with float32 activations. "none" widens the weights to dtype; "int4" / "int8"
+        (CPU only) re-quantize them onto torch's packed int4 kernel (lossy: only when
+        asked for). On CUDA, which has no kernels for the block formats yet, "auto" widens
+        the weights to bfloat16.
 
         compile=True makes decoding fast at a start-up cost, paid here on the loading
         thread: on a CPU it compiles the decode step ahead of time (needs a C++ compiler;
         falls back to eager if compiling fails; the graphs are saved under <data
-        dir>/cache/torch-inductor/decode-blocks and load in ~1-2 s on later starts; the
-        starter model on 2 cores: 10-20 s the first time, then decodes ~1.5x faster than
-        eager int4), on CUDA it captures the decode step in CUDA graphs. `warmup_s` on the
-        result says how long it took. compile="auto" (the default; the WREN_TORCH_COMPILE
-        environment variable, "auto", "on" or "off", overrides it) compiles on a CPU for
-        models where it pays off (over QUANT_MIN_PARAMS) in a low-priority child process,
-        or loads the saved graphs, on a background thread, decoding eagerly until they are
-        ready (`decode_mode` "compiling"); on CUDA it stays eager, as the CUDA-graph path
-        has not been measured on a GPU yet.
+        dir>/cache/torch-inductor/decode-blocks and load in ~1-2 s on later starts), on
+        CUDA it captures the decode step in CUDA graphs. `warmup_s` on the result says how
+        long it took. compile="auto" (the default; the WREN_TORCH_COMPILE environment
+        variable, "auto", "on" or "off", overrides it) compiles on a CPU for models where
+        it pays off (over QUANT_MIN_PARAMS) in a low-priority child process, or loads the
+        saved graphs, on a background thread, decoding eagerly until they are ready
+        (`decode_mode` "compiling"); on CUDA it stays eager, as the CUDA-graph path has not
+        been measured on a GPU yet.
 
         slots is how many sequences the KV cache holds for batched decoding (1 turns it off)."""
         from engine.inference.models.llama import ModelArgs, build_model
+        from engine.inference.models.weights import dense, open_weights
 
         reason = self.unavailable_reason()
         if reason:
             raise BackendUnavailable(f"{self.name}: {reason}")
         model_dir = Path(model_dir)
-        args = ModelArgs.from_hf_config(read_model_config(model_dir))
+        config = read_model_config(model_dir)
+        args = ModelArgs.from_hf_config(config)
         dtype, quant = self.resolve_format(dtype, quant, _parameter_count(args))
         if context_length is not None and not (1 <= context_length <= args.max_position_embeddings):
             raise ValueError(
@@ -202,15 +207,22 @@ class TorchBackend:
         if slots < 1:
             raise ValueError(f"slots must be at least 1, got {slots}")
         torch_dtype = getattr(torch, dtype)
-        # Quantizers see the file's values, not a bf16 rounding of them (GGUF-born weights
-        # are then recovered exactly).
-        read_dtype = torch.float32 if quant != "none" else torch_dtype
-        weights = _SafetensorsFolder(model_dir, self.device, read_dtype)
-        # A checkpoint without lm_head has nothing else to project with: tie it.
-        tied = args.tie_word_embeddings or "lm_head.weight" not in weights.names
-        with torch.inference_mode():
-            model = build_model(args, weights.get, tied=tied, context_length=context_length,
-                                prepare=_quantizer(quant, torch_dtype), slots=slots)
+        weights = open_weights(model_dir, config)
+        try:
+            if quant == "file":
+                get = _activations_in(weights.get, torch_dtype)
+            else:
+                # Quantizers see the file's values, not a rounding of them.
+                get = dense(weights.get, self.device, torch.float32 if quant != "none" else torch_dtype)
+            # A checkpoint without lm_head has nothing else to project with: tie it.
+            tied = args.tie_word_embeddings or "lm_head.weight" not in weights.names
+            with torch.inference_mode():
+                model = build_model(args, get, tied=tied, context_length=context_length,
+                                    prepare=_quantizer(quant, torch_dtype), slots=slots, dtype=torch_dtype)
+        finally:
+            weights.close()
+        if quant == "file":
+            _check_kernels()
         when = self.resolve_compile(compile, _parameter_count(args))
         warmup_s, step, background = 0.0, None, None
         if when != "off" and self.device == "cpu":
@@ -259,14 +271,14 @@ class TorchBackend:
         if quant not in QUANT_NAMES:
             raise ValueError(f"quant must be one of {', '.join(QUANT_NAMES)}, got {quant!r}")
         if self.device == "cuda":
-            if quant in ("int4", "int8"):
+            if quant in ("int4", "int8", "file"):
                 raise ValueError(f"quant={quant!r} runs on the CPU only; use quant='none' on CUDA")
             # bf16 halves memory traffic at no accuracy cost that matters for chat.
             return ("bfloat16" if dtype == "auto" else dtype), "none"
         if quant == "auto":
-            quant = "int4" if dtype == "auto" and parameters >= QUANT_MIN_PARAMS else "none"
-        if quant == "none":
-            return ("float32" if dtype == "auto" else dtype), "none"
+            quant = "file"
+        if quant in ("none", "file"):
+            return ("float32" if dtype == "auto" else dtype), quant
         if dtype == "float16":
             raise ValueError(f"quant={quant!r} runs with float32 or bfloat16 activations, not float16")
         return ("float32" if dtype == "auto" else dtype), quant
@@ -279,10 +291,29 @@ def _parameter_count(args) -> int:
     return args.num_hidden_layers * per_layer + heads * args.vocab_size * args.hidden_size
 
 
+def _activations_in(get, dtype):
+    """`get` with dense tensors (norms, biases) in the activation dtype; QTensors as read."""
+    from engine.inference.quant.modules import QTensor
+
+    def cast(name: str):
+        value = get(name)
+        return value if isinstance(value, QTensor) else value.to(dtype)
+
+    return cast
+
+
+def _check_kernels() -> None:
+    """Say once, in the log, when the weights run on the slow exact path."""
+    from engine.inference.quant import kernels
+
+    kernels.available()  # logs kernels.NOTICE the first time, when they are missing
+
+
 def _quantizer(quant: str, dtype):
-    """The build hook that packs a module's linear weights (their kernel takes bf16) and
-    casts the remaining parameters (norms, embeddings) to the activation dtype."""
-    if quant == "none":
+    """For an explicit re-quantization ("int4"/"int8"): the build hook that packs a
+    module's linear weights (their kernel takes bf16) and casts the remaining parameters
+    (norms, embeddings) to the activation dtype."""
+    if quant in ("none", "file"):
         return None
     from engine.inference.quant import GroupQuantEmbedding, quantize_linears
 
@@ -313,47 +344,3 @@ def _return_freed_heap() -> None:
             ctypes.CDLL("libc.so.6").malloc_trim(0)
         except (OSError, AttributeError):  # not glibc
             pass
-
-
-class _SafetensorsFolder:
-    """Reads tensors by HF name from every *.safetensors file in a folder, converting each
-    to the target dtype and device as it is read, so peak memory stays near one copy."""
-
-    def __init__(self, model_dir: Path, device: str, dtype) -> None:
-        from safetensors import SafetensorError, safe_open
-
-        # Some repos ship a second copy in another layout (mistral's consolidated.safetensors).
-        files = sorted(model_dir.glob("model*.safetensors")) or sorted(model_dir.glob("*.safetensors"))
-        if not files:
-            raise ModelFileError(f"{model_dir} holds no .safetensors weights (expected model.safetensors)")
-        self._dir, self._device, self._dtype = model_dir, device, dtype
-        self._where: dict[str, object] = {}
-        for path in files:
-            size = path.stat().st_size
-            try:
-                handle = safe_open(str(path), framework="pt", device="cpu")
-            except (SafetensorError, OSError) as exc:
-                # safetensors checks that the header covers the whole file, so a cut-short
-                # download fails here rather than mid-load.
-                raise ModelFileError(
-                    f"{path} is not a readable safetensors file ({size} bytes; truncated?): {exc}"
-                ) from None
-            for name in handle.keys():
-                self._where[name] = (path, handle)
-        self.names = frozenset(self._where)
-
-    def get(self, name: str):
-        if name not in self._where:
-            raise ModelFileError(f"{self._dir}: no safetensors file holds tensor {name!r}")
-        path, handle = self._where[name]
-        try:
-            tensor = handle.get_tensor(name)
-        except Exception as exc:  # safetensors raises bare errors on damaged data
-            raise ModelFileError(f"{path}: tensor {name!r} cannot be read: {exc}") from None
-        out = tensor.to(device=self._device, dtype=self._dtype)
-        if out.data_ptr() == tensor.data_ptr():
-            # Still a view of the memory-mapped file: a copy, or the model would keep the
-            # whole file mapped, and every page it read counted as its memory (~0.5 GB).
-            out = out.clone()
-        return out
-

@@ -29,6 +29,7 @@ import torch.nn.functional as F
 
 from engine.inference.models.batched import batch_block
 from engine.inference.models.llama import Attention, Transformer, _rms_norm, _rope, _zeros_on_demand
+from engine.inference.quant.modules import layer_signature
 
 log = logging.getLogger(__name__)
 
@@ -345,10 +346,11 @@ def _lower_thread_priority() -> None:
 
 
 def _layers_by_shape(model: Transformer) -> list[list]:
-    """Layers grouped by what a compiled block specialises on (the sliding window)."""
-    groups: dict[int | None, list] = {}
+    """Layers grouped by what a compiled block specialises on: the sliding window, and the
+    weight types of its quantized linears (a Q4_K_M file mixes Q4_K and Q6_K layers)."""
+    groups: dict[tuple, list] = {}
     for layer in model.layers:
-        groups.setdefault(layer.attention.window, []).append(layer)
+        groups.setdefault((layer.attention.window, layer_signature(layer)), []).append(layer)
     return list(groups.values())
 
 

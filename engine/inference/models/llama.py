@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.errors import ModelFileError, UnsupportedArchitecture
+from engine.inference.quant.modules import QTensor, QuantEmbedding, QuantLinear
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3")
@@ -419,15 +420,18 @@ def _zeros_on_demand(shape: tuple[int, ...], dtype: torch.dtype, device) -> torc
 
 def build_model(
     args: ModelArgs,
-    get: Callable[[str], torch.Tensor],
+    get: Callable[[str], "torch.Tensor | QTensor"],
     *,
     tied: bool,
     context_length: int | None = None,
     prepare: Callable[[nn.Module], object] | None = None,
     slots: int = 1,
+    dtype: torch.dtype = torch.float32,
 ) -> Transformer:
-    """Build the model from HF-named tensors (`get(name)` returns one already on the
-    target device and dtype) and allocate its KV cache.
+    """Build the model from HF-named tensors and allocate its KV cache. `get(name)` returns
+    a dense tensor already on the target device and dtype, or a 2-D weight as a QTensor
+    (the file's blocks, docs/weights.md), which becomes a QuantLinear / QuantEmbedding.
+    `dtype` is the activation dtype quantized embeddings produce.
 
     `prepare(module)` runs on each block as soon as its weights are in, then on the whole
     model: weight-only quantization hooks in there, so the full-precision weights of all
@@ -436,15 +440,23 @@ def build_model(
         model = Transformer(args)
     try:
         for i, layer in enumerate(model.layers):
-            layer.load_state_dict(_layer_state(args, get, i), strict=True, assign=True)
+            state = _layer_state(args, get, i)
+            _install_quantized(layer, state)
+            layer.load_state_dict(state, strict=True, assign=True)
             if prepare is not None:
                 prepare(layer)
         embeddings = get("model.embed_tokens.weight")
-        model.tok_embeddings.load_state_dict({"weight": embeddings}, assign=True)
+        if isinstance(embeddings, QTensor):
+            model.tok_embeddings = QuantEmbedding(embeddings, dtype)
+        else:
+            model.tok_embeddings.load_state_dict({"weight": embeddings}, assign=True)
         model.norm.load_state_dict({"weight": get("model.norm.weight")}, assign=True)
         head = embeddings if tied else get("lm_head.weight")
-        model.output.load_state_dict({"weight": head}, assign=True)
-    except RuntimeError as exc:  # shapes in the files disagree with config.json
+        if isinstance(head, QTensor):
+            model.output = QuantLinear([head])  # a tied head shares the embedding's bytes
+        else:
+            model.output.load_state_dict({"weight": head}, assign=True)
+    except (RuntimeError, ValueError) as exc:  # shapes in the files disagree with config.json
         raise ModelFileError(f"weights do not match config.json: {exc}") from None
     if prepare is not None:
         prepare(model)
@@ -453,16 +465,45 @@ def build_model(
     return model.eval()
 
 
-def _layer_state(args: ModelArgs, get: Callable[[str], torch.Tensor], i: int) -> dict:
-    """Block i's tensors under our fused names: q/k/v and gate/up concatenated."""
+def _install_quantized(layer: nn.Module, state: dict) -> None:
+    """Swap each linear whose weight came as QTensors for a QuantLinear over them; its
+    entries leave `state`, which then holds only dense tensors."""
+    for key in [k for k, v in state.items() if isinstance(v, (QTensor, tuple))]:
+        path = key.removesuffix(".weight")
+        parts = state.pop(key)
+        parts = list(parts) if isinstance(parts, tuple) else [parts]
+        module = QuantLinear(parts, state.pop(path + ".bias", None))
+        linear = layer.get_submodule(path)
+        if (linear.in_features, linear.out_features) != (module.in_features, module.out_features):
+            raise ValueError(
+                f"{path} is {module.out_features}x{module.in_features}, config.json says "
+                f"{linear.out_features}x{linear.in_features}"
+            )
+        parent, _, name = path.rpartition(".")
+        setattr(layer.get_submodule(parent) if parent else layer, name, module)
+        # its tensors, so the strict load below still checks that nothing is missing
+        state.update({f"{path}.{key}": buf for key, buf in module.named_buffers() if buf is not None})
+
+
+def _fuse(parts: list) -> "torch.Tensor | tuple":
+    """Q/K/V or gate/up as one weight: dense ones concatenated, QTensors kept as parts."""
+    if any(isinstance(p, QTensor) for p in parts):
+        if not all(isinstance(p, QTensor) for p in parts):
+            raise ValueError("a fused weight mixes quantized and dense parts")
+        return tuple(parts)
+    return torch.cat(parts)
+
+
+def _layer_state(args: ModelArgs, get: Callable[[str], "torch.Tensor | QTensor"], i: int) -> dict:
+    """Block i's tensors under our fused names: q/k/v and gate/up together."""
     hf = f"model.layers.{i}."
     attn, mlp = hf + "self_attn.", hf + "mlp."
-    sd: dict[str, torch.Tensor] = {
+    sd: dict = {
         "attention_norm.weight": get(hf + "input_layernorm.weight"),
         "ffn_norm.weight": get(hf + "post_attention_layernorm.weight"),
-        "attention.wqkv.weight": torch.cat([get(f"{attn}{x}_proj.weight") for x in "qkv"]),
+        "attention.wqkv.weight": _fuse([get(f"{attn}{x}_proj.weight") for x in "qkv"]),
         "attention.wo.weight": get(attn + "o_proj.weight"),
-        "feed_forward.w13.weight": torch.cat([get(mlp + "gate_proj.weight"), get(mlp + "up_proj.weight")]),
+        "feed_forward.w13.weight": _fuse([get(mlp + "gate_proj.weight"), get(mlp + "up_proj.weight")]),
         "feed_forward.w2.weight": get(mlp + "down_proj.weight"),
     }
     if args.qkv_bias:

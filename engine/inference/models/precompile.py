@@ -32,7 +32,8 @@ from typing import Callable
 import torch
 
 from engine.inference.models import batched, decode, llama
-from engine.inference.quant import linear
+from engine.inference.quant import kernels, linear, modules
+from engine.inference.quant.modules import layer_signature
 
 log = logging.getLogger(__name__)
 
@@ -196,10 +197,11 @@ def _key(model: llama.Transformer, groups: list[list]) -> str:
     parts = [str(_FORMAT), torch.__version__, sys.version, platform.machine(), _cpu_flags(),
              str(torch.get_num_threads()),  # the kernels are generated for it
              str(model.context_length), str(model.slots), str(model._cos.dtype)]
-    for module in (llama, decode, batched, linear):
+    for module in (llama, decode, batched, linear, modules, kernels):
         parts.append(hashlib.sha256(Path(module.__file__).read_bytes()).hexdigest())
     for layers in groups:
         parts.append(str(layers[0].attention.window))
+        parts.append(repr(layer_signature(layers[0])))
         for name, mod in layers[0].named_modules():
             parts.append(f"{name}:{type(mod).__qualname__}")
         for name, t in [*layers[0].named_parameters(), *layers[0].named_buffers()]:

@@ -1,4 +1,5 @@
-"""GGUF -> HF folder conversion on tiny files written by the tests themselves."""
+"""GGUF import (the file kept as model.gguf) and reading its weights back, on tiny files
+written by the tests themselves."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as Q
 from gguf.quants import dequantize, quantize
-from safetensors import safe_open
 
 from engine.errors import ModelFileError, UnsupportedArchitecture, UnsupportedQuantization
 from engine.modelhub.gguf_file import GGUFFile
+from engine.inference.backends import read_model_config
+from engine.inference.models.weights import open_weights
+from engine.inference.quant.modules import QTensor
 from engine.modelhub.gguf_import import import_gguf, unpermute_rows
 
 torch = pytest.importorskip("torch")
@@ -22,12 +25,15 @@ torch = pytest.importorskip("torch")
 # worst-case |dequantized - original| for weights uniform in [-1, 1]
 TOLERANCE = {Q.F32: 0.0, Q.F16: 5e-4, Q.BF16: 4e-3, Q.Q8_0: 5e-3, Q.Q5_1: 0.035, Q.Q5_0: 0.07,
              Q.Q4_1: 0.07, Q.Q4_0: 0.14}
-STORED_DTYPE = {Q.F16: torch.float16, Q.BF16: torch.bfloat16}
 
 
-def load_tensors(folder: Path) -> dict[str, "torch.Tensor"]:
-    with safe_open(str(folder / "model.safetensors"), framework="pt") as fh:
-        return {name: fh.get_tensor(name) for name in fh.keys()}
+def load_tensors(folder: Path) -> dict[str, "torch.Tensor | QTensor"]:
+    """Every tensor as the torch backend reads it from the imported folder."""
+    weights = open_weights(folder, read_model_config(folder))
+    try:
+        return {name: weights.get(name) for name in weights.names}
+    finally:
+        weights.close()
 
 
 def leftovers(parent: Path) -> list[str]:
@@ -38,6 +44,8 @@ def leftovers(parent: Path) -> list[str]:
 def test_every_supported_type_round_trips(tiny_gguf, tmp_path, qtype):
     path, weights = tiny_gguf(qtype=qtype)
     summary = import_gguf(path, tmp_path / "out")
+    assert (tmp_path / "out" / "model.gguf").read_bytes() == path.read_bytes()  # kept as it is
+    assert not list((tmp_path / "out").glob("*.safetensors"))
     stored = load_tensors(tmp_path / "out")
 
     assert set(stored) == set(weights)
@@ -47,8 +55,8 @@ def test_every_supported_type_round_trips(tiny_gguf, tmp_path, qtype):
         if original.ndim == 1:
             assert got.dtype == torch.float32 and np.array_equal(got.numpy(), original)
             continue
-        assert got.dtype == STORED_DTYPE.get(qtype, torch.float32), name
-        values = got.float().numpy()
+        assert isinstance(got, QTensor) and got.qtype == qtype, name  # the file's blocks, not a copy in floats
+        values = got.dequantize().numpy()
         assert np.abs(values - original).max() <= TOLERANCE[qtype], name
         if qtype not in (Q.F32, Q.F16):
             # blocks run along rows, so row order (the Q/K permutation) does not change them:
@@ -68,14 +76,19 @@ def test_k_quants_read_as_gguf_dequantizes_them(kit, tiny_gguf, tmp_path, qtype)
     with np.errstate(all="ignore"):
         summary = import_gguf(path, tmp_path / "out")
     assert summary.quantization  # named after the file type or the dominant tensor type
-    assert load_tensors(tmp_path / "out")["model.layers.0.mlp.up_proj.weight"].dtype == torch.float32
+    up = load_tensors(tmp_path / "out")["model.layers.0.mlp.up_proj.weight"]
+    assert isinstance(up, QTensor) and up.qtype == qtype
+    with np.errstate(all="ignore"):
+        expected = dequantize(independent.get_tensor(
+            [t.name for t in independent.tensors].index("blk.0.ffn_up.weight")).data, qtype)
+    assert np.array_equal(up.dequantize().numpy(), expected, equal_nan=True)
 
 
 def test_unsupported_quantization_names_type_tensor_and_file(tiny_gguf, tmp_path):
     path, _ = tiny_gguf(tensor_types={"blk.0.ffn_up.weight": Q.Q8_1})
     with pytest.raises(UnsupportedQuantization) as err:
         import_gguf(path, tmp_path / "out")
-    assert str(err.value) == f"unsupported quantization Q8_1 in tensor blk.0.ffn_up.weight of {path}"
+    assert str(err.value).startswith(f"{path}: tensor blk.0.ffn_up.weight is Q8_1, which Wren cannot run (it runs F32,")
     assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
 
 
@@ -165,23 +178,13 @@ def test_progress_reports_bytes_up_to_the_total(tiny_gguf, tmp_path):
     assert all(a[0] <= b[0] for a, b in zip(calls, calls[1:])) and {t for _, t in calls} == {total}
 
 
-def test_dtype_option_stores_quantized_weights_as_bfloat16(tiny_gguf, tmp_path):
-    path, weights = tiny_gguf(qtype=Q.Q8_0)
-    import_gguf(path, tmp_path / "out", dtype="bfloat16")
-    got = load_tensors(tmp_path / "out")["model.layers.1.mlp.down_proj.weight"]
-    assert got.dtype == torch.bfloat16
-    assert np.abs(got.float().numpy() - weights["model.layers.1.mlp.down_proj.weight"]).max() < 0.01
-    config = json.loads((tmp_path / "out" / "config.json").read_text())
-    assert config["torch_dtype"] == "bfloat16"
-
-
 def test_qwen2_without_biases_gets_zero_biases(kit, tmp_path):
     spec = kit.TinySpec(arch="qwen2")
     weights = {k: v for k, v in kit.hf_weights(spec).items() if not k.endswith(".bias")}
     import_gguf(kit.write_gguf(tmp_path / "q.gguf", spec, weights), tmp_path / "out")
-    stored = load_tensors(tmp_path / "out")
-    assert stored["model.layers.1.self_attn.k_proj.bias"].shape == (32,)
-    assert not stored["model.layers.1.self_attn.k_proj.bias"].any()
+    out = tmp_path / "out"
+    bias = open_weights(out, read_model_config(out)).get("model.layers.1.self_attn.k_proj.bias")
+    assert bias.shape == (32,) and not bias.any()
 
 
 def llama3_rope_factors(theta: float, head_dim: int, factor: float) -> np.ndarray:

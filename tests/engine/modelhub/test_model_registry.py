@@ -21,13 +21,11 @@ def registry(tmp_path) -> ModelRegistry:
 
 
 @pytest.fixture
-def hf_folder(tiny_gguf, tmp_path) -> Path:
-    """An HF-layout folder, made by converting a tiny GGUF elsewhere."""
-    path, _ = tiny_gguf()
-    source = ModelRegistry(tmp_path / "elsewhere").import_gguf(path, name="tiny-src").path
-    folder = tmp_path / "My Model"
-    shutil.copytree(source, folder, ignore=shutil.ignore_patterns("wren.json"))
-    return folder
+def hf_folder(tmp_path) -> Path:
+    """An HF-layout folder: config, tokenizer and float32 safetensors."""
+    from tests.fixtures.tiny import make_tiny_model_dir
+
+    return make_tiny_model_dir(tmp_path / "My Model")
 
 
 def test_default_root_is_under_wren_home(tmp_path, monkeypatch):
@@ -129,9 +127,9 @@ def test_ensure_starter_is_idempotent(registry, tiny_gguf, monkeypatch):
     monkeypatch.setattr(ModelRegistry, "starter_gguf_path", staticmethod(lambda: path))
     first = registry.ensure_starter()
     assert first.name == "smollm2-135m-instruct" and first.source == ModelSource.STARTER
-    stamp = (first.path / "model.safetensors").stat().st_mtime_ns
+    stamp = (first.path / "model.gguf").stat().st_mtime_ns
     assert registry.ensure_starter() == first
-    assert (first.path / "model.safetensors").stat().st_mtime_ns == stamp
+    assert (first.path / "model.gguf").stat().st_mtime_ns == stamp
 
 
 def test_ensure_starter_rebuilds_stale_or_damaged_imports(registry, tiny_gguf, monkeypatch):
@@ -141,8 +139,8 @@ def test_ensure_starter_rebuilds_stale_or_damaged_imports(registry, tiny_gguf, m
     record = json.loads((folder / "wren.json").read_text())
     (folder / "wren.json").write_text(json.dumps(record | {"importer_version": IMPORTER_VERSION - 1}))
     assert json.loads((registry.ensure_starter().path / "wren.json").read_text())["importer_version"] == IMPORTER_VERSION
-    (folder / "model.safetensors").unlink()
-    assert (registry.ensure_starter().path / "model.safetensors").is_file()
+    (folder / "model.gguf").unlink()
+    assert (registry.ensure_starter().path / "model.gguf").is_file()
     (folder / "wren.json").write_text("{not json")
     assert registry.ensure_starter().source == ModelSource.STARTER
 

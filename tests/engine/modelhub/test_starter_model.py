@@ -41,11 +41,11 @@ def test_starter_config(starter):
 
 
 def test_second_ensure_is_fast_and_changes_nothing(starter_registry, starter):
-    stamp = (starter.path / "model.safetensors").stat().st_mtime_ns
+    stamp = (starter.path / "model.gguf").stat().st_mtime_ns
     began = time.perf_counter()
     again = starter_registry.ensure_starter()
     assert time.perf_counter() - began < 0.5
-    assert again == starter and (starter.path / "model.safetensors").stat().st_mtime_ns == stamp
+    assert again == starter and (starter.path / "model.gguf").stat().st_mtime_ns == stamp
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +55,7 @@ def float32_model(starter):
     # one thread: on a loaded 2-core machine two spinning torch threads run many times slower
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    yield transformers.LlamaForCausalLM.from_pretrained(starter.path, dtype=torch.float32).eval()
+    yield transformers.LlamaForCausalLM.from_pretrained(starter.path, gguf_file="model.gguf", dtype=torch.float32).eval()
     torch.set_num_threads(threads)
 
 

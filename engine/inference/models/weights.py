@@ -1,0 +1,170 @@
+"""Where a model's tensors come from: its GGUF file or its safetensors files, by HF name.
+
+`get(name)` returns a 2-D weight as a `QTensor` (the file's own bytes, docs/weights.md)
+and a 1-D tensor (norms, biases) as float32. Tensors are read into process memory with
+plain file reads, not through a mapping: a mapped page that was read counts as the
+process's memory for as long as the mapping lives, which would double what loading costs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from engine.errors import ModelFileError
+from engine.inference.quant.modules import QTensor, dequantize
+
+GGUF_FILE = "model.gguf"
+# safetensors dtypes that stay as they are (GGML type ids)
+_SAFETENSORS_TYPES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 30}
+_BIASED_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+
+def open_weights(model_dir: Path, config: dict) -> "GGUFWeights | SafetensorsWeights":
+    model_dir = Path(model_dir)
+    if (model_dir / GGUF_FILE).is_file():
+        return GGUFWeights(model_dir / GGUF_FILE, config)
+    return SafetensorsWeights(model_dir)
+
+
+class GGUFWeights:
+    """The tensors of a model folder's model.gguf under their HF names."""
+
+    def __init__(self, path: Path, config: dict) -> None:
+        from engine.modelhub.gguf_file import GGUFFile
+        from engine.modelhub.gguf_import import plan_tensors
+
+        self.path = path
+        with GGUFFile(path) as gguf:
+            arch = gguf.metadata.get("general.architecture")
+            self._plan = {p.hf_name: p for p in plan_tensors(gguf, str(arch), config)}
+        self.names = frozenset(self._plan)
+        try:
+            self._file = open(path, "rb")
+        except OSError as exc:
+            raise ModelFileError(f"{path} cannot be read: {exc.strerror or exc}") from None
+
+    def close(self) -> None:
+        self._file.close()
+
+    def get(self, name: str) -> torch.Tensor | QTensor:
+        planned = self._plan.get(name)
+        if planned is None:
+            return self._missing(name)
+        info = planned.source
+        raw = torch.empty(info.n_bytes, dtype=torch.uint8)
+        try:
+            self._file.seek(info.offset)
+            got = self._file.readinto(memoryview(raw.numpy()))
+        except OSError as exc:
+            raise ModelFileError(f"{self.path}: tensor {info.name} cannot be read: {exc.strerror or exc}") from None
+        if got != info.n_bytes:
+            raise ModelFileError(f"{self.path} is truncated: tensor {info.name} ends past the end of the file")
+        if len(info.shape) == 1:  # norms and biases: small, used as float32
+            return dequantize(raw.view(1, -1), info.ggml_type, info.shape[0]).view(-1)
+        if len(info.shape) != 2:
+            raise ModelFileError(f"{self.path}: tensor {info.name} has {len(info.shape)} dimensions, not 2")
+        rows, cols = info.shape
+        weight = QTensor(raw.view(rows, -1), info.ggml_type, (rows, cols))
+        if planned.unpermute_heads:
+            weight = weight.permute_rows(_rope_unpermutation(rows, planned.unpermute_heads, self.path))
+        return weight
+
+    def _missing(self, name: str) -> torch.Tensor:
+        # HF builds every attention projection with a bias once one has it (qwen2's q/k/v);
+        # a file may leave some out: they are zeros.
+        if name.endswith(".bias") and name.split(".")[-2] in _BIASED_PROJECTIONS:
+            weight = self._plan.get(name[: -len("bias")] + "weight")
+            if weight is not None:
+                return torch.zeros(weight.source.shape[0], dtype=torch.float32)
+        raise ModelFileError(f"{self.path} has no tensor for {name}")
+
+
+def _rope_unpermutation(rows: int, heads: int, path: Path) -> torch.Tensor:
+    """The row order that undoes llama.cpp's Q/K permutation: within each head GGUF
+    interleaves the two rotary halves row by row; HF's rotate-half keeps each contiguous."""
+    if rows % (2 * heads):
+        raise ModelFileError(f"{path}: cannot split {rows} rows into {heads} rotary heads")
+    return torch.arange(rows).view(heads, rows // heads // 2, 2).transpose(1, 2).reshape(-1)
+
+
+class SafetensorsWeights:
+    """Tensors by HF name from every *.safetensors file in a folder, kept in their stored
+    float type (F32, F16 or BF16): 2-D ones as QTensors, 1-D ones as float32."""
+
+    def __init__(self, model_dir: Path) -> None:
+        from safetensors import SafetensorError, safe_open
+
+        # Some repos ship a second copy in another layout (mistral's consolidated.safetensors).
+        files = sorted(model_dir.glob("model*.safetensors")) or sorted(model_dir.glob("*.safetensors"))
+        if not files:
+            raise ModelFileError(f"{model_dir} holds no weights (expected model.gguf or model.safetensors)")
+        self._dir = model_dir
+        self._where: dict[str, tuple[Path, object]] = {}
+        for path in files:
+            size = path.stat().st_size
+            try:
+                handle = safe_open(str(path), framework="pt", device="cpu")
+            except (SafetensorError, OSError) as exc:
+                # safetensors checks that the header covers the whole file, so a cut-short
+                # download fails here rather than mid-load.
+                raise ModelFileError(
+                    f"{path} is not a readable safetensors file ({size} bytes; truncated?): {exc}"
+                ) from None
+            for name in handle.keys():
+                self._where[name] = (path, handle)
+        self.names = frozenset(self._where)
+
+    def close(self) -> None:
+        self._where.clear()
+
+    def get(self, name: str) -> torch.Tensor | QTensor:
+        if name not in self._where:
+            raise ModelFileError(f"{self._dir}: no safetensors file holds tensor {name!r}")
+        path, handle = self._where[name]
+        try:
+            tensor = handle.get_tensor(name)  # type: ignore[attr-defined]
+        except Exception as exc:  # safetensors raises bare errors on damaged data
+            raise ModelFileError(f"{path}: tensor {name!r} cannot be read: {exc}") from None
+        qtype = _SAFETENSORS_TYPES.get(tensor.dtype)
+        if tensor.dim() != 2 or qtype is None:
+            return tensor.float().clone() if tensor.dtype == torch.float32 else tensor.float()
+        # A copy, not a view of the mapped file (see the module docstring).
+        raw = tensor.contiguous().view(torch.uint8).clone()
+        return QTensor(raw, qtype, tuple(tensor.shape))
+
+
+def dense(get: Callable[[str], torch.Tensor | QTensor], device: str, dtype: torch.dtype,
+          ) -> Callable[[str], torch.Tensor]:
+    """`get` with every weight widened to a dense `dtype` tensor on `device` (for CUDA, which
+    has no kernels for the block formats yet, and for an explicit re-quantization)."""
+
+    def widened(name: str) -> torch.Tensor:
+        value = get(name)
+        if isinstance(value, QTensor):
+            rows = max(1, (64 << 20) // (4 * value.shape[1]))  # ~64 MB of float32 at a time
+            out = torch.empty(value.shape, dtype=dtype, device=device)
+            for start in range(0, value.shape[0], rows):
+                chunk = value.raw[start : start + rows]
+                out[start : start + rows] = dequantize(chunk, value.qtype, value.shape[1]).to(device, dtype)
+            return out
+        return value.to(device=device, dtype=dtype)
+
+    return widened
+
+
+def file_weight_bytes(model_dir: Path) -> int:
+    """Bytes of weights in a model folder's files."""
+    model_dir = Path(model_dir)
+    gguf = model_dir / GGUF_FILE
+    if gguf.is_file():
+        from engine.modelhub.gguf_file import GGUFFile
+
+        with GGUFFile(gguf) as f:
+            return sum(info.n_bytes for info in f.tensors.values())
+    return sum(p.stat().st_size for p in model_dir.glob("*.safetensors"))
+
+
+__all__ = ["GGUF_FILE", "GGUFWeights", "SafetensorsWeights", "dense", "file_weight_bytes", "open_weights"]

@@ -1,0 +1,177 @@
+"""Linear layers and embeddings over a model file's own weight blocks (docs/weights.md).
+
+A `QTensor` is a weight as its file stores it: the raw bytes of each row's blocks, its GGML
+type and its logical shape. `QuantLinear` multiplies by one or more of them without ever
+widening the weight in memory: through Wren's kernels (`kernels.qlinear`) where they are
+built, else by dequantizing exactly (`ggml.dequantize`) a slice of rows at a time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from engine.inference.quant import ggml, kernels
+
+F32 = 0
+_FALLBACK_ROWS = 1024  # rows dequantized at a time without the kernels (bounds the temporaries)
+
+
+@dataclass(frozen=True)
+class QTensor:
+    """A 2-D weight in a file's own format: `raw` uint8 [rows, row_bytes], GGUF's row layout."""
+
+    raw: torch.Tensor
+    qtype: int
+    shape: tuple[int, int]
+
+    def __post_init__(self) -> None:
+        rows, cols = self.shape
+        if self.raw.dtype != torch.uint8 or tuple(self.raw.shape) != (rows, ggml.row_bytes(self.qtype, cols)):
+            raise ValueError(
+                f"a {ggml.type_name(self.qtype)} weight of shape {self.shape} needs uint8 "
+                f"[{rows}, {ggml.row_bytes(self.qtype, cols)}], got {self.raw.dtype} {tuple(self.raw.shape)}"
+            )
+
+    @property
+    def nbytes(self) -> int:
+        return self.raw.numel()
+
+    def dequantize(self) -> torch.Tensor:
+        """The float32 values the file holds (exact)."""
+        return dequantize(self.raw, self.qtype, self.shape[1])
+
+    def permute_rows(self, order: torch.Tensor) -> "QTensor":
+        """The rows in `order`: whole rows of blocks move, so every value is unchanged."""
+        return QTensor(self.raw[order].contiguous(), self.qtype, self.shape)
+
+    @staticmethod
+    def cat(parts: Sequence["QTensor"]) -> "QTensor":
+        """Parts of one type stacked by rows."""
+        first = parts[0]
+        if any(p.qtype != first.qtype or p.shape[1] != first.shape[1] for p in parts):
+            raise ValueError("only weights of one type and width stack into one QTensor")
+        if len(parts) == 1:
+            return first
+        rows = sum(p.shape[0] for p in parts)
+        return QTensor(torch.cat([p.raw for p in parts]), first.qtype, (rows, first.shape[1]))
+
+
+def dequantize(raw: torch.Tensor, qtype: int, cols: int) -> torch.Tensor:
+    if qtype == F32:
+        return raw.view(torch.float32).reshape(raw.shape[0], cols).clone()
+    if raw.device.type == "cpu" and kernels.available():
+        return kernels.dequantize(raw, qtype, cols)
+    return ggml.dequantize(raw, qtype, cols)
+
+
+def is_quantized(weight: object) -> bool:
+    return isinstance(weight, QTensor)
+
+
+class QuantLinear(nn.Module):
+    """y = x W^T + b, W the concatenation by rows of one or more QTensors (Q, K and V fused,
+    say, where a Q4_K_M file stores V in another type). Activations go in and come out in
+    x's dtype; the products are computed in float32."""
+
+    def __init__(self, parts: Sequence[QTensor], bias: torch.Tensor | None = None) -> None:
+        super().__init__()
+        merged: list[QTensor] = []
+        for part in parts:  # neighbours of one type become one part: one kernel call
+            if merged and merged[-1].qtype == part.qtype and merged[-1].shape[1] == part.shape[1]:
+                merged[-1] = QTensor.cat([merged[-1], part])
+            else:
+                merged.append(part)
+        widths = {p.shape[1] for p in merged}
+        if len(widths) != 1:
+            raise ValueError(f"fused weights must share their input width, got {sorted(widths)}")
+        self.in_features = widths.pop()
+        self.qtypes = tuple(p.qtype for p in merged)
+        self.part_rows = tuple(p.shape[0] for p in merged)
+        self.out_features = sum(self.part_rows)
+        for i, part in enumerate(merged):
+            self.register_buffer(f"raw{i}", part.raw)
+        if bias is not None and tuple(bias.shape) != (self.out_features,):
+            raise ValueError(f"bias of shape {tuple(bias.shape)} for {self.out_features} outputs")
+        self.register_buffer("bias", None if bias is None else bias.detach().float())
+
+    @property
+    def signature(self) -> tuple:
+        """What a compiled graph specialises on: the types and their row counts."""
+        return (self.in_features, self.qtypes, self.part_rows)
+
+    def parts(self) -> list[QTensor]:
+        return [QTensor(getattr(self, f"raw{i}"), q, (r, self.in_features))
+                for i, (q, r) in enumerate(zip(self.qtypes, self.part_rows))]
+
+    @property
+    def weight_bytes(self) -> int:
+        return sum(getattr(self, f"raw{i}").numel() for i in range(len(self.qtypes)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.reshape(-1, self.in_features)
+        if rows.dtype != torch.float32:
+            rows = rows.float()
+        rows = rows.contiguous()
+        outs = [_matmul(rows, getattr(self, f"raw{i}"), qtype, n, self.in_features)
+                for i, (qtype, n) in enumerate(zip(self.qtypes, self.part_rows))]
+        y = outs[0] if len(outs) == 1 else torch.cat(outs, dim=-1)
+        if self.bias is not None:
+            y = y + self.bias
+        return y.view(*x.shape[:-1], self.out_features).to(x.dtype)
+
+    def extra_repr(self) -> str:
+        types = "+".join(f"{ggml.type_name(q)}[{r}]" for q, r in zip(self.qtypes, self.part_rows))
+        return f"in={self.in_features}, out={self.out_features}, {types}"
+
+
+def _matmul(x: torch.Tensor, raw: torch.Tensor, qtype: int, rows: int, cols: int) -> torch.Tensor:
+    if qtype == F32:
+        return F.linear(x, raw.view(torch.float32).view(rows, cols))
+    if raw.device.type == "cpu" and kernels.available():
+        return kernels.qlinear(x, raw, qtype, rows)
+    # Exact and slow: a slice of rows widened at a time, so memory stays bounded.
+    outs = [F.linear(x, ggml.dequantize(chunk, qtype, cols)) for chunk in raw.split(_FALLBACK_ROWS)]
+    return outs[0] if len(outs) == 1 else torch.cat(outs, dim=-1)
+
+
+class QuantEmbedding(nn.Module):
+    """An embedding table kept in its file's blocks; looked-up rows are dequantized exactly."""
+
+    def __init__(self, weight: QTensor, dtype: torch.dtype = torch.float32) -> None:
+        super().__init__()
+        self.qtype = weight.qtype
+        self.num_embeddings, self.embedding_dim = weight.shape
+        self.dtype = dtype
+        self.register_buffer("raw", weight.raw)
+
+    def as_qtensor(self) -> QTensor:
+        return QTensor(self.raw, self.qtype, (self.num_embeddings, self.embedding_dim))
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        rows = dequantize(self.raw[ids.reshape(-1)], self.qtype, self.embedding_dim)
+        return rows.view(*ids.shape, self.embedding_dim).to(self.dtype)
+
+    def extra_repr(self) -> str:
+        return f"rows={self.num_embeddings}, dim={self.embedding_dim}, {ggml.type_name(self.qtype)}"
+
+
+def layer_signature(module: nn.Module) -> tuple:
+    """The quantized layout of every QuantLinear under `module`, in order."""
+    return tuple((name, m.signature) for name, m in module.named_modules() if isinstance(m, QuantLinear))
+
+
+def weight_bytes(module: nn.Module) -> int:
+    """Bytes of every tensor `module` holds (blocks as stored, plus any dense tensors)."""
+    seen: set[int] = set()
+    total = 0
+    for t in [*module.parameters(), *module.buffers()]:
+        if t is None or t.untyped_storage().data_ptr() in seen:
+            continue
+        seen.add(t.untyped_storage().data_ptr())
+        total += t.untyped_storage().nbytes()
+    return total
