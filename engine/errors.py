@@ -41,3 +41,7 @@ class NotFound(WrenError, LookupError):
 
 class ModelNotLoaded(WrenError):
     """The operation needs a loaded model and none is loaded (or one is loading)."""
+
+
+class Cancelled(WrenError):
+    """The user stopped a long operation (a download); what it had done so far is kept for the next try."""

@@ -1,0 +1,62 @@
+"""How much memory a model needs to run: its weights as stored, plus the KV cache for a context."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from engine.errors import ModelFileError
+
+# the runtime, tokenizer, activations and allocator slack beside the weights and the cache
+OVERHEAD_BYTES = 300 * 1024 * 1024
+KV_BYTES_PER_VALUE = 4  # the KV cache holds float32
+
+
+def weight_bytes(model_path: Path | str) -> int:
+    """Bytes the weights take in memory, which is what they take on disk (blocks are kept as
+    stored): model.gguf when the folder has one, else its .safetensors files."""
+    folder = _folder(model_path)
+    gguf = folder / "model.gguf"
+    if gguf.is_file():
+        return gguf.stat().st_size
+    shards = sorted(folder.glob("*.safetensors"))
+    if not shards:
+        raise ModelFileError(f"{folder} has neither model.gguf nor .safetensors weights")
+    return sum(p.stat().st_size for p in shards)
+
+
+def kv_cache_bytes(config: dict[str, Any], context: int) -> int:
+    """Keys and values for `context` tokens: 2 x layers x KV heads x head size x tokens, float32."""
+    if context < 0:
+        raise ValueError(f"context must be zero or more tokens, not {context}")
+    try:
+        layers = int(config["num_hidden_layers"])
+        heads = int(config["num_attention_heads"])
+        kv_heads = int(config.get("num_key_value_heads") or heads)
+        head_dim = int(config.get("head_dim") or int(config["hidden_size"]) // heads)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+        raise ModelFileError(f"config.json lacks the model's shape ({exc!r})") from exc
+    return 2 * layers * kv_heads * head_dim * context * KV_BYTES_PER_VALUE
+
+
+def estimate_ram(model_path: Path | str, context: int) -> int:
+    """Bytes of memory to run the model at `context` tokens: weights + KV cache + overhead."""
+    folder = _folder(model_path)
+    return weight_bytes(folder) + kv_cache_bytes(read_config(folder), context) + OVERHEAD_BYTES
+
+
+def read_config(model_path: Path | str) -> dict[str, Any]:
+    path = _folder(model_path) / "config.json"
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ModelFileError(f"{path} cannot be read: {exc}") from exc
+    if not isinstance(config, dict):
+        raise ModelFileError(f"{path} is not a model configuration")
+    return config
+
+
+def _folder(model_path: Path | str) -> Path:
+    path = Path(model_path)
+    return path.parent if path.is_file() else path
