@@ -51,9 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("text", help="the question, or - to read it from standard input")
     ask.set_defaults(func=_cmd_ask)
 
-    models = sub.add_parser("models", help="list installed models")
-    models.add_argument("--json", action="store_true")
-    models.set_defaults(func=_cmd_models)
+    _models_args(sub)
 
     convs = sub.add_parser("conversations", help="list, show or export conversations")
     convs.add_argument("action", nargs="?", choices=("list", "show", "export"), default="list")
@@ -174,6 +172,178 @@ async def _load_and_report(engine, args):
     status = await _load(engine, args) or engine.current_model
     print(f"(model {status.name} on {status.backend}, loaded in {status.load_seconds:.1f} s)", file=sys.stderr)
     return status
+
+
+# -- wren models [list|import|pull|rm|info] ------------------------------------------------
+
+def _models_args(sub) -> None:
+    models = sub.add_parser("models", help="list, import, pull, remove or describe installed models")
+    models.add_argument("--json", action="store_true", help="one JSON object per model")
+    models.set_defaults(func=_cmd_models)
+    actions = models.add_subparsers(dest="models_action", metavar="ACTION")
+    p = actions.add_parser("list", help="installed models (what plain `wren models` shows)")
+    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="one JSON object per model")
+    p.set_defaults(func=_cmd_models)
+    p = actions.add_parser("import", help="install a GGUF file (copied) or a Hugging Face model folder (used in place)")
+    p.add_argument("path", help="a .gguf file or a folder with config.json, tokenizer.json and .safetensors")
+    p.add_argument("--name", help="the installed name (default: from the file or folder name)")
+    p.set_defaults(func=_cmd_models_import)
+    p = actions.add_parser("pull", help="download a model from the Hugging Face hub (Ctrl+C stops; pull again to resume)")
+    p.add_argument("spec", metavar="REPO[:FILE]", help="OWNER/NAME, or OWNER/NAME:FILE.gguf for one file of it")
+    p.add_argument("--quant", default="Q4_K_M", help="which GGUF of the repo, by its quantization (default Q4_K_M)")
+    p.add_argument("--name", help="the installed name (default: from the file name)")
+    p.set_defaults(func=_cmd_models_pull)
+    p = actions.add_parser("rm", help="delete an installed model (a registered folder itself is kept)")
+    p.add_argument("name")
+    p.add_argument("--yes", action="store_true", help="do not ask (needed when not run from a terminal)")
+    p.set_defaults(func=_cmd_models_rm)
+    p = actions.add_parser("info", help="a model's shape, size on disk and estimated memory")
+    p.add_argument("name")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_models_info)
+
+
+def _registry():
+    from engine.modelhub.registry import ModelRegistry
+
+    return ModelRegistry()
+
+
+class _ProgressBar:
+    """`progress(done, total)` drawn on stderr: a bar, the percentage, MB and MB/s."""
+
+    WIDTH = 24
+
+    def __init__(self, label: str) -> None:
+        import time
+
+        self.label, self._clock = label, time.monotonic
+        self._start: tuple[float, int] | None = None
+        self._last_draw = 0.0
+        self.drawn = False
+
+    def __call__(self, done: int, total: int) -> None:
+        now = self._clock()
+        if self._start is None:
+            self._start = (now, done)  # a resumed download counts its speed from here
+        if now - self._last_draw < 0.1 and done < total:
+            return
+        self._last_draw = now
+        fraction = done / total if total else 1.0
+        filled = int(fraction * self.WIDTH)
+        elapsed = now - self._start[0]
+        rate = (done - self._start[1]) / elapsed / 1e6 if elapsed > 0 else 0.0
+        print(f"\r{self.label} [{'#' * filled}{'.' * (self.WIDTH - filled)}] {fraction * 100:5.1f}%  "
+              f"{done / 1e6:,.1f}/{total / 1e6:,.1f} MB  {rate:6.1f} MB/s", end="", file=sys.stderr, flush=True)
+        self.drawn = True
+
+    def finish(self) -> None:
+        if self.drawn:
+            print(file=sys.stderr)
+            self.drawn = False
+
+
+def _describe(info) -> str:
+    quant = f", {info.quantization}" if info.quantization else ""
+    return f"{info.name} ({info.architecture}{quant}, {info.size_bytes / 1e6:,.0f} MB)"
+
+
+def _cmd_models_import(args) -> int:
+    from pathlib import Path
+
+    path = Path(args.path).expanduser()
+    registry = _registry()
+    if path.is_dir():
+        info = registry.register_folder(path, args.name)
+    else:
+        bar = _ProgressBar("Importing")
+        try:
+            info = registry.import_gguf(path, args.name, progress=bar)
+        finally:
+            bar.finish()
+    print(f"Installed {_describe(info)}")
+    return 0
+
+
+def _cmd_models_pull(args) -> int:
+    import threading
+
+    from engine.errors import Cancelled
+    from engine.modelhub import pull
+
+    plan = pull.resolve(args.spec, quant=args.quant)
+    what = f"{plan.repo}:{plan.filename}" if plan.filename else f"{plan.repo} ({len(plan.files)} files)"
+    print(f"Pulling {what}, {plan.size / 1e6:,.1f} MB", file=sys.stderr)
+    cancel = threading.Event()
+
+    def stop(signum, frame) -> None:
+        if cancel.is_set():  # a second Ctrl+C does not wait for the next chunk
+            raise KeyboardInterrupt
+        cancel.set()
+
+    bar = _ProgressBar("Downloading")
+    in_main = threading.current_thread() is threading.main_thread()  # only it may set handlers
+    previous = signal.signal(signal.SIGINT, stop) if in_main else None
+    try:
+        info = pull.pull(_registry(), plan, name=args.name, progress=bar, cancel=cancel)
+    except Cancelled as exc:
+        bar.finish()
+        print(f"wren: {exc}", file=sys.stderr)
+        return 130
+    finally:
+        if in_main:
+            signal.signal(signal.SIGINT, previous)
+        bar.finish()
+    print(f"Installed {_describe(info)}")
+    return 0
+
+
+def _cmd_models_rm(args) -> int:
+    from engine.errors import InvalidRequest
+
+    registry = _registry()
+    info = registry.get(args.name)
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise InvalidRequest(f"removing {args.name} needs --yes when wren is not run from a terminal")
+        kept = "; its folder stays where it is" if info.source == "folder" else ""
+        answer = input(f"Remove {_describe(info)}{kept}? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print(f"Kept {args.name}", file=sys.stderr)
+            return 1
+    registry.remove(args.name)
+    print(f"Removed {args.name}")
+    return 0
+
+
+INFO_CONTEXTS = (4096, 32768)
+
+
+def _cmd_models_info(args) -> int:
+    from engine.modelhub.sizing import estimate_ram
+
+    info = _registry().get(args.name)
+    ram = {context: estimate_ram(info.path, context) for context in INFO_CONTEXTS}
+    if args.json:
+        print(json.dumps({
+            "name": info.name, "architecture": info.architecture, "parameters": info.parameters,
+            "quantization": info.quantization, "context_length": info.context_length,
+            "size_bytes": info.size_bytes, "source": str(info.source), "path": str(info.path),
+            "ram_bytes": {str(context): n for context, n in ram.items()},
+        }))
+        return 0
+    rows = [
+        ("name", info.name), ("architecture", info.architecture),
+        ("parameters", f"{info.parameters / 1e9:.2f} B" if info.parameters >= 1e9 else f"{info.parameters / 1e6:.1f} M"),
+        ("quantization", info.quantization or "-"), ("context", f"{info.context_length} tokens"),
+        ("on disk", f"{info.size_bytes / 1e6:,.1f} MB"), ("source", f"{info.source} ({info.path})"),
+    ]
+    for context, n in ram.items():
+        beyond = f" (beyond its {info.context_length}-token limit)" if context > info.context_length else ""
+        rows.append((f"RAM at {context // 1024}k", f"about {n / 1e9:.2f} GB{beyond}"))
+    for key, value in rows:
+        print(f"{key:14} {value}")
+    return 0
 
 
 async def _cmd_models(args) -> int:
