@@ -6,7 +6,11 @@ file's own row layout, into `float32 [rows, cols]` equal bit for bit to
 operations in the same order: the fp16 scales are widened to float32, each sub-block scale
 is one float32 product (`d * sc`), and each value is one product (`scale * q`), minus or
 plus a float32 offset where the type has one. Integer steps (unpacking bits, subtracting a
-type's zero point) are exact in any order, so they run on uint8/int8 tensors.
+type's zero point) are exact in any order, so they run on uint8/int8/int32 tensors. Blocks
+are read as little-endian, as GGUF writes them.
+
+Where a block's fp16 scale is itself inf or NaN (a corrupt file), the NaNs land where
+numpy's do, but a NaN's sign and payload may differ for the types that add an offset.
 
 The work is vectorized over blocks and done in row chunks of about `CHUNK_ELEMENTS` values,
 so the temporaries stay a few MB whatever the tensor's size (a 128k x 2048 embedding table
@@ -104,8 +108,12 @@ def _scale(out: torch.Tensor, q: torch.Tensor, scale: torch.Tensor,
     """
     out.copy_(q)
     out.mul_(scale)
-    if offset is not None:
-        out.sub_(offset) if minus else out.add_(offset)
+    if offset is None:
+        return
+    if minus:
+        out.sub_(offset)
+    else:
+        out.add_(offset)
 
 
 # --- 32-value block types ------------------------------------------------------------------

@@ -26,7 +26,8 @@ def assert_same_bits(got: torch.Tensor, want: torch.Tensor) -> None:
     differ = got.view(torch.int32) != want.view(torch.int32)
     assert not differ.any(), (
         f"{int(differ.sum())} of {got.numel()} values differ, first at "
-        f"{differ.nonzero()[0].tolist()}: {got[differ][:4].tolist()} != {want[differ][:4].tolist()}")
+        f"{differ.nonzero()[0].tolist()}: {got[differ][:4].tolist()} != "
+        f"{want[differ][:4].tolist()}")
     assert torch.equal(got[~got.isnan()], want[~want.isnan()])
 
 
