@@ -83,3 +83,11 @@ def dequantize(raw: torch.Tensor, qtype: int, cols: int) -> torch.Tensor:
 def max_gemv_rows() -> int:
     """Rows of x up to which qlinear takes the integer dot path."""
     return _require().max_gemv_rows()
+
+
+def use_isa(cap: str) -> str:
+    """Run the best kernels not above `cap` ("scalar", "avx2", "avx512-vnni"; "" for the
+    best this CPU has); returns the instruction set now in use. For tests and benchmarks:
+    every table gives the same activation rounding, so results differ only in float
+    summation order."""
+    return _require().set_isa(cap)

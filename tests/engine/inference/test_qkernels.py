@@ -134,16 +134,30 @@ def _check_qlinear(qtype: int, rows: int, cols: int, n: int, seed: int) -> None:
     assert (bound < 0.1 * (x.double().abs() @ w.abs().T)).all()  # the bound is a real constraint
 
 
+@pytest.fixture(params=["scalar", "avx2", "avx512-vnni"])
+def isa(request):
+    """Each instruction set's kernels this CPU can run, in turn."""
+    chosen = kernels.use_isa(request.param)
+    try:
+        if chosen != request.param:
+            pytest.skip(f"this CPU has no {request.param}")
+        yield chosen
+    finally:
+        kernels.use_isa("")
+
+
 @pytest.mark.parametrize("n", [1, 3, 64])
 @pytest.mark.parametrize("qtype", ALL_TYPES, ids=_name)
-def test_qlinear_matches_float64_reference(qtype, n):
+def test_qlinear_matches_float64_reference(qtype, n, isa):
+    if n > kernels.max_gemv_rows() and isa != "scalar":
+        pytest.skip("the prompt path does not depend on the instruction set")
     block = GGML_QUANT_SIZES[GGMLQuantizationType(qtype)][0]
     cols = 512 if block == 256 else 160  # 160: an odd number of 32-blocks
     _check_qlinear(qtype, rows=45, cols=cols, n=n, seed=qtype * 100 + n)
 
 
 @pytest.mark.parametrize("qtype", ALL_TYPES, ids=_name)
-def test_qlinear_one_block_odd_rows(qtype):
+def test_qlinear_one_block_odd_rows(qtype, isa):
     block = max(GGML_QUANT_SIZES[GGMLQuantizationType(qtype)][0], 32)
     for rows, n in [(1, 1), (7, 2), (19, 1), (13, 17)]:
         _check_qlinear(qtype, rows=rows, cols=block, n=n, seed=rows + qtype)
@@ -223,3 +237,7 @@ def test_kernels_off_switch_in_a_fresh_process():
 
 def test_isa_names_the_instruction_set():
     assert kernels.isa() in {"avx512-vnni", "avx2", "neon", "scalar"}
+    assert kernels.use_isa("scalar") == "scalar" and kernels.isa() == "scalar"
+    assert kernels.use_isa("") in {"avx512-vnni", "avx2", "neon", "scalar"}
+    with pytest.raises(RuntimeError, match="unknown instruction set"):
+        kernels.use_isa("sse9")

@@ -79,8 +79,8 @@ void gemv_path(const wren::TypeInfo& info, int qtype, const uint8_t* w, int64_t 
     const int64_t xq_bytes = info.kquant ? nb * (int64_t)sizeof(wren::BlockQ8K) : nb * (int64_t)sizeof(wren::BlockQ8);
     std::vector<uint8_t> xq((size_t)(xq_bytes * n));
     for (int64_t j = 0; j < n; ++j) {
-        if (info.kquant) wren::quantize_row_q8k(x + j * cols, cols, (wren::BlockQ8K*)(xq.data() + j * xq_bytes));
-        else wren::quantize_row_q8(x + j * cols, cols, (wren::BlockQ8*)(xq.data() + j * xq_bytes));
+        if (info.kquant) k.quant_q8k(x + j * cols, cols, (wren::BlockQ8K*)(xq.data() + j * xq_bytes));
+        else k.quant_q8(x + j * cols, cols, (wren::BlockQ8*)(xq.data() + j * xq_bytes));
     }
     const wren::QDotFn fn = k.qdot[qtype];
     const uint8_t* xqp = xq.data();
@@ -162,5 +162,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     m.def("max_gemv_rows", [] { return g_max_gemv_rows.load(); },
           "activation rows up to which qlinear runs the 8-bit integer dot kernels");
     m.def("set_max_gemv_rows", [](int64_t v) { g_max_gemv_rows.store(std::max<int64_t>(0, v)); });
+    m.def("set_isa", [](const std::string& cap) {
+        const char* chosen = wren::select_isa(cap.c_str());
+        TORCH_CHECK(chosen != nullptr, "unknown instruction set ", cap, ": use scalar, avx2, avx512-vnni or \"\"");
+        return std::string(chosen);
+    }, "use the best kernels not above `cap` (\"\" for the best); returns the one chosen");
     m.def("read_sum", &read_sum, "read every byte of a tensor once (streaming-read bandwidth)");
 }

@@ -6,7 +6,7 @@
 
 #define TGT __attribute__((target("avx2,fma,f16c")))
 #define NS avx2
-#define U8S8_DOT(u, s) _mm256_madd_epi16(_mm256_maddubs_epi16((u), (s)), _mm256_set1_epi16(1))
+#define U8S8_ACC(acc, u, s) _mm256_add_epi32((acc), _mm256_madd_epi16(_mm256_maddubs_epi16((u), (s)), _mm256_set1_epi16(1)))
 #include "qdot_x86.inc"
 
 namespace wren {

@@ -7,7 +7,7 @@
 
 #define TGT __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
 #define NS avx512vnni
-#define U8S8_DOT(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), (u), (s))
+#define U8S8_ACC(acc, u, s) _mm256_dpbusd_epi32((acc), (u), (s))
 #include "qdot_x86.inc"
 
 namespace wren {

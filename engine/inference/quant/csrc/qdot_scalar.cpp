@@ -1,6 +1,7 @@
 // Activation quantization, the portable reference dot kernels, and the choice of
 // instruction set. A weight block's integer dot with 8-bit activations is exact; the only
 // approximation qlinear makes is rounding x to 8 bits per block.
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -8,6 +9,8 @@
 #include "wren_quant.h"
 
 namespace wren {
+
+namespace {
 
 void quantize_row_q8(const float* x, int64_t cols, BlockQ8* out) {
     for (int64_t b = 0; b < cols / 32; ++b) {
@@ -18,7 +21,7 @@ void quantize_row_q8(const float* x, int64_t cols, BlockQ8* out) {
         const float id = d != 0.f ? 127.f / amax : 0.f;
         int32_t sum = 0;
         for (int j = 0; j < 32; ++j) {
-            const int q = (int)std::nearbyint(v[j] * id);
+            const int q = (int)round_even(v[j] * id);
             out[b].qs[j] = (int8_t)q;
             sum += q;
         }
@@ -37,7 +40,7 @@ void quantize_row_q8k(const float* x, int64_t cols, BlockQ8K* out) {
         for (int g = 0; g < 16; ++g) {
             int sum = 0;
             for (int j = 16 * g; j < 16 * g + 16; ++j) {
-                const int q = (int)std::nearbyint(v[j] * id);
+                const int q = (int)round_even(v[j] * id);
                 out[b].qs[j] = (int8_t)q;
                 sum += q;
             }
@@ -46,8 +49,6 @@ void quantize_row_q8k(const float* x, int64_t cols, BlockQ8K* out) {
         out[b].d = d;
     }
 }
-
-namespace {
 
 float dot_q4_0(const uint8_t* w, int64_t nb, const void* xv) {
     const BlockQ8* x = (const BlockQ8*)xv;
@@ -233,10 +234,9 @@ float fdot_bf16(const uint8_t* w, int64_t cols, const float* x) {
     return acc;
 }
 
-Kernels build_best() {
+Kernels build_best(const char* cap) {
     Kernels k;
     fill_scalar(k);
-    const char* cap = std::getenv("WREN_ISA");
     const bool any = cap == nullptr || cap[0] == '\0';
     auto allowed = [&](const char* name) { return any || std::strcmp(cap, name) == 0; };
     // Each fill_* checks the CPU itself; the later, wider ones override the earlier.
@@ -263,11 +263,44 @@ void fill_scalar(Kernels& k) {
     k.fdot[F32] = fdot_f32;
     k.fdot[F16] = fdot_f16;
     k.fdot[BF16] = fdot_bf16;
+    k.quant_q8 = quantize_row_q8;
+    k.quant_q8k = quantize_row_q8k;
 }
 
+namespace {
+// One table per possible cap, built once; the active one is swapped atomically.
+struct Tables {
+    Kernels best, scalar, avx2, vnni;
+    Tables() : best(build_best(std::getenv("WREN_ISA"))), scalar(build_best("scalar")),
+               avx2(build_best("avx2")), vnni(build_best("avx512-vnni")) {}
+};
+Tables& tables() {
+    static Tables t;
+    return t;
+}
+std::atomic<const Kernels*> g_active{nullptr};
+}  // namespace
+
 const Kernels& kernels() {
-    static const Kernels k = build_best();
-    return k;
+    const Kernels* k = g_active.load(std::memory_order_acquire);
+    if (k == nullptr) {
+        k = &tables().best;
+        g_active.store(k, std::memory_order_release);
+    }
+    return *k;
+}
+
+const char* select_isa(const char* cap) {
+    Tables& t = tables();
+    const Kernels* k = &t.best;
+    if (cap != nullptr && cap[0] != '\0') {
+        if (std::strcmp(cap, "scalar") == 0) k = &t.scalar;
+        else if (std::strcmp(cap, "avx2") == 0) k = &t.avx2;
+        else if (std::strcmp(cap, "avx512-vnni") == 0) k = &t.vnni;
+        else return nullptr;
+    }
+    g_active.store(k, std::memory_order_release);
+    return k->isa;
 }
 
 }  // namespace wren

@@ -42,8 +42,6 @@ struct BlockQ8K {
 // Exact dequantization of one row of `cols` weights (equal bit for bit to gguf's numpy).
 void dequantize_row(int qtype, const uint8_t* src, float* dst, int64_t cols);
 
-void quantize_row_q8(const float* x, int64_t cols, BlockQ8* out);
-void quantize_row_q8k(const float* x, int64_t cols, BlockQ8K* out);
 
 // One weight row against one quantized activation row: nb blocks.
 using QDotFn = float (*)(const uint8_t* w, int64_t nb, const void* xq);
@@ -54,6 +52,10 @@ struct Kernels {
     const char* isa;
     QDotFn qdot[kMaxType];
     FDotFn fdot[kMaxType];
+    // Every implementation rounds the same way (x * (127 / amax), half to even), so the
+    // quantized activations are identical whichever table runs.
+    void (*quant_q8)(const float* x, int64_t cols, BlockQ8* out);
+    void (*quant_q8k)(const float* x, int64_t cols, BlockQ8K* out);
 };
 
 // Portable reference kernels; every entry filled.
@@ -63,11 +65,22 @@ bool fill_avx2(Kernels& k);
 bool fill_avx512vnni(Kernels& k);
 bool fill_neon(Kernels& k);
 
-// The best table for this CPU, chosen once from its flags (WREN_ISA=scalar|avx2|... caps it).
+// The table in use: the best for this CPU, chosen at load from its flags (the environment
+// variable WREN_ISA=scalar|avx2|avx512-vnni caps it); select_isa switches it (for tests).
 const Kernels& kernels();
+// Switches to the best table not above `cap` ("" for the best); returns the name of the
+// table chosen (which may be lower than the cap on this CPU), nullptr for an unknown cap.
+const char* select_isa(const char* cap);
 
 // Read-only streaming sum over a buffer (for the bandwidth figure in bench/qmatmul.py).
 uint64_t read_sum(const uint8_t* p, int64_t n);
+
+// Round to nearest, ties to even, for |v| < 2^22: adding and subtracting 1.5 * 2^23 (IEEE
+// arithmetic, which the build keeps: no -ffast-math) is what the SIMD rounding gives too.
+static inline float round_even(float v) {
+    const float c = 12582912.f;
+    return (v + c) - c;
+}
 
 // IEEE half -> float, exact for every input (NaN payloads kept, as numpy does).
 static inline float fp16_to_fp32(uint16_t h) {
