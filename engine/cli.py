@@ -232,9 +232,10 @@ class _ProgressBar:
         fraction = done / total if total else 1.0
         filled = int(fraction * self.WIDTH)
         elapsed = now - self._start[0]
-        rate = (done - self._start[1]) / elapsed / 1e6 if elapsed > 0 else 0.0
+        # a speed over less than half a second (or over bytes that were already there) says nothing
+        speed = f"  {(done - self._start[1]) / elapsed / 1e6:6.1f} MB/s" if elapsed >= 0.5 else ""
         print(f"\r{self.label} [{'#' * filled}{'.' * (self.WIDTH - filled)}] {fraction * 100:5.1f}%  "
-              f"{done / 1e6:,.1f}/{total / 1e6:,.1f} MB  {rate:6.1f} MB/s", end="", file=sys.stderr, flush=True)
+              f"{done / 1e6:,.1f}/{total / 1e6:,.1f} MB{speed}", end="", file=sys.stderr, flush=True)
         self.drawn = True
 
     def finish(self) -> None:
@@ -245,7 +246,7 @@ class _ProgressBar:
 
 def _describe(info) -> str:
     quant = f", {info.quantization}" if info.quantization else ""
-    return f"{info.name} ({info.architecture}{quant}, {info.size_bytes / 1e6:,.0f} MB)"
+    return f"{info.name} ({info.architecture}{quant}, {info.size_bytes / 1e6:,.1f} MB)"
 
 
 def _cmd_models_import(args) -> int:

@@ -440,7 +440,7 @@ def _pull_folder(registry: Any, plan: PullPlan, name: str, progress: Progress | 
                  cancel: threading.Event | None) -> Any:
     check_disk_space(Path(registry.root), plan.size + int(plan.size * DISK_MARGIN))
     _stop_if(cancel)
-    _check_folder_config(plan)
+    _check_folder_config(plan, Path(registry.root))
 
     def report(done: int, total: int) -> None:
         if progress is not None:  # the hub's total grows as each file starts; the plan knows it all
@@ -450,23 +450,23 @@ def _pull_folder(registry: Any, plan: PullPlan, name: str, progress: Progress | 
     return registry.download(plan.repo, name=name, revision=plan.revision, progress=report)
 
 
-def _check_folder_config(plan: PullPlan) -> None:
+def _check_folder_config(plan: PullPlan, root: Path) -> None:
     """Read the repo's config.json first, so an architecture Wren cannot run is refused
     before gigabytes of weights are fetched."""
-    from huggingface_hub import hf_hub_url
+    import tempfile
+
+    from huggingface_hub import hf_hub_download
 
     from engine.modelhub.gguf_import import SUPPORTED_MODEL_TYPES
 
-    url = hf_hub_url(plan.repo, "config.json", revision=plan.revision, endpoint=hub_endpoint())
-
-    def fetch(_api: Any) -> Any:
-        from huggingface_hub.utils import get_session, hf_raise_for_status
-
-        response = get_session().get(url, headers=_headers(), follow_redirects=True)
-        hf_raise_for_status(response)
-        return response.json()
-
-    config = _hub_call(plan.repo, fetch, hub_endpoint())
+    with tempfile.TemporaryDirectory(prefix=".config-", dir=root) as tmp:
+        path = _hub_call(plan.repo, lambda _api: hf_hub_download(
+            plan.repo, "config.json", revision=plan.revision, local_dir=tmp, endpoint=hub_endpoint()),
+            hub_endpoint())
+        try:
+            config = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ModelFileError(f"the config.json of {plan.repo} cannot be read: {exc}") from exc
     model_type = config.get("model_type") if isinstance(config, dict) else None
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise UnsupportedArchitecture(

@@ -116,7 +116,7 @@ def test_pull_from_the_hub(wren_home, hub, no_starter, capsys, tiny_gguf):
     captured = capsys.readouterr()
     assert "Installed pulled (llama, Q8_0" in captured.out
     assert f"Pulling {REPO}:{FILE}" in captured.err
-    assert "100.0%" in captured.err and "MB/s" in captured.err
+    assert "100.0%" in captured.err and f"{tiny_gguf.stat().st_size / 1e6:.1f} MB" in captured.err
     (row,) = listed(capsys)
     assert row["name"] == "pulled"
     assert (Path(row["path"]) / "model.gguf").read_bytes() == tiny_gguf.read_bytes()
@@ -180,3 +180,21 @@ def test_estimate_ram_reads_the_shape_from_config(tmp_path):
         {"num_hidden_layers": 2, "num_attention_heads": 8, "head_dim": 128, "hidden_size": 512}))
     (folder / "model.gguf").write_bytes(bytes(5000))  # a GGUF folder: the GGUF is the weights
     assert estimate_ram(folder, 100) == 5000 + 2 * 2 * 8 * 128 * 100 * 4 + OVERHEAD_BYTES
+
+
+def test_progress_bar_shows_percent_megabytes_and_speed(capsys):
+    from engine.cli import _ProgressBar
+
+    clock = iter([10.0, 10.05, 11.0, 12.0])
+    bar = _ProgressBar("Downloading")
+    bar._clock = lambda: next(clock)
+    bar(1_000_000, 5_000_000)  # resumed: 1 MB was there already, so speed counts from here
+    bar(1_200_000, 5_000_000)  # within 0.1 s of the last draw: skipped
+    bar(3_000_000, 5_000_000)
+    bar(5_000_000, 5_000_000)
+    bar.finish()
+    draws = capsys.readouterr().err.split("\r")[1:]
+    assert len(draws) == 3
+    assert " 20.0%  1.0/5.0 MB" in draws[0] and "MB/s" not in draws[0]
+    assert " 60.0%  3.0/5.0 MB     2.0 MB/s" in draws[1]
+    assert "100.0%  5.0/5.0 MB     2.0 MB/s\n" in draws[2]

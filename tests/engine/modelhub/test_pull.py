@@ -209,8 +209,10 @@ def test_a_safetensors_repo_is_pulled_as_a_folder(hub, registry, tiny_model_dir)
         hub.add_file("acme/tiny-hf", path.name, path.read_bytes(), lfs=path.suffix == ".safetensors")
     plan = pull.resolve("acme/tiny-hf")
     assert plan.kind == "folder" and plan.filename is None and "config.json" in plan.files
-    info = pull.pull(registry, plan)
+    seen: list[tuple[int, int]] = []
+    info = pull.pull(registry, plan, progress=lambda done, total: seen.append((done, total)))
     assert info.name == "tiny-hf" and info.source == "folder"
+    assert seen and seen[-1] == (plan.size, plan.size)  # bytes of every file, not a count of files
     for path in tiny_model_dir.glob("*.safetensors"):
         assert (info.path / path.name).read_bytes() == path.read_bytes()
 
