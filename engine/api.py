@@ -19,7 +19,7 @@ from engine.errors import InvalidRequest, ModelNotLoaded, WrenError
 from engine.events import Event, Finished, FinishReason
 from engine.inference.backend import Backend
 from engine.inference.presets import (  # noqa: F401  PRESET_FIELDS: re-exported for the desktop
-    PRESET_FIELDS, PRESETS_KEY, check_layer, check_presets, generation_defaults, resolve,
+    PRESET_FIELDS, PRESETS_KEY, check_layer, check_presets, model_defaults, resolve,
 )
 from engine.inference.sampling import SamplingParams
 from engine.inference.select import resolve_backend
@@ -147,10 +147,11 @@ class Engine(Preferences):
     async def default_sampling(self, model: str | None = None, *, overrides: dict | None = None,
                                preset: bool = True) -> SamplingParams:
         """The sampling settings for an answer from `model` (default: the loaded model, else the
-        chosen one): Wren's built-in defaults, overlaid field by field by the model's
-        generation_config.json, the settings for every model (setting "sampling"), this
-        model's preset (setting "sampling.models"; left out with preset=False, which gives
-        what "reset to model defaults" shows) and `overrides` (a conversation's own)."""
+        chosen one): Wren's built-in defaults, overlaid field by field by the model's own (its
+        card's advice, then its generation_config.json), the settings for every model (setting
+        "sampling"), this model's preset (setting "sampling.models"; left out with
+        preset=False, which gives what "reset to model defaults" shows) and `overrides` (a
+        conversation's own)."""
         if model is None:
             model = (self._status.name if self._status else None) or await self.get_setting("model") or STARTER_MODEL
         loop = asyncio.get_running_loop()
@@ -158,7 +159,7 @@ class Engine(Preferences):
             folder = (await loop.run_in_executor(None, self.registry.get, model)).path
         except WrenError:
             folder = None  # not installed (yet): it has no config of its own to read
-        generation = await loop.run_in_executor(None, generation_defaults, folder)
+        generation = await loop.run_in_executor(None, model_defaults, model, folder)
         everywhere = check_layer(await self.get_setting("sampling"), "the saved sampling settings")
         own = check_presets(await self.get_setting(PRESETS_KEY)).get(model) if preset else None
         return resolve(generation, everywhere, own, check_layer(overrides, "the conversation's sampling settings"))

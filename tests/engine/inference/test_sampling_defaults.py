@@ -252,3 +252,14 @@ def test_bad_presets_are_refused_naming_the_model(make_engine):
         return saved
 
     assert asyncio.run(main()) is None
+
+
+def test_a_models_card_advice_applies_unless_its_generation_config_says_otherwise(tmp_path):
+    from engine.inference.presets import MODEL_CARD_DEFAULTS, model_defaults
+
+    starter = "smollm2-135m-instruct"
+    assert model_defaults(starter, tmp_path) == MODEL_CARD_DEFAULTS[starter]
+    assert resolve(model_defaults(starter, tmp_path)).temperature == 0.2
+    (tmp_path / "generation_config.json").write_text(json.dumps({"temperature": 0.5}))
+    assert model_defaults(starter, tmp_path) == {"temperature": 0.5}
+    assert model_defaults("another-model", None) == {}
