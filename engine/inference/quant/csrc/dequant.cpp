@@ -80,20 +80,27 @@ void deq_q8_0(const uint8_t* b, float* y) {
     for (int j = 0; j < 32; ++j) y[j] = (float)qs[j] * d;
 }
 
+// The k-quants below walk the blocks in storage order (h: 128-value half, s: 2-bit plane,
+// l: byte) so the inner loops vectorize; each value is still scale * q (- min) as in gguf.
 void deq_q2_k(const uint8_t* b, float* y) {
     const uint8_t* sc = b;
     const uint8_t* qs = b + 16;
     const float d = fp16_to_fp32(load_u16(b + 80));
     const float dmin = fp16_to_fp32(load_u16(b + 82));
+    float dl[16], ml[16];
     for (int i = 0; i < 16; ++i) {
-        const float dl = d * (float)(sc[i] & 0x0f);
-        const float ml = dmin * (float)(sc[i] >> 4);
-        for (int t = 0; t < 16; ++t) {
-            const int e = 16 * i + t;
-            const int q = (qs[32 * (e >> 7) + (e & 31)] >> (2 * ((e >> 5) & 3))) & 3;
-            y[e] = dl * (float)q - ml;
-        }
+        dl[i] = d * (float)(sc[i] & 0x0f);
+        ml[i] = dmin * (float)(sc[i] >> 4);
     }
+    for (int h = 0; h < 2; ++h)
+        for (int s = 0; s < 4; ++s)
+            for (int half = 0; half < 2; ++half) {
+                const int g = 8 * h + 2 * s + half;
+                const float a = dl[g], m = ml[g];
+                float* out = y + 16 * g;
+                const uint8_t* q = qs + 32 * h + 16 * half;
+                for (int l = 0; l < 16; ++l) out[l] = a * (float)((q[l] >> (2 * s)) & 3) - m;
+            }
 }
 
 void deq_q3_k(const uint8_t* b, float* y) {
@@ -102,15 +109,19 @@ void deq_q3_k(const uint8_t* b, float* y) {
     const float d = fp16_to_fp32(load_u16(b + 108));
     int8_t scales[16];
     q3k_scales(b + 96, scales);
-    for (int i = 0; i < 16; ++i) {
-        const float dl = d * (float)scales[i];
-        for (int t = 0; t < 16; ++t) {
-            const int e = 16 * i + t;
-            const int ql = (qs[32 * (e >> 7) + (e & 31)] >> (2 * ((e >> 5) & 3))) & 3;
-            const int h = (hm[e & 31] >> (e >> 5)) & 1;
-            y[e] = dl * (float)(ql - 4 * (1 - h));
-        }
-    }
+    for (int h = 0; h < 2; ++h)
+        for (int s = 0; s < 4; ++s)
+            for (int half = 0; half < 2; ++half) {
+                const int g = 8 * h + 2 * s + half;
+                const float a = d * (float)scales[g];
+                float* out = y + 16 * g;
+                const uint8_t* q = qs + 32 * h + 16 * half;
+                const uint8_t* m = hm + 16 * half;
+                for (int l = 0; l < 16; ++l) {
+                    const int v = ((q[l] >> (2 * s)) & 3) - 4 * (1 - ((m[l] >> (4 * h + s)) & 1));
+                    out[l] = a * (float)v;
+                }
+            }
 }
 
 void deq_q4_k(const uint8_t* b, float* y) {
@@ -148,19 +159,23 @@ void deq_q5_k(const uint8_t* b, float* y) {
 }
 
 void deq_q6_k(const uint8_t* b, float* y) {
-    const uint8_t* ql = b;
-    const uint8_t* qh = b + 128;
     const int8_t* sc = (const int8_t*)(b + 192);
     const float d = fp16_to_fp32(load_u16(b + 208));
-    for (int i = 0; i < 16; ++i) {
-        const float dl = d * (float)sc[i];
-        for (int t = 0; t < 16; ++t) {
-            const int e = 16 * i + t;
-            const int h = e >> 7, r = e & 127;
-            const int lo = (ql[64 * h + (r & 63)] >> (4 * (r >> 6))) & 0x0f;
-            const int hi = (qh[32 * h + (r & 31)] >> (2 * (r >> 5))) & 3;
-            y[e] = dl * (float)((lo | (hi << 4)) - 32);
-        }
+    for (int h = 0; h < 2; ++h) {
+        const uint8_t* ql = b + 64 * h;
+        const uint8_t* qh = b + 128 + 32 * h;
+        for (int s = 0; s < 4; ++s)  // value 128h + 32s + l: nibble s/2 of ql[32(s%2) + l], bits 2s of qh[l]
+            for (int half = 0; half < 2; ++half) {
+                const int g = 8 * h + 2 * s + half;
+                const float a = d * (float)sc[g];
+                float* out = y + 16 * g;
+                const uint8_t* lo = ql + 32 * (s & 1) + 16 * half;
+                const uint8_t* hi = qh + 16 * half;
+                for (int l = 0; l < 16; ++l) {
+                    const int v = ((lo[l] >> (4 * (s >> 1))) & 0x0f) | (((hi[l] >> (2 * s)) & 3) << 4);
+                    out[l] = a * (float)(v - 32);
+                }
+            }
     }
 }
 

@@ -82,24 +82,24 @@ static inline float round_even(float v) {
     return (v + c) - c;
 }
 
-// IEEE half -> float, exact for every input (NaN payloads kept, as numpy does).
+// IEEE half -> float, exact for every input (NaN payloads kept, as numpy does). Branch
+// free but for selects, so loops over it vectorize: the exponent is rebiased in integers and
+// a subnormal is renormalized by one exact float subtraction.
 static inline float fp16_to_fp32(uint16_t h) {
-    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    const uint32_t exp = (h >> 10) & 0x1fu;
-    const uint32_t mant = h & 0x3ffu;
-    uint32_t bits;
-    if (exp == 0) {
-        // zero or subnormal: mant * 2^-24 is exact in float
-        float f = (float)mant * 5.9604644775390625e-08f;
-        std::memcpy(&bits, &f, 4);
-        bits |= sign;
-    } else if (exp == 31) {
-        bits = sign | 0x7f800000u | (mant << 13);
-    } else {
-        bits = sign | ((exp + 112u) << 23) | (mant << 13);
-    }
+    const uint32_t shifted = (uint32_t)(h & 0x7fffu) << 13;
+    const uint32_t exp = shifted & 0x0f800000u;
+    uint32_t o = shifted + 0x38000000u;  // exponent bias 15 -> 127
+    o += exp == 0x0f800000u ? 0x38000000u : 0u;  // Inf/NaN: exponent 255
+    float f;
+    const uint32_t sub = o + 0x00800000u;  // zero/subnormal: 2^-14 * (1 + m/1024) - 2^-14
+    std::memcpy(&f, &sub, 4);
+    f -= 6.103515625e-05f;
+    uint32_t renorm;
+    std::memcpy(&renorm, &f, 4);
+    o = exp == 0 ? renorm : o;
+    o |= (uint32_t)(h & 0x8000u) << 16;
     float out;
-    std::memcpy(&out, &bits, 4);
+    std::memcpy(&out, &o, 4);
     return out;
 }
 
