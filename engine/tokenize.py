@@ -601,10 +601,11 @@ def _check_builtin_method(budget: _Budget, method: Any, args: tuple, kwargs: dic
         if name in ("center", "ljust", "rjust", "zfill"):
             budget.size(_int_arg(arg(0, "width", 0)), "a padded string")
         elif name == "expandtabs":
-            budget.size(n + owner.count("\t" if isinstance(owner, str) else b"\t") * _int_arg(arg(0, "tabsize", 8)),
-                        "a string")
+            tabs = owner.count("\t" if isinstance(owner, str) else b"\t")
+            budget.size(n + tabs * _int_arg(arg(0, "tabsize", 8)), "a string")
         elif name == "replace" and len(args) >= 2:
-            old, new, count = args[0], args[1], _int_arg(arg(2, "count", -1)) if len(args) > 2 or "count" in kwargs else -1
+            old, new = args[0], args[1]
+            count = _int_arg(arg(2, "count", -1)) if len(args) > 2 or "count" in kwargs else -1
             if isinstance(old, type(owner)) and isinstance(new, type(owner)):
                 hits = n + 1 if not old else owner.count(old)
                 budget.size(n + (min(hits, count) if count >= 0 else hits) * len(new), "a string")

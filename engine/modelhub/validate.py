@@ -114,11 +114,15 @@ class _Checker:
     # --- the whole check --------------------------------------------------------------------
 
     def run(self) -> None:
-        arch = self.arch
         if self.raw("expert_count", 0):
-            raise self.unsupported(f"is a mixture-of-experts {arch} model, which Wren cannot run")
+            raise self.unsupported(f"is a mixture-of-experts {self.arch} model, which Wren cannot run")
         self.strings()
+        dims = self.hyperparameters()
+        vocab = self.tokenizer()
+        self.tensors(dims, vocab)
 
+    def hyperparameters(self) -> dict[str, int]:
+        arch = self.arch
         layers = self.integer("block_count", 1, MAX_LAYERS)
         hidden = self.integer("embedding_length", 1, MAX_HIDDEN)
         heads = self.integer("attention.head_count", 1, hidden)
@@ -127,7 +131,8 @@ class _Checker:
             raise self.bad(f"{arch}.attention.head_count_kv", kv_heads,
                            f"it must divide {arch}.attention.head_count ({heads})")
         head_dim = self.integer("attention.key_length", 1, MAX_HEAD_DIM, default=hidden // heads)
-        if self.raw("attention.value_length", head_dim) != head_dim or self.raw("rope.dimension_count", head_dim) != head_dim:
+        if (self.raw("attention.value_length", head_dim) != head_dim
+                or self.raw("rope.dimension_count", head_dim) != head_dim):
             raise self.unsupported("uses partial RoPE or unequal key/value sizes")
         if not 2 <= head_dim <= MAX_HEAD_DIM or head_dim % 2:
             raise self.bad(f"the attention head size ({arch}.attention.key_length, else {arch}.embedding_length "
@@ -140,41 +145,48 @@ class _Checker:
         self.real("rope.scaling.factor", 0.0, math.inf)
         self.integer("rope.scaling.original_context_length", 1, MAX_CONTEXT, default=None)
         self.integer("attention.sliding_window", 0, MAX_CONTEXT, default=None)
+        return {"layers": layers, "hidden": hidden, "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim,
+                "ffn": ffn}
 
-        vocab = self.tokenizer()
-        q_rows, kv_rows = heads * head_dim, kv_heads * head_dim
-        shapes: dict[str, tuple[int, ...]] = {
-            "attn_norm": (hidden,), "ffn_norm": (hidden,),
-            "attn_q": (q_rows, hidden), "attn_k": (kv_rows, hidden), "attn_v": (kv_rows, hidden),
-            "attn_output": (hidden, q_rows),
-            "ffn_gate": (ffn, hidden), "ffn_up": (ffn, hidden), "ffn_down": (hidden, ffn),
+    def layer_shapes(self, d: dict[str, int]) -> dict[str, tuple[tuple[int, ...], str]]:
+        """Each per-layer weight's shape, and the metadata that make it (for the message)."""
+        arch, hidden, head_dim = self.arch, d["hidden"], d["head_dim"]
+        embed = f"{arch}.embedding_length {hidden}"
+        q_size = f"{arch}.attention.head_count {d['heads']} x head size {head_dim}"
+        kv_size = f"{arch}.attention.head_count_kv {d['kv_heads']} x head size {head_dim}"
+        ffn_size = f"{arch}.feed_forward_length {d['ffn']}"
+        q_rows, kv_rows, ffn = d["heads"] * head_dim, d["kv_heads"] * head_dim, d["ffn"]
+        shapes = {
+            "attn_norm": ((hidden,), embed), "ffn_norm": ((hidden,), embed),
+            "attn_q": ((q_rows, hidden), f"{q_size}, {embed}"),
+            "attn_k": ((kv_rows, hidden), f"{kv_size}, {embed}"),
+            "attn_v": ((kv_rows, hidden), f"{kv_size}, {embed}"),
+            "attn_output": ((hidden, q_rows), f"{embed}, {q_size}"),
+            "ffn_gate": ((ffn, hidden), f"{ffn_size}, {embed}"),
+            "ffn_up": ((ffn, hidden), f"{ffn_size}, {embed}"),
+            "ffn_down": ((hidden, ffn), f"{embed}, {ffn_size}"),
         }
-        embed, q_size = f"{arch}.embedding_length {hidden}", f"{arch}.attention.head_count {heads} x head size {head_dim}"
-        kv_size, ffn_size = f"{arch}.attention.head_count_kv {kv_heads} x head size {head_dim}", f"{arch}.feed_forward_length {ffn}"
-        explain = {
-            "attn_norm": embed, "ffn_norm": embed, "attn_q": f"{q_size}, {embed}", "attn_k": f"{kv_size}, {embed}",
-            "attn_v": f"{kv_size}, {embed}", "attn_output": f"{embed}, {q_size}", "ffn_gate": f"{ffn_size}, {embed}",
-            "ffn_up": f"{ffn_size}, {embed}", "ffn_down": f"{embed}, {ffn_size}",
-            "attn_q_norm": f"head size {head_dim}", "attn_k_norm": f"head size {head_dim}",
-        }
-        biases = {"attn_q", "attn_k", "attn_v"} | (set() if arch == "qwen2" else {"attn_output"})
-        required = _LAYER_PARTS
         if arch == "qwen3":
-            shapes |= {part: (head_dim,) for part in _QK_NORM_PARTS}
-            required += _QK_NORM_PARTS
-        globals_ = {
-            "token_embd.weight": ((vocab, hidden), f"the {vocab} tokens of tokenizer.ggml.tokens, {arch}.embedding_length {hidden}"),
-            "output.weight": ((vocab, hidden), f"the {vocab} tokens of tokenizer.ggml.tokens, {arch}.embedding_length {hidden}"),
-            "output_norm.weight": ((hidden,), f"{arch}.embedding_length {hidden}"),
-            "rope_freqs.weight": ((head_dim // 2,), f"half the head size {head_dim}"),
-        }
+            shapes |= {part: ((head_dim,), f"head size {head_dim}") for part in _QK_NORM_PARTS}
+        return shapes
 
+    def tensors(self, d: dict[str, int], vocab: int) -> None:
+        arch, layers, hidden = self.arch, d["layers"], d["hidden"]
+        shapes = self.layer_shapes(d)
+        # qwen2 biases q/k/v only; llama, mistral and qwen3 bias all four projections or none
+        biases = {"attn_q", "attn_k", "attn_v"} | (set() if arch == "qwen2" else {"attn_output"})
+        rows = f"the {vocab} tokens of tokenizer.ggml.tokens, {arch}.embedding_length {hidden}"
+        global_shapes = {
+            "token_embd.weight": ((vocab, hidden), rows),
+            "output.weight": ((vocab, hidden), rows),
+            "output_norm.weight": ((hidden,), f"{arch}.embedding_length {hidden}"),
+            "rope_freqs.weight": ((d["head_dim"] // 2,), f"half the head size {d['head_dim']}"),
+        }
         present: dict[int, set[str]] = {}
         for info in self.gguf.tensors.values():
             name = info.name
-            if name in globals_:
-                expected, why = globals_[name]
-                self.shape(name, info.shape, expected, why)
+            if name in global_shapes:
+                self.shape(name, info.shape, *global_shapes[name])
                 continue
             match = _LAYER_RE.match(name)
             if match is None:
@@ -185,16 +197,18 @@ class _Checker:
             if part not in shapes or (kind == "bias" and part not in biases):
                 raise self.unsupported(f"has a tensor Wren does not know: {name}")
             if layer >= layers:
-                raise self.bad(f"{arch}.block_count", layers,
-                               f"but the file has tensor {name}, of layer {layer}")
-            expected = shapes[part] if kind == "weight" else shapes[part][:1]
-            self.shape(name, info.shape, expected, explain[part])
+                raise ModelFileError(
+                    f"{self.path}: tensor {name} belongs to layer {layer}, but {arch}.block_count is {layers}"
+                )
+            expected, why = shapes[part]
+            self.shape(name, info.shape, expected if kind == "weight" else expected[:1], why)
             if kind == "weight":
                 present.setdefault(layer, set()).add(part)
 
         for name in ("token_embd.weight", "output_norm.weight"):
             if name not in self.gguf.tensors:
                 raise ModelFileError(f"{self.path} has no {name} tensor")
+        required = _LAYER_PARTS + (_QK_NORM_PARTS if arch == "qwen3" else ())
         for layer in range(layers):
             have = present.get(layer, set())
             for part in required:
@@ -240,8 +254,8 @@ class _Checker:
             raise ModelFileError(f"{self.path}: tokenizer.ggml.merges is not a list of strings")
         declared = self.meta.get(f"{self.arch}.vocab_size")
         if declared is not None and declared != len(tokens):
-            raise self.bad(f"{self.arch}.vocab_size", declared,
-                           f"but tokenizer.ggml.tokens has {len(tokens)} tokens")
+            raise ModelFileError(f"{self.path}: {self.arch}.vocab_size is {_short_repr(declared)}, but "
+                                 f"tokenizer.ggml.tokens has {len(tokens)} tokens")
         return len(tokens)
 
 
