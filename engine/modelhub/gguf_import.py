@@ -8,7 +8,6 @@ generation_config.json, tokenizer.json and tokenizer_config.json (the chat templ
 
 from __future__ import annotations
 
-import errno
 import json
 import math
 import os
@@ -27,6 +26,8 @@ from gguf.constants import GGMLQuantizationType, LlamaFileType
 from engine.errors import ModelFileError, UnsupportedArchitecture
 from engine.modelhub.gguf_file import GGUFFile, TensorInfo
 from engine.modelhub.gguf_tokenizer import END_OF_TURN_TOKENS, build_tokenizer
+from engine.modelhub.validate import describe_os_error, validate_llama_gguf
+from engine.tokenize import validate_chat_template
 
 Progress = Callable[[int, int], None]
 
@@ -121,7 +122,8 @@ def check_runnable(source: Path | str) -> ImportSummary:
     will do."""
     with GGUFFile(source) as gguf:
         _, config, plan = _inspect(gguf)
-        build_tokenizer(gguf.metadata, gguf.path, config["max_position_embeddings"])
+        _, tok_config = build_tokenizer(gguf.metadata, gguf.path, config["max_position_embeddings"])
+        _validate_template(tok_config, gguf)
         return _summary(gguf, config, plan)
 
 
@@ -155,30 +157,19 @@ def _inspect(gguf: GGUFFile) -> tuple[str, dict[str, Any], list[PlannedTensor]]:
         raise UnsupportedArchitecture(
             f"{gguf.path} is a {arch!r} model; Wren imports {', '.join(sorted(ARCHITECTURES))} GGUF files"
         )
-    _validate_metadata(gguf, arch)
+    validate_llama_gguf(gguf, arch)
     config = _model_config(gguf, arch)
     plan = plan_tensors(gguf, arch, config)
     config["torch_dtype"] = "float32"  # the activations; the weights keep the file's blocks
     return arch, config, plan
 
 
-def _validate_metadata(gguf: GGUFFile, arch: str) -> None:
-    try:
-        from engine.modelhub.validate import validate_llama_gguf
-    except ImportError:  # pragma: no cover - the module ships with Wren
-        return
-    validate_llama_gguf(gguf, arch)
-
-
 def _validate_template(tok_config: dict[str, Any], gguf: GGUFFile) -> None:
+    """Render the model's chat template once, within its time and size limits, so a bad
+    one is reported at import with the model's name rather than at the first Send."""
     template = tok_config.get("chat_template")
-    if not isinstance(template, str):
-        return
-    try:
-        from engine.tokenize import validate_chat_template
-    except ImportError:  # pragma: no cover - the module ships with Wren
-        return
-    validate_chat_template(template, gguf.metadata.get("general.name") or gguf.path.name)
+    if isinstance(template, str):
+        validate_chat_template(template, gguf.metadata.get("general.name") or gguf.path.name)
 
 
 def _summary(gguf: GGUFFile, config: dict[str, Any], plan: list[PlannedTensor]) -> ImportSummary:
@@ -223,15 +214,7 @@ def _place_file(source: Path, dest: Path, move: bool, progress: Progress | None)
 
 
 def _os_error_message(exc: OSError, path: Path) -> str:
-    try:
-        from engine.modelhub.validate import describe_os_error
-    except ImportError:  # pragma: no cover
-        describe_os_error = None
-    if describe_os_error is not None:
-        return describe_os_error(exc, path)
-    if exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)):
-        return f"the disk holding {path.parent} is full: the import was undone"
-    return f"writing {path} failed: {exc.strerror or exc}"
+    return describe_os_error(exc, path) + "; the import was undone"
 
 
 def _model_config(gguf: GGUFFile, arch: str) -> dict[str, Any]:

@@ -17,8 +17,9 @@ from engine.errors import ModelFileError
 from engine.inference.quant.modules import QTensor, dequantize
 
 GGUF_FILE = "model.gguf"
+F32 = 0  # GGML type id; float32 weights are used as dense tensors
 # safetensors dtypes that stay as they are (GGML type ids)
-_SAFETENSORS_TYPES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 30}
+_SAFETENSORS_TYPES = {torch.float32: F32, torch.float16: 1, torch.bfloat16: 30}
 _BIASED_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
 
 
@@ -30,7 +31,8 @@ def open_weights(model_dir: Path, config: dict) -> "GGUFWeights | SafetensorsWei
 
 
 class GGUFWeights:
-    """The tensors of a model folder's model.gguf under their HF names."""
+    """The tensors of a model folder's model.gguf under their HF names: F32 ones as dense
+    tensors, every other type as a QTensor of the file's blocks."""
 
     def __init__(self, path: Path, config: dict) -> None:
         from engine.modelhub.gguf_file import GGUFFile
@@ -67,10 +69,12 @@ class GGUFWeights:
         if len(info.shape) != 2:
             raise ModelFileError(f"{self.path}: tensor {info.name} has {len(info.shape)} dimensions, not 2")
         rows, cols = info.shape
-        weight = QTensor(raw.view(rows, -1), info.ggml_type, (rows, cols))
-        if planned.unpermute_heads:
-            weight = weight.permute_rows(_rope_unpermutation(rows, planned.unpermute_heads, self.path))
-        return weight
+        order = _rope_unpermutation(rows, planned.unpermute_heads, self.path) if planned.unpermute_heads else None
+        if info.ggml_type == F32:  # already what a dense layer takes
+            weight = raw.view(torch.float32).view(rows, cols)
+            return weight if order is None else weight[order].contiguous()
+        blocks = QTensor(raw.view(rows, -1), info.ggml_type, (rows, cols))
+        return blocks if order is None else blocks.permute_rows(order)
 
     def _missing(self, name: str) -> torch.Tensor:
         # HF builds every attention projection with a bias once one has it (qwen2's q/k/v);
@@ -92,7 +96,7 @@ def _rope_unpermutation(rows: int, heads: int, path: Path) -> torch.Tensor:
 
 class SafetensorsWeights:
     """Tensors by HF name from every *.safetensors file in a folder, kept in their stored
-    float type (F32, F16 or BF16): 2-D ones as QTensors, 1-D ones as float32."""
+    float type: F16 and BF16 matrices as QTensors, the rest as float32 tensors."""
 
     def __init__(self, model_dir: Path) -> None:
         from safetensors import SafetensorError, safe_open
@@ -129,7 +133,7 @@ class SafetensorsWeights:
         except Exception as exc:  # safetensors raises bare errors on damaged data
             raise ModelFileError(f"{path}: tensor {name!r} cannot be read: {exc}") from None
         qtype = _SAFETENSORS_TYPES.get(tensor.dtype)
-        if tensor.dim() != 2 or qtype is None:
+        if tensor.dim() != 2 or qtype in (None, F32):
             return tensor.float().clone() if tensor.dtype == torch.float32 else tensor.float()
         # A copy, not a view of the mapped file (see the module docstring).
         raw = tensor.contiguous().view(torch.uint8).clone()

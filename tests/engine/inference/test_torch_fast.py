@@ -153,9 +153,10 @@ def test_int8_embeddings_are_made_only_where_lossless():
 
 def test_weight_format_choice():
     cpu = TorchBackend("cpu")
-    assert cpu.resolve_format("auto", "auto", 135_000_000) == ("float32", "int4")
-    assert cpu.resolve_format("auto", "auto", 1_000_000) == ("float32", "none")  # cache-resident
-    assert cpu.resolve_format("float32", "auto", 135_000_000) == ("float32", "none")  # the reference
+    # the file's own blocks, whatever the size: nothing is re-quantized unless asked for
+    assert cpu.resolve_format("auto", "auto", 135_000_000) == ("float32", "file")
+    assert cpu.resolve_format("auto", "auto", 1_000_000) == ("float32", "file")
+    assert cpu.resolve_format("bfloat16", "auto", 135_000_000) == ("bfloat16", "file")
     assert cpu.resolve_format("bfloat16", "none", 135_000_000) == ("bfloat16", "none")
     assert cpu.resolve_format("auto", "int8", 1_000_000) == ("float32", "int8")
     assert cpu.resolve_format("bfloat16", "int4", 1_000_000) == ("bfloat16", "int4")
@@ -167,6 +168,8 @@ def test_weight_format_choice():
     assert cuda.resolve_format("auto", "auto", 10**9) == ("bfloat16", "none")
     with pytest.raises(ValueError, match="CPU only"):
         cuda.resolve_format("auto", "int4", 10**9)
+    with pytest.raises(ValueError, match="CPU only"):
+        cuda.resolve_format("auto", "file", 10**9)
 
 
 def test_quantized_linear_weights_take_under_a_third_of_float32(grid_dirs):

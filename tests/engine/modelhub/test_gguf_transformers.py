@@ -1,4 +1,5 @@
-"""A converted folder loads in transformers and computes what the original HF weights compute.
+"""An imported folder, read the way Wren's torch backend reads it, computes in transformers
+what the original HF weights compute.
 
 This checks config fields, tensor names, the Q/K un-permute and per-architecture details
 (qwen2 biases, qwen3 q/k norms) together, for every supported architecture.
@@ -8,6 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from engine.inference.backends import read_model_config
+from engine.inference.models.weights import dense, open_weights
 from engine.modelhub.gguf_import import import_gguf
 
 torch = pytest.importorskip("torch")
@@ -42,8 +45,18 @@ def test_converted_model_matches_original(kit, tmp_path, case):
 
     gguf_path = kit.write_gguf(tmp_path / f"{case}.gguf", spec, weights)
     import_gguf(gguf_path, tmp_path / "out")
-    converted = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "out", dtype=torch.float32).eval()
+    out = tmp_path / "out"
+    config = read_model_config(out)
+    converted = transformers.AutoModelForCausalLM.from_config(
+        transformers.AutoConfig.for_model(**config), dtype=torch.float32).eval()
     assert type(converted).__name__ == model_cls
+    source = open_weights(out, config)
+    get = dense(source.get, "cpu", torch.float32)
+    names = set(converted.state_dict())
+    loaded = {name: get(name) for name in names if name in source.names or name.endswith("_proj.bias")}
+    if config["tie_word_embeddings"]:
+        loaded["lm_head.weight"] = loaded["model.embed_tokens.weight"]
+    converted.load_state_dict(loaded, strict=True)
 
     ids = torch.tensor([[5, 70, 120, 33, 260, 1, 99, 180, 7, 42]])
     with torch.no_grad():

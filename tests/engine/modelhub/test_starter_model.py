@@ -50,12 +50,24 @@ def test_second_ensure_is_fast_and_changes_nothing(starter_registry, starter):
 
 @pytest.fixture(scope="module")
 def float32_model(starter):
+    """transformers' Llama over the file's weights dequantized exactly to float32 (read the
+    way Wren's torch backend reads model.gguf): how the reference ids were made."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
+    from engine.inference.backends import read_model_config
+    from engine.inference.models.weights import dense, open_weights
+
     # one thread: on a loaded 2-core machine two spinning torch threads run many times slower
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    yield transformers.LlamaForCausalLM.from_pretrained(starter.path, gguf_file="model.gguf", dtype=torch.float32).eval()
+    config = read_model_config(starter.path)
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**config)).eval()
+    source = open_weights(starter.path, config)
+    get = dense(source.get, "cpu", torch.float32)
+    state = {name: get(name) for name in source.names}
+    state["lm_head.weight"] = state["model.embed_tokens.weight"]  # tied
+    model.load_state_dict(state, strict=True)
+    yield model
     torch.set_num_threads(threads)
 
 
