@@ -59,6 +59,7 @@ def _extension():
         include_dirs=[os.path.abspath(CSRC)],
         # -ffp-contract=off: the exact dequantization must not fuse a*b+c into one rounding
         extra_compile_args=["-O3", "-g0", "-ffp-contract=off", "-fno-math-errno"],
+        py_limited_api=False,
     )
     return [ext], {"build_ext": OptionalBuildExtension.with_options(use_ninja=False)}
 

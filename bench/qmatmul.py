@@ -133,14 +133,14 @@ def baselines(rows: int, cols: int, cold_mb: int, ns: list[int]) -> dict:
 
 def read_bandwidth() -> float:
     buf = torch.ones(512 * 2**20, dtype=torch.uint8)
-    t = timeit(lambda: kernels._C.read_sum(buf), min_time=0.5)
+    t = timeit(lambda: kernels.read_sum(buf), min_time=0.5)
     return round(buf.numel() / t / 1e9, 2)
 
 
 def crossover(types: list[str], rng) -> dict:
     """ms per call at n rows of x through each path (the integer GEMV and the tiled GEMM)."""
     rows, cols = 2048, 2048
-    before = kernels._C.max_gemv_rows()
+    before = kernels.max_gemv_rows()
     res = {}
     for name in types:
         qtype = int(GGMLQuantizationType[name])
@@ -150,10 +150,10 @@ def crossover(types: list[str], rng) -> dict:
             x = torch.randn(n, cols)
             row = {}
             for path, limit in (("gemv", 10**6), ("gemm", 0)):
-                kernels._C.set_max_gemv_rows(limit)
+                kernels.set_max_gemv_rows(limit)
                 row[path] = round(timeit(lambda: kernels.qlinear(x, raw, qtype, rows), min_time=0.2) * 1e3, 3)
             res[name][n] = row
-    kernels._C.set_max_gemv_rows(before)
+    kernels.set_max_gemv_rows(before)
     return res
 
 

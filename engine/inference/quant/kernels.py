@@ -55,7 +55,7 @@ def available() -> bool:
 def isa() -> str:
     """The instruction set the kernels picked for this CPU: "avx512-vnni", "avx2", "neon"
     or "scalar"; "none" without the kernels."""
-    return _C.isa() if _C is not None else "none"
+    return torch.ops.wren.isa() if _C is not None else "none"
 
 
 def _require() -> ModuleType:
@@ -82,7 +82,20 @@ def dequantize(raw: torch.Tensor, qtype: int, cols: int) -> torch.Tensor:
 
 def max_gemv_rows() -> int:
     """Rows of x up to which qlinear takes the integer dot path."""
-    return _require().max_gemv_rows()
+    _require()
+    return torch.ops.wren.max_gemv_rows()
+
+
+def set_max_gemv_rows(n: int) -> None:
+    """Sets the rows of x up to which qlinear takes the integer dot path (for benchmarks)."""
+    _require()
+    torch.ops.wren.set_max_gemv_rows(int(n))
+
+
+def read_sum(t: torch.Tensor) -> int:
+    """Reads every byte of a contiguous CPU tensor once (a streaming-read bandwidth probe)."""
+    _require()
+    return torch.ops.wren.read_sum(t)
 
 
 def use_isa(cap: str) -> str:
@@ -90,4 +103,5 @@ def use_isa(cap: str) -> str:
     best this CPU has); returns the instruction set now in use. For tests and benchmarks:
     every table gives the same activation rounding, so results differ only in float
     summation order."""
-    return _require().set_isa(cap)
+    _require()
+    return torch.ops.wren.set_isa(cap)

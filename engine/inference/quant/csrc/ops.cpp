@@ -1,11 +1,21 @@
-// torch ops over GGUF block weights: wren::dequantize and wren::qlinear (CPU), plus the
-// Python module engine.inference.quant._C whose import registers them.
-#include <torch/extension.h>
+// torch ops over GGUF block weights: wren::dequantize and wren::qlinear (CPU), a few
+// helpers for tests and benchmarks, and the (empty) Python module engine.inference.quant._C
+// whose import registers them. Only the torch headers these need: torch/extension.h (all of
+// torch's C++ API and pybind11) would triple the compile time of this file.
+#include <Python.h>
+
 #include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/mm.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "wren_quant.h"
 
@@ -16,7 +26,7 @@ namespace {
 // bench/qmatmul.py (see its --crossover).
 std::atomic<int64_t> g_max_gemv_rows{[] {
     const char* v = std::getenv("WREN_QLINEAR_GEMV_ROWS");
-    return v ? std::max<int64_t>(0, std::atoll(v)) : int64_t(8);
+    return v ? std::max<int64_t>(0, std::atoll(v)) : int64_t(16);
 }()};
 // Bytes of float32 weight per dequantized tile on the GEMM path.
 constexpr int64_t kTileBytes = int64_t(4) << 20;
@@ -144,20 +154,39 @@ at::Tensor qlinear_cpu(const at::Tensor& x_in, const at::Tensor& raw_in, int64_t
     return out.view(out_shape);
 }
 
-uint64_t read_sum(const at::Tensor& t) {
-    TORCH_CHECK(t.is_contiguous() && t.device().is_cpu(), "read_sum needs a contiguous CPU tensor");
+int64_t read_sum(const at::Tensor& t) {
+    TORCH_CHECK(t.is_contiguous() && t.device().is_cpu(), "wren::read_sum needs a contiguous CPU tensor");
     const uint8_t* p = (const uint8_t*)t.data_ptr();
-    const int64_t n = t.numel() * t.element_size();
+    const int64_t n = t.numel() * (int64_t)t.element_size();
     std::atomic<uint64_t> total{0};
     at::parallel_for(0, n, 1 << 20, [&](int64_t b, int64_t e) { total += wren::read_sum(p + b, e - b); });
-    return total.load();
+    return (int64_t)(total.load() & 0x7fffffffffffffffull);
 }
+
+std::string isa() { return wren::kernels().isa; }
+
+std::string set_isa(const std::string& cap) {
+    const char* chosen = wren::select_isa(cap.c_str());
+    TORCH_CHECK(chosen != nullptr, "wren::set_isa: unknown instruction set '", cap,
+                "': use scalar, avx2, avx512-vnni, or an empty string for the best");
+    return chosen;
+}
+
+int64_t max_gemv_rows() { return g_max_gemv_rows.load(); }
+
+void set_max_gemv_rows(int64_t n) { g_max_gemv_rows.store(std::max<int64_t>(0, n)); }
 
 }  // namespace
 
 TORCH_LIBRARY(wren, m) {
     m.def("dequantize(Tensor raw, int qtype, int cols) -> Tensor");
     m.def("qlinear(Tensor x, Tensor raw, int qtype, int rows) -> Tensor");
+    // helpers for tests and bench/qmatmul.py
+    m.def("isa() -> str", &isa);
+    m.def("set_isa(str cap) -> str", &set_isa);
+    m.def("max_gemv_rows() -> int", &max_gemv_rows);
+    m.def("set_max_gemv_rows(int n) -> ()", &set_max_gemv_rows);
+    m.def("read_sum(Tensor t) -> int", &read_sum);
 }
 
 TORCH_LIBRARY_IMPL(wren, CPU, m) {
@@ -165,16 +194,9 @@ TORCH_LIBRARY_IMPL(wren, CPU, m) {
     m.impl("qlinear", qlinear_cpu);
 }
 
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-    m.doc() = "Wren's kernels for GGUF block weights (registers torch.ops.wren.*)";
-    m.def("isa", [] { return std::string(wren::kernels().isa); }, "the instruction set the kernels use");
-    m.def("max_gemv_rows", [] { return g_max_gemv_rows.load(); },
-          "activation rows up to which qlinear runs the 8-bit integer dot kernels");
-    m.def("set_max_gemv_rows", [](int64_t v) { g_max_gemv_rows.store(std::max<int64_t>(0, v)); });
-    m.def("set_isa", [](const std::string& cap) {
-        const char* chosen = wren::select_isa(cap.c_str());
-        TORCH_CHECK(chosen != nullptr, "unknown instruction set ", cap, ": use scalar, avx2, avx512-vnni or \"\"");
-        return std::string(chosen);
-    }, "use the best kernels not above `cap` (\"\" for the best); returns the one chosen");
-    m.def("read_sum", &read_sum, "read every byte of a tensor once (streaming-read bandwidth)");
-}
+static PyModuleDef wren_module = {
+    PyModuleDef_HEAD_INIT, "_C",
+    "Wren's kernels for GGUF block weights: importing this registers torch.ops.wren.*", -1, nullptr,
+};
+
+PyMODINIT_FUNC PyInit__C(void) { return PyModule_Create(&wren_module); }
