@@ -142,7 +142,7 @@ def write_gguf(path: Path, spec: TinySpec, weights: dict[str, np.ndarray], qtype
         if isinstance(value, bool):
             writer.add_bool(key, value)
         elif isinstance(value, int):
-            writer.add_uint32(key, value)
+            (writer.add_uint32 if value < 2**32 else writer.add_uint64)(key, value)
         elif isinstance(value, float):
             writer.add_float32(key, value)
         elif isinstance(value, str):
