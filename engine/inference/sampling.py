@@ -54,7 +54,8 @@ class SamplingParams:
     def validate(self) -> None:
         problems = []
         if not (0.0 <= self.temperature <= 5.0):
-            problems.append(f"temperature must be between 0 and 5 (0: always the likeliest token), got {self.temperature}")
+            problems.append(f"temperature must be between 0 and 5 (0: always the likeliest token), "
+                            f"got {self.temperature}")
         if not (0.0 < self.top_p <= 1.0):
             problems.append(f"top_p must be more than 0 and at most 1 (1 is off), got {self.top_p}")
         if self.top_k < 0:
@@ -65,7 +66,8 @@ class SamplingParams:
             problems.append(f"repetition_penalty must be more than 0 and at most 5 (1 is off), "
                             f"got {self.repetition_penalty}")
         if self.repetition_window < 0:
-            problems.append(f"repetition_window must be 0 (all tokens) or a number of tokens, got {self.repetition_window}")
+            problems.append(f"repetition_window must be 0 (all tokens) or a number of tokens, "
+                            f"got {self.repetition_window}")
         if not (0.0 <= self.dry_multiplier <= 5.0):
             problems.append(f"dry_multiplier must be between 0 (off) and 5, got {self.dry_multiplier}")
         if not (1.0 < self.dry_base <= 4.0):
