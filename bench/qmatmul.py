@@ -6,8 +6,10 @@ the prompt path as GFLOP/s at n=512 and n=4096 rows of x. Baselines at the same 
 float32 F.linear, and torch's int4 kernel `_weight_int4pack_mm_for_cpu` on bf16 activations
 (what Wren used before). GEMV weights rotate over copies adding up to --cold-mb (default 256
 MB, far past the L3 cache) so the figures are DRAM streaming, as decoding a whole model is;
+gemv_hot is one thread on a weight that stays in L2 (the kernel's compute rate);
 `read_sum` (a read-only pass over 512 MB in the extension) gives the machine's streaming-read
-bandwidth to compare with. Runs on --threads torch threads (default 2).
+bandwidth to compare with. Runs on --threads torch threads (default 2). Times are the
+fastest of repeated runs.
 
     .venv/bin/python bench/qmatmul.py [--types Q4_0,Q8_0] [--threads 2] [--quick]
     .venv/bin/python bench/qmatmul.py --crossover   # GEMV vs tiled-GEMM time for n = 1..32
@@ -53,7 +55,8 @@ def random_raw(name: str, rows: int, cols: int, rng: np.random.Generator) -> tor
 
 
 def timeit(fn, *, min_time: float = 0.3, min_runs: int = 3) -> float:
-    """Median seconds per call."""
+    """Seconds per call: the fastest of the runs (on a shared machine the others measure
+    the neighbours)."""
     fn()
     times = []
     start = time.perf_counter()
@@ -61,7 +64,7 @@ def timeit(fn, *, min_time: float = 0.3, min_runs: int = 3) -> float:
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-    return float(np.median(times))
+    return float(min(times))
 
 
 def copies_for(nbytes: int, cold_mb: int) -> int:
@@ -81,6 +84,21 @@ def gemv(name: str, rows: int, cols: int, cold_mb: int, rng) -> dict:
 
     t = timeit(call)
     return {"ms": round(t * 1e3, 4), "GB/s": round(first.numel() / t / 1e9, 2)}
+
+
+def gemv_hot(name: str, rng) -> dict:
+    """One thread on a 512x2048 weight that stays in L2: the kernel's compute rate, the
+    most it could move per thread were memory faster."""
+    qtype = int(GGMLQuantizationType[name])
+    raw = random_raw(name, 512, 2048, rng)
+    x = torch.randn(1, 2048)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        t = timeit(lambda: kernels.qlinear(x, raw, qtype, 512), min_time=0.2, min_runs=50)
+    finally:
+        torch.set_num_threads(threads)
+    return {"us": round(t * 1e6, 1), "GB/s": round(raw.numel() / t / 1e9, 2)}
 
 
 def prompt(name: str, rows: int, cols: int, n: int, rng) -> float:
@@ -200,6 +218,7 @@ def main() -> None:
         entry = {}
         for rows, cols in SHAPES:
             entry[f"gemv_{rows}x{cols}"] = gemv(name, rows, cols, args.cold_mb, rng)
+        entry["gemv_hot_512x2048_1thread"] = gemv_hot(name, rng)
         for n in ns:
             entry[f"prompt_n{n}_2048x2048_GFLOP/s"] = prompt(name, 2048, 2048, n, rng)
         results[name] = entry

@@ -146,7 +146,7 @@ def isa(request):
         kernels.use_isa("")
 
 
-@pytest.mark.parametrize("n", [1, 3, 64])
+@pytest.mark.parametrize("n", [1, 3, 6, 64])
 @pytest.mark.parametrize("qtype", ALL_TYPES, ids=_name)
 def test_qlinear_matches_float64_reference(qtype, n, isa):
     if n > kernels.max_gemv_rows() and isa != "scalar":

@@ -93,8 +93,13 @@ void gemv_path(const wren::TypeInfo& info, int qtype, const uint8_t* w, int64_t 
         else k.quant_q8(x + j * cols, cols, (wren::BlockQ8*)(xq.data() + j * xq_bytes));
     }
     const wren::QDotFn fn = k.qdot[qtype];
+    const wren::QDotRowsFn fn_rows = k.qdot_rows[qtype];
     const uint8_t* xqp = xq.data();
     at::parallel_for(0, rows, grain, [&](int64_t b, int64_t e) {
+        if (n > 1 && fn_rows != nullptr) {
+            for (int64_t r = b; r < e; ++r) fn_rows(w + r * row_bytes, nb, xqp, xq_bytes, (int)n, out + r, rows);
+            return;
+        }
         for (int64_t r = b; r < e; ++r)
             for (int64_t j = 0; j < n; ++j) out[j * rows + r] = fn(w + r * row_bytes, nb, xqp + j * xq_bytes);
     });

@@ -45,6 +45,8 @@ void dequantize_row(int qtype, const uint8_t* src, float* dst, int64_t cols);
 
 // One weight row against one quantized activation row: nb blocks.
 using QDotFn = float (*)(const uint8_t* w, int64_t nb, const void* xq);
+// One weight row against n quantized activation rows xs bytes apart; out[j * os] = dot j.
+using QDotRowsFn = void (*)(const uint8_t* w, int64_t nb, const void* xq, int64_t xs, int n, float* out, int64_t os);
 // One float-type weight row (F32/F16/BF16) against one float activation row.
 using FDotFn = float (*)(const uint8_t* w, int64_t cols, const float* x);
 
@@ -52,6 +54,7 @@ struct Kernels {
     const char* isa;
     QDotFn qdot[kMaxType];
     FDotFn fdot[kMaxType];
+    QDotRowsFn qdot_rows[kMaxType];  // optional: several activation rows per weight pass
     // Every implementation rounds the same way (x * (127 / amax), half to even), so the
     // quantized activations are identical whichever table runs.
     void (*quant_q8)(const float* x, int64_t cols, BlockQ8* out);
