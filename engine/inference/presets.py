@@ -39,6 +39,7 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
     "repetition_penalty": 1.1,
     "repetition_window": 64,
     "dry_multiplier": 0.8,
+    "penalize_prompt": False,
 }
 
 # What a model's card recommends, for models whose generation_config.json is silent on it.

@@ -24,6 +24,9 @@ class SamplingParams:
     dry_base: float = 1.75
     dry_allowed_length: int = 2
     dry_window: int = 1024  # recent tokens searched for repeats; 0: all of them
+    # Whether the repetition guard also counts the prompt. An answer often has to echo its
+    # question ("The capital of France is ..."), so Wren's defaults count only the answer.
+    penalize_prompt: bool = True
     seed: int | None = None
     max_tokens: int = 1024
     stop: tuple[str, ...] = field(default_factory=tuple)
@@ -45,6 +48,8 @@ class SamplingParams:
                 object.__setattr__(self, name, int(value))  # 40.0 from a JSON file is 40
             elif isinstance(value, bool) or not isinstance(value, int):
                 problems.append(f"{name} must be a whole number, got {value!r}")
+        if not isinstance(self.penalize_prompt, bool):
+            problems.append(f"penalize_prompt must be true or false, got {self.penalize_prompt!r}")
         if not isinstance(self.stop, tuple):
             problems.append(f"stop must be a list of strings, got {self.stop!r}")
         if problems:
@@ -120,7 +125,8 @@ class Sampler:
     tokens, then DRY on tokens that would extend an earlier run), then greedy argmax
     (temperature 0), else temperature, top-k, top-p, min-p, and a draw from a generator
     seeded by `params.seed`, so the same seed and settings give the same ids. `history` is
-    every id so far, prompt included. Filters shrink a candidate set instead of masking the
+    every id so far, prompt included; one Sampler serves one answer, so the history of its
+    first call is the prompt (left out of the guard unless `penalize_prompt`). Filters shrink a candidate set instead of masking the
     whole vocabulary, and top-p sorts only the likely head of the distribution.
     """
 
@@ -128,12 +134,17 @@ class Sampler:
         params.validate()
         self.params = params
         self._rng = np.random.default_rng(params.seed)
+        self._prompt_len: int | None = None  # the first call's history length
 
     def __call__(self, logits: np.ndarray, history: Sequence[int] = ()) -> int:
         p = self.params
         x = np.asarray(logits, dtype=np.float32)
         if x.ndim != 1 or x.size == 0:
             raise ValueError(f"logits must be a non-empty vector, got shape {x.shape}")
+        if self._prompt_len is None:
+            self._prompt_len = len(history)
+        if not p.penalize_prompt:
+            history = history[self._prompt_len:]
         if p.repetition_penalty != 1.0 and len(history):
             recent = history[-p.repetition_window:] if p.repetition_window else history
             x = _penalize(x, recent, p.repetition_penalty)

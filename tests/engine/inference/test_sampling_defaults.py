@@ -103,6 +103,19 @@ def test_dry_penalty_stays_finite_for_very_long_repeats():
     assert Sampler(params)(logits, history) == 49  # capped: still far above the rest
 
 
+def test_the_defaults_let_an_answer_echo_its_question():
+    # The first call's history is the prompt: with penalize_prompt off, its tokens are free
+    # to appear in the answer; tokens the answer itself produced are still penalised.
+    logits = np.array([2.0, 1.9, 0.0], dtype=np.float32)
+    prompt = [0, 2, 2]
+    counting = Sampler(SamplingParams(temperature=0, repetition_penalty=2.0))
+    assert counting(logits, prompt) == 1
+    answer_only = Sampler(SamplingParams(temperature=0, repetition_penalty=2.0, penalize_prompt=False))
+    assert answer_only(logits, prompt) == 0
+    assert answer_only(logits, prompt + [0]) == 1  # now the answer has used token 0
+    assert resolve().penalize_prompt is False
+
+
 def test_greedy_is_deterministic_with_the_guard_and_seeds_reproduce():
     rng = np.random.default_rng(0)
     logits = rng.normal(0, 2, 300).astype(np.float32)
@@ -130,6 +143,7 @@ def test_greedy_is_deterministic_with_the_guard_and_seeds_reproduce():
     ({"temperature": "hot"}, "temperature must be a number, got 'hot'"),
     ({"top_k": 2.5}, "top_k must be a whole number, got 2.5"),
     ({"top_k": True}, "top_k must be a whole number"),
+    ({"penalize_prompt": "no"}, "penalize_prompt must be true or false"),
 ])
 def test_invalid_values_are_refused_naming_the_setting(bad, named):
     with pytest.raises(InvalidRequest, match=named.replace("(", r"\(").replace(")", r"\)")):
