@@ -185,6 +185,16 @@ void deq_blocks(const uint8_t* src, float* dst, int64_t cols) {
 }
 }  // namespace
 
+float g_fp16_table[65536];
+
+namespace {
+struct Fp16TableInit {
+    Fp16TableInit() {
+        for (uint32_t h = 0; h < 65536; ++h) g_fp16_table[h] = fp16_to_fp32((uint16_t)h);
+    }
+} fp16_table_init;
+}  // namespace
+
 const TypeInfo* type_info(int qtype) {
     if (qtype < 0 || qtype >= kMaxType || kTypes[qtype].name == nullptr) return nullptr;
     return &kTypes[qtype];

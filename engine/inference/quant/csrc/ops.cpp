@@ -86,11 +86,10 @@ void gemv_path(const wren::TypeInfo& info, int qtype, const uint8_t* w, int64_t 
         return;
     }
     const int64_t nb = cols / info.block;
-    const int64_t xq_bytes = info.kquant ? nb * (int64_t)sizeof(wren::BlockQ8K) : nb * (int64_t)sizeof(wren::BlockQ8);
+    const int64_t xq_bytes = nb * (int64_t)k.act_bytes[qtype];
     std::vector<uint8_t> xq((size_t)(xq_bytes * n));
     for (int64_t j = 0; j < n; ++j) {
-        if (info.kquant) k.quant_q8k(x + j * cols, cols, (wren::BlockQ8K*)(xq.data() + j * xq_bytes));
-        else k.quant_q8(x + j * cols, cols, (wren::BlockQ8*)(xq.data() + j * xq_bytes));
+        k.quant[qtype](x + j * cols, cols, xq.data() + j * xq_bytes);
     }
     const wren::QDotFn fn = k.qdot[qtype];
     const wren::QDotRowsFn fn_rows = k.qdot_rows[qtype];

@@ -12,7 +12,8 @@ namespace wren {
 
 namespace {
 
-void quantize_row_q8(const float* x, int64_t cols, BlockQ8* out) {
+void quantize_row_q8(const float* x, int64_t cols, void* outv) {
+    BlockQ8* out = (BlockQ8*)outv;
     for (int64_t b = 0; b < cols / 32; ++b) {
         const float* v = x + 32 * b;
         float amax = 0.f;
@@ -30,7 +31,8 @@ void quantize_row_q8(const float* x, int64_t cols, BlockQ8* out) {
     }
 }
 
-void quantize_row_q8k(const float* x, int64_t cols, BlockQ8K* out) {
+void quantize_row_q8k(const float* x, int64_t cols, void* outv) {
+    BlockQ8K* out = (BlockQ8K*)outv;
     for (int64_t b = 0; b < cols / 256; ++b) {
         const float* v = x + 256 * b;
         float amax = 0.f;
@@ -263,8 +265,14 @@ void fill_scalar(Kernels& k) {
     k.fdot[F32] = fdot_f32;
     k.fdot[F16] = fdot_f16;
     k.fdot[BF16] = fdot_bf16;
-    k.quant_q8 = quantize_row_q8;
-    k.quant_q8k = quantize_row_q8k;
+    for (int t : {Q4_0, Q4_1, Q5_0, Q5_1, Q8_0}) {
+        k.quant[t] = quantize_row_q8;
+        k.act_bytes[t] = (int)sizeof(BlockQ8);
+    }
+    for (int t : {Q2_K, Q3_K, Q4_K, Q5_K, Q6_K}) {
+        k.quant[t] = quantize_row_q8k;
+        k.act_bytes[t] = (int)sizeof(BlockQ8K);
+    }
 }
 
 namespace {

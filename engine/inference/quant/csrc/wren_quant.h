@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <cstring>
 
 namespace wren {
@@ -50,15 +51,18 @@ using QDotRowsFn = void (*)(const uint8_t* w, int64_t nb, const void* xq, int64_
 // One float-type weight row (F32/F16/BF16) against one float activation row.
 using FDotFn = float (*)(const uint8_t* w, int64_t cols, const float* x);
 
+using QuantFn = void (*)(const float* x, int64_t cols, void* out);
+
 struct Kernels {
     const char* isa;
     QDotFn qdot[kMaxType];
     FDotFn fdot[kMaxType];
     QDotRowsFn qdot_rows[kMaxType];  // optional: several activation rows per weight pass
-    // Every implementation rounds the same way (x * (127 / amax), half to even), so the
-    // quantized activations are identical whichever table runs.
-    void (*quant_q8)(const float* x, int64_t cols, BlockQ8* out);
-    void (*quant_q8k)(const float* x, int64_t cols, BlockQ8K* out);
+    // Activation quantization for each weight type, into the table's own block layout
+    // (act_bytes per weight block). Every implementation rounds the same way
+    // (x * (127 / amax), half to even), so the values are identical whichever table runs.
+    QuantFn quant[kMaxType];
+    int act_bytes[kMaxType];
 };
 
 // Portable reference kernels; every entry filled.
@@ -74,6 +78,9 @@ const Kernels& kernels();
 // Switches to the best table not above `cap` ("" for the best); returns the name of the
 // table chosen (which may be lower than the cap on this CPU), nullptr for an unknown cap.
 const char* select_isa(const char* cap);
+
+// float value of every fp16 bit pattern (exact, from fp16_to_fp32): one load per scale.
+extern float g_fp16_table[65536];
 
 // Read-only streaming sum over a buffer (for the bandwidth figure in bench/qmatmul.py).
 uint64_t read_sum(const uint8_t* p, int64_t n);
