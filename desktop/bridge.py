@@ -15,7 +15,8 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from engine.errors import InvalidRequest, StoreError, WrenError
 from engine.events import (
-    Delta, Event, Failed, FailureKind, Finished, FinishReason, MemoryNotice, SafetyNotice, Started, Usage,
+    Delta, Event, Failed, FailureKind, Finished, FinishReason, MemoryNotice, PrefillProgress, SafetyNotice,
+    Started, Usage,
 )
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,7 @@ class TurnStream(QObject):
     at most every FLUSH_MS, so the view does one append per frame instead of one per token."""
 
     started = Signal(object)  # Started
+    prefill = Signal(object)  # PrefillProgress: a long prompt is being read, before any text
     text = Signal(str)  # coalesced Delta text
     usage = Signal(object)  # Usage
     notice = Signal(object)  # SafetyNotice
@@ -87,6 +89,7 @@ class TurnStream(QObject):
         super().__init__(parent)
         self.conversation_id = conversation_id
         self.started_event: Started | None = None
+        self.prefill_event: PrefillProgress | None = None  # the latest, until text arrives
         self.usage_event: Usage | None = None
         self.failure: Failed | None = None
         self.notices: list[SafetyNotice] = []
@@ -128,6 +131,7 @@ class TurnStream(QObject):
         try:
             async for event in self._events:
                 if isinstance(event, Delta):
+                    self.prefill_event = None
                     self._pending.append(event.text)
                     if not self._timer.isActive():
                         self._tick()
@@ -136,6 +140,9 @@ class TurnStream(QObject):
                 if isinstance(event, Started):
                     self.started_event = event
                     self.started.emit(event)
+                elif isinstance(event, PrefillProgress):
+                    self.prefill_event = event
+                    self.prefill.emit(event)
                 elif isinstance(event, Usage):
                     self.usage_event = event
                     self.usage.emit(event)

@@ -33,6 +33,16 @@ class Delta:
 
 
 @dataclass(frozen=True, slots=True)
+class PrefillProgress:
+    """The model is reading a long prompt: `done` of its `total` tokens are in the KV cache
+    (those reused from the cache count as read). Sent only for prompts longer than one
+    prefill chunk, at most once a chunk, before the first Delta; the last has done == total."""
+
+    done: int
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
 class Usage:
     prompt_tokens: int
     completion_tokens: int
@@ -97,12 +107,16 @@ class MemoryNotice:
     skipped: str = ""  # why memory did nothing with a remember/forget request (memory off, temporary chat)
 
 
-Event = Started | Delta | Usage | SafetyNotice | MemoryNotice | Finished | Failed
+Event = Started | PrefillProgress | Delta | Usage | SafetyNotice | MemoryNotice | Finished | Failed
+
+# Event types whose `type` in event_to_dict is not simply the lowercased class name.
+_TYPE_NAMES = {PrefillProgress: "prefill_progress"}
 
 
 def event_to_dict(event: Event) -> dict:
     """A JSON-ready dict with a `type` field, for `wren ask --json` and logs."""
-    out: dict = {"type": type(event).__name__.lower()}
+    kind = type(event)
+    out: dict = {"type": _TYPE_NAMES.get(kind) or kind.__name__.lower()}
     for name in event.__dataclass_fields__:
         value = getattr(event, name)
         if isinstance(value, enum.Enum):

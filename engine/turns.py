@@ -11,8 +11,8 @@ from engine.context import REPORT_META_KEY, AssembledContext, ContextRequest, li
 from engine.context.summary import summary_prompt
 from engine.errors import WrenError
 from engine.events import (
-    Delta, Event, Failed, FailureKind, Finished, FinishReason, MemoryNotice, MemoryRef, SafetyNotice,
-    Started, Usage, event_to_dict,
+    Delta, Event, Failed, FailureKind, Finished, FinishReason, MemoryNotice, MemoryRef, PrefillProgress,
+    SafetyNotice, Started, Usage, event_to_dict,
 )
 from engine.inference.sampling import SamplingParams
 from engine.inference.worker import GenerationRequest, ModelWorker
@@ -184,6 +184,8 @@ class Turns:
                             await e._db(store.update_message, answer.id, content=text)
                             saved_len = len(text)
                         last_checkpoint = now
+                elif isinstance(event, PrefillProgress):
+                    yield event  # a long prompt is being read: how far it is
                 elif isinstance(event, Usage):
                     usage = event
                     yield event

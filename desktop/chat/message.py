@@ -24,6 +24,11 @@ _STATUS_TEXT = {
 }
 
 
+def prefill_status_text(done: int, total: int) -> str:
+    """What an answer's status says while the model reads a long prompt."""
+    return f"Reading your message… {done:,} / {total:,} tokens"
+
+
 def _tool_button(text: str, name: str, accessible: str, tip: str) -> QToolButton:
     button = QToolButton(text=text)
     button.setObjectName(name)
@@ -109,6 +114,7 @@ class MessageWidget(QFrame):
         self._temporary = False
         self._assigned_id: int | None = None
         self._live_safety: list[SafetyNotice] = []
+        self._reading: tuple[int, int] | None = None  # (done, total) while a long prompt is read
         self.set_info(info)
 
     def _build_footer(self) -> QWidget:
@@ -169,6 +175,10 @@ class MessageWidget(QFrame):
 
     def set_status(self, status: MessageStatus | None, error: str | None = None) -> None:
         text = _STATUS_TEXT.get(status, "") if status else ""
+        if status is MessageStatus.STREAMING and self._reading is not None:
+            text = prefill_status_text(*self._reading)
+        elif status is not MessageStatus.STREAMING:
+            self._reading = None  # the answer is over: stored statuses never say "reading"
         if status is MessageStatus.FAILED and error:
             text = f"failed: {error}"
         safety = (self.info.meta.get("safety") if self.info else None) or self._live_safety
@@ -178,6 +188,19 @@ class MessageWidget(QFrame):
         self.status_label.setProperty("problem", status in (MessageStatus.FAILED, MessageStatus.BLOCKED))
         self.status_label.setVisible(bool(text))
         self.status_label.style().polish(self.status_label)
+
+    def show_prefill(self, done: int, total: int) -> None:
+        """The model is still reading the prompt: say how far, until the answer's text comes."""
+        if self.body.text() or not self.is_streaming:
+            return  # text already streams (or the answer ended): the usual status stands
+        self._reading = (done, total)
+        self.set_status(MessageStatus.STREAMING)
+
+    def end_prefill(self) -> None:
+        """The answer's text has started: back to the plain "answering…" status."""
+        if self._reading is not None:
+            self._reading = None
+            self.set_status(self.info.status if self.info else MessageStatus.STREAMING)
 
     def show_live_notice(self, notice: SafetyNotice) -> None:
         """A safety rule fired on the answer while it streams: say so at once."""

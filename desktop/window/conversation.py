@@ -11,7 +11,9 @@ from PySide6.QtCore import QObject, Signal
 from desktop.bridge import TurnStream, describe_notices
 from desktop.chat.message import MessageWidget
 from desktop.sidebar.sidebar import UNTITLED
-from engine.events import Event, Failed, FailureKind, Finished, FinishReason, MemoryNotice, SafetyNotice, Started
+from engine.events import (
+    Event, Failed, FailureKind, Finished, FinishReason, MemoryNotice, PrefillProgress, SafetyNotice, Started,
+)
 from engine.records import MessageInfo, Role
 
 if TYPE_CHECKING:
@@ -157,6 +159,8 @@ class ConversationController(QObject):
             return
         widget.body.begin_stream()
         widget.body.append(stream.received())
+        if stream.prefill_event is not None:  # still reading the prompt: say how far
+            widget.show_prefill(stream.prefill_event.done, stream.prefill_event.total)
         self._live[conversation_id] = widget
 
     def _show_usage_of(self, messages: list[MessageInfo]) -> None:
@@ -237,6 +241,7 @@ class ConversationController(QObject):
         self._live[conversation_id] = answer
         self._sync_busy()
         stream.started.connect(lambda ev: self._started(ev, user, answer))
+        stream.prefill.connect(lambda ev: self._prefill(conversation_id, ev))
         stream.text.connect(lambda text: self._text(conversation_id, text))
         stream.usage.connect(lambda usage: conversation_id == self.current_id and self.w.status.show_usage(usage))
         stream.notice.connect(lambda n: self._safety_notice(conversation_id, n))
@@ -261,9 +266,15 @@ class ConversationController(QObject):
         if widget is not None:
             widget.show_memory_notice(notice)
 
+    def _prefill(self, conversation_id: int, event: PrefillProgress) -> None:
+        widget = self._live.get(conversation_id)
+        if widget is not None:
+            widget.show_prefill(event.done, event.total)
+
     def _text(self, conversation_id: int, text: str) -> None:
         widget = self._live.get(conversation_id)
         if widget is not None:
+            widget.end_prefill()
             widget.body.append(text)
 
     async def _finished(self, stream: TurnStream, finished: Finished, draft: str) -> None:

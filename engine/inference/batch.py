@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.events import Failed, FailureKind, Finished, FinishReason, Usage
+from engine.events import Failed, FailureKind, Finished, FinishReason, PrefillProgress, Usage
 from engine.inference.generate import KVSession, common_prefix
 from engine.inference.sampling import Sampler
 from engine.inference.output import SequenceOutput
@@ -43,10 +43,11 @@ def supports_batching(model) -> bool:
 
 class _Sequence:
     def __init__(self, request: "GenerationRequest", session: KVSession, cached: int,
-                 tokenizer: Tokenizer) -> None:
+                 tokenizer: Tokenizer, announce: bool = False) -> None:
         self.request = request
         self.session = session
         self.cached = cached  # prompt tokens reused from the cache, for Usage
+        self.announce = announce  # a long prompt: PrefillProgress before each chunk
         self.output = SequenceOutput(tokenizer, request)
         self.sampler = Sampler(request.params)
         self.logits: np.ndarray | None = None  # None while the prompt is being read
@@ -215,15 +216,15 @@ class BatchScheduler:
             self._fail(request, session, exc)
             return
         cached = min(common_prefix(session.cached_ids, prompt), len(prompt) - 1)
-        self.active.append(_Sequence(request, session, cached, self.tokenizer))
+        announce = self.worker.announces_progress(len(prompt), cached)
+        self.active.append(_Sequence(request, session, cached, self.tokenizer, announce))
 
     # -- one pass ----------------------------------------------------------------------
 
     def _prefill_step(self) -> None:
         """One chunk of prompt for each sequence still reading it: a long prompt delays
         the others' next token by a chunk, not by the whole prompt."""
-        from engine.inference.worker import PREFILL_CHUNK
-
+        chunk = self.worker.prefill_chunk
         for seq in [s for s in self.active if s.logits is None]:
             request, session = seq.request, seq.session
             prompt = request.prompt_ids
@@ -239,9 +240,13 @@ class BatchScheduler:
                         request.sink(Finished(FinishReason.CANCELLED))
                         self.active.remove(seq)
                         continue
-                    session.prefill(target[: done + PREFILL_CHUNK])
+                    if seq.announce:
+                        request.sink(PrefillProgress(done, len(prompt)))
+                    session.prefill(target[: done + chunk])
                     continue
                 seq.logits, _ = session.prefill(prompt)
+                if seq.announce:
+                    request.sink(PrefillProgress(len(prompt), len(prompt)))
             except Exception as exc:
                 self._drop(seq, exc)
                 continue

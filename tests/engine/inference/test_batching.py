@@ -14,11 +14,12 @@ from engine.events import Delta, Finished, FinishReason, Usage
 from engine.inference.backends.mlx import MLXBackend
 from engine.inference.backends.torch import TorchBackend
 from engine.inference.sampling import SamplingParams
-from engine.inference.worker import PREFILL_CHUNK, GenerationRequest, ModelWorker
+from engine.inference.worker import GenerationRequest, ModelWorker
 from engine.tokenize import Tokenizer
 from tests.fixtures.tiny import make_tiny_model_dir
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=12)
+CHUNK = 32  # prefill chunk for the tiny models (256-token context): a 150-token prompt is several
 BACKENDS = ["torch", pytest.param("mlx", marks=pytest.mark.skipif(
     not MLXBackend().available(), reason=f"{MLXBackend().unavailable_reason()}"))]
 
@@ -269,10 +270,10 @@ def test_prompt_cancelled_during_prefill_frees_its_slot(tiny_dir):
                 GenerationRequest(tok.encode(PROMPTS[1]), GREEDY, sinks[2], priority=3)]
 
     def cancel_after_first_chunk(ids, start):
-        if len(ids) == PREFILL_CHUNK:
+        if len(ids) == CHUNK:
             requests[0].cancel.set()
 
-    worker = ModelWorker("prefill", _AfterPrefill(2, cancel_after_first_chunk), tiny_dir, tok)
+    worker = ModelWorker("prefill", _AfterPrefill(2, cancel_after_first_chunk), tiny_dir, tok, prefill_chunk=CHUNK)
     _run(worker, requests, sinks)
     assert sinks[0].reason is FinishReason.CANCELLED and sinks[0].text == ""
     assert sinks[0].usage.completion_tokens == 0
@@ -363,11 +364,12 @@ def test_sequence_paused_while_reading_its_prompt_reads_it_again_and_answers_unc
     submitted = threading.Event()
 
     def urgent_after_first_chunk(ids, start):
-        if len(ids) == PREFILL_CHUNK and start == 0 and not submitted.is_set():
+        if len(ids) == CHUNK and start == 0 and not submitted.is_set():
             submitted.set()
             worker.submit(requests[2])  # the long prompt is one chunk in
 
-    worker = ModelWorker("paused-prefill", _AfterPrefill(2, urgent_after_first_chunk), tiny_dir, tok)
+    worker = ModelWorker("paused-prefill", _AfterPrefill(2, urgent_after_first_chunk), tiny_dir, tok,
+                         prefill_chunk=CHUNK)
     _run(worker, requests[:2], sinks)
     assert [s.text for s in sinks] == expected
     # The urgent answer came before the long prompt's answer, which had to wait for a slot.
