@@ -18,7 +18,8 @@ measured in a fresh subprocess per step:
   two's difference: the peak target has no allowance for the runtime, so small models fail
   it on the runtime alone), rss_after_load (VmRSS);
 - answer: a chat prompt, then --tokens greedy tokens (EOS does not stop it, so the KV cache
-  holds all of them): rss_after_answer and the peak over the whole run;
+  holds all of them; --answer-seconds cuts it short on a slow machine, and answer_tokens
+  says how many were made): rss_after_answer and the peak over the whole run;
 - targets: rss_after_load <= 1.2 × weight_bytes + 300 MiB and peak_while_loading <= 1.3 ×
   weight_bytes + kv_budget, where kv_budget is one sequence's float32 KV cache at the loaded
   context (layers × 2 × kv_heads × head_dim × context × 4 bytes; KV pages are committed only
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import re
@@ -110,7 +112,7 @@ def child_import(gguf: str) -> dict:
             "import_peak_rss": proc_status()["VmHWM"]}
 
 
-def child_load(model_dir: str, tokens: int, threads: int, compile_mode: str) -> dict:
+def child_load(model_dir: str, tokens: int, threads: int, compile_mode: str, answer_seconds: float) -> dict:
     import torch
 
     from engine.inference.backends.torch import TorchBackend
@@ -133,17 +135,20 @@ def child_load(model_dir: str, tokens: int, threads: int, compile_mode: str) -> 
     token = sampler(model.prefill(chat_ids, 0), history)
     prefill_s = time.perf_counter() - started
     started = time.perf_counter()
-    for _ in range(tokens - 1):
+    answered = 1
+    while answered < tokens and time.perf_counter() - started < answer_seconds:
         history.append(token)
         token = sampler(model.decode(token, len(history) - 1), history)
+        answered += 1
     decode_s = time.perf_counter() - started
     after_answer = proc_status()
     result = {
         "dtype": model.dtype, "quant": model.quant, "decode_mode": model.decode_mode,
         "context_length": model.context_length, "slots": model.slots, "threads": threads,
         "load_s": round(load_s, 1), "prompt_tokens": len(chat_ids), "prefill_s": round(prefill_s, 2),
-        "answer_tokens": tokens,
-        "decode_tokens_per_s": round((tokens - 1) / decode_s, 2) if tokens > 1 else None,
+        "answer_tokens": answered,
+        "answer_cut_short": answered < tokens,  # --answer-seconds ran out first
+        "decode_tokens_per_s": round((answered - 1) / decode_s, 2) if answered > 1 else None,
         "rss_before_load": before,
         "peak_while_loading": after_load["VmHWM"],
         "peak_growth_while_loading": after_load["VmHWM"] - before,
@@ -206,7 +211,7 @@ def measure(label: str, gguf: Path, spec: str, env: dict, args: argparse.Namespa
     entry.update(imported, folder_bytes=disk_usage(folder),
                  folder_files=sorted(p.name for p in folder.iterdir()))
     load = _run_child(["--child-load", str(folder), "--tokens", str(args.tokens), "--threads",
-                       str(args.threads), "--compile", args.compile], env)
+                       str(args.threads), "--compile", args.compile, "--answer-seconds", str(args.answer_seconds)], env)
     entry["load"] = _with_mib(load)
     if "error" not in load:
         w = entry["weight_bytes"]
@@ -267,6 +272,8 @@ def main() -> None:
     ap.add_argument("ggufs", nargs="*", type=Path, help="GGUF files (default: the 1B Q4_0 and Q4_K_M in /work/.models)")
     ap.add_argument("--no-starter", action="store_true", help="skip the starter model")
     ap.add_argument("--tokens", type=int, default=1000, help="answer length in tokens (default 1000)")
+    ap.add_argument("--answer-seconds", type=float, default=math.inf,
+                    help="stop the answer after this long (answer_tokens says how far it got)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--compile", default="off", choices=("off", "auto", "on"), help="the torch decode step")
     ap.add_argument("--no-llama-cpp", action="store_true", help="skip llama-bench's peak RSS")
@@ -280,7 +287,7 @@ def main() -> None:
         print(json.dumps(child_import(args.child_import)))
         return
     if args.child_load:
-        print(json.dumps(child_load(args.child_load, args.tokens, args.threads, args.compile)))
+        print(json.dumps(child_load(args.child_load, args.tokens, args.threads, args.compile, args.answer_seconds)))
         return
     if args.tokens < 1:
         raise SystemExit("--tokens must be at least 1")
