@@ -57,8 +57,11 @@ def _extension():
         "engine.inference.quant._C",
         sources=[f"{CSRC}/{s}" for s in SOURCES],
         include_dirs=[os.path.abspath(CSRC)],
-        # -ffp-contract=off: the exact dequantization must not fuse a*b+c into one rounding
-        extra_compile_args=["-O3", "-g0", "-ffp-contract=off", "-fno-math-errno"],
+        # -ffp-contract=off: the exact dequantization must not fuse a*b+c into one rounding.
+        # -fopenmp: at::parallel_for is an inline `#pragma omp parallel` in torch's headers;
+        # without it every kernel runs on one thread. The OpenMP runtime is torch's own
+        # (libgomp, already loaded by torch), so no second one is linked in.
+        extra_compile_args=["-O3", "-g0", "-ffp-contract=off", "-fno-math-errno", "-fopenmp"],
         py_limited_api=False,
     )
     return [ext], {"build_ext": OptionalBuildExtension.with_options(use_ninja=False)}

@@ -1,7 +1,7 @@
 """Wren's C++ kernels for GGUF block weights, when they were built at install time.
 
-Importing the compiled module `engine.inference.quant._C` registers `torch.ops.wren.dequantize`
-and `torch.ops.wren.qlinear` (see csrc/ops.cpp); this module adds their fake (shape-only)
+Importing the compiled module `engine.inference.quant._C` registers `torch.ops.wren.dequantize`,
+`torch.ops.wren.qlinear` and `torch.ops.wren.qlinear_exact` (see csrc/ops.cpp); this module adds their fake (shape-only)
 implementations so `torch.compile` can trace through them, and says why the exact pure-torch
 path (`ggml.py`) is in use when the kernels are not there: no compiler at install, or
 `WREN_KERNELS=off` (tests of the fallback).
@@ -42,6 +42,11 @@ if _C is not None:
         torch._check(x.dtype == torch.float32, lambda: f"wren::qlinear needs float32 x, got {x.dtype}")
         return x.new_empty((*x.shape[:-1], rows))
 
+    @torch.library.register_fake("wren::qlinear_exact")
+    def _qlinear_exact_fake(x: torch.Tensor, raw: torch.Tensor, qtype: int, rows: int) -> torch.Tensor:
+        torch._check(x.dtype == torch.float32, lambda: f"wren::qlinear_exact needs float32 x, got {x.dtype}")
+        return x.new_empty((*x.shape[:-1], rows))
+
     @torch.library.register_fake("wren::dequantize")
     def _dequantize_fake(raw: torch.Tensor, qtype: int, cols: int) -> torch.Tensor:
         return raw.new_empty((raw.shape[0], cols), dtype=torch.float32)
@@ -72,6 +77,17 @@ def qlinear(x: torch.Tensor, raw: torch.Tensor, qtype: int, rows: int) -> torch.
     GEMM on exactly dequantized weight tiles."""
     _require()
     return torch.ops.wren.qlinear(x, raw, int(qtype), int(rows))
+
+
+def qlinear_exact(x: torch.Tensor, raw: torch.Tensor, qtype: int, rows: int) -> torch.Tensor:
+    """qlinear without rounding x: x @ W.T with W exactly the file's values and x as given.
+
+    A few rows of x: each weight block is dequantized in registers and multiplied with the
+    float32 activations (float32 accumulation is the only error); many rows: the same tiled
+    GEMM as qlinear. Slower than qlinear's integer dots for a few rows; for the layers where
+    8-bit activations change answers (the output head)."""
+    _require()
+    return torch.ops.wren.qlinear_exact(x, raw, int(qtype), int(rows))
 
 
 def dequantize(raw: torch.Tensor, qtype: int, cols: int) -> torch.Tensor:

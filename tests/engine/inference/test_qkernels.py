@@ -241,3 +241,89 @@ def test_isa_names_the_instruction_set():
     assert kernels.use_isa("") in {"avx512-vnni", "avx2", "neon", "scalar"}
     with pytest.raises(RuntimeError, match="unknown instruction set"):
         kernels.use_isa("sse9")
+
+
+# ---- qlinear_exact: float activations ----
+
+def _check_qlinear_exact(qtype: int, rows: int, cols: int, n: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    raw = random_raw(qtype, rows, cols, rng)
+    w = torch.from_numpy(reference_weights(raw, qtype)).double()
+    x = torch.from_numpy(rng.standard_normal((n, cols)).astype(np.float32))
+    y = kernels.qlinear_exact(x, torch.from_numpy(raw), qtype, rows)
+    assert y.dtype == torch.float32 and y.shape == (n, rows)
+    exact = x.double() @ w.T
+    # the weights are the file's exact values and x is not rounded: only float32 accumulation
+    # separates y from the float64 product (the same bound as the float-weight path)
+    slack = 1e-5 * (x.double().abs() @ w.abs().T) + 1e-30
+    err = (y.double() - exact).abs()
+    assert (err <= slack).all(), float((err / slack).max())
+    if qtype not in FLOAT_TYPES and n <= kernels.max_gemv_rows():
+        # tighter than what 8-bit activations allow: the integer path's error is far larger
+        y8 = kernels.qlinear(x, torch.from_numpy(raw), qtype, rows).double()
+        assert (y8 - exact).abs().max() > 20 * err.max()
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 64])
+@pytest.mark.parametrize("qtype", ALL_TYPES, ids=_name)
+def test_qlinear_exact_matches_float64_reference(qtype, n, isa):
+    if n > kernels.max_gemv_rows() and isa != "scalar":
+        pytest.skip("the prompt path does not depend on the instruction set")
+    block = GGML_QUANT_SIZES[GGMLQuantizationType(qtype)][0]
+    cols = 768 if block == 256 else 160  # odd numbers of blocks
+    _check_qlinear_exact(qtype, rows=37, cols=cols, n=n, seed=qtype * 10 + n)
+
+
+@pytest.mark.parametrize("qtype", ALL_TYPES, ids=_name)
+def test_qlinear_exact_one_block_odd_rows(qtype, isa):
+    block = max(GGML_QUANT_SIZES[GGMLQuantizationType(qtype)][0], 32)
+    for rows, n in [(1, 1), (7, 5), (19, 16)]:
+        _check_qlinear_exact(qtype, rows=rows, cols=block, n=n, seed=rows * 3 + qtype)
+
+
+def test_qlinear_exact_isas_agree_on_extreme_scales():
+    """Every table computes the same exact weights: with x one-hot, each output is a single
+    weight, so the results must equal the dequantized values exactly (any rounding in the
+    in-register dequantization would show; a zero's sign may differ: +0 + -0 is +0), on every
+    instruction set."""
+    rng = np.random.default_rng(9)
+    for qtype in QUANT_TYPES:
+        block = GGML_QUANT_SIZES[GGMLQuantizationType(qtype)][0]
+        cols = block * 2
+        raw = random_raw(qtype, 9, cols, rng)
+        for off in SCALE_FIELDS[qtype]:  # scales spanning fp16's range, subnormals included
+            halves = rng.choice(np.array([0x0001, 0x03ff, 0x0400, 0x3c00, 0x7bff, 0xbc00, 0x8123], np.uint16), (9, 2))
+            raw.reshape(9, 2, -1)[:, :, off:off + 2] = halves.view(np.uint8).reshape(9, 2, 2)
+        want = reference_weights(raw, qtype)
+        eye = torch.eye(cols)[rng.choice(cols, 16, replace=False)]
+        for cap in ("scalar", "avx2", "avx512-vnni"):
+            if kernels.use_isa(cap) != cap:
+                continue
+            try:
+                got = kernels.qlinear_exact(eye, torch.from_numpy(raw), qtype, 9).numpy()
+            finally:
+                kernels.use_isa("")
+            cols_picked = eye.argmax(1).numpy()
+            expected = want[:, cols_picked].T
+            assert (expected != 0).mean() > 0.5
+            np.testing.assert_array_equal(got, expected, err_msg=f"{_name(qtype)} on {cap}")
+
+
+def test_qlinear_exact_batch_dims_threads_and_bad_input():
+    rng = np.random.default_rng(4)
+    raw = torch.from_numpy(random_raw(12, 3000, 256, rng))
+    x = torch.randn(2, 1, 256)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = kernels.qlinear_exact(x, raw, 12, 3000)
+        torch.set_num_threads(2)
+        two = kernels.qlinear_exact(x, raw, 12, 3000)
+    finally:
+        torch.set_num_threads(before)
+    assert one.shape == (2, 1, 3000) and torch.equal(one, two)
+    assert kernels.qlinear_exact(torch.empty(0, 256), raw, 12, 3000).shape == (0, 3000)
+    with pytest.raises(RuntimeError, match="qlinear_exact: x must be float32"):
+        kernels.qlinear_exact(x.double(), raw, 12, 3000)
+    with pytest.raises(RuntimeError, match="expected 5"):
+        kernels.qlinear_exact(x, raw, 12, 5)

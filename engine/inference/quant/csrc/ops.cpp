@@ -1,7 +1,8 @@
-// torch ops over GGUF block weights: wren::dequantize and wren::qlinear (CPU), a few
-// helpers for tests and benchmarks, and the (empty) Python module engine.inference.quant._C
-// whose import registers them. Only the torch headers these need: torch/extension.h (all of
-// torch's C++ API and pybind11) would triple the compile time of this file.
+// torch ops over GGUF block weights: wren::dequantize, wren::qlinear and
+// wren::qlinear_exact (CPU), a few helpers for tests and benchmarks, and the (empty) Python
+// module engine.inference.quant._C whose import registers them. Only the torch headers these
+// need: torch/extension.h (all of torch's C++ API and pybind11) would triple the compile
+// time of this file.
 #include <Python.h>
 
 #include <ATen/Parallel.h>
@@ -73,8 +74,16 @@ at::Tensor dequantize_cpu(const at::Tensor& raw_in, int64_t qtype, int64_t cols)
     return out;
 }
 
+// Bytes of the quantized activations, reused by each thread's next call (no allocation per
+// decoding step).
+uint8_t* xq_buffer(size_t bytes) {
+    thread_local std::vector<uint8_t> buf;
+    if (buf.size() < bytes) buf.resize(bytes);
+    return buf.data();
+}
+
 void gemv_path(const wren::TypeInfo& info, int qtype, const uint8_t* w, int64_t row_bytes, int64_t rows,
-               const float* x, int64_t n, int64_t cols, float* out) {
+               const float* x, int64_t n, int64_t cols, float* out, bool exact) {
     const wren::Kernels& k = wren::kernels();
     const int64_t grain = grain_rows(rows, row_bytes * n);
     if (info.is_float) {
@@ -86,14 +95,20 @@ void gemv_path(const wren::TypeInfo& info, int qtype, const uint8_t* w, int64_t 
         return;
     }
     const int64_t nb = cols / info.block;
+    if (exact) {
+        const wren::XDotRowsFn fn = k.xdot_rows[qtype];
+        at::parallel_for(0, rows, grain, [&](int64_t b, int64_t e) {
+            for (int64_t r = b; r < e; ++r) fn(w + r * row_bytes, nb, x, cols, (int)n, out + r, rows);
+        });
+        return;
+    }
     const int64_t xq_bytes = nb * (int64_t)k.act_bytes[qtype];
-    std::vector<uint8_t> xq((size_t)(xq_bytes * n));
+    uint8_t* xqp = xq_buffer((size_t)(xq_bytes * n));
     for (int64_t j = 0; j < n; ++j) {
-        k.quant[qtype](x + j * cols, cols, xq.data() + j * xq_bytes);
+        k.quant[qtype](x + j * cols, cols, xqp + j * xq_bytes);
     }
     const wren::QDotFn fn = k.qdot[qtype];
     const wren::QDotRowsFn fn_rows = k.qdot_rows[qtype];
-    const uint8_t* xqp = xq.data();
     at::parallel_for(0, rows, grain, [&](int64_t b, int64_t e) {
         if (n > 1 && fn_rows != nullptr) {
             for (int64_t r = b; r < e; ++r) fn_rows(w + r * row_bytes, nb, xqp, xq_bytes, (int)n, out + r, rows);
@@ -133,14 +148,15 @@ void gemm_path(int qtype, const at::Tensor& raw, const at::Tensor& x, at::Tensor
     }
 }
 
-at::Tensor qlinear_cpu(const at::Tensor& x_in, const at::Tensor& raw_in, int64_t qtype, int64_t rows) {
+at::Tensor linear_impl(const at::Tensor& x_in, const at::Tensor& raw_in, int64_t qtype, int64_t rows, bool exact) {
+    const char* op = exact ? "qlinear_exact" : "qlinear";
     const wren::TypeInfo& info = checked_type(qtype);
-    TORCH_CHECK(x_in.device().is_cpu(), "wren::qlinear: x must be on the CPU, got ", x_in.device());
-    TORCH_CHECK(x_in.scalar_type() == at::kFloat, "wren::qlinear: x must be float32, got ", x_in.scalar_type());
-    TORCH_CHECK(x_in.dim() >= 1, "wren::qlinear: x must have a last dimension of cols");
+    TORCH_CHECK(x_in.device().is_cpu(), "wren::", op, ": x must be on the CPU, got ", x_in.device());
+    TORCH_CHECK(x_in.scalar_type() == at::kFloat, "wren::", op, ": x must be float32, got ", x_in.scalar_type());
+    TORCH_CHECK(x_in.dim() >= 1, "wren::", op, ": x must have a last dimension of cols");
     const int64_t cols = x_in.size(-1);
-    check_raw(raw_in, info, cols, "qlinear");
-    TORCH_CHECK(raw_in.size(0) == rows, "wren::qlinear: raw has ", raw_in.size(0), " rows, expected ", rows);
+    check_raw(raw_in, info, cols, op);
+    TORCH_CHECK(raw_in.size(0) == rows, "wren::", op, ": raw has ", raw_in.size(0), " rows, expected ", rows);
     std::vector<int64_t> out_shape(x_in.sizes().begin(), x_in.sizes().end());
     out_shape.back() = rows;
     const int64_t n = x_in.numel() / cols;
@@ -150,12 +166,21 @@ at::Tensor qlinear_cpu(const at::Tensor& x_in, const at::Tensor& raw_in, int64_t
         const at::Tensor raw = raw_in.contiguous();
         if (n <= g_max_gemv_rows.load() && !(qtype == wren::F32 && n > 1)) {
             gemv_path(info, (int)qtype, raw.data_ptr<uint8_t>(), raw.size(1), rows, x.data_ptr<float>(), n, cols,
-                      out.data_ptr<float>());
+                      out.data_ptr<float>(), exact);
         } else {
             gemm_path((int)qtype, raw, x, out);
         }
     }
     return out.view(out_shape);
+}
+
+at::Tensor qlinear_cpu(const at::Tensor& x, const at::Tensor& raw, int64_t qtype, int64_t rows) {
+    return linear_impl(x, raw, qtype, rows, false);
+}
+
+// Never rounds x: the same exact weights as the GEMM path, in float32 dot products.
+at::Tensor qlinear_exact_cpu(const at::Tensor& x, const at::Tensor& raw, int64_t qtype, int64_t rows) {
+    return linear_impl(x, raw, qtype, rows, true);
 }
 
 int64_t read_sum(const at::Tensor& t) {
@@ -185,6 +210,7 @@ void set_max_gemv_rows(int64_t n) { g_max_gemv_rows.store(std::max<int64_t>(0, n
 TORCH_LIBRARY(wren, m) {
     m.def("dequantize(Tensor raw, int qtype, int cols) -> Tensor");
     m.def("qlinear(Tensor x, Tensor raw, int qtype, int rows) -> Tensor");
+    m.def("qlinear_exact(Tensor x, Tensor raw, int qtype, int rows) -> Tensor");
     // helpers for tests and bench/qmatmul.py
     m.def("isa() -> str", &isa);
     m.def("set_isa(str cap) -> str", &set_isa);
@@ -196,6 +222,7 @@ TORCH_LIBRARY(wren, m) {
 TORCH_LIBRARY_IMPL(wren, CPU, m) {
     m.impl("dequantize", dequantize_cpu);
     m.impl("qlinear", qlinear_cpu);
+    m.impl("qlinear_exact", qlinear_exact_cpu);
 }
 
 static PyModuleDef wren_module = {

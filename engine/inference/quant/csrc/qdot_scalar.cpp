@@ -236,6 +236,22 @@ float fdot_bf16(const uint8_t* w, int64_t cols, const float* x) {
     return acc;
 }
 
+// Float activations: each block dequantized exactly (dequantize_row, the file's values) and
+// multiplied with x in float32.
+template <int QTYPE, int BLOCK, int SIZE>
+void xdot_rows(const uint8_t* w, int64_t nb, const float* x, int64_t xs, int n, float* out, int64_t os) {
+    float v[BLOCK];
+    for (int j = 0; j < n; ++j) {
+        const float* xj = x + j * xs;
+        float acc = 0.f;
+        for (int64_t b = 0; b < nb; ++b) {
+            dequantize_row(QTYPE, w + b * SIZE, v, BLOCK);
+            for (int i = 0; i < BLOCK; ++i) acc += v[i] * xj[b * BLOCK + i];
+        }
+        out[j * os] = acc;
+    }
+}
+
 Kernels build_best(const char* cap) {
     Kernels k;
     fill_scalar(k);
@@ -265,6 +281,16 @@ void fill_scalar(Kernels& k) {
     k.fdot[F32] = fdot_f32;
     k.fdot[F16] = fdot_f16;
     k.fdot[BF16] = fdot_bf16;
+    k.xdot_rows[Q4_0] = xdot_rows<Q4_0, 32, 18>;
+    k.xdot_rows[Q4_1] = xdot_rows<Q4_1, 32, 20>;
+    k.xdot_rows[Q5_0] = xdot_rows<Q5_0, 32, 22>;
+    k.xdot_rows[Q5_1] = xdot_rows<Q5_1, 32, 24>;
+    k.xdot_rows[Q8_0] = xdot_rows<Q8_0, 32, 34>;
+    k.xdot_rows[Q2_K] = xdot_rows<Q2_K, 256, 84>;
+    k.xdot_rows[Q3_K] = xdot_rows<Q3_K, 256, 110>;
+    k.xdot_rows[Q4_K] = xdot_rows<Q4_K, 256, 144>;
+    k.xdot_rows[Q5_K] = xdot_rows<Q5_K, 256, 176>;
+    k.xdot_rows[Q6_K] = xdot_rows<Q6_K, 256, 210>;
     for (int t : {Q4_0, Q4_1, Q5_0, Q5_1, Q8_0}) {
         k.quant[t] = quantize_row_q8;
         k.act_bytes[t] = (int)sizeof(BlockQ8);

@@ -50,6 +50,10 @@ using QDotFn = float (*)(const uint8_t* w, int64_t nb, const void* xq);
 using QDotRowsFn = void (*)(const uint8_t* w, int64_t nb, const void* xq, int64_t xs, int n, float* out, int64_t os);
 // One float-type weight row (F32/F16/BF16) against one float activation row.
 using FDotFn = float (*)(const uint8_t* w, int64_t cols, const float* x);
+// One block-type weight row (nb blocks) against n float32 activation rows xs floats apart,
+// never rounding x: each block is dequantized exactly (the file's values) and multiplied in
+// float32; out[j * os] = dot j.
+using XDotRowsFn = void (*)(const uint8_t* w, int64_t nb, const float* x, int64_t xs, int n, float* out, int64_t os);
 
 using QuantFn = void (*)(const float* x, int64_t cols, void* out);
 
@@ -58,6 +62,7 @@ struct Kernels {
     QDotFn qdot[kMaxType];
     FDotFn fdot[kMaxType];
     QDotRowsFn qdot_rows[kMaxType];  // optional: several activation rows per weight pass
+    XDotRowsFn xdot_rows[kMaxType];  // float activations (qlinear_exact); every block type filled
     // Activation quantization for each weight type, into the table's own block layout
     // (act_bytes per weight block). Every implementation rounds the same way
     // (x * (127 / amax), half to even), so the values are identical whichever table runs.
