@@ -25,12 +25,12 @@ PRESETS_KEY = "sampling.models"  # setting: {model name: {field: value}}
 PRESET_FIELDS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty")
 
 # Cut the tail of the distribution three ways (a model's long tail of unlikely tokens is
-# where a small model's answers wander off into another language or into loops), make
-# recently used tokens a little less likely, and stop repeats of whole runs of text (DRY,
-# with its usual base 1.75 and allowed length 2). Measured on the starter model
-# (SmolLM2-135M, five everyday prompts x seeds 1-2, 300 tokens): the most any run of 8
-# tokens recurred in one answer was 15 with temperature alone, 3 with these minus DRY, 1
-# with DRY. See tests/e2e/test_starter_quality.py.
+# where a small model's answers wander off into another language or into loops), make the
+# answer's recently used tokens a little less likely, and stop repeats of whole runs of text
+# (DRY, with its usual base 1.75 and allowed length 2). On the starter (SmolLM2-135M, five
+# everyday prompts x seeds 1-2, 300 tokens) the most any run of 8 tokens recurred in one
+# answer was 13 with temperature 0.7 alone (a poem), 3 with these but no DRY, 1 with DRY.
+# See tests/e2e/test_starter_quality.py.
 BUILTIN_DEFAULTS: dict[str, Any] = {
     "temperature": 0.7,
     "top_k": 40,
@@ -43,9 +43,9 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
 }
 
 # What a model's card recommends, for models whose generation_config.json is silent on it.
-# The starter's card (SmolLM2-135M-Instruct) says temperature 0.2; at 0.7 its answer to
-# "What is the capital of France?" named Paris in 7 of 10 seeds, at 0.2 in 9 of 10 (the first
-# token alone is "The" 15%, French "L"/"La" 24%, and French openings wander).
+# The starter's card (SmolLM2-135M-Instruct) says temperature 0.2. Its first token for "What
+# is the capital of France?" is "The" 15%, French "L"/"La" 24%; the French openings wander,
+# and lower temperatures keep the answer on the likely path more often.
 MODEL_CARD_DEFAULTS: dict[str, dict[str, Any]] = {
     "smollm2-135m-instruct": {"temperature": 0.2},
 }
