@@ -2,12 +2,15 @@
 
 A `QTensor` is a weight as its file stores it: the raw bytes of each row's blocks, its GGML
 type and its logical shape. `QuantLinear` multiplies by one or more of them without ever
-widening the weight in memory: through Wren's kernels (`kernels.qlinear`) where they are
-built, else by dequantizing exactly (`ggml.dequantize`) a slice of rows at a time.
+widening the weight in memory: through Wren's kernels where they are built (8-bit rounded
+activations and integer dot products for decoding, `kernels.qlinear`; float32 activations
+for the output head, `kernels.qlinear_exact`), else by dequantizing exactly
+(`ggml.dequantize`) a slice of rows at a time.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -18,6 +21,9 @@ from torch import nn
 from engine.inference.quant import ggml, kernels
 
 F32 = 0
+# WREN_EXACT_ACTIVATIONS=1: every layer multiplies float32 activations (slower decoding,
+# answers that follow the float32 reference more closely); by default only the output head.
+EXACT_EVERYWHERE = os.environ.get("WREN_EXACT_ACTIVATIONS", "").strip().lower() in ("1", "on", "true", "yes")
 _FALLBACK_ROWS = 1024  # rows dequantized at a time without the kernels (bounds the temporaries)
 
 
@@ -78,8 +84,12 @@ class QuantLinear(nn.Module):
     say, where a Q4_K_M file stores V in another type). Activations go in and come out in
     x's dtype; the products are computed in float32."""
 
-    def __init__(self, parts: Sequence[QTensor], bias: torch.Tensor | None = None) -> None:
+    def __init__(self, parts: Sequence[QTensor], bias: torch.Tensor | None = None, *,
+                 exact: bool = False) -> None:
         super().__init__()
+        # exact: the kernels multiply float32 activations (not rounded to 8 bits per block),
+        # as the output head does: its logits decide which token comes next.
+        self.exact = exact
         merged: list[QTensor] = []
         for part in parts:  # neighbours of one type become one part: one kernel call
             if merged and merged[-1].qtype == part.qtype and merged[-1].shape[1] == part.shape[1]:
@@ -117,7 +127,7 @@ class QuantLinear(nn.Module):
         if rows.dtype != torch.float32:
             rows = rows.float()
         rows = rows.contiguous()
-        outs = [_matmul(rows, getattr(self, f"raw{i}"), qtype, n, self.in_features)
+        outs = [_matmul(rows, getattr(self, f"raw{i}"), qtype, n, self.in_features, self.exact)
                 for i, (qtype, n) in enumerate(zip(self.qtypes, self.part_rows))]
         y = outs[0] if len(outs) == 1 else torch.cat(outs, dim=-1)
         if self.bias is not None:
@@ -126,13 +136,16 @@ class QuantLinear(nn.Module):
 
     def extra_repr(self) -> str:
         types = "+".join(f"{ggml.type_name(q)}[{r}]" for q, r in zip(self.qtypes, self.part_rows))
-        return f"in={self.in_features}, out={self.out_features}, {types}"
+        return f"in={self.in_features}, out={self.out_features}, {types}" + (", exact" if self.exact else "")
 
 
-def _matmul(x: torch.Tensor, raw: torch.Tensor, qtype: int, rows: int, cols: int) -> torch.Tensor:
+def _matmul(x: torch.Tensor, raw: torch.Tensor, qtype: int, rows: int, cols: int,
+            exact: bool = False) -> torch.Tensor:
     if qtype == F32:
         return F.linear(x, raw.view(torch.float32).view(rows, cols))
     if raw.device.type == "cpu" and kernels.available():
+        if exact or EXACT_EVERYWHERE:
+            return kernels.qlinear_exact(x, raw, qtype, rows)
         return kernels.qlinear(x, raw, qtype, rows)
     # Exact and slow: a slice of rows widened at a time, so memory stays bounded.
     outs = [F.linear(x, ggml.dequantize(chunk, qtype, cols)) for chunk in raw.split(_FALLBACK_ROWS)]
