@@ -1,18 +1,27 @@
-"""`wren`: the terminal front end (chat, ask, models, conversations, scan)."""
+"""`wren`: the terminal front end (chat, ask, models, conversations, scan).
+
+Start-up time is most of a `wren ask`: modules that only some commands need (torch, the
+engine, the extensions' subcommands) are imported inside those commands.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import os
 import signal
 import sys
 from typing import Sequence
 
+from engine import __version__
 from engine.errors import WrenError
 from engine.events import Delta, Failed, Finished, FinishReason, event_to_dict
-from engine.inference.sampling import SamplingParams
 from engine.inference.select import BACKEND_NAMES
+
+# The commands defined here; any other is an extension's (engine.memory, engine.safety).
+_BUILTIN = ("chat", "ask", "models", "conversations")
+_INTERRUPTED = 130  # 128 + SIGINT, as shells report a command ended by Ctrl+C
 
 
 def _sampling_args(p: argparse.ArgumentParser) -> None:
@@ -25,7 +34,7 @@ def _sampling_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=int)
 
 
-def _params(args, base: SamplingParams) -> SamplingParams:
+def _params(args, base):
     changes = {
         k: v
         for k, v in (
@@ -37,18 +46,23 @@ def _params(args, base: SamplingParams) -> SamplingParams:
     return base.with_(**changes)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(extensions: bool = True) -> argparse.ArgumentParser:
+    """The whole command line; extensions=False leaves out the extensions' subcommands
+    (importing them costs start-up time a built-in command does not need)."""
     parser = argparse.ArgumentParser(prog="wren", description="Wren, a private local AI assistant.")
+    parser.add_argument("--version", action="version", version=f"wren {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     chat = sub.add_parser("chat", help="chat in the terminal (Ctrl+C stops an answer)")
     _sampling_args(chat)
     chat.set_defaults(func=_cmd_chat)
 
-    ask = sub.add_parser("ask", help="ask one question and stream the answer")
+    ask = sub.add_parser("ask", help="ask one question and stream the answer (Ctrl+C stops it, status 130)")
     _sampling_args(ask)
     ask.add_argument("--json", action="store_true", help="one JSON object per event, each with a `type`")
-    ask.add_argument("text", help="the question, or - to read it from standard input")
+    ask.add_argument("text", nargs="*", metavar="TEXT",
+                     help="the question (its words joined by spaces, no quotes needed); without it, "
+                          "or with -, it is read from standard input")
     ask.set_defaults(func=_cmd_ask)
 
     _models_args(sub)
@@ -60,8 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     convs.add_argument("--json", action="store_true", help="list as JSON")
     convs.set_defaults(func=_cmd_conversations)
 
-    for register in _extensions():
-        register(sub)
+    if extensions:
+        for register in _extensions():
+            register(sub)
     return parser
 
 
@@ -73,10 +88,60 @@ def _extensions():
     return [safety, memory]
 
 
-def _open_engine():
+def _open_engine(one_shot: list | None = None):
+    """The engine over the user's data. With `one_shot` (a list), for a command that ends
+    after one answer: a torch model loads saved compiled decode graphs but compiles no
+    missing ones (a compile takes longer than such a process lives and would be killed at
+    exit, unsaved); calling what is appended to the list undoes that."""
     from engine.api import Engine
 
-    return Engine.open()
+    if one_shot is None:
+        return Engine.open()
+    from engine.inference.select import resolve_backend
+
+    def backend(name: str):
+        chosen = resolve_backend(name)
+        if chosen.name.startswith("torch"):
+            from engine.inference.models.decode import BackgroundCompile
+
+            previous, BackgroundCompile.compile_missing = BackgroundCompile.compile_missing, False
+            one_shot.append(lambda: setattr(BackgroundCompile, "compile_missing", previous))
+        return chosen
+
+    return Engine.open(backend_factory=backend)
+
+
+def _clean(text: str) -> str:
+    """`text` with lone surrogates (bytes of a command-line argument that were not valid
+    UTF-8, as os.fsdecode keeps them) replaced: U+FFFD for each such byte."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:  # the bytes as they came, decoded again with replacement
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:  # surrogates that never were bytes
+        return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+
+
+def _read_stdin() -> str:
+    """Standard input as text; bytes that are not valid UTF-8 become U+FFFD."""
+    buffer = getattr(sys.stdin, "buffer", None)
+    if buffer is None:  # replaced by a text-only stream (tests, embedding)
+        return _clean(sys.stdin.read())
+    return buffer.read().decode("utf-8", errors="replace")
+
+
+def _question(args) -> str:
+    words = args.text
+    if words in ([], ["-"]):
+        if not words and (sys.stdin is None or sys.stdin.isatty()):
+            from engine.errors import InvalidRequest
+
+            raise InvalidRequest("`wren ask` needs a question: as words after it, or on standard input")
+        return _read_stdin()
+    return _clean(" ".join(words))
 
 
 async def _load(engine, args) -> None:
@@ -87,8 +152,9 @@ async def _load(engine, args) -> None:
 
 
 async def _cmd_ask(args) -> int:
-    text = sys.stdin.read() if args.text == "-" else args.text
-    engine = _open_engine()
+    text = _question(args)
+    undo: list = []
+    engine = _open_engine(one_shot=undo)
     try:
         await _load(engine, args)
         from engine.api import SendOptions
@@ -96,21 +162,42 @@ async def _cmd_ask(args) -> int:
         params = _params(args, await engine.default_sampling())
         conv = await engine.create_conversation(" ".join(text.split())[:60])
         loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGINT, engine.stop)
+        interrupted = False
+
+        def interrupt() -> None:  # the answer stops within a token; what was shown is saved
+            nonlocal interrupted
+            interrupted = True
+            engine.stop()
+
         code = 0
-        async for event in engine.send(conv.id, text, SendOptions(sampling=params)):
-            if args.json:
-                print(json.dumps(event_to_dict(event), ensure_ascii=False), flush=True)
-            elif isinstance(event, Delta):
-                print(event.text, end="", flush=True)
-            elif isinstance(event, Failed):
-                print(f"\nwren: {event.error}", file=sys.stderr)
-                code = 1
-            elif isinstance(event, Finished) and not args.json:
-                print()
-        return code
+        if _main_thread():
+            loop.add_signal_handler(signal.SIGINT, interrupt)
+        try:
+            async for event in engine.send(conv.id, text, SendOptions(sampling=params)):
+                if args.json:
+                    print(json.dumps(event_to_dict(event), ensure_ascii=False), flush=True)
+                elif isinstance(event, Delta):
+                    print(event.text, end="", flush=True)
+                elif isinstance(event, Failed):
+                    print(f"\nwren: {event.error}", file=sys.stderr)
+                    code = 1
+                elif isinstance(event, Finished) and not args.json:
+                    print()
+        finally:
+            if _main_thread():
+                loop.remove_signal_handler(signal.SIGINT)
+        return _INTERRUPTED if interrupted else code
     finally:
+        # The model and its background work go before the interpreter does.
         await engine.close()
+        for step in reversed(undo):
+            step()
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
 
 
 async def _cmd_chat(args) -> int:
@@ -388,7 +475,8 @@ async def _cmd_conversations(args) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(extensions=not _is_builtin(argv)).parse_args(argv)
     try:
         from engine.logs import setup_logging
 
@@ -396,12 +484,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = args.func(args)
         if asyncio.iscoroutine(result):
             result = asyncio.run(result)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
         return int(result or 0)
     except WrenError as exc:
         print(f"wren: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        return 130
+        return _INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`wren conversations list | head -1`): what it wanted it
+        # has. Whatever is still buffered goes nowhere, quietly.
+        _discard_stdout()
+        return 0
+
+
+def _is_builtin(argv: list[str]) -> bool:
+    command = next((arg for arg in argv if not arg.startswith("-")), None)
+    return command in _BUILTIN
+
+
+def _discard_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # not a real file (captured by a test)
+        pass
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ bucket so a short chat does not pay for reading the whole 8k cache.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import gc
 import logging
@@ -21,6 +22,7 @@ import os
 import sys
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Callable
 
@@ -64,19 +66,21 @@ def compile_cpu_decode(model: Transformer, cache_dir: Path | None = None,
         step = CompiledBlocks(model)
         store = precompile.Store(cache_dir, model) if cache_dir is not None else None
         with torch.inference_mode(), _no_full_collections():
-            if store is not None and store.load_into(step):
+            if store is not None and store.load_into(step, cancelled=cancelled):
                 step.from_disk = True
             elif store is not None and in_subprocess and precompile.can_spawn():
                 def first_graphs(directory: Path) -> None:
                     # The one-sequence graphs, saved before the child compiles the batched
                     # ones: decoding goes compiled that much sooner.
                     early = CompiledBlocks(model)
-                    if store.load_into(early, directory):
+                    if store.load_into(early, directory, cancelled):
                         _install(model, early, on_ready)
 
                 if not store.compile_in_subprocess(cancelled, first_graphs):
                     return None  # cancelled
-                if not store.load_into(step):
+                if not store.load_into(step, cancelled=cancelled):
+                    if cancelled is not None and cancelled.is_set():
+                        return None
                     raise RuntimeError("the graphs compiled in a child process did not load")
             else:
                 step.build(on_first=lambda: _install(model, step, on_ready))
@@ -269,20 +273,36 @@ def _compile_config():
 class BackgroundCompile:
     """Loads or compiles (in a child process) the decode graphs on a low-priority thread
     while the model serves requests eagerly; the compiled step takes over from the next
-    decoded token once it is ready."""
+    decoded token once it is ready.
 
-    def __init__(self, model: Transformer, cache_dir: Path | None = None) -> None:
+    `cancel()` must run before the model goes: it kills a compiling child and joins the
+    thread. A thread still inside torch while the interpreter shuts down aborts the
+    process ("terminate called without an active exception", status 134)."""
+
+    # False in processes that end after one answer (`wren ask`): graphs saved by an
+    # earlier start still load, but no child is started to compile missing ones, as it
+    # would be killed at exit before it saved anything.
+    compile_missing = True
+
+    def __init__(self, model: Transformer, cache_dir: Path | None = None, *,
+                 compile_missing: bool | None = None) -> None:
         self.seconds: float | None = None  # the warm-up's duration, once it succeeded
         self.failed = False
+        self.skipped = False  # nothing saved, and compiling was not wanted here
+        self._compile_missing = type(self).compile_missing if compile_missing is None else compile_missing
         self._done = threading.Event()
         self._cancelled = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(model, cache_dir),
                                         name="wren-compile", daemon=True)
+        _running.add(self)
         self._thread.start()
 
     def _run(self, model: Transformer, cache_dir: Path | None) -> None:
         try:
             _lower_thread_priority()
+            if not self._compile_missing and not self._saved(model, cache_dir):
+                self.skipped = True
+                return
             self.seconds = compile_cpu_decode(model, cache_dir, in_subprocess=True,
                                               cancelled=self._cancelled)
             self.failed = self.seconds is None and not self._cancelled.is_set()
@@ -292,6 +312,12 @@ class BackgroundCompile:
         finally:
             self._done.set()
 
+    @staticmethod
+    def _saved(model: Transformer, cache_dir: Path | None) -> bool:
+        from engine.inference.models import precompile
+
+        return cache_dir is not None and precompile.Store(cache_dir, model).saved
+
     @property
     def done(self) -> bool:
         return self._done.is_set()
@@ -300,10 +326,30 @@ class BackgroundCompile:
         """True once the compile finished (successfully or not)."""
         return self._done.wait(timeout)
 
-    def cancel(self) -> None:
-        """Stop compiling (the model is being closed): a compiling child process is killed
-        at once; the thread ends soon after."""
+    def cancel(self, timeout: float | None = 30.0) -> bool:
+        """Stop compiling and wait (up to `timeout` seconds) for the thread to end: a
+        compiling child process is killed at once (within 0.2 s), a load of saved graphs
+        stops before its next file. True once the thread has ended."""
         self._cancelled.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+        ended = not self._thread.is_alive()
+        if ended:
+            _running.discard(self)
+        else:
+            log.warning("the background compile did not stop within %s s", timeout)
+        return ended
+
+
+_running: "weakref.WeakSet[BackgroundCompile]" = weakref.WeakSet()
+
+
+@atexit.register
+def _cancel_running() -> None:
+    """The safety net for a model nobody closed: no compile thread is left inside torch
+    while the interpreter shuts down."""
+    for job in list(_running):
+        job.cancel(timeout=10.0)
 
 
 _gc_lock = threading.Lock()

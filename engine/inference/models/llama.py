@@ -322,7 +322,10 @@ class Transformer(nn.Module):
     def __init__(self, args: ModelArgs) -> None:
         super().__init__()
         self.args = args
-        self.tok_embeddings = nn.Embedding(args.vocab_size, args.hidden_size)
+        # Built on `meta` and assigned from the file: a given (empty) weight skips the random
+        # init, whose meta path imports torch._dynamo (~1.5 s of CPU at every start).
+        self.tok_embeddings = nn.Embedding(args.vocab_size, args.hidden_size,
+                                           _weight=torch.empty(args.vocab_size, args.hidden_size))
         self.layers = nn.ModuleList(Block(args, w) for w in args.sliding_windows)
         self.norm = RMSNorm(args.hidden_size, args.rms_norm_eps)
         self.output = nn.Linear(args.hidden_size, args.vocab_size, bias=False)

@@ -60,10 +60,16 @@ class Store:
         """Where a compiling child saves the one-sequence graphs before the batched ones."""
         return self.dir.with_name(self.dir.name + "-partial")
 
-    def load_into(self, step: "decode.CompiledBlocks", directory: Path | None = None) -> bool:
+    @property
+    def saved(self) -> bool:
+        """Graphs for this model are saved (whether they still load is another matter)."""
+        return (self.dir / "graphs.json").is_file()
+
+    def load_into(self, step: "decode.CompiledBlocks", directory: Path | None = None,
+                  cancelled: threading.Event | None = None) -> bool:
         """Add every graph saved in `directory` (by default this model's) to `step` (call
         under inference_mode); False when none are saved or they no longer fit, in which
-        case the stale ones are removed."""
+        case the stale ones are removed, or when `cancelled` is set between two files."""
         directory = directory or self.dir
         index = directory / "graphs.json"
         if not index.is_file():
@@ -75,6 +81,8 @@ class Store:
             loaded = []
             for group, graphs in enumerate(meta["groups"]):
                 for entry in graphs:
+                    if cancelled is not None and cancelled.is_set():
+                        return False  # the model is closing: the files stay for the next start
                     with open(directory / entry["file"], "rb") as f:
                         compiled = torch.compiler.load_compiled_function(f, f_globals=decode.__dict__)
                     cells = [(int(rows), int(first), int(last)) for rows, first, last in entry["cells"]]
@@ -98,40 +106,41 @@ class Store:
         except Exception as exc:
             log.warning("could not save the compiled decode graphs: %s", exc)
 
+    def write_spec(self, path: Path) -> None:
+        """What the compiling child needs: skeleton blocks (shapes, no weights), the RoPE
+        tables and where to save."""
+        torch.save({
+            "layers": [_skeleton(layers[0]) for layers in self.groups],
+            "cos": self.model._cos, "sin": self.model._sin,
+            "out": str(self.dir), "partial": str(self.partial_dir),
+            # The kernels are generated for a thread count (and guarded on it).
+            "threads": torch.get_num_threads(),
+        }, path)
+
     def compile_in_subprocess(self, cancelled: threading.Event | None = None,
                               on_partial: Callable[[Path], None] | None = None) -> bool:
         """Compile and save the graphs in a child process; False if `cancelled` was set
         meanwhile (the child is killed), raises if the child fails. `on_partial(directory)`
         runs once the child has saved the one-sequence graphs, before the batched ones."""
+        if cancelled is not None and cancelled.is_set():
+            return False
         self.dir.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=self.dir.parent, prefix="spec-") as tmp:
             spec = Path(tmp) / "spec.pt"
-            torch.save({
-                "layers": [_skeleton(layers[0]) for layers in self.groups],
-                "cos": self.model._cos, "sin": self.model._sin,
-                "out": str(self.dir), "partial": str(self.partial_dir),
-                # The kernels are generated for a thread count (and guarded on it).
-                "threads": torch.get_num_threads(),
-            }, spec)
+            self.write_spec(spec)
             log_path = Path(tmp) / "child.log"
-            # The child imports Wren from where this process did, installed or not.
-            root = str(Path(decode.__file__).resolve().parents[3])
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
             with open(log_path, "w") as child_log:
-                child = subprocess.Popen(
-                    [sys.executable, "-m", "engine.inference.models.precompile", str(spec)],
-                    stdin=subprocess.DEVNULL, stdout=child_log, stderr=subprocess.STDOUT, env=env,
-                )
+                child = subprocess.Popen(child_command(spec), stdin=subprocess.DEVNULL, stdout=child_log,
+                                         stderr=subprocess.STDOUT, env=child_env())
                 started, cancelled = time.monotonic(), cancelled or threading.Event()
                 try:
                     while child.poll() is None:
-                        stop = cancelled.wait(0.2)
+                        if cancelled.wait(0.2):
+                            shutil.rmtree(self.partial_dir, ignore_errors=True)
+                            return False
                         if on_partial is not None and (self.partial_dir / "graphs.json").is_file():
                             on_partial(self.partial_dir)
                             on_partial = None
-                        if stop:
-                            shutil.rmtree(self.partial_dir, ignore_errors=True)
-                            return False
                         if time.monotonic() - started > _CHILD_TIMEOUT_S:
                             raise RuntimeError(f"the compiling child process ran past {_CHILD_TIMEOUT_S} s")
                 finally:
@@ -142,6 +151,20 @@ class Store:
                 tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
                 raise RuntimeError(f"the compiling child process exited with {child.returncode}: {tail[0]}")
         return True
+
+
+def child_command(spec: Path, parent: int | None = None) -> list[str]:
+    """The compiling child's command line for `spec`: it is given its parent's pid (this
+    process's, by default) so that it never outlives it (engine.inference.compile_child)."""
+    parent = os.getpid() if parent is None else parent
+    return [sys.executable, "-m", "engine.inference.compile_child", str(parent), str(spec)]
+
+
+def child_env() -> dict[str, str]:
+    """This environment, with Wren importable from where this process imported it
+    (installed or not)."""
+    root = str(Path(decode.__file__).resolve().parents[3])
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
 
 
 def _write(directory: Path, graphs, group_count: int) -> None:
@@ -246,21 +269,9 @@ def _yield_the_cpu() -> None:
         os.nice(19)
 
 
-def _exit_with_parent() -> None:
-    """End this process when the Wren process that started it is gone (it quit mid-compile)."""
-    parent = os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(1.0)
-        os._exit(3)
-
-    threading.Thread(target=watch, name="wren-parent-watch", daemon=True).start()
-
-
-def _child(spec_path: str) -> None:
-    """The child process: compile each skeleton block's graphs and save them."""
-    _exit_with_parent()
+def run_child(spec_path: str) -> None:
+    """The child process (started through engine.inference.compile_child, which first ties
+    its life to the parent's): compile each skeleton block's graphs and save them."""
     _yield_the_cpu()
     spec = torch.load(spec_path, weights_only=False)
     torch.set_num_threads(spec["threads"])
@@ -279,6 +290,3 @@ def _child(spec_path: str) -> None:
     _write(Path(spec["out"]), graphs, len(layers))
     shutil.rmtree(partial, ignore_errors=True)
 
-
-if __name__ == "__main__":
-    _child(sys.argv[1])
