@@ -1,5 +1,9 @@
-"""Weight-only quantized linear layers for the torch backend (CPU decode is memory-bound)."""
+"""Weights in their file's own blocks (QuantLinear, QuantEmbedding over QTensors, multiplied
+by Wren's kernels: docs/weights.md), and torch's packed int4 path for an explicit
+re-quantization (GroupQuantLinear)."""
 
 from engine.inference.quant.linear import QUANT_NAMES, GroupQuantEmbedding, GroupQuantLinear, quantize_linears
+from engine.inference.quant.modules import QTensor, QuantEmbedding, QuantLinear
 
-__all__ = ["QUANT_NAMES", "GroupQuantEmbedding", "GroupQuantLinear", "quantize_linears"]
+__all__ = ["QUANT_NAMES", "GroupQuantEmbedding", "GroupQuantLinear", "QTensor", "QuantEmbedding", "QuantLinear",
+           "quantize_linears"]
