@@ -61,8 +61,8 @@ _STOP = object()
 # work and (batched) the other sequences' next tokens; each chunk also reports progress.
 # Quantized weights are read (and dequantized into GEMM tiles) once per chunk, so small
 # chunks are slow: on the starter model (Xeon @2.5GHz, one thread, CPU time) a 2,048-token
-# prompt reads at 56 tokens/s in 32-token chunks, 133 in 128, 158 in 256 and 176 in 512;
-# 512 would gain a tenth and double the wait for a stop (bench/prefill.py).
+# prompt reads at 56 tokens/s in 32-token chunks, 97 in 64, 134 in 128, 156 in 256 and 182
+# in 512; 512 would gain a sixth and double the wait for a stop (bench/prefill.py --sweep).
 PREFILL_CHUNK = 256
 
 
