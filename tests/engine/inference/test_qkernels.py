@@ -327,3 +327,17 @@ def test_qlinear_exact_batch_dims_threads_and_bad_input():
         kernels.qlinear_exact(x.double(), raw, 12, 3000)
     with pytest.raises(RuntimeError, match="expected 5"):
         kernels.qlinear_exact(x, raw, 12, 5)
+
+
+@pytest.mark.parametrize("qtype", [2, 3, 6, 7, 8], ids=_name)
+def test_qlinear_row_result_independent_of_call_shape(qtype, isa):
+    """Decoding runs several weight rows per pass (one activation row) and several activation
+    rows per pass (batched decoding): a row's result is the same, bit for bit, whether it is
+    computed alone, among 1..9 weight rows (every group remainder), or next to another x row."""
+    rng = np.random.default_rng(qtype)
+    raw = torch.from_numpy(random_raw(qtype, 9, 96, rng))
+    x = torch.randn(2, 96)
+    alone = torch.stack([kernels.qlinear(x[:1], raw[r:r + 1], qtype, 1)[0, 0] for r in range(9)])
+    for rows in range(1, 10):
+        assert torch.equal(kernels.qlinear(x[:1], raw[:rows], qtype, rows)[0], alone[:rows])
+    assert torch.equal(kernels.qlinear(x, raw, qtype, 9)[0], alone)

@@ -109,6 +109,13 @@ void gemv_path(const wren::TypeInfo& info, int qtype, const uint8_t* w, int64_t 
     }
     const wren::QDotFn fn = k.qdot[qtype];
     const wren::QDotRowsFn fn_rows = k.qdot_rows[qtype];
+    const wren::QDotWRowsFn fn_wrows = k.qdot_wrows[qtype];
+    if (n == 1 && fn_wrows != nullptr) {
+        at::parallel_for(0, rows, grain, [&](int64_t b, int64_t e) {
+            fn_wrows(w + b * row_bytes, row_bytes, (int)(e - b), nb, xqp, out + b);
+        });
+        return;
+    }
     at::parallel_for(0, rows, grain, [&](int64_t b, int64_t e) {
         if (n > 1 && fn_rows != nullptr) {
             for (int64_t r = b; r < e; ++r) fn_rows(w + r * row_bytes, nb, xqp, xq_bytes, (int)n, out + r, rows);

@@ -48,6 +48,8 @@ void dequantize_row(int qtype, const uint8_t* src, float* dst, int64_t cols);
 using QDotFn = float (*)(const uint8_t* w, int64_t nb, const void* xq);
 // One weight row against n quantized activation rows xs bytes apart; out[j * os] = dot j.
 using QDotRowsFn = void (*)(const uint8_t* w, int64_t nb, const void* xq, int64_t xs, int n, float* out, int64_t os);
+// nrows weight rows (row_bytes apart) against one quantized activation row; out[r] = dot r.
+using QDotWRowsFn = void (*)(const uint8_t* w, int64_t row_bytes, int nrows, int64_t nb, const void* xq, float* out);
 // One float-type weight row (F32/F16/BF16) against one float activation row.
 using FDotFn = float (*)(const uint8_t* w, int64_t cols, const float* x);
 // One block-type weight row (nb blocks) against n float32 activation rows xs floats apart,
@@ -62,6 +64,7 @@ struct Kernels {
     QDotFn qdot[kMaxType];
     FDotFn fdot[kMaxType];
     QDotRowsFn qdot_rows[kMaxType];  // optional: several activation rows per weight pass
+    QDotWRowsFn qdot_wrows[kMaxType];  // optional: several weight rows per activation pass (one x row)
     XDotRowsFn xdot_rows[kMaxType];  // float activations (qlinear_exact); every block type filled
     // Activation quantization for each weight type, into the table's own block layout
     // (act_bytes per weight block). Every implementation rounds the same way
