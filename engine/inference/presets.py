@@ -1,7 +1,7 @@
 """Where an answer's sampling settings come from, and each model's saved preset.
 
 Layers, later ones winning field by field: Wren's built-in defaults; the model's own (what
-its card recommends, then its generation_config.json); the user's settings for every model
+its generation_config.json, where the import put what its card recommends); the user's settings for every model
 (setting "sampling"); the user's preset for this model (setting "sampling.models", model
 name -> fields); a conversation's own settings; options given with one message.
 """
@@ -42,14 +42,6 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
     "penalize_prompt": False,
 }
 
-# What a model's card recommends, for models whose generation_config.json is silent on it.
-# The starter's card (SmolLM2-135M-Instruct) says temperature 0.2. Its first token for "What
-# is the capital of France?" is "The" 15%, French "L"/"La" 24%; the French openings wander,
-# and lower temperatures keep the answer on the likely path more often.
-MODEL_CARD_DEFAULTS: dict[str, dict[str, Any]] = {
-    "smollm2-135m-instruct": {"temperature": 0.2},
-}
-
 GENERATION_CONFIG = "generation_config.json"
 # What generation_config.json may say that Wren honours (Hugging Face's names are Wren's).
 _FROM_GENERATION_CONFIG = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty")
@@ -88,9 +80,10 @@ def generation_defaults(model_dir: Path | None) -> dict[str, Any]:
 
 
 def model_defaults(name: str | None, model_dir: Path | None) -> dict[str, Any]:
-    """A model's own defaults: its card's recommendation (by installed name) overlaid by its
-    generation_config.json."""
-    return {**MODEL_CARD_DEFAULTS.get(name or "", {}), **generation_defaults(model_dir)}
+    """A model's own defaults: what its generation_config.json says (the importer writes
+    there what the GGUF records, and for the starter what its model card recommends).
+    `name` is the installed model's name (unused: the folder says it all)."""
+    return generation_defaults(model_dir)
 
 
 def check_layer(values: Any, what: str) -> dict[str, Any]:

@@ -44,8 +44,9 @@ SUPPORTED_MODEL_TYPES = frozenset(model_type for model_type, _ in ARCHITECTURES.
 PERMUTED_ARCHS = frozenset({"llama", "mistral"})
 
 # Bump when the output changes, so cached imports (the starter) are rebuilt.
-# 2: the GGUF is kept as model.gguf (1 converted it to float32 safetensors).
-IMPORTER_VERSION = 2
+# 2: the GGUF is kept as model.gguf (1 converted it to float32 safetensors); 3: the
+# starter's generation_config.json carries its card's sampling advice.
+IMPORTER_VERSION = 3
 GGUF_FILE = "model.gguf"
 
 GLOBAL_TENSORS = {
