@@ -2,7 +2,8 @@
 
 For each type: decode GEMV (one row of x) as GB/s of weight bytes read and ms per call, on a
 2048x2048 and an 8192x2048 weight (rows x cols: Llama 3.2 1B's attention and FFN shapes), and
-the prompt path as GFLOP/s at n=512 and n=4096 rows of x. Baselines at the same shapes:
+the prompt path as GFLOP/s at n=512 and n=4096 rows of x; --exact adds qlinear_exact's GEMV
+(float activations). Baselines at the same shapes:
 float32 F.linear, and torch's int4 kernel `_weight_int4pack_mm_for_cpu` on bf16 activations
 (what Wren used before). GEMV weights rotate over copies adding up to --cold-mb (default 256
 MB, far past the L3 cache) so the figures are DRAM streaming, as decoding a whole model is;
@@ -11,7 +12,7 @@ gemv_hot is one thread on a weight that stays in L2 (the kernel's compute rate);
 bandwidth to compare with. Runs on --threads torch threads (default 2). Times are the
 fastest of repeated runs.
 
-    .venv/bin/python bench/qmatmul.py [--types Q4_0,Q8_0] [--threads 2] [--quick]
+    .venv/bin/python bench/qmatmul.py [--types Q4_0,Q8_0] [--threads 2] [--quick] [--exact] [--isa avx2]
     .venv/bin/python bench/qmatmul.py --crossover   # GEMV vs tiled-GEMM time for n = 1..32
 """
 
@@ -71,34 +72,38 @@ def copies_for(nbytes: int, cold_mb: int) -> int:
     return max(1, min(64, -(-cold_mb * 2**20 // nbytes)))
 
 
-def gemv(name: str, rows: int, cols: int, cold_mb: int, rng) -> dict:
+def gemv(name: str, rows: int, cols: int, cold_mb: int, rng, exact: bool = False) -> dict:
     qtype = int(GGMLQuantizationType[name])
     first = random_raw(name, rows, cols, rng)
     raws = [first] + [first.clone() for _ in range(copies_for(first.numel(), cold_mb) - 1)]
     x = torch.randn(1, cols)
     state = {"i": 0}
+    fn = kernels.qlinear_exact if exact else kernels.qlinear
 
     def call():
         state["i"] = (state["i"] + 1) % len(raws)
-        kernels.qlinear(x, raws[state["i"]], qtype, rows)
+        fn(x, raws[state["i"]], qtype, rows)
 
     t = timeit(call)
     return {"ms": round(t * 1e3, 4), "GB/s": round(first.numel() / t / 1e9, 2)}
 
 
-def gemv_hot(name: str, rng) -> dict:
+def gemv_hot(name: str, rng, exact: bool = False) -> dict:
     """One thread on a 512x2048 weight that stays in L2: the kernel's compute rate, the
     most it could move per thread were memory faster."""
     qtype = int(GGMLQuantizationType[name])
     raw = random_raw(name, 512, 2048, rng)
     x = torch.randn(1, 2048)
+    fn = kernels.qlinear_exact if exact else kernels.qlinear
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        t = timeit(lambda: kernels.qlinear(x, raw, qtype, 512), min_time=0.2, min_runs=50)
+        t = timeit(lambda: fn(x, raw, qtype, 512), min_time=0.2, min_runs=50)
     finally:
         torch.set_num_threads(threads)
-    return {"us": round(t * 1e6, 1), "GB/s": round(raw.numel() / t / 1e9, 2)}
+    block = GGML_QUANT_SIZES[GGMLQuantizationType[name]][0]
+    return {"us": round(t * 1e6, 1), "GB/s": round(raw.numel() / t / 1e9, 2),
+            "ns/block": round(t * 1e9 / (512 * 2048 // block), 2)}
 
 
 def prompt(name: str, rows: int, cols: int, n: int, rng) -> float:
@@ -199,10 +204,13 @@ def main() -> None:
     ap.add_argument("--cold-mb", type=int, default=256)
     ap.add_argument("--quick", action="store_true", help="GEMV only, no prompt figures")
     ap.add_argument("--crossover", action="store_true")
+    ap.add_argument("--exact", action="store_true", help="also qlinear_exact's GEMV (float activations)")
+    ap.add_argument("--isa", default="", help="cap the kernels' instruction set (scalar, avx2, avx512-vnni)")
     args = ap.parse_args()
     if not kernels.available():
         sys.exit(kernels.NOTICE)
     torch.set_num_threads(args.threads)
+    kernels.use_isa(args.isa)
     rng = np.random.default_rng(0)
     types = [t.strip() for t in args.types.split(",") if t.strip()]
     report = {"cpu": cpu_description(), "threads": args.threads, "isa": kernels.isa(),
@@ -219,6 +227,10 @@ def main() -> None:
         for rows, cols in SHAPES:
             entry[f"gemv_{rows}x{cols}"] = gemv(name, rows, cols, args.cold_mb, rng)
         entry["gemv_hot_512x2048_1thread"] = gemv_hot(name, rng)
+        if args.exact and name not in ("F32", "F16", "BF16"):
+            for rows, cols in SHAPES:
+                entry[f"gemv_exact_{rows}x{cols}"] = gemv(name, rows, cols, args.cold_mb, rng, exact=True)
+            entry["gemv_exact_hot_512x2048_1thread"] = gemv_hot(name, rng, exact=True)
         for n in ns:
             entry[f"prompt_n{n}_2048x2048_GFLOP/s"] = prompt(name, 2048, 2048, n, rng)
         results[name] = entry
