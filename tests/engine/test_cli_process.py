@@ -120,6 +120,7 @@ def _under(pid: int, home: Path) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_closing_a_background_compile_kills_its_child_and_joins_its_thread(tiny_model_dir, tmp_path):
     from engine.inference.backends.torch import TorchBackend
     from engine.inference.models import decode
@@ -198,6 +199,7 @@ def test_compiling_child_never_outlives_a_killed_parent(tiny_model_dir, tmp_path
     assert outlived == []
 
 
+@pytest.mark.slow
 @linux_only
 def test_the_child_command_names_its_parent_and_a_gone_parent_ends_it_at_once(tmp_path):
     from engine.inference.models import precompile
