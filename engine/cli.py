@@ -16,7 +16,8 @@ from typing import Sequence
 
 from engine import __version__
 from engine.errors import WrenError
-from engine.events import Delta, Failed, Finished, FinishReason, event_to_dict
+from engine.events import Delta, Failed, Finished, FinishReason, PrefillProgress, event_to_dict
+from engine.progress import PrefillLine
 from engine.inference.select import BACKEND_NAMES
 
 # The commands defined here; any other is an extension's (engine.memory, engine.safety).
@@ -172,18 +173,25 @@ async def _cmd_ask(args) -> int:
         code = 0
         if _main_thread():
             loop.add_signal_handler(signal.SIGINT, interrupt)
+        reading = PrefillLine(sys.stderr)  # a long prompt's progress, drawn on a terminal only
         try:
             async for event in engine.send(conv.id, text, SendOptions(sampling=params)):
                 if args.json:
                     print(json.dumps(event_to_dict(event), ensure_ascii=False), flush=True)
+                elif isinstance(event, PrefillProgress):
+                    reading.update(event.done, event.total)
                 elif isinstance(event, Delta):
+                    reading.clear()
                     print(event.text, end="", flush=True)
                 elif isinstance(event, Failed):
+                    reading.clear()
                     print(f"\nwren: {event.error}", file=sys.stderr)
                     code = 1
                 elif isinstance(event, Finished) and not args.json:
+                    reading.clear()
                     print()
         finally:
+            reading.clear()
             if _main_thread():
                 loop.remove_signal_handler(signal.SIGINT)
         return _INTERRUPTED if interrupted else code
@@ -238,8 +246,13 @@ async def _cmd_chat(args) -> int:
             if not conv.title:
                 conv = await engine.rename_conversation(conv.id, " ".join(line.split())[:60])
             loop.add_signal_handler(signal.SIGINT, engine.stop)
+            reading = PrefillLine(sys.stderr)
             try:
                 async for event in engine.send(conv.id, line, SendOptions(sampling=params)):
+                    if isinstance(event, PrefillProgress):
+                        reading.update(event.done, event.total)
+                        continue
+                    reading.clear()
                     if isinstance(event, Delta):
                         print(event.text, end="", flush=True)
                     elif isinstance(event, Failed):
@@ -250,6 +263,7 @@ async def _cmd_chat(args) -> int:
             except WrenError as exc:
                 print(f"wren: {exc}", file=sys.stderr)
             finally:
+                reading.clear()
                 loop.remove_signal_handler(signal.SIGINT)
     finally:
         await engine.close()
