@@ -76,7 +76,7 @@ def qlinear(x: torch.Tensor, raw: torch.Tensor, qtype: int, rows: int) -> torch.
     8 bits per block and multiplied with integer dot products; many rows go through torch's
     GEMM on exactly dequantized weight tiles."""
     _require()
-    return torch.ops.wren.qlinear(x, raw, int(qtype), int(rows))
+    return torch.ops.wren.qlinear.default(x, raw, int(qtype), int(rows))  # .default: ~1.5 us less per call
 
 
 def qlinear_exact(x: torch.Tensor, raw: torch.Tensor, qtype: int, rows: int) -> torch.Tensor:
@@ -87,7 +87,7 @@ def qlinear_exact(x: torch.Tensor, raw: torch.Tensor, qtype: int, rows: int) -> 
     GEMM as qlinear. Slower than qlinear's integer dots for a few rows; for the layers where
     8-bit activations change answers (the output head)."""
     _require()
-    return torch.ops.wren.qlinear_exact(x, raw, int(qtype), int(rows))
+    return torch.ops.wren.qlinear_exact.default(x, raw, int(qtype), int(rows))
 
 
 def dequantize(raw: torch.Tensor, qtype: int, cols: int) -> torch.Tensor:
