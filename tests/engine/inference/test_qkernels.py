@@ -214,7 +214,7 @@ def test_qlinear_traces_under_torch_compile():
             self.register_buffer("raw", raw)
 
         def forward(self, x):
-            return torch.ops.wren.qlinear(x, self.raw, 12, 24).relu() + 1
+            return torch.ops.wren.qlinear(x, self.raw, 12, 24).relu() + torch.ops.wren.qlinear_exact(x, self.raw, 12, 24)
 
     model = Tiny()
     x = torch.randn(1, 256)
