@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from gguf.constants import GGMLQuantizationType, LlamaFileType
+from gguf.constants import LlamaFileType
 
 from engine.errors import ModelFileError, UnsupportedArchitecture
 from engine.modelhub.gguf_file import GGUFFile, TensorInfo

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -47,14 +46,9 @@ def estimate_ram(model_path: Path | str, context: int) -> int:
 
 
 def read_config(model_path: Path | str) -> dict[str, Any]:
-    path = _folder(model_path) / "config.json"
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ModelFileError(f"{path} cannot be read: {exc}") from exc
-    if not isinstance(config, dict):
-        raise ModelFileError(f"{path} is not a model configuration")
-    return config
+    from engine.inference.backends import read_model_config  # no torch: only config.json
+
+    return read_model_config(_folder(model_path))
 
 
 def _folder(model_path: Path | str) -> Path:
