@@ -60,8 +60,10 @@ def test_capital_of_france_is_paris(starter_engine, backend):
 
 @pytest.mark.parametrize("backend", _backends())
 def test_greedy_ids_against_the_float32_reference(starter_models_dir, backend, reference):
-    """torch float32 must reproduce the reference exactly; lower precision (MLX on CPU
-    computes the same float32 math with other kernels) may drift — how far is asserted."""
+    """torch's lossless path (every weight exactly the file's value, float32 activations:
+    quant="none") must reproduce the reference exactly; MLX on CPU computes the same float32
+    math with other kernels and may drift — how far is asserted. (The default path, with
+    8-bit activations in the layers, is checked in test_torch_fast.py.)"""
     from engine.inference.generate import KVSession, generate_tokens
     from engine.inference.sampling import Sampler, SamplingParams
     from engine.inference.select import resolve_backend
@@ -70,7 +72,8 @@ def test_greedy_ids_against_the_float32_reference(starter_models_dir, backend, r
 
     ref = reference
     info = ModelRegistry(starter_models_dir).ensure_starter()
-    model = resolve_backend(backend).load(info.path, dtype="float32")
+    exact = {"quant": "none"} if backend.startswith("torch") else {}
+    model = resolve_backend(backend).load(info.path, dtype="float32", **exact)
     tokenizer = Tokenizer.from_dir(info.path)
     try:
         agreements = []

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.errors import ModelFileError, UnsupportedArchitecture
-from engine.inference.quant.modules import QTensor, QuantEmbedding, QuantLinear
+from engine.inference.quant.modules import QTensor, QuantEmbedding, QuantLinear, exact_activations
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3")
@@ -409,7 +409,8 @@ class Transformer(nn.Module):
 
     def prefill(self, ids: list[int] | torch.Tensor, start: int, slot: int = 0) -> torch.Tensor:
         ids = torch.as_tensor(ids, dtype=torch.long, device=self._token.device).view(1, -1)
-        return self.forward(ids, start, slot=slot)
+        with exact_activations():  # the prompt's last logits pick the first word: see there
+            return self.forward(ids, start, slot=slot)
 
     def decode_one(self, token: int, pos: int, slot: int = 0) -> torch.Tensor:
         self._token.fill_(token)

@@ -11,6 +11,9 @@ for the output head, `kernels.qlinear_exact`), else by dequantizing exactly
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -24,6 +27,20 @@ F32 = 0
 # WREN_EXACT_ACTIVATIONS=1: every layer multiplies float32 activations (slower decoding,
 # answers that follow the float32 reference more closely); by default only the output head.
 EXACT_EVERYWHERE = os.environ.get("WREN_EXACT_ACTIVATIONS", "").strip().lower() in ("1", "on", "true", "yes")
+_exact = threading.local()
+
+
+@contextmanager
+def exact_activations() -> Iterator[None]:
+    """Within it, every QuantLinear multiplies float32 activations: a prompt's tokens, whose
+    last logits pick the answer's first word (a prompt of up to 16 new tokens, after a
+    cached prefix, would otherwise take the 8-bit path). Per thread."""
+    before = getattr(_exact, "on", False)
+    _exact.on = True
+    try:
+        yield
+    finally:
+        _exact.on = before
 _FALLBACK_ROWS = 1024  # rows dequantized at a time without the kernels (bounds the temporaries)
 
 
@@ -144,7 +161,7 @@ def _matmul(x: torch.Tensor, raw: torch.Tensor, qtype: int, rows: int, cols: int
     if qtype == F32:
         return F.linear(x, raw.view(torch.float32).view(rows, cols))
     if raw.device.type == "cpu" and kernels.available():
-        if exact or EXACT_EVERYWHERE:
+        if exact or EXACT_EVERYWHERE or getattr(_exact, "on", False):
             return kernels.qlinear_exact(x, raw, qtype, rows)
         return kernels.qlinear(x, raw, qtype, rows)
     # Exact and slow: a slice of rows widened at a time, so memory stays bounded.

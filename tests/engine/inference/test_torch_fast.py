@@ -4,7 +4,6 @@ the float32 reference."""
 from __future__ import annotations
 
 import logging
-import sys
 import time
 
 import numpy as np
@@ -316,38 +315,6 @@ def test_closing_a_model_stops_its_compile(tmp_path, wren_home, monkeypatch):
     model.close()
     assert background.wait(timeout=10) and not background.failed and background.seconds is None
     assert not list(wren_home.glob("cache/torch-inductor/decode-blocks/*/graphs.json"))
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Linux's /proc")
-def test_a_compiling_child_ends_with_the_wren_process_that_started_it(tmp_path):
-    """Quitting Wren mid-compile must not leave its compiler running."""
-    import os
-    import subprocess
-
-    pid_file = tmp_path / "child.pid"
-    child = ("import os, time; from engine.inference.models.precompile import _exit_with_parent; "
-             f"_exit_with_parent(); open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)")
-    parent = subprocess.Popen([sys.executable, "-c", f"import subprocess, sys, time; "
-                               f"subprocess.Popen([sys.executable, '-c', {child!r}]); time.sleep(60)"])
-    deadline = time.monotonic() + 30
-    while not pid_file.exists() or not pid_file.read_text():
-        assert time.monotonic() < deadline, "the child never started"
-        time.sleep(0.05)
-    pid = int(pid_file.read_text())
-    parent.kill()
-    parent.wait()
-    deadline = time.monotonic() + 10
-    while os.path.exists(f"/proc/{pid}") and "Z" not in _proc_state(pid):
-        assert time.monotonic() < deadline, "the child outlived its parent"
-        time.sleep(0.1)
-
-
-def _proc_state(pid: int) -> str:
-    try:
-        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return "gone"
 
 
 def test_compiled_blocks_route_each_position_to_its_graph(tmp_path):
