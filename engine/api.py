@@ -22,7 +22,7 @@ from engine.inference.presets import (  # noqa: F401  PRESET_FIELDS: re-exported
     PRESET_FIELDS, PRESETS_KEY, check_layer, check_presets, model_defaults, resolve,
 )
 from engine.inference.sampling import SamplingParams
-from engine.inference.select import resolve_backend
+from engine.inference.select import BACKEND_NAMES, resolve_backend  # noqa: F401  BACKEND_NAMES: re-exported for the desktop
 from engine.inference.worker import GenerationRequest, ModelWorker, WarmRequest
 from engine.logs import log_event
 from engine.memory import TEMPORARY_KEY, MemoryService

@@ -25,9 +25,8 @@ from desktop.settings.importer import import_model
 from desktop.settings.personal import PersonalPage
 from desktop.settings.sampling import SamplingPresetEditor
 from desktop.window.models import installed_models
-from engine.api import DEFAULT_SYSTEM_PROMPT, Engine, SamplingParams
+from engine.api import BACKEND_NAMES, DEFAULT_SYSTEM_PROMPT, Engine, SamplingParams
 from engine.errors import WrenError
-from engine.inference.select import BACKEND_NAMES
 
 HOTKEY = "desktop.hotkey"
 HOTKEY_ENABLED = "desktop.hotkey_enabled"
