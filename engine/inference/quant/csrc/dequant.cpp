@@ -124,26 +124,13 @@ void deq_q3_k(const uint8_t* b, float* y) {
             }
 }
 
-void deq_q4_k(const uint8_t* b, float* y) {
-    const float d = fp16_to_fp32(load_u16(b));
-    const float dmin = fp16_to_fp32(load_u16(b + 2));
-    const uint8_t* qs = b + 16;
-    for (int j = 0; j < 8; ++j) {
-        uint8_t sc, m;
-        kscale_min(b + 4, j, &sc, &m);
-        const float dl = d * (float)sc;
-        const float ml = dmin * (float)m;
-        const uint8_t* q = qs + 32 * (j >> 1);
-        const int shift = 4 * (j & 1);
-        for (int l = 0; l < 32; ++l) y[32 * j + l] = dl * (float)((q[l] >> shift) & 0x0f) - ml;
-    }
-}
-
-void deq_q5_k(const uint8_t* b, float* y) {
+// Q4_K and Q5_K share the scale/min layout; Q5_K adds a fifth bit per value from qh.
+template <bool FIVE>
+void deq_q45_k(const uint8_t* b, float* y) {
     const float d = fp16_to_fp32(load_u16(b));
     const float dmin = fp16_to_fp32(load_u16(b + 2));
     const uint8_t* qh = b + 16;
-    const uint8_t* qs = b + 48;
+    const uint8_t* qs = b + (FIVE ? 48 : 16);
     for (int j = 0; j < 8; ++j) {
         uint8_t sc, m;
         kscale_min(b + 4, j, &sc, &m);
@@ -152,7 +139,8 @@ void deq_q5_k(const uint8_t* b, float* y) {
         const uint8_t* q = qs + 32 * (j >> 1);
         const int shift = 4 * (j & 1);
         for (int l = 0; l < 32; ++l) {
-            const int v = ((q[l] >> shift) & 0x0f) | (((qh[l] >> j) & 1) << 4);
+            int v = (q[l] >> shift) & 0x0f;
+            if (FIVE) v |= ((qh[l] >> j) & 1) << 4;
             y[32 * j + l] = dl * (float)v - ml;
         }
     }
@@ -216,8 +204,8 @@ void dequantize_row(int qtype, const uint8_t* src, float* dst, int64_t cols) {
         case Q8_0: deq_blocks<deq_q8_0, 32, 34>(src, dst, cols); break;
         case Q2_K: deq_blocks<deq_q2_k, 256, 84>(src, dst, cols); break;
         case Q3_K: deq_blocks<deq_q3_k, 256, 110>(src, dst, cols); break;
-        case Q4_K: deq_blocks<deq_q4_k, 256, 144>(src, dst, cols); break;
-        case Q5_K: deq_blocks<deq_q5_k, 256, 176>(src, dst, cols); break;
+        case Q4_K: deq_blocks<deq_q45_k<false>, 256, 144>(src, dst, cols); break;
+        case Q5_K: deq_blocks<deq_q45_k<true>, 256, 176>(src, dst, cols); break;
         case Q6_K: deq_blocks<deq_q6_k, 256, 210>(src, dst, cols); break;
         default: break;
     }
