@@ -107,10 +107,54 @@ class MemoryNotice:
     skipped: str = ""  # why memory did nothing with a remember/forget request (memory off, temporary chat)
 
 
-Event = Started | PrefillProgress | Delta | Usage | SafetyNotice | MemoryNotice | Finished | Failed
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """The model asked for a tool: the answer's text pauses until its ToolResult.
+    `arguments` is the parsed JSON object the model wrote (validated against the tool's
+    schema where the tool has one)."""
+
+    id: str  # unique within the answer, e.g. "call_1"
+    name: str
+    arguments: dict
+
+
+@dataclass(frozen=True, slots=True)
+class ToolApprovalNeeded:
+    """The call `id` waits for the user: Engine.approve_tool(id, "once" | "always" | "deny")."""
+
+    id: str
+    name: str
+    arguments: dict
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What the tool gave back (or its error); the answer goes on after it."""
+
+    id: str
+    content: str
+    is_error: bool = False
+    duration: float = 0.0  # seconds the tool ran
+
+
+@dataclass(frozen=True, slots=True)
+class TitleUpdate:
+    """The conversation's title, written (or revised) while or after the answer streams."""
+
+    conversation_id: int
+    title: str
+
+
+Event = (
+    Started | PrefillProgress | Delta | Usage | SafetyNotice | MemoryNotice | ToolCall | ToolApprovalNeeded
+    | ToolResult | TitleUpdate | Finished | Failed
+)
 
 # Event types whose `type` in event_to_dict is not simply the lowercased class name.
-_TYPE_NAMES = {PrefillProgress: "prefill_progress"}
+_TYPE_NAMES = {
+    PrefillProgress: "prefill_progress", ToolCall: "tool_call", ToolApprovalNeeded: "tool_approval_needed",
+    ToolResult: "tool_result", TitleUpdate: "title_update",
+}
 
 
 def event_to_dict(event: Event) -> dict:
