@@ -59,7 +59,7 @@ class WrenApp(QObject):
         w.memory_requested.connect(lambda memory_id: self.open_settings(memory_id=memory_id))
         self.quick.open_requested.connect(self.open_in_window)
         self.quick.conversation_changed.connect(lambda _cid: w.conversations.refresh())
-        models.loading.connect(lambda: self.quick.set_ready(False, "Wren is loading the model…"))
+        models.loading.connect(lambda: self.quick.set_ready(False, "Wren is loading the model…", loading=True))
         models.loaded.connect(lambda status: self.quick.set_ready(True))
         models.load_failed.connect(lambda _t: self.quick.set_ready(False, "No model is loaded; open Wren's settings to choose one."))
         self.hotkey.activated.connect(self.quick.popup)

@@ -32,6 +32,8 @@ class QuickPrompt(QWidget):
         self.conversation_id: int | None = None
         self.stream: TurnStream | None = None
         self._ready = False
+        self._loading = True  # a model is on its way: a question waits for it
+        self.queued: str | None = None  # asked while the model loaded; sent once it is ready
 
         self.input = QLineEdit()
         self.input.setObjectName("quickPromptInput")
@@ -67,12 +69,26 @@ class QuickPrompt(QWidget):
 
         self.input.returnPressed.connect(self.submit)
         self.open_button.clicked.connect(self.open_in_wren)
-        self.set_ready(False, "Loading the model…")
+        self.set_ready(False, "Loading the model…", loading=True)
 
-    def set_ready(self, ready: bool, reason: str = "") -> None:
+    def set_ready(self, ready: bool, reason: str = "", *, loading: bool = False) -> None:
+        """Ready to answer; or not, because a model is loading (questions wait for it) or
+        because none can be loaded (the input is off and `reason` says why)."""
         self._ready = ready
-        self.input.setEnabled(ready)
-        self.status.setText("" if ready else reason)
+        self._loading = loading and not ready
+        self.input.setEnabled(ready or self._loading)
+        if ready and self.queued is not None:
+            text, self.queued = self.queued, None
+            self._send(text)
+        elif not ready and not self._loading and self.queued is not None:
+            # No model is coming: the question goes back in the box, nothing is lost.
+            self.input.setText(self.queued)
+            self.queued = None
+            self.status.setText(reason)
+        elif self.queued is not None:
+            self.status.setText(f"{reason} Your question is kept and answered when it is ready.")
+        else:
+            self.status.setText("" if ready else reason)
         if ready and self.isVisible():
             self.input.setFocus()
 
@@ -91,6 +107,8 @@ class QuickPrompt(QWidget):
         self.input.selectAll()
 
     def reset(self) -> None:
+        if self.queued is not None:
+            return  # a question waits for the model: showing the box again keeps it
         self.conversation_id = None
         self.input.clear()
         self.answer.set_text("")
@@ -101,8 +119,24 @@ class QuickPrompt(QWidget):
 
     def submit(self) -> None:
         text = self.input.text()
-        if not self._ready or self.stream is not None or not text.strip():
+        if self.stream is not None or self.queued is not None or not text.strip():
             return
+        if not self._ready:
+            if self._loading:  # answered as soon as the model is loaded
+                self.queued = text
+                self.input.clear()
+                self.input.setPlaceholderText("Waiting for the model…")
+                self._show_question(text)
+                self.status.setText("Wren is loading the model… Your question is kept and answered when it is ready.")
+            return
+        self._send(text)
+
+    def _show_question(self, text: str) -> None:
+        self.answer.set_text(f"**You asked:** {text}")
+        self.scroll.show()
+        self.adjustSize()
+
+    def _send(self, text: str) -> None:
         self.input.clear()
         self.input.setPlaceholderText("Ask a follow-up…")
         self.tasks.run(self._ask(text), what="quick prompt")

@@ -159,3 +159,45 @@ def test_tray_notice_is_said_once(wren_app, qtbot, arun):
     assert not app.done.done()  # closing the window did not quit
     app.tray.quit_action.trigger()
     assert app.done.done()
+
+
+def test_quick_prompt_keeps_a_question_asked_while_the_model_loads(wren_app, qtbot, arun):
+    import asyncio
+
+    app = wren_app("Loaded and answering.")
+    engine, gate = app.engine, asyncio.Event()
+    real_load = engine.load_model
+
+    async def slow_load(*args, **kwargs):
+        await gate.wait()
+        return await real_load(*args, **kwargs)
+
+    engine.load_model = slow_load
+    quick = app.quick
+    with qtbot.waitSignal(app.window.models.loading, timeout=5000):
+        app.window.models.load_in_background()  # e.g. another model chosen in the picker
+    quick.popup()
+    qtbot.keyClicks(quick.input, "Asked while loading")
+    qtbot.keyClick(quick.input, Qt.Key.Key_Return)
+    assert quick.queued == "Asked while loading"
+    assert "loading" in quick.status.text().lower() and "kept" in quick.status.text()
+    assert "Asked while loading" in quick.answer.text()  # the question stays in sight
+    with qtbot.waitSignal(quick.turn_finished, timeout=15000) as finished:
+        gate.set()
+    assert finished.args[0].reason.value == "stop"
+    assert quick.answer.text() == "Loaded and answering." and quick.queued is None
+    stored = arun(engine.messages(quick.conversation_id))
+    assert [m.content for m in stored] == ["Asked while loading", "Loaded and answering."]
+
+
+def test_quick_prompt_gives_the_question_back_when_no_model_loads(wren_app, qtbot):
+    app = wren_app()
+    quick = app.quick
+    quick.set_ready(False, "Wren is loading the model…", loading=True)
+    quick.popup()
+    qtbot.keyClicks(quick.input, "Still here?")
+    qtbot.keyClick(quick.input, Qt.Key.Key_Return)
+    assert quick.queued == "Still here?"
+    quick.set_ready(False, "No model is loaded; open Wren's settings to choose one.")
+    assert quick.queued is None and quick.input.text() == "Still here?"
+    assert "No model" in quick.status.text()
