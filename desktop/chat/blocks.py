@@ -172,3 +172,38 @@ def split_blocks(text: str) -> list[BlockOp]:
     splitter = BlockSplitter()
     ops = splitter.feed(text) + splitter.finish()
     return [op for op in ops if not isinstance(op, (AppendProse, AppendCode)) and getattr(op, "final", True)]
+
+
+
+LINE_BREAK = "\u2028"  # a line break inside a paragraph (Qt's line separator)
+_TABLE_DELIMITER = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
+# A line that starts a block of its own: a list item, heading, quote, rule or setext underline.
+_BLOCK_START = re.compile(r"^ {0,3}([-*+] |\d{1,9}[.)] |#{1,6}(\s|$)|>|([-*_=])(\s*\3)+\s*$)")
+
+
+def hard_breaks(markdown: str) -> str:
+    """A single newline in prose is a line break, as in chat apps (poems, addresses, sign-offs):
+    two lines of one paragraph are joined by a line separator, which Markdown keeps as text and
+    the document shows as a break without a paragraph's spacing. A newline before a line that
+    starts a block (a list item, heading, quote, rule) stays, and tables and indented code keep
+    their own rules; fenced code never reaches here."""
+    lines = markdown.split("\n")
+    table = any("|" in line and _TABLE_DELIMITER.match(line) for line in lines)
+    out: list[str] = []
+    code = True  # an indented code block can only open the paragraph text
+    for i, line in enumerate(lines):
+        code = code and (line.startswith(("    ", "\t")) or not line.strip())
+        following = lines[i + 1] if i + 1 < len(lines) else ""
+        joined = (
+            line.strip() and following.strip() and not code
+            and not (table and ("|" in line or "|" in following))
+            and not _HEADING_OR_RULE.match(line)
+            and not _BLOCK_START.match(following)
+            and not following.startswith(("    ", "\t"))
+            and not line.endswith(("  ", "\\"))
+        )
+        out.append(line + (LINE_BREAK if joined else "\n"))
+    return "".join(out).removesuffix("\n")
+
+
+_HEADING_OR_RULE = re.compile(r"^ {0,3}(#{1,6}(\s|$)|([-*_=])(\s*\3)+\s*$)")

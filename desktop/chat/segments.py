@@ -10,6 +10,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QSizePolicy, QTextBrowser, QToolButton, QVBoxLayout, QWidget
 
+from desktop.chat.blocks import hard_breaks
 from desktop.chat.highlight import code_colors, code_html
 from desktop.theme import is_dark
 
@@ -82,7 +83,7 @@ class ProseSegment(AutoHeightBrowser):
             cursor.insertBlock(QTextBlockFormat(), self._plain)
         start, blocks = cursor.position(), doc.blockCount()
         rendered = QTextDocument()
-        rendered.setMarkdown(markdown)
+        rendered.setMarkdown(hard_breaks(markdown))
         cursor.insertFragment(QTextDocumentFragment(rendered))
         # A fragment that begins with a list or quote opens a block of its own and leaves
         # the one it was inserted into empty; drop that, or keep the first block's format.
