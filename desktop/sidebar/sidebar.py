@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QPoint, Qt, QTimer, Signal
+from PySide6.QtCore import QPoint, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QFont, QKeySequence
 from PySide6.QtWidgets import (
-    QAbstractItemView, QFrame, QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem, QMenu,
-    QPushButton, QVBoxLayout, QWidget,
+    QAbstractItemView, QFrame, QHBoxLayout, QLabel, QLineEdit, QListView, QListWidget, QListWidgetItem, QMenu,
+    QPushButton, QStyledItemDelegate, QVBoxLayout, QWidget,
 )
 
 from desktop.sidebar.grouping import group_by_day
+from desktop.window.elided import elide
 from engine.records import ConversationInfo
 
 ID_ROLE = Qt.ItemDataRole.UserRole
@@ -17,11 +18,30 @@ INFO_ROLE = Qt.ItemDataRole.UserRole + 1
 SEARCH_DEBOUNCE_MS = 200
 UNDO_SECONDS = 10
 UNTITLED = "New chat"
+MIN_WIDTH = 180  # narrower, and the chat names say too little to choose by
+
+
+class _FitDelegate(QStyledItemDelegate):
+    """Rows never wider than the list: a long title is cut with "…" instead of adding a
+    horizontal scroll bar (the whole title is in the row's tooltip)."""
+
+    def sizeHint(self, option, index) -> QSize:
+        hint = super().sizeHint(option, index)
+        view = self.parent()
+        return QSize(min(hint.width(), max(1, view.viewport().width() - 2 * view.spacing())), hint.height())
 
 
 class ConversationList(QListWidget):
     rename_key = Signal()
     delete_key = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.setWordWrap(False)
+        self.setResizeMode(QListView.ResizeMode.Adjust)  # rows re-fit when the sidebar is resized
+        self.setItemDelegate(_FitDelegate(self))
 
     def keyPressEvent(self, event) -> None:
         if event.key() == Qt.Key.Key_F2 and self.state() != QAbstractItemView.State.EditingState:
@@ -45,6 +65,7 @@ class Sidebar(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("sidebar")
+        self.setMinimumWidth(MIN_WIDTH)
         self.new_chat_button = QPushButton("New chat")
         self.new_chat_button.setObjectName("newChatButton")
         self.new_chat_button.setAccessibleName("New chat")
@@ -154,7 +175,7 @@ class Sidebar(QWidget):
 
     def show_undo(self, conv: ConversationInfo) -> None:
         self._undo_id = conv.id
-        self.undo_label.setText(f"Deleted “{conv.title or UNTITLED}”.")
+        self.undo_label.setText(f"Deleted “{elide(conv.title or UNTITLED, 40)}”.")
         self.undo_bar.show()
         self._undo_timer.start()
 

@@ -20,11 +20,14 @@ from desktop.safety.gate import SendGate
 from desktop.sidebar.sidebar import Sidebar
 from desktop.window.context import ContextController
 from desktop.window.conversation import ConversationController
+from desktop.window.elided import ElidedLabel, elide
 from desktop.window.models import ModelController
 from desktop.window.status import WrenStatusBar
 from engine.api import Engine
 
 TEMPORARY_TITLE = "Temporary chat"
+WINDOW_TITLE_CHARS = 60  # a window title is cut here: task bars and window lists show little more
+MODEL_PICKER_WIDTH = (120, 240)  # pixels: the least and the most the model picker takes
 TEMPORARY_NOTE = (
     "Temporary chat — not saved, not in your chat list, and no memories are used or saved. "
     "It is gone when you leave it."
@@ -70,15 +73,17 @@ class MainWindow(QMainWindow):
     # -- layout ---------------------------------------------------------------------
 
     def _build_header(self) -> None:
-        self.title_label = QLabel("New chat")
+        self.title_label = ElidedLabel("New chat")  # a long title is cut with "…", whole in its tooltip
         self.title_label.setObjectName("conversationTitle")
         self.title_label.setAccessibleName("Conversation title")
         self.model_picker = QComboBox()
         self.model_picker.setObjectName("modelPicker")
         self.model_picker.setAccessibleName("Model")
         self.model_picker.setToolTip("The model that answers")
-        self.model_picker.setMinimumWidth(200)
+        # As wide as the names, up to a limit: a longer one is cut, never widening the header.
         self.model_picker.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.model_picker.setMinimumWidth(MODEL_PICKER_WIDTH[0])
+        self.model_picker.setMaximumWidth(MODEL_PICKER_WIDTH[1])
         self.temporary_button = QToolButton(text="Temporary")
         self.temporary_button.setObjectName("temporaryChatButton")
         self.temporary_button.setAccessibleName("Temporary chat")
@@ -206,7 +211,7 @@ class MainWindow(QMainWindow):
         if self.conversations.temporary:
             title = TEMPORARY_TITLE
         self.title_label.setText(title)
-        self.setWindowTitle(f"{title} — Wren" if title else "Wren")
+        self.setWindowTitle(f"{elide(title, WINDOW_TITLE_CHARS)} — Wren" if title else "Wren")
 
     def show_temporary(self, temporary: bool) -> None:
         """Mark the window clearly while a temporary chat is shown."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QWidget
 
+from desktop.window.elided import ElidedLabel
 from engine.events import Usage
 
 
@@ -12,7 +13,7 @@ class WrenStatusBar(QStatusBar):
         super().__init__(parent)
         self.setObjectName("statusBar")
         self.setAccessibleName("Status")
-        self.model_label = QLabel("No model")
+        self.model_label = ElidedLabel("No model")  # a long model name is cut, whole in its tooltip
         self.model_label.setObjectName("modelStatus")
         self.model_label.setAccessibleName("Model and backend")
         self.speed_label = QLabel()
@@ -29,6 +30,7 @@ class WrenStatusBar(QStatusBar):
         self.progress.hide()
         self.addWidget(self.progress)
         for label in (self.model_label, self.speed_label, self.context_label):
+            label.setContentsMargins(6, 0, 6, 0)  # apart from each other, not run together
             self.addPermanentWidget(label)
         self.context_length = 0
 
