@@ -67,6 +67,7 @@ class WrenApp(QObject):
             self.instance.message.connect(self.handle)
 
     async def start(self, *, quick: bool = False) -> None:
+        await self.window.restore_layout()  # before showing: no jump from the default size
         if not (quick and self.tray.available):
             self.window.show()
         await self.window.start()
@@ -132,6 +133,10 @@ class WrenApp(QObject):
             self.done.set_result(None)
 
     async def shutdown(self) -> None:
+        try:
+            await self.window.save_layout()
+        except Exception:  # the layout is a convenience: closing goes on
+            log.exception("could not save the window layout")
         self.hotkey.clear()
         self.quick.hide()
         self.window.hide()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
+import logging
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QComboBox, QFileDialog, QHBoxLayout, QLabel, QMainWindow, QSplitter, QToolButton, QVBoxLayout, QWidget,
@@ -25,7 +27,11 @@ from desktop.window.models import ModelController
 from desktop.window.status import WrenStatusBar
 from engine.api import Engine
 
+log = logging.getLogger(__name__)
+
 TEMPORARY_TITLE = "Temporary chat"
+LAYOUT_KEY = "desktop.window_layout"  # size, position, splitter and maximized state, for the next start
+LAYOUT_SAVE_MS = 1000  # saved this long after the last move or resize, and again on close
 WINDOW_TITLE_CHARS = 60  # a window title is cut here: task bars and window lists show little more
 MODEL_PICKER_WIDTH = (120, 240)  # pixels: the least and the most the model picker takes
 TEMPORARY_NOTE = (
@@ -69,6 +75,10 @@ class MainWindow(QMainWindow):
         self._connect()
         self.tasks.error.connect(lambda text: self.status.showMessage(text, 10000))
         self.resize(1100, 760)
+        self._layout_restored = False
+        self._layout_timer = QTimer(self, singleShot=True, interval=LAYOUT_SAVE_MS)
+        self._layout_timer.timeout.connect(lambda: self.tasks.run(self.save_layout(), what="saving the window layout"))
+        self.splitter.splitterMoved.connect(lambda *_: self._layout_timer.start())
 
     # -- layout ---------------------------------------------------------------------
 
@@ -125,7 +135,7 @@ class MainWindow(QMainWindow):
         column.addWidget(self.temporary_banner)
         column.addWidget(self.chat, 1)
         column.addWidget(self.composer)
-        splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter = splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.setObjectName("mainSplitter")
         splitter.addWidget(self.sidebar)
         splitter.addWidget(pane)
@@ -203,9 +213,53 @@ class MainWindow(QMainWindow):
 
     async def start(self) -> None:
         """Fill the window, then load the model without holding the window up."""
+        await self.restore_layout()
         await self.conversations.refresh_list()
         self.models.load_in_background()
         self.chat.warm_up()
+
+    # -- size and place, kept across restarts -----------------------------------------
+
+    def layout_state(self) -> dict:
+        return {
+            "geometry": base64.b64encode(bytes(self.saveGeometry())).decode("ascii"),
+            "splitter": self.splitter.sizes(),
+            "maximized": self.isMaximized(),
+        }
+
+    async def save_layout(self, state: dict | None = None) -> None:
+        # Never overwrite the saved layout with the default one, nor write to a closed engine.
+        if self._layout_restored and not getattr(self.engine, "_closed", False):
+            await self.engine.set_setting(LAYOUT_KEY, state or self.layout_state())
+
+    async def restore_layout(self) -> None:
+        """Size, position, splitter and maximized state as the last Wren left them (once)."""
+        if self._layout_restored:
+            return
+        self._layout_restored = True
+        saved = await self.engine.get_setting(LAYOUT_KEY)
+        if not isinstance(saved, dict):
+            return
+        try:
+            geometry = QByteArray(base64.b64decode(saved.get("geometry") or "", validate=True))
+            sizes = [int(n) for n in saved.get("splitter") or []]
+        except (ValueError, TypeError) as exc:
+            log.warning("the saved window layout is unreadable, using the default: %s", exc)
+            return
+        if not geometry.isEmpty() and not self.restoreGeometry(geometry):
+            log.warning("the saved window geometry was refused, using the default")
+        if len(sizes) == 2 and all(n > 0 for n in sizes):
+            self.splitter.setSizes(sizes)
+        if saved.get("maximized"):
+            self.setWindowState(self.windowState() | Qt.WindowState.WindowMaximized)
+
+    def moveEvent(self, event) -> None:
+        super().moveEvent(event)
+        self._layout_timer.start()
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._layout_timer.start()
 
     def set_title(self, title: str) -> None:
         if self.conversations.temporary:
@@ -278,6 +332,8 @@ class MainWindow(QMainWindow):
             self.tasks.run(self.conversations.export_to(conversation_id, fmt, Path(path)), what="exporting")
 
     def closeEvent(self, event: QCloseEvent) -> None:
+        self._layout_timer.stop()
+        self.tasks.run(self.save_layout(self.layout_state()), what="saving the window layout")
         if self.keep_running_in_tray:
             event.ignore()
             self.hide()

@@ -1,0 +1,39 @@
+"""Window size, position, splitter and maximized state come back after a restart."""
+
+from __future__ import annotations
+
+from desktop.window.main_window import LAYOUT_KEY
+
+
+def test_size_position_and_splitter_come_back(open_window, make_engine, arun, qtbot):
+    first = open_window()
+    first.resize(713, 544)
+    first.move(23, 31)
+    first.splitter.setSizes([301, 402])
+    qtbot.waitUntil(lambda: first.width() == 713 and first.splitter.sizes()[0] == 301)
+    saved_sizes = first.splitter.sizes()
+    with qtbot.waitSignal(first.quit_requested):
+        first.close()  # what quitting does; the app also saves on shutdown
+    qtbot.waitUntil(lambda: arun(first.engine.get_setting(LAYOUT_KEY)) is not None)
+
+    second = open_window(engine=make_engine())  # a new Wren over the same data folder
+    assert (second.width(), second.height()) == (713, 544)
+    assert (second.geometry().x(), second.geometry().y()) == (first.geometry().x(), first.geometry().y())
+    assert second.splitter.sizes() == saved_sizes
+    assert not second.isMaximized()
+
+
+def test_maximized_comes_back(open_window, make_engine, arun, qtbot):
+    first = open_window()
+    first.showMaximized()
+    qtbot.waitUntil(first.isMaximized)
+    arun(first.save_layout())
+    second = open_window(engine=make_engine())
+    qtbot.waitUntil(second.isMaximized)
+
+
+def test_a_damaged_saved_layout_is_ignored(open_window, make_engine, arun):
+    first = open_window()
+    arun(first.engine.set_setting(LAYOUT_KEY, {"geometry": "not base64!", "splitter": ["x"]}))
+    second = open_window(engine=make_engine())
+    assert second.isVisible() and second.width() > 0
