@@ -107,6 +107,7 @@ class WrenApp(QObject):
         dialog = SettingsDialog(self.engine, self.tasks, hotkey_problem=self.hotkey_problem, parent=self.window)
         dialog.saved.connect(lambda saved: self.tasks.run(self._apply(saved), what="applying settings"))
         dialog.models_requested.connect(self.window.open_models)
+        dialog.models_changed.connect(lambda: self.tasks.run(self.window.models.refresh(), what="listing the models"))
         self.settings = dialog
         self.tasks.run(self._show_settings(dialog, memory_id), what="opening settings")
 

@@ -53,6 +53,7 @@ def _spin(minimum: float, maximum: float, step: float, decimals: int, name: str,
 class SettingsDialog(QDialog):
     saved = Signal(object)  # SavedSettings
     models_requested = Signal()  # open the Models page (download, delete, default)
+    models_changed = Signal()  # a model was imported: the window's model picker lists it at once
 
     def __init__(self, engine: Engine, tasks: Tasks, *, hotkey_problem: str | None = None, parent: QWidget | None = None):
         super().__init__(parent)
@@ -356,8 +357,11 @@ class SettingsDialog(QDialog):
             self.import_progress.hide()
             for b in (self.import_gguf_button, self.import_folder_button):
                 b.setEnabled(True)
-        self.import_status.setText(f"Imported “{info.name}”. Select it and press Save to use it.")
+        self.import_status.setText(
+            f"Imported “{info.name}”: it is in the window's model picker now. "
+            "To make it the default, select it here and press Save.")
         await self.refresh_models(select=info.name)
+        self.models_changed.emit()
         return info
 
     def _progress(self, done: int, total: int) -> None:

@@ -103,6 +103,7 @@ class ConversationController(QObject):
         self._sync_busy()
         self.w.counter.set_used(0)
         self.w.status.show_context(None)
+        self.w.status.show_speed(None, None)
         self.w.composer.edit.setFocus()
 
     async def open(self, conversation_id: int) -> None:
@@ -170,6 +171,8 @@ class ConversationController(QObject):
         self.w.status.show_context(used if last else None)
         if last is not None:
             self.w.status.show_speed(last.tokens_per_second, last.time_to_first_token)
+        else:  # a chat with no answer has no speed to show; another chat's would be wrong
+            self.w.status.show_speed(None, None)
 
     def _sync_busy(self) -> None:
         busy = self.current_id in self.streams
@@ -235,6 +238,11 @@ class ConversationController(QObject):
             self.w.composer.begin_edit(last.message_id, last.text())
 
     def _start(self, conversation_id: int, events: AsyncIterator[Event], user: MessageWidget | None = None, *, draft: str = "") -> TurnStream:
+        # What was said about the last turn stops being true when the next one starts: its
+        # error under the chat, its failure in the status bar, its speed.
+        self.w.chat.show_notice("")
+        self.w.status.clearMessage()
+        self.w.status.show_speed(None, None)
         answer = self.w.chat.add_streaming_answer()
         stream = TurnStream(events, conversation_id, self)
         self.streams[conversation_id] = stream
