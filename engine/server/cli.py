@@ -1,0 +1,99 @@
+"""`wren serve`: Wren as an HTTP server (OpenAI-compatible and Wren's own endpoints).
+
+Registered by engine/cli.py's `_extensions()`; see docs/server.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from engine.errors import InvalidRequest
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from engine.inference.select import BACKEND_NAMES
+
+    p = subparsers.add_parser(
+        "serve", help="serve Wren over HTTP on 127.0.0.1 (OpenAI-compatible API and Wren's own)",
+        description="Serve Wren over HTTP: /v1/chat/completions, /v1/completions, /v1/models and "
+                    "/api/conversation. Every request needs `Authorization: Bearer KEY`; the key is made on "
+                    "the first start and kept in the system keyring (see --show-key).")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1, this computer only)")
+    p.add_argument("--port", type=int, default=None, help="port (default 8765; 0: any free port)")
+    p.add_argument("--allow-remote", action="store_true",
+                   help="allow a --host other than loopback: other machines on the network can then reach Wren")
+    p.add_argument("--show-key", action="store_true", help="print the server's API key and exit")
+    p.add_argument("--new-key", action="store_true", help="replace the API key with a new one (the old stops working)")
+    p.add_argument("--key-file", nargs="?", const="", default=None, metavar="PATH",
+                   help="keep the key in an encrypted file protected by a passphrase (for machines without a "
+                        "desktop keyring); PATH defaults to keyring's data folder, never Wren's")
+    p.add_argument("--max-queue", type=int, default=None,
+                   help="answers running or waiting at once (default 16); beyond it: 429 with Retry-After")
+    p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
+                   help="allow browser pages from ORIGIN (e.g. http://localhost:3000); repeatable; off by default")
+    p.add_argument("--model", help="model to load at start (default: the default model)")
+    p.add_argument("--backend", choices=BACKEND_NAMES, help="inference backend (default: setting, else auto)")
+    p.set_defaults(func=_cmd_serve)
+
+
+def _keys(args):
+    from engine.server.keys import ask_passphrase, open_keys
+
+    key_file = Path(args.key_file).expanduser() if args.key_file else None
+    interactive = sys.stdin is not None and sys.stdin.isatty()
+    return open_keys(key_file=key_file, use_key_file=args.key_file is not None,
+                     passphrase=ask_passphrase if interactive else None)
+
+
+def _cmd_serve(args):
+    from engine.server.app import DEFAULT_MAX_QUEUE, DEFAULT_PORT, ServerOptions, is_loopback
+
+    if not is_loopback(args.host) and not args.allow_remote:
+        raise InvalidRequest(f"--host {args.host} would let other machines reach Wren; add --allow-remote if "
+                             "that is what you want (every request still needs the key)")
+    port = DEFAULT_PORT if args.port is None else args.port
+    if not 0 <= port <= 65535:
+        raise InvalidRequest(f"--port must be between 0 and 65535, got {port}")
+    options = ServerOptions(max_queue=DEFAULT_MAX_QUEUE if args.max_queue is None else args.max_queue,
+                            cors_origins=tuple(args.cors_origin))
+    keys = _keys(args)
+    if args.show_key and not args.new_key:
+        key = keys.get()
+        if not key:
+            print(f"wren: there is no server key yet in {keys.where}; `wren serve` or `wren serve --new-key` "
+                  "makes one", file=sys.stderr)
+            return 1
+        print(key)
+        return 0
+    key, made = keys.create(replace=args.new_key)
+    if made:
+        print(f"wren serve: a new API key is in {keys.where}; `wren serve --show-key` prints it", file=sys.stderr)
+    if args.show_key:
+        print(key)
+    if args.new_key and args.show_key:
+        return 0
+    if not is_loopback(args.host):
+        print(f"wren serve: WARNING: listening on {args.host}, not only this computer: anyone who can reach "
+              f"port {port} and has the key can use Wren. Traffic is plain HTTP; put TLS in front of it.",
+              file=sys.stderr)
+    return _serve(args, key, port, options)
+
+
+async def _serve(args, key: str, port: int, options) -> int:
+    from engine.api import Engine
+    from engine.server.app import WrenServer
+
+    engine = Engine.open()
+    try:
+        status = await engine.load_model(args.model, backend=args.backend)
+        server = WrenServer(engine, key, host=args.host, port=port, options=options)
+        await server.start()
+        host = f"[{args.host}]" if ":" in args.host else args.host
+        print(f"wren serve: {status.name} ({status.backend}) at http://{host}:{server.port}  "
+              "(OpenAI base URL: …/v1; Ctrl+C stops)", file=sys.stderr, flush=True)
+        await server.wait()
+        return 0
+    finally:
+        await engine.close()
