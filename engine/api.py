@@ -29,6 +29,7 @@ from engine.memory import TEMPORARY_KEY, MemoryService
 from engine.modelhub.catalog import CatalogEntry, load_catalog, system_memory_bytes, with_fit
 from engine.modelhub.registry import RECORD_FILE, ModelInfo, ModelRegistry, ModelSource
 from engine.preferences import Preferences
+from engine.server.serving import Serving
 from engine.records import ConversationInfo, MessageInfo, Role
 from engine.safety import Policy, ScanResult, scan
 from engine.store import Store
@@ -66,9 +67,10 @@ class ModelStatus:
     load_seconds: float
 
 
-class Engine(Preferences):
+class Engine(Preferences, Serving):
     """Conversations, models, memories and streaming answers; use from one asyncio loop.
-    Memory, instruction, safety and diagnostics settings come from `Preferences`."""
+    Memory, instruction, safety and diagnostics settings come from `Preferences`; the
+    server's stateless answers (nothing stored) from `Serving`."""
 
     def __init__(
         self,

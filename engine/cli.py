@@ -85,8 +85,9 @@ def _extensions():
     """Subcommands that live beside the parts they belong to."""
     from engine.memory.cli import register as memory
     from engine.safety.cli import register as safety
+    from engine.server.cli import register as serve
 
-    return [safety, memory]
+    return [safety, memory, serve]
 
 
 def _open_engine(one_shot: list | None = None):
