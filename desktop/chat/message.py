@@ -76,7 +76,7 @@ class MessageWidget(QFrame):
             self.action_button = _tool_button("Edit", "editMessageButton", "Edit and resend", "Edit this message and send it again (a new branch)")
             self.action_button.clicked.connect(lambda: self._emit_for(self.edit_requested))
         else:
-            self.action_button = _tool_button("Regenerate", "regenerateButton", "Regenerate answer", "Write another answer (kept beside this one)")
+            self.action_button = _tool_button("Regenerate", "regenerateButton", "Regenerate answer", "Write another answer (kept beside this one) (Ctrl+R for the last one)")
             self.action_button.clicked.connect(lambda: self._emit_for(self.regenerate_requested))
         self.remember_button = _tool_button(
             "Remember", "rememberButton", "Remember this", "Save this message as a memory Wren can use in later chats"

@@ -33,6 +33,7 @@ class ChatView(QScrollArea):
     memory_undo_requested = Signal(object, int)  # answer id, memory id
     suggestion_accepted = Signal(object, str)  # answer id, suggested text
     clear_memories_requested = Signal(object)  # answer id whose question said "forget everything"
+    messages_changed = Signal()  # messages were added or removed (the window re-orders Tab stops)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -71,6 +72,20 @@ class ChatView(QScrollArea):
         bar.valueChanged.connect(lambda v: setattr(self, "_stick", v >= bar.maximum() - _STICK_SLACK))
 
     # -- contents -------------------------------------------------------------------
+
+    def focusInEvent(self, event) -> None:
+        super().focusInEvent(event)
+        self._show_focus(True)
+
+    def focusOutEvent(self, event) -> None:
+        super().focusOutEvent(event)
+        self._show_focus(False)
+
+    def _show_focus(self, focused: bool) -> None:
+        """A ring while the chat has keyboard focus (arrows and Page keys scroll it)."""
+        self.setProperty("focused", focused)
+        # Its own style sheet: a scroll area takes a frame from the application's only at polish.
+        self.setStyleSheet("#chatView { border: 2px solid palette(highlight); border-radius: 6px; }" if focused else "")
 
     def message_widgets(self) -> list[MessageWidget]:
         return list(self._messages)
@@ -211,6 +226,7 @@ class ChatView(QScrollArea):
         else:
             self._column.insertWidget(1 + at, widget)  # after the empty-chat label
             self._messages.insert(at, widget)
+        self.messages_changed.emit()
         return widget
 
     def _truncate(self, keep: int) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QPoint, QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QPoint, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QFont, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView, QFrame, QHBoxLayout, QLabel, QLineEdit, QListView, QListWidget, QListWidgetItem, QMenu,
@@ -32,8 +32,11 @@ class _FitDelegate(QStyledItemDelegate):
 
 
 class ConversationList(QListWidget):
+    """Arrow keys and Tab only move through the list; Enter, Space or a click opens a chat."""
+
     rename_key = Signal()
     delete_key = Signal()
+    open_key = Signal()
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -48,6 +51,8 @@ class ConversationList(QListWidget):
             self.rename_key.emit()
         elif event.key() == Qt.Key.Key_Delete and self.state() != QAbstractItemView.State.EditingState:
             self.delete_key.emit()
+        elif event.key() == Qt.Key.Key_Space and self.state() != QAbstractItemView.State.EditingState:
+            self.open_key.emit()
         else:
             super().keyPressEvent(event)
 
@@ -112,12 +117,17 @@ class Sidebar(QWidget):
         layout.addWidget(self.undo_bar)
 
         self._populating = False
+        self._listed_query = ""  # the search the list shows the results of
         self._search_timer = QTimer(self, singleShot=True, interval=SEARCH_DEBOUNCE_MS)
         self._search_timer.timeout.connect(lambda: self.search_changed.emit(self.query()))
         self.search_box.textChanged.connect(lambda _t: self._search_timer.start())
         self.search_box.returnPressed.connect(self._search_now)
         self.new_chat_button.clicked.connect(self.new_chat_requested)
-        self.list.currentItemChanged.connect(self._current_changed)
+        # Moving through the list (Tab into it, arrow keys) does not switch chats; choosing does.
+        self.list.itemClicked.connect(self._open_item)
+        self.list.itemActivated.connect(self._open_item)  # Enter, Return, double click
+        self.list.open_key.connect(lambda: self._open_item(self.list.currentItem()))
+        self.search_box.installEventFilter(self)
         self.list.itemChanged.connect(self._item_edited)
         self.list.customContextMenuRequested.connect(self._menu)
         self.list.rename_key.connect(lambda: self.start_rename())
@@ -130,6 +140,7 @@ class Sidebar(QWidget):
         return self.search_box.text().strip()
 
     def set_conversations(self, conversations: list[ConversationInfo], current_id: int | None) -> None:
+        self._listed_query = self.query()
         self._populating = True
         try:
             self.list.clear()
@@ -200,9 +211,29 @@ class Sidebar(QWidget):
             return None
         return next((i for i in self._conversation_items() if i.data(ID_ROLE) == conversation_id), None)
 
-    def _current_changed(self, current: QListWidgetItem | None, _previous) -> None:
-        if not self._populating and current is not None and current.data(ID_ROLE) is not None:
-            self.conversation_selected.emit(current.data(ID_ROLE))
+    def _open_item(self, item: QListWidgetItem | None) -> None:
+        if not self._populating and item is not None and item.data(ID_ROLE) is not None:
+            self.conversation_selected.emit(item.data(ID_ROLE))
+
+    def eventFilter(self, watched, event) -> bool:
+        """From the search box, Down (or Up) goes to the results, where Enter opens one."""
+        if watched is self.search_box and event.type() == QEvent.Type.KeyPress:
+            if event.key() in (Qt.Key.Key_Down, Qt.Key.Key_Up) and self._conversation_items():
+                self.focus_results()
+                return True
+        return super().eventFilter(watched, event)
+
+    def focus_results(self) -> None:
+        """Focus the chat list at the current chat, or at the first result."""
+        items = self._conversation_items()
+        if not items:
+            return
+        current = self.list.currentItem()
+        if current is None or current.data(ID_ROLE) is None:
+            was, self._populating = self._populating, True
+            self.list.setCurrentItem(items[0])
+            self._populating = was
+        self.list.setFocus(Qt.FocusReason.TabFocusReason)
 
     def _item_edited(self, item: QListWidgetItem) -> None:
         if self._populating or item.data(ID_ROLE) is None:
@@ -217,6 +248,12 @@ class Sidebar(QWidget):
             self._populating = False
 
     def _search_now(self) -> None:
+        """Enter in the search box: search now; with the results already shown, open the first."""
+        if not self._search_timer.isActive() and self._listed_query == self.query() and self.query():
+            items = self._conversation_items()
+            if items:
+                self._open_item(items[0])
+            return
         self._search_timer.stop()
         self.search_changed.emit(self.query())
 

@@ -6,7 +6,7 @@ import base64
 import logging
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
+from PySide6.QtCore import QByteArray, QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QComboBox, QFileDialog, QHBoxLayout, QLabel, QMainWindow, QSplitter, QToolButton, QVBoxLayout, QWidget,
@@ -79,6 +79,11 @@ class MainWindow(QMainWindow):
         self._layout_timer = QTimer(self, singleShot=True, interval=LAYOUT_SAVE_MS)
         self._layout_timer.timeout.connect(lambda: self.tasks.run(self.save_layout(), what="saving the window layout"))
         self.splitter.splitterMoved.connect(lambda *_: self._layout_timer.start())
+        # Tab goes sidebar → header → chat (its messages top to bottom) → composer.
+        self._tab_timer = QTimer(self, singleShot=True, interval=0)
+        self._tab_timer.timeout.connect(self.order_tab_stops)
+        self.chat.messages_changed.connect(self._tab_timer.start)
+        self.order_tab_stops()
 
     # -- layout ---------------------------------------------------------------------
 
@@ -163,6 +168,7 @@ class MainWindow(QMainWindow):
         self.settings_action.setMenuRole(QAction.MenuRole.PreferencesRole)
         self.models_action = self._action("&Models…", self.open_models, "Ctrl+Shift+M", name="modelsAction")
         self.stop_action = self._action("S&top answer", self.escape, "Esc", name="stopAction")
+        self.regenerate_action = self._action("&Regenerate last answer", self.regenerate_last, "Ctrl+R", name="regenerateAction")
         self.copy_last_action = self._action("&Copy last answer", self.copy_last_answer, "Ctrl+Shift+C", name="copyLastAction")
         self.export_md_action = self._action("Export as &Markdown…", lambda: self.export_current("markdown"), name="exportMarkdownAction")
         self.export_json_action = self._action("Export as &JSON…", lambda: self.export_current("json"), name="exportJsonAction")
@@ -179,6 +185,7 @@ class MainWindow(QMainWindow):
         edit_menu.addAction(self.search_action)
         chat_menu = bar.addMenu("&Chat")
         chat_menu.addAction(self.stop_action)
+        chat_menu.addAction(self.regenerate_action)
 
     def _connect(self) -> None:
         c, tasks = self.conversations, self.tasks
@@ -217,6 +224,25 @@ class MainWindow(QMainWindow):
         await self.conversations.refresh_list()
         self.models.load_in_background()
         self.chat.warm_up()
+
+    # -- keyboard ---------------------------------------------------------------------
+
+    def tab_stops(self) -> list[QWidget]:
+        """Every place Tab stops, in order (hidden ones are skipped by Qt as Tab moves)."""
+        stops: list[QWidget] = [
+            self.sidebar.new_chat_button, self.sidebar.search_box, self.sidebar.list, self.sidebar.undo_button,
+            self.model_picker, self.temporary_button, self.models_button, self.settings_button, self.chat,
+        ]
+        for message in self.chat.message_widgets():
+            stops += _stops_in_reading_order(message)
+        stops += _stops_in_reading_order(self.gate.panel)
+        stops += [self.composer.edit, self.composer.send_button, self.composer.stop_button]
+        return stops
+
+    def order_tab_stops(self) -> None:
+        stops = self.tab_stops()
+        for before, after in zip(stops, stops[1:]):
+            QWidget.setTabOrder(before, after)
 
     # -- size and place, kept across restarts -----------------------------------------
 
@@ -309,6 +335,12 @@ class MainWindow(QMainWindow):
         if not self.conversations.stop():
             self.composer.cancel_edit()
 
+    def regenerate_last(self) -> None:
+        """Ctrl+R: another answer to the last question (the current one is kept beside it)."""
+        widget = self.chat.last_answer()
+        if widget is not None and widget.message_id is not None:
+            self.conversations.regenerate(widget.message_id)
+
     def copy_last_answer(self) -> None:
         widget = self.chat.last_answer()
         if widget is not None:
@@ -349,3 +381,14 @@ class MainWindow(QMainWindow):
         self.setWindowState(self.windowState() & ~Qt.WindowState.WindowMinimized)
         self.raise_()
         self.activateWindow()
+
+
+def _stops_in_reading_order(widget: QWidget) -> list[QWidget]:
+    """The widget's descendants that Tab stops at, top to bottom, then left to right."""
+    found = [w for w in widget.findChildren(QWidget) if w.focusPolicy() & Qt.FocusPolicy.TabFocus]
+
+    def place(w: QWidget) -> tuple[int, int]:
+        at = w.mapTo(widget, QPoint(0, 0))
+        return at.y() + w.height() // 2, at.x()
+
+    return sorted(found, key=place)

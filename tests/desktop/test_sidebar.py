@@ -96,7 +96,8 @@ def test_rename_pin_delete_and_undo(open_window, qtbot, arun):
 
     with qtbot.waitSignal(window.conversations.opened):
         window.sidebar.select(None)
-        window.sidebar.list.setCurrentItem(window.sidebar._find(b.id))
+        chats = window.sidebar.list
+        qtbot.mouseClick(chats.viewport(), Qt.MouseButton.LeftButton, pos=chats.visualItemRect(window.sidebar._find(b.id)).center())
     with qtbot.waitSignal(window.conversations.listed):
         qtbot.keyClick(window.sidebar.list, Qt.Key.Key_Delete)
     assert window.sidebar.conversation_ids() == [a.id]
