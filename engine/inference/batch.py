@@ -25,7 +25,7 @@ import numpy as np
 
 from engine.events import Failed, FailureKind, Finished, FinishReason, PrefillProgress, Usage
 from engine.inference.generate import KVSession, common_prefix
-from engine.inference.sampling import Sampler
+from engine.inference.sampling import sampler_for
 from engine.inference.output import SequenceOutput
 from engine.tokenize import Tokenizer
 
@@ -43,13 +43,14 @@ def supports_batching(model) -> bool:
 
 class _Sequence:
     def __init__(self, request: "GenerationRequest", session: KVSession, cached: int,
-                 tokenizer: Tokenizer, announce: bool = False) -> None:
+                 tokenizer: Tokenizer, announce: bool = False, model_dir=None) -> None:
         self.request = request
         self.session = session
         self.cached = cached  # prompt tokens reused from the cache, for Usage
         self.announce = announce  # a long prompt: PrefillProgress before each chunk
         self.output = SequenceOutput(tokenizer, request)
-        self.sampler = Sampler(request.params)
+        # Its constraint (if any) and the weights file a damaged-logits error names.
+        self.sampler = sampler_for(request, tokenizer, model_dir)
         self.logits: np.ndarray | None = None  # None while the prompt is being read
         self.token: int | None = None  # sampled, waiting for the next decode step
         self.history = np.empty(0, dtype=np.int64)
@@ -217,7 +218,8 @@ class BatchScheduler:
             return
         cached = min(common_prefix(session.cached_ids, prompt), len(prompt) - 1)
         announce = self.worker.announces_progress(len(prompt), cached)
-        self.active.append(_Sequence(request, session, cached, self.tokenizer, announce))
+        self.active.append(_Sequence(request, session, cached, self.tokenizer, announce,
+                                     model_dir=self.worker.model_dir))
 
     # -- one pass ----------------------------------------------------------------------
 

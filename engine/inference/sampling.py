@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from engine.errors import InvalidRequest
+from engine.errors import InvalidRequest, ModelFileError
+
+if TYPE_CHECKING:
+    from engine.inference.constrain import ConstraintState
 
 
 @dataclass(frozen=True)
@@ -128,19 +132,37 @@ class Sampler:
     every id so far, prompt included; one Sampler serves one answer, so the history of its
     first call is the prompt (left out of the guard unless `penalize_prompt`). Filters shrink a candidate set instead of masking the
     whole vocabulary, and top-p sorts only the likely head of the distribution.
+
+    With a `constraint` (engine.inference.constrain.ConstraintState) the candidates start as
+    the tokens it allows, after the repetition guard and before everything else, and the
+    sampler advances it past each token it picks. Logits that hold NaN or +infinity (or no
+    finite value at all) raise DamagedLogits, naming `source` (the model's weights file):
+    damaged weights must fail the answer, never end it silently.
     """
 
-    def __init__(self, params: SamplingParams) -> None:
+    def __init__(self, params: SamplingParams, constraint: "ConstraintState | None" = None,
+                 source: str | None = None) -> None:
         params.validate()
         self.params = params
+        self.constraint = constraint
+        self.source = source
         self._rng = np.random.default_rng(params.seed)
         self._prompt_len: int | None = None  # the first call's history length
+        self._steps = 0
 
     def __call__(self, logits: np.ndarray, history: Sequence[int] = ()) -> int:
+        token = self._pick(logits, history)
+        if self.constraint is not None:
+            self.constraint.advance(token)
+        self._steps += 1
+        return token
+
+    def _pick(self, logits: np.ndarray, history: Sequence[int]) -> int:
         p = self.params
         x = np.asarray(logits, dtype=np.float32)
         if x.ndim != 1 or x.size == 0:
             raise ValueError(f"logits must be a non-empty vector, got shape {x.shape}")
+        _check_finite(x, self._steps, self.source)
         if self._prompt_len is None:
             self._prompt_len = len(history)
         if not p.penalize_prompt:
@@ -151,15 +173,20 @@ class Sampler:
         if p.dry_multiplier > 0.0 and len(history) > p.dry_allowed_length:
             recent = history[-p.dry_window:] if p.dry_window else history
             x = _dry(x, np.asarray(recent, dtype=np.int64), p)
-        if p.greedy:
-            return int(np.argmax(x))
-
         candidates = None  # None: every token is still a candidate
+        if self.constraint is not None:
+            candidates = self.constraint.allowed(x.size)
+            x = x[candidates]
+        if p.greedy:
+            i = int(np.argmax(x))
+            return int(i if candidates is None else candidates[i])
+
         if 0 < p.top_k < x.size:
             kth = np.partition(x, x.size - p.top_k)[x.size - p.top_k]
             # Tokens tied with the k-th logit stay, as in transformers' TopKLogitsWarper.
-            candidates = np.flatnonzero(x >= kth)
-            x = x[candidates]
+            keep = np.flatnonzero(x >= kth)
+            candidates = keep if candidates is None else candidates[keep]
+            x = x[keep]
 
         z = x.astype(np.float64) / p.temperature
         probs = np.exp(z - z.max())
@@ -179,6 +206,26 @@ class Sampler:
         i = int(np.searchsorted(cdf, self._rng.random() * cdf[-1], side="right"))
         i = min(i, cdf.size - 1)  # rounding at the top end
         return int(i if candidates is None else candidates[i])
+
+
+class DamagedLogits(ModelFileError):
+    """The model computed NaN or infinite logits: its weights are damaged (or it overflowed)."""
+
+
+def _check_finite(x: np.ndarray, step: int, source: str | None) -> None:
+    # One pass: the sum of finite float32 logits stays finite, and any NaN or +inf shows in it.
+    total = float(x.sum(dtype=np.float64))
+    if np.isfinite(total):
+        return
+    bad = int(np.isnan(x).sum() + np.isposinf(x).sum())
+    if bad == 0 and np.isfinite(x).any():
+        return  # only -inf entries: tokens the backend rules out, which is allowed
+    where = f"its weights file {source}" if source else "its weights"
+    what = f"{bad} of {x.size} logits are NaN or infinite" if bad else f"all {x.size} logits are -infinity"
+    raise DamagedLogits(
+        f"the model produced unusable numbers at answer token {step + 1} ({what}): {where} "
+        "look damaged. Re-import the model (`wren models rm NAME`, then `wren models import` "
+        "or `wren models pull`), or choose another one.")
 
 
 def _penalize(x: np.ndarray, history: Sequence[int], penalty: float) -> np.ndarray:
@@ -255,3 +302,25 @@ def _nucleus(probs: np.ndarray, top_p: float) -> np.ndarray:
     mass = np.cumsum(probs[order])
     cut = int(np.searchsorted(mass, top_p, side="left")) + 1
     return order[: min(cut, order.size)]
+
+
+# The weights file a damaged-logits error names, in the order a model folder is read.
+_WEIGHT_FILES = ("model.gguf", "model.safetensors")
+
+
+def weights_file(model_dir: Path | str) -> str:
+    """The file in `model_dir` that holds the weights (the folder itself if none is known)."""
+    folder = Path(model_dir)
+    for name in _WEIGHT_FILES:
+        if (folder / name).is_file():
+            return str(folder / name)
+    shards = sorted(folder.glob("model*.safetensors"))
+    return str(shards[0] if len(shards) == 1 else folder)
+
+
+def sampler_for(request, tokenizer, model_dir: Path | str | None = None) -> Sampler:
+    """The sampler for one GenerationRequest: its params, its `constraint` (if any) started
+    for `tokenizer`, and the weights file to name if the logits turn out damaged."""
+    constraint = getattr(request, "constraint", None)
+    state = constraint.start(tokenizer) if constraint is not None else None  # built on first use
+    return Sampler(request.params, state, weights_file(model_dir) if model_dir is not None else None)

@@ -26,7 +26,8 @@ from engine.inference.batch import BatchScheduler, supports_batching
 from engine.inference.generate import KVSession, common_prefix, generate_tokens
 from engine.inference.output import SequenceOutput
 from engine.inference.prefix_cache import MIN_GAIN, PrefixCache, supports_saving
-from engine.inference.sampling import Sampler, SamplingParams
+from engine.inference.constrain import Constraint
+from engine.inference.sampling import SamplingParams, sampler_for
 from engine.tokenize import Tokenizer
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,9 @@ class GenerationRequest:
     priority: int = 0  # lower runs first: the visible answer before a title
     submitted_at: float = field(default_factory=time.perf_counter)
     cancel: threading.Event = field(default_factory=threading.Event)
+    # Constrained decoding (engine.inference.constrain): only tokens that keep the answer
+    # valid for a JSON schema or a tool call are sampled. None: free text.
+    constraint: Constraint | None = None
 
 
 @dataclass
@@ -222,7 +226,8 @@ class ModelWorker:
         if announce:  # only the last token is left: it runs with the first sampled one
             request.sink(PrefillProgress(total, total))
         reason = FinishReason.LENGTH  # the context window filled up
-        for token in generate_tokens(session, request.prompt_ids, Sampler(request.params)):
+        for token in generate_tokens(session, request.prompt_ids,
+                                     sampler_for(request, self.tokenizer, self.model_dir)):
             reason = output.feed(token)
             if reason is not None:
                 break
