@@ -9,7 +9,7 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
@@ -18,6 +18,7 @@ from engine.context import ContextAssembler, ContextReport, MemorySummaries, Sum
 from engine.errors import InvalidRequest, ModelNotLoaded, WrenError
 from engine.events import Event, Finished, FinishReason
 from engine.inference.backend import Backend
+from engine.inference.constrain import Constraint
 from engine.inference.presets import (  # noqa: F401  PRESET_FIELDS: re-exported for the desktop
     PRESET_FIELDS, PRESETS_KEY, check_layer, check_presets, model_defaults, resolve,
 )
@@ -57,6 +58,14 @@ class DownloadCancelled(WrenError):
 class SendOptions:
     sampling: SamplingParams | None = None  # None: the conversation's, else the defaults
     system_prompt: str | None = None  # None: the conversation's, else the setting, else the model's own
+    # OpenAI's response_format: {"type": "json_schema", "json_schema": {"schema": {...}}} or
+    # {"type": "json_object"} constrains the answer to valid JSON (engine.inference.constrain);
+    # checked here, so a bad schema is refused before anything is stored.
+    response_format: dict | None = None
+    constraint: Constraint | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "constraint", Constraint.from_response_format(self.response_format))
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,8 @@ def build_parser(extensions: bool = True) -> argparse.ArgumentParser:
     ask = sub.add_parser("ask", help="ask one question and stream the answer (Ctrl+C stops it, status 130)")
     _sampling_args(ask)
     ask.add_argument("--json", action="store_true", help="one JSON object per event, each with a `type`")
+    ask.add_argument("--schema", metavar="FILE|JSON",
+                     help="answer with JSON valid for this JSON schema (a file, or the schema itself)")
     ask.add_argument("text", nargs="*", metavar="TEXT",
                      help="the question (its words joined by spaces, no quotes needed); without it, "
                           "or with -, it is read from standard input")
@@ -155,6 +157,9 @@ async def _load(engine, args) -> None:
 
 async def _cmd_ask(args) -> int:
     text = _question(args)
+    from engine.inference.constrain import response_format_argument
+
+    response_format = response_format_argument(args.schema)  # a bad schema fails before the model loads
     undo: list = []
     engine = _open_engine(one_shot=undo)
     try:
@@ -176,9 +181,11 @@ async def _cmd_ask(args) -> int:
             loop.add_signal_handler(signal.SIGINT, interrupt)
         reading = PrefillLine(sys.stderr)  # a long prompt's progress, drawn on a terminal only
         try:
-            async for event in engine.send(conv.id, text, SendOptions(sampling=params)):
+            async for event in engine.send(conv.id, text, SendOptions(sampling=params, response_format=response_format)):
                 if args.json:
                     print(json.dumps(event_to_dict(event), ensure_ascii=False), flush=True)
+                    if isinstance(event, Failed):  # a failed answer never exits 0
+                        code = 1
                 elif isinstance(event, PrefillProgress):
                     reading.update(event.done, event.total)
                 elif isinstance(event, Delta):

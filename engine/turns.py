@@ -15,6 +15,7 @@ from engine.events import (
     SafetyNotice, Started, Usage, event_to_dict,
 )
 from engine.inference.sampling import SamplingParams
+from engine.inference.constrain import Constraint
 from engine.inference.worker import GenerationRequest, ModelWorker
 from engine.logs import log_event
 from engine.memory import TurnOutcome
@@ -133,16 +134,19 @@ class Turns:
             sampling=params.to_dict(), prompt_tokens=len(prompt_ids), meta=meta,
         )
         started = Started(user.conversation_id, user.id, answer.id, status.name, status.backend)
-        async for event in self.stream(worker, answer, prompt_ids, params, started):
+        async for event in self.stream(worker, answer, prompt_ids, params, started,
+                                       constraint=options.constraint):
             yield event
 
     async def stream(self, worker: ModelWorker, answer: MessageInfo, prompt_ids: list[int],
-                     params: SamplingParams, started: Started) -> AsyncIterator[Event]:
+                     params: SamplingParams, started: Started,
+                     constraint: Constraint | None = None) -> AsyncIterator[Event]:
         e = self.e
         store = e._store_for(answer.conversation_id)
         loop = asyncio.get_running_loop()
         events: asyncio.Queue = asyncio.Queue()
         request = GenerationRequest(prompt_ids, params, lambda ev: loop.call_soon_threadsafe(events.put_nowait, ev))
+        request.constraint = constraint  # response_format (SendOptions.constraint)
         e._active.append((request, answer.conversation_id))
         parts: list[str] = []
         notices: list[SafetyNotice] = []
