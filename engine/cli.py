@@ -88,8 +88,9 @@ def _extensions():
     from engine.memory.cli import register as memory
     from engine.safety.cli import register as safety
     from engine.server.cli import register as serve
+    from engine.tools.cli import register as tools
 
-    return [safety, memory, serve]
+    return [safety, memory, serve, tools]
 
 
 def _open_engine(one_shot: list | None = None):
