@@ -30,6 +30,8 @@ from engine.memory import TEMPORARY_KEY, MemoryService
 from engine.modelhub.catalog import CatalogEntry, load_catalog, system_memory_bytes, with_fit
 from engine.modelhub.registry import RECORD_FILE, ModelInfo, ModelRegistry, ModelSource
 from engine.preferences import Preferences
+from engine.tools.facade import Tools
+from engine.tools.registry import ToolInfo, ToolSpec  # noqa: F401  re-exported for the desktop
 from engine.server.serving import Serving
 from engine.records import ConversationInfo, MessageInfo, Role
 from engine.safety import Policy, ScanResult, scan
@@ -58,6 +60,9 @@ class DownloadCancelled(WrenError):
 class SendOptions:
     sampling: SamplingParams | None = None  # None: the conversation's, else the defaults
     system_prompt: str | None = None  # None: the conversation's, else the setting, else the model's own
+    tools: tuple[str, ...] | None = None  # tool names; None: the conversation's "tools" setting (docs/tools.md)
+    tool_choice: str = "auto"  # "auto", "none" or a tool's name (forces that call)
+    attachments: tuple[str, ...] = ()  # file paths the user attached: the read_attachment tool reads only these
     # OpenAI's response_format: {"type": "json_schema", "json_schema": {"schema": {...}}} or
     # {"type": "json_object"} constrains the answer to valid JSON (engine.inference.constrain);
     # checked here, so a bad schema is refused before anything is stored.
@@ -76,7 +81,7 @@ class ModelStatus:
     load_seconds: float
 
 
-class Engine(Preferences, Serving):
+class Engine(Preferences, Serving, Tools):
     """Conversations, models, memories and streaming answers; use from one asyncio loop.
     Memory, instruction, safety and diagnostics settings come from `Preferences`; the
     server's stateless answers (nothing stored) from `Serving`."""

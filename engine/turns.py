@@ -4,23 +4,32 @@ checkpointed answer, and a stored result. Used only by `engine.api.Engine`."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from engine.context import REPORT_META_KEY, AssembledContext, ContextRequest, lineage, load_instructions, load_settings
 from engine.context.summary import summary_prompt
-from engine.errors import WrenError
+from engine.errors import InvalidRequest, WrenError
 from engine.events import (
     Delta, Event, Failed, FailureKind, Finished, FinishReason, MemoryNotice, MemoryRef, PrefillProgress,
-    SafetyNotice, Started, Usage, event_to_dict,
+    SafetyNotice, Started, ToolCall, ToolResult, Usage, event_to_dict,
 )
 from engine.inference.sampling import SamplingParams
-from engine.inference.constrain import Constraint
+from engine.inference.constrain import Constraint, ConstraintError
 from engine.inference.worker import GenerationRequest, ModelWorker
 from engine.logs import log_event
 from engine.memory import TurnOutcome
 from engine.records import MessageInfo, MessageStatus, Role
-from engine.safety import OutputGuard
+from engine.safety import GuardStep, OutputGuard
+from engine.safety.care import needs_care, with_care_note
+from engine.tools import facade as tool_settings
+from engine.tools.builtin import READ_FILE, CallContext
+from engine.tools.parse import CallParser, ParsedCall
+from engine.tools.prompt import RoundRecord, ToolPlan, plan_for
+from engine.tools.runner import ToolTurn
 
 if TYPE_CHECKING:
     from engine.api import Engine, SendOptions
@@ -71,6 +80,8 @@ class Turns:
         system = options.system_prompt
         if system is None:
             system = conv.settings.get("system_prompt") or await e.get_setting("system_prompt") or ""
+        if needs_care((await e.scan_input(text)).findings):  # e.g. self-harm: the model is asked for care
+            system = with_care_note(system, e.care_message().system_note)
         ctx = await e._db(load_settings, e.store)
         instructions = await e._db(load_instructions, e.store)
         window = e._status.context_length
@@ -119,9 +130,24 @@ class Turns:
         status = e._status
         chain = await e._db(lineage, store, user.id)
         saved_now = tuple(m.id for m in outcome.saved) if outcome else ()
+        try:
+            attachments = await self._attachments(store, user, options)
+            plan = await self._tool_plan(conv.settings, options, worker, bool(attachments))
+        except WrenError as exc:
+            yield Failed(str(exc), FailureKind.INVALID_REQUEST)
+            yield Finished(FinishReason.ERROR)
+            return
         assembled, prompt_ids = await self.assemble(
             user.conversation_id, chain[:-1], user.content, user.id, options, worker, exclude_memories=saved_now,
         )
+        if plan is not None:
+            tool_ids = await self._encode_round(worker, plan, assembled.messages, [], first=True)
+            if len(tool_ids) + 64 > status.context_length:
+                log_event("tools.dropped", conversation_id=user.conversation_id, prompt_tokens=len(tool_ids),
+                          reason="the tools' descriptions do not fit the context window")
+                plan = None
+            else:
+                prompt_ids = tool_ids
         await e._db(e.memory.mark_used, assembled.report.memory_ids)
         room = status.context_length - len(prompt_ids)
         params = params.with_(max_tokens=max(1, min(params.max_tokens, room)))
@@ -134,86 +160,327 @@ class Turns:
             sampling=params.to_dict(), prompt_tokens=len(prompt_ids), meta=meta,
         )
         started = Started(user.conversation_id, user.id, answer.id, status.name, status.backend)
-        async for event in self.stream(worker, answer, prompt_ids, params, started,
-                                       constraint=options.constraint):
+        tools = None
+        if plan is not None:
+            tools = _ToolSession(plan, assembled.messages, CallContext(user.conversation_id, attachments),
+                                 await e.tool_timeout(), await self._result_tokens(status.context_length))
+            await self._constrain(tools)
+        async for event in self.stream(worker, answer, prompt_ids, params, started, tools=tools,
+                                       messages=assembled.messages,
+                                       constraint=options.constraint if tools is None else None):
             yield event
 
-    async def stream(self, worker: ModelWorker, answer: MessageInfo, prompt_ids: list[int],
-                     params: SamplingParams, started: Started,
-                     constraint: Constraint | None = None) -> AsyncIterator[Event]:
+    # -- tools -------------------------------------------------------------------------
+
+    async def _attachments(self, store, user: MessageInfo, options: "SendOptions") -> tuple[Path, ...]:
+        """The files this answer's tools may read: the ones attached to this question and to
+        the earlier questions of its branch. This question's are kept in its meta."""
         e = self.e
-        store = e._store_for(answer.conversation_id)
+        new = []
+        for item in getattr(options, "attachments", ()) or ():
+            if not isinstance(item, (str, Path)) or not str(item).strip():
+                raise InvalidRequest(f"an attachment must be a file path, not {item!r}")
+            path = Path(item).expanduser().resolve()
+            if not path.is_file():
+                raise InvalidRequest(f"the attached file {item} does not exist or is not a file")
+            new.append(str(path))
+        if new:
+            await e._db(store.update_message, user.id, meta={**user.meta, "attachments": new})
+        chain = await e._db(store.lineage, user.id)
+        seen: dict[str, None] = {}
+        for message in chain:
+            for item in (message.meta or {}).get("attachments", []) if message.role is Role.USER else []:
+                seen.setdefault(item, None)
+        for item in new:
+            seen.setdefault(item, None)
+        return tuple(Path(p) for p in seen)
+
+    async def _tool_plan(self, conv_settings: dict, options: "SendOptions", worker: ModelWorker,
+                         attached: bool) -> ToolPlan | None:
+        """Which tools this answer may call (docs/tools.md), None for none."""
+        e = self.e
+        choice = getattr(options, "tool_choice", "auto") or "auto"
+        if not isinstance(choice, str):
+            raise InvalidRequest(f"tool_choice must be auto, none or a tool's name, not {choice!r}")
+        if choice == "none":
+            return None
+        asked = getattr(options, "tools", None)
+        if asked is not None:
+            if isinstance(asked, str) or not all(isinstance(n, str) for n in asked):
+                raise InvalidRequest(f"SendOptions.tools must be a tuple of tool names, not {asked!r}")
+            names = list(asked)
+            unknown = [n for n in names if e.tool_registry.find(n) is None]
+            if unknown:
+                known = ", ".join(e.tool_registry.names()) or "none"
+                raise InvalidRequest(f"there is no tool named {', '.join(map(repr, unknown))}; the tools are: {known}")
+        elif isinstance(conv_settings.get("tools"), list):
+            names = [n for n in conv_settings["tools"] if isinstance(n, str)]
+        else:
+            default = await e.get_setting(tool_settings.DEFAULT_KEY)
+            names = [n for n in default if isinstance(n, str)] if isinstance(default, list) else []
+        forced = None if choice == "auto" else choice
+        if forced is not None:
+            if e.tool_registry.find(forced) is None:
+                known = ", ".join(e.tool_registry.names()) or "none"
+                raise InvalidRequest(f"tool_choice names {forced!r}, which is not a tool; the tools are: {known}")
+            if forced not in names:
+                names.append(forced)
+        if attached and READ_FILE.name not in names:
+            names.append(READ_FILE.name)  # the user attached a file: the model may read it
+        disabled = set(await e._name_list(tool_settings.DISABLED_KEY))
+        if forced in disabled:
+            raise InvalidRequest(f"the tool {forced} is switched off; switch it on in Settings → Tools first")
+        entries = [(s, src) for s, src in e.tool_registry.entries() if s.name in names and s.name not in disabled]
+        if not entries:
+            return None
+        rounds = await e.get_setting(tool_settings.MAX_ROUNDS_KEY)
+        max_rounds = rounds if isinstance(rounds, int) and rounds >= 1 else tool_settings.DEFAULT_MAX_ROUNDS
+        return await asyncio.get_running_loop().run_in_executor(
+            None, lambda: plan_for(worker.tokenizer, entries, forced=forced, max_rounds=max_rounds),
+        )
+
+    async def _constrain(self, tools: "_ToolSession") -> None:
+        """Constrained decoding for the calls (engine.inference.constrain): a forced call's
+        arguments must fit its schema; with tool_choice auto, a call the model starts must
+        be a valid call of an offered tool (setting tools.constrain, default on). A schema the
+        grammar engine cannot take leaves that answer unconstrained (the arguments are still
+        validated before the call runs)."""
+        plan = tools.plan
+        params = {s.name: s.parameters for s in plan.specs}
+        try:
+            if plan.forced:
+                tools.first_constraint = Constraint.tool_call(
+                    plan.forced, params[plan.forced], family=plan.family, opened=True)
+            if await self.e.get_setting(tool_settings.CONSTRAIN_KEY, True) is not False:
+                tools.constraint = Constraint.tool_calls(params, family=plan.family, lazy=True)
+                if not plan.forced:
+                    tools.first_constraint = tools.constraint
+        except ConstraintError as exc:
+            log_event("tools.unconstrained", reason=str(exc))
+
+    async def _result_tokens(self, context_length: int) -> int:
+        value = await self.e.get_setting(tool_settings.RESULT_TOKENS_KEY)
+        budget = value if isinstance(value, int) and value > 0 else tool_settings.DEFAULT_RESULT_TOKENS
+        return max(64, min(budget, context_length // 4))
+
+    async def _encode_round(self, worker: ModelWorker, plan: ToolPlan, base: list[dict],
+                            rounds: list[RoundRecord], *, first: bool) -> list[int]:
+        """The prompt for the next generation: the chat with every round's calls and results;
+        for a forced call's first round, the call's opening too (the model writes its arguments)."""
+        tokenizer = worker.tokenizer
+        chat = plan.messages(base, rounds)
+
+        def encode() -> list[int]:
+            ids = tokenizer.encode_chat(chat, tools=plan.template_tools())
+            if first and plan.forced:
+                head = tokenizer.encode(plan.forced_prefix(), special=True)
+                if tokenizer.add_bos and head[:1] == [tokenizer.bos_id]:
+                    head = head[1:]
+                ids = ids + head
+            return ids
+
+        return await asyncio.get_running_loop().run_in_executor(None, encode)
+
+    # -- the answer ------------------------------------------------------------------
+
+    async def stream(self, worker: ModelWorker, answer: MessageInfo, prompt_ids: list[int],
+                     params: SamplingParams, started: Started, *, tools: "_ToolSession | None" = None,
+                     messages: list[dict] | None = None,
+                     constraint: Constraint | None = None) -> AsyncIterator[Event]:
+        """Generate the answer; with `tools`, each call the model writes pauses it: the call
+        runs, its result joins the prompt and the same answer goes on (docs/tools.md)."""
+        e = self.e
+        conv_id = answer.conversation_id
+        store = e._store_for(conv_id)
         loop = asyncio.get_running_loop()
         events: asyncio.Queue = asyncio.Queue()
-        request = GenerationRequest(prompt_ids, params, lambda ev: loop.call_soon_threadsafe(events.put_nowait, ev))
-        request.constraint = constraint  # response_format (SendOptions.constraint)
-        e._active.append((request, answer.conversation_id))
+        turn = _TurnStop(loop)  # Engine.stop reaches a turn that waits on a tool, not only a generation
+        e._active.append((turn, conv_id))
         parts: list[str] = []
         notices: list[SafetyNotice] = []
-        guard = OutputGuard(e.policy, e._destination())
+        tool_log: list[dict] = []
         saved_len = 0
         last_checkpoint = time.monotonic()
-        usage: Usage | None = None
+        usages: list[Usage] = []
         error: str | None = None
         reason = FinishReason.CANCELLED  # if the consumer walks away mid-stream
-        worker.submit(request)
+        rounds: list[RoundRecord] = []
+        runner = None
+        if tools is not None:
+            runner = ToolTurn(e, tools.plan, answer.id, turn.stopped, worker.tokenizer, tools.context,
+                              destination=e._destination(), timeout=tools.timeout, result_tokens=tools.result_tokens)
+        ids, round_params, raw_base, number = prompt_ids, params, 0, 0
         try:
-            # Only now: a stop() right after Started must reach a request that exists.
-            yield started
             while True:
-                event = await events.get()
-                if isinstance(event, Delta):
-                    # The guard holds back only what a forbidden string could still need.
-                    step = guard.feed(event.text)
-                elif isinstance(event, Finished):
-                    reason = event.reason
-                    step = guard.finish()
+                request = self._request(ids, round_params, loop, events, tools, rounds, messages)
+                if tools is not None:
+                    request.constraint = tools.first_constraint if number == 0 else tools.constraint
                 else:
-                    step = None
-                if step is not None:
-                    for notice in step.notices:
-                        notices.append(notice)
-                        yield notice
-                    if step.text and not step.blocked:
-                        parts.append(step.text)
-                        yield Delta(step.text)
-                    if step.blocked:
-                        reason = FinishReason.BLOCKED
-                        break
-                if isinstance(event, Delta):
-                    now = time.monotonic()
-                    if now - last_checkpoint >= CHECKPOINT_SECONDS:
-                        text = "".join(parts)
-                        if len(text) != saved_len:
-                            await e._db(store.update_message, answer.id, content=text)
-                            saved_len = len(text)
-                        last_checkpoint = now
-                elif isinstance(event, PrefillProgress):
-                    yield event  # a long prompt is being read: how far it is
-                elif isinstance(event, Usage):
-                    usage = event
-                    yield event
-                elif isinstance(event, Failed):
-                    error = event.error
-                    yield event
-                elif isinstance(event, Finished):
+                    request.constraint = constraint  # response_format (SendOptions.constraint)
+                e._active.append((request, conv_id))
+                if turn.cancel.is_set():
+                    request.cancel.set()
+                worker.submit(request)
+                if number == 0:
+                    # Only now: a stop() right after Started must reach a request that exists.
+                    yield started
+                parser = CallParser(tools.plan.family) if tools is not None else None
+                if parser is not None and number == 0 and tools.plan.forced:
+                    parser.feed(tools.plan.forced_prefix())
+                guard = OutputGuard(e.policy, e._destination())
+                calls: list[ParsedCall] = []
+                round_start = len(parts)
+                raw_len = 0
+                blocked = cut = False
+                round_reason = FinishReason.CANCELLED
+                try:
+                    while True:
+                        event = await events.get()
+                        if isinstance(event, (Delta, Finished)):
+                            final = isinstance(event, Finished)
+                            if final:
+                                round_reason = event.reason
+                            if cut and not final:
+                                continue  # the calls are complete: the rest is not shown
+                            pieces: list = (parser.finish() if final else parser.feed(event.text)) if parser else (
+                                [] if final else [event.text])
+                            steps: list[GuardStep] = []
+                            for piece in pieces:
+                                if isinstance(piece, ParsedCall):
+                                    calls.append(piece)
+                                elif not blocked:
+                                    raw_len += len(piece)
+                                    steps.append(guard.feed(piece))
+                            if final and not blocked:
+                                steps.append(guard.finish())
+                            for step in steps:
+                                for notice in step.notices:
+                                    if raw_base:
+                                        notice = _shifted(notice, raw_base)
+                                    notices.append(notice)
+                                    yield notice
+                                if step.text and not step.blocked:
+                                    parts.append(step.text)
+                                    yield Delta(step.text)
+                                if step.blocked:
+                                    blocked = True
+                            if blocked:
+                                break
+                            if parser is not None and parser.done and not cut:
+                                cut = True
+                                request.cancel.set()
+                            if final:
+                                break
+                            now = time.monotonic()
+                            if now - last_checkpoint >= CHECKPOINT_SECONDS:
+                                text = "".join(parts)
+                                if len(text) != saved_len:
+                                    await e._db(store.update_message, answer.id, content=text)
+                                    saved_len = len(text)
+                                last_checkpoint = now
+                        elif isinstance(event, PrefillProgress):
+                            yield event  # a long prompt is being read: how far it is
+                        elif isinstance(event, Usage):
+                            usages.append(event)
+                            if tools is None:
+                                yield event
+                        elif isinstance(event, Failed):
+                            error = event.error
+                            yield event
+                finally:
+                    request.cancel.set()
+                    e._active.remove((request, conv_id))
+                if blocked:
+                    reason = FinishReason.BLOCKED
                     break
+                if turn.cancel.is_set():
+                    reason = FinishReason.CANCELLED
+                    break
+                if round_reason is FinishReason.ERROR or not calls:
+                    reason = round_reason
+                    break
+                # The model called: each call runs (or is refused) in order, then it goes on.
+                record = RoundRecord("".join(parts[round_start:]))
+                limit = number >= tools.plan.max_rounds
+                refuse = (f"the limit of {tools.plan.max_rounds} tool rounds for one answer is reached; "
+                          "answer with what you have") if limit else None
+                for parsed in calls:
+                    offset = len("".join(parts))
+                    async for event in runner.handle(parsed, refuse=refuse):
+                        if isinstance(event, ToolCall):
+                            tool_log.append({"type": "tool_call", "id": event.id, "name": event.name,
+                                             "arguments": event.arguments, "offset": offset})
+                        elif isinstance(event, ToolResult):
+                            tool_log.append({"type": "tool_result", "id": event.id, "content": event.content,
+                                             "is_error": event.is_error, "duration": round(event.duration, 4),
+                                             "offset": offset})
+                        elif isinstance(event, SafetyNotice):
+                            notices.append(event)
+                        yield event
+                    record.calls.append(runner.record)
+                    await e._db(store.update_message, answer.id, content="".join(parts),
+                                meta={**answer.meta, "tools": tool_log})
+                    if runner.stopped or turn.cancel.is_set():
+                        break
+                rounds.append(record)
+                if runner.stopped or turn.cancel.is_set():
+                    reason = FinishReason.CANCELLED
+                    break
+                if limit:
+                    reason = FinishReason.STOP
+                    break
+                if round_reason is FinishReason.LENGTH and not cut:
+                    reason = FinishReason.LENGTH  # out of tokens in the middle of a call
+                    break
+                ids = await self._encode_round(worker, tools.plan, tools.base, rounds, first=False)
+                room = e._status.context_length - len(ids) if e._status else 0
+                if room < 16:
+                    reason = FinishReason.LENGTH
+                    error = "the tool results filled the context window; the answer ends here"
+                    yield Failed(error, FailureKind.INVALID_REQUEST)
+                    break
+                round_params = params.with_(max_tokens=max(1, min(params.max_tokens, room)))
+                raw_base += raw_len
+                number += 1
         finally:
-            request.cancel.set()
-            e._active.remove((request, answer.conversation_id))
-            await asyncio.shield(self._finish(store, answer, parts, notices, reason, usage, error, len(prompt_ids)))
+            turn.cancel.set()
+            e._active.remove((turn, conv_id))
+            if runner is not None:
+                runner.close()
+            usage = _combined(usages)
+            if usage is not None and tools is not None and reason is not FinishReason.CANCELLED:
+                pass  # yielded below, after the finish is saved
+            await asyncio.shield(self._finish(store, answer, parts, notices, reason, usage, error, len(prompt_ids),
+                                              tool_log))
+        if tools is not None and usage is not None:
+            yield usage
         yield Finished(reason, answer.id)
 
+    def _request(self, ids: list[int], params: SamplingParams, loop: asyncio.AbstractEventLoop,
+                 events: asyncio.Queue, tools: "_ToolSession | None", rounds: list[RoundRecord],
+                 messages: list[dict] | None) -> GenerationRequest:
+        request = GenerationRequest(ids, params, lambda ev: loop.call_soon_threadsafe(events.put_nowait, ev))
+        if messages is not None and hasattr(request, "messages"):
+            # a model that takes messages (a remote server) gets the chat, calls and results included
+            request.messages = tools.plan.messages(tools.base, rounds) if tools is not None else messages
+        return request
+
     async def _finish(self, store, answer: MessageInfo, parts: list[str], notices: list[SafetyNotice],
-                      reason: FinishReason, usage: Usage | None, error: str | None, prompt_tokens: int) -> None:
+                      reason: FinishReason, usage: Usage | None, error: str | None, prompt_tokens: int,
+                      tool_log: list[dict] | None = None) -> None:
         blocked = reason is FinishReason.BLOCKED
         fields: dict[str, Any] = {
             "content": "" if blocked else "".join(parts),  # a blocked answer keeps its notices, never its text
             "status": _STATUS_FOR[reason],
             "error": error,
         }
+        meta = dict(answer.meta)
         if notices:
-            fields["meta"] = {**answer.meta, "safety": notice_fields(notices)}
+            meta["safety"] = notice_fields(notices)
+        if tool_log:
+            meta["tools"] = tool_log
+        if meta != answer.meta:
+            fields["meta"] = meta
         if usage is not None:
             fields.update(
                 completion_tokens=usage.completion_tokens,
@@ -227,7 +494,7 @@ class Turns:
             completion_tokens=usage.completion_tokens if usage else None,
             time_to_first_token=usage.time_to_first_token if usage else None,
             tokens_per_second=usage.tokens_per_second if usage else None,
-            safety=notice_fields(notices), error=error,
+            safety=notice_fields(notices), error=error, tool_calls=sum(1 for t in tool_log or () if t["type"] == "tool_call"),
         )
 
     # -- short side requests: titles and summaries ------------------------------------
@@ -239,7 +506,7 @@ class Turns:
         ids = await loop.run_in_executor(None, worker.tokenizer.encode_chat, chat)
         events: asyncio.Queue = asyncio.Queue()
         request = GenerationRequest(ids, params, lambda ev: loop.call_soon_threadsafe(events.put_nowait, ev),
-                                    priority=priority)
+                                    priority=priority, messages=chat)
         worker.submit(request)
         parts = []
         try:
@@ -262,3 +529,56 @@ class Turns:
             {"role": "user", "content": f"Write a title of at most six words for a chat that starts with: {first_question}"},
         ]
         return await self.complete(chat, SamplingParams(temperature=0.0, max_tokens=16, stop=("\n",)))
+
+
+class _TurnStop:
+    """Stands in `Engine._active` for the whole answer: `Engine.stop` sets `cancel` (a
+    threading.Event, as on a GenerationRequest), which also sets the asyncio event `stopped`
+    that a tool call or an approval waits on."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.stopped = asyncio.Event()
+        self.cancel = _NotifyingEvent(loop, self.stopped)
+
+
+class _NotifyingEvent(threading.Event):
+    def __init__(self, loop: asyncio.AbstractEventLoop, target: asyncio.Event) -> None:
+        super().__init__()
+        self._loop = loop
+        self._target = target
+
+    def set(self) -> None:
+        super().set()
+        try:
+            self._loop.call_soon_threadsafe(self._target.set)
+        except RuntimeError:
+            pass  # the loop is closed: nothing waits any more
+
+
+@dataclass
+class _ToolSession:
+    plan: ToolPlan
+    base: list[dict]  # the assembled chat, before any call
+    context: CallContext
+    timeout: float
+    result_tokens: int
+    first_constraint: Constraint | None = None  # the first generation's (a forced call's arguments)
+    constraint: Constraint | None = None  # the later generations' (calls the model starts)
+
+
+def _shifted(notice: SafetyNotice, by: int) -> SafetyNotice:
+    """A later round's notice, its span moved to the whole answer's offsets."""
+    return SafetyNotice(notice.category, notice.action, (notice.span[0] + by, notice.span[1] + by), notice.rule,
+                        notice.stage)
+
+
+def _combined(usages: list[Usage]) -> Usage | None:
+    """One answer's usage across its rounds: the last prompt, every round's tokens."""
+    if not usages:
+        return None
+    if len(usages) == 1:
+        return usages[0]
+    tokens = sum(u.completion_tokens for u in usages)
+    seconds = sum(u.completion_tokens / u.tokens_per_second for u in usages if u.tokens_per_second > 0)
+    return Usage(usages[-1].prompt_tokens, tokens, usages[0].time_to_first_token,
+                 tokens / seconds if seconds > 0 else 0.0, usages[-1].cached_tokens)

@@ -1,0 +1,151 @@
+"""The Engine's tools half (docs/tools.md): the tools it offers, which are enabled, the
+user's approvals, and cancelling a running call. Mixed into `Engine`; relies on its
+`get_setting`, `set_setting`, `policy` and `_db`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from engine.errors import InvalidRequest
+from engine.events import ToolResult
+from engine.tools.builtin import BuiltinTools
+from engine.tools.registry import ToolInfo, ToolRegistry, validate_arguments
+
+if TYPE_CHECKING:
+    from engine.safety import Policy
+
+DISABLED_KEY = "tools.disabled"  # names the user switched off (every tool is on until then)
+ALWAYS_KEY = "tools.always_allowed"  # names whose calls no longer wait for approval
+DEFAULT_KEY = "tools.default"  # the tools a chat without its own choice may use (default: none)
+MAX_ROUNDS_KEY = "tools.max_rounds"
+TIMEOUT_KEY = "tools.timeout_seconds"
+RESULT_TOKENS_KEY = "tools.result_tokens"
+CONSTRAIN_KEY = "tools.constrain"  # False: calls are not constrained while written (default: they are)
+DEFAULT_MAX_ROUNDS = 8
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_RESULT_TOKENS = 2000
+DECISIONS = ("once", "always", "deny")
+
+
+@dataclass
+class ToolState:
+    """What the engine keeps about tools between calls (one per Engine)."""
+
+    registry: ToolRegistry
+    approvals: dict[str, asyncio.Future] = field(default_factory=dict)  # call id -> the user's decision
+    running: dict[str, asyncio.Task] = field(default_factory=dict)  # call id -> its task
+    cancelled: set[str] = field(default_factory=set)  # calls the user cancelled (cancel_tool)
+
+
+class Tools:
+    """Mixed into `Engine`."""
+
+    policy: "Policy"
+
+    @property
+    def tool_state(self) -> ToolState:
+        state = self.__dict__.get("_tool_state")
+        if state is None:
+            registry = ToolRegistry()
+            registry.add_source(BuiltinTools(self))  # type: ignore[arg-type]
+            state = self.__dict__["_tool_state"] = ToolState(registry)
+        return state
+
+    @property
+    def tool_registry(self) -> ToolRegistry:
+        """Where tool sources (MCP servers) register: `add_source(src)`, `remove_source(name)`."""
+        return self.tool_state.registry
+
+    async def tools(self) -> list[ToolInfo]:
+        disabled = set(await self._name_list(DISABLED_KEY))
+        return [
+            ToolInfo(s.name, s.description, s.parameters, s.needs_approval, src.name, s.name not in disabled)
+            for s, src in self.tool_registry.entries()
+        ]
+
+    async def set_tool_enabled(self, name: str, enabled: bool) -> None:
+        self._known_tool(name)
+        disabled = [n for n in await self._name_list(DISABLED_KEY) if n != name]
+        if not enabled:
+            disabled.append(name)
+        await self.set_setting(DISABLED_KEY, sorted(disabled) or None)
+
+    def approve_tool(self, call_id: str, decision: str) -> None:
+        """The user's answer to ToolApprovalNeeded: "once", "always" or "deny"."""
+        if decision not in DECISIONS:
+            raise InvalidRequest(f"{decision!r} is not a tool approval; use once, always or deny")
+        waiting = self.tool_state.approvals.get(call_id)
+        if waiting is None:
+            raise InvalidRequest(f"no tool call {call_id!r} is waiting for approval")
+        if not waiting.done():
+            waiting.set_result(decision)
+
+    def cancel_tool(self, call_id: str) -> None:
+        """Stop a running call (or one waiting for approval); its result is the error
+        "cancelled by the user" and the answer goes on. Unknown or finished calls: no-op."""
+        state = self.tool_state
+        waiting = state.approvals.get(call_id)
+        if waiting is not None and not waiting.done():
+            state.cancelled.add(call_id)
+            waiting.set_result("cancel")
+            return
+        task = state.running.get(call_id)
+        if task is not None and not task.done():
+            state.cancelled.add(call_id)
+            task.cancel()
+
+    async def always_allowed_tools(self) -> list[str]:
+        return await self._name_list(ALWAYS_KEY)
+
+    async def allow_tool_always(self, name: str) -> None:
+        names = await self._name_list(ALWAYS_KEY)
+        if name not in names:
+            await self.set_setting(ALWAYS_KEY, sorted([*names, name]))
+
+    async def revoke_tool_approval(self, name: str) -> None:
+        names = [n for n in await self._name_list(ALWAYS_KEY) if n != name]
+        await self.set_setting(ALWAYS_KEY, names or None)
+
+    async def call_tool(self, name: str, arguments: dict, *, timeout: float | None = None) -> ToolResult:
+        """Run a tool directly (`wren tools call`): the user asked, so no approval; the
+        arguments are validated; a failure is an error result, not an exception."""
+        found = self._known_tool(name)
+        spec, source = found
+        started = time.perf_counter()
+        problem = validate_arguments(spec.parameters, arguments, name)
+        if problem:
+            return ToolResult(f"direct_{name}", problem, True, 0.0)
+        cancel = asyncio.Event()
+        if timeout is None:
+            timeout = await self.tool_timeout()
+        try:
+            content, is_error = await asyncio.wait_for(source.call(name, arguments, cancel), timeout)
+        except asyncio.TimeoutError:
+            cancel.set()
+            content, is_error = f"the tool {name} did not answer within {timeout:g} seconds", True
+        except Exception as exc:  # a tool's own failure is its result
+            content, is_error = f"the tool {name} failed: {type(exc).__name__}: {exc}", True
+        if not isinstance(content, str):
+            content = json.dumps(content, ensure_ascii=False, default=str)
+        return ToolResult(f"direct_{name}", content, bool(is_error), time.perf_counter() - started)
+
+    async def tool_timeout(self) -> float:
+        value = await self.get_setting(TIMEOUT_KEY)
+        return float(value) if isinstance(value, (int, float)) and value > 0 else DEFAULT_TIMEOUT
+
+    # -- helpers -----------------------------------------------------------------------
+
+    def _known_tool(self, name: str) -> Any:
+        found = self.tool_registry.find(name)
+        if found is None:
+            known = ", ".join(self.tool_registry.names()) or "none"
+            raise InvalidRequest(f"there is no tool named {name!r}; the tools are: {known}")
+        return found
+
+    async def _name_list(self, key: str) -> list[str]:
+        value = await self.get_setting(key)
+        return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []

@@ -1,0 +1,137 @@
+"""The prompt side of tools: the schemas handed to the chat template (`tools=`), the
+assistant's calls and the tool-role results of earlier rounds as chat messages, and, for a
+template that does not render tools itself, the same in Wren's own (Hermes-style) words."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from engine.tools.parse import family_for
+from engine.tools.registry import ToolSource, ToolSpec
+
+if TYPE_CHECKING:
+    from engine.tokenize import Tokenizer
+
+FALLBACK_INSTRUCTIONS = (
+    "You can call tools. They are listed as JSON between <tools> and </tools>:\n<tools>\n{tools}\n</tools>\n"
+    "To call one, answer with exactly this and nothing after it:\n"
+    "<tool_call>\n{{\"name\": \"TOOL NAME\", \"arguments\": {{ARGUMENTS AS JSON}}}}\n</tool_call>\n"
+    "The result comes back in a tool message. Call a tool only when you need it, then answer the user."
+)
+
+
+def schema_of(spec: ToolSpec) -> dict:
+    """A tool as chat templates expect it (the OpenAI function shape)."""
+    return {"type": "function", "function": {
+        "name": spec.name, "description": spec.description, "parameters": spec.parameters,
+    }}
+
+
+@dataclass
+class CallRecord:
+    id: str  # the engine's id ("call_12_1")
+    template_id: str  # the id the prompt shows (Mistral's templates want 9 letters and digits)
+    name: str
+    arguments: dict
+    result: str = ""
+
+
+@dataclass
+class RoundRecord:
+    text: str  # what the assistant wrote before its calls in this round
+    calls: list[CallRecord] = field(default_factory=list)
+
+
+@dataclass
+class ToolPlan:
+    """Which tools one answer may call, and how they reach this model's prompt."""
+
+    entries: list[tuple[ToolSpec, ToolSource]]
+    family: str
+    native: bool  # the chat template renders `tools` (and tool calls) itself
+    tool_role: str = "tool"  # the role results are rendered in ("user" only where a template has no other)
+    forced: str | None = None  # tool_choice=NAME: the first round must call this tool
+    max_rounds: int = 8
+
+    @property
+    def specs(self) -> list[ToolSpec]:
+        return [s for s, _ in self.entries]
+
+    def find(self, name: str) -> tuple[ToolSpec, ToolSource] | None:
+        return next(((s, src) for s, src in self.entries if s.name == name), None)
+
+    def schemas(self) -> list[dict]:
+        return [schema_of(s) for s in self.specs]
+
+    def template_tools(self) -> list[dict] | None:
+        return self.schemas() if self.native else None
+
+    def messages(self, base: list[dict], rounds: list[RoundRecord]) -> list[dict]:
+        """The chat for the next generation: the assembled messages, the tool instructions
+        where the template has none, then each round's calls and results."""
+        chat = [dict(m) for m in base]
+        if not self.native:
+            text = FALLBACK_INSTRUCTIONS.format(tools="\n".join(json.dumps(s, ensure_ascii=False) for s in self.schemas()))
+            if chat and chat[0].get("role") == "system":
+                own = chat[0].get("content") or ""
+                chat[0]["content"] = f"{own}\n\n{text}" if own else text
+            else:
+                chat.insert(0, {"role": "system", "content": text})
+        for r in rounds:
+            for k, call in enumerate(r.calls):
+                text = r.text if k == 0 else ""
+                if self.native:
+                    chat.append({"role": "assistant", "content": text, "tool_calls": [{
+                        "id": call.template_id, "type": "function",
+                        "function": {"name": call.name, "arguments": call.arguments},
+                    }]})
+                    chat.append({"role": "tool", "content": call.result, "tool_call_id": call.template_id,
+                                 "name": call.name})
+                else:
+                    written = json.dumps({"name": call.name, "arguments": call.arguments}, ensure_ascii=False)
+                    chat.append({"role": "assistant", "content": f"{text}<tool_call>\n{written}\n</tool_call>"})
+                    chat.append({"role": self.tool_role, "content": f"<tool_response>\n{call.result}\n</tool_response>"})
+        return chat
+
+    def forced_prefix(self) -> str:
+        """The start of the call tool_choice=NAME forces; the model writes the arguments."""
+        name = json.dumps(self.forced)
+        if self.family == "llama3":
+            return f'{{"name": {name}, "parameters": '
+        if self.family == "mistral":
+            return f'[TOOL_CALLS][{{"name": {name}, "arguments": '
+        return f'<tool_call>\n{{"name": {name}, "arguments": '
+
+
+def plan_for(tokenizer: "Tokenizer", entries: list[tuple[ToolSpec, ToolSource]], *, forced: str | None = None,
+             max_rounds: int = 8, model_type: str | None = None) -> ToolPlan:
+    template = tokenizer.chat_template or ""
+    family = family_for(template, model_type)
+    native = "tools" in template and family_for(template) == family and _renders_tools(tokenizer, entries)
+    plan = ToolPlan(entries, family, native, forced=forced, max_rounds=max_rounds)
+    if not native:
+        plan.tool_role = "tool" if _renders_role(tokenizer, "tool") else "user"
+    return plan
+
+
+def _renders_tools(tokenizer: "Tokenizer", entries: list[tuple[ToolSpec, ToolSource]]) -> bool:
+    """Whether the template shows the tools it is given (some mention `tools` only to refuse them)."""
+    if not entries:
+        return False
+    probe = [{"role": "user", "content": "?"}]
+    try:
+        shown = tokenizer.render_chat(probe, tools=[schema_of(entries[0][0])])
+    except Exception:
+        return False
+    return entries[0][0].name in shown
+
+
+def _renders_role(tokenizer: "Tokenizer", role: str) -> bool:
+    probe: list[dict[str, Any]] = [{"role": "user", "content": "?"}, {"role": "assistant", "content": "!"},
+                                   {"role": role, "content": "wren-probe-result"}]
+    try:
+        return "wren-probe-result" in tokenizer.render_chat(probe)
+    except Exception:
+        return False
