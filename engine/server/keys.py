@@ -143,8 +143,9 @@ def open_keys(*, key_file: Path | None = None, use_key_file: bool = False,
               environ: dict | None = None) -> ServerKeys:
     """Where the server's key lives on this machine (see the module's docstring).
 
-    `use_key_file`: the user chose the encrypted file (it is also used when it exists
-    already, or when WREN_KEYRING_PASSPHRASE is set). `passphrase(new)` asks for the
+    `key_file`: the encrypted file's path (default: `default_key_file()`); `use_key_file`:
+    the user chose that file (it is also used when it exists already, or when
+    WREN_KEYRING_PASSPHRASE is set). `passphrase(new)` asks for the
     passphrase (new: the file does not exist yet, so ask twice); without it, only the
     environment variable gives one."""
     environ = os.environ if environ is None else environ
@@ -157,7 +158,7 @@ def open_keys(*, key_file: Path | None = None, use_key_file: bool = False,
                                       "print(secrets.token_urlsafe(32))\")")
         return ServerKeys(env_key=env_key, where=f"the environment variable {ENV_KEY}")
     path = Path(key_file) if key_file is not None else default_key_file()
-    chosen_file = use_key_file or key_file is not None or path.exists() or bool(environ.get(ENV_PASSPHRASE))
+    chosen_file = use_key_file or path.exists() or bool(environ.get(ENV_PASSPHRASE))
     if not chosen_file:
         backend = system_keyring()
         if backend is not None:

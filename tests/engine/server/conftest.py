@@ -16,7 +16,7 @@ import pytest
 def server_keys(tmp_path: Path):
     from engine.server.keys import open_keys
 
-    return open_keys(key_file=tmp_path / "keyring" / "wren-server-key.cfg",
+    return open_keys(key_file=tmp_path / "keyring" / "wren-server-key.cfg", use_key_file=True,
                      environ={"WREN_KEYRING_PASSPHRASE": "a passphrase for tests"})
 
 
