@@ -11,6 +11,7 @@ import importlib.util
 import json
 import logging
 import math
+import os
 import re
 import shutil
 import uuid
@@ -22,7 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import InvalidRequest, ModelFileError, ModelNotFound, UnsupportedArchitecture, WrenError
-from engine.modelhub.gguf_import import GGUF_FILE, IMPORTER_VERSION, SUPPORTED_MODEL_TYPES, convert_gguf, staging_dir
+from engine.modelhub.gguf_import import (
+    GGUF_FILE, IMPORTER_VERSION, LOCK_SUFFIX, PARTIAL_PREFIX, SUPPORTED_MODEL_TYPES, convert_gguf, file_checksum,
+    staging_dir,
+)
 from engine.modelhub.hub import FOLDER_PATTERNS, Fetch, fetch_from_hub
 from engine.modelhub.safetensors_stream import read_header
 from engine.paths import models_dir
@@ -51,6 +55,28 @@ class ModelSource(StrEnum):
     STARTER = "starter"
     GGUF = "gguf"
     FOLDER = "folder"
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    """What a start-up sweep of the models folder removed: folders left by imports,
+    downloads and removals that were killed part-way, and the disk they held."""
+    removed: tuple[str, ...] = ()
+    bytes_freed: int = 0
+
+
+@dataclass(frozen=True)
+class WeightCheck:
+    """A model's weight files against the checksums recorded at import."""
+    model: str
+    ok: bool | None  # None: nothing recorded to check against (registered folders, old imports)
+    damaged: tuple[str, ...] = ()  # paths of files whose size or checksum differ
+    message: str = ""
+
+
+# Hidden folders a killed process can leave in the models folder. `.downloads` (resumable
+# pulls, guarded by their own lock) is not one of them.
+_LEFTOVER_PREFIXES = (PARTIAL_PREFIX, ".download-", ".removing-")
 
 
 @dataclass(frozen=True)
@@ -126,7 +152,10 @@ class ModelRegistry:
                 record = inspect_folder(tmp)
                 _write_record(tmp, {**record, "source": ModelSource.FOLDER.value, "origin": origin})
             return self.get(name)
+        from engine.store.locks import HeldLock
+
         download_dir = self.root / f".download-{name}-{uuid.uuid4().hex[:8]}"
+        owned = HeldLock(download_dir.with_name(download_dir.name + LOCK_SUFFIX))
         download_dir.mkdir()
         try:
             _fetch(fetch, repo_id, download_dir, [filename], revision, progress)
@@ -136,6 +165,7 @@ class ModelRegistry:
             self._convert(gguf, name, ModelSource.GGUF, origin, progress, move=True)
         finally:
             shutil.rmtree(download_dir, ignore_errors=True)
+            owned.release()
         return self.get(name)
 
     def remove(self, name: str) -> None:
@@ -198,7 +228,83 @@ class ModelRegistry:
                 "quantization": summary.quantization,
                 "display_name": summary.display_name,
                 "importer_version": IMPORTER_VERSION,
+                "checksums": summary.checksums,
             })
+
+    def sweep_leftovers(self) -> SweepReport:
+        """Remove what killed imports, downloads and removals left in the models folder
+        (`.partial-…`, `.download-…`, `.removing-…`), never a folder a live process is still
+        writing (its lock is held); log and return what was removed and the disk it held."""
+        from engine.store.locks import is_held
+
+        removed: list[str] = []
+        freed = 0
+        try:
+            entries = sorted(self.root.iterdir())
+        except OSError as exc:
+            log.warning("cannot look for leftovers in %s: %s", self.root, exc)
+            return SweepReport()
+        for entry in entries:
+            name = entry.name
+            if not name.startswith(_LEFTOVER_PREFIXES):
+                continue
+            if name.endswith(LOCK_SUFFIX):
+                folder = entry.with_name(name[: -len(LOCK_SUFFIX)])
+                if not folder.exists() and not is_held(entry):
+                    entry.unlink(missing_ok=True)  # its folder is gone: only the lock file was left
+                continue
+            lock = entry.with_name(name + LOCK_SUFFIX)
+            if not entry.is_dir() or is_held(lock):
+                continue  # being written by a live process
+            size = _tree_size(entry)
+            shutil.rmtree(entry, ignore_errors=True)
+            if entry.exists():
+                log.warning("could not remove the leftover folder %s", entry)
+                continue
+            lock.unlink(missing_ok=True)
+            removed.append(name)
+            freed += size
+        if removed:
+            log.info("removed %d leftover folder(s) from %s, freeing %d bytes: %s",
+                     len(removed), self.root, freed, ", ".join(removed))
+        return SweepReport(tuple(removed), freed)
+
+    def verify_weights(self, name: str, cancel: Any = None) -> WeightCheck:
+        """Check a model's weight files against the sizes and CRC-32s recorded at import
+        (reads every byte: call it off the event loop; `cancel`, an Event, stops it early
+        with ok=None)."""
+        folder = self.root / name
+        record = _read_record(folder)
+        recorded = record.get("checksums")
+        if not isinstance(recorded, dict) or not recorded:
+            return WeightCheck(name, None, message=f"no checksums were recorded when {name} was installed")
+        target = Path(record["folder"]) if record.get("folder") else folder
+        damaged = []
+        for filename, want in sorted(recorded.items()):
+            path = target / filename
+            if Path(filename).name != filename or not isinstance(want, dict):
+                continue
+            try:
+                if path.stat().st_size != want.get("size"):
+                    damaged.append(str(path))
+                    continue
+                got = file_checksum(path, cancel)
+            except OSError:
+                damaged.append(str(path))
+                continue
+            if got is None:
+                return WeightCheck(name, None, message="the check was stopped")
+            if got["crc32"] != want.get("crc32"):
+                damaged.append(str(path))
+        if damaged:
+            files = ", ".join(damaged)
+            return WeightCheck(
+                name, False, tuple(damaged),
+                f"the model file {files} of “{name}” is damaged: it no longer matches the checksum "
+                f"recorded when it was installed, so its answers may be wrong or empty. Re-import it "
+                f"(remove “{name}” and import or pull it again).",
+            )
+        return WeightCheck(name, True, message=f"{name}: every weight file matches its checksum")
 
     @contextmanager
     def _staging(self, name: str) -> Iterator[Path]:
@@ -313,6 +419,17 @@ def _files_size(folder: Path) -> int:
         return sum(entry.stat().st_size for entry in folder.iterdir() if entry.is_file())
     except OSError:
         return 0  # a registered folder that was moved or deleted
+
+
+def _tree_size(folder: Path) -> int:
+    total = 0
+    for dirpath, _, files in os.walk(folder):
+        for file in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, file)).st_size
+            except OSError:
+                pass
+    return total
 
 
 def _name_from(text: str) -> str:

@@ -53,11 +53,19 @@ def _m004_message_viewed_at(db: pw.Database) -> None:
     db.execute_sql("UPDATE message SET viewed_at = created_at WHERE viewed_at IS NULL")
 
 
+def _m005_message_owner(db: pw.Database) -> None:
+    # Who writes a streaming answer, so a second Wren process leaves it alone (engine/store/locks.py).
+    columns = {c.name for c in db.get_columns("message")}
+    if "owner" not in columns:
+        db.execute_sql("ALTER TABLE message ADD COLUMN owner TEXT")
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[pw.Database], None]]] = [
     (1, "initial", _m001_initial),
     (2, "message_text_search", _m002_message_text_search),
     (3, "memory", _m003_memory),
     (4, "message_viewed_at", _m004_message_viewed_at),
+    (5, "message_owner", _m005_message_owner),
 ]
 
 

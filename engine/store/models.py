@@ -72,6 +72,9 @@ class Message(BaseModel):
     error = pw.TextField(null=True)
     sampling = JSONField(default=dict)
     meta = JSONField(default=dict)
+    # The Store (one per process) that writes this answer while it streams; recovery at
+    # start marks a `streaming` message interrupted only once its owner is gone.
+    owner = pw.TextField(null=True)
 
 
 class Setting(BaseModel):

@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 import functools
+import json
+import logging
+import os
 import re
 import sqlite3
+import threading
+import time
 from pathlib import Path
 from typing import Any, Iterable
 
 import peewee as pw
 
-from engine.errors import NotFound, StoreError
-from engine.records import ConversationInfo, MessageInfo, MessageStatus, Role
+from engine.errors import InvalidRequest, NotFound, StoreError
+from engine.records import ConversationInfo, MessageInfo, MessageStatus, Role, clean_title
+from engine.store.locks import HeldLock, is_held, owner_token
 from engine.store.migrations import migrate
 from engine.store.models import TABLES, Conversation, Message, Setting, utcnow
+
+log = logging.getLogger(__name__)
 
 _PRAGMAS = {
     "journal_mode": "wal",
@@ -21,6 +29,14 @@ _PRAGMAS = {
     "foreign_keys": 1,
     "busy_timeout": 3000,
 }
+# An answer's checkpoints while another program holds the database: each try waits at
+# most this long for the lock (the stream never stalls behind it), and the tries back off.
+CHECKPOINT_WAIT_MS = 50
+CHECKPOINT_BACKOFF = (0.25, 8.0)  # first and longest pause between tries, seconds
+# How long the last write of an answer keeps trying a locked database before giving up
+# (its text then waits in the side journal for the next start).
+LOCK_RETRY_SECONDS = 60.0
+_SQLITE_FULL = 13
 
 
 def _guarded(method):
@@ -31,29 +47,112 @@ def _guarded(method):
         self.bind()
         try:
             return method(self, *args, **kwargs)
+        except UnicodeEncodeError as exc:
+            # A str holding lone surrogates (not text): SQLite cannot store it.
+            raise InvalidRequest(
+                f"the text is not valid Unicode (a lone surrogate at position {exc.start}); "
+                "nothing was saved"
+            ) from exc
         except (pw.OperationalError, sqlite3.OperationalError) as exc:
             raise self._explain(exc) from exc
         except (pw.DatabaseError, sqlite3.DatabaseError) as exc:
+            if _disk_full(exc):
+                raise self._explain(exc) from exc
             raise StoreError(f"the database {self.path} is unusable: {exc}") from exc
 
     return wrapper
 
 
-class Store:
-    """Owns one SQLite database. Not thread-safe: the engine calls it from one worker."""
+class _TrackedSqliteDatabase(pw.SqliteDatabase):
+    """Peewee opens one connection per thread that uses it; this one remembers them all,
+    so closing the store closes every one (a connection left open in a process that opens
+    the file again is SQLite's documented way to corrupt it)."""
 
-    def __init__(self, path: Path | str, *, busy_timeout_ms: int = 3000, first_id: int | None = None):
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._opened: list[sqlite3.Connection] = []
+        self._opened_lock = threading.Lock()
+
+    def _connect(self):
+        conn = super()._connect()
+        with self._opened_lock:
+            self._opened = [c for c in self._opened if _is_open(c)] + [conn]
+        return conn
+
+    def open_connections(self) -> int:
+        with self._opened_lock:
+            return sum(1 for c in self._opened if _is_open(c))
+
+    def close_all(self) -> None:
+        if not self.is_closed():
+            self.close()  # this thread's, through peewee, so its state knows
+        with self._opened_lock:
+            opened, self._opened = self._opened, []
+        for conn in opened:
+            if _is_open(conn):
+                conn.close()
+
+
+def _is_open(conn: sqlite3.Connection) -> bool:
+    try:
+        conn.total_changes  # noqa: B018  raises ProgrammingError once closed
+        return True
+    except sqlite3.ProgrammingError:
+        return False
+
+
+class Store:
+    """Owns one SQLite database. Not thread-safe: the engine calls it from one worker.
+
+    Each Store over a file owns the answers it streams: it holds an OS lock named by its
+    owner token for as long as it is open, and marks its `streaming` rows with that token.
+    Opening a Store marks `streaming` rows interrupted only when their owner's lock is free
+    (its process is gone), so a second Wren never clobbers a live answer."""
+
+    def __init__(self, path: Path | str, *, busy_timeout_ms: int = 3000, first_id: int | None = None,
+                 lock_retry_seconds: float = LOCK_RETRY_SECONDS):
         """`first_id`: ids of new conversations and messages start above it (an in-memory
-        store for temporary chats uses it so its ids never collide with the user's)."""
+        store for temporary chats uses it so its ids never collide with the user's).
+        `lock_retry_seconds`: how long an answer's final write waits out a database locked
+        by another program."""
         self.path = str(path)
         in_memory = self.path == ":memory:"
+        self._busy_timeout_ms = busy_timeout_ms
+        self.lock_retry_seconds = lock_retry_seconds
+        self.owner: str | None = None
+        self._owner_lock: HeldLock | None = None
+        self._pending: dict[int, dict[str, Any]] = {}  # unsaved checkpoints, by message id
+        self._next_try: dict[int, tuple[float, float]] = {}  # message id -> (when, pause)
         if not in_memory:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            self.owner = owner_token()
+            self._owner_lock = HeldLock(self._owners_dir / f"{self.owner}.lock")
         pragmas = dict(_PRAGMAS, busy_timeout=busy_timeout_ms)
         # An in-memory database exists per connection: share one across threads.
-        self.db = pw.SqliteDatabase(self.path, pragmas=pragmas, check_same_thread=False,
-                                    thread_safe=not in_memory)
-        self._open(first_id)
+        self.db = _TrackedSqliteDatabase(self.path, pragmas=pragmas, check_same_thread=False,
+                                         thread_safe=not in_memory)
+        try:
+            self._open(first_id)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def folder(self) -> Path:
+        """The folder holding the database (the data folder)."""
+        return Path(self.path).resolve().parent
+
+    @property
+    def _owners_dir(self) -> Path:
+        """Lock files of the live processes that own answers (hidden, beside the database)."""
+        path = Path(self.path)
+        return path.with_name(f".{path.name}-owners")
+
+    @property
+    def _journal_dir(self) -> Path:
+        """Answers a locked database could not take yet, one JSON file each."""
+        path = Path(self.path)
+        return path.with_name(f".{path.name}-journal")
 
     def bind(self) -> None:
         """Point this thread's table classes at this store's database."""
@@ -72,7 +171,13 @@ class Store:
                            status=MessageStatus.COMPLETE).execute()
 
     def _explain(self, exc: Exception) -> StoreError:
-        text = str(exc).lower()
+        text = " ".join(str(e) for e in _chain(exc)).lower()
+        if _disk_full(exc):
+            return StoreError(
+                f"the disk is full: the database {self.path} in the data folder {self.folder} "
+                "cannot grow; free some space on that disk and try again (what was saved before "
+                "is intact)"
+            )
         if "locked" in text or "busy" in text:
             return StoreError(
                 f"the database {self.path} is locked by another program; nothing was "
@@ -87,9 +192,16 @@ class Store:
             return StoreError(f"cannot open the database {self.path}: {exc}")
         return StoreError(f"database error in {self.path}: {exc}")
 
+    def open_connections(self) -> int:
+        """How many SQLite connections this store holds open (every thread's)."""
+        return self.db.open_connections()
+
     def close(self) -> None:
-        if not self.db.is_closed():
-            self.db.close()
+        """Close every connection and give up ownership of this store's answers."""
+        self.db.close_all()
+        if self._owner_lock is not None:
+            self._owner_lock.release()
+            self._owner_lock = None
 
     # -- conversations -------------------------------------------------------------
 
@@ -97,7 +209,7 @@ class Store:
     def create_conversation(
         self, title: str = "", model: str | None = None, settings: dict | None = None
     ) -> ConversationInfo:
-        conv = Conversation.create(title=title, model=model, settings=settings or {})
+        conv = Conversation.create(title=clean_title(title), model=model, settings=settings or {})
         return _conversation_info(conv)
 
     @_guarded
@@ -146,6 +258,8 @@ class Store:
         unknown = set(fields) - allowed
         if unknown:
             raise ValueError(f"cannot update conversation fields {sorted(unknown)}")
+        if "title" in fields:
+            fields["title"] = clean_title(fields["title"])
         conv = self._conversation(conversation_id)
         for key, value in fields.items():
             setattr(conv, key, value)
@@ -168,6 +282,15 @@ class Store:
         conv.deleted_at = None
         conv.save()
         return _conversation_info(conv)
+
+    @_guarded
+    def discard_if_empty(self, conversation_id: int) -> bool:
+        """Delete a conversation that holds no message at all (a question that was refused
+        after its chat was made); True if it was deleted."""
+        with self.db.atomic():
+            if Message.select().where(Message.conversation == conversation_id).exists():
+                return False
+            return Conversation.delete().where(Conversation.id == conversation_id).execute() > 0
 
     @_guarded
     def purge_deleted(self) -> int:
@@ -193,6 +316,8 @@ class Store:
                 parent = Message.get_or_none(Message.id == parent_id)
                 if parent is None or parent.conversation_id != conversation_id:
                     raise NotFound(f"no message {parent_id} in conversation {conversation_id}")
+            if status is MessageStatus.STREAMING:
+                fields.setdefault("owner", self.owner)
             msg = Message.create(
                 conversation=conv.id, parent=parent_id, role=role, content=content,
                 status=status, **fields,
@@ -202,11 +327,96 @@ class Store:
             conv.save()
         return self._info(msg)
 
-    @_guarded
     def update_message(self, message_id: int, **fields: Any) -> None:
-        """Checkpoint or finish a message; one short transaction."""
-        fields["updated_at"] = utcnow()
-        Message.update(**fields).where(Message.id == message_id).execute()
+        """Checkpoint (content only) or finish (with a status) a message; one short transaction.
+
+        Another program holding the database never loses the answer: a checkpoint that meets
+        a lock waits at most CHECKPOINT_WAIT_MS, keeps the text in memory and in a small side
+        journal (written atomically) and is tried again, backing off, at later checkpoints;
+        the finishing write retries for up to `lock_retry_seconds`. If the lock never frees,
+        the journal stays and the next start saves its text with the row `interrupted`."""
+        self.bind()
+        merged = {**self._pending.pop(message_id, {}), **fields, "updated_at": utcnow()}
+        final = "status" in fields
+        if not final and time.monotonic() < self._next_try.get(message_id, (0.0, 0.0))[0]:
+            self._hold(message_id, merged)  # backing off: keep it for a later try
+            return
+        deadline = time.monotonic() + (self.lock_retry_seconds if final else 0.0)
+        pause = self._next_try.get(message_id, (0.0, CHECKPOINT_BACKOFF[0]))[1]
+        while True:
+            wait_ms = CHECKPOINT_WAIT_MS
+            if final:
+                left_ms = (deadline - time.monotonic()) * 1000
+                wait_ms = int(max(CHECKPOINT_WAIT_MS, min(self._busy_timeout_ms, left_ms)))
+            try:
+                self._write_message(message_id, merged, wait_ms=wait_ms)
+                break
+            except (pw.OperationalError, sqlite3.OperationalError) as exc:
+                if not _locked(exc):
+                    self._hold(message_id, merged)
+                    raise self._explain(exc) from exc
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self._hold(message_id, merged)
+                    self._next_try[message_id] = (time.monotonic() + pause, min(pause * 2, CHECKPOINT_BACKOFF[1]))
+                    if final:
+                        raise StoreError(
+                            f"the database {self.path} stayed locked by another program for "
+                            f"{self.lock_retry_seconds:g} s; the answer's text is kept in "
+                            f"{self._journal_path(message_id)} and saved the next time Wren starts"
+                        ) from exc
+                    log.info("checkpoint of message %s deferred: %s is locked", message_id, self.path)
+                    return
+                time.sleep(min(pause, left))
+                pause = min(pause * 2, CHECKPOINT_BACKOFF[1])
+            except UnicodeEncodeError as exc:
+                raise InvalidRequest(f"the text is not valid Unicode (a lone surrogate at position {exc.start})") from exc
+            except (pw.DatabaseError, sqlite3.DatabaseError) as exc:
+                self._hold(message_id, merged)
+                raise self._explain(exc) from exc
+        self._next_try.pop(message_id, None)
+        self._drop_journal(message_id)
+
+    def _write_message(self, message_id: int, fields: dict[str, Any], wait_ms: int) -> None:
+        self.db.execute_sql(f"PRAGMA busy_timeout = {int(wait_ms)}")
+        try:
+            Message.update(**fields).where(Message.id == message_id).execute()
+        finally:
+            self.db.execute_sql(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+
+    def unsaved(self, message_id: int) -> dict[str, Any]:
+        """What is held for `message_id` because the database was locked (empty: nothing)."""
+        return dict(self._pending.get(message_id, {}))
+
+    def _hold(self, message_id: int, fields: dict[str, Any]) -> None:
+        self._pending[message_id] = fields
+        if self.owner is None:
+            return  # an in-memory store: nothing survives it anyway
+        record = {"message_id": message_id, "owner": self.owner,
+                  "fields": {k: v for k, v in fields.items() if k != "updated_at"}}
+        path = self._journal_path(message_id)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{self.owner}.tmp")
+            with open(tmp, "w", encoding="utf-8") as out:
+                json.dump(record, out, ensure_ascii=False, default=_json_default)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, path)
+        except (OSError, TypeError, ValueError) as exc:
+            log.warning("cannot journal message %s beside %s: %s", message_id, self.path, exc)
+
+    def _journal_path(self, message_id: int) -> Path:
+        return self._journal_dir / f"{message_id}.json"
+
+    def _drop_journal(self, message_id: int) -> None:
+        if self.owner is not None:
+            try:
+                self._journal_path(message_id).unlink()
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                log.warning("cannot remove the journal of message %s: %s", message_id, exc)
 
     @_guarded
     def get_message(self, message_id: int) -> MessageInfo:
@@ -310,12 +520,77 @@ class Store:
 
     @_guarded
     def recover_interrupted(self) -> int:
-        """Messages left `streaming` by a crash become `interrupted`."""
-        return (
-            Message.update(status=MessageStatus.INTERRUPTED, updated_at=utcnow())
-            .where(Message.status == MessageStatus.STREAMING)
-            .execute()
-        )
+        """Messages left `streaming` by a process that is gone become `interrupted`, with any
+        text its journal kept (the database was locked when it died). Answers another live
+        process is streaming are left alone."""
+        if self.owner is None:
+            return Message.update(status=MessageStatus.INTERRUPTED, updated_at=utcnow()).where(
+                Message.status == MessageStatus.STREAMING).execute()
+        recovered = self._replay_journals()
+        gone: dict[str | None, bool] = {}
+        ids = []
+        for row in Message.select(Message.id, Message.owner).where(Message.status == MessageStatus.STREAMING):
+            if row.owner not in gone:
+                gone[row.owner] = not self._owner_alive(row.owner)
+            if gone[row.owner]:
+                ids.append(row.id)
+        if ids:
+            recovered += Message.update(status=MessageStatus.INTERRUPTED, updated_at=utcnow()).where(
+                Message.id.in_(ids) & (Message.status == MessageStatus.STREAMING)).execute()
+        self._sweep_owner_files()
+        return recovered
+
+    def _owner_alive(self, owner: str | None) -> bool:
+        if not owner:
+            return False  # written before answers had owners
+        if owner == self.owner:
+            return True
+        if "/" in owner or "\\" in owner or owner.startswith("."):
+            return False
+        return is_held(self._owners_dir / f"{owner}.lock")
+
+    def _replay_journals(self) -> int:
+        folder = self._journal_dir
+        if not folder.is_dir():
+            return 0
+        count = 0
+        for path in sorted(folder.glob("*.json")):
+            try:
+                record = json.loads(path.read_text(encoding="utf-8"))
+                message_id = int(record["message_id"])
+                owner = record.get("owner")
+                fields = dict(record["fields"])
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                log.warning("ignoring the unreadable answer journal %s: %s", path, exc)
+                path.unlink(missing_ok=True)
+                continue
+            if self._owner_alive(owner):
+                continue  # its process still runs and will save it itself
+            keep = {k: v for k, v in fields.items() if k in _JOURNAL_FIELDS}
+            with self.db.atomic():
+                row = Message.get_or_none(Message.id == message_id)
+                if row is not None and row.status is MessageStatus.STREAMING:
+                    keep.update(
+                        status=MessageStatus.INTERRUPTED, updated_at=utcnow(),
+                        error="the database was locked by another program when this answer ended; "
+                              "the text shown was saved when Wren next started",
+                    )
+                    Message.update(**keep).where(Message.id == message_id).execute()
+                    count += 1
+            path.unlink(missing_ok=True)
+            log.info("saved message %s from its journal %s", message_id, path)
+        return count
+
+    def _sweep_owner_files(self) -> None:
+        """Lock files of owners that are gone (a killed process leaves its file behind)."""
+        folder = self._owners_dir
+        try:
+            entries = list(folder.glob("*.lock"))
+        except OSError:
+            return
+        for path in entries:
+            if path.stem != self.owner and not is_held(path):
+                path.unlink(missing_ok=True)
 
     def _info(self, msg: Message, siblings: Iterable[int] | None = None) -> MessageInfo:
         siblings = list(self.siblings(msg.id) if siblings is None else siblings)
@@ -347,6 +622,45 @@ class Store:
     @_guarded
     def integrity_check(self) -> str:
         return self.db.execute_sql("PRAGMA integrity_check").fetchone()[0]
+
+
+_JOURNAL_FIELDS = frozenset({
+    "content", "completion_tokens", "time_to_first_token", "tokens_per_second", "meta", "error",
+})
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """`exc` and the errors it was raised from or during (a failed commit's rollback says
+    "no transaction is active"; the disk-full error that caused it is its context)."""
+    seen: list[BaseException] = []
+    node: BaseException | None = exc
+    while node is not None and node not in seen:
+        seen.append(node)
+        node = node.__cause__ or node.__context__
+    return seen
+
+
+def _disk_full(exc: BaseException) -> bool:
+    for e in _chain(exc):
+        if getattr(e, "sqlite_errorcode", None) == _SQLITE_FULL:
+            return True
+        text = str(e).lower()
+        if "database or disk is full" in text or "no space left" in text:
+            return True
+        if isinstance(e, OSError) and e.errno == 28:  # ENOSPC
+            return True
+    return False
+
+
+def _locked(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "value"):  # an enum
+        return value.value
+    return str(value)
 
 
 def _conversation_info(conv: Conversation) -> ConversationInfo:
