@@ -35,6 +35,7 @@ from engine.tools.registry import ToolInfo, ToolSpec  # noqa: F401  re-exported 
 from engine.server.serving import Serving
 from engine.records import ConversationInfo, MessageInfo, Role
 from engine.safety import Policy, ScanResult, scan
+from engine.safety.care import Care, CareMessage, HelpLine, is_care_category, needs_care  # noqa: F401 (for front ends)
 from engine.store import Store
 from engine.tokenize import Tokenizer
 from engine.turns import Turns, memory_notice, notice_fields
@@ -81,7 +82,7 @@ class ModelStatus:
     load_seconds: float
 
 
-class Engine(Preferences, Serving, Tools):
+class Engine(Preferences, Serving, Tools, Care):
     """Conversations, models, memories and streaming answers; use from one asyncio loop.
     Memory, instruction, safety and diagnostics settings come from `Preferences`; the
     server's stateless answers (nothing stored) from `Serving`."""
