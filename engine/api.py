@@ -28,12 +28,12 @@ from engine.inference.worker import GenerationRequest, ModelWorker, WarmRequest
 from engine.logs import log_event
 from engine.memory import TEMPORARY_KEY, MemoryService
 from engine.modelhub.catalog import CatalogEntry, load_catalog, system_memory_bytes, with_fit
-from engine.modelhub.registry import RECORD_FILE, ModelInfo, ModelRegistry, ModelSource
+from engine.modelhub.registry import RECORD_FILE, ModelInfo, ModelRegistry, ModelSource, SweepReport, WeightCheck  # noqa: F401  re-exported
 from engine.preferences import Preferences
 from engine.tools.facade import Tools
 from engine.tools.registry import ToolInfo, ToolSpec  # noqa: F401  re-exported for the desktop
 from engine.server.serving import Serving
-from engine.records import ConversationInfo, MessageInfo, Role
+from engine.records import ConversationInfo, EngineNotice, MessageInfo, Role, check_unicode, clean_title
 from engine.safety import Policy, ScanResult, scan
 from engine.safety.care import Care, CareMessage, HelpLine, is_care_category, needs_care  # noqa: F401 (for front ends)
 from engine.store import Store
@@ -118,13 +118,31 @@ class Engine(Preferences, Serving, Tools, Care):
         self._warm: WarmRequest | None = None
         self._closed = False
         self._turns = Turns(self)
+        self._notices: list[EngineNotice] = []
+        self._notice_listeners: list[Callable[[EngineNotice], None]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._weight_check: tuple[threading.Event, Any] | None = None
+        self._question_tokenizers: dict[Path, Tokenizer] = {}
+        self.leftovers = SweepReport()  # what the start-up sweep of models/ removed (Engine.open)
 
     @classmethod
     def open(cls, home: Path | None = None, **kwargs: Any) -> "Engine":
         """The engine over the user's data dir (or `home`)."""
         if home is not None:
             os.environ["WREN_HOME"] = str(home)
-        return cls(Store(paths.database_path()), ModelRegistry(paths.models_dir()), **kwargs)
+        registry = ModelRegistry(paths.models_dir())
+        leftovers = registry.sweep_leftovers()
+        engine = cls(Store(paths.database_path()), registry, **kwargs)
+        engine.leftovers = leftovers
+        if leftovers.removed:
+            log_event("models.leftovers_removed", folders=list(leftovers.removed), bytes_freed=leftovers.bytes_freed)
+            engine._notify(EngineNotice(
+                "disk_freed",
+                f"removed {len(leftovers.removed)} unfinished model folder(s) left by an interrupted "
+                f"import or download, freeing {leftovers.bytes_freed / 2**20:,.1f} MB",
+                str(registry.root),
+            ))
+        return engine
 
     async def close(self) -> None:
         """Stop answers, unload the model, close the database; calling it again is harmless."""
@@ -132,11 +150,78 @@ class Engine(Preferences, Serving, Tools, Care):
             return
         self._closed = True
         self.stop()
+        await self._stop_weight_check()
         worker, self._worker, self._status = self._worker, None, None
         if worker is not None:
             await asyncio.get_running_loop().run_in_executor(None, worker.close)
-        await self._db(self.store.close)
+        await self._db(self.store.close)  # every connection, whichever thread opened it
+        if self._temp is not None:
+            await self._db(self._temp.close)
         self._db_pool.shutdown(wait=True)
+
+    # -- notices: things a front end should tell the user, outside any answer -------------
+
+    def notices(self) -> list[EngineNotice]:
+        """Every notice so far, oldest first (damaged model files, disk freed at start)."""
+        return list(self._notices)
+
+    def on_notice(self, callback: Callable[[EngineNotice], None]) -> Callable[[], None]:
+        """Call `callback(notice)` on the engine's event loop for each new notice; returns
+        a function that unsubscribes. Notices from before subscribing: `notices()`."""
+        self._notice_listeners.append(callback)
+        return lambda: self._notice_listeners.remove(callback) if callback in self._notice_listeners else None
+
+    def _notify(self, notice: EngineNotice) -> None:
+        """Record a notice and tell the listeners (from any thread)."""
+        loop = self._loop
+
+        def deliver() -> None:
+            self._notices.append(notice)
+            for listener in list(self._notice_listeners):
+                try:
+                    listener(notice)
+                except Exception:  # a front end's bug must not stop the engine
+                    log.exception("notice listener failed")
+
+        if loop is not None and not loop.is_closed() and threading.current_thread() is not threading.main_thread():
+            loop.call_soon_threadsafe(deliver)
+        else:
+            deliver()
+
+    async def weight_check(self) -> WeightCheck | None:
+        """Wait for the background check of the loaded model's weights (None: none ran)."""
+        check = self._weight_check
+        if check is None:
+            return None
+        return await asyncio.wrap_future(check[1])
+
+    def _start_weight_check(self, name: str) -> None:
+        import concurrent.futures
+
+        cancel = threading.Event()
+        self._loop = asyncio.get_running_loop()
+        future: concurrent.futures.Future = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                result = self.registry.verify_weights(name, cancel)
+            except Exception as exc:  # a record that cannot be read: the load already said so
+                result = WeightCheck(name, None, message=f"the weights of {name} could not be checked: {exc}")
+            if result.ok is False:
+                log_event("model.damaged", model=name, files=list(result.damaged))
+                log.warning("%s", result.message)
+                self._notify(EngineNotice("model_damaged", result.message, result.damaged[0] if result.damaged else None))
+            future.set_result(result)
+
+        # A plain daemon-less thread at its own pace; close() stops it within one 8 MB chunk.
+        threading.Thread(target=run, name="wren-weight-check", daemon=True).start()
+        self._weight_check = (cancel, future)
+
+    async def _stop_weight_check(self) -> None:
+        check, self._weight_check = self._weight_check, None
+        if check is not None:
+            check[0].set()
+            await asyncio.wrap_future(check[1])
 
     async def _db(self, fn: Callable, *args: Any, **kwargs: Any) -> Any:
         """Every database call runs on one worker thread, in order."""
@@ -188,6 +273,7 @@ class Engine(Preferences, Serving, Tools, Care):
         """A new chat. A temporary one is kept in memory only: never written to disk, and it
         uses and creates no memories."""
         model = self._status.name if self._status else None
+        title = clean_title(title)
         if temporary:
             if self._temp is None:
                 self._temp = await self._db(Store, ":memory:", first_id=TEMPORARY_IDS)
@@ -202,11 +288,12 @@ class Engine(Preferences, Serving, Tools, Care):
         return await self._db(self._store_for(conversation_id).get_conversation, conversation_id)
 
     async def rename_conversation(self, conversation_id: int, title: str) -> ConversationInfo:
-        title = title.strip()
+        """Rename a chat; the title is put on one line and cut at TITLE_MAX_CHARS with "…"."""
+        title = clean_title(title)
         if not title:
             raise InvalidRequest("a conversation title cannot be empty")
         store = self._store_for(conversation_id)
-        return await self._db(store.update_conversation, conversation_id, title=title[:200])
+        return await self._db(store.update_conversation, conversation_id, title=title)
 
     async def pin_conversation(self, conversation_id: int, pinned: bool = True) -> ConversationInfo:
         return await self._db(self._store_for(conversation_id).update_conversation, conversation_id, pinned=pinned)
@@ -397,6 +484,8 @@ class Engine(Preferences, Serving, Tools, Care):
             self._assemblers = await loop.run_in_executor(None, self._make_assemblers, tokenizer)
             self._worker = worker
             self._status = ModelStatus(info.name, model.backend, model.context_length, time.perf_counter() - started)
+            await self._stop_weight_check()
+            self._start_weight_check(info.name)  # in the background: a damaged file is a notice
             log_event("model.loaded", model=info.name, backend=model.backend,
                       load_seconds=round(self._status.load_seconds, 3))
             return self._status
@@ -499,6 +588,55 @@ class Engine(Preferences, Serving, Tools, Care):
             self._warm.cancel.set()
             self._warm = None
 
+    async def check_question(self, text: str, model: str | None = None) -> int:
+        """Refuse a question before anything is stored or loaded: not text, empty, too long,
+        or more tokens than the model (`model`, else the loaded one, else the default) can
+        read. Counts with the model's tokenizer alone (loaded in well under a second, not
+        the model). Returns the token count (0 when the model is not installed yet)."""
+        _check_text(text)
+        worker = self._worker
+        if worker is not None and (model is None or model == worker.name):
+            tokenizer = worker.tokenizer
+            window = self._status.context_length if self._status else 0
+        else:
+            name = model or await self.default_model()
+            loop = asyncio.get_running_loop()
+            try:
+                info = await loop.run_in_executor(None, self.registry.get, name)
+            except WrenError:
+                return 0  # not installed yet (the starter before its first import): checked after loading
+            tokenizer = self._question_tokenizers.get(info.path)
+            if tokenizer is None:
+                tokenizer = await loop.run_in_executor(None, self._tokenizer_factory, info.path)
+                self._question_tokenizers = {info.path: tokenizer}
+            window = info.context_length
+        tokens = await asyncio.get_running_loop().run_in_executor(None, tokenizer.count, text)
+        if window > 0:
+            from engine.context import load_settings
+            from engine.context.assemble import _refuse_oversize
+
+            reserve = (await self._db(load_settings, self.store)).reserve(window)
+            _refuse_oversize(tokens, 0, window - reserve, window, reserve)
+        return tokens
+
+    async def send_new(self, text: str, options: SendOptions | None = None, *, title: str | None = None,
+                       settings: dict | None = None, temporary: bool = False,
+                       model: str | None = None) -> AsyncIterator[Event]:
+        """Start a new chat with its first question: the question is checked first
+        (`check_question`) and the chat is made only once it is accepted; a chat whose
+        question is refused later (the whole prompt does not fit, a safety block) is
+        deleted again, so no empty chat is left. The first event, Started, carries the new
+        conversation's id; a blocked question ends with Finished(BLOCKED) and no chat."""
+        await self.check_question(text, model)
+        conv = await self.create_conversation(" ".join(text.split())[:60] if title is None else title,
+                                              settings=settings, temporary=temporary)
+        store = self._store_for(conv.id)
+        try:
+            async for event in self.send(conv.id, text, options):
+                yield event
+        finally:
+            await asyncio.shield(self._db(store.discard_if_empty, conv.id))
+
     async def send(self, conversation_id: int, text: str, options: SendOptions | None = None) -> AsyncIterator[Event]:
         """Scan and commit the user message, then stream the answer as typed events.
 
@@ -583,6 +721,7 @@ def _catalog_plan(hub: Any, entry: CatalogEntry) -> Any:
 
 
 def _check_text(text: str) -> None:
+    check_unicode(text, "the message")
     if not isinstance(text, str) or not text.strip():
         raise InvalidRequest("the message is empty; type something to send")
     if len(text) > MAX_MESSAGE_CHARS:

@@ -14,6 +14,7 @@ from engine.errors import InvalidRequest
 from engine.events import SafetyAction
 from engine.memory import MemoryInfo, MemorySettings, Suggestion
 from engine.performance import PARALLEL_KEY, PREFIX_CACHE_KEY, PerformanceSettings
+from engine.records import check_unicode
 from engine.safety import Policy
 from engine.safety import user_policy
 
@@ -38,10 +39,10 @@ class Preferences:
         return await self._db(self.memory.get_many, memory_ids)
 
     async def add_memory(self, text: str) -> MemoryInfo:
-        return await self._db(self.memory.add, text)
+        return await self._db(self.memory.add, check_unicode(text, "the memory"))
 
     async def edit_memory(self, memory_id: int, text: str) -> MemoryInfo:
-        return await self._db(self.memory.edit, memory_id, text)
+        return await self._db(self.memory.edit, memory_id, check_unicode(text, "the memory"))
 
     async def delete_memory(self, memory_id: int) -> MemoryInfo:
         """Returns the deleted memory, for undo with `restore_memory`."""
@@ -55,11 +56,12 @@ class Preferences:
 
     async def remember_message(self, message_id: int, text: str | None = None) -> MemoryInfo:
         """The "Remember this" action: a message (or an edited excerpt) becomes a memory."""
+        text = None if text is None else check_unicode(text, "the memory")
         return await self._db(self.memory.remember_message, message_id, text)
 
     async def accept_suggestion(self, text: str, source_message_id: int | None = None,
                                 conversation_id: int | None = None) -> MemoryInfo:
-        suggestion = Suggestion(text, source_message_id)
+        suggestion = Suggestion(check_unicode(text, "the memory"), source_message_id)
         return await self._db(self.memory.accept, suggestion, conversation_id=conversation_id)
 
     async def memory_settings(self) -> MemorySettings:
