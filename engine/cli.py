@@ -2,6 +2,10 @@
 
 Start-up time is most of a `wren ask`: modules that only some commands need (torch, the
 engine, the extensions' subcommands) are imported inside those commands.
+
+On a terminal, text that came from a model (answers, titles, exports) is printed without
+its control characters and escape sequences (engine/cli_terminal.py); to a pipe or a file
+it goes as it came. docs/cli.md describes the commands.
 """
 
 from __future__ import annotations
@@ -12,17 +16,19 @@ import json
 import os
 import signal
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from engine import __version__
+from engine.cli_terminal import ORIGIN_KEY, TERMINAL_ORIGIN, Output, shown
 from engine.errors import WrenError
-from engine.events import Delta, Failed, Finished, FinishReason, PrefillProgress, event_to_dict
-from engine.progress import PrefillLine
+from engine.events import Delta, Failed, Finished, PrefillProgress, event_to_dict
 from engine.inference.select import BACKEND_NAMES
+from engine.progress import PrefillLine
 
 # The commands defined here; any other is an extension's (engine.memory, engine.safety).
 _BUILTIN = ("chat", "ask", "models", "conversations")
 _INTERRUPTED = 130  # 128 + SIGINT, as shells report a command ended by Ctrl+C
+SAVE_SETTING = "cli.save_questions"  # false: `wren ask` and `wren chat` keep nothing (as --no-save)
 
 
 def _sampling_args(p: argparse.ArgumentParser) -> None:
@@ -54,8 +60,9 @@ def build_parser(extensions: bool = True) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"wren {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    chat = sub.add_parser("chat", help="chat in the terminal (Ctrl+C stops an answer)")
+    chat = sub.add_parser("chat", help="chat in the terminal; /help lists its commands (Ctrl+C stops an answer)")
     _sampling_args(chat)
+    _save_args(chat)
     chat.set_defaults(func=_cmd_chat)
 
     ask = sub.add_parser("ask", help="ask one question and stream the answer (Ctrl+C stops it, status 130)")
@@ -63,9 +70,13 @@ def build_parser(extensions: bool = True) -> argparse.ArgumentParser:
     ask.add_argument("--json", action="store_true", help="one JSON object per event, each with a `type`")
     ask.add_argument("--schema", metavar="FILE|JSON",
                      help="answer with JSON valid for this JSON schema (a file, or the schema itself)")
+    ask.add_argument("--file", action="append", default=[], metavar="PATH",
+                     help="attach a text file (up to 1 MB; repeat for more): files first, then "
+                          "standard input, then the words")
+    _save_args(ask)
     ask.add_argument("text", nargs="*", metavar="TEXT",
-                     help="the question (its words joined by spaces, no quotes needed); without it, "
-                          "or with -, it is read from standard input")
+                     help="the question (its words joined by spaces, no quotes needed); standard "
+                          "input, when piped or redirected (or with -), comes before it")
     ask.set_defaults(func=_cmd_ask)
 
     _models_args(sub)
@@ -83,14 +94,28 @@ def build_parser(extensions: bool = True) -> argparse.ArgumentParser:
     return parser
 
 
+def _save_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--save", action=argparse.BooleanOptionalAction, default=None,
+                   help=f"keep the conversation (in the window's Terminal group); --no-save keeps "
+                        f"nothing on disk (default: setting {SAVE_SETTING}, else save)")
+
+
+async def _saving(engine, args) -> bool:
+    """Whether this command's conversation is kept: --save/--no-save, else the setting."""
+    if args.save is not None:
+        return args.save
+    return bool(await engine.get_setting(SAVE_SETTING, True))
+
+
 def _extensions():
     """Subcommands that live beside the parts they belong to."""
+    from engine.cli_completion import register as completion
     from engine.memory.cli import register as memory
     from engine.safety.cli import register as safety
     from engine.server.cli import register as serve
     from engine.tools.cli import register as tools
 
-    return [safety, memory, serve, tools]
+    return [safety, memory, completion, serve, tools]
 
 
 def _open_engine(one_shot: list | None = None):
@@ -116,37 +141,11 @@ def _open_engine(one_shot: list | None = None):
     return Engine.open(backend_factory=backend)
 
 
-def _clean(text: str) -> str:
-    """`text` with lone surrogates (bytes of a command-line argument that were not valid
-    UTF-8, as os.fsdecode keeps them) replaced: U+FFFD for each such byte."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        pass
-    try:  # the bytes as they came, decoded again with replacement
-        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    except UnicodeEncodeError:  # surrogates that never were bytes
-        return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+def _question(args) -> tuple[str, str]:
+    """The question's text and a title for it: files, then standard input, then the words."""
+    from engine.cli_input import question
 
-
-def _read_stdin() -> str:
-    """Standard input as text; bytes that are not valid UTF-8 become U+FFFD."""
-    buffer = getattr(sys.stdin, "buffer", None)
-    if buffer is None:  # replaced by a text-only stream (tests, embedding)
-        return _clean(sys.stdin.read())
-    return buffer.read().decode("utf-8", errors="replace")
-
-
-def _question(args) -> str:
-    words = args.text
-    if words in ([], ["-"]):
-        if not words and (sys.stdin is None or sys.stdin.isatty()):
-            from engine.errors import InvalidRequest
-
-            raise InvalidRequest("`wren ask` needs a question: as words after it, or on standard input")
-        return _read_stdin()
-    return _clean(" ".join(words))
+    return question(args.text, getattr(args, "file", None))
 
 
 async def _load(engine, args) -> None:
@@ -157,7 +156,7 @@ async def _load(engine, args) -> None:
 
 
 async def _cmd_ask(args) -> int:
-    text = _question(args)
+    text, title = _question(args)
     from engine.inference.constrain import response_format_argument
 
     response_format = response_format_argument(args.schema)  # a bad schema fails before the model loads
@@ -168,7 +167,8 @@ async def _cmd_ask(args) -> int:
         from engine.api import SendOptions
 
         params = _params(args, await engine.default_sampling())
-        conv = await engine.create_conversation(" ".join(text.split())[:60])
+        conv = await engine.create_conversation(title, settings={ORIGIN_KEY: TERMINAL_ORIGIN},
+                                                temporary=not await _saving(engine, args))
         loop = asyncio.get_running_loop()
         interrupted = False
 
@@ -181,23 +181,26 @@ async def _cmd_ask(args) -> int:
         if _main_thread():
             loop.add_signal_handler(signal.SIGINT, interrupt)
         reading = PrefillLine(sys.stderr)  # a long prompt's progress, drawn on a terminal only
+        out = Output(sys.stdout)  # on a terminal, without control characters
         try:
             async for event in engine.send(conv.id, text, SendOptions(sampling=params, response_format=response_format)):
-                if args.json:
-                    print(json.dumps(event_to_dict(event), ensure_ascii=False), flush=True)
+                if args.json:  # JSON escapes control characters; on a terminal, C1 and DEL too
+                    print(json.dumps(event_to_dict(event), ensure_ascii=not out.raw), flush=True)
                     if isinstance(event, Failed):  # a failed answer never exits 0
                         code = 1
                 elif isinstance(event, PrefillProgress):
                     reading.update(event.done, event.total)
                 elif isinstance(event, Delta):
                     reading.clear()
-                    print(event.text, end="", flush=True)
+                    out.write(event.text)
                 elif isinstance(event, Failed):
                     reading.clear()
-                    print(f"\nwren: {event.error}", file=sys.stderr)
+                    out.end()
+                    print(shown(f"\nwren: {event.error}", sys.stderr), file=sys.stderr)
                     code = 1
                 elif isinstance(event, Finished) and not args.json:
                     reading.clear()
+                    out.end()
                     print()
         finally:
             reading.clear()
@@ -217,71 +220,16 @@ def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-async def _cmd_chat(args) -> int:
-    engine = _open_engine()
-    loop = asyncio.get_running_loop()
-    try:
-        print("Loading the model…", file=sys.stderr)
-        status = await _load_and_report(engine, args)
-        params = _params(args, await engine.default_sampling())
-        from engine.api import SendOptions
+def _cmd_chat(args) -> int:
+    from engine import cli_chat
 
-        conv = await engine.create_conversation()
-        print("Type a message. /new starts a new chat, /model [NAME] shows or switches the model, "
-              "Ctrl+C stops an answer, Ctrl+D quits.", file=sys.stderr)
-        while True:
-            try:
-                line = await loop.run_in_executor(None, input, "you> ")
-            except (EOFError, KeyboardInterrupt):
-                print()
-                return 0
-            line = line.strip()
-            if not line:
-                continue
-            if line == "/new":
-                conv = await engine.create_conversation()
-                print("(new chat)", file=sys.stderr)
-                continue
-            if line.startswith("/model"):
-                name = line[len("/model"):].strip()
-                if name:
-                    try:
-                        status = await engine.load_model(name, backend=args.backend)
-                    except WrenError as exc:
-                        print(f"wren: {exc}", file=sys.stderr)
-                        continue
-                print(f"(model {status.name} on {status.backend})", file=sys.stderr)
-                continue
-            if not conv.title:
-                conv = await engine.rename_conversation(conv.id, " ".join(line.split())[:60])
-            loop.add_signal_handler(signal.SIGINT, engine.stop)
-            reading = PrefillLine(sys.stderr)
-            try:
-                async for event in engine.send(conv.id, line, SendOptions(sampling=params)):
-                    if isinstance(event, PrefillProgress):
-                        reading.update(event.done, event.total)
-                        continue
-                    reading.clear()
-                    if isinstance(event, Delta):
-                        print(event.text, end="", flush=True)
-                    elif isinstance(event, Failed):
-                        print(f"\nwren: {event.error}", file=sys.stderr)
-                    elif isinstance(event, Finished):
-                        note = " [stopped]" if event.reason is FinishReason.CANCELLED else ""
-                        print(note)
-            except WrenError as exc:
-                print(f"wren: {exc}", file=sys.stderr)
-            finally:
-                reading.clear()
-                loop.remove_signal_handler(signal.SIGINT)
-    finally:
-        await engine.close()
+    async def sampling(engine, args):
+        return _params(args, await engine.default_sampling())
 
+    async def save_setting(engine):
+        return bool(await engine.get_setting(SAVE_SETTING, True))
 
-async def _load_and_report(engine, args):
-    status = await _load(engine, args) or engine.current_model
-    print(f"(model {status.name} on {status.backend}, loaded in {status.load_seconds:.1f} s)", file=sys.stderr)
-    return status
+    return cli_chat.run(args, _open_engine, _load, sampling, save_setting)
 
 
 # -- wren models [list|import|pull|rm|info] ------------------------------------------------
@@ -483,15 +431,16 @@ async def _cmd_conversations(args) -> int:
         if args.action == "list":
             convs = await engine.list_conversations()
             for c in convs:
-                if args.json:
-                    print(json.dumps({"id": c.id, "title": c.title, "updated_at": c.updated_at.isoformat()}))
+                if args.json:  # JSON escapes control characters itself
+                    print(json.dumps({"id": c.id, "title": c.title, "updated_at": c.updated_at.isoformat(),
+                                      "terminal": c.settings.get(ORIGIN_KEY) == TERMINAL_ORIGIN}))
                 else:
-                    print(f"{c.id:6}  {c.updated_at:%Y-%m-%d %H:%M}  {c.title or '(untitled)'}")
+                    print(f"{c.id:6}  {c.updated_at:%Y-%m-%d %H:%M}  {shown(c.title) or '(untitled)'}")
             return 0
         if args.id is None:
             raise WrenError(f"`wren conversations {args.action}` needs a conversation id")
         fmt = "json" if args.action == "export" and args.format == "json" else "markdown"
-        sys.stdout.write(await engine.export(args.id, fmt))
+        sys.stdout.write(shown(await engine.export(args.id, fmt)))
         return 0
     finally:
         await engine.close()

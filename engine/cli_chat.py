@@ -1,0 +1,359 @@
+"""`wren chat`: a conversation in the terminal, like `ollama run`.
+
+Lines are edited with readline where Python has it (arrows, Ctrl+R, history kept in the
+data folder between sessions); where it has not (Windows), plain lines still work. A line
+that starts with `/` is a command (`/help` lists them) and is never sent to the model; an
+unknown one is an error. `\"\"\"` opens a message of several lines and `\"\"\"` closes it.
+
+The prompt is read on the main thread, outside the event loop, so Ctrl+C at the prompt
+only drops the line being typed; during an answer it stops the answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.cli_terminal import ORIGIN_KEY, TERMINAL_ORIGIN, Output, shown
+from engine.errors import WrenError
+from engine.events import Delta, Failed, Finished, FinishReason, PrefillProgress
+from engine.progress import PrefillLine
+
+PROMPT, MORE = ">>> ", "... "
+QUOTES = '"""'
+HISTORY_FILE = "chat_history"
+HISTORY_LINES = 1000
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    usage: str
+    help: str
+    aliases: tuple[str, ...] = ()
+
+
+COMMANDS = (
+    Command("/help", "", "list these commands", ("/?",)),
+    Command("/new", "", "start a new chat (the model forgets this one)", ("/clear", "/reset")),
+    Command("/system", "[TEXT]", "show the system prompt, or set it for this session; /system --clear drops it"),
+    Command("/set", "[NAME VALUE]", "show the sampling settings, or set one: temperature, top-p, top-k, "
+                                    "min-p, repetition-penalty, max-tokens, seed (seed off: random)"),
+    Command("/model", "[NAME]", "show the model, or switch to an installed one"),
+    Command("/models", "", "list the installed models"),
+    Command("/bye", "", "quit (Ctrl+D does too)", ("/exit", "/quit")),
+)
+_BY_NAME = {name: c for c in COMMANDS for name in (c.name, *c.aliases)}
+SETTABLE = {  # /set NAME: the sampling field, and how its value is read
+    "temperature": ("temperature", float), "top-p": ("top_p", float), "top-k": ("top_k", int),
+    "min-p": ("min_p", float), "repetition-penalty": ("repetition_penalty", float),
+    "max-tokens": ("max_tokens", int), "seed": ("seed", int),
+}
+
+
+def help_text() -> str:
+    rows = [(f"{c.name} {c.usage}".strip(), c.help + (f" (also {', '.join(c.aliases)})" if c.aliases else ""))
+            for c in COMMANDS]
+    rows.append((f'{QUOTES} … {QUOTES}', "a message of several lines"))
+    rows.append(("//TEXT", "send a message that starts with /"))
+    width = max(len(left) for left, _ in rows)
+    return "\n".join(f"  {left:{width}}  {right}" for left, right in rows)
+
+
+# -- reading lines ------------------------------------------------------------------------
+
+def read_message(read: Callable[[str], str], *, prompt: str = PROMPT, more: str = MORE) -> str:
+    """One message (or command) from `read(prompt)`; `\"\"\"` starts several lines, which end
+    at a line that ends with `\"\"\"`. EOFError and KeyboardInterrupt pass through."""
+    line = read(prompt)
+    if not line.lstrip().startswith(QUOTES):
+        return line
+    first = line.lstrip()[len(QUOTES):]
+    if first.rstrip().endswith(QUOTES):  # """one line"""
+        return first.rstrip()[: -len(QUOTES)]
+    lines = [first] if first.strip() else []
+    while True:
+        line = read(more)
+        if line.rstrip().endswith(QUOTES):
+            last = line.rstrip()[: -len(QUOTES)]
+            if last.strip():
+                lines.append(last)
+            return "\n".join(lines)
+        lines.append(line)
+
+
+class History:
+    """readline's line editing and a history file, where readline exists."""
+
+    def __init__(self, path: Path | None, *, save: bool = True) -> None:
+        self.path, self.save = path, save
+        self._start = 0
+        try:
+            import readline
+        except ImportError:  # Windows, or a Python built without it: plain lines
+            self.readline = None
+            return
+        self.readline = readline
+        readline.set_history_length(HISTORY_LINES)
+        readline.set_auto_history(save)
+        readline.set_completer(self._complete)
+        readline.set_completer_delims(" \t\n")
+        if "libedit" in (readline.__doc__ or ""):
+            readline.parse_and_bind("bind ^I rl_complete")
+        else:
+            readline.parse_and_bind("tab: complete")
+        if path is not None:
+            try:
+                readline.read_history_file(str(path))
+            except (FileNotFoundError, PermissionError, OSError):
+                pass
+        self._start = readline.get_current_history_length()
+
+    def _complete(self, text: str, state: int) -> str | None:
+        if not text.startswith("/"):
+            return None
+        matches = sorted(name for name in _BY_NAME if name.startswith(text))
+        return matches[state] + " " if state < len(matches) else None
+
+    def close(self) -> None:
+        """Add this session's lines to the history file (only the owner may read it)."""
+        rl = self.readline
+        if rl is None or self.path is None or not self.save:
+            return
+        added = rl.get_current_history_length() - self._start
+        if added <= 0:
+            return
+        try:
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+            if hasattr(rl, "append_history_file"):
+                rl.append_history_file(added, str(self.path))
+                _truncate(rl, self.path)
+            else:
+                rl.write_history_file(str(self.path))
+            os.chmod(self.path, 0o600)
+        except OSError as exc:
+            print(f"wren: the chat history was not saved to {self.path}: {exc.strerror or exc}", file=sys.stderr)
+
+
+def _truncate(rl, path: Path) -> None:
+    truncate = getattr(rl, "history_truncate_file", None)  # not every readline has it
+    if truncate is not None:
+        truncate(str(path), HISTORY_LINES)
+
+
+# -- the session ----------------------------------------------------------------------------
+
+class Chat:
+    """What a chat remembers between lines: the conversation, the sampling settings, the
+    system prompt. `handle(line)` does one line; it returns False when the chat should end."""
+
+    def __init__(self, engine, params, *, save: bool = True, backend: str | None = None,
+                 out: Output | None = None, err=None) -> None:
+        self.engine, self.params, self.save, self.backend = engine, params, save, backend
+        self.out = out or Output(sys.stdout)
+        self.err = err or sys.stderr
+        self.system: str | None = None
+        self.conv = None
+
+    def note(self, text: str) -> None:
+        print(shown(text, self.err), file=self.err, flush=True)
+
+    async def new_conversation(self) -> None:
+        self.conv = await self.engine.create_conversation(
+            settings={ORIGIN_KEY: TERMINAL_ORIGIN}, temporary=not self.save)
+
+    async def handle(self, line: str) -> bool:
+        if not line.strip():
+            return True
+        if line.startswith("//"):
+            await self.send(line[1:])
+            return True
+        if line.lstrip().startswith("/"):
+            return await self.command(line.strip())
+        await self.send(line)
+        return True
+
+    async def command(self, line: str) -> bool:
+        name, _, rest = line.partition(" ")
+        rest = rest.strip()
+        command = _BY_NAME.get(name.lower())
+        if command is None:
+            self.note(f"wren: unknown command {name}; /help lists the commands "
+                      "(start a message with // to send one that begins with /)")
+            return True
+        if command.name == "/help":
+            self.note("Commands:\n" + help_text())
+        elif command.name == "/bye":
+            return False
+        elif command.name == "/new":
+            await self.new_conversation()
+            self.note("(new chat)")
+        elif command.name == "/system":
+            self.set_system(rest)
+        elif command.name == "/set":
+            self.set_sampling(rest)
+        elif command.name == "/model":
+            await self.switch_model(rest)
+        elif command.name == "/models":
+            for m in await self.engine.list_models():
+                self.note(f"  {m.name}")
+        return True
+
+    def set_system(self, text: str) -> None:
+        if text == "--clear":
+            self.system = None
+            self.note("(system prompt cleared: the model's own applies)")
+        elif text:
+            self.system = text
+            self.note("(system prompt set for this session)")
+        else:
+            self.note(f"system prompt: {self.system}" if self.system else "(no system prompt set: the saved "
+                      "setting, else the model's own, applies; /system TEXT sets one)")
+
+    def set_sampling(self, text: str) -> None:
+        if not text:
+            values = [f"{name} {getattr(self.params, field)}" for name, (field, _) in SETTABLE.items()]
+            self.note("  " + "\n  ".join(values))
+            return
+        name, _, value = text.partition(" ")
+        name, value = name.lower().replace("_", "-"), value.strip()
+        if name == "system":  # `/set system TEXT`, as in ollama
+            self.set_system(value)
+            return
+        if name not in SETTABLE:
+            self.note(f"wren: /set does not know {name!r}; it sets {', '.join(SETTABLE)}")
+            return
+        field, kind = SETTABLE[name]
+        if not value:
+            self.note(f"wren: /set {name} needs a value")
+            return
+        try:
+            parsed = None if name == "seed" and value.lower() in ("off", "none") else kind(value)
+        except ValueError:
+            self.note(f"wren: /set {name}: {value!r} is not a {'whole number' if kind is int else 'number'}")
+            return
+        try:
+            self.params = self.params.with_(**{field: parsed})
+        except WrenError as exc:
+            self.note(f"wren: {exc}")
+            return
+        now = getattr(self.params, field)
+        self.note(f"({name} {'off' if now is None else now})")
+
+    async def switch_model(self, name: str) -> None:
+        if name:
+            try:
+                await self.engine.load_model(name, backend=self.backend)
+            except WrenError as exc:
+                self.note(f"wren: {exc}")
+                return
+        status = self.engine.current_model
+        self.note(f"(model {status.name} on {status.backend})" if status else "(no model loaded)")
+
+    async def send(self, text: str) -> None:
+        from engine.api import SendOptions
+
+        if self.conv is None:
+            await self.new_conversation()
+        if not self.conv.title:
+            title = " ".join(text.split())[:60]
+            if title:
+                self.conv = await self.engine.rename_conversation(self.conv.id, title)
+        loop = asyncio.get_running_loop()
+        handled = _main_thread()
+        if handled:
+            loop.add_signal_handler(signal.SIGINT, self.engine.stop)
+        reading = PrefillLine(self.err)
+        options = SendOptions(sampling=self.params, system_prompt=self.system)
+        try:
+            async for event in self.engine.send(self.conv.id, text, options):
+                if isinstance(event, PrefillProgress):
+                    reading.update(event.done, event.total)
+                    continue
+                reading.clear()
+                if isinstance(event, Delta):
+                    self.out.write(event.text)
+                elif isinstance(event, Failed):
+                    self.out.end()
+                    self.out.line()
+                    self.note(f"wren: {event.error}")
+                elif isinstance(event, Finished):
+                    self.out.end()
+                    self.out.line(" [stopped]" if event.reason is FinishReason.CANCELLED else "")
+        except WrenError as exc:
+            self.note(f"wren: {exc}")
+        finally:
+            reading.clear()
+            self.out.end()
+            if handled:
+                loop.remove_signal_handler(signal.SIGINT)
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def history_path() -> Path:
+    from engine import paths
+
+    return paths.data_dir() / HISTORY_FILE
+
+
+def run(args, open_engine: Callable, load: Callable, sampling: Callable, save_setting: Callable) -> int:
+    """The chat loop; the engine's work runs on one event loop, the prompt outside it."""
+    loop = asyncio.new_event_loop()
+    engine = open_engine()
+    interactive = _is_tty(sys.stdin) and _is_tty(sys.stdout)
+    history = None
+    try:
+        print("Loading the model…", file=sys.stderr, flush=True)
+        status = loop.run_until_complete(load(engine, args)) or engine.current_model
+        print(f"(model {status.name} on {status.backend}, loaded in {status.load_seconds:.1f} s)", file=sys.stderr)
+        params = loop.run_until_complete(sampling(engine, args))
+        save = args.save if args.save is not None else loop.run_until_complete(save_setting(engine))
+        chat = Chat(engine, params, save=save, backend=args.backend)
+        loop.run_until_complete(chat.new_conversation())
+        if interactive:
+            history = History(history_path(), save=save)
+        kept = "" if save else " This chat is not saved."
+        print(f"Type a message; /help lists the commands, {QUOTES} starts several lines, "
+              f"Ctrl+C stops an answer, Ctrl+D or /bye quits.{kept}", file=sys.stderr, flush=True)
+        prompt, more = (PROMPT, MORE) if interactive else ("", "")
+        while True:
+            try:
+                line = read_message(input, prompt=prompt, more=more)
+            except EOFError:
+                if interactive:
+                    print(file=sys.stderr)
+                return 0
+            except KeyboardInterrupt:  # at the prompt: drop what was typed
+                print("\n(Ctrl+D or /bye quits)", file=sys.stderr, flush=True)
+                continue
+            if not loop.run_until_complete(chat.handle(line)):
+                return 0
+    finally:
+        if history is not None:
+            history.close()
+        try:
+            loop.run_until_complete(engine.close())
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            loop.close()
+
+
+def _is_tty(stream) -> bool:
+    try:
+        return bool(stream is not None and stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+__all__ = ["COMMANDS", "Chat", "History", "help_text", "read_message", "run"]

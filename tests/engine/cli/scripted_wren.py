@@ -1,0 +1,47 @@
+"""`wren` in a child process, answering with the ScriptedBackend instead of a real model.
+
+    python scripted_wren.py chat --no-save
+
+The data folder is $WREN_HOME (with the tiny model chosen, see conftest.tiny_chosen).
+The answer echoes the last user message ("echo: TEXT"), after the system prompt when one
+was given ("[system: TEXT] ") and after $WREN_TEST_REPLY when that is set.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+_TURN = re.compile(r"<\|im_start\|>(\w+)\n(.*?)<\|im_end\|>", re.S)
+
+
+def reply(prompt: str) -> str:
+    turns = _TURN.findall(prompt)
+    user = next((text for role, text in reversed(turns) if role == "user"), "")
+    system = next((text for role, text in turns if role == "system"), "")
+    prefix = os.environ.get("WREN_TEST_REPLY", "")
+    return prefix + (f"[system: {system}] " if system else "") + f"echo: {user}"
+
+
+def main() -> int:
+    from engine import cli
+    from engine.api import Engine
+    from engine.inference.backends.scripted import ScriptedBackend
+
+    backend = ScriptedBackend(reply)
+    original = Engine.open.__func__
+
+    def open_(cls, home=None, **kwargs):
+        kwargs["backend_factory"] = lambda name: backend
+        return original(cls, home, **kwargs)
+
+    Engine.open = classmethod(open_)
+    return cli.main(sys.argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

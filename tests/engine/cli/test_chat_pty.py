@@ -1,0 +1,164 @@
+"""`wren chat` on a real terminal (a pseudo-terminal), answered by the scripted backend:
+line editing and history through readline, commands, several lines, and escapes."""
+
+from __future__ import annotations
+
+import os
+import select
+import stat
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.engine.cli.conftest import LAUNCHER, REPO, child_env
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminals are POSIX"),
+]
+ESC = "\x1b"
+
+
+class Terminal:
+    """A child process on a pseudo-terminal: `send` types, `expect` waits for output."""
+
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        import pty  # POSIX only
+
+        master, slave = pty.openpty()
+        self.fd = master
+        self.process = subprocess.Popen(args, stdin=slave, stdout=slave, stderr=slave, cwd=REPO, env=env,
+                                        start_new_session=True, close_fds=True)
+        os.close(slave)
+        self.seen = ""
+
+    def send(self, text: str) -> None:
+        os.write(self.fd, text.encode())
+
+    def _read(self, timeout: float) -> bool:
+        ready, _, _ = select.select([self.fd], [], [], timeout)
+        if not ready:
+            return False
+        try:
+            data = os.read(self.fd, 65536)
+        except OSError:  # the child closed the terminal
+            return False
+        if not data:
+            return False
+        self.seen += data.decode("utf-8", errors="replace").replace("\r\n", "\n")
+        return True
+
+    def expect(self, text: str, timeout: float = 60) -> str:
+        """Wait until `text` appears after what earlier calls consumed; returns what came before."""
+        deadline = time.monotonic() + timeout
+        while text not in self.seen:
+            if time.monotonic() > deadline or (not self._read(0.2) and self.process.poll() is not None):
+                raise AssertionError(f"{text!r} did not appear; the terminal shows:\n{self.seen[-2000:]!r}")
+        before, _, self.seen = self.seen.partition(text)
+        return before
+
+    def finish(self, timeout: float = 30) -> int:
+        deadline = time.monotonic() + timeout
+        while self.process.poll() is None and time.monotonic() < deadline:
+            self._read(0.1)
+        while self._read(0.05):
+            pass
+        code = self.process.wait(timeout=1)
+        os.close(self.fd)
+        return code
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+@pytest.fixture
+def terminal(tiny_chosen, tmp_path):
+    inputrc = tmp_path / "inputrc"
+    inputrc.write_text("set enable-bracketed-paste off\n")
+    started = []
+
+    def start(*args: str, **env: str) -> Terminal:
+        t = Terminal([sys.executable, str(LAUNCHER), "chat", *args],
+                     child_env(TERM="xterm", INPUTRC=str(inputrc), **env))
+        started.append(t)
+        return t
+
+    yield start
+    for t in started:
+        t.kill()
+
+
+def test_chat_commands_lines_and_history(terminal, wren_home):
+    t = terminal()
+    t.expect(">>> ")
+    t.send("hello there\r")
+    t.expect("echo: hello there")
+    t.expect(">>> ")
+    t.send("/nope\r")
+    t.expect("unknown command /nope")
+    t.expect(">>> ")
+    t.send('"""\r')
+    t.expect("... ")
+    t.send("line one\r")
+    t.expect("... ")
+    t.send('line two"""\r')
+    t.expect("echo: line one\nline two")
+    t.expect(">>> ")
+    t.send("world\x01hello \r")  # Ctrl+A: to the start of the line
+    t.expect("echo: hello world")
+    t.expect(">>> ")
+    t.send("/help\r")
+    before = t.expect(">>> ")
+    assert "/system" in before and "/set" in before and "/bye" in before
+    t.send("/bye\r")
+    assert t.finish() == 0
+    assert "echo: /nope" not in t.seen
+
+    history = wren_home / "chat_history"
+    assert stat.S_IMODE(history.stat().st_mode) == 0o600  # questions are private
+    assert "hello there" in history.read_text()
+
+    again = terminal()
+    again.expect(">>> ")
+    again.send("\x12hello th")  # Ctrl+R: search the history of the last session
+    again.expect("hello there")
+    again.send("\r")
+    again.expect("echo: hello there")
+    again.expect(">>> ")
+    again.send("\x04")  # Ctrl+D quits
+    assert again.finish() == 0
+
+
+def test_answers_on_a_terminal_cannot_drive_it(terminal):
+    hostile = f"safe {ESC}[31mred{ESC}[0m {ESC}]0;pwned\x07{ESC}]52;c;aGk=\x07\x9b2J done. "
+    t = terminal(WREN_TEST_REPLY=hostile)
+    t.expect(">>> ")
+    t.send("hi\r")
+    answer = t.expect(">>> ")
+    assert "safe red  done. echo: hi" in answer
+    assert f"{ESC}[31m" not in answer and f"{ESC}]" not in answer and "\x9b" not in answer
+    assert "pwned" not in answer
+    t.send("/bye\r")
+    assert t.finish() == 0
+
+
+def test_no_save_keeps_no_history_and_no_conversation(terminal, wren_home):
+    import sqlite3
+
+    t = terminal("--no-save")
+    t.expect(">>> ")
+    t.send("a private line\r")
+    t.expect("echo: a private line")
+    t.expect(">>> ")
+    t.send("/bye\r")
+    assert t.finish() == 0
+    assert not (wren_home / "chat_history").exists()
+    con = sqlite3.connect(wren_home / "wren.sqlite3")
+    try:
+        assert con.execute("SELECT count(*) FROM conversation").fetchone() == (0,)
+    finally:
+        con.close()
