@@ -163,12 +163,12 @@ async def _cmd_ask(args) -> int:
     undo: list = []
     engine = _open_engine(one_shot=undo)
     try:
+        await engine.check_question(text, args.model)  # empty, too long, too many tokens: before loading
         await _load(engine, args)
         from engine.api import SendOptions
 
         params = _params(args, await engine.default_sampling())
-        conv = await engine.create_conversation(title, settings={ORIGIN_KEY: TERMINAL_ORIGIN},
-                                                temporary=not await _saving(engine, args))
+        saving = await _saving(engine, args)
         loop = asyncio.get_running_loop()
         interrupted = False
 
@@ -183,7 +183,10 @@ async def _cmd_ask(args) -> int:
         reading = PrefillLine(sys.stderr)  # a long prompt's progress, drawn on a terminal only
         out = Output(sys.stdout)  # on a terminal, without control characters
         try:
-            async for event in engine.send(conv.id, text, SendOptions(sampling=params, response_format=response_format)):
+            # The chat is made only once the question is accepted (no empty chat is left).
+            async for event in engine.send_new(text, SendOptions(sampling=params, response_format=response_format),
+                                               title=title, settings={ORIGIN_KEY: TERMINAL_ORIGIN},
+                                               temporary=not saving):
                 if args.json:  # JSON escapes control characters; on a terminal, C1 and DEL too
                     print(json.dumps(event_to_dict(event), ensure_ascii=not out.raw), flush=True)
                     if isinstance(event, Failed):  # a failed answer never exits 0
