@@ -8,6 +8,7 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
 from desktop.bridge import describe_notices
+from desktop.safety.labels import shown_notices
 from desktop.chat.body import MarkdownBody
 from desktop.chat.segments import PlainSegment
 from desktop.memory.notes import MemoryNotes, notice_from_meta
@@ -181,7 +182,7 @@ class MessageWidget(QFrame):
             self._reading = None  # the answer is over: stored statuses never say "reading"
         if status is MessageStatus.FAILED and error:
             text = f"failed: {error}"
-        safety = (self.info.meta.get("safety") if self.info else None) or self._live_safety
+        safety = shown_notices((self.info.meta.get("safety") if self.info else None) or self._live_safety)
         if safety:
             text = " · ".join(t for t in (text, f"safety {describe_notices(safety)}") if t)
         self.status_label.setText(text)

@@ -1,6 +1,9 @@
 """The check before sending: the draft is scanned with the engine's policy; a warning asks
 "Send anyway" or "Edit", a block keeps the draft and says why, a redaction goes through and
-says what was masked. The engine applies the same policy again when the message is sent."""
+says what was masked. The engine applies the same policy again when the message is sent.
+
+A message that suggests the writer may hurt themselves is not a privacy question: it is
+sent at once and met with care (desktop.safety.care), never with rule ids or "Send anyway"."""
 
 from __future__ import annotations
 
@@ -12,8 +15,9 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLay
 
 from desktop.bridge import Tasks
 from desktop.composer.composer import Composer
+from desktop.safety.care import CarePanel
 from desktop.safety.labels import category_phrase, finding_line
-from engine.api import Engine
+from engine.api import Engine, is_care_category
 from engine.events import SafetyAction
 from engine.safety import Finding, ScanResult
 
@@ -93,6 +97,8 @@ class SendGate(QObject):
         self.engine = engine
         self.composer = composer
         self.tasks = tasks
+        self.care_panel = CarePanel()
+        composer.add_panel(self.care_panel)
         self.panel = SafetyPanel()
         composer.add_panel(self.panel)
         self.pending: Pending | None = None
@@ -118,6 +124,16 @@ class SendGate(QObject):
             raise
         finally:
             self.composer.set_checking(False)
+        self.checked.emit(result)
+        care = [f for f in result.findings if is_care_category(f.category) and f.action is not SafetyAction.ALLOW]
+        if care:
+            self.show_care()
+        if any(f.action is SafetyAction.BLOCK for f in care):
+            # The user's own policy holds these back: the draft stays, with care, not rules.
+            self._restore(text, edit_id)
+            self.said.emit("Not sent: your safety settings hold such messages back. Your text is still here.")
+            return
+        result = _without_care(result)
         warned = any(f.action is SafetyAction.WARN for f in result.findings)
         if result.blocked or warned:
             self.pending = Pending(text, edit_id, result)
@@ -128,7 +144,6 @@ class SendGate(QObject):
             if masked:
                 self.said.emit(f"Masked before sending: {', '.join(masked)}")
             self._approve(text, edit_id)
-        self.checked.emit(result)
 
     def send_anyway(self) -> None:
         pending = self.pending
@@ -156,8 +171,18 @@ class SendGate(QObject):
             self._select(first)
 
     def dismiss(self) -> None:
+        """The check's question is over (a new check, or the draft was sent)."""
         self.pending = None
         self.panel.hide()
+
+    def reset(self) -> None:
+        """Another chat is shown: nothing said about this one stays."""
+        self.dismiss()
+        self.care_panel.hide()
+
+    def show_care(self) -> None:
+        """Supportive words and where to find help, in the user's language."""
+        self.care_panel.show_care(self.engine.care_message())
 
     def _select(self, finding: Finding) -> None:
         edit = self.composer.edit
@@ -187,3 +212,11 @@ class SendGate(QObject):
             self.edit_approved.emit(edit_id, text)
         else:
             self.approved.emit(text)
+
+
+def _without_care(result: ScanResult) -> ScanResult:
+    """The scan as the privacy check sees it: care findings are answered with care instead."""
+    findings = tuple(f for f in result.findings if not is_care_category(f.category))
+    action = next((a for a in (SafetyAction.BLOCK, SafetyAction.REDACT, SafetyAction.WARN)
+                   if any(f.action is a for f in findings)), SafetyAction.ALLOW)
+    return ScanResult(findings, action, result.redacted_text)

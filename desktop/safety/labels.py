@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from engine.api import is_care_category
 from engine.events import SafetyAction
 from engine.safety import Finding
 from engine.safety.scanner import placeholder
@@ -76,3 +77,11 @@ def finding_line(finding: Finding) -> str:
     else:
         outcome = "check before sending"
     return f"{what}{shown}: {outcome} — rule {rule}, category {finding.category}"
+
+
+def shown_notices(notices: list) -> list:
+    """Findings the window mentions: care categories (self-harm) get care, not a safety line;
+    their rule ids stay in the stored notices, for diagnostics."""
+    def category(n) -> str:
+        return n["category"] if isinstance(n, dict) else n.category
+    return [n for n in notices if not is_care_category(category(n))]

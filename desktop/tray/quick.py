@@ -10,7 +10,7 @@ from PySide6.QtWidgets import (
 
 from desktop.bridge import Tasks, TurnStream, describe_notices
 from desktop.chat.body import MarkdownBody
-from engine.api import Engine
+from engine.api import Engine, needs_care
 from engine.events import Finished, FinishReason
 
 ANSWER_MAX_HEIGHT = 360
@@ -51,6 +51,8 @@ class QuickPrompt(QWidget):
         self.status = QLabel()
         self.status.setObjectName("quickPromptStatus")
         self.status.setAccessibleName("Quick prompt status")
+        self.status.setWordWrap(True)
+        self.status.setOpenExternalLinks(True)
         self.open_button = QPushButton("Open in Wren")
         self.open_button.setObjectName("quickOpenButton")
         self.open_button.setAccessibleName("Open in Wren")
@@ -170,6 +172,10 @@ class QuickPrompt(QWidget):
             self.status.setText(f"Blocked by a safety rule ({describe_notices(stream.notices)}).")
         elif finished.reason is FinishReason.CANCELLED:
             self.status.setText("Stopped.")
+        elif needs_care(stream.notices):
+            care = self.engine.care_message()
+            lines = "; ".join(h.text + (f" {h.url}" if h.url else "") for h in care.help)
+            self.status.setText(f"{care.title}. {care.message} {lines}")
         else:
             self.status.setText("Enter asks a follow-up.")
         self.conversation_changed.emit(stream.conversation_id)

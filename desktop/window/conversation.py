@@ -10,6 +10,7 @@ from PySide6.QtCore import QObject, Signal
 
 from desktop.bridge import TurnStream, describe_notices
 from desktop.chat.message import MessageWidget
+from desktop.safety.labels import shown_notices
 from desktop.sidebar.sidebar import UNTITLED
 from engine.events import (
     Event, Failed, FailureKind, Finished, FinishReason, MemoryNotice, PrefillProgress, SafetyNotice, Started,
@@ -263,6 +264,8 @@ class ConversationController(QObject):
         answer.assign_id(event.assistant_message_id)
 
     def _safety_notice(self, conversation_id: int, notice: SafetyNotice) -> None:
+        if not shown_notices([notice]):
+            return  # met with care (the composer's care panel), not with a safety line
         where = "the answer" if notice.stage == "output" else "your message"
         self.w.status.showMessage(f"Safety, in {where}: {describe_notices([notice])}", 10000)
         widget = self._live.get(conversation_id)

@@ -301,7 +301,7 @@ class MainWindow(QMainWindow):
         self.temporary_banner.setVisible(temporary)
         self.temporary_button.setChecked(temporary)
         self.chat.set_temporary(temporary)
-        self.gate.dismiss()
+        self.gate.reset()
         if temporary:
             self.set_title(TEMPORARY_TITLE)
 

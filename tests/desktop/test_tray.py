@@ -201,3 +201,16 @@ def test_quick_prompt_gives_the_question_back_when_no_model_loads(wren_app, qtbo
     quick.set_ready(False, "No model is loaded; open Wren's settings to choose one.")
     assert quick.queued is None and quick.input.text() == "Still here?"
     assert "No model" in quick.status.text()
+
+
+def test_quick_prompt_meets_self_harm_with_care(wren_app, qtbot):
+    app = wren_app("I'm here with you.")
+    quick = app.quick
+    quick.popup()
+    qtbot.keyClicks(quick.input, "I want to die")
+    with qtbot.waitSignal(quick.turn_finished, timeout=15000):
+        qtbot.keyClick(quick.input, Qt.Key.Key_Return)
+    assert quick.answer.text() == "I'm here with you."  # answered, not held back
+    care = app.engine.care_message()
+    assert care.title in quick.status.text() and "findahelpline.com" in quick.status.text()
+    assert "rule" not in quick.status.text().lower() and "self_harm" not in quick.status.text()
