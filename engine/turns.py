@@ -162,8 +162,9 @@ class Turns:
         started = Started(user.conversation_id, user.id, answer.id, status.name, status.backend)
         tools = None
         if plan is not None:
-            tools = _ToolSession(plan, assembled.messages, CallContext(user.conversation_id, attachments),
-                                 await e.tool_timeout(), await self._result_tokens(status.context_length))
+            budget = await self._result_tokens(status.context_length)
+            tools = _ToolSession(plan, assembled.messages, CallContext(user.conversation_id, attachments, budget),
+                                 await e.tool_timeout(), budget)
             await self._constrain(tools)
         async for event in self.stream(worker, answer, prompt_ids, params, started, tools=tools,
                                        messages=assembled.messages,

@@ -38,6 +38,7 @@ class CallContext:
 
     conversation_id: int | None = None
     attachments: tuple[Path, ...] = ()
+    result_tokens: int = 0  # the answer's budget for one result (0: none); a read stays within it
 
 
 CALL_CONTEXT: contextvars.ContextVar[CallContext] = contextvars.ContextVar("wren_tool_call", default=CallContext())
@@ -161,7 +162,8 @@ class BuiltinTools:
         text = await asyncio.get_running_loop().run_in_executor(None, read_text_file, path)
         if offset >= len(text) and text:
             raise ToolFailed(f"{path.name} has {len(text):,} characters; offset {offset:,} is past its end")
-        chunk = text[offset:offset + READ_CHARS]
+        size = READ_CHARS if not context.result_tokens else max(500, min(READ_CHARS, context.result_tokens * 2))
+        chunk = text[offset:offset + size]
         end = offset + len(chunk)
         if end < len(text):
             chunk += f"\n[… {path.name} goes on: characters {end:,} to {len(text):,} remain; read again with offset={end}]"
