@@ -123,6 +123,7 @@ class Store:
         self._owner_lock: HeldLock | None = None
         self._pending: dict[int, dict[str, Any]] = {}  # unsaved checkpoints, by message id
         self._next_try: dict[int, tuple[float, float]] = {}  # message id -> (when, pause)
+        self._streaming: set[int] = set()  # answers this store is streaming now
         if not in_memory:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             self.owner = owner_token()
@@ -322,6 +323,8 @@ class Store:
                 conversation=conv.id, parent=parent_id, role=role, content=content,
                 status=status, **fields,
             )
+            if status is MessageStatus.STREAMING:
+                self._streaming.add(msg.id)
             conv.current_leaf = msg.id
             conv.updated_at = utcnow()
             conv.save()
@@ -335,6 +338,8 @@ class Store:
         journal (written atomically) and is tried again, backing off, at later checkpoints;
         the finishing write retries for up to `lock_retry_seconds`. If the lock never frees,
         the journal stays and the next start saves its text with the row `interrupted`."""
+        if message_id not in self._streaming:
+            return self._update_plain(message_id, **fields)  # not an answer being streamed here
         self.bind()
         merged = {**self._pending.pop(message_id, {}), **fields, "updated_at": utcnow()}
         final = "status" in fields
@@ -375,7 +380,14 @@ class Store:
                 self._hold(message_id, merged)
                 raise self._explain(exc) from exc
         self._next_try.pop(message_id, None)
+        if final:
+            self._streaming.discard(message_id)
         self._drop_journal(message_id)
+
+    @_guarded
+    def _update_plain(self, message_id: int, **fields: Any) -> None:
+        fields["updated_at"] = utcnow()
+        Message.update(**fields).where(Message.id == message_id).execute()
 
     def _write_message(self, message_id: int, fields: dict[str, Any], wait_ms: int) -> None:
         self.db.execute_sql(f"PRAGMA busy_timeout = {int(wait_ms)}")

@@ -94,3 +94,34 @@ def test_a_live_owners_journal_is_left_to_it(tmp_path):
     store.update_message(answer.id, content="pending text, done", status=MessageStatus.COMPLETE)
     assert store.get_message(answer.id).content == "pending text, done"
     store.close()
+
+
+def test_an_answer_streams_through_a_lock_and_is_kept_whole(make_engine, wren_home):
+    """The field report: another program takes the database after a few deltas; the answer
+    keeps streaming, and its row is finished when the lock frees."""
+    import asyncio
+
+    from engine.events import Delta, Failed, Finished, FinishReason
+
+    reply = "The lighthouse keeper watched the storm roll in over the grey water all night long."
+
+    async def main():
+        engine = make_engine(reply, delay=0.03)
+        engine.store.lock_retry_seconds = 20
+        conv = await engine.create_conversation()
+        events, holder = [], None
+        async for event in engine.send(conv.id, "Tell me a story"):
+            events.append(event)
+            if isinstance(event, Delta) and holder is None and sum(isinstance(e, Delta) for e in events) == 5:
+                holder = _hold_exclusive(wren_home / "wren.sqlite3", 3.5)  # past the 3 s busy timeout
+        holder.join()
+        shown = await engine.messages(conv.id)
+        await engine.close()
+        return events, shown
+
+    events, shown = asyncio.run(main())
+    assert not [e for e in events if isinstance(e, Failed)]
+    assert isinstance(events[-1], Finished) and events[-1].reason is FinishReason.STOP
+    text = "".join(e.text for e in events if isinstance(e, Delta))
+    assert text == reply
+    assert (shown[-1].status, shown[-1].content) == (MessageStatus.COMPLETE, reply)
