@@ -70,6 +70,9 @@ def build_parser(extensions: bool = True) -> argparse.ArgumentParser:
     ask.add_argument("--json", action="store_true", help="one JSON object per event, each with a `type`")
     ask.add_argument("--schema", metavar="FILE|JSON",
                      help="answer with JSON valid for this JSON schema (a file, or the schema itself)")
+    from engine.tools.ask import add_arguments as tool_arguments
+
+    tool_arguments(ask)  # --tools, --tool-choice, --approve
     ask.add_argument("--file", action="append", default=[], metavar="PATH",
                      help="attach a text file (up to 1 MB; repeat for more): files first, then "
                           "standard input, then the words")
@@ -164,6 +167,9 @@ async def _cmd_ask(args) -> int:
     engine = _open_engine(one_shot=undo)
     try:
         await engine.check_question(text, args.model)  # empty, too long, too many tokens: before loading
+        from engine.tools.ask import on_event as tool_event, send_options as tool_options
+
+        tool_fields = await tool_options(engine, args)  # unknown tool names: before loading
         await _load(engine, args)
         from engine.api import SendOptions
 
@@ -184,9 +190,11 @@ async def _cmd_ask(args) -> int:
         out = Output(sys.stdout)  # on a terminal, without control characters
         try:
             # The chat is made only once the question is accepted (no empty chat is left).
-            async for event in engine.send_new(text, SendOptions(sampling=params, response_format=response_format),
+            async for event in engine.send_new(text, SendOptions(
+                    sampling=params, response_format=response_format, **tool_fields),
                                                title=title, settings={ORIGIN_KEY: TERMINAL_ORIGIN},
                                                temporary=not saving):
+                await tool_event(engine, event, args)  # a call shown, an approval asked
                 if args.json:  # JSON escapes control characters; on a terminal, C1 and DEL too
                     print(json.dumps(event_to_dict(event), ensure_ascii=not out.raw), flush=True)
                     if isinstance(event, Failed):  # a failed answer never exits 0

@@ -1,0 +1,92 @@
+"""`wren ask`'s tool options: --tools, --tool-choice and --approve, and what the terminal
+shows and asks while an answer calls tools (engine/cli.py calls these three functions)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any, TextIO
+
+from engine.errors import InvalidRequest
+from engine.events import Event, ToolApprovalNeeded, ToolCall, ToolResult
+
+SHOWN_CHARS = 300  # of a result, on the terminal (the model sees its whole budget)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tools", metavar="NAME,NAME|all|none",
+                   help="the tools the model may call (default: the chat's, else none); `wren tools list` names them")
+    p.add_argument("--tool-choice", default="auto", metavar="auto|none|NAME",
+                   help="auto: the model decides; none: no calls; NAME: the answer starts with a call of that tool")
+    p.add_argument("--approve", action="store_true",
+                   help="run calls that need approval without asking (else the terminal asks: once, always or no)")
+
+
+async def send_options(engine: Any, args: argparse.Namespace) -> dict:
+    """SendOptions fields from the command line (a bad name fails before anything runs)."""
+    fields: dict = {}
+    known = [t.name for t in await engine.tools()]
+    if args.tools is not None:
+        value = args.tools.strip()
+        if value == "all":
+            names = [t.name for t in await engine.tools() if t.enabled]
+        elif value in ("none", ""):
+            names = []
+        else:
+            names = [n.strip() for n in value.split(",") if n.strip()]
+            unknown = [n for n in names if n not in known]
+            if unknown:
+                raise InvalidRequest(f"--tools names {', '.join(unknown)}, which {'is' if len(unknown) == 1 else 'are'} "
+                                     f"not a tool; the tools are: {', '.join(known)}")
+        fields["tools"] = tuple(names)
+    choice = (args.tool_choice or "auto").strip()
+    if choice not in ("auto", "none") and choice not in known:
+        raise InvalidRequest(f"--tool-choice {choice} is not auto, none or a tool; the tools are: {', '.join(known)}")
+    fields["tool_choice"] = choice
+    return fields
+
+
+async def on_event(engine: Any, event: Event, args: argparse.Namespace, err: TextIO | None = None) -> None:
+    """Show a call and its result on standard error (not with --json: those are JSON lines),
+    and answer an approval: --approve allows once; else the terminal asks; with no terminal
+    to ask on, the call is declined."""
+    err = err or sys.stderr
+    if isinstance(event, ToolCall) and not args.json:
+        print(f"[tool] {event.name} {json.dumps(event.arguments, ensure_ascii=False)}", file=err, flush=True)
+    elif isinstance(event, ToolResult) and not args.json:
+        text = event.content if len(event.content) <= SHOWN_CHARS else event.content[:SHOWN_CHARS] + " …"
+        mark = "error" if event.is_error else "result"
+        print(f"[{mark}] {' '.join(text.split())} ({event.duration:.2f} s)", file=err, flush=True)
+    elif isinstance(event, ToolApprovalNeeded):
+        if args.approve:
+            decision = "once"
+        else:
+            decision = await asyncio.get_running_loop().run_in_executor(None, _ask_terminal, event)
+        engine.approve_tool(event.id, decision)
+
+
+def _ask_terminal(event: ToolApprovalNeeded) -> str:
+    try:
+        tty = open("/dev/tty", "r+", encoding="utf-8")  # standard input may be the question itself
+    except OSError:
+        print(f"wren: {event.name} needs approval and there is no terminal to ask on; declined "
+              "(pass --approve to allow calls)", file=sys.stderr)
+        return "deny"
+    with tty:
+        arguments = json.dumps(event.arguments, ensure_ascii=False, indent=2)
+        tty.write(f"\nThe model wants to run {event.name} with:\n{arguments}\n")
+        while True:
+            tty.write("Allow? [o]nce, [a]lways for this tool, [n]o: ")
+            tty.flush()
+            line = tty.readline()
+            if not line:
+                return "deny"
+            answer = line.strip().lower()
+            if answer in ("o", "once", "y", "yes"):
+                return "once"
+            if answer in ("a", "always"):
+                return "always"
+            if answer in ("n", "no", "d", "deny", ""):
+                return "deny"
