@@ -30,6 +30,7 @@ from engine.memory import TEMPORARY_KEY, MemoryService
 from engine.modelhub.catalog import CatalogEntry, load_catalog, system_memory_bytes, with_fit
 from engine.modelhub.registry import RECORD_FILE, ModelInfo, ModelRegistry, ModelSource, SweepReport, WeightCheck  # noqa: F401  re-exported
 from engine.preferences import Preferences
+from engine.tools.mcp_facade import McpFacade, McpServerInfo  # noqa: F401  McpServerInfo: re-exported for the desktop
 from engine.tools.facade import Tools
 from engine.tools.registry import ToolInfo, ToolSpec  # noqa: F401  re-exported for the desktop
 from engine.server.serving import Serving
@@ -82,7 +83,7 @@ class ModelStatus:
     load_seconds: float
 
 
-class Engine(Preferences, Serving, Tools, Care):
+class Engine(Preferences, Serving, Tools, Care, McpFacade):
     """Conversations, models, memories and streaming answers; use from one asyncio loop.
     Memory, instruction, safety and diagnostics settings come from `Preferences`; the
     server's stateless answers (nothing stored) from `Serving`."""
@@ -154,6 +155,7 @@ class Engine(Preferences, Serving, Tools, Care):
         worker, self._worker, self._status = self._worker, None, None
         if worker is not None:
             await asyncio.get_running_loop().run_in_executor(None, worker.close)
+        await self._close_mcp()  # every MCP server stops with Wren
         await self._db(self.store.close)  # every connection, whichever thread opened it
         if self._temp is not None:
             await self._db(self._temp.close)

@@ -232,10 +232,7 @@ async def _tools_call(args) -> int:
         raise InvalidRequest(f"--args must be a JSON object of the tool's arguments, not {type(arguments).__name__}")
     engine = _open_engine()
     try:
-        engine._sync_mcp_sources()
-        found = engine.mcp.resolve(args.name)
-        if found is not None:  # start only the server that owns it
-            await engine.mcp.list_tools([found[0]])
+        await engine.prepare_tool_sources([args.name])  # starts only the MCP server that owns it
         result = await engine.call_tool(args.name, arguments)
     finally:
         await engine.close()

@@ -16,6 +16,7 @@ import warnings
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import CallToolResult, TextContent
 
 server = MCPServer("wren-test", instructions="Arithmetic and faults, for Wren's tests.")
 
@@ -50,9 +51,9 @@ def crash() -> str:
 
 
 @server.tool()
-def huge() -> str:
-    """A result of 10 MB."""
-    return "x" * HUGE_CHARS
+def huge() -> CallToolResult:
+    """A result of 10 MB (as one text block, without a structured copy)."""
+    return CallToolResult(content=[TextContent(type="text", text="x" * HUGE_CHARS)])
 
 
 @server.tool()

@@ -1,0 +1,114 @@
+"""`wren mcp …` and `wren tools …` through engine.cli.main."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from engine.cli import main
+from tests.engine.mcp.conftest import SERVER, server_pids, wait_gone
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def lines(out: str) -> list[dict]:
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def test_mcp_add_list_rm(capsys, wren_home):
+    assert main(["mcp", "list"]) == 0
+    assert "no MCP servers" in capsys.readouterr().out
+    assert main(["mcp", "add", "fs", "--env", "ROOT=/tmp", "--timeout", "30", "--", "npx", "-y", "server-fs", "--ro"]) == 0
+    assert "added MCP server 'fs' (npx -y server-fs --ro)" in capsys.readouterr().out
+    assert main(["mcp", "add", "web", "--url", "http://127.0.0.1:9/mcp", "--header", "Authorization: Bearer t"]) == 0
+    capsys.readouterr()
+    assert main(["mcp", "list", "--json"]) == 0
+    listed = lines(capsys.readouterr().out)
+    assert [(s["name"], s["transport"]) for s in listed] == [("fs", "stdio"), ("web", "http")]
+    assert listed[0]["args"] == ["-y", "server-fs", "--ro"] and listed[0]["env"] == ["ROOT"]  # names, not values
+    assert listed[0]["timeout"] == 30 and listed[1]["headers"] == ["Authorization"]
+    saved = json.loads((wren_home / "mcp.json").read_text())["mcpServers"]
+    assert saved["fs"]["env"] == {"ROOT": "/tmp"} and saved["web"]["headers"] == {"Authorization": "Bearer t"}
+    assert main(["mcp", "list"]) == 0
+    text = capsys.readouterr().out
+    assert "fs" in text and "npx -y server-fs --ro" in text and "http://127.0.0.1:9/mcp" in text
+    assert main(["mcp", "rm", "fs"]) == 0
+    assert "removed MCP server 'fs'" in capsys.readouterr().out
+    assert main(["mcp", "rm", "fs"]) == 2
+    assert "no MCP server named 'fs'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["mcp", "add", "x"], "say how to reach the server"),
+    (["mcp", "add", "x", "--url", "http://h/mcp", "--", "cmd"], "not both"),
+    (["mcp", "add", "x", "--url", "ftp://h"], "'url' must be an http:// or https:// address"),
+    (["mcp", "add", "x", "--env", "NOEQUALS", "--", "cmd"], "--env 'NOEQUALS' must look like NAME=VALUE"),
+    (["mcp", "add", "x", "--header", "A: b", "--", "cmd"], "--header is for a URL server"),
+    (["mcp", "add", "x", "--bogus", "--", "cmd"], "unrecognized arguments: --bogus"),
+    (["mcp", "import", "/nonexistent/claude.json"], "no file '/nonexistent/claude.json'"),
+    (["mcp", "test", "missing"], "no MCP server named 'missing'"),
+    (["tools", "call", "calculator", "--args", "{bad"], "--args is not JSON"),
+    (["tools", "call", "calculator", "--args", "[1]"], "--args must be a JSON object"),
+])
+def test_bad_commands_say_what_was_wrong(argv, message, capsys):
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_mcp_import_good_and_bad_files(capsys, tmp_path):
+    good = tmp_path / "claude_desktop_config.json"
+    good.write_text(json.dumps({"mcpServers": {"a": {"command": "x"}, "b": {"url": "http://127.0.0.1:1/mcp"}}}))
+    assert main(["mcp", "import", str(good)]) == 0
+    assert "imported 2 MCP servers: a, b" in capsys.readouterr().out
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"mcpServers": {"c": {"command": "y"}, "d": {"type": "sse", "url": "http://h/sse"}}}))
+    assert main(["mcp", "import", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "nothing was imported" in err and "MCP server 'd' uses the old SSE transport" in err
+    assert main(["mcp", "list", "--json"]) == 0
+    assert [s["name"] for s in lines(capsys.readouterr().out)] == ["a", "b"]
+
+
+@pytest.mark.slow
+def test_mcp_test_tools_list_and_tools_call(capsys, wren_home):
+    assert main(["mcp", "add", "calc", "--", sys.executable, str(SERVER)]) == 0
+    capsys.readouterr()
+    assert main(["mcp", "test", "calc"]) == 0
+    out = capsys.readouterr().out
+    assert "MCP server 'calc' works: 8 tools" in out and "calc__add" in out and "Add two numbers." in out
+
+    assert main(["tools", "list", "--json"]) == 0
+    tools = {t["name"]: t for t in lines(capsys.readouterr().out)}
+    assert tools["calc__add"]["source"] == "mcp:calc" and tools["calc__add"]["needs_approval"] is True
+    assert tools["calculator"]["source"] == "builtin"
+
+    assert main(["tools", "call", "calc__add", "--args", '{"a": 2, "b": 3}']) == 0
+    assert capsys.readouterr().out.strip() == "5.0"
+    assert main(["tools", "call", "calc__add", "--args", '{"a": 2}', "--json"]) == 1
+    result = json.loads(capsys.readouterr().out)
+    assert result["type"] == "tool_result" and result["is_error"] and "'b' is a required property" in result["content"]
+    assert main(["tools", "call", "calc__crash"]) == 1
+    out = capsys.readouterr().out
+    assert "closed the connection during 'crash'" in out
+    assert main(["tools", "call", "calculator", "--args", '{"expression": "6*7"}']) == 0  # a built-in
+    assert capsys.readouterr().out.strip() == "42"
+    assert main(["tools", "call", "nope__tool"]) == 2
+    assert "there is no tool named 'nope__tool'" in capsys.readouterr().err
+    # each command stopped the servers it started: the crash's pid and the others are gone
+    pids = [int(p) for p in __import__("re").findall(r"pid (\d+)", out)]
+    assert pids and wait_gone(pids) == []
+
+
+@pytest.mark.slow
+def test_mcp_test_of_a_server_that_fails_shows_why(capsys):
+    assert main(["mcp", "add", "quits", "--", sys.executable, "-c", "import sys; sys.exit('no config given')"]) == 0
+    capsys.readouterr()
+    assert main(["mcp", "test", "quits"]) == 2
+    err = capsys.readouterr().err
+    assert "MCP server 'quits' could not start" in err and "no config given" in err
+
+
+def test_server_pids_reads_the_test_servers_stderr_line():
+    assert server_pids("12:00:00 stderr: wren-test server starting, pid 42\nother") == [42]

@@ -1,0 +1,204 @@
+"""The MCP client against the test server (the SDK's MCPServer) over stdio and streamable
+HTTP: listing, calls, server notifications, and the faults Wren must survive (a call that
+never answers, a server that exits mid-call, a 10 MB result, a malformed reply, a command
+that does not exist), each a clear error result while the other servers keep working."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from engine.tools.mcp import MAX_RESULT_CHARS, McpFailure
+from engine.tools.mcp_config import server_from_entry
+from tests.engine.mcp.conftest import server_pids, stdio_entry, wait_gone
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]  # they start server processes
+
+EXPECTED_TOOLS = {"add", "echo", "sleep_forever", "crash", "huge", "malformed", "chatty", "grow"}
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def add(manager, name, entry):
+    run(manager.add(server_from_entry(name, entry)))
+
+
+def test_stdio_server_starts_on_first_use_lists_and_calls(manager):
+    add(manager, "calc", stdio_entry())
+    assert [s.state for s in manager.states()] == ["stopped"]  # configured is not started
+    tools = run(manager.list_tools())
+    assert {t.name for t in tools} == EXPECTED_TOOLS
+    assert {t.qualified for t in tools} == {f"calc__{n}" for n in EXPECTED_TOOLS}
+    adder = next(t for t in tools if t.name == "add")
+    assert adder.description == "Add two numbers."
+    assert set(adder.input_schema["properties"]) == {"a", "b"}
+    assert run(manager.call("calc__add", {"a": 2, "b": 40})) == ("42.0", False)
+    assert run(manager.call("calc__echo", {"text": "héllo ✓"})) == ("héllo ✓", False)
+    # the server's own refusal (bad arguments) is an error result, not a fault
+    content, is_error = run(manager.call("calc__add", {"a": "x"}))
+    assert is_error and "validation error" in content
+    content, is_error = run(manager.call("calc__nope", {}))
+    assert is_error and "has no tool named 'nope'" in content and "add, echo" in content
+    state = manager.states()[0]
+    assert (state.state, state.error, len(state.tools)) == ("running", None, len(EXPECTED_TOOLS))
+
+
+def test_log_ring_holds_stderr_log_messages_and_what_wren_did(manager):
+    add(manager, "calc", stdio_entry(env={"WREN_TEST_TOKEN": "sekrit-token-value"}))
+    assert run(manager.call("calc__chatty", {})) == ("said hello", False)
+    text = manager.log("calc")
+    assert "stderr: wren-test server starting, pid" in text
+    assert "log warning: chatty says hello" in text
+    assert "wren: running (" in text and "8 tools" in text
+
+
+def test_tools_list_changed_refreshes_the_listing(manager):
+    add(manager, "calc", stdio_entry())
+    run(manager.list_tools())
+    seen = []
+    manager.add_listener(seen.append)
+    assert run(manager.call("calc__grow", {})) == ("grew", False)
+    deadline = time.monotonic() + 10
+    while "late" not in {t.name for t in manager.cached_tools("calc")} and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "late" in {t.name for t in manager.cached_tools("calc")}
+    assert "calc" in seen
+    assert run(manager.call("calc__late", {})) == ("late tool ran", False)
+
+
+def test_a_call_that_never_answers_times_out_and_the_server_goes_on(manager):
+    add(manager, "slow", stdio_entry(timeout=1))
+    run(manager.list_tools())
+    started = time.monotonic()
+    content, is_error = run(manager.call("slow__sleep_forever", {}))
+    took = time.monotonic() - started
+    assert is_error and content.startswith("MCP server 'slow' did not answer 'sleep_forever' within 1 s")
+    assert took < 5
+    assert run(manager.call("slow__add", {"a": 1, "b": 1})) == ("2.0", False)
+    assert "timed out after 1 s" in manager.log("slow")
+
+
+def test_a_crash_mid_call_is_an_error_the_next_call_restarts_it_and_others_go_on(manager):
+    add(manager, "fragile", stdio_entry())
+    add(manager, "steady", stdio_entry())
+    run(manager.list_tools())
+    steady_pid = server_pids(manager.log("steady"))
+    content, is_error = run(manager.call("fragile__crash", {}))
+    assert is_error
+    assert "MCP server 'fragile' closed the connection during 'crash'" in content
+    assert "it may have crashed" in content and "starts it again on the next call" in content
+    assert "crash: exiting mid-call" in content  # its last words on stderr
+    states = {s.config.name: s for s in manager.states()}
+    assert states["fragile"].state == "failed" and "closed during a call" in states["fragile"].error
+    assert states["steady"].state == "running"
+    assert run(manager.call("steady__add", {"a": 2, "b": 3})) == ("5.0", False)
+    assert server_pids(manager.log("steady")) == steady_pid  # untouched
+    assert run(manager.call("fragile__add", {"a": 1, "b": 2})) == ("3.0", False)  # restarted
+    pids = server_pids(manager.log("fragile"))
+    assert len(pids) == 2 and pids[0] != pids[1]
+    assert {s.config.name: s.state for s in manager.states()} == {"fragile": "running", "steady": "running"}
+
+
+def test_a_malformed_result_is_a_clear_error_and_the_server_goes_on(manager):
+    add(manager, "odd", stdio_entry())
+    content, is_error = run(manager.call("odd__malformed", {}))
+    assert is_error
+    assert content.startswith("MCP server 'odd' sent a malformed result for 'malformed'")
+    assert "valid list" in content
+    assert run(manager.call("odd__echo", {"text": "fine"})) == ("fine", False)
+
+
+def test_a_ten_megabyte_result_is_cut_with_a_note(manager):
+    add(manager, "big", stdio_entry())
+    content, is_error = run(manager.call("big__huge", {}))
+    assert not is_error
+    assert content.startswith("x" * 1000)
+    assert f"the tool returned {10 * 1024 * 1024:,} characters; the first {MAX_RESULT_CHARS:,} are kept" in content
+    assert len(content) < MAX_RESULT_CHARS + 200
+    assert run(manager.call("big__add", {"a": 1, "b": 1})) == ("2.0", False)
+
+
+def test_a_command_that_does_not_exist_fails_clearly_and_others_go_on(manager):
+    add(manager, "ghost", {"command": "wren-no-such-mcp-server-command"})
+    add(manager, "calc", stdio_entry())
+    tools = run(manager.list_tools())  # the broken one is left out of the listing
+    assert {t.server for t in tools} == {"calc"}
+    states = {s.config.name: s for s in manager.states()}
+    assert states["ghost"].state == "failed"
+    assert "'wren-no-such-mcp-server-command' was not found" in states["ghost"].error
+    content, is_error = run(manager.call("ghost__anything", {}))
+    assert is_error and content.startswith("MCP server 'ghost' could not start: the command")
+    with pytest.raises(McpFailure, match="was not found"):
+        run(manager.test("ghost"))
+    assert run(manager.call("calc__add", {"a": 1, "b": 1})) == ("2.0", False)
+
+
+def test_a_server_that_exits_at_start_or_never_answers_fails_within_the_timeout(manager):
+    import sys
+
+    add(manager, "quits", {"command": sys.executable, "args": ["-c", "import sys; print('bye', file=sys.stderr)"]})
+    manager.start_timeout = 3
+    content, is_error = run(manager.call("quits__x", {}))
+    assert is_error and "could not start" in content
+    assert "stderr: bye" in manager.log("quits")
+    add(manager, "mute", {"command": sys.executable, "args": ["-c", "import time; time.sleep(60)"]})
+    started = time.monotonic()
+    content, is_error = run(manager.call("mute__x", {}))
+    assert is_error and "did not start within 3 s" in content
+    assert time.monotonic() - started < 3 + 8
+
+
+def test_cancelling_a_call_cancels_it_on_the_server(manager):
+    add(manager, "calc", stdio_entry())
+    run(manager.list_tools())
+
+    async def cancel_soon():
+        task = asyncio.ensure_future(manager.call("calc__sleep_forever", {}))
+        await asyncio.sleep(0.5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    run(cancel_soon())
+    assert run(manager.call("calc__add", {"a": 1, "b": 1})) == ("2.0", False)
+    assert "call to 'sleep_forever' cancelled" in manager.log("calc")
+
+
+def test_every_server_process_stops_on_close(manager):
+    add(manager, "a", stdio_entry())
+    add(manager, "b", stdio_entry())
+    run(manager.list_tools())
+    pids = server_pids(manager.log("a")) + server_pids(manager.log("b"))
+    assert len(pids) == 2
+    started = time.monotonic()
+    run(manager.aclose())
+    assert time.monotonic() - started < 10
+    assert wait_gone(pids) == []
+    with pytest.raises(McpFailure, match="Wren is closing"):
+        run(manager.list_tools())
+
+
+def test_streamable_http_server(manager, http_server):
+    add(manager, "web", {"url": http_server, "timeout": 2})
+    tools = run(manager.list_tools())
+    assert {t.name for t in tools} == EXPECTED_TOOLS
+    assert run(manager.call("web__add", {"a": 20, "b": 22})) == ("42.0", False)
+    content, is_error = run(manager.call("web__sleep_forever", {}))
+    assert is_error and "did not answer 'sleep_forever' within 2 s" in content
+    assert run(manager.call("web__chatty", {})) == ("said hello", False)
+    assert "chatty says hello" in manager.log("web")
+    content, is_error = run(manager.call("web__huge", {}))
+    assert not is_error and "the first 200,000 are kept" in content
+
+
+def test_an_http_server_that_is_not_there_fails_clearly(manager):
+    from tests.engine.mcp.conftest import free_port
+
+    add(manager, "nowhere", {"url": f"http://127.0.0.1:{free_port()}/mcp"})
+    manager.start_timeout = 10
+    content, is_error = run(manager.call("nowhere__add", {}))
+    assert is_error and content.startswith("MCP server 'nowhere' could not start: cannot connect to http://127.0.0.1:")
