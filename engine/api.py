@@ -30,6 +30,8 @@ from engine.memory import TEMPORARY_KEY, MemoryService
 from engine.modelhub.catalog import CatalogEntry, load_catalog, system_memory_bytes, with_fit
 from engine.modelhub.registry import RECORD_FILE, ModelInfo, ModelRegistry, ModelSource, SweepReport, WeightCheck  # noqa: F401  re-exported
 from engine.preferences import Preferences
+from engine.providers import KEY_STORES, KeyStoreError, ProviderInfo, RemoteModelInfo  # noqa: F401  re-exported for the desktop
+from engine.providers.facade import ProviderCheck, Providers  # noqa: F401  ProviderCheck: re-exported
 from engine.tools.mcp_facade import McpFacade, McpServerInfo  # noqa: F401  McpServerInfo: re-exported for the desktop
 from engine.tools.facade import Tools
 from engine.tools.registry import ToolInfo, ToolSpec  # noqa: F401  re-exported for the desktop
@@ -83,7 +85,7 @@ class ModelStatus:
     load_seconds: float
 
 
-class Engine(Preferences, Serving, Tools, Care, McpFacade):
+class Engine(Preferences, Serving, Tools, Care, McpFacade, Providers):
     """Conversations, models, memories and streaming answers; use from one asyncio loop.
     Memory, instruction, safety and diagnostics settings come from `Preferences`; the
     server's stateless answers (nothing stored) from `Serving`."""
@@ -352,7 +354,8 @@ class Engine(Preferences, Serving, Tools, Care, McpFacade):
         """Installed models, importing the starter model first if this is a fresh install."""
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.registry.ensure_starter)
-        return await loop.run_in_executor(None, self.registry.list)
+        local = await loop.run_in_executor(None, self.registry.list)
+        return local + await self.remote_models()  # providers' models, "provider/model"
 
     async def installed_models(self) -> list[ModelInfo]:
         """Installed models as they are now (no first-run import)."""
@@ -464,6 +467,9 @@ class Engine(Preferences, Serving, Tools, Care, McpFacade):
             loop = asyncio.get_running_loop()
             if name is None:
                 name = await self.get_setting("model")
+            remote = await self._load_remote(name)  # "provider/model": engine.providers
+            if remote is not None:
+                return remote
             if backend is None:
                 backend = await self.get_setting("backend", "auto")
             if name is None or name == STARTER_MODEL:
@@ -511,9 +517,9 @@ class Engine(Preferences, Serving, Tools, Care, McpFacade):
         background compile of the decode step to finish."""
         worker = self._worker
         model = worker.model if worker is not None else None
-        if model is None or not hasattr(model, "decode_mode"):
+        if model is None:
             return None
-        if wait and hasattr(model, "wait_compiled"):
+        if wait:
             return await asyncio.get_running_loop().run_in_executor(None, model.wait_compiled)
         return model.decode_mode
 

@@ -114,11 +114,12 @@ def _extensions():
     """Subcommands that live beside the parts they belong to."""
     from engine.cli_completion import register as completion
     from engine.memory.cli import register as memory
+    from engine.providers.cli import register as providers
     from engine.safety.cli import register as safety
     from engine.server.cli import register as serve
     from engine.tools.cli import register as tools
 
-    return [safety, memory, completion, serve, tools]
+    return [safety, memory, completion, serve, tools, providers]
 
 
 def _open_engine(one_shot: list | None = None):

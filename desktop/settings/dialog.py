@@ -23,6 +23,7 @@ from desktop.safety.page import SafetyPage
 from desktop.settings.diagnostics import DiagnosticsPage
 from desktop.settings.importer import import_model
 from desktop.settings.personal import PersonalPage
+from desktop.settings.providers import ProvidersPage
 from desktop.settings.sampling import SamplingPresetEditor
 from desktop.window.models import installed_models
 from engine.api import BACKEND_NAMES, DEFAULT_SYSTEM_PROMPT, Engine, SamplingParams
@@ -79,6 +80,8 @@ class SettingsDialog(QDialog):
         self.tabs.addTab(self.safety_page, "Safety")
         self.tabs.addTab(self._quick_tab(hotkey_problem), "Quick prompt")
         self.tabs.addTab(self.diagnostics_page, "Diagnostics")
+        self.providers_page = ProvidersPage(engine, tasks)  # loads itself when shown
+        self.tabs.addTab(self.providers_page, "Providers")
         self.error_label = QLabel()
         self.error_label.setObjectName("settingsError")
         self.error_label.setWordWrap(True)

@@ -40,6 +40,7 @@ class ModelController(QObject):
     async def refresh(self) -> list[str]:
         models = await installed_models(self.engine)
         names = [m.name for m in models]
+        names += [m.name for m in await self.engine.remote_models()]  # "provider/model", beside local ones
         self._fill(names)
         self.listed.emit(names)
         return names

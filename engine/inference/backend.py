@@ -1,16 +1,39 @@
 """The contract every inference backend implements.
 
 A backend turns a model folder (HF layout: config.json, *.safetensors, tokenizer.json)
-into a `LoadedModel`: a stateful object that owns one KV cache and knows only token ids.
+into a `LoadedModel`: a stateful object that owns its KV cache and knows only token ids.
 All calls on a `LoadedModel` happen on its one inference thread.
+
+Every method the worker (engine.inference.worker), the batch scheduler
+(engine.inference.batch) and the engine call is declared here. Capabilities a backend may
+lack are explicit attributes with documented defaults (`ModelBase` supplies them), never
+probed with hasattr or signatures:
+
+- `slots` (default 1): KV-cache slots, i.e. sequences the model holds at once. With more
+  than one, `prefill`/`decode` take `slot=` and `batched_decode` says whether
+  `decode_batch` steps several slots in one pass (the worker then runs the batch
+  scheduler).
+- `kv_export` (default False): `export_kv`/`import_kv` copy a slot's cached positions out
+  and back (the prefix cache, pausing a sequence for more urgent work).
+- `decode_mode` (default None: the backend does not say) and `wait_compiled`: how a
+  decoded token runs now ("eager", "compiling", "compiled", "cuda-graph").
+- `takes_messages` (default False): a model that answers chat messages rather than token
+  ids (a remote server). Its `prefill`/`decode` raise; `chat_stream` runs a whole answer.
+  Such a model runs in a `RemoteWorker` (engine.inference.backends.remote), never in the
+  token-level ModelWorker.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Any, AsyncIterator, Protocol, Sequence, runtime_checkable
 
 import numpy as np
+
+
+class Unsupported(NotImplementedError):
+    """A capability this model does not have was called (its flag says so)."""
 
 
 def check_slot(slot: int, slots: int) -> None:
@@ -30,27 +53,100 @@ def check_batch(tokens: Sequence[int], positions: Sequence[int], slots: Sequence
         raise ValueError(f"positions {list(positions)} are outside the {context_length}-token context")
 
 
+@dataclass(frozen=True)
+class ChatChunk:
+    """One piece of a chat model's streamed answer (`LoadedModel.chat_stream`): text, and
+    on the last chunk the server's finish reason and token counts when it sent them."""
+
+    text: str = ""
+    finish_reason: str | None = None  # "stop", "length", ... as the server said
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
 @runtime_checkable
 class LoadedModel(Protocol):
-    backend: str  # "torch-cpu", "torch-cuda", "mlx", "scripted"
-    context_length: int  # positions the KV cache holds
-    vocab_size: int
+    backend: str  # "torch-cpu", "torch-cuda", "mlx", "scripted", "remote"
+    context_length: int  # positions the KV cache holds (a remote model: its context window)
+    vocab_size: int  # 0 for a model that takes messages
+    slots: int  # KV-cache slots; 1: one sequence at a time
+    batched_decode: bool  # decode_batch steps several slots together (needs slots > 1)
+    kv_export: bool  # export_kv / import_kv work
+    takes_messages: bool  # answers chat messages (chat_stream), not token ids
+    decode_mode: str | None  # how a decoded token runs now; None: not said
 
-    def prefill(self, ids: Sequence[int], start: int) -> np.ndarray:
-        """Run `ids` at positions start..start+len-1 and return float32 logits [vocab]
-        of the last one. Cache entries at positions >= start are overwritten, so a caller
-        reuses a cached prefix by passing start = length of the shared prefix."""
+    def prefill(self, ids: Sequence[int], start: int, slot: int = 0) -> np.ndarray:
+        """Run `ids` at positions start..start+len-1 in `slot` and return float32 logits
+        [vocab] of the last one. Cache entries at positions >= start are overwritten, so a
+        caller reuses a cached prefix by passing start = length of the shared prefix."""
 
-    def decode(self, token: int, pos: int) -> np.ndarray:
-        """Run one token at position `pos`; float32 logits [vocab]."""
+    def decode(self, token: int, pos: int, slot: int = 0) -> np.ndarray:
+        """Run one token at position `pos` in `slot`; float32 logits [vocab]."""
+
+    def decode_batch(self, tokens: Sequence[int], positions: Sequence[int],
+                     slots: Sequence[int]) -> np.ndarray:
+        """Logits [B, vocab]: row b appends tokens[b] at positions[b] to slot slots[b].
+        Only where `batched_decode`; else raises Unsupported."""
+
+    def export_kv(self, n: int, slot: int = 0) -> tuple[Any, int]:
+        """A copy of the first `n` cached positions of `slot`, and its size in bytes.
+        Only where `kv_export`; else raises Unsupported."""
+
+    def import_kv(self, state: Any, n: int, slot: int = 0) -> None:
+        """Put a state from `export_kv` back as the first `n` positions of `slot`."""
+
+    def wait_compiled(self, timeout: float | None = None) -> str | None:
+        """Block until a background compile of the decode step has finished (at most
+        `timeout` seconds); returns `decode_mode`."""
+
+    def chat_stream(self, messages: list[dict], params: Any, *,
+                    request_id: str | None = None) -> AsyncIterator[ChatChunk]:
+        """Only where `takes_messages`: stream an answer to chat `messages` with sampling
+        `params` (engine.inference.sampling.SamplingParams)."""
 
     def close(self) -> None:
         """Free weights and cache."""
 
 
+class ModelBase:
+    """The documented defaults of a LoadedModel's optional capabilities: one slot, no
+    batched decode, no KV export, token ids in, no word on the decode mode. Backends
+    inherit it and override what they have."""
+
+    slots: int = 1
+    batched_decode: bool = False
+    kv_export: bool = False
+    takes_messages: bool = False
+    decode_mode: str | None = None
+
+    def decode_batch(self, tokens: Sequence[int], positions: Sequence[int],
+                     slots: Sequence[int]) -> np.ndarray:
+        raise Unsupported(f"the {self.backend} backend has no batched decoding")  # type: ignore[attr-defined]
+
+    def export_kv(self, n: int, slot: int = 0) -> tuple[Any, int]:
+        raise Unsupported(f"the {self.backend} backend cannot export its KV cache")  # type: ignore[attr-defined]
+
+    def import_kv(self, state: Any, n: int, slot: int = 0) -> None:
+        raise Unsupported(f"the {self.backend} backend cannot import a KV cache")  # type: ignore[attr-defined]
+
+    def wait_compiled(self, timeout: float | None = None) -> str | None:
+        return self.decode_mode
+
+    def chat_stream(self, messages: list[dict], params: Any, *,
+                    request_id: str | None = None) -> AsyncIterator[ChatChunk]:
+        raise Unsupported(f"the {self.backend} backend takes token ids, not chat messages")  # type: ignore[attr-defined]
+
+
+@runtime_checkable
 class Backend(Protocol):
     name: str
 
     def available(self) -> bool: ...
 
-    def load(self, model_dir: Path, *, dtype: str = "auto") -> LoadedModel: ...
+    def unavailable_reason(self) -> str | None:
+        """Why this backend cannot run here; None when it can."""
+
+    def load(self, model_dir: Path, *, dtype: str = "auto", slots: int | None = None) -> LoadedModel:
+        """Load a model folder. `slots`: KV slots for batching (None: the backend's
+        default; backends without slots load one and ignore it). A backend for a remote
+        server is built for one model and ignores `model_dir`."""

@@ -1,5 +1,9 @@
 """Continuous batching: a model worker's concurrent requests share decode steps.
 
+It runs for a model whose `batched_decode` is set (more than one KV slot): `slots`,
+`prefill`/`decode` with `slot=`, `decode_batch`, `export_kv`/`import_kv` (pausing), all
+declared by engine.inference.backend.LoadedModel.
+
 Each admitted request owns one KV-cache slot of the model (slot 0 holds the main
 conversation, whose prefix the worker's KVSession and prefix cache reuse across turns).
 Each pass of the loop admits waiting requests into free slots, by priority, then runs one
@@ -33,12 +37,6 @@ if TYPE_CHECKING:
     from engine.inference.worker import GenerationRequest, ModelWorker
 
 log = logging.getLogger(__name__)
-
-
-def supports_batching(model) -> bool:
-    """A model with KV slots: `slots` > 1, `decode_batch(tokens, positions, slots)`, and
-    `prefill` / `decode` taking `slot=`."""
-    return callable(getattr(model, "decode_batch", None)) and getattr(model, "slots", 1) > 1
 
 
 class _Sequence:
@@ -142,8 +140,8 @@ class BatchScheduler:
 
     def _preempt_for_waiting(self) -> bool:
         """Pause the least urgent running sequence if a more urgent request waits; True if
-        a slot was freed."""
-        if not self.active:
+        a slot was freed. Pausing copies the KV rows out: only where the model has kv_export."""
+        if not self.active or not self.model.kv_export:
             return False
         # Least urgent first; among equals the latest started, which has done least.
         _, victim = max(enumerate(self.active), key=lambda pair: (pair[1].request.priority, pair[0]))

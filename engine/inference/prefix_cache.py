@@ -63,6 +63,3 @@ class PrefixCache:
             self._entries.move_to_end(found.ids)
         return found, length
 
-
-def supports_saving(model) -> bool:
-    return callable(getattr(model, "export_kv", None)) and callable(getattr(model, "import_kv", None))

@@ -9,7 +9,6 @@ on the model.
 from __future__ import annotations
 
 import gc
-import inspect
 import itertools
 import logging
 import queue
@@ -22,10 +21,10 @@ from typing import Callable
 
 from engine.events import Delta, Failed, FailureKind, Finished, FinishReason, PrefillProgress, Usage
 from engine.inference.backend import Backend, LoadedModel
-from engine.inference.batch import BatchScheduler, supports_batching
+from engine.inference.batch import BatchScheduler
 from engine.inference.generate import KVSession, common_prefix, generate_tokens
 from engine.inference.output import SequenceOutput
-from engine.inference.prefix_cache import MIN_GAIN, PrefixCache, supports_saving
+from engine.inference.prefix_cache import MIN_GAIN, PrefixCache
 from engine.inference.constrain import Constraint
 from engine.inference.sampling import SamplingParams, sampler_for
 from engine.tokenize import Tokenizer
@@ -43,6 +42,9 @@ class GenerationRequest:
     priority: int = 0  # lower runs first: the visible answer before a title
     submitted_at: float = field(default_factory=time.perf_counter)
     cancel: threading.Event = field(default_factory=threading.Event)
+    # The assembled chat the ids were encoded from: what a model that takes messages
+    # (a remote server, LoadedModel.takes_messages) is sent instead of the ids.
+    messages: list[dict] | None = None
     # Constrained decoding (engine.inference.constrain): only tokens that keep the answer
     # valid for a JSON schema or a tool call are sampled. None: free text.
     constraint: Constraint | None = None
@@ -108,10 +110,14 @@ class ModelWorker:
 
     def _run(self) -> None:
         try:
-            options = {"dtype": self.dtype}
-            if self.slots is not None and _accepts(self.backend.load, "slots"):
+            # `slots` is part of Backend.load; left out when not asked for (None), which
+            # loads the backend's default.
+            options: dict = {"dtype": self.dtype}
+            if self.slots is not None:
                 options["slots"] = self.slots
             self.model = self.backend.load(self.model_dir, **options)
+            if self.model.takes_messages:
+                raise TypeError(f"the {self.model.backend} model takes chat messages; it runs in a RemoteWorker")
             session = KVSession(self.model)
         except BaseException as exc:  # reported through the future, never lost
             self._loaded.set_exception(exc)
@@ -123,7 +129,7 @@ class ModelWorker:
         gc.freeze()
         self._loaded.set_result(self.model)
         try:
-            if supports_batching(self.model):
+            if self.model.batched_decode and self.model.slots > 1:
                 BatchScheduler(self, session).run()
             else:
                 self._run_serial(session)
@@ -165,7 +171,7 @@ class ModelWorker:
         """Before `ids` overwrite much of the live cache, save it (another conversation's
         prompt, likely asked again); if a saved state shares clearly more with `ids`,
         restore it instead of recomputing."""
-        if not supports_saving(self.model) or not ids:
+        if not self.model.kv_export or not ids:
             return
         live = common_prefix(session.cached_ids, ids)
         saved, shared = self.prefixes.best(ids)
@@ -179,7 +185,7 @@ class ModelWorker:
 
     def save_live(self, session: KVSession) -> None:
         """Keep slot 0's cached prompt in the prefix cache before something overwrites it."""
-        if supports_saving(self.model) and len(session) >= MIN_GAIN:
+        if self.model.kv_export and len(session) >= MIN_GAIN:
             state, nbytes = self.model.export_kv(len(session))
             self.prefixes.put(session.cached_ids, state, nbytes)
 
@@ -235,9 +241,3 @@ class ModelWorker:
             reason = FinishReason.LENGTH
         output.finish(reason, cached_before)
 
-
-def _accepts(function, name: str) -> bool:
-    try:
-        return name in inspect.signature(function).parameters
-    except (TypeError, ValueError):
-        return False

@@ -8,7 +8,7 @@ from typing import Sequence
 import numpy as np
 
 from engine.errors import BackendUnavailable, ModelFileError, UnsupportedArchitecture
-from engine.inference.backend import check_batch, check_slot
+from engine.inference.backend import ModelBase, check_batch, check_slot
 from engine.inference.backends import read_model_config
 
 GGUF_FILE = "model.gguf"  # an imported GGUF, kept as it is (docs/weights.md)
@@ -26,7 +26,7 @@ DEFAULT_MAX_CONTEXT = 8192
 DEFAULT_SLOTS = 2  # the visible answer plus one side task (a title, a summary)
 
 
-class MLXModel:
+class MLXModel(ModelBase):
     """An mlx-lm model plus one prompt cache per KV slot; used from one inference thread.
 
     With several slots (models whose every layer keeps a plain KVCache) it decodes
@@ -44,6 +44,8 @@ class MLXModel:
         if slots > 1 and not (_batch_cache_available() and all(type(c) is KVCache for c in self._caches[0])):
             self._caches = self._caches[:1]  # sliding windows etc.: no batched cache for them
         self.slots = len(self._caches)
+        self.batched_decode = self.slots > 1
+        self.kv_export = True
         # (slots stepping together, their next positions, one BatchKVCache per layer)
         self._batch: tuple[tuple[int, ...], list[int], list] | None = None
         self.backend = "mlx"
@@ -183,7 +185,7 @@ class MLXBackend:
 
     def load(
         self, model_dir: Path, *, dtype: str = "auto", context_length: int | None = None,
-        slots: int = DEFAULT_SLOTS,
+        slots: int | None = DEFAULT_SLOTS,
     ) -> MLXModel:
         """Load a model folder with mlx-lm: model.gguf (see mlx_gguf) or HF safetensors.
         dtype "auto" keeps the stored dtype (a GGUF's: float32 or bfloat16 for files of
@@ -194,6 +196,8 @@ class MLXBackend:
         reason = self.unavailable_reason()
         if reason:
             raise BackendUnavailable(f"mlx: {reason}")
+        if slots is None:
+            slots = DEFAULT_SLOTS
         if slots < 1:
             raise ValueError(f"slots must be at least 1, got {slots}")
         if dtype not in DTYPE_NAMES:

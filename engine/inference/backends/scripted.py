@@ -12,6 +12,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from engine.inference.backend import ModelBase, check_slot
 from engine.tokenize import Tokenizer
 
 Reply = Callable[[str], str]  # rendered prompt text -> answer text
@@ -33,7 +34,11 @@ class ScriptedBackend:
     def available(self) -> bool:
         return True
 
-    def load(self, model_dir: Path, *, dtype: str = "auto") -> "ScriptedModel":
+    def unavailable_reason(self) -> str | None:
+        return None
+
+    def load(self, model_dir: Path, *, dtype: str = "auto", slots: int | None = None) -> "ScriptedModel":
+        """One KV slot whatever `slots` asks: scripted answers run one at a time."""
         if self.fail_load is not None:
             raise self.fail_load
         model = ScriptedModel(self, Tokenizer.from_dir(model_dir))
@@ -41,8 +46,9 @@ class ScriptedBackend:
         return model
 
 
-class ScriptedModel:
+class ScriptedModel(ModelBase):
     backend = "scripted"
+    kv_export = True  # its "cache" is the id list, which export_kv copies
 
     def __init__(self, owner: ScriptedBackend, tokenizer: Tokenizer):
         self.owner = owner
@@ -68,7 +74,8 @@ class ScriptedModel:
         out[target] = 0.0
         return out
 
-    def prefill(self, ids: Sequence[int], start: int) -> np.ndarray:
+    def prefill(self, ids: Sequence[int], start: int, slot: int = 0) -> np.ndarray:
+        check_slot(slot, self.slots)
         self.prefill_calls += 1
         if self.owner.prefill_delay:
             time.sleep(self.owner.prefill_delay)
@@ -82,18 +89,21 @@ class ScriptedModel:
         self._script = self.tokenizer.encode(self.owner.reply(prompt))
         return self._logits()
 
-    def decode(self, token: int, pos: int) -> np.ndarray:
+    def decode(self, token: int, pos: int, slot: int = 0) -> np.ndarray:
+        check_slot(slot, self.slots)
         if self.owner.delay:
             time.sleep(self.owner.delay)
         self._ids = self._ids[:pos] + [token]
         self._cursor += 1
         return self._logits()
 
-    def export_kv(self, n: int) -> tuple[list[int], int]:
+    def export_kv(self, n: int, slot: int = 0) -> tuple[list[int], int]:
         """The first `n` cached positions, and what keeping them costs."""
+        check_slot(slot, self.slots)
         return list(self._ids[:n]), 64 * n
 
-    def import_kv(self, state: list[int], n: int) -> None:
+    def import_kv(self, state: list[int], n: int, slot: int = 0) -> None:
+        check_slot(slot, self.slots)
         self.imports += 1
         self._ids = list(state[:n])
 

@@ -11,7 +11,7 @@ from typing import Sequence
 import numpy as np
 
 from engine.errors import BackendUnavailable
-from engine.inference.backend import check_slot
+from engine.inference.backend import ModelBase, check_slot
 from engine.inference.backends import read_model_config
 
 try:  # the backend module is importable without torch, so `available()` can say no
@@ -39,8 +39,10 @@ _ENV_COMPILE = {"": "auto", "auto": "auto", "on": "on", "1": "on", "true": "on",
                 "off": "off", "0": "off", "false": "off", "no": "off"}
 
 
-class TorchModel:
+class TorchModel(ModelBase):
     """A loaded model plus its static KV cache; used from one inference thread."""
+
+    kv_export = True
 
     def __init__(self, model, backend: str, context_length: int, vocab_size: int, *,
                  dtype: str = "float32", quant: str = "none", step=None) -> None:
@@ -54,6 +56,7 @@ class TorchModel:
         self.warmup_s = 0.0  # compile or capture time spent in load
         self.background = None  # a BackgroundCompile while the decode step compiles
         self.slots = model.slots  # slot 0 is the one export_kv/import_kv and decode use
+        self.batched_decode = self.slots > 1
         self._graphs = step
         self._step = step or model.decode_one
 
@@ -164,7 +167,7 @@ class TorchBackend:
 
     def load(
         self, model_dir: Path, *, dtype: str = "auto", quant: str = "auto",
-        context_length: int | None = None, compile: bool | str = "auto", slots: int = DEFAULT_SLOTS,
+        context_length: int | None = None, compile: bool | str = "auto", slots: int | None = DEFAULT_SLOTS,
     ) -> TorchModel:
         """Load a model folder (model.gguf, or safetensors). context_length defaults to
         min(max_position_embeddings, 8192).
@@ -189,7 +192,8 @@ class TorchBackend:
         (`decode_mode` "compiling"); on CUDA it stays eager, as the CUDA-graph path has not
         been measured on a GPU yet.
 
-        slots is how many sequences the KV cache holds for batched decoding (1 turns it off)."""
+        slots is how many sequences the KV cache holds for batched decoding (1 turns it off;
+        None: DEFAULT_SLOTS)."""
         from engine.inference.models.llama import ModelArgs, build_model
         from engine.inference.models.weights import dense, open_weights
 
@@ -204,6 +208,8 @@ class TorchBackend:
             raise ValueError(
                 f"context_length must be 1..{args.max_position_embeddings}, got {context_length}"
             )
+        if slots is None:
+            slots = DEFAULT_SLOTS
         if slots < 1:
             raise ValueError(f"slots must be at least 1, got {slots}")
         torch_dtype = getattr(torch, dtype)

@@ -1,0 +1,163 @@
+"""Provider keys in a REAL key store: a Secret Service (gnome-keyring-daemon on a private
+D-Bus session, as on a Linux desktop), falling back to keyrings.alt's encrypted file where
+that cannot start; never plain text, never the database."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.providers import keys
+
+KEY = "sk-test-" + "Zq8Wv7Ut6Sr5Qp4On3Ml2Kj1Ih0Gf"
+
+
+def _start_secret_service(tmp: Path):
+    """dbus-run-session + gnome-keyring-daemon --unlock; (process, bus address) or a reason."""
+    for tool in ("dbus-run-session", "gnome-keyring-daemon"):
+        if shutil.which(tool) is None:
+            return None, f"{tool} is not installed (Debian: dbus, gnome-keyring; tests/system/packages.txt)"
+    home = tmp / "home"
+    (home / ".cache").mkdir(parents=True)
+    run = tmp / "run"
+    run.mkdir(mode=0o700)
+    env = {**os.environ, "HOME": str(home), "XDG_RUNTIME_DIR": str(run)}
+    env.pop("DBUS_SESSION_BUS_ADDRESS", None)
+    script = ('printf %s test-password | gnome-keyring-daemon --unlock --components=secrets >/dev/null 2>&1; '
+              'echo "$DBUS_SESSION_BUS_ADDRESS"; exec cat')
+    proc = subprocess.Popen(["dbus-run-session", "--", "sh", "-c", script], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True)
+    address = proc.stdout.readline().strip()
+    if not address:
+        proc.kill()
+        return None, "dbus-run-session started no session bus"
+    return proc, address
+
+
+@pytest.fixture
+def secret_service(tmp_path, monkeypatch):
+    """A running, unlocked Secret Service for this test, or the reason there is none."""
+    proc, address = _start_secret_service(tmp_path)
+    if proc is None:
+        yield address  # the reason
+        return
+    monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", address)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    try:
+        backend, reason = keys.system_keyring()
+        yield backend if backend is not None else f"the Secret Service did not answer: {reason}"
+    finally:
+        proc.stdin.close()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture
+def key_store(secret_service, monkeypatch):
+    """"system" over the real Secret Service, else "file" (keyrings.alt, encrypted)."""
+    if not isinstance(secret_service, str):
+        return "system"
+    try:
+        from keyrings.alt.file import EncryptedKeyring
+
+        EncryptedKeyring._get_crypto_impl()
+    except ImportError as exc:
+        pytest.skip(f"no Secret Service ({secret_service}) and no encrypted file store ({exc})")
+    monkeypatch.setenv(keys.PASSPHRASE_ENV, "a passphrase for the test")
+    return "file"
+
+
+def test_key_round_trip_in_a_real_store(key_store, wren_home):
+    keys.save_key("acme", KEY, key_store)
+    assert keys.read_key("acme", key_store) == KEY
+    keys.delete_key("acme", key_store)
+    with pytest.raises(keys.KeyStoreError, match="no key for provider 'acme'"):
+        keys.read_key("acme", key_store)
+    _assert_nowhere_in_plain_text(wren_home)
+
+
+def test_secret_service_is_the_one_auto_picks(secret_service):
+    if isinstance(secret_service, str):
+        pytest.skip(f"no Secret Service here: {secret_service}")
+    assert type(secret_service).__module__ == "keyring.backends.SecretService"
+    assert keys.resolve_store("auto") == "system"
+    assert keys.keyring_status() is None
+
+
+def test_headless_without_secret_service_says_so(monkeypatch, tmp_path):
+    monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", f"unix:path={tmp_path}/no-bus")
+    if keys.system_keyring()[0] is not None:
+        pytest.skip("an OS keyring other than the Secret Service answers here")
+    problem = keys.keyring_status()
+    assert "No OS keyring is available" in problem and "encrypted file" in problem
+    assert keys.PASSPHRASE_ENV in problem and "environment variable" in problem
+    with pytest.raises(keys.KeyStoreError, match="No OS keyring"):
+        keys.resolve_store("auto")
+
+
+def test_encrypted_file_needs_its_passphrase_and_holds_no_plain_key(monkeypatch, wren_home):
+    pytest.importorskip("Cryptodome")
+    monkeypatch.delenv(keys.PASSPHRASE_ENV, raising=False)
+    with pytest.raises(keys.KeyStoreError, match=keys.PASSPHRASE_ENV):
+        keys.save_key("acme", KEY, "file")
+    keys.save_key("acme", KEY, "file", passphrase="right horse")
+    assert keys.read_key("acme", "file", passphrase="right horse") == KEY
+    with pytest.raises(keys.KeyStoreError, match="passphrase does not open"):
+        keys.read_key("acme", "file", passphrase="wrong")
+    assert keys.key_file_path().is_file()
+    _assert_nowhere_in_plain_text(wren_home)
+
+
+def test_env_key_store(monkeypatch):
+    monkeypatch.setenv("WREN_KEY_ACME_AI", KEY)
+    assert keys.env_name("acme.ai") == "WREN_KEY_ACME_AI"
+    assert keys.read_key("acme.ai", "env") == KEY
+    monkeypatch.delenv("WREN_KEY_ACME_AI")
+    with pytest.raises(keys.KeyStoreError, match=r"\$WREN_KEY_ACME_AI, which is not set"):
+        keys.read_key("acme.ai", "env")
+    assert keys.read_key("acme.ai", "none") is None
+
+
+@pytest.mark.slow
+def test_cli_add_reads_the_key_from_stdin_and_keeps_it_out_of_the_data_folder(key_store, wren_home):
+    """`wren providers add` in a child process, the key on standard input."""
+    from tests.engine.providers.fakeserver import FakeServer
+
+    server = FakeServer().start()
+    try:
+        env = {**os.environ}
+        args = [sys.executable, "-m", "engine.cli", "providers", "add", "acme", "--base-url", server.base_url,
+                "--key-store", key_store]
+        added = subprocess.run(args, input=KEY + "\n", capture_output=True, text=True, env=env, timeout=60)
+        assert added.returncode == 0, added.stderr
+        assert "acme/fake-chat" in added.stdout and KEY not in added.stdout
+        listed = subprocess.run([sys.executable, "-m", "engine.cli", "providers", "list"], capture_output=True,
+                                text=True, env=env, timeout=60)
+        assert "acme" in listed.stdout and KEY not in listed.stdout
+        tested = subprocess.run([sys.executable, "-m", "engine.cli", "providers", "test", "acme"],
+                                capture_output=True, text=True, env=env, timeout=60)
+        assert tested.returncode == 0, tested.stderr
+        assert "Hello from the remote side." in tested.stdout
+        assert server.chats()[-1].headers["authorization"] == f"Bearer {KEY}"  # read back from the store
+        _assert_nowhere_in_plain_text(wren_home)
+        removed = subprocess.run([sys.executable, "-m", "engine.cli", "providers", "rm", "acme"],
+                                 capture_output=True, text=True, env=env, timeout=60)
+        assert removed.returncode == 0, removed.stderr
+        with pytest.raises(keys.KeyStoreError):
+            keys.read_key("acme", key_store)
+    finally:
+        server.stop()
+
+
+def _assert_nowhere_in_plain_text(folder: Path) -> None:
+    for path in folder.rglob("*"):
+        if path.is_file():
+            assert KEY.encode() not in path.read_bytes(), f"the key is in plain text in {path}"

@@ -1,0 +1,209 @@
+"""A remote provider's model answering conversations through the Engine: chosen as
+"provider/model", listed beside local models, its context window from the server, the
+safety policy's `remote` destination applied before anything leaves (the fake server never
+receives the secret), an interrupted stream stored as such, usage counted locally when the
+server sends none."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from engine.events import Delta, Failed, Finished, FinishReason, SafetyNotice, Started, Usage
+from engine.records import MessageStatus
+from tests.engine.providers.fakeserver import FakeServer
+
+SECRET = "sk-proj-" + "Ab3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1eF3hJ5kL7nP9rS1"
+
+
+def write_policy(home: Path, text: str) -> None:
+    (home / "safety").mkdir(exist_ok=True)
+    (home / "safety" / "policy.toml").write_text(text)
+
+
+@pytest.fixture
+def server():
+    s = FakeServer().start()
+    yield s
+    s.stop()
+
+
+async def collect(stream):
+    return [e async for e in stream]
+
+
+async def _remote_engine(make_engine, server, **provider):
+    engine = make_engine("a local answer")
+    await engine.add_provider("fake", server.base_url, models=("fake-chat",), **provider)
+    return engine
+
+
+def test_remote_model_answers_a_conversation(make_engine, server):
+    async def main():
+        engine = await _remote_engine(make_engine, server)
+        listed = [m.name for m in await engine.list_models()]
+        status = await engine.load_model("fake/fake-chat")
+        destination = engine._destination()
+        conv = await engine.create_conversation()
+        events = await collect(engine.send(conv.id, "What is up?"))
+        msgs = await engine.messages(conv.id)
+        await engine.close()
+        return listed, status, destination, events, msgs
+
+    listed, status, destination, events, msgs = asyncio.run(main())
+    assert "tiny" in listed and "fake/fake-chat" in listed
+    assert status.backend == "remote" and status.context_length == 4096  # the server's max_model_len
+    assert destination == "remote"
+    assert isinstance(events[0], Started) and events[0].backend == "remote"
+    text = "".join(e.text for e in events if isinstance(e, Delta))
+    assert text == "Hello from the remote side."
+    (usage,) = [e for e in events if isinstance(e, Usage)]
+    assert (usage.prompt_tokens, usage.completion_tokens) == (11, 5)  # the server's own counts
+    assert events[-1].reason is FinishReason.STOP
+    assert msgs[-1].content == text and msgs[-1].status is MessageStatus.COMPLETE
+    (chat,) = server.chats()
+    assert chat.body["model"] == "fake-chat"
+    assert chat.body["messages"][-1] == {"role": "user", "content": "What is up?"}
+    assert "authorization" not in chat.headers  # a provider without a key sends none
+
+
+def test_a_secret_is_redacted_before_it_leaves(make_engine, server, wren_home):
+    write_policy(wren_home, '[actions]\n"secret.openai_key" = { local = "allow", remote = "redact" }\n')
+
+    async def main():
+        engine = await _remote_engine(make_engine, server)
+        conv = await engine.create_conversation()
+        # Said to the local model, where the policy allows it: kept as typed.
+        await collect(engine.send(conv.id, f"remember {SECRET} please"))
+        await engine.load_model("fake/fake-chat")
+        events = await collect(engine.send(conv.id, f"and this one {SECRET} too"))
+        msgs = await engine.messages(conv.id)
+        await engine.close()
+        return events, msgs
+
+    events, msgs = asyncio.run(main())
+    assert any(isinstance(e, SafetyNotice) for e in events)
+    assert SECRET in msgs[0].content  # the local turn kept it
+    (chat,) = server.chats()
+    sent = str(chat.body)
+    assert SECRET not in sent  # neither the new message nor the history carried it out
+    assert "[REDACTED:secret.openai_key]" in sent
+    assert sent.count("[REDACTED:secret.openai_key]") == 2
+
+
+def test_a_blocked_secret_sends_nothing(make_engine, server, wren_home):
+    write_policy(wren_home, '[actions]\n"secret.openai_key" = { local = "allow", remote = "block" }\n')
+
+    async def main():
+        engine = await _remote_engine(make_engine, server)
+        await engine.load_model("fake/fake-chat")
+        conv = await engine.create_conversation()
+        events = await collect(engine.send(conv.id, f"my key {SECRET}"))
+        await engine.close()
+        return events
+
+    events = asyncio.run(main())
+    assert events[-1] == Finished(FinishReason.BLOCKED)
+    assert server.chats() == []
+
+
+def test_reset_mid_stream_stores_the_partial_answer_interrupted(make_engine, server):
+    server.script = [("cut", "one two three four five", 3)]
+
+    async def main():
+        engine = await _remote_engine(make_engine, server)
+        await engine.load_model("fake/fake-chat")
+        conv = await engine.create_conversation()
+        events = await collect(engine.send(conv.id, "count"))
+        msgs = await engine.messages(conv.id)
+        await engine.close()
+        return events, msgs
+
+    events, msgs = asyncio.run(main())
+    assert "".join(e.text for e in events if isinstance(e, Delta)) == "one two three "
+    (failed,) = [e for e in events if isinstance(e, Failed)]
+    assert "broke mid-answer" in failed.error and "not sent again" in failed.error
+    answer = msgs[-1]
+    assert answer.content == "one two three " and answer.status is MessageStatus.FAILED
+    assert "partial answer is kept" in answer.error
+    assert len(server.chats()) == 1
+
+
+def test_usage_is_counted_locally_when_the_server_sends_none(make_engine, server):
+    server.default = ("no-usage", "alpha beta gamma delta")
+
+    async def main():
+        engine = await _remote_engine(make_engine, server)
+        await engine.load_model("fake/fake-chat")
+        conv = await engine.create_conversation()
+        events = await collect(engine.send(conv.id, "words"))
+        expected = await engine.count_tokens("alpha beta gamma delta")
+        title = await engine.generate_title(conv.id)
+        await engine.close()
+        return events, expected, title
+
+    events, expected, title = asyncio.run(main())
+    (usage,) = [e for e in events if isinstance(e, Usage)]
+    assert usage.completion_tokens == expected > 0 and usage.prompt_tokens > 5
+    assert title == "alpha beta gamma delta"  # side requests go to the remote model as chats too
+    assert len(server.chats()) == 2
+
+
+def test_stop_cancels_a_remote_answer(make_engine, server):
+    server.script = [("hang",)]
+
+    async def main():
+        engine = await _remote_engine(make_engine, server)
+        await engine.load_model("fake/fake-chat")
+        conv = await engine.create_conversation()
+        events = []
+        async for event in engine.send(conv.id, "wait"):
+            events.append(event)
+            if isinstance(event, Started):
+                asyncio.get_running_loop().call_later(0.2, engine.stop)
+        await engine.close()
+        return events
+
+    events = asyncio.run(asyncio.wait_for(main(), 20))
+    assert events[-1].reason is FinishReason.CANCELLED
+
+
+def test_setting_context_length_wins_and_unknown_provider_is_local(make_engine, server):
+    from engine.errors import ModelNotFound
+
+    async def main():
+        engine = await _remote_engine(make_engine, server, context_length=2000)
+        status = await engine.load_model("fake/fake-chat")
+        with pytest.raises(ModelNotFound):
+            await engine.load_model("nobody/fake-chat")
+        await engine.close()
+        return status
+
+    assert asyncio.run(main()).context_length == 2000
+
+
+def test_provider_crud_and_bad_input(make_engine, server):
+    from engine.errors import InvalidRequest, NotFound
+
+    async def main():
+        engine = make_engine()
+        with pytest.raises(InvalidRequest, match="plain http:// to another machine"):
+            await engine.add_provider("far", "http://10.1.2.3:8000/v1", discover=False)
+        with pytest.raises(InvalidRequest, match="provider name"):
+            await engine.add_provider("bad name", server.base_url, discover=False)
+        found = await engine.add_provider("disc", server.base_url)  # models from GET /models
+        check = await engine.test_provider("disc")
+        listed = await engine.list_providers()
+        await engine.remove_provider("disc")
+        with pytest.raises(NotFound):
+            await engine.remove_provider("disc")
+        left = await engine.list_providers()
+        await engine.close()
+        return found, check, listed, left
+
+    found, check, listed, left = asyncio.run(main())
+    assert found.models == ("fake-chat",) and found.key_store == "none"
+    assert check.models == ("fake-chat",) and check.answered == "Hello from the remote side."
+    assert [p.name for p in listed] == ["disc"] and left == []
