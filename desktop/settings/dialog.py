@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 from desktop.bridge import Tasks
 from desktop.memory.page import MemoryPage
 from desktop.safety.page import SafetyPage
+from desktop.settings.about import AboutPage
 from desktop.settings.diagnostics import DiagnosticsPage
 from desktop.settings.importer import import_model
 from desktop.settings.personal import PersonalPage
@@ -80,6 +81,8 @@ class SettingsDialog(QDialog):
         self.tabs.addTab(self.safety_page, "Safety")
         self.tabs.addTab(self._quick_tab(hotkey_problem), "Quick prompt")
         self.tabs.addTab(self.diagnostics_page, "Diagnostics")
+        self.about_page = AboutPage(engine)
+        self.tabs.addTab(self.about_page, "About")
         self.providers_page = ProvidersPage(engine, tasks)  # loads itself when shown
         self.tabs.addTab(self.providers_page, "Providers")
         self.error_label = QLabel()
@@ -93,6 +96,12 @@ class SettingsDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.addWidget(self.tabs)
         layout.addWidget(self.error_label)
+        self.save_note = QLabel(
+            "Save keeps the changes on every page at once; Cancel leaves every page as it was. "
+            "Memories you add, edit or delete and models you import are kept straight away.")
+        self.save_note.setObjectName("settingsSaveNote")
+        self.save_note.setWordWrap(True)
+        layout.addWidget(self.save_note)
         layout.addWidget(self.buttons)
         self.resize(720, 600)
 
@@ -129,21 +138,23 @@ class SettingsDialog(QDialog):
         buttons.addStretch(1)
         buttons.addWidget(self.manage_models_button)
         self.parallel_spin = QSpinBox(objectName="parallelSpin", minimum=1, maximum=8)
-        self.parallel_spin.setAccessibleName("Answers decoded together")
+        self.parallel_spin.setAccessibleName("Answers written at the same time")
         self.prefix_cache_spin = QSpinBox(objectName="prefixCacheSpin", minimum=0, maximum=65_536,
                                           singleStep=128, suffix=" MB")
-        self.prefix_cache_spin.setAccessibleName("Memory for other conversations' caches")
+        self.prefix_cache_spin.setAccessibleName("Memory for keeping other chats ready")
         speed_hint = QLabel(
-            "Answers decoded together: the visible answer plus titles, summaries and quick "
-            "prompts share each step; every one reserves a full context of memory. "
-            "Other conversations' caches make switching back to them fast. Both apply when "
-            "the model next loads.")
+            "Answers at the same time: how many answers Wren writes at once — your chat, plus "
+            "titles, summaries and quick prompts in the background. More keeps those from "
+            "waiting, but each one sets aside as much memory as a full chat needs.\n"
+            "Keep other chats ready: memory for what the model has already read of your other "
+            "chats, so going back to one answers sooner. 0 turns it off.\n"
+            "Both take effect the next time the model loads.")
         speed_hint.setObjectName("speedHint")
         speed_hint.setWordWrap(True)
         form = QFormLayout()
         form.addRow("Backend", self.backend_picker)
-        form.addRow("Answers decoded together", self.parallel_spin)
-        form.addRow("Other conversations' caches", self.prefix_cache_spin)
+        form.addRow("Answers at the same time", self.parallel_spin)
+        form.addRow("Keep other chats ready", self.prefix_cache_spin)
         form.addRow("", speed_hint)
         page = QWidget()
         layout = QVBoxLayout(page)
@@ -177,9 +188,20 @@ class SettingsDialog(QDialog):
         reset.setObjectName("restoreDefaultsButton")
         reset.clicked.connect(lambda: self._show_general_sampling(SamplingParams()))
         form = QFormLayout()
-        form.addRow("Max answer tokens", self.max_tokens)
-        form.addRow("Seed", self.seed)
-        form.addRow("Stop strings", self.stop_strings)
+        for label, box, hint in (
+            ("Longest answer", self.max_tokens,
+             "The most an answer may run to, in tokens (a token is about three quarters of a word)."),
+            ("Seed", self.seed,
+             "A number makes the same question give the same answer again; empty picks a new one each time."),
+            ("Stop strings", self.stop_strings,
+             "The answer ends as soon as the model writes one of these (separate several with |)."),
+        ):
+            note = QLabel(hint, objectName=f"{box.objectName()}Help")
+            note.setWordWrap(True)
+            note.setStyleSheet("color: palette(mid)")
+            box.setToolTip(hint)
+            form.addRow(label, box)
+            form.addRow("", note)
         form.addRow("", reset)
         page = QWidget()
         layout = QVBoxLayout(page)
@@ -234,6 +256,7 @@ class SettingsDialog(QDialog):
         await self.memory_page.load()
         self.safety_page.load()
         self.diagnostics_page.load()
+        await self.about_page.load()
 
     async def show_memory(self, memory_id: int) -> bool:
         """Open on the Memory tab with one memory selected (from an answer or a notice)."""
