@@ -69,7 +69,8 @@ class Providers:
         info = check_provider(info)
         if not info.models and discover:
             try:
-                found = await self._server_models(info, api_key)
+                key = api_key if store != "env" else await self._provider_key(info)
+                found = await self._server_models(info, key)
             except WrenError:
                 found = []  # saved anyway; `test_provider` says what is wrong
             info = replace(info, models=tuple(found))
