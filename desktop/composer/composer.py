@@ -253,10 +253,15 @@ class Composer(QWidget):
         self.token_label.style().polish(self.token_label)
 
     def _update_buttons(self) -> None:
+        # Send and Stop swap places: focus on the one going away goes back to the text box,
+        # not to wherever Qt's focus chain leads (the sidebar's first button).
+        focused = self.send_button.hasFocus() or self.stop_button.hasFocus()
         self.send_button.setVisible(not self._streaming)
         self.send_button.setEnabled(self._ready and not self._streaming)
         self.stop_button.setVisible(self._streaming)
         self.stop_button.setEnabled(self._streaming)
+        if focused and not (self.send_button.hasFocus() or self.stop_button.hasFocus()) and self.edit.isEnabled():
+            self.edit.setFocus(Qt.FocusReason.OtherFocusReason)
 
     def _submit(self) -> None:
         text = self.text()

@@ -143,3 +143,26 @@ def test_ctrl_r_regenerates_the_last_answer(open_window, send, qtbot, arun):
         qtbot.keyClick(window.composer.edit, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier)
     assert window.chat.last_answer().text() == "Second answer."
     assert window.findChild(type(window.regenerate_action), "regenerateAction").shortcut().toString() == "Ctrl+R"
+
+
+def test_focus_stays_in_the_composer_after_send_and_stop_by_mouse(open_window, qtbot):
+    window = open_window(" ".join(["slow"] * 200), delay=0.01)
+    _ready(window, qtbot)
+    composer = window.composer
+    composer.edit.setPlainText("Tell me a long story")
+    with qtbot.waitSignal(window.conversations.turn_finished, timeout=15000):
+        qtbot.mouseClick(composer.send_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: window.chat.last_answer() is not None and len(window.chat.last_answer().text()) > 10)
+        assert composer.edit.hasFocus(), _name(QApplication.focusWidget())
+        qtbot.mouseClick(composer.stop_button, Qt.MouseButton.LeftButton)
+    assert composer.edit.hasFocus(), _name(QApplication.focusWidget())
+
+
+def test_escape_closes_the_models_dialog(open_window, qtbot):
+    window = open_window()
+    dialog = window.open_models()
+    qtbot.waitUntil(dialog.isVisible)
+    dialog.activateWindow()
+    qtbot.waitUntil(dialog.isActiveWindow)
+    qtbot.keyClick(QApplication.focusWidget() or dialog, Qt.Key.Key_Escape)
+    qtbot.waitUntil(lambda: not dialog.isVisible())
