@@ -143,13 +143,13 @@ def test_close_closes_every_database_connection(make_engine, wren_home):
         engine = make_engine("fine")  # its Store was opened on this (the main) thread
         conv = await engine.create_conversation("t")
         await collect(engine.send(conv.id, "hello"))  # and used on the database thread
-        assert engine.store.open_connections() >= 1
+        assert _db_fds(db.resolve())
         await engine.close()
         return engine
 
     engine = run(main())
+    assert _db_fds(db.resolve()) == []  # before the fix: the opening thread's connection stayed
     assert engine.store.open_connections() == 0
-    assert _db_fds(db.resolve()) == []
 
 
 def test_a_fresh_process_reopens_the_file_after_close(make_engine, wren_home):
