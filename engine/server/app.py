@@ -19,8 +19,9 @@ import json
 import math
 import secrets
 import time
-from dataclasses import dataclass, field, fields
-from typing import Any, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, fields
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.datastructures import MutableHeaders
@@ -32,7 +33,16 @@ from starlette.routing import Route
 from engine.context import ContextOverflow
 from engine.errors import InvalidRequest, ModelNotFound, NotFound, WrenError
 from engine.events import (
-    Delta, Failed, FailureKind, Finished, FinishReason, PrefillProgress, SafetyNotice, Started, TitleUpdate, Usage,
+    Delta,
+    Failed,
+    FailureKind,
+    Finished,
+    FinishReason,
+    PrefillProgress,
+    SafetyNotice,
+    Started,
+    TitleUpdate,
+    Usage,
     event_to_dict,
 )
 from engine.inference.sampling import SamplingParams
@@ -45,6 +55,7 @@ DEFAULT_PORT = 8765
 DEFAULT_MAX_QUEUE = 16
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 TITLE_WAIT_SECONDS = 60.0  # how long a finished answer's stream waits for its title
+SAMPLING_TTL = 5.0  # a change to the sampling settings reaches the OpenAI endpoints within this
 
 
 @dataclass
@@ -194,16 +205,13 @@ async def _until_disconnect(request: Request, work: Awaitable) -> Any:
         watcher.cancel()
     if not task.done():
         task.cancel()
-        try:
-            await task
-        except BaseException:
-            pass
+        await asyncio.gather(task, return_exceptions=True)  # its cleanup runs (the sequence stops)
         raise ApiError(499, "the client closed the connection", code="client_closed")
     return task.result()
 
 
 def _sse(payload) -> bytes:
-    return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n".encode("utf-8")
+    return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n".encode()
 
 
 def _openai_usage(usage: Usage | None) -> dict:
@@ -325,6 +333,7 @@ class WrenApp:
         self.logs = AnswerLogs(self.options.keep_seconds, **(
             {"make_token": self.options.make_token} if self.options.make_token else {}))
         self.tasks: set[asyncio.Task] = set()  # answers that outlive their request
+        self._sampling: dict[str, tuple[float, SamplingParams]] = {}
         routes = [
             Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
             Route("/v1/completions", self.completions, methods=["POST"]),
@@ -351,6 +360,16 @@ class WrenApp:
                                  ApiError: self._on_error, Busy: self._on_error, WrenError: self._on_error,
                                  Exception: self._on_error})
 
+    async def _defaults(self, model: str) -> SamplingParams:
+        """The model's default sampling, read again at most every SAMPLING_TTL seconds
+        (reading it takes several trips to the database thread; settings change rarely)."""
+        now = time.monotonic()
+        cached = self._sampling.get(model)
+        if cached is None or now - cached[0] > SAMPLING_TTL:
+            cached = (now, await self.engine.default_sampling(model))
+            self._sampling[model] = cached
+        return cached[1]
+
     async def _on_error(self, request: Request, exc: Exception) -> Response:
         error = _error_for(exc)
         if error.status >= 500:
@@ -372,9 +391,12 @@ class WrenApp:
 
     @staticmethod
     def _model_card(info) -> dict:
-        created = getattr(info, "installed_at", None) or getattr(info, "created_at", None)
-        stamp = int(created.timestamp()) if hasattr(created, "timestamp") else 0
-        return {"id": info.name, "object": "model", "created": stamp, "owned_by": "wren"}
+        try:
+            stamp = int(info.path.stat().st_mtime)  # when it was installed
+        except OSError:
+            stamp = 0
+        return {"id": info.name, "object": "model", "created": stamp, "owned_by": "wren",
+                "context_length": info.context_length}
 
     async def chat_completions(self, request: Request) -> Response:
         body = await _body(request)
@@ -403,7 +425,7 @@ class WrenApp:
         since = self.limiter.acquire()
         try:
             status = await _until_disconnect(request, self.engine.serving_model(model or None))
-            params = _sampling(body, await self.engine.default_sampling(status.name))
+            params = _sampling(body, await self._defaults(status.name))
             events = (self.engine.stateless_chat(body["messages"], params) if chat
                       else self.engine.stateless_completion(body["prompt"], params))
             # The first event is awaited here, so errors before any answer (a prompt too
@@ -422,7 +444,7 @@ class WrenApp:
             async for event in events:
                 yield event
 
-        async def finish(answer: "_OpenAIAnswer") -> None:
+        async def finish(answer: _OpenAIAnswer) -> None:
             self.limiter.release(since)
             log_event("server.completion", request_id=request_id, model=status.name, stream=stream,
                       reason=answer.reason.value if answer.reason else None,
@@ -608,10 +630,8 @@ class WrenApp:
                     metadata["error"] = error
                 log.finish(reason or FinishReason.CANCELLED, metadata)
                 if title_task is not None and not title_task.done():
-                    try:
-                        await asyncio.wait_for(asyncio.shield(title_task), TITLE_WAIT_SECONDS)
-                    except BaseException:
-                        pass
+                    await asyncio.wait({title_task}, timeout=TITLE_WAIT_SECONDS)
+                    title_task.cancel()  # past the wait: the stream ends without a title
                 log.typed({"type": "message_stream_complete", "conversation_id": log.conversation_id})
                 log.close()
                 log_event("server.answer", request_id=request_id, conversation_id=log.conversation_id,

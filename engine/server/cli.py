@@ -48,7 +48,12 @@ def _keys(args):
 
 
 def _cmd_serve(args):
-    from engine.server.app import DEFAULT_MAX_QUEUE, DEFAULT_PORT, ServerOptions, is_loopback
+    from engine.server.app import (
+        DEFAULT_MAX_QUEUE,
+        DEFAULT_PORT,
+        ServerOptions,
+        is_loopback,
+    )
 
     if not is_loopback(args.host) and not args.allow_remote:
         raise InvalidRequest(f"--host {args.host} would let other machines reach Wren; add --allow-remote if "

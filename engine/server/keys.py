@@ -19,8 +19,8 @@ import getpass
 import hmac
 import os
 import secrets
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from engine.errors import WrenError
 
@@ -88,7 +88,7 @@ class EncryptedFileKeyring:
                 self.keyring_key = passphrase
                 try:
                     reference = self.get_password(*_REFERENCE[:2])
-                except Exception:  # a wrong passphrase decrypts to garbage
+                except (AssertionError, ValueError, KeyError, TypeError):  # a wrong passphrase: garbage
                     reference = None
                 if reference != _REFERENCE[2]:
                     self._lock()

@@ -12,10 +12,19 @@ output, and `Engine.stop()`, which stops them too.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import InvalidRequest, WrenError
-from engine.events import Delta, Event, Failed, Finished, FinishReason, SafetyNotice, Usage
+from engine.events import (
+    Delta,
+    Event,
+    Failed,
+    Finished,
+    FinishReason,
+    SafetyNotice,
+    Usage,
+)
 from engine.inference.sampling import SamplingParams
 from engine.inference.worker import GenerationRequest, ModelWorker
 from engine.safety import OutputGuard, scan
@@ -75,7 +84,7 @@ def check_messages(messages: Any) -> list[dict]:
 class Serving:
     """Facade methods for a server's stateless requests (mixed into `Engine`)."""
 
-    async def serving_model(self, name: str | None = None) -> "ModelStatus":
+    async def serving_model(self, name: str | None = None) -> ModelStatus:
         """The loaded model for a request naming `name` (None: whatever is loaded, else the
         default). Another installed model is loaded only while nothing streams; otherwise
         ModelBusy. An unknown name raises ModelNotFound."""

@@ -39,7 +39,7 @@ import asyncio
 import json
 import secrets
 import time
-from typing import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
 
 from engine.events import FinishReason
 
@@ -81,7 +81,7 @@ class AnswerLog:
     def _add(self, event: str | None, payload) -> None:
         n = len(self.chunks) + 1
         head = f"id: {n}\n" + (f"event: {event}\n" if event else "")
-        self.chunks.append(f"{head}data: {dumps(payload)}\n\n".encode("utf-8"))
+        self.chunks.append(f"{head}data: {dumps(payload)}\n\n".encode())
         self._wake.set()
         self._wake = asyncio.Event()
 
@@ -116,7 +116,7 @@ class AnswerLog:
     def head(self) -> bytes:
         token = {"type": "resume_conversation_token", "token": self.token,
                  "conversation_id": self.conversation_id, "message_id": self.message_id}
-        return HEADER + f"data: {dumps(token)}\n\n".encode("utf-8")
+        return HEADER + f"data: {dumps(token)}\n\n".encode()
 
     async def follow(self, after: int = 0) -> AsyncIterator[bytes]:
         """The header, the chunks after number `after` (those there are, then live ones),

@@ -6,8 +6,8 @@ folder outside the data folder (WREN_HOME), unlocked with a passphrase."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import AsyncIterator, Callable
 
 import pytest
 

@@ -42,19 +42,18 @@ def test_every_endpoint_needs_the_right_key(serving, wren_home: Path, server_key
     setup_logging()
 
     async def main():
-        async with serving(ANSWER) as s:
-            async with httpx.AsyncClient(base_url=s.url, timeout=30) as http:
-                refused = []
-                for method, path, body in ENDPOINTS:
-                    for headers in ({}, {"Authorization": "Bearer wren-not-the-key"},
-                                    {"Authorization": s.key}, {"Authorization": f"Basic {s.key}"},
-                                    {"Authorization": f"Bearer {s.key}x"}):
-                        refused.append(await http.request(method, path, json=body, headers=headers))
-                ok = await http.get("/v1/models", headers=s.headers)
-                chat = await http.post("/v1/chat/completions", headers=s.headers, json=ENDPOINTS[1][2])
-                async with http.stream("POST", "/api/conversation", headers=s.headers, json=ENDPOINTS[3][2]) as r:
-                    streamed = b"".join([c async for c in r.aiter_raw()])
-                return s.key, refused, ok, chat, streamed, await s.engine.list_conversations()
+        async with serving(ANSWER) as s, httpx.AsyncClient(base_url=s.url, timeout=30) as http:
+            refused = []
+            for method, path, body in ENDPOINTS:
+                for headers in ({}, {"Authorization": "Bearer wren-not-the-key"},
+                                {"Authorization": s.key}, {"Authorization": f"Basic {s.key}"},
+                                {"Authorization": f"Bearer {s.key}x"}):
+                    refused.append(await http.request(method, path, json=body, headers=headers))
+            ok = await http.get("/v1/models", headers=s.headers)
+            chat = await http.post("/v1/chat/completions", headers=s.headers, json=ENDPOINTS[1][2])
+            async with http.stream("POST", "/api/conversation", headers=s.headers, json=ENDPOINTS[3][2]) as r:
+                streamed = b"".join([c async for c in r.aiter_raw()])
+            return s.key, refused, ok, chat, streamed, await s.engine.list_conversations()
 
     try:
         key, refused, ok, chat, streamed, listed = run(main())
@@ -165,13 +164,12 @@ def test_cors_is_off_by_default_and_on_for_named_origins(serving):
     async def main():
         results = []
         for origins in ((), ("http://localhost:3000",)):
-            async with serving("hi", options=ServerOptions(cors_origins=origins)) as s:
-                async with httpx.AsyncClient(base_url=s.url, timeout=30) as http:
-                    pre = await http.options("/v1/models", headers={
-                        "Origin": "http://localhost:3000", "Access-Control-Request-Method": "GET",
-                        "Access-Control-Request-Headers": "authorization"})
-                    got = await http.get("/v1/models", headers={**s.headers, "Origin": "http://localhost:3000"})
-                    results.append((pre, got))
+            async with serving("hi", options=ServerOptions(cors_origins=origins)) as s, httpx.AsyncClient(base_url=s.url, timeout=30) as http:
+                pre = await http.options("/v1/models", headers={
+                    "Origin": "http://localhost:3000", "Access-Control-Request-Method": "GET",
+                    "Access-Control-Request-Headers": "authorization"})
+                got = await http.get("/v1/models", headers={**s.headers, "Origin": "http://localhost:3000"})
+                results.append((pre, got))
         return results
 
     (off_pre, off_get), (on_pre, on_get) = run(main())

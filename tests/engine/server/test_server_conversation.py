@@ -62,11 +62,11 @@ def test_the_stream_matches_the_v1_delta_encoding_byte_for_byte(serving):
         options = ServerOptions(make_token=lambda: "RESUME-TOKEN")
         async with serving(ANSWER, options=options) as s:
             conv = await s.engine.create_conversation("Golden")
-            async with httpx.AsyncClient(base_url=s.url, headers=s.headers, timeout=30) as http:
-                async with http.stream("POST", "/api/conversation",
-                                       json={"conversation_id": conv.id, "content": "Capital of France?"}) as r:
-                    raw = b"".join([chunk async for chunk in r.aiter_raw()])
-                    return r, raw, await s.engine.messages(conv.id)
+            body = {"conversation_id": conv.id, "content": "Capital of France?"}
+            async with httpx.AsyncClient(base_url=s.url, headers=s.headers, timeout=30) as http, \
+                    http.stream("POST", "/api/conversation", json=body) as r:
+                raw = b"".join([chunk async for chunk in r.aiter_raw()])
+                return r, raw, await s.engine.messages(conv.id)
 
     response, raw, stored = run(main())
     assert response.status_code == 200
@@ -87,14 +87,13 @@ def test_the_stream_matches_the_v1_delta_encoding_byte_for_byte(serving):
 
 def test_a_new_conversation_gets_a_title_event_and_keeps_the_title(serving):
     async def main():
-        async with serving(reply) as s:
-            async with httpx.AsyncClient(base_url=s.url, headers=s.headers, timeout=30) as http:
-                async with http.stream("POST", "/api/conversation", json={"content": "Capital of France?"}) as r:
-                    raw = b"".join([chunk async for chunk in r.aiter_raw()])
-                events = parse(raw)
-                conv_id = events[1]["data"]["conversation_id"]
-                shown = await http.get(f"/api/conversation/{conv_id}")
-                return events, shown.json(), await s.engine.list_conversations()
+        async with serving(reply) as s, httpx.AsyncClient(base_url=s.url, headers=s.headers, timeout=30) as http:
+            async with http.stream("POST", "/api/conversation", json={"content": "Capital of France?"}) as r:
+                raw = b"".join([chunk async for chunk in r.aiter_raw()])
+            events = parse(raw)
+            conv_id = events[1]["data"]["conversation_id"]
+            shown = await http.get(f"/api/conversation/{conv_id}")
+            return events, shown.json(), await s.engine.list_conversations()
 
     events, shown, listed = run(main())
     titles = [e["data"] for e in events if isinstance(e["data"], dict) and e["data"].get("type") == "title_generation"]
@@ -109,28 +108,27 @@ def test_a_new_conversation_gets_a_title_event_and_keeps_the_title(serving):
 
 def test_resume_after_a_drop_gives_the_whole_answer_exactly_once(serving):
     async def main():
-        async with serving(LONG, delay=0.003) as s:
-            async with httpx.AsyncClient(base_url=s.url, headers=s.headers, timeout=30) as http:
-                first: list[bytes] = []
-                async with http.stream("POST", "/api/conversation", json={"content": "Count for me"}) as r:
-                    async for line in r.aiter_lines():
-                        first.append(line)
-                        if line.startswith("id: 5"):
-                            break  # got the id line of chunk 5; its data never arrives
-                head = parse(("\n".join(first[:4]) + "\n\n").encode())
-                token = head[1]["data"]["token"]
-                conv_id = head[1]["data"]["conversation_id"]
-                before = parse(("\n".join(first[:-1]) + "\n").encode())  # chunks 1..4, complete
-                last = int(before[-1]["id"])
-                await asyncio.sleep(0.1)  # the answer goes on without a listener
-                async with http.stream("GET", f"/api/conversation/{conv_id}/stream",
-                                       params={"resume": token, "from": last}) as again:
-                    rest = parse(b"".join([chunk async for chunk in again.aiter_raw()]))
-                stored = (await http.get(f"/api/conversation/{conv_id}")).json()["messages"][-1]
-                wrong = await http.get(f"/api/conversation/{conv_id}/stream", params={"resume": "nope", "from": 0})
-                missing = await http.get(f"/api/conversation/{conv_id}/stream")
-                beyond = await http.get(f"/api/conversation/{conv_id}/stream", params={"resume": token, "from": 10**6})
-                return last, before, rest, stored, wrong, missing, beyond
+        async with serving(LONG, delay=0.003) as s, httpx.AsyncClient(base_url=s.url, headers=s.headers, timeout=30) as http:
+            first: list[bytes] = []
+            async with http.stream("POST", "/api/conversation", json={"content": "Count for me"}) as r:
+                async for line in r.aiter_lines():
+                    first.append(line)
+                    if line.startswith("id: 5"):
+                        break  # got the id line of chunk 5; its data never arrives
+            head = parse(("\n".join(first[:4]) + "\n\n").encode())
+            token = head[1]["data"]["token"]
+            conv_id = head[1]["data"]["conversation_id"]
+            before = parse(("\n".join(first[:-1]) + "\n").encode())  # chunks 1..4, complete
+            last = int(before[-1]["id"])
+            await asyncio.sleep(0.1)  # the answer goes on without a listener
+            async with http.stream("GET", f"/api/conversation/{conv_id}/stream",
+                                   params={"resume": token, "from": last}) as again:
+                rest = parse(b"".join([chunk async for chunk in again.aiter_raw()]))
+            stored = (await http.get(f"/api/conversation/{conv_id}")).json()["messages"][-1]
+            wrong = await http.get(f"/api/conversation/{conv_id}/stream", params={"resume": "nope", "from": 0})
+            missing = await http.get(f"/api/conversation/{conv_id}/stream")
+            beyond = await http.get(f"/api/conversation/{conv_id}/stream", params={"resume": token, "from": 10**6})
+            return last, before, rest, stored, wrong, missing, beyond
 
     last, before, rest, stored, wrong, missing, beyond = run(main())
     assert last == 4
@@ -146,24 +144,23 @@ def test_resume_after_a_drop_gives_the_whole_answer_exactly_once(serving):
 
 def test_last_event_id_resumes_too_and_a_dropped_answer_keeps_generating(serving):
     async def main():
-        async with serving(LONG, delay=0.003) as s:
-            async with httpx.AsyncClient(base_url=s.url, headers=s.headers, timeout=30) as http:
-                async with http.stream("POST", "/api/conversation", json={"content": "Count"}) as r:
-                    lines = []
-                    async for line in r.aiter_lines():
-                        lines.append(line)
-                        if len(lines) == 4:
-                            break
-                token_event = json.loads(lines[3].removeprefix("data: "))
-                conv_id = token_event["conversation_id"]
-                while s.server.web.tasks:  # nobody listens; it still runs to the end
-                    await asyncio.sleep(0.02)
-                stored = await s.engine.messages(conv_id)
-                async with http.stream("GET", f"/api/conversation/{conv_id}/stream",
-                                       params={"resume": token_event["token"]},
-                                       headers={"Last-Event-ID": "0"}) as again:
-                    everything = parse(b"".join([chunk async for chunk in again.aiter_raw()]))
-                return stored, everything
+        async with serving(LONG, delay=0.003) as s, httpx.AsyncClient(base_url=s.url, headers=s.headers, timeout=30) as http:
+            async with http.stream("POST", "/api/conversation", json={"content": "Count"}) as r:
+                lines = []
+                async for line in r.aiter_lines():
+                    lines.append(line)
+                    if len(lines) == 4:
+                        break
+            token_event = json.loads(lines[3].removeprefix("data: "))
+            conv_id = token_event["conversation_id"]
+            while s.server.web.tasks:  # nobody listens; it still runs to the end
+                await asyncio.sleep(0.02)
+            stored = await s.engine.messages(conv_id)
+            async with http.stream("GET", f"/api/conversation/{conv_id}/stream",
+                                   params={"resume": token_event["token"]},
+                                   headers={"Last-Event-ID": "0"}) as again:
+                everything = parse(b"".join([chunk async for chunk in again.aiter_raw()]))
+            return stored, everything
 
     stored, everything = run(main())
     assert stored[-1].content == LONG and stored[-1].status.value == "complete"
@@ -208,17 +205,16 @@ def usage_metadata(events: list[dict]) -> dict:
 
 def test_conversation_errors_are_http_errors_before_the_stream(serving):
     async def main():
-        async with serving(ANSWER, context_length=64) as s:
-            async with httpx.AsyncClient(base_url=s.url, headers=s.headers, timeout=30) as http:
-                results = [await http.post("/api/conversation", json=body) for body in (
-                    {},
-                    {"content": "   "},
-                    {"conversation_id": 999, "content": "hi"},
-                    {"content": LONG * 3},
-                    {"content": "hi", "action": "dance"},
-                    {"content": "hi", "tools": ["web_search"], "tool_choice": "auto"},
-                )]
-                return results, await s.engine.list_conversations()
+        async with serving(ANSWER, context_length=64) as s, httpx.AsyncClient(base_url=s.url, headers=s.headers, timeout=30) as http:
+            results = [await http.post("/api/conversation", json=body) for body in (
+                {},
+                {"content": "   "},
+                {"conversation_id": 999, "content": "hi"},
+                {"content": LONG * 3},
+                {"content": "hi", "action": "dance"},
+                {"content": "hi", "tools": ["web_search"], "tool_choice": "auto"},
+            )]
+            return results, await s.engine.list_conversations()
 
     (missing, empty, unknown, too_long, action, tools), listed = run(main())
     assert missing.status_code == 400 and "content" in missing.json()["error"]["message"]
@@ -233,3 +229,20 @@ def test_conversation_errors_are_http_errors_before_the_stream(serving):
     else:
         assert tools.status_code == 400 and "not supported yet" in tools.json()["error"]["message"]
     assert listed == []  # failed requests leave no empty chats behind
+
+
+def test_a_temporary_conversation_streams_and_stays_out_of_the_list(serving):
+    async def main():
+        async with serving(reply) as s, httpx.AsyncClient(base_url=s.url, headers=s.headers, timeout=30) as http:
+            streams = []
+            for _ in range(2):
+                async with http.stream("POST", "/api/conversation",
+                                       json={"content": "Capital of France?", "temporary": True}) as r:
+                    streams.append(parse(b"".join([chunk async for chunk in r.aiter_raw()])))
+            return streams, await s.engine.list_conversations()
+
+    streams, listed = run(main())
+    for events in streams:
+        assert answer_text(events) == ANSWER and events[-1]["data"] == "[DONE]"
+    assert len({events[1]["data"]["conversation_id"] for events in streams}) == 2
+    assert listed == []

@@ -94,14 +94,13 @@ def test_blocking_chat_and_text_completions_report_usage(serving):
 ])
 def test_fields_wren_cannot_honour_are_refused_with_a_clear_400(serving, field, value, word):
     async def main():
-        async with serving(ANSWER) as s:
-            async with httpx.AsyncClient(base_url=s.url, headers=s.headers) as http:
-                body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], field: value}
-                refused = await http.post("/v1/chat/completions", json=body)
-                plain = await http.post("/v1/chat/completions", json={
-                    "messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "text"},
-                    "tool_choice": "none"})
-                return refused, plain
+        async with serving(ANSWER) as s, httpx.AsyncClient(base_url=s.url, headers=s.headers) as http:
+            body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], field: value}
+            refused = await http.post("/v1/chat/completions", json=body)
+            plain = await http.post("/v1/chat/completions", json={
+                "messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "text"},
+                "tool_choice": "none"})
+            return refused, plain
 
     refused, plain = run(main())
     assert refused.status_code == 400
@@ -112,16 +111,15 @@ def test_fields_wren_cannot_honour_are_refused_with_a_clear_400(serving, field, 
 
 def test_bad_requests_name_what_is_wrong(serving):
     async def main():
-        async with serving(ANSWER, context_length=64) as s:
-            async with httpx.AsyncClient(base_url=s.url, headers=s.headers) as http:
-                return [await http.post("/v1/chat/completions", **kw) for kw in (
-                    {"content": b"{not json"},
-                    {"json": {"messages": []}},
-                    {"json": {"messages": [{"role": "wizard", "content": "hi"}]}},
-                    {"json": {"messages": [{"role": "user", "content": "hi"}], "model": "nonesuch"}},
-                    {"json": {"messages": [{"role": "user", "content": "hi"}], "temperature": 9}},
-                    {"json": {"messages": [{"role": "user", "content": LONG}]}},
-                )]
+        async with serving(ANSWER, context_length=64) as s, httpx.AsyncClient(base_url=s.url, headers=s.headers) as http:
+            return [await http.post("/v1/chat/completions", **kw) for kw in (
+                {"content": b"{not json"},
+                {"json": {"messages": []}},
+                {"json": {"messages": [{"role": "wizard", "content": "hi"}]}},
+                {"json": {"messages": [{"role": "user", "content": "hi"}], "model": "nonesuch"}},
+                {"json": {"messages": [{"role": "user", "content": "hi"}], "temperature": 9}},
+                {"json": {"messages": [{"role": "user", "content": LONG}]}},
+            )]
 
     bad_json, empty, role, model, temperature, too_long = run(main())
     assert bad_json.status_code == 400 and "not valid JSON" in bad_json.json()["error"]["message"]
@@ -134,24 +132,23 @@ def test_bad_requests_name_what_is_wrong(serving):
 
 def test_a_client_that_disconnects_cancels_its_sequence(serving):
     async def main():
-        async with serving(LONG, delay=0.01) as s:
-            async with httpx.AsyncClient(base_url=s.url, headers=s.headers, timeout=30) as http:
-                body = {"messages": [{"role": "user", "content": "count"}], "stream": True}
-                async with http.stream("POST", "/v1/chat/completions", json=body) as response:
-                    seen = 0
-                    async for _ in response.aiter_lines():
-                        seen += 1
-                        if seen > 6:
-                            break
-                dropped = time.monotonic()
-                while s.engine._active and time.monotonic() - dropped < 5:
-                    await asyncio.sleep(0.01)
-                left = len(s.engine._active)
-                # the worker is free at once for the next request
-                started = time.monotonic()
-                quick = await http.post("/v1/chat/completions", json={
-                    "messages": [{"role": "user", "content": "again"}], "max_tokens": 3})
-                return left, time.monotonic() - dropped, time.monotonic() - started, quick
+        async with serving(LONG, delay=0.01) as s, httpx.AsyncClient(base_url=s.url, headers=s.headers, timeout=30) as http:
+            body = {"messages": [{"role": "user", "content": "count"}], "stream": True}
+            async with http.stream("POST", "/v1/chat/completions", json=body) as response:
+                seen = 0
+                async for _ in response.aiter_lines():
+                    seen += 1
+                    if seen > 6:
+                        break
+            dropped = time.monotonic()
+            while s.engine._active and time.monotonic() - dropped < 5:
+                await asyncio.sleep(0.01)
+            left = len(s.engine._active)
+            # the worker is free at once for the next request
+            started = time.monotonic()
+            quick = await http.post("/v1/chat/completions", json={
+                "messages": [{"role": "user", "content": "again"}], "max_tokens": 3})
+            return left, time.monotonic() - dropped, time.monotonic() - started, quick
 
     left, cancelled_after, next_took, quick = run(main())
     assert left == 0
@@ -162,20 +159,19 @@ def test_a_client_that_disconnects_cancels_its_sequence(serving):
 
 def test_over_the_queue_limit_is_429_with_retry_after(serving):
     async def main():
-        async with serving(LONG, delay=0.01, options=ServerOptions(max_queue=1)) as s:
-            async with httpx.AsyncClient(base_url=s.url, headers=s.headers, timeout=30) as http:
-                body = {"messages": [{"role": "user", "content": "count"}], "stream": True}
-                async with http.stream("POST", "/v1/chat/completions", json=body) as response:
-                    async for _ in response.aiter_lines():
-                        break
-                    busy = await http.post("/v1/chat/completions", json={
-                        "messages": [{"role": "user", "content": "me too"}]})
-                    busy_conv = await http.post("/api/conversation", json={"content": "me too"})
-                s.engine.stop()
-                await asyncio.sleep(0.2)
-                after = await http.post("/v1/chat/completions", json={
-                    "messages": [{"role": "user", "content": "now?"}], "max_tokens": 2})
-                return busy, busy_conv, after, await s.engine.list_conversations()
+        async with serving(LONG, delay=0.01, options=ServerOptions(max_queue=1)) as s, httpx.AsyncClient(base_url=s.url, headers=s.headers, timeout=30) as http:
+            body = {"messages": [{"role": "user", "content": "count"}], "stream": True}
+            async with http.stream("POST", "/v1/chat/completions", json=body) as response:
+                async for _ in response.aiter_lines():
+                    break
+                busy = await http.post("/v1/chat/completions", json={
+                    "messages": [{"role": "user", "content": "me too"}]})
+                busy_conv = await http.post("/api/conversation", json={"content": "me too"})
+            s.engine.stop()
+            await asyncio.sleep(0.2)
+            after = await http.post("/v1/chat/completions", json={
+                "messages": [{"role": "user", "content": "now?"}], "max_tokens": 2})
+            return busy, busy_conv, after, await s.engine.list_conversations()
 
     busy, busy_conv, after, listed = run(main())
     for refused in (busy, busy_conv):
