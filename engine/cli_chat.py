@@ -21,8 +21,16 @@ from pathlib import Path
 
 from engine.cli_terminal import ORIGIN_KEY, TERMINAL_ORIGIN, Output, shown
 from engine.errors import WrenError
-from engine.events import Delta, Failed, Finished, FinishReason, PrefillProgress
+from engine.events import (
+    Delta,
+    Failed,
+    Finished,
+    FinishReason,
+    PrefillProgress,
+    Started,
+)
 from engine.progress import PrefillLine
+from engine.records import ConversationInfo
 
 PROMPT, MORE = ">>> ", "... "
 QUOTES = '"""'
@@ -158,14 +166,14 @@ class Chat:
         self.out = out or Output(sys.stdout)
         self.err = err or sys.stderr
         self.system: str | None = None
-        self.conv = None
+        self.conv: ConversationInfo | None = None  # made by the first message, so no empty chat is left
 
     def note(self, text: str) -> None:
         print(shown(text, self.err), file=self.err, flush=True)
 
-    async def new_conversation(self) -> None:
-        self.conv = await self.engine.create_conversation(
-            settings={ORIGIN_KEY: TERMINAL_ORIGIN}, temporary=not self.save)
+    def new_conversation(self) -> None:
+        """The next message starts a new chat."""
+        self.conv = None
 
     async def handle(self, line: str) -> bool:
         if not line.strip():
@@ -191,7 +199,7 @@ class Chat:
         elif command.name == "/bye":
             return False
         elif command.name == "/new":
-            await self.new_conversation()
+            self.new_conversation()
             self.note("(new chat)")
         elif command.name == "/system":
             self.set_system(rest)
@@ -258,20 +266,21 @@ class Chat:
     async def send(self, text: str) -> None:
         from engine.api import SendOptions
 
-        if self.conv is None:
-            await self.new_conversation()
-        if not self.conv.title:
-            title = " ".join(text.split())[:60]
-            if title:
-                self.conv = await self.engine.rename_conversation(self.conv.id, title)
+        options = SendOptions(sampling=self.params, system_prompt=self.system)
+        if self.conv is None:  # the chat is made only once its first question is accepted
+            events = self.engine.send_new(text, options, title=" ".join(text.split())[:60],
+                                          settings={ORIGIN_KEY: TERMINAL_ORIGIN}, temporary=not self.save)
+        else:
+            events = self.engine.send(self.conv.id, text, options)
         loop = asyncio.get_running_loop()
         handled = _main_thread()
         if handled:
             loop.add_signal_handler(signal.SIGINT, self.engine.stop)
         reading = PrefillLine(self.err)
-        options = SendOptions(sampling=self.params, system_prompt=self.system)
         try:
-            async for event in self.engine.send(self.conv.id, text, options):
+            async for event in events:
+                if isinstance(event, Started) and self.conv is None:
+                    self.conv = await self.engine.get_conversation(event.conversation_id)
                 if isinstance(event, PrefillProgress):
                     reading.update(event.done, event.total)
                     continue
@@ -285,6 +294,8 @@ class Chat:
                 elif isinstance(event, Finished):
                     self.out.end()
                     self.out.line(" [stopped]" if event.reason is FinishReason.CANCELLED else "")
+                    if event.reason is FinishReason.BLOCKED:
+                        self.note("(not sent: the safety policy blocks this message; `wren scan TEXT` says why)")
         except WrenError as exc:
             self.note(f"wren: {exc}")
         finally:
@@ -319,7 +330,6 @@ def run(args, open_engine: Callable, load: Callable, sampling: Callable, save_se
         params = loop.run_until_complete(sampling(engine, args))
         save = args.save if args.save is not None else loop.run_until_complete(save_setting(engine))
         chat = Chat(engine, params, save=save, backend=args.backend)
-        loop.run_until_complete(chat.new_conversation())
         if interactive:
             history = History(history_path(), save=save)
         kept = "" if save else " This chat is not saved."

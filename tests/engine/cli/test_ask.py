@@ -78,29 +78,30 @@ def test_titles_and_exports_on_a_terminal_are_cleaned(scripted, capsys, monkeypa
 # -- --file, standard input and words -------------------------------------------------------
 
 def test_file_then_stdin_then_words(scripted, capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # short names: the tiny model reads few tokens
     notes = tmp_path / "notes.md"
     notes.write_text("first line\nsome ```code``` inside\n", encoding="utf-8")
     other = tmp_path / "other.txt"
     other.write_text("second file", encoding="utf-8")
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"piped text\n"), encoding="utf-8"))
-    assert main(["ask", "--file", str(notes), "--file", str(other), "summarize", "these"]) == 0
+    assert main(["ask", "--file", "notes.md", "--file", "other.txt", "summarize", "these"]) == 0
     (row,) = _conversations(capsys)
     assert row["title"] == "summarize these"
     assert _question(capsys, row["id"]) == (
-        f"File {notes}:\n````\nfirst line\nsome ```code``` inside\n````\n\n"
-        f"File {other}:\n```\nsecond file\n```\n\n"
+        "File notes.md:\n````\nfirst line\nsome ```code``` inside\n````\n\n"
+        "File other.txt:\n```\nsecond file\n```\n\n"
         "piped text\n\n"
         "summarize these"
     )
 
 
-def test_a_file_alone_is_a_question(scripted, capsys, tmp_path):
-    path = tmp_path / "q.txt"
-    path.write_text("what is in here?", encoding="utf-8")
-    assert main(["ask", "--file", str(path)]) == 0
+def test_a_file_alone_is_a_question(scripted, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "q.txt").write_text("what is in here?", encoding="utf-8")
+    assert main(["ask", "--file", "q.txt"]) == 0
     (row,) = _conversations(capsys)
     assert row["title"] == "q.txt"
-    assert _question(capsys, row["id"]) == f"File {path}:\n```\nwhat is in here?\n```"
+    assert _question(capsys, row["id"]) == "File q.txt:\n```\nwhat is in here?\n```"
 
 
 @pytest.mark.parametrize(("make", "message"), [
@@ -124,10 +125,10 @@ def _write(path, data: bytes):
     return path
 
 
-def test_a_stray_bad_byte_in_a_text_file_is_replaced(scripted, capsys, tmp_path):
-    path = tmp_path / "mostly.txt"
-    path.write_bytes(b"plain text " * 20 + b"\xff" + b" more text")
-    assert main(["ask", "--file", str(path), "ok?"]) == 0
+def test_a_stray_bad_byte_in_a_text_file_is_replaced(scripted, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.txt").write_bytes(b"plain text " * 10 + b"\xff" + b" more text")
+    assert main(["ask", "--file", "m.txt", "ok?"]) == 0
     (row,) = _conversations(capsys)
     assert "\ufffd more text" in _question(capsys, row["id"])
 

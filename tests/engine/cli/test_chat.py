@@ -48,9 +48,7 @@ def test_prompts_say_when_more_lines_are_wanted():
 def _chat(engine, err):
     async def make():
         await engine.load_model()
-        chat = Chat(engine, await engine.default_sampling(), out=Output(io.StringIO()), err=err)
-        await chat.new_conversation()
-        return chat
+        return Chat(engine, await engine.default_sampling(), out=Output(io.StringIO()), err=err)
 
     return make
 
@@ -68,6 +66,7 @@ def test_commands_are_never_sent_and_unknown_ones_are_errors(make_engine):
         for line in ("/nope", "/help", "/set", "/system", "/HELP", "/model", "/models", "/new"):
             assert await chat.handle(line) is True
         assert _prompts(engine) == []
+        assert await engine.list_conversations() == []  # nothing sent, no chat made
         assert await chat.handle("//etc/hosts is a file") is True
         assert await chat.handle("/bye") is False
         assert await chat.handle("/exit") is False
@@ -117,9 +116,11 @@ def test_system_prompt_and_new_chat_reach_the_model(make_engine):
         await chat.handle("first question")
         first = chat.conv.id
         await chat.handle("/new")
-        assert chat.conv.id != first
+        assert chat.conv is None  # made by the next message: no empty chat is left
         await chat.handle("/set system You are a poet.")
         await chat.handle("second question")
+        assert chat.conv.id != first
+        assert [c.title for c in await engine.list_conversations()] == ["second question", "first question"]
         await engine.close()
 
     asyncio.run(scenario())
@@ -133,3 +134,20 @@ def test_help_text_names_every_command_and_alias():
     for command in COMMANDS:
         assert command.name in text and all(alias in text for alias in command.aliases)
     assert '"""' in text
+
+
+def test_a_refused_first_message_leaves_no_chat(make_engine):
+    engine = make_engine()
+    err = io.StringIO()
+
+    async def scenario():
+        chat = await _chat(engine, err)()
+        await chat.handle("word " * 5000)
+        assert chat.conv is None
+        assert await engine.list_conversations() == []
+        await chat.handle("a short one")
+        assert [c.title for c in await engine.list_conversations()] == ["a short one"]
+        await engine.close()
+
+    asyncio.run(scenario())
+    assert "tokens" in err.getvalue()  # the reason it was refused
