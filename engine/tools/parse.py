@@ -102,6 +102,49 @@ def call_from(obj: Any, raw: str) -> ParsedCall:
     return ParsedCall(name.strip(), arguments, None, raw)
 
 
+class _Scan:
+    """Where a hermes call's text stands, kept between deltas: inside a string or not, the
+    bracket depth, where its JSON ended and where the closing tag is (-1: not yet)."""
+
+    MARK = "</tool_call>"
+
+    def __init__(self) -> None:
+        self.pos = 0
+        self.in_string = self.escaped = self.opened = False
+        self.depth = 0
+        self.end: int | None = None
+        self.closer = -1
+
+    def run(self, text: str) -> None:
+        i = self.pos
+        while i < len(text) and self.closer < 0:
+            c = text[i]
+            if self.in_string:
+                if self.escaped:
+                    self.escaped = False
+                elif c == "\\":
+                    self.escaped = True
+                elif c == '"':
+                    self.in_string = False
+            elif c == '"':
+                self.in_string = True
+            elif c == "<":
+                if text.startswith(self.MARK, i):
+                    self.closer = i
+                    break
+                if self.MARK.startswith(text[i:]):
+                    break  # maybe the tag, cut by the delta: look again with more text
+            elif c in "{[":
+                self.depth += 1
+                self.opened = True
+            elif c in "}]":
+                self.depth -= 1
+                if self.depth == 0 and self.opened and self.end is None:
+                    self.end = i + 1
+            i += 1
+        self.pos = i
+
+
 def _loads(body: str) -> tuple[Any, str | None]:
     try:
         return json.loads(body), None
@@ -127,6 +170,7 @@ class CallParser:
         self.marker = {"hermes": "<tool_call>", "llama3": "<|python_tag|>", "mistral": "[TOOL_CALLS]"}[family]
         self._buf = ""
         self._state = "text"  # text | start | call | after | done
+        self._scan = _Scan()
         self._at_start = family != "hermes"  # llama3/mistral calls may be the bare answer
         self.calls = 0
         self.done = False  # a call is complete and the model went on with other text
@@ -172,6 +216,7 @@ class CallParser:
             out.append(self._buf[:i])
             self._buf = self._buf[i + len(self.marker):]
             self._state = "call"
+            self._scan = _Scan()
             self._at_start = False
             return True
         keep = 0 if final else _held_prefix(self._buf, self.marker)
@@ -225,7 +270,19 @@ class CallParser:
 
     def _call(self, out: list[Piece], final: bool) -> bool:
         if self.family == "hermes":
-            j = self._buf.find("</tool_call>")
+            # The closing tag counts only outside the JSON's strings (a string may hold
+            # "</tool_call>"); the scan goes on from where the last delta left it.
+            scan = self._scan
+            scan.run(self._buf)
+            j = scan.closer
+            if j < 0 and scan.end is not None and not final:
+                tail = self._buf[scan.end:].lstrip()
+                if tail and not "</tool_call>".startswith(tail[:len("</tool_call>")]):
+                    # the JSON ended and other text follows: the call is complete without its tag
+                    body, self._buf = self._buf[:scan.end], self._buf[scan.end:]
+                    out.append(self._hermes_call(body, closed=True))
+                    self._state = "after"
+                    return True
             if j < 0:
                 if final or len(self._buf) > MAX_CALL_CHARS:
                     body, self._buf = self._buf, ""
@@ -327,10 +384,12 @@ class CallParser:
         if body.startswith(self.marker):
             self._buf = body[len(self.marker):]
             self._state = "call"
+            self._scan = _Scan()
             return True
         if self.family != "hermes" and body[0] == ("{" if self.family == "llama3" else "["):
             self._buf = body
             self._state = "call"
+            self._scan = _Scan()
             return True
         if self.marker.startswith(body) and not final:
             self._buf = body

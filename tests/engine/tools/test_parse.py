@@ -127,3 +127,26 @@ def test_json_end_skips_strings():
     end = json_end(text, 0)
     assert text[end:] == " tail" and json.loads(text[:end])["b"][1]["c"] == 2
     assert json_end('{"a": "x', 0) is None
+
+
+@pytest.mark.parametrize("chunks", splits('<tool_call>{"name": "say", "arguments": {"text": "a </tool_call> b"}}</tool_call>'))
+def test_hermes_closing_tag_inside_a_string_is_text(chunks):
+    _, calls, _ = run("hermes", chunks)
+    assert [(c.name, c.arguments, c.error) for c in calls] == [("say", {"text": "a </tool_call> b"}, None)]
+
+
+def test_hermes_call_without_its_closing_tag():
+    shown, calls, parser = run("hermes", list('<tool_call>{"name": "a", "arguments": {}}\nSo the answer is'))
+    assert [c.name for c in calls] == ["a"] and shown == "" and parser.done
+    _, calls, _ = run("hermes", ['<tool_call>{"name": "a", "arguments": {}}'])
+    assert [(c.name, c.error) for c in calls] == [("a", None)]
+
+
+def test_a_long_call_fed_in_small_deltas_parses_quickly():
+    import time
+
+    text = '<tool_call>{"name": "write", "arguments": {"text": "' + "wren " * 15_000 + '"}}</tool_call>'
+    started = time.perf_counter()
+    _, calls, _ = run("hermes", [text[i:i + 4] for i in range(0, len(text), 4)])
+    assert time.perf_counter() - started < 2.0
+    assert len(calls[0].arguments["text"]) == 75_000 and calls[0].error is None
