@@ -101,7 +101,8 @@ async def grow(ctx: Context) -> str:
 
 
 def main() -> None:
-    sys.stderr.write(f"wren-test server starting, pid {os.getpid()}\n")
+    token = os.environ.get("WREN_TEST_TOKEN")
+    sys.stderr.write(f"wren-test server starting, pid {os.getpid()}" + (f", token {token}" if token else "") + "\n")
     sys.stderr.flush()
     if len(sys.argv) >= 3 and sys.argv[1] == "--http":
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))

@@ -89,27 +89,26 @@ def test_servers_are_configured_through_the_facade_without_starting(make_engine)
 def test_test_lists_tools_that_need_approval_and_close_stops_every_server(make_engine):
     async def main():
         engine = make_engine()
-        await engine.import_mcp_servers(json.dumps({"mcpServers": {"a": stdio_entry(), "b": stdio_entry()}}))
+        await engine.import_mcp_servers(json.dumps({"mcpServers": {"a": stdio_entry(), "off": stdio_entry(disabled=True)}}))
         tested = await engine.test_mcp_server("a")
-        await engine.prepare_tool_sources()
+        await engine.prepare_tool_sources()  # a runs already; off stays off
         tools = await engine.tools()
         servers = await engine.mcp_servers()
-        log_a, log_b = await engine.mcp_server_log("a"), await engine.mcp_server_log("b")
+        log = await engine.mcp_server_log("a")
         await engine.close()
-        return tested, tools, servers, server_pids(log_a) + server_pids(log_b)
+        return tested, tools, servers, server_pids(log)
 
     tested, tools, servers, pids = run(main())
     assert {t.name for t in tested} >= {"a__add", "a__echo", "a__crash"}
     adder = next(t for t in tested if t.name == "a__add")
     assert (adder.needs_approval, adder.source, adder.enabled) == (True, "mcp:a", True)
     assert adder.parameters["required"] == ["a", "b"]
-    by_source = {t.source for t in tools}
-    assert {"builtin", "mcp:a", "mcp:b"} <= by_source
+    assert {t.source for t in tools} == {"builtin", "mcp:a"}
     assert all(t.needs_approval for t in tools if t.source.startswith("mcp:"))
-    assert {s.name: s.state for s in servers} == {"a": "running", "b": "running"}
-    assert "b__add" in servers[1].to_dict()["tools"]
-    assert len(pids) == 2  # a (started by the test, kept by prepare) and b
-    assert wait_gone(pids) == []  # Engine.close stopped them all
+    assert {s.name: (s.state, s.enabled) for s in servers} == {"a": ("running", True), "off": ("stopped", False)}
+    assert "a__add" in servers[0].to_dict()["tools"]
+    assert len(pids) == 1  # started by the test, kept by prepare_tool_sources
+    assert wait_gone(pids) == []  # Engine.close stopped it
 
 
 @pytest.mark.slow
