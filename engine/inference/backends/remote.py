@@ -30,7 +30,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable
 from urllib.parse import urlsplit
@@ -318,12 +318,17 @@ def _error_message(text: str) -> str:
     return text.strip()
 
 
+# What an OpenAI-compatible server reads of a chat message (tool calls and results included);
+# anything else Wren keeps on a message stays on this machine.
+_MESSAGE_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
+
+
 def chat_body(model: str, messages: list[dict], params: Any) -> dict:
     """The JSON of a streamed chat completion with Wren's sampling settings (the fields an
     OpenAI-compatible server knows; the rest stay local)."""
     body: dict[str, Any] = {
         "model": model,
-        "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
+        "messages": [{k: m[k] for k in _MESSAGE_KEYS if k in m} for m in messages],
         "stream": True,
         "stream_options": {"include_usage": True},
     }
@@ -444,7 +449,7 @@ class RemoteSpec:
     provider: str
     model: str
     base_url: str
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # never in a repr, a log or a traceback's text
     allow_http: bool = False
     context_length: int | None = None  # a setting; else the server's model info
     transport: Transport | None = None

@@ -197,17 +197,18 @@ def test_refused_connection_is_retried_then_named():
 def test_certificate_failure_is_named_and_not_retried(tmp_path):
     """A TLS server whose certificate no one trusts: a self-signed one made here."""
     ssl = pytest.importorskip("ssl")
+    import datetime
+    import socket
+    import threading
+
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
-    import datetime
-    import threading
-    import socket
 
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
             .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
             .sign(key, hashes.SHA256()))
@@ -285,3 +286,16 @@ def test_models_list_and_context_window(server):
     assert context_from_info(models[0]) == 4096
     assert context_from_info({"id": "x", "meta": {"n_ctx_train": 2048}}) == 2048
     assert context_from_info({"id": "x"}) is None
+
+
+def test_chat_body_sends_what_a_server_reads_and_keeps_the_rest_here():
+    from engine.inference.backends.remote import chat_body
+
+    call = [{"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{}"}}]
+    messages = [{"role": "assistant", "content": "", "tool_calls": call, "id": 7, "meta": {"x": 1}},
+                {"role": "tool", "content": "3", "tool_call_id": "c1"}]
+    body = chat_body("m", messages, SamplingParams(temperature=0.2, max_tokens=9, stop=("END",), seed=4))
+    assert body["messages"] == [{"role": "assistant", "content": "", "tool_calls": call},
+                                {"role": "tool", "content": "3", "tool_call_id": "c1"}]
+    assert (body["temperature"], body["max_tokens"], body["stop"], body["seed"]) == (0.2, 9, ["END"], 4)
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
