@@ -34,6 +34,7 @@ from engine.tools.runner import ToolTurn
 if TYPE_CHECKING:
     from engine.api import Engine, SendOptions
 
+ATTACHMENTS_KEY = "attachments"  # conversation setting: the files attached to the chat so far
 CHECKPOINT_SECONDS = 0.25  # at most this much streamed text is at risk in a crash
 
 _STATUS_FOR = {
@@ -131,7 +132,7 @@ class Turns:
         chain = await e._db(lineage, store, user.id)
         saved_now = tuple(m.id for m in outcome.saved) if outcome else ()
         try:
-            attachments = await self._attachments(store, user, options)
+            attachments = await self._attachments(store, conv, user, options)
             plan = await self._tool_plan(conv.settings, options, worker, bool(attachments))
         except WrenError as exc:
             yield Failed(str(exc), FailureKind.INVALID_REQUEST)
@@ -173,9 +174,9 @@ class Turns:
 
     # -- tools -------------------------------------------------------------------------
 
-    async def _attachments(self, store, user: MessageInfo, options: "SendOptions") -> tuple[Path, ...]:
-        """The files this answer's tools may read: the ones attached to this question and to
-        the earlier questions of its branch. This question's are kept in its meta."""
+    async def _attachments(self, store, conv, user: MessageInfo, options: "SendOptions") -> tuple[Path, ...]:
+        """The files this answer's tools may read: the ones attached to this chat so far
+        (conversation setting `attachments`) and to this question (also kept in its meta)."""
         e = self.e
         new = []
         for item in getattr(options, "attachments", ()) or ():
@@ -185,16 +186,14 @@ class Turns:
             if not path.is_file():
                 raise InvalidRequest(f"the attached file {item} does not exist or is not a file")
             new.append(str(path))
+        earlier = conv.settings.get(ATTACHMENTS_KEY)
+        known = list(dict.fromkeys([*(p for p in earlier if isinstance(p, str))] if isinstance(earlier, list) else []))
         if new:
             await e._db(store.update_message, user.id, meta={**user.meta, "attachments": new})
-        chain = await e._db(store.lineage, user.id)
-        seen: dict[str, None] = {}
-        for message in chain:
-            for item in (message.meta or {}).get("attachments", []) if message.role is Role.USER else []:
-                seen.setdefault(item, None)
-        for item in new:
-            seen.setdefault(item, None)
-        return tuple(Path(p) for p in seen)
+            if any(p not in known for p in new):
+                known = list(dict.fromkeys([*known, *new]))
+                await e._db(store.update_conversation, conv.id, settings={**conv.settings, ATTACHMENTS_KEY: known})
+        return tuple(Path(p) for p in known)
 
     async def _tool_plan(self, conv_settings: dict, options: "SendOptions", worker: ModelWorker,
                          attached: bool) -> ToolPlan | None:

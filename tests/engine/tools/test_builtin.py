@@ -253,3 +253,21 @@ def test_call_context_defaults_to_no_attachments():
 
 def run(coro):
     return asyncio.run(coro)
+
+
+def test_a_file_attached_earlier_stays_readable_in_the_chat(make_engine, tmp_path):
+    doc = tmp_path / "notes.md"
+    doc.write_text("# Wren notes\nsmall brown bird", encoding="utf-8")
+
+    async def main():
+        engine = make_engine(by_round(call("read_attachment", file="notes.md"), "ok"))
+        conv = await engine.create_conversation()
+        await collect(engine.send(conv.id, "here is a file", SendOptions(attachments=(str(doc),), tool_choice="none")))
+        later = await collect(engine.send(conv.id, "what did it say?", SendOptions(tools=("read_attachment",))))
+        settings = (await engine.get_conversation(conv.id)).settings
+        await engine.close()
+        return later, settings
+
+    later, settings = run(main())
+    assert next(e for e in later if isinstance(e, ToolResult)).content.startswith("# Wren notes")
+    assert settings["attachments"] == [str(doc.resolve())]
