@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QKeySequenceEdit, QLabel, QLineEdit, QListWidget, QListWidgetItem, QPlainTextEdit, QProgressBar,
     QPushButton, QSpinBox, QTabWidget, QVBoxLayout, QWidget,
 )
+from PySide6.QtWidgets import QFrame, QScrollArea
 
 from desktop.bridge import Tasks
 from desktop.memory.page import MemoryPage
@@ -52,6 +53,16 @@ def _spin(minimum: float, maximum: float, step: float, decimals: int, name: str,
     return box
 
 
+def _scrolling(page: QWidget) -> QScrollArea:
+    """A page taller than a small screen scrolls instead of squeezing its rows."""
+    area = QScrollArea()
+    area.setWidgetResizable(True)
+    area.setFrameShape(QFrame.Shape.NoFrame)
+    area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    area.setWidget(page)
+    return area
+
+
 class SettingsDialog(QDialog):
     saved = Signal(object)  # SavedSettings
     models_requested = Signal()  # open the Models page (download, delete, default)
@@ -74,8 +85,9 @@ class SettingsDialog(QDialog):
         self.diagnostics_page = DiagnosticsPage(engine, tasks)
         self.tabs = QTabWidget()
         self.tabs.setObjectName("settingsTabs")
+        self.tabs.setUsesScrollButtons(True)  # many pages: the dialog still fits a small screen
         self.tabs.addTab(self._model_tab(), "Model")
-        self.tabs.addTab(self._generation_tab(), "Generation")
+        self.tabs.addTab(_scrolling(self._generation_tab()), "Generation")
         self.tabs.addTab(self.personal_page, "Personalization")
         self.tabs.addTab(self.memory_page, "Memory")
         self.tabs.addTab(self.safety_page, "Safety")
