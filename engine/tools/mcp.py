@@ -487,6 +487,9 @@ def _describe_start_error(exc: BaseException, config: McpServerConfig, timeout: 
     text = _describe(exc)
     if text in ("Connection closed", "CancelledError") or "Connection closed" in text:
         return "the server exited before it finished starting (see its log)"
+    if config.url is not None and len(text) < 40 and not text.startswith("cannot"):
+        # an HTTP status ("Not Found", "Method Not Allowed"): likely not an MCP endpoint
+        return f"{config.url} answered {text!r}; is it the server's streamable HTTP address (often ending in /mcp)?"
     return text
 
 

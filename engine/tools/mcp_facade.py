@@ -64,6 +64,15 @@ class McpToolSource:
         self.server = server
         self.name = SOURCE_PREFIX + server
 
+    @property
+    def timeout(self) -> float:
+        """Seconds a call may take: the server's own setting (the manager enforces it and
+        answers with a clear error; a caller's own limit should not be shorter)."""
+        try:
+            return self.manager.config(self.server).timeout + 5
+        except Exception:  # noqa: BLE001  removed meanwhile: the default
+            return DEFAULT_CALL_TIMEOUT + 5
+
     def tools(self) -> list[McpTool]:
         """Its listed tools that make usable specs (a name too long for a model, or a
         schema that is not JSON schema, is left out and noted in the server's log)."""

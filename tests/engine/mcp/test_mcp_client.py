@@ -190,8 +190,11 @@ def test_every_server_process_stops_on_close(manager):
 
 
 def test_streamable_http_server(manager, http_server):
+    add(manager, "wrong", {"url": http_server.replace("/mcp", "/nope")})  # not its MCP address
+    content, is_error = run(manager.call("wrong__add", {}))
+    assert is_error and "answered 'Not Found'; is it the server's streamable HTTP address" in content
     add(manager, "web", {"url": http_server, "timeout": 2})
-    tools = run(manager.list_tools())
+    tools = run(manager.list_tools(["web"]))
     assert {t.name for t in tools} == EXPECTED_TOOLS
     assert run(manager.call("web__add", {"a": 20, "b": 22})) == ("42.0", False)
     content, is_error = run(manager.call("web__sleep_forever", {}))
@@ -200,6 +203,12 @@ def test_streamable_http_server(manager, http_server):
     assert "chatty says hello" in manager.log("web")
     content, is_error = run(manager.call("web__huge", {}))
     assert not is_error and "the first 200,000 are kept" in content
+    content, is_error = run(manager.call("web__crash", {}))  # the whole HTTP server exits
+    assert is_error and "MCP server 'web' closed the connection during 'crash'" in content
+    assert {s.config.name: s.state for s in manager.states()}["web"] == "failed"
+    content, is_error = run(manager.call("web__add", {"a": 1, "b": 1}))  # tried again: nobody there now
+    assert is_error and f"could not start: cannot connect to {http_server}" in content
+
 
 
 def test_an_http_server_that_is_not_there_fails_clearly(manager):
