@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -28,15 +30,31 @@ def _start_secret_service(tmp: Path):
     run.mkdir(mode=0o700)
     env = {**os.environ, "HOME": str(home), "XDG_RUNTIME_DIR": str(run)}
     env.pop("DBUS_SESSION_BUS_ADDRESS", None)
-    script = ('printf %s test-password | gnome-keyring-daemon --unlock --components=secrets >/dev/null 2>&1; '
-              'echo "$DBUS_SESSION_BUS_ADDRESS"; exec cat')
+    # In the foreground, so its pid is known and it is stopped with the bus (a daemonized
+    # one can outlive the session).
+    script = ('printf %s test-password | gnome-keyring-daemon --foreground --unlock --components=secrets '
+              '>/dev/null 2>&1 & echo $!; echo "$DBUS_SESSION_BUS_ADDRESS"; exec cat')
     proc = subprocess.Popen(["dbus-run-session", "--", "sh", "-c", script], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True)
+    daemon = proc.stdout.readline().strip()
     address = proc.stdout.readline().strip()
-    if not address:
+    if not address or not daemon.isdigit():
         proc.kill()
         return None, "dbus-run-session started no session bus"
+    proc.daemon_pid = int(daemon)
     return proc, address
+
+
+def _stop(proc) -> None:
+    try:
+        os.kill(proc.daemon_pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    proc.stdin.close()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 @pytest.fixture
@@ -50,14 +68,14 @@ def secret_service(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
     try:
+        deadline = time.monotonic() + 10
         backend, reason = keys.system_keyring()
+        while backend is None and time.monotonic() < deadline:  # the daemon registers on the bus
+            time.sleep(0.1)
+            backend, reason = keys.system_keyring()
         yield backend if backend is not None else f"the Secret Service did not answer: {reason}"
     finally:
-        proc.stdin.close()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        _stop(proc)
 
 
 @pytest.fixture
