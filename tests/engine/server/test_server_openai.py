@@ -157,6 +157,21 @@ def test_a_client_that_disconnects_cancels_its_sequence(serving):
     assert next_took < 2.0
 
 
+def test_a_blocking_request_whose_client_leaves_is_cancelled_too(serving):
+    async def main():
+        async with serving(LONG, delay=0.01) as s:
+            async with httpx.AsyncClient(base_url=s.url, headers=s.headers, timeout=0.5) as http:
+                with pytest.raises(httpx.ReadTimeout):
+                    await http.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "count"}]})
+            gone = time.monotonic()
+            while s.engine._active and time.monotonic() - gone < 5:
+                await asyncio.sleep(0.01)
+            return len(s.engine._active), time.monotonic() - gone, s.server.web.limiter.admitted
+
+    left, took, admitted = run(main())
+    assert left == 0 and took < 2.0 and admitted == 0  # 300 tokens x 10 ms would take 3 s and more
+
+
 def test_over_the_queue_limit_is_429_with_retry_after(serving):
     async def main():
         async with serving(LONG, delay=0.01, options=ServerOptions(max_queue=1)) as s, httpx.AsyncClient(base_url=s.url, headers=s.headers, timeout=30) as http:
