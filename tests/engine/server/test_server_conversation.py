@@ -246,3 +246,26 @@ def test_a_temporary_conversation_streams_and_stays_out_of_the_list(serving):
         assert answer_text(events) == ANSWER and events[-1]["data"] == "[DONE]"
     assert len({events[1]["data"]["conversation_id"] for events in streams}) == 2
     assert listed == []
+
+
+def test_a_blocked_word_stops_both_endpoints_before_anything_is_sent(serving):
+    async def main():
+        async with serving("You asked about pineapple pizza.") as s:
+            await s.engine.set_blocklist(["pineapple"], [])
+            async with httpx.AsyncClient(base_url=s.url, headers=s.headers, timeout=30) as http:
+                conv = await http.post("/api/conversation", json={"content": "I love pineapple"})
+                chat = await http.post("/v1/chat/completions", json={
+                    "messages": [{"role": "user", "content": "I love pineapple"}]})
+                answer = await http.post("/v1/chat/completions", json={
+                    "messages": [{"role": "user", "content": "What do I like?"}]})
+            return conv, chat, answer, await s.engine.list_conversations(), s.engine.scripted.loaded[0].prompts
+
+    conv, chat, answer, listed, prompts = run(main())
+    assert conv.status_code == 400 and conv.json()["error"]["code"] == "content_blocked"
+    assert conv.json()["error"]["safety"][0]["category"] == "user.blocklist"
+    assert chat.status_code == 200 and chat.json()["choices"][0]["finish_reason"] == "content_filter"
+    assert chat.json()["choices"][0]["message"]["content"] == ""
+    # the model's own answer with the word is stopped on the way out
+    assert answer.json()["choices"][0]["finish_reason"] == "content_filter"
+    assert "pineapple" not in answer.json()["choices"][0]["message"]["content"]
+    assert listed == [] and not any("pineapple" in p for p in prompts)
