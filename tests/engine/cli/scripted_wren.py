@@ -4,7 +4,9 @@
 
 The data folder is $WREN_HOME (with the tiny model chosen, see conftest.tiny_chosen).
 The answer echoes the last user message ("echo: TEXT"), after the system prompt when one
-was given ("[system: TEXT] ") and after $WREN_TEST_REPLY when that is set.
+was given ("[system: TEXT] ") and after $WREN_TEST_REPLY when that is set; each token
+takes $WREN_TEST_DELAY seconds (default 0). With $WREN_TEST_CTTY set, standard input (a pty,
+in a new session) becomes the controlling terminal.
 """
 
 from __future__ import annotations
@@ -28,11 +30,18 @@ def reply(prompt: str) -> str:
 
 
 def main() -> int:
+    if os.environ.get("WREN_TEST_CTTY"):
+        # Started in a session of its own on a pty: make that its controlling terminal, so
+        # Ctrl+C typed there sends SIGINT as a real terminal does.
+        import fcntl
+        import termios
+
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
     from engine import cli
     from engine.api import Engine
     from engine.inference.backends.scripted import ScriptedBackend
 
-    backend = ScriptedBackend(reply)
+    backend = ScriptedBackend(reply, delay=float(os.environ.get("WREN_TEST_DELAY", "0")))
     original = Engine.open.__func__
 
     def open_(cls, home=None, **kwargs):

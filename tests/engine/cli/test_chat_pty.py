@@ -83,7 +83,7 @@ def terminal(tiny_chosen, tmp_path):
 
     def start(*args: str, **env: str) -> Terminal:
         t = Terminal([sys.executable, str(LAUNCHER), "chat", *args],
-                     child_env(TERM="xterm", INPUTRC=str(inputrc), **env))
+                     child_env(TERM="xterm", INPUTRC=str(inputrc), WREN_TEST_CTTY="1", **env))
         started.append(t)
         return t
 
@@ -108,6 +108,9 @@ def test_chat_commands_lines_and_history(terminal, wren_home):
     t.send('line two"""\r')
     t.expect("echo: line one\nline two")
     t.expect(">>> ")
+    t.send("typed but dropped\x03")  # Ctrl+C at the prompt drops the line, and the chat goes on
+    t.expect("(Ctrl+D or /bye quits)")
+    t.expect(">>> ")
     t.send("world\x01hello \r")  # Ctrl+A: to the start of the line
     t.expect("echo: hello world")
     t.expect(">>> ")
@@ -116,7 +119,7 @@ def test_chat_commands_lines_and_history(terminal, wren_home):
     assert "/system" in before and "/set" in before and "/bye" in before
     t.send("/bye\r")
     assert t.finish() == 0
-    assert "echo: /nope" not in t.seen
+    assert "echo: /nope" not in t.seen and "echo: typed but dropped" not in t.seen
 
     history = wren_home / "chat_history"
     assert stat.S_IMODE(history.stat().st_mode) == 0o600  # questions are private
@@ -162,3 +165,16 @@ def test_no_save_keeps_no_history_and_no_conversation(terminal, wren_home):
         assert con.execute("SELECT count(*) FROM conversation").fetchone() == (0,)
     finally:
         con.close()
+
+
+def test_ctrl_c_stops_an_answer_and_the_chat_goes_on(terminal):
+    t = terminal(WREN_TEST_REPLY="word " * 400, WREN_TEST_DELAY="0.02")
+    t.expect(">>> ")
+    t.send("go on\r")
+    t.expect("word word word")
+    t.send("\x03")
+    answer = t.expect("[stopped]", timeout=20)
+    assert answer.count("word") < 400
+    t.expect(">>> ")
+    t.send("/bye\r")
+    assert t.finish() == 0
