@@ -275,7 +275,10 @@ class Chat:
         loop = asyncio.get_running_loop()
         handled = _main_thread()
         if handled:
-            loop.add_signal_handler(signal.SIGINT, self.engine.stop)
+            try:
+                loop.add_signal_handler(signal.SIGINT, self.engine.stop)
+            except NotImplementedError:  # Windows' loops: Ctrl+C ends the chat instead
+                handled = False
         reading = PrefillLine(self.err)
         try:
             async for event in events:

@@ -81,8 +81,8 @@ def terminal(tiny_chosen, tmp_path):
     inputrc.write_text("set enable-bracketed-paste off\n")
     started = []
 
-    def start(*args: str, **env: str) -> Terminal:
-        t = Terminal([sys.executable, str(LAUNCHER), "chat", *args],
+    def start(*args: str, command: str = "chat", **env: str) -> Terminal:
+        t = Terminal([sys.executable, str(LAUNCHER), command, *args],
                      child_env(TERM="xterm", INPUTRC=str(inputrc), WREN_TEST_CTTY="1", **env))
         started.append(t)
         return t
@@ -178,3 +178,17 @@ def test_ctrl_c_stops_an_answer_and_the_chat_goes_on(terminal):
     t.expect(">>> ")
     t.send("/bye\r")
     assert t.finish() == 0
+
+
+def test_ask_on_a_terminal_is_cleaned_and_to_a_pipe_is_not(terminal):
+    hostile = f"safe {ESC}[31mred{ESC}[0m {ESC}]0;pwned\x07{ESC}[2J\x9b1;1H done. "
+    t = terminal("--no-save", "hi", command="ask", WREN_TEST_REPLY=hostile)
+    assert t.finish() == 0
+    assert "safe red  done. echo: hi" in t.seen
+    assert "pwned" not in t.seen and f"{ESC}[2J" not in t.seen and "\x9b" not in t.seen
+
+    piped = subprocess.run([sys.executable, str(LAUNCHER), "ask", "--no-save", "hi"], check=False, cwd=REPO,
+                           env=child_env(WREN_TEST_REPLY=hostile), stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=120)
+    assert piped.returncode == 0, piped.stderr.decode(errors="replace")
+    assert piped.stdout.decode() == hostile + "echo: hi\n"  # a pipe gets what the model wrote
