@@ -5,7 +5,7 @@
     wren mcp add NAME -- COMMAND [ARGS...]      (--env KEY=VALUE before the --)
     wren mcp add NAME --url URL                 (--header "Name: value")
     wren mcp import FILE                        (Claude desktop's mcpServers JSON; - reads stdin)
-    wren mcp list [--json] | rm NAME | test NAME [--json] | log NAME
+    wren mcp list [--json] | rm NAME | test NAME [--json] | log NAME [-n LINES]
 
 The lead's CLI adds these with `register(subparsers)`; each handler is `(args) -> int` or a
 coroutine of it. Configuration commands touch only mcp.json; `test`, `tools list` and
@@ -57,8 +57,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = actions.add_parser("test", parents=[common], help="start a server and list its tools")
     p.add_argument("name")
     p.set_defaults(func=_mcp_test)
-    p = actions.add_parser("log", help="a server's log (only this process's: servers run inside Wren)")
+    p = actions.add_parser("log", help="what a server said (stderr, its log messages) and what Wren did with it")
     p.add_argument("name")
+    p.add_argument("-n", "--lines", type=int, default=200, help="the last N lines (default 200)")
     p.set_defaults(func=_mcp_log)
 
 
@@ -96,7 +97,9 @@ def _manager():
     from engine.tools.mcp import McpManager
     from engine.tools.mcp_config import config_path
 
-    return McpManager(config_path())
+    from engine import paths
+
+    return McpManager(config_path(), log_dir=paths.logs_dir() / "mcp")
 
 
 async def _mcp_add(args) -> int:
@@ -199,9 +202,17 @@ async def _mcp_test(args) -> int:
 
 
 def _mcp_log(args) -> int:
-    _manager().config(args.name)  # a clear error for an unknown name
-    print(f"{args.name!r} has no log in this process: servers log while Wren runs them "
-          "(Settings → Tools shows it); `wren mcp test` prints the start of one when it fails", file=sys.stderr)
+    manager = _manager()
+    manager.config(args.name)  # a clear error for an unknown name
+    file = manager.log_file(args.name)
+    try:
+        lines = file.read_text(encoding="utf-8", errors="replace").splitlines() if file else []
+    except FileNotFoundError:
+        lines = []
+    if not lines:
+        print(f"MCP server {args.name!r} has no log yet: it logs once Wren starts it", file=sys.stderr)
+    for line in lines[-args.lines:]:
+        print(line)
     return 0
 
 

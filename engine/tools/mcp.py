@@ -37,7 +37,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any
 
 from engine.errors import InvalidRequest, NotFound, WrenError
@@ -52,6 +52,7 @@ STOP_TIMEOUT = 10.0
 MAX_RESULT_CHARS = 200_000  # beyond this a result is cut, with a note (the loop budgets tokens later)
 LOG_LINES = 1000
 LOG_LINE_CHARS = 2000
+LOG_FILE_BYTES = 1 << 20
 SEPARATOR = "__"  # <server>__<tool>: what the model sees
 
 STATES = ("stopped", "running", "failed")
@@ -93,11 +94,14 @@ def qualified_name(server: str, tool: str) -> str:
 
 class LogRing:
     """The last LOG_LINES lines of one server's log, safe to read from any thread; values
-    of the server's environment (API keys) are masked."""
+    of the server's environment (API keys) are masked. With a `path`, every line is also
+    appended there (kept under LOG_FILE_BYTES, the older half moved to `path.1`), so
+    `wren mcp log` can show what a server said while Wren ran it."""
 
-    def __init__(self, secrets: Iterable[str] = ()):
+    def __init__(self, secrets: Iterable[str] = (), path: Path | None = None):
         self._lines: collections.deque[str] = collections.deque(maxlen=LOG_LINES)
         self._lock = threading.Lock()
+        self.path = path
         self.mask(secrets)
 
     def mask(self, secrets: Iterable[str]) -> None:
@@ -105,13 +109,30 @@ class LogRing:
 
     def add(self, source: str, text: str) -> None:
         stamp = time.strftime("%H:%M:%S")
+        lines = []
         for line in str(text).splitlines() or [""]:
             for secret in self._secrets:
                 line = line.replace(secret, "[redacted]")
             if len(line) > LOG_LINE_CHARS:
                 line = line[:LOG_LINE_CHARS] + f"… ({len(line)} characters)"
-            with self._lock:
-                self._lines.append(f"{stamp} {source}: {line}")
+            lines.append(f"{stamp} {source}: {line}")
+        with self._lock:
+            self._lines.extend(lines)
+            if self.path is not None:
+                self._write(lines)
+
+    def _write(self, lines: list[str]) -> None:
+        path = self.path
+        assert path is not None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if path.exists() and path.stat().st_size > LOG_FILE_BYTES:
+                os.replace(path, path.with_name(path.name + ".1"))
+            with open(path, "a", encoding="utf-8") as out:
+                out.write(time.strftime("%Y-%m-%d ") + ("\n" + time.strftime("%Y-%m-%d ")).join(lines) + "\n")
+        except OSError as exc:  # a full or read-only disk: the ring still has it
+            log.warning("cannot write the MCP log %s: %s", path, exc)
+            self.path = None
 
     def text(self) -> str:
         with self._lock:
@@ -256,6 +277,7 @@ class _Connection:
             http = create_mcp_http_client(headers=dict(self.config.headers) or None)
             stack.push_async_callback(http.aclose)
             # Room for a big result in one event; MAX_RESULT_CHARS cuts it afterwards.
+            assert self.config.url is not None
             target = streamable_http_client(self.config.url, http_client=http, max_sse_event_size=64 << 20)
         return Client(target, client_info=Implementation(name="wren", version=__version__), cache=None,
                       log_level="info", logging_callback=self._on_log, message_handler=self._on_message)
@@ -350,8 +372,8 @@ class _Connection:
         except OSError:
             pass
 
-    def _background_task(self, coro: Awaitable[Any]) -> None:
-        task = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
+    def _background_task(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task: asyncio.Task = asyncio.get_running_loop().create_task(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
@@ -455,8 +477,9 @@ def _is_transport_error(exc: BaseException) -> bool:
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
-    out, seen = [], set()
-    stack = [exc]
+    out: list[BaseException] = []
+    seen: set[int] = set()
+    stack: list[BaseException | None] = [exc]
     while stack:
         e = stack.pop()
         if e is None or id(e) in seen:
@@ -539,8 +562,10 @@ def result_text(result: Any) -> str:
 class McpManager:
     """Every configured server, used from any asyncio loop (see the module's note)."""
 
-    def __init__(self, path: Path | None = None, *, start_timeout: float = START_TIMEOUT):
+    def __init__(self, path: Path | None = None, *, start_timeout: float = START_TIMEOUT,
+                 log_dir: Path | None = None):
         self.path = path
+        self.log_dir = log_dir  # where each server's log is also written (None: memory only)
         self.start_timeout = start_timeout
         self._connections: dict[str, _Connection] = {}
         self._logs: dict[str, LogRing] = {}  # by server name; kept across restarts and edits
@@ -585,6 +610,10 @@ class McpManager:
         mcp_config.save(servers, self.path)
         await self._forget(name)
         self._logs.pop(name, None)
+        file = self.log_file(name)
+        if file is not None:  # what it said goes with it
+            for old in (file, file.with_name(file.name + ".1")):
+                old.unlink(missing_ok=True)
 
     async def import_json(self, text: str) -> list[str]:
         """Add (or replace, by name) every server in an `mcpServers` JSON; all or nothing."""
@@ -646,14 +675,18 @@ class McpManager:
         ring = self._logs.get(name)
         return ring.text() if ring is not None else ""
 
+    def log_file(self, name: str) -> Path | None:
+        """Where a server's log is written, if it is (it may not exist yet)."""
+        return self.log_dir / f"{server_slug(name)}.log" if self.log_dir is not None else None
+
     def note(self, name: str, text: str) -> None:
         """Add a line from Wren to a server's log (once: a repeated note is not added again)."""
-        ring = self._logs.setdefault(name, LogRing())
+        ring = self._logs.setdefault(name, LogRing(path=self.log_file(name)))
         if not any(line.endswith(f"wren: {text}") for line in ring.tail(50)):
             ring.add("wren", text)
 
     def _log_ring(self, config: McpServerConfig) -> LogRing:
-        ring = self._logs.setdefault(config.name, LogRing())
+        ring = self._logs.setdefault(config.name, LogRing(path=self.log_file(config.name)))
         ring.mask(config.env.values())
         return ring
 

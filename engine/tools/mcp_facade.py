@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from collections.abc import Iterable
 from typing import Any
 
+from engine import paths
 from engine.errors import InvalidRequest
 from engine.tools import mcp_config
 from engine.tools.mcp import McpFailure, McpManager, McpServerState, McpTool
@@ -119,7 +120,7 @@ class McpFacade:
     def mcp(self) -> McpManager:
         manager = self.__dict__.get("_mcp")
         if manager is None:
-            manager = self.__dict__["_mcp"] = McpManager(mcp_config.config_path())
+            manager = self.__dict__["_mcp"] = McpManager(mcp_config.config_path(), log_dir=paths.logs_dir() / "mcp")
         return manager
 
     async def mcp_servers(self) -> list[McpServerInfo]:

@@ -79,6 +79,9 @@ def test_mcp_test_tools_list_and_tools_call(capsys, wren_home):
     out = capsys.readouterr().out
     assert "MCP server 'calc' works: 8 tools" in out and "calc__add" in out and "Add two numbers." in out
     assert _server_children() == []
+    assert main(["mcp", "log", "calc"]) == 0  # what it said while `mcp test` ran it, from its log file
+    log = capsys.readouterr().out
+    assert "stderr: wren-test server starting" in log and "wren: running (" in log and "wren: stopping" in log
 
     assert main(["tools", "list", "--json"]) == 0
     tools = {t["name"]: t for t in lines(capsys.readouterr().out)}
@@ -92,6 +95,8 @@ def test_mcp_test_tools_list_and_tools_call(capsys, wren_home):
     assert (result["type"], result["content"], result["is_error"]) == ("tool_result", "42", False)
     assert main(["tools", "call", "nope__tool"]) == 2
     assert "there is no tool named 'nope__tool'" in capsys.readouterr().err
+    assert main(["mcp", "rm", "calc"]) == 0
+    assert not list((wren_home / "logs" / "mcp").glob("calc.log*"))  # its log goes with it
     assert _server_children() == []  # each command stopped the servers it started
 
 
@@ -102,6 +107,12 @@ def test_mcp_test_of_a_server_that_fails_shows_why(capsys):
     assert main(["mcp", "test", "quits"]) == 2
     err = capsys.readouterr().err
     assert "MCP server 'quits' could not start" in err and "no config given" in err
+    assert main(["mcp", "log", "quits", "-n", "3"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 3
+    assert main(["mcp", "add", "fresh", "--", "x"]) == 0
+    capsys.readouterr()
+    assert main(["mcp", "log", "fresh"]) == 0
+    assert "has no log yet" in capsys.readouterr().err
 
 
 def _server_children() -> list[int]:
