@@ -64,6 +64,7 @@ class McpToolSource:
         self.manager = manager
         self.server = server
         self.name = SOURCE_PREFIX + server
+        self._checked: tuple[tuple[McpTool, ...], list[McpTool]] | None = None
 
     @property
     def timeout(self) -> float:
@@ -77,15 +78,19 @@ class McpToolSource:
     def tools(self) -> list[McpTool]:
         """Its listed tools that make usable specs (a name too long for a model, or a
         schema that is not JSON schema, is left out and noted in the server's log)."""
+        listed = self.manager.cached_tools(self.server)
+        if self._checked is not None and self._checked[0] is listed:  # checked this listing already
+            return list(self._checked[1])
         out = []
-        for tool in self.manager.cached_tools(self.server):
+        for tool in listed:
             try:
                 check_spec(self._spec(tool))
             except InvalidRequest as exc:
                 self.manager.note(self.server, f"tool {tool.name!r} left out: {exc}")
                 continue
             out.append(tool)
-        return out
+        self._checked = (listed, out)
+        return list(out)
 
     @staticmethod
     def _spec(tool: McpTool) -> ToolSpec:

@@ -180,3 +180,25 @@ def test_send_calls_an_mcp_tool_feeds_the_result_back_and_replays_it(make_engine
     assert (echoed.content, echoed.is_error) == ("back", False)
     assert len(pids) == 2  # started again after the crash
     assert wait_gone(pids) == []
+
+
+def test_a_listed_tool_that_makes_no_usable_spec_is_left_out_and_noted(tmp_path):
+    from engine.tools.mcp import McpManager, McpTool
+    from engine.tools.mcp_config import McpServerConfig
+    from engine.tools.mcp_facade import McpToolSource
+
+    manager = McpManager(tmp_path / "mcp.json")
+    run(manager.add(McpServerConfig("s", command="x")))
+    listed = (
+        McpTool("s", "ok", "s__ok", "fine", {"type": "object", "properties": {"q": {"type": "string"}}}),
+        McpTool("s", "x" * 70, "s__" + "x" * 70, "a name longer than models take", {"type": "object"}),
+        McpTool("s", "bad", "s__bad", "not JSON schema", {"type": "object", "properties": {"q": {"type": 5}}}),
+    )
+    manager.cached_tools = lambda name: listed  # what the server listed when it last ran
+    source = McpToolSource(manager, "s")
+    specs = source.specs()
+    assert [(s.name, s.needs_approval) for s in specs] == [("s__ok", True)]
+    assert source.specs() == specs  # the same listing is checked once
+    log = manager.log("s")
+    assert "tool 'xxxxxxxx" in log and "tool 'bad' left out: tool s__bad: its parameter schema is not valid" in log
+    assert log.count("left out") == 2
