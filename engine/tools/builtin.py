@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from engine.tools.calculator import MAX_CHARS as CALC_MAX_CHARS
 from engine.tools.calculator import CalcError, evaluate, format_value
 from engine.tools.registry import BUILTIN, ToolSpec
 
@@ -55,7 +56,8 @@ CALCULATOR = ToolSpec(
     "floor, ceil, min, max, factorial, and the constants pi and e.",
     {
         "type": "object",
-        "properties": {"expression": {"type": "string", "description": "the arithmetic expression"}},
+        "properties": {"expression": {"type": "string", "maxLength": CALC_MAX_CHARS,
+                                      "description": "the arithmetic expression"}},
         "required": ["expression"],
         "additionalProperties": False,
     },
