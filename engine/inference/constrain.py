@@ -32,8 +32,9 @@ import json
 import re
 import threading
 import weakref
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -92,20 +93,20 @@ class Constraint:
     # -- building ----------------------------------------------------------------------
 
     @classmethod
-    def json_schema(cls, schema: Mapping[str, Any], *, strict: bool = False) -> "Constraint":
+    def json_schema(cls, schema: Mapping[str, Any], *, strict: bool = False) -> Constraint:
         """The whole answer is one JSON value valid for `schema`. `strict` closes objects
         that list their properties (no additional properties unless the schema allows them)."""
         text = _schema_text(schema, "the response_format schema", strict)
         return cls._checked("json", schema=text)
 
     @classmethod
-    def json_object(cls) -> "Constraint":
+    def json_object(cls) -> Constraint:
         """The whole answer is one JSON object (OpenAI's response_format json_object)."""
         return cls._checked("json", schema=json.dumps({"type": "object"}))
 
     @classmethod
     def tool_call(cls, name: str, parameters: Mapping[str, Any] | None, *, family: str = "hermes",
-                  strict: bool = True, opened: bool = False) -> "Constraint":
+                  strict: bool = True, opened: bool = False) -> Constraint:
         """The answer is exactly one call of tool `name` (a forced tool_choice), written in
         `family`'s wrapper, with arguments valid for `parameters`; then the turn ends.
         `opened`: the prompt already ends with the call's opening up to its arguments
@@ -117,7 +118,7 @@ class Constraint:
 
     @classmethod
     def tool_calls(cls, tools: Mapping[str, Mapping[str, Any] | None] | Iterable[tuple[str, Mapping[str, Any] | None]],
-                   *, family: str = "hermes", lazy: bool = True, strict: bool = True) -> "Constraint":
+                   *, family: str = "hermes", lazy: bool = True, strict: bool = True) -> Constraint:
         """Free text in which every call the model starts (its family's opening marker)
         must be a valid call of one of `tools` ({name: parameters schema}); text and further
         calls may follow a call. With lazy=False the answer must open with a call."""
@@ -132,7 +133,7 @@ class Constraint:
         return cls._checked("tool_calls", tools=checked, family=family, lazy=lazy)
 
     @classmethod
-    def from_response_format(cls, response_format: Mapping[str, Any] | None) -> "Constraint | None":
+    def from_response_format(cls, response_format: Mapping[str, Any] | None) -> Constraint | None:
         """OpenAI's `response_format`: {"type": "json_schema", "json_schema": {"schema": {...},
         "strict": bool}}, {"type": "json_object"} or {"type": "text"} (None: no constraint)."""
         if response_format is None:
@@ -158,7 +159,7 @@ class Constraint:
         raise ConstraintError(f'response_format type must be "text", "json_object" or "json_schema", got {kind!r}')
 
     @classmethod
-    def _checked(cls, kind: str, **fields_) -> "Constraint":
+    def _checked(cls, kind: str, **fields_) -> Constraint:
         made = cls(kind, **fields_)
         lark = made._grammar(specials={})
         import llguidance
@@ -226,7 +227,7 @@ class Constraint:
 
     # -- running -----------------------------------------------------------------------
 
-    def start(self, tokenizer) -> "ConstraintState":
+    def start(self, tokenizer) -> ConstraintState:
         """A fresh state for one answer, for `tokenizer` (an engine.tokenize.Tokenizer). Cheap
         and never raises: the grammar is built on the first `mask`/`allowed` call, on the
         inference thread, so a failure there fails that answer like any generation error."""
@@ -396,7 +397,7 @@ def _special_markers(tokenizer, constraint: Constraint) -> dict[str, int]:
     return found
 
 
-_TOKENIZERS: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+_TOKENIZERS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 _TOKENIZERS_LOCK = threading.Lock()
 
 
@@ -453,6 +454,12 @@ def response_format_argument(value: str | None) -> dict | None:
 
 
 __all__: Sequence[str] = (
-    "Constraint", "ConstraintError", "ConstraintState", "ConstraintViolation", "FAMILIES",
-    "prepare", "response_format_argument", "start_for",
+    "FAMILIES",
+    "Constraint",
+    "ConstraintError",
+    "ConstraintState",
+    "ConstraintViolation",
+    "prepare",
+    "response_format_argument",
+    "start_for",
 )

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -104,7 +105,7 @@ class SamplingParams:
         return d
 
     @classmethod
-    def from_dict(cls, data: dict) -> "SamplingParams":
+    def from_dict(cls, data: dict) -> SamplingParams:
         names = {f.name for f in fields(cls)}
         unknown = set(data) - names
         if unknown:
@@ -114,7 +115,7 @@ class SamplingParams:
         except TypeError as exc:
             raise InvalidRequest(f"invalid sampling settings: {exc}") from None
 
-    def with_(self, **changes) -> "SamplingParams":
+    def with_(self, **changes) -> SamplingParams:
         return replace(self, **changes)
 
 
@@ -140,7 +141,7 @@ class Sampler:
     damaged weights must fail the answer, never end it silently.
     """
 
-    def __init__(self, params: SamplingParams, constraint: "ConstraintState | None" = None,
+    def __init__(self, params: SamplingParams, constraint: ConstraintState | None = None,
                  source: str | None = None) -> None:
         params.validate()
         self.params = params

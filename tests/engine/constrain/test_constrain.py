@@ -311,3 +311,15 @@ def test_a_call_opened_in_the_prompt_is_finished_with_valid_arguments(tok, famil
         whole = whole.removeprefix("<tool_call>\n").removesuffix("\n</tool_call>")
     call = json.loads(whole.removeprefix("[TOOL_CALLS]"))
     assert (call[0] if family == "mistral" else call)["name"] == "weather"
+
+
+def test_required_call_opens_the_answer_and_text_may_follow(tok):
+    """tool_calls(lazy=False), OpenAI's tool_choice "required": the answer opens with a call."""
+    tools = {"weather": WEATHER, "clock": None}
+    text, _ = run(tok, Constraint.tool_calls(tools, lazy=False), seed=21)
+    assert text.startswith("<tool_call>\n")
+    body, closed, _after = text[len("<tool_call>\n"):].partition("\n</tool_call>")
+    assert closed
+    call = json.loads(body)
+    assert call["name"] in tools
+    jsonschema.validate(call["arguments"], tools[call["name"]] or {"type": "object"})
