@@ -447,9 +447,7 @@ class Turns:
             e._active.remove((turn, conv_id))
             if runner is not None:
                 runner.close()
-            usage = _combined(usages)
-            if usage is not None and tools is not None and reason is not FinishReason.CANCELLED:
-                pass  # yielded below, after the finish is saved
+            usage = _combined(usages)  # with tools, yielded once below, after the finish is saved
             await asyncio.shield(self._finish(store, answer, parts, notices, reason, usage, error, len(prompt_ids),
                                               tool_log))
         if tools is not None and usage is not None:
