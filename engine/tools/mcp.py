@@ -11,16 +11,20 @@ naming the server, the tool and what happened; `is_error` true) and the other se
 on. A server that died is started again on its next use.
 
 Each server keeps a ring of log lines the user can read (`log(name)`): its stderr, the
-log messages it sends, and what Wren did (started, stopped, crashed, timed out).
+log messages it sends, and what Wren did (started, stopped, crashed, timed out); with a
+`log_dir` they are also written to `<log_dir>/<server>.log`.
 
 Why its own thread and event loop: the SDK is built on anyio, whose task groups and
 cancel scopes must be entered and left by one task, so every connection lives in one
-long-lived task that owns it; the engine's loop is qasync's Qt loop in the desktop app,
-where asyncio subprocesses (stdio servers) and anyio's cancel scopes are not what the SDK
-is tested on; and a server that floods its pipe or sends 10 MB of JSON to parse must not
-stall the loop that streams answers. So the manager runs a plain asyncio loop on a daemon
-thread and the engine awaits it through `asyncio.wrap_future`. Cancelling the awaiting
-task cancels the call on the server's side too.
+long-lived task that owns it, whichever loop runs it. In the desktop app the engine's loop
+is qasync's, on the Qt GUI thread. The SDK does run there (checked), but the pieces it
+does in one go stall the window: a 10 MB result's final decode and validation stalled a
+qasync loop for 0.13-0.30 s with the SDK on it, 0.09 s with the SDK on this thread
+(2 cores, under other load). A server flooding its stderr
+or a slow teardown stays off the GUI thread too, and `close()` works from code that has
+no loop. So the manager runs a plain asyncio loop on a daemon thread and the engine awaits
+it through `asyncio.wrap_future` (tests run it under qasync too). Cancelling the awaiting
+task cancels the call on the server's side as well.
 """
 
 from __future__ import annotations
