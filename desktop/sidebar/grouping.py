@@ -6,7 +6,7 @@ in a "Terminal" group of their own. Pinned ones stay in Pinned, wherever they ca
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 
 from engine.cli_terminal import ORIGIN_KEY, TERMINAL_ORIGIN
 from engine.records import ConversationInfo
@@ -24,7 +24,7 @@ class Group:
 def local_day(moment: datetime) -> date:
     """The store keeps naive UTC; the user thinks in their own days."""
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     return moment.astimezone().date()
 
 
