@@ -48,6 +48,7 @@ _TOOL_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 # so a small model cannot wander into endless newlines between tokens.
 _JSON_OPTIONS = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
 _MAX_SCHEMA_CHARS = 1 << 20
+_LANES = np.arange(32, dtype=np.int64)  # bit i of a mask word: token 32 * word + i
 
 
 class ConstraintError(InvalidRequest):
@@ -275,8 +276,32 @@ class ConstraintState:
 
     def allowed(self, n: int) -> np.ndarray:
         """Indices (ascending) of the tokens among the first `n` logits that may come next."""
-        bits = np.unpackbits(self.mask().view(np.uint8), bitorder="little")
-        ids = np.flatnonzero(bits[: min(n, bits.size)])
+        return self._ids(self.mask(), np.flatnonzero(self._words), n)
+
+    def restrict(self, logits: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """The logits the sampler may choose from, and their token ids (None: the same
+        positions as `logits`). Free text and most of a JSON string allow nearly every
+        token: then the few forbidden ones become -inf in a copy, and only the 32-token
+        words of the mask that are not all-allowed are looked at. Elsewhere (a key, a
+        number, punctuation) few tokens remain and they are gathered."""
+        words = self.mask()
+        n = logits.size
+        partial = np.flatnonzero(words != -1)
+        if partial.size * 2 < words.size:  # dense: more than half the words allow all 32
+            x = logits.copy()
+            bits = np.unpackbits(words[partial].view(np.uint8), bitorder="little").reshape(-1, 32)
+            banned = (partial[:, None] * 32 + _LANES)[bits == 0]
+            x[banned[banned < n]] = -np.inf
+            if n > words.size * 32:
+                x[words.size * 32:] = -np.inf  # the model's padding rows past the vocabulary
+            return x, None
+        ids = self._ids(words, np.flatnonzero(words), n)
+        return logits[ids], ids
+
+    def _ids(self, words: np.ndarray, nonzero: np.ndarray, n: int) -> np.ndarray:
+        bits = np.unpackbits(words[nonzero].view(np.uint8), bitorder="little").reshape(-1, 32)
+        ids = (nonzero[:, None] * 32 + _LANES)[bits == 1]
+        ids = ids[ids < n]
         if ids.size == 0:
             raise ConstraintViolation(
                 f"constrained decoding allows no token after {self.tokens} tokens "

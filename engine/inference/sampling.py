@@ -176,8 +176,7 @@ class Sampler:
             x = _dry(x, np.asarray(recent, dtype=np.int64), p)
         candidates = None  # None: every token is still a candidate
         if self.constraint is not None:
-            candidates = self.constraint.allowed(x.size)
-            x = x[candidates]
+            x, candidates = self.constraint.restrict(x)
         if p.greedy:
             i = int(np.argmax(x))
             return int(i if candidates is None else candidates[i])

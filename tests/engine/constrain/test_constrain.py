@@ -323,3 +323,24 @@ def test_required_call_opens_the_answer_and_text_may_follow(tok):
     call = json.loads(body)
     assert call["name"] in tools
     jsonschema.validate(call["arguments"], tools[call["name"]] or {"type": "object"})
+
+
+def test_dense_and_sparse_masks_restrict_the_logits_alike(tmp_path):
+    """Free text (nearly every token allowed: -inf on the few others, in place) and JSON
+    structure (few allowed: gathered) give the same choices as the plain list of ids."""
+    tok = char_tokenizer(tmp_path / "big", words=2000)  # ~2,060 tokens: 65 mask words
+    rng = np.random.default_rng(0)
+    lazy = Constraint.tool_calls({"weather": WEATHER}).start(tok)
+    structured = Constraint.json_schema(WEATHER, strict=True).start(tok)
+    for state, dense in ((lazy, True), (structured, False)):
+        logits = rng.standard_normal(tok.vocab_size + 8).astype(np.float32)  # 8 padding rows
+        allowed = state.allowed(logits.size)
+        x, ids = state.restrict(logits)
+        if dense:
+            assert ids is None and x.size == logits.size
+            assert set(np.flatnonzero(np.isfinite(x)).tolist()) == set(allowed.tolist())
+            assert np.array_equal(x[allowed], logits[allowed])
+            assert allowed.size > tok.vocab_size - 10  # free text: everything but the specials
+        else:
+            assert np.array_equal(ids, allowed) and np.array_equal(x, logits[allowed])
+            assert allowed.size < 5  # the opening of a JSON object

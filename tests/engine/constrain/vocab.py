@@ -15,9 +15,10 @@ EOS = "<eos>"
 CHARS = '{}[]":,-+.0123456789 abcdefghijklmnopqrstuvwxyzE_\\\n/<>'
 
 
-def char_tokenizer(folder: Path, *, specials: tuple[str, ...] = ()) -> Tokenizer:
+def char_tokenizer(folder: Path, *, specials: tuple[str, ...] = (), words: int = 0) -> Tokenizer:
     """A Wren Tokenizer over single characters; `specials` are added as special tokens
-    (e.g. "<tool_call>" the way Qwen's vocabulary holds it)."""
+    (e.g. "<tool_call>" the way Qwen's vocabulary holds it), and `words` plain multi-letter
+    tokens make the vocabulary larger."""
     folder.mkdir(parents=True, exist_ok=True)
     vocab = {EOS: 0}
     for ch in CHARS:
@@ -26,6 +27,9 @@ def char_tokenizer(folder: Path, *, specials: tuple[str, ...] = ()) -> Tokenizer
     hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     hf.decoder = decoders.ByteLevel()
     hf.add_special_tokens([EOS, *specials])
+    if words:
+        letters = "abcdefghij"
+        hf.add_tokens([f"w{''.join(letters[int(d)] for d in str(i))}" for i in range(words)])
     (folder / "tokenizer.json").write_text(hf.to_str(), encoding="utf-8")
     (folder / "tokenizer_config.json").write_text(json.dumps({"eos_token": EOS}), encoding="utf-8")
     return Tokenizer.from_dir(folder)
