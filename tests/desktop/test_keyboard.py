@@ -4,11 +4,22 @@ the Regenerate shortcut."""
 
 from __future__ import annotations
 
+import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication, QWidget
 
 from desktop import theme
+
+
+@pytest.fixture
+def styled(qapp):
+    """Wren's own style sheet, as the app runs with it; taken off again afterwards."""
+    palette = qapp.palette()
+    theme.apply_theme(qapp, dark=False)
+    yield
+    qapp.setStyleSheet("")
+    qapp.setPalette(palette)
 
 
 def _name(widget: QWidget) -> str:
@@ -49,8 +60,7 @@ def _ready(window, qtbot) -> None:
     qtbot.waitUntil(window.isActiveWindow)
 
 
-def test_tab_goes_through_the_whole_window_in_order_with_focus_always_visible(open_window, send, qtbot, qapp):
-    theme.apply_theme(qapp, dark=False)
+def test_tab_goes_through_the_whole_window_in_order_with_focus_always_visible(styled, open_window, send, qtbot):
     window = open_window("An answer.")
     send(window, "A question")
     window.conversations.new_chat()

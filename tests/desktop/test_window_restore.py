@@ -7,18 +7,19 @@ from desktop.window.main_window import LAYOUT_KEY
 
 def test_size_position_and_splitter_come_back(open_window, make_engine, arun, qtbot):
     first = open_window()
-    first.resize(713, 544)
-    first.move(23, 31)
-    first.splitter.setSizes([301, 402])
-    qtbot.waitUntil(lambda: first.width() == 713 and first.splitter.sizes()[0] == 301)
+    first.resize(700, 480)
+    first.move(60, 70)
+    first.splitter.setSizes([231, 465])
+    qtbot.waitUntil(lambda: first.width() == 700 and first.splitter.sizes()[0] == 231)
     saved_sizes = first.splitter.sizes()
     with qtbot.waitSignal(first.quit_requested):
         first.close()  # what quitting does; the app also saves on shutdown
     qtbot.waitUntil(lambda: arun(first.engine.get_setting(LAYOUT_KEY)) is not None)
 
     second = open_window(engine=make_engine())  # a new Wren over the same data folder
-    assert (second.width(), second.height()) == (713, 544)
-    assert (second.geometry().x(), second.geometry().y()) == (first.geometry().x(), first.geometry().y())
+    assert (second.width(), second.height()) == (700, 480)
+    # Where it was (the offscreen platform may shift a window by its frame's few pixels).
+    assert abs(second.x() - first.x()) <= 20 and abs(second.y() - first.y()) <= 20, (second.pos(), first.pos())
     assert second.splitter.sizes() == saved_sizes
     assert not second.isMaximized()
 
