@@ -59,7 +59,26 @@ class ConversationSummary(BaseModel):
         indexes = ((("conversation", "through_message"), True),)
 
 
+class MessageVector(BaseModel):
+    """An embedding of a past chat message ("reference chat history"), with the model it came from.
+
+    Created by migration 6; rows whose `model` is not the embedder in use are re-embedded.
+    """
+
+    message = pw.ForeignKeyField(Message, primary_key=True, on_delete="CASCADE")
+    model = pw.CharField(max_length=64)
+    vector = pw.BlobField()  # float32, L2-normalised
+
+    class Meta:
+        table_name = "message_vector"
+
+
 MEMORY_TABLES = (Memory, MemoryVector, ConversationSummary)
+
+
+def create_message_vectors(db: pw.Database) -> None:
+    with db.bind_ctx((MessageVector,), bind_refs=False, bind_backrefs=False):
+        db.create_tables([MessageVector], safe=True)
 
 
 def create_memory_schema(db: pw.Database) -> None:

@@ -60,12 +60,20 @@ def _m005_message_owner(db: pw.Database) -> None:
         db.execute_sql("ALTER TABLE message ADD COLUMN owner TEXT")
 
 
+def _m006_message_vectors(db: pw.Database) -> None:
+    # Sentence embeddings of past messages, tagged with their model (engine/memory/vectors.py).
+    from engine.store.memory_models import create_message_vectors
+
+    create_message_vectors(db)
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[pw.Database], None]]] = [
     (1, "initial", _m001_initial),
     (2, "message_text_search", _m002_message_text_search),
     (3, "memory", _m003_memory),
     (4, "message_viewed_at", _m004_message_viewed_at),
     (5, "message_owner", _m005_message_owner),
+    (6, "message_vectors", _m006_message_vectors),
 ]
 
 
