@@ -19,7 +19,7 @@ import getpass
 import hmac
 import os
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from engine.errors import WrenError
@@ -75,7 +75,7 @@ class EncryptedFileKeyring:
     code instead of asked for by getpass."""
 
     def __new__(cls, path: Path, passphrase: str):
-        from keyrings.alt.file import EncryptedKeyring
+        from keyrings.alt.file import EncryptedKeyring  # type: ignore[import-untyped]
 
         if not passphrase or not passphrase.strip():
             raise KeyStoreUnavailable("the passphrase for the encrypted key file is empty")
@@ -140,7 +140,7 @@ class ServerKeys:
 
 def open_keys(*, key_file: Path | None = None, use_key_file: bool = False,
               passphrase: Callable[[bool], str] | None = None,
-              environ: dict | None = None) -> ServerKeys:
+              environ: Mapping[str, str] | None = None) -> ServerKeys:
     """Where the server's key lives on this machine (see the module's docstring).
 
     `key_file`: the encrypted file's path (default: `default_key_file()`); `use_key_file`:
@@ -148,7 +148,8 @@ def open_keys(*, key_file: Path | None = None, use_key_file: bool = False,
     WREN_KEYRING_PASSPHRASE is set). `passphrase(new)` asks for the
     passphrase (new: the file does not exist yet, so ask twice); without it, only the
     environment variable gives one."""
-    environ = os.environ if environ is None else environ
+    if environ is None:
+        environ = os.environ
     env_key = environ.get(ENV_KEY)
     if env_key is not None:
         env_key = env_key.strip()

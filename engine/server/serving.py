@@ -154,7 +154,11 @@ class Serving:
         params = params.with_(max_tokens=max(1, min(params.max_tokens, room)))
         loop = asyncio.get_running_loop()
         events: asyncio.Queue = asyncio.Queue()
-        request = GenerationRequest(ids, params, lambda ev: loop.call_soon_threadsafe(events.put_nowait, ev))
+
+        def sink(event: Event) -> None:  # called on the inference thread
+            loop.call_soon_threadsafe(events.put_nowait, event)
+
+        request = GenerationRequest(ids, params, sink)
         entry = (request, STATELESS_OWNER)
         e._active.append(entry)
         guard = OutputGuard(e.policy, e._destination())
