@@ -4,6 +4,7 @@ checkpointed answer, and a stored result. Used only by `engine.api.Engine`."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from dataclasses import dataclass
@@ -235,9 +236,17 @@ class Turns:
             return None
         rounds = await e.get_setting(tool_settings.MAX_ROUNDS_KEY)
         max_rounds = rounds if isinstance(rounds, int) and rounds >= 1 else tool_settings.DEFAULT_MAX_ROUNDS
-        return await asyncio.get_running_loop().run_in_executor(
-            None, lambda: plan_for(worker.tokenizer, entries, forced=forced, max_rounds=max_rounds),
-        )
+        def plan() -> ToolPlan:
+            model_type = None
+            try:  # the family where the template does not say: config.json's model_type
+                config = json.loads((Path(worker.model_dir) / "config.json").read_text("utf-8"))
+                model_type = config.get("model_type") if isinstance(config, dict) else None
+            except (OSError, ValueError, TypeError, AttributeError):
+                pass
+            return plan_for(worker.tokenizer, entries, forced=forced, max_rounds=max_rounds,
+                            model_type=model_type if isinstance(model_type, str) else None)
+
+        return await asyncio.get_running_loop().run_in_executor(None, plan)
 
     async def _constrain(self, tools: "_ToolSession") -> None:
         """Constrained decoding for the calls (engine.inference.constrain): a forced call's

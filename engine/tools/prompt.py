@@ -110,6 +110,8 @@ def plan_for(tokenizer: "Tokenizer", entries: list[tuple[ToolSpec, ToolSource]],
     template = tokenizer.chat_template or ""
     family = family_for(template, model_type)
     native = "tools" in template and family_for(template) == family and _renders_tools(tokenizer, entries)
+    if not native:
+        family = "hermes"  # Wren's own instructions describe the hermes format
     plan = ToolPlan(entries, family, native, forced=forced, max_rounds=max_rounds)
     if not native:
         plan.tool_role = "tool" if _renders_role(tokenizer, "tool") else "user"

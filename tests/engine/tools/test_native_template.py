@@ -65,3 +65,11 @@ def test_send_with_a_native_template(wren_home, tiny_model_dir, tmp_path, make_e
     assert ('<|im_start|>assistant\nSure. <tool_call>\n{"name": "calculator", "arguments": {"expression": "2**8"}}'
             in second)
     assert "<tool_response>\n256\n</tool_response>" in second
+
+
+def test_a_template_without_tools_uses_wrens_hermes_instructions(tiny_model_dir):
+    tok = Tokenizer.from_dir(tiny_model_dir)
+    plan = plan_for(tok, [(CALCULATOR, None)], model_type="mistral")
+    assert plan.family == "hermes" and not plan.native
+    chat = plan.messages([{"role": "user", "content": "hi"}], [])
+    assert chat[0]["role"] == "system" and "<tool_call>" in chat[0]["content"]
