@@ -60,7 +60,7 @@ class CarePanel(QFrame):
 
     def visible_text(self) -> str:
         """Everything the panel says, as a person reads it."""
-        return "\n".join((self.title.text(), self.message.text(), self.help.text(), self.close_button.text()))
+        return f"{self.title.text()}\n{self.message.text()}\n{self.help.text()}\n{self.close_button.text()}"
 
     def dismiss(self) -> None:
         self.hide()

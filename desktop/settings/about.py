@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QFormLayout, QLabel, QPushButton, QTextBrowser, QV
 
 from engine import __version__
 from engine.api import Engine
+from engine.errors import WrenError
 from engine.paths import data_dir
 
 WREN_LICENCE = "Apache-2.0"
@@ -21,7 +22,7 @@ WREN_LICENCE = "Apache-2.0"
 COMPONENTS = (("PySide6", "PySide6_Essentials"), "qasync", "torch", "numpy", "tokenizers", "safetensors", "jinja2", "peewee",
               "huggingface_hub", "gguf", "httpx", "starlette", "uvicorn", "mcp", "keyring")
 _LICENCE_FILES = ("LICENSE", "LICENSE.txt", "LICENSE.md", "LICENCE", "LICENCE.txt", "COPYING")
-_CARD_LICENCE = re.compile(r"^license:\s*['\"]?([^'\"\n]+)", re.M)
+_CARD_LICENCE = re.compile(r"^license:\s*['\"]?([^'\"\n]+)", re.MULTILINE)
 
 
 def package_licence(name: str | tuple[str, ...]) -> tuple[str, str] | None:
@@ -122,7 +123,7 @@ class AboutPage(QWidget):
         catalog = None
         try:
             catalog = next((e.license for e in await self.engine.model_catalog() if e.id == name), None)
-        except Exception:  # the catalog is a convenience here
+        except (OSError, ValueError, WrenError):  # the catalog is a convenience here
             catalog = None
         return f"{name}: {model_licence(folder, catalog)}"
 

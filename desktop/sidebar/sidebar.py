@@ -217,10 +217,10 @@ class Sidebar(QWidget):
 
     def eventFilter(self, watched, event) -> bool:
         """From the search box, Down (or Up) goes to the results, where Enter opens one."""
-        if watched is self.search_box and event.type() == QEvent.Type.KeyPress:
-            if event.key() in (Qt.Key.Key_Down, Qt.Key.Key_Up) and self._conversation_items():
-                self.focus_results()
-                return True
+        if (watched is self.search_box and event.type() == QEvent.Type.KeyPress
+                and event.key() in (Qt.Key.Key_Down, Qt.Key.Key_Up) and self._conversation_items()):
+            self.focus_results()
+            return True
         return super().eventFilter(watched, event)
 
     def focus_results(self) -> None:

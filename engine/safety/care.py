@@ -14,10 +14,10 @@ import json
 import locale
 import logging
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Iterable
 
 from engine.errors import InvalidRequest
 from engine.events import SafetyAction
