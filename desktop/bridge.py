@@ -16,7 +16,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from engine.errors import InvalidRequest, StoreError, WrenError
 from engine.events import (
     Delta, Event, Failed, FailureKind, Finished, FinishReason, MemoryNotice, PrefillProgress, SafetyNotice,
-    Started, Usage,
+    Started, ToolApprovalNeeded, ToolCall, ToolResult, Usage,
 )
 
 log = logging.getLogger(__name__)
@@ -83,6 +83,7 @@ class TurnStream(QObject):
     notice = Signal(object)  # SafetyNotice
     memory = Signal(object)  # MemoryNotice: saved, forgotten, refused, suggestions
     failed = Signal(object)  # Failed
+    tool = Signal(object)  # ToolCall, ToolApprovalNeeded or ToolResult, after the text before it
     finished = Signal(object)  # Finished, always last, exactly once
 
     def __init__(self, events: AsyncIterator[Event], conversation_id: int, parent: QObject | None = None):
@@ -93,6 +94,8 @@ class TurnStream(QObject):
         self.usage_event: Usage | None = None
         self.failure: Failed | None = None
         self.notices: list[SafetyNotice] = []
+        self.tool_events: list[tuple[int, Event]] = []  # (length of the text before it, event)
+        self._received = 0
         self.memory_notice: MemoryNotice | None = None
         self.result: Finished | None = None
         self._events = events
@@ -152,6 +155,10 @@ class TurnStream(QObject):
                 elif isinstance(event, MemoryNotice):
                     self.memory_notice = event
                     self.memory.emit(event)
+                elif isinstance(event, (ToolCall, ToolApprovalNeeded, ToolResult)):
+                    self.prefill_event = None
+                    self.tool_events.append((self._received, event))
+                    self.tool.emit(event)
                 elif isinstance(event, Failed):
                     self.failure = event
                     self.failed.emit(event)
@@ -179,6 +186,7 @@ class TurnStream(QObject):
             chunk = "".join(self._pending)
             self._pending.clear()
             self._parts.append(chunk)
+            self._received += len(chunk)
             self.text.emit(chunk)
 
 

@@ -37,13 +37,34 @@ class MarkdownBody(QWidget):
     def code_blocks(self) -> list[CodeSegment]:
         return [w for w in self.segments() if isinstance(w, CodeSegment)]
 
-    def set_text(self, text: str) -> None:
-        """Render a finished message in one go."""
+    def set_text(self, text: str, inserts: list[tuple[int, QWidget]] | None = None) -> None:
+        """Render a finished message in one go; `inserts` (offset in `text`, widget), such
+        as tool-call cards, are placed between the text before and after their offset."""
         self._clear()
         self._parts = [text]
         self.streaming = False
-        for op in split_blocks(text):
+        at = 0
+        for offset, widget in sorted(inserts or (), key=lambda item: item[0]):
+            offset = max(at, min(offset, len(text)))
+            for op in split_blocks(text[at:offset]):
+                self._apply(op)
+            self._place(widget)
+            at = offset
+        for op in split_blocks(text[at:]):
             self._apply(op)
+
+    def add_inline(self, widget: QWidget) -> None:
+        """A widget (a tool call's card) after the text so far: the open paragraph or code
+        block ends here, and text that streams in after it starts a new one."""
+        if self.streaming:
+            for op in self._splitter.finish():
+                self._apply(op)
+            self._splitter = BlockSplitter()
+        self._place(widget)
+
+    def _place(self, widget: QWidget) -> None:
+        self._prose = self._code = None
+        self._layout.addWidget(widget)
 
     def begin_stream(self) -> None:
         self._clear()

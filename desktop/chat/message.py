@@ -11,9 +11,10 @@ from desktop.bridge import describe_notices
 from desktop.safety.labels import shown_notices
 from desktop.chat.body import MarkdownBody
 from desktop.chat.segments import PlainSegment
+from desktop.chat.toolcard import ToolCard
 from desktop.memory.notes import MemoryNotes, notice_from_meta
 from engine.context import report_from_meta
-from engine.events import MemoryNotice, SafetyNotice
+from engine.events import MemoryNotice, SafetyNotice, ToolApprovalNeeded, ToolCall, ToolResult
 from engine.records import MessageInfo, MessageStatus, Role
 
 _STATUS_TEXT = {
@@ -48,11 +49,15 @@ class MessageWidget(QFrame):
     remember_requested = Signal(object)  # "Remember this"
     inspect_requested = Signal(object)  # "What the model saw"
     provenance_requested = Signal(object)  # the memories this answer used
+    tool_decided = Signal(str, str)  # call id, "once" | "always" | "deny"
+    tool_cancel_requested = Signal(str)  # call id
+    tools_changed = Signal()  # a tool card was added (its buttons are new Tab stops)
 
     def __init__(self, role: Role, text: str = "", info: MessageInfo | None = None, parent: QWidget | None = None):
         super().__init__(parent)
         self.role = role
         self.info: MessageInfo | None = None
+        self.tool_cards: dict[str, ToolCard] = {}  # call id -> its card, in the body
         self.setObjectName("userMessage" if role is Role.USER else "assistantMessage")
         self.setAccessibleName("Your message" if role is Role.USER else "Wren's answer")
 
@@ -156,7 +161,9 @@ class MessageWidget(QFrame):
         self.info = info
         if info is not None and info.content != self.text() and not self.is_streaming:
             self._text = info.content
-            self.body.set_text(info.content)
+            self._render(info)
+        elif info is not None and not self.is_streaming and info.meta.get("tools") and not self.tool_cards:
+            self._render(info)  # a stored answer's calls and results, inline at their offsets
         count = info.sibling_count if info else 1
         index = info.sibling_index if info else 0
         for w in (self.previous_button, self.version_label, self.next_button):
@@ -173,6 +180,70 @@ class MessageWidget(QFrame):
                 f"{info.model or 'model'} on {info.backend or '?'} · "
                 f"{info.completion_tokens or 0} tokens at {info.tokens_per_second:.1f} tokens/s"
             )
+
+    # -- tool calls (docs/tools.md) ------------------------------------------------------
+
+    def _render(self, info: MessageInfo) -> None:
+        """The stored text, with a card for every call in meta["tools"] at its offset."""
+        self.tool_cards = {}
+        log = info.meta.get("tools") if isinstance(self.body, MarkdownBody) else None
+        if not isinstance(log, list) or not log:
+            self.body.set_text(info.content)
+            return
+        inserts = []
+        for item in log:
+            if not isinstance(item, dict):
+                continue
+            if item.get("type") == "tool_call":
+                args = item.get("arguments")
+                card = self._card(str(item.get("id")), str(item.get("name", "?")), args if isinstance(args, dict) else {})
+                inserts.append((int(item.get("offset") or 0), card))
+            elif item.get("type") == "tool_result" and (card := self.tool_cards.get(str(item.get("id")))):
+                card.set_result(str(item.get("content", "")), bool(item.get("is_error")), item.get("duration"))
+        if info.status is not MessageStatus.STREAMING:
+            for card in self.tool_cards.values():
+                card.stop_spinning()
+        self.body.set_text(info.content, inserts)
+        self.tools_changed.emit()
+
+    def _card(self, call_id: str, name: str, arguments: dict) -> ToolCard:
+        card = ToolCard(call_id, name, arguments)
+        card.decided.connect(self.tool_decided)
+        card.cancel_requested.connect(self.tool_cancel_requested)
+        self.tool_cards[call_id] = card
+        return card
+
+    def show_tool_event(self, event: ToolCall | ToolApprovalNeeded | ToolResult) -> ToolCard | None:
+        """A tool event from the live stream: a new card, its approval, or its result."""
+        if not isinstance(self.body, MarkdownBody):
+            return None
+        card = self.tool_cards.get(event.id)
+        if card is None and isinstance(event, (ToolCall, ToolApprovalNeeded)):
+            self.end_prefill()
+            card = self._card(event.id, event.name, event.arguments)
+            self.body.add_inline(card)
+            self.tools_changed.emit()
+        if card is None:
+            return None
+        if isinstance(event, ToolApprovalNeeded):
+            card.ask_approval()
+        elif isinstance(event, ToolResult):
+            card.set_result(event.content, event.is_error, event.duration)
+        return card
+
+    def replay_stream(self, text: str, tool_events: list[tuple[int, object]]) -> None:
+        """Show a still-streaming answer afresh: its text so far with its cards in place
+        (`tool_events`: (offset in `text`, event), as TurnStream keeps them)."""
+        self.tool_cards = {}
+        self.body.begin_stream()
+        at = 0
+        for offset, event in tool_events:
+            if offset > at:
+                self.body.append(text[at:offset])
+                at = offset
+            self.show_tool_event(event)  # type: ignore[arg-type]
+        if text[at:]:
+            self.body.append(text[at:])
 
     def set_status(self, status: MessageStatus | None, error: str | None = None) -> None:
         text = _STATUS_TEXT.get(status, "") if status else ""

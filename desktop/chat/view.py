@@ -34,6 +34,8 @@ class ChatView(QScrollArea):
     suggestion_accepted = Signal(object, str)  # answer id, suggested text
     clear_memories_requested = Signal(object)  # answer id whose question said "forget everything"
     messages_changed = Signal()  # messages were added or removed (the window re-orders Tab stops)
+    tool_decided = Signal(str, str)  # call id, "once" | "always" | "deny" (Engine.approve_tool)
+    tool_cancel_requested = Signal(str)  # call id (Engine.cancel_tool)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -211,6 +213,9 @@ class ChatView(QScrollArea):
         widget.remember_requested.connect(self.remember_requested)
         widget.inspect_requested.connect(self.inspect_requested)
         widget.provenance_requested.connect(self.provenance_requested)
+        widget.tool_decided.connect(self.tool_decided)
+        widget.tool_cancel_requested.connect(self.tool_cancel_requested)
+        widget.tools_changed.connect(self.messages_changed)
         if widget.notes is not None:
             notes = widget.notes
             notes.open_requested.connect(self.memory_open_requested)

@@ -6,6 +6,8 @@ from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QToolButton, QVBoxLayout, QWidget
 
+from desktop.composer.tools import AttachmentBar, ToolsButton
+
 MAX_VISIBLE_LINES = 8
 # Qt lays a paragraph out as a whole: one pasted megabyte without line breaks costs over a
 # second to insert and most of a second per keystroke after it. Pastes this big become an
@@ -141,7 +143,11 @@ class Composer(QWidget):
         row.addWidget(self.edit, 1)
         row.addWidget(self.send_button, 0, Qt.AlignmentFlag.AlignBottom)
         row.addWidget(self.stop_button, 0, Qt.AlignmentFlag.AlignBottom)
+        self.tools_button = ToolsButton()  # which tools this chat may use (SendOptions.tools)
+        self.attachment_bar = AttachmentBar()  # files for read_attachment (SendOptions.attachments)
         foot = QHBoxLayout()
+        foot.addWidget(self.tools_button)
+        foot.addWidget(self.attachment_bar)
         foot.addWidget(self.reason_label, 1)
         foot.addStretch(0)
         foot.addWidget(self.token_label)

@@ -27,6 +27,7 @@ from desktop.settings.importer import import_model
 from desktop.settings.personal import PersonalPage
 from desktop.settings.providers import ProvidersPage
 from desktop.settings.sampling import SamplingPresetEditor
+from desktop.settings.tools import ToolsPage
 from desktop.window.models import installed_models
 from engine.api import BACKEND_NAMES, DEFAULT_SYSTEM_PROMPT, Engine, SamplingParams
 from engine.errors import WrenError
@@ -97,6 +98,8 @@ class SettingsDialog(QDialog):
         self.tabs.addTab(self.about_page, "About")
         self.providers_page = ProvidersPage(engine, tasks)  # loads itself when shown
         self.tabs.addTab(self.providers_page, "Providers")
+        self.tools_page = ToolsPage(engine, tasks)  # loads itself when shown; changes are kept at once
+        self.tabs.addTab(self.tools_page, "Tools")
         self.error_label = QLabel()
         self.error_label.setObjectName("settingsError")
         self.error_label.setWordWrap(True)

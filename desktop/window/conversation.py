@@ -12,8 +12,10 @@ from desktop.bridge import TurnStream, describe_notices
 from desktop.chat.message import MessageWidget
 from desktop.safety.labels import shown_notices
 from desktop.sidebar.sidebar import UNTITLED
+from engine.api import SendOptions
 from engine.events import (
     Event, Failed, FailureKind, Finished, FinishReason, MemoryNotice, PrefillProgress, SafetyNotice, Started,
+    ToolApprovalNeeded,
 )
 from engine.records import MessageInfo, Role
 
@@ -40,6 +42,13 @@ class ConversationController(QObject):
         self._live: dict[int, MessageWidget] = {}  # conversation id → widget receiving text
         self._open_generation = 0
         self._list_generation = 0
+        self._tools_generation = 0
+        self._tools_picked = 0  # the user's changes to the composer's tools, counted
+        self._tools_shown_at = -1  # the chat opening (_open_generation) the menu's ticks belong to
+        window.chat.tool_decided.connect(self._approve_tool)
+        window.chat.tool_cancel_requested.connect(self._cancel_tool)
+        window.composer.tools_button.refresh_requested.connect(self.load_tools)
+        window.composer.tools_button.changed.connect(self._tools_chosen)
 
     # -- the list -------------------------------------------------------------------
 
@@ -106,6 +115,7 @@ class ConversationController(QObject):
         self.w.status.show_context(None)
         self.w.status.show_speed(None, None)
         self.w.composer.edit.setFocus()
+        self.load_tools()
 
     async def open(self, conversation_id: int) -> None:
         self._open_generation += 1
@@ -128,6 +138,7 @@ class ConversationController(QObject):
         self._sync_busy()
         self._show_usage_of(messages)
         self.w.chat.scroll_to_bottom()
+        self.load_tools()
         self.opened.emit(conversation_id)
 
     def _set_temporary(self, temporary: bool) -> None:
@@ -159,8 +170,7 @@ class ConversationController(QObject):
         widget = self.w.chat.widget_for(stream.assistant_id)
         if widget is None:
             return
-        widget.body.begin_stream()
-        widget.body.append(stream.received())
+        widget.replay_stream(stream.received(), stream.tool_events)
         if stream.prefill_event is not None:  # still reading the prompt: say how far
             widget.show_prefill(stream.prefill_event.done, stream.prefill_event.total)
         self._live[conversation_id] = widget
@@ -184,9 +194,16 @@ class ConversationController(QObject):
 
     def send(self, text: str) -> None:
         self.w.composer.set_streaming(True)  # at once: a second Enter must not send twice
-        self.w.tasks.run(self._send(text), what="sending")
+        self.w.tasks.run(self._send(text, self.send_options()), what="sending")
 
-    async def _send(self, text: str) -> None:
+    def send_options(self) -> SendOptions:
+        """The composer's tools (once loaded; else the chat's own choice) and attached files,
+        which leave the composer with this message."""
+        tools = self.w.composer.tools_button
+        chosen = tuple(tools.chosen()) if tools.loaded else None
+        return SendOptions(tools=chosen, attachments=tuple(self.w.composer.attachment_bar.take()))
+
+    async def _send(self, text: str, options: SendOptions | None = None) -> None:
         conversation_id = self.current_id
         created = conversation_id is None
         temporary = self.temporary
@@ -201,7 +218,11 @@ class ConversationController(QObject):
             if temporary:
                 self._temporary_ids.add(conversation_id)
         user = self.w.chat.add_pending_user(text)
-        self._start(conversation_id, self.engine.send(conversation_id, text), user, draft=text)
+        if created and options is not None and options.tools is not None:
+            await self.engine.set_conversation_tools(conversation_id, list(options.tools))
+        if options is not None and options.tools:
+            await self.engine.prepare_tool_sources(list(options.tools))  # starts the MCP servers they need
+        self._start(conversation_id, self.engine.send(conversation_id, text, options), user, draft=text)
         if created and not temporary:
             await self.refresh_list()
 
@@ -255,6 +276,7 @@ class ConversationController(QObject):
         stream.usage.connect(lambda usage: conversation_id == self.current_id and self.w.status.show_usage(usage))
         stream.notice.connect(lambda n: self._safety_notice(conversation_id, n))
         stream.memory.connect(lambda n: self._memory_notice(conversation_id, n))
+        stream.tool.connect(lambda event: self._tool_event(conversation_id, event))
         stream.finished.connect(lambda fin: self.w.tasks.run(self._finished(stream, fin, draft), what="finishing the answer"))
         return stream.start()
 
@@ -276,6 +298,56 @@ class ConversationController(QObject):
         widget = self._live.get(conversation_id)
         if widget is not None:
             widget.show_memory_notice(notice)
+
+    # -- tools ----------------------------------------------------------------------
+
+    def _tool_event(self, conversation_id: int, event) -> None:
+        widget = self._live.get(conversation_id)
+        if widget is not None:
+            widget.show_tool_event(event)
+        if isinstance(event, ToolApprovalNeeded) and conversation_id == self.current_id:
+            self.w.status.showMessage(f"Wren wants to run the tool {event.name}: allow or deny it in the answer", 10000)
+
+    def _approve_tool(self, call_id: str, decision: str) -> None:
+        self.w.status.clearMessage()  # "Wren wants to run …" is answered
+        try:
+            self.engine.approve_tool(call_id, decision)
+        except Exception as exc:  # the call ended meanwhile (Stop, the chat was closed)
+            self.w.status.showMessage(f"The tool call is no longer waiting: {exc}", 8000)
+
+    def _cancel_tool(self, call_id: str) -> None:
+        self.engine.cancel_tool(call_id)
+
+    def load_tools(self, start_servers: bool = False) -> None:
+        self.w.tasks.run(self._load_tools(self.current_id, start_servers), what="listing the tools")
+
+    async def _load_tools(self, conversation_id: int | None, start_servers: bool = False) -> None:
+        """The tools for the composer's menu and the chat's choice. The menu opening (start_servers)
+        refreshes the list only: the ticks stay as the user left them (a new chat's are not saved yet)."""
+        self._tools_generation += 1
+        generation, picked = self._tools_generation, self._tools_picked
+        button = self.w.composer.tools_button
+        shown = self._open_generation  # which opening of a chat this load is for
+        keep = start_servers and button.loaded and self._tools_shown_at == shown
+        if start_servers:  # the menu was opened: MCP servers start now, lazily, to list their tools
+            await self.engine.prepare_tool_sources()
+        tools = await self.engine.tools()
+        chosen = None
+        if not keep:
+            chosen = await self.engine.conversation_tools(conversation_id) if conversation_id is not None else None
+            if chosen is None:
+                default = await self.engine.get_setting("tools.default")
+                chosen = [n for n in default if isinstance(n, str)] if isinstance(default, list) else []
+        if generation == self._tools_generation and shown == self._open_generation:
+            if keep or picked != self._tools_picked:  # the user ticked meanwhile: theirs stands
+                chosen = button.chosen()
+            button.set_tools(tools, chosen or [])
+            self._tools_shown_at = shown
+
+    def _tools_chosen(self, names: list[str]) -> None:
+        self._tools_picked += 1
+        if self.current_id is not None:
+            self.w.tasks.run(self.engine.set_conversation_tools(self.current_id, names), what="choosing the tools")
 
     def _prefill(self, conversation_id: int, event: PrefillProgress) -> None:
         widget = self._live.get(conversation_id)

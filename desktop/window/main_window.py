@@ -237,6 +237,7 @@ class MainWindow(QMainWindow):
             stops += _stops_in_reading_order(message)
         stops += _stops_in_reading_order(self.gate.panel)
         stops += [self.composer.edit, self.composer.send_button, self.composer.stop_button]
+        stops += [self.composer.tools_button, *_stops_in_reading_order(self.composer.attachment_bar)]
         return stops
 
     def order_tab_stops(self) -> None:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 DISABLED_KEY = "tools.disabled"  # names the user switched off (every tool is on until then)
 ALWAYS_KEY = "tools.always_allowed"  # names whose calls no longer wait for approval
+CONVERSATION_KEY = "tools"  # conversation setting: the tools that chat may use
 DEFAULT_KEY = "tools.default"  # the tools a chat without its own choice may use (default: none)
 MAX_ROUNDS_KEY = "tools.max_rounds"
 TIMEOUT_KEY = "tools.timeout_seconds"
@@ -109,6 +110,27 @@ class Tools:
     async def revoke_tool_approval(self, name: str) -> None:
         names = [n for n in await self._name_list(ALWAYS_KEY) if n != name]
         await self.set_setting(ALWAYS_KEY, names or None)
+
+    async def conversation_tools(self, conversation_id: int) -> list[str] | None:
+        """The tools this chat may use (its setting `tools`); None: it has no choice of its
+        own, so `tools.default` applies."""
+        conv = await self.get_conversation(conversation_id)  # type: ignore[attr-defined]
+        value = conv.settings.get(CONVERSATION_KEY)
+        return [n for n in value if isinstance(n, str)] if isinstance(value, list) else None
+
+    async def set_conversation_tools(self, conversation_id: int, names: list[str] | tuple[str, ...] | None) -> None:
+        """Keep this chat's choice of tools (None: back to `tools.default`); later answers,
+        regenerations and edits use it when Send gives no tools of its own."""
+        if names is not None and (isinstance(names, str) or not all(isinstance(n, str) for n in names)):
+            raise InvalidRequest(f"a chat's tools must be a list of tool names, not {names!r}")
+        conv = await self.get_conversation(conversation_id)  # type: ignore[attr-defined]
+        settings = dict(conv.settings)
+        if names is None:
+            settings.pop(CONVERSATION_KEY, None)
+        else:
+            settings[CONVERSATION_KEY] = list(dict.fromkeys(names))
+        store = self._store_for(conversation_id)  # type: ignore[attr-defined]
+        await self._db(store.update_conversation, conversation_id, settings=settings)  # type: ignore[attr-defined]
 
     async def call_tool(self, name: str, arguments: dict, *, timeout: float | None = None) -> ToolResult:
         """Run a tool directly (`wren tools call`): the user asked, so no approval; the

@@ -1,0 +1,191 @@
+"""The composer's tool controls: a "Tools" button whose menu ticks the tools this chat may
+use (kept per chat, sent as SendOptions.tools), and "Attach file" with a removable chip
+per attached file (SendOptions.attachments; the read_attachment tool reads only these)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QTimer, Signal
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QMenu,
+    QToolButton,
+    QWidget,
+)
+
+from engine.api import ToolInfo
+
+
+class ToolsButton(QToolButton):
+    """Shows how many tools the chat may use; its menu has one checkbox per enabled tool."""
+
+    changed = Signal(list)  # the names now chosen, in the menu's order
+    # The window should load the tools: False when first shown (no MCP server is started),
+    # True when the menu opens (the chat's MCP servers start, so their tools can be listed).
+    refresh_requested = Signal(bool)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("toolsButton")
+        self.setAutoRaise(True)
+        self.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.menu_ = QMenu(self)
+        self.menu_.setObjectName("toolsMenu")
+        self.menu_.setAccessibleName("Tools this chat may use")
+        self.menu_.aboutToShow.connect(lambda: self.refresh_requested.emit(True))
+        self.setMenu(self.menu_)
+        self.tools: list[ToolInfo] = []
+        self._chosen: list[str] = []
+        self.loaded = False
+        self._asked = False
+        self._show()
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        if not self._asked:
+            self._asked = True
+            QTimer.singleShot(0, self, lambda: self.refresh_requested.emit(False))
+
+    def set_tools(self, tools: list[ToolInfo], chosen: list[str]) -> None:
+        """Every tool and this chat's choice; switched-off tools are not offered."""
+        tools = [t for t in tools if t.enabled]
+        known = {t.name for t in tools}
+        chosen = [n for n in chosen if n in known]
+        if self.loaded and [t.name for t in tools] == [t.name for t in self.tools] and chosen == self._chosen:
+            return  # the same: an open menu is not rebuilt under the user's keys
+        self.tools, self._chosen, self.loaded = tools, chosen, True
+        self.menu_.clear()
+        if not self.tools:
+            empty = self.menu_.addAction("No tools are switched on (Settings → Tools)")
+            empty.setEnabled(False)
+        for tool in self.tools:
+            action = QAction(tool.name, self.menu_)
+            action.setObjectName(f"toolAction_{tool.name}")
+            action.setCheckable(True)
+            action.setChecked(tool.name in self._chosen)
+            where = "built in" if tool.source == "builtin" else tool.source.removeprefix("mcp:") + " (MCP)"
+            approval = "; asks before each call" if tool.needs_approval else ""
+            action.setToolTip(f"{tool.description} — {where}{approval}")
+            action.setStatusTip(action.toolTip())
+            action.toggled.connect(lambda on, name=tool.name: self.set_chosen(name, on))
+            self.menu_.addAction(action)
+        self.menu_.setToolTipsVisible(True)
+        self._show()
+
+    def chosen(self) -> list[str]:
+        return list(self._chosen)
+
+    def actions_by_name(self) -> dict[str, QAction]:
+        return {a.text(): a for a in self.menu_.actions() if a.isCheckable()}
+
+    def set_chosen(self, name: str, on: bool) -> None:
+        was = list(self._chosen)
+        if on and name not in self._chosen:
+            self._chosen.append(name)
+        elif not on and name in self._chosen:
+            self._chosen.remove(name)
+        order = [t.name for t in self.tools]
+        self._chosen.sort(key=lambda n: order.index(n) if n in order else len(order))
+        action = self.actions_by_name().get(name)
+        if action is not None and action.isChecked() != on:
+            action.setChecked(on)
+        self._show()
+        if self._chosen != was:
+            self.changed.emit(self.chosen())
+
+    def _show(self) -> None:
+        count = len(self._chosen)
+        self.setText(f"Tools · {count}" if count else "Tools · off")
+        names = ", ".join(self._chosen) or "none"
+        self.setAccessibleName(f"Tools this chat may use: {names}")
+        self.setToolTip(f"Tools this chat may use: {names}. Click to change.")
+
+
+class FileChip(QFrame):
+    """One attached file; its × removes it."""
+
+    removed = Signal(object)
+
+    def __init__(self, path: str, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("fileChip")
+        self.path = path
+        self.label = QLabel(f"📎 {Path(path).name}")
+        self.label.setToolTip(path)
+        self.remove_button = QToolButton(text="×")
+        self.remove_button.setObjectName("removeFileButton")
+        self.remove_button.setAccessibleName(f"Remove the attached file {Path(path).name}")
+        self.remove_button.setToolTip("Remove this file from the message")
+        self.remove_button.setAutoRaise(True)
+        self.remove_button.clicked.connect(lambda: self.removed.emit(self))
+        row = QHBoxLayout(self)
+        row.setContentsMargins(8, 0, 0, 0)
+        row.setSpacing(2)
+        row.addWidget(self.label)
+        row.addWidget(self.remove_button)
+
+
+class AttachmentBar(QWidget):
+    """"Attach file…" and the chips of the files attached to the next message."""
+
+    changed = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("attachmentBar")
+        self.attach_button = QToolButton(text="Attach file…")
+        self.attach_button.setObjectName("attachFileButton")
+        self.attach_button.setAccessibleName("Attach a file")
+        self.attach_button.setToolTip("Attach a file Wren's read_attachment tool may read (text, code, CSV, PDF)")
+        self.attach_button.setAutoRaise(True)
+        self.attach_button.clicked.connect(self.pick)
+        self._row = QHBoxLayout(self)
+        self._row.setContentsMargins(0, 0, 0, 0)
+        self._row.setSpacing(4)
+        self._row.addWidget(self.attach_button)
+
+    def pick(self) -> None:
+        paths, _ = QFileDialog.getOpenFileNames(self, "Attach files")
+        for path in paths:
+            self.add(path)
+
+    def add(self, path: str) -> FileChip | None:
+        path = str(Path(path).expanduser().resolve())
+        if path in self.files():
+            return None
+        chip = FileChip(path)
+        chip.removed.connect(self._remove)
+        self._row.addWidget(chip)
+        self.changed.emit()
+        return chip
+
+    def chips(self) -> list[FileChip]:
+        items = (self._row.itemAt(i).widget() for i in range(self._row.count()))
+        return [w for w in items if isinstance(w, FileChip)]
+
+    def files(self) -> list[str]:
+        return [chip.path for chip in self.chips()]
+
+    def take(self) -> list[str]:
+        """The files for the message being sent; the bar is empty afterwards."""
+        files = self.files()
+        for chip in self.chips():
+            self._remove(chip, quiet=True)
+        if files:
+            self.changed.emit()
+        return files
+
+    def _remove(self, chip: FileChip, quiet: bool = False) -> None:
+        had_focus = chip.remove_button.hasFocus()
+        self._row.removeWidget(chip)
+        chip.hide()
+        chip.deleteLater()
+        if had_focus:
+            self.attach_button.setFocus()
+        if not quiet:
+            self.changed.emit()
