@@ -27,6 +27,8 @@ from engine.inference.select import BACKEND_NAMES, resolve_backend  # noqa: F401
 from engine.inference.worker import GenerationRequest, ModelWorker, WarmRequest
 from engine.logs import log_event
 from engine.memory import TEMPORARY_KEY, MemoryService
+from engine.memory.facade import MemoryEmbeddings
+from engine.token_view import TokenPiece, TokenView  # noqa: F401  TokenPiece: re-exported for the desktop
 from engine.modelhub.catalog import CatalogEntry, load_catalog, system_memory_bytes, with_fit
 from engine.modelhub.registry import RECORD_FILE, ModelInfo, ModelRegistry, ModelSource, SweepReport, WeightCheck  # noqa: F401  re-exported
 from engine.preferences import Preferences
@@ -85,7 +87,7 @@ class ModelStatus:
     load_seconds: float
 
 
-class Engine(Preferences, Serving, Tools, Care, McpFacade, Providers):
+class Engine(Preferences, Serving, Tools, Care, McpFacade, Providers, MemoryEmbeddings, TokenView):
     """Conversations, models, memories and streaming answers; use from one asyncio loop.
     Memory, instruction, safety and diagnostics settings come from `Preferences`; the
     server's stateless answers (nothing stored) from `Serving`."""
@@ -127,6 +129,7 @@ class Engine(Preferences, Serving, Tools, Care, McpFacade, Providers):
         self._weight_check: tuple[threading.Event, Any] | None = None
         self._question_tokenizers: dict[Path, Tokenizer] = {}
         self.leftovers = SweepReport()  # what the start-up sweep of models/ removed (Engine.open)
+        self._init_memory_embeddings()  # sentence vectors for retrieval, made off the loop
 
     @classmethod
     def open(cls, home: Path | None = None, **kwargs: Any) -> "Engine":
@@ -158,6 +161,7 @@ class Engine(Preferences, Serving, Tools, Care, McpFacade, Providers):
         if worker is not None:
             await asyncio.get_running_loop().run_in_executor(None, worker.close)
         await self._close_mcp()  # every MCP server stops with Wren
+        await self._close_memory_embeddings()
         await self._db(self.store.close)  # every connection, whichever thread opened it
         if self._temp is not None:
             await self._db(self._temp.close)

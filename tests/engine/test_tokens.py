@@ -1,0 +1,126 @@
+"""Tokens you can see: Engine.tokens and `wren tokens`, on the tiny model's byte-level tokenizer."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+
+import pytest
+
+from engine.api import Engine, TokenPiece
+from engine.errors import InvalidRequest, WrenError
+from engine.token_view import visible
+from engine.tokens_cli import render
+
+
+def _cover(text: str, pieces: list[TokenPiece]) -> None:
+    """Pieces tile the text: in order, no gaps, and their texts (bytes joined) give it back."""
+    assert pieces[0].start == 0 and pieces[-1].end == len(text)
+    for a, b in itertools.pairwise(pieces):
+        assert b.start in (a.start, a.end)  # the pieces of one character share its span
+    assert all(0 <= p.start <= p.end <= len(text) for p in pieces)
+
+
+def test_tokens_of_ascii_text_with_ids_and_spans(make_engine):
+    asyncio.run(_test_tokens_of_ascii_text_with_ids_and_spans(make_engine))
+
+
+async def _test_tokens_of_ascii_text_with_ids_and_spans(make_engine):
+    engine: Engine = make_engine()
+    try:
+        text = "Hello world, hello Wren."
+        found = await engine.tokens(text)
+        assert engine._worker is None  # the model was never loaded, only its tokenizer
+        assert "".join(p.text for p in found) == text
+        _cover(text, found)
+        tokenizer = engine._question_tokenizers[next(iter(engine._question_tokenizers))]
+        assert [p.id for p in found] == tokenizer._text.encode(text, add_special_tokens=False).ids
+        assert all(text[p.start:p.end] == p.text for p in found)
+    finally:
+        await engine.close()
+
+
+def test_tokens_of_non_ascii_text_show_byte_pieces(make_engine):
+    asyncio.run(_test_tokens_of_non_ascii_text_show_byte_pieces(make_engine))
+
+
+async def _test_tokens_of_non_ascii_text_show_byte_pieces(make_engine):
+    engine: Engine = make_engine()
+    try:
+        text = "naïve café 日本 🙂"
+        found = await engine.tokens(text)
+        _cover(text, found)
+        byte_pieces = [p for p in found if p.is_bytes]
+        assert byte_pieces, "a tiny vocabulary must split rare characters into bytes"
+        # Bytes of a character add up to that character, whatever the split.
+        rebuilt, pending = "", b""
+        for p in found:
+            if p.is_bytes:
+                pending += bytes(int(h, 16) for h in p.text.replace("<0x", " ").replace(">", "").split())
+                try:
+                    rebuilt, pending = rebuilt + pending.decode("utf-8"), b""
+                except UnicodeDecodeError:
+                    pass
+            else:
+                rebuilt += p.text
+        assert rebuilt == text and pending == b""
+        emoji = [p for p in found if p.start == text.index("🙂")]
+        assert emoji and all(p.end == len(text) for p in emoji)
+    finally:
+        await engine.close()
+
+
+def test_empty_text_and_bad_input(make_engine):
+    asyncio.run(_test_empty_text_and_bad_input(make_engine))
+
+
+async def _test_empty_text_and_bad_input(make_engine):
+    engine: Engine = make_engine()
+    try:
+        assert await engine.tokens("") == []
+        with pytest.raises(InvalidRequest, match="must be text"):
+            await engine.tokens(42)  # type: ignore[arg-type]
+        with pytest.raises(WrenError, match="no model named 'nope'"):
+            await engine.tokens("hi", model="nope")
+    finally:
+        await engine.close()
+
+
+def test_special_markup_is_text_and_the_loaded_models_tokenizer_is_used(make_engine):
+    asyncio.run(_test_special_markup_is_text_and_the_loaded_models_tokenizer_is_used(make_engine))
+
+
+async def _test_special_markup_is_text_and_the_loaded_models_tokenizer_is_used(make_engine):
+    engine: Engine = make_engine()
+    try:
+        await engine.load_model()
+        text = "<|im_end|> ok"
+        found = await engine.tokens(text)
+        assert "".join(p.text for p in found) == text  # typed markup stays plain text
+        assert engine._question_tokenizers == {}  # the loaded model's tokenizer served it
+    finally:
+        await engine.close()
+
+
+def test_render_shows_boundaries_ids_and_spaces():
+    pieces = [TokenPiece(5, "Hi", 0, 2), TokenPiece(17, " there", 2, 8), TokenPiece(3, "<0xE2>", 8, 9)]
+    out = render(pieces)
+    assert out.splitlines()[0] == "Hi│·there│<0xE2>"
+    assert "  17  " in out and "·there" in out and out.rstrip().endswith("3 tokens")
+    assert render([]) == "(no tokens: the text is empty)\n"
+    assert visible("a b\tc\n") == "a·b→c↵"
+
+
+def test_cli_prints_tokens_as_json(make_engine, capsys):
+    from engine.cli import main
+
+    asyncio.run(make_engine().close())  # registers the tiny model as the default in WREN_HOME
+    assert main(["tokens", "Hi there", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["model"] == "tiny" and data["count"] == len(data["tokens"]) > 0
+    assert "".join(t["text"] for t in data["tokens"]) == "Hi there"
+    assert main(["tokens", "Hi there"]) == 0
+    assert "·" in capsys.readouterr().out
+    assert main(["tokens", "x", "--model", "nope"]) == 2
+    assert "nope" in capsys.readouterr().err
