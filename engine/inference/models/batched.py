@@ -13,10 +13,9 @@ from __future__ import annotations
 from typing import Sequence
 
 import torch
-import torch.nn.functional as F
 
 from engine.inference.backend import check_batch
-from engine.inference.models.llama import Attention, Transformer, _rms_norm, _rope
+from engine.inference.models.llama import Transformer
 
 
 def decode_batch(model: Transformer, tokens: Sequence[int], positions: Sequence[int],
@@ -45,38 +44,7 @@ def decode_batch(model: Transformer, tokens: Sequence[int], positions: Sequence[
 def batch_block(layer, h, cos, sin, pos, slot_ids, rows, key_pos) -> torch.Tensor:
     """One decoder block for B rows: h [B, 1, hidden] at positions pos [B] of slots
     slot_ids [B], read through `rows` (a slice of consecutive slots, or slot_ids),
-    attending over key positions key_pos [1, span]."""
+    attending over key positions key_pos [1, span] (attention.Attention.forward_rows)."""
     x = layer.attention_norm(h)
-    h = h + _attention(layer.attention, x, cos, sin, pos, slot_ids, rows, key_pos)
+    h = h + layer.attention.forward_rows(x, cos, sin, pos, slot_ids, rows, key_pos)
     return h + layer.feed_forward(layer.ffn_norm(h))
-
-
-def _attention(attn: Attention, x, cos, sin, pos, slot_ids, rows, key_pos) -> torch.Tensor:
-    batch = x.shape[0]
-    qkv = attn.wqkv(x)
-    split = attn.q_size + attn.kv_size
-    qk = qkv[..., :split].view(batch, 1, attn.n_heads + attn.n_kv, attn.head_dim)
-    if attn.qk_norm is not None:
-        qk = _rms_norm(qk, None, attn.eps) * attn.qk_norm
-    qk = _rope(qk, cos, sin)
-    q = qk[:, :, : attn.n_heads].transpose(1, 2)  # [B, heads, 1, head_dim]
-    attn.k_slots[slot_ids, :, pos] = qk[:, 0, attn.n_heads :]
-    attn.v_slots[slot_ids, :, pos] = qkv[:, 0, split:].view(batch, attn.n_kv, attn.head_dim)
-    span = key_pos.shape[1]
-    visible = key_pos <= pos[:, None]
-    if attn.window is not None:
-        visible &= key_pos > pos[:, None] - attn.window
-    keys = attn.k_slots[rows, :, :span]
-    values = attn.v_slots[rows, :, :span]
-    if torch.compiler.is_compiling():
-        # Products and sums that inductor fuses, with the rows' gather, into one loop over
-        # the slots' caches (scores in float32, as the one-sequence step keeps them).
-        q = q.reshape(batch, attn.n_kv, -1, attn.head_dim).float() * attn.head_dim**-0.5
-        scores = (q[:, :, :, None, :] * keys[:, :, None, :, :]).sum(-1)
-        scores = scores.masked_fill(~visible[:, None, None, :], float("-inf"))
-        probs = torch.softmax(scores, dim=-1)
-        out = (probs[..., None] * values[:, :, None, :, :]).sum(-2).to(x.dtype)
-        return attn.wo(out.reshape(batch, 1, attn.q_size))
-    out = F.scaled_dot_product_attention(
-        q, keys, values, attn_mask=visible[:, None, None, :], enable_gqa=True)
-    return attn.wo(out.transpose(1, 2).reshape(batch, 1, attn.q_size))

@@ -27,10 +27,9 @@ from pathlib import Path
 from typing import Callable
 
 import torch
-import torch.nn.functional as F
 
 from engine.inference.models.batched import batch_block
-from engine.inference.models.llama import Attention, Transformer, _rms_norm, _rope, _zeros_on_demand
+from engine.inference.models.llama import Transformer, _zeros_on_demand
 from engine.inference.quant.modules import layer_signature
 
 log = logging.getLogger(__name__)
@@ -434,39 +433,15 @@ def _run_batch_block(layer, h, cos, sin, pos, slot_ids, rows, key_pos):
 def static_decode_step(model: Transformer, token: torch.Tensor, pos: torch.Tensor, span: int) -> torch.Tensor:
     """Logits [vocab] for `token` [1, 1] at device position `pos` [1], attending over cache
     positions [0, span): every shape is fixed, so the step can be captured in a CUDA graph.
-    Requires pos < span."""
-    cos = model._cos.index_select(0, pos)
-    sin = model._sin.index_select(0, pos)
-    key_pos = torch.arange(span, device=pos.device)
+    It is the batched step for one row, slot 0. Requires pos < span."""
+    cos = model._cos.index_select(0, pos)[:, None]  # [1, 1 (length), 1 (heads), head_dim]
+    sin = model._sin.index_select(0, pos)[:, None]
+    slot_ids = torch.zeros_like(pos)
+    key_pos = torch.arange(span, device=pos.device)[None, :]
     h = model.tok_embeddings(token)
     for layer in model.layers:
-        x = layer.attention_norm(h)
-        h = h + _static_attention(layer.attention, x, cos, sin, pos, key_pos)
-        h = h + layer.feed_forward(layer.ffn_norm(h))
+        h = batch_block(layer, h, cos, sin, pos, slot_ids, slice(0, 1), key_pos)
     return model.output(model.norm(h[0, -1]))
-
-
-def _static_attention(attn: Attention, x, cos, sin, pos, key_pos) -> torch.Tensor:
-    qkv = attn.wqkv(x)
-    split = attn.q_size + attn.kv_size
-    qk = qkv[..., :split].view(1, 1, attn.n_heads + attn.n_kv, attn.head_dim)
-    if attn.qk_norm is not None:
-        qk = _rms_norm(qk, None, attn.eps) * attn.qk_norm
-    qk = _rope(qk, cos, sin)
-    q = qk[:, :, : attn.n_heads].transpose(1, 2)
-    k = qk[:, :, attn.n_heads :].transpose(1, 2)
-    v = qkv[..., split:].view(1, 1, attn.n_kv, attn.head_dim).transpose(1, 2)
-    attn.k_cache.index_copy_(2, pos, k)
-    attn.v_cache.index_copy_(2, pos, v)
-    span = key_pos.shape[0]
-    visible = key_pos <= pos
-    if attn.window is not None:
-        visible &= key_pos > pos - attn.window
-    out = F.scaled_dot_product_attention(
-        q, attn.k_cache[:, :, :span], attn.v_cache[:, :, :span],
-        attn_mask=visible.view(1, 1, 1, span), enable_gqa=True,
-    )
-    return attn.wo(out.transpose(1, 2).reshape(1, 1, attn.q_size))
 
 
 class CudaGraphDecode:

@@ -3,12 +3,13 @@
 gpt-fast style: a config dataclass, weights built on `meta` and loaded with `assign=True`,
 a static KV cache allocated once per load, and separate prefill / one-token decode paths.
 Q/K/V and gate/up projections are fused at load time so a decoded token costs few ops.
+Attention (with RoPE and the KV cache) is engine.inference.models.attention's, the one
+implementation the prompt, decode, batched and CUDA-graph paths share.
 """
 
 from __future__ import annotations
 
 import copy
-import functools
 import math
 import mmap
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.errors import ModelFileError, UnsupportedArchitecture
+from engine.inference.models.attention import Attention, rms_norm, rope_tables
 from engine.inference.quant.modules import QTensor, QuantEmbedding, QuantLinear, exact_activations
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
@@ -150,35 +152,6 @@ def _sliding_windows(config: Mapping, model_type: str, layers: int) -> tuple[int
     return tuple(int(window) if kind == "sliding_attention" else None for kind in kinds)
 
 
-def rope_inv_freq(args: ModelArgs) -> torch.Tensor:
-    dim = args.head_dim
-    inv = 1.0 / (args.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
-    scaling = args.rope_scaling
-    if scaling is None:
-        return inv
-    kind = scaling.get("rope_type", scaling.get("type"))
-    factor = float(scaling["factor"])
-    if kind == "linear":
-        return inv / factor
-    # llama3: long wavelengths are slowed by `factor`, short ones kept, the band between
-    # interpolated, so the model keeps local precision while reaching longer contexts.
-    low = float(scaling.get("low_freq_factor", 1.0))
-    high = float(scaling.get("high_freq_factor", 4.0))
-    old_len = float(scaling.get("original_max_position_embeddings", 8192))
-    wavelen = 2 * math.pi / inv
-    scaled = torch.where(wavelen > old_len / low, inv / factor, inv)
-    smooth = (old_len / wavelen - low) / (high - low)
-    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
-    medium = (wavelen >= old_len / high) & (wavelen <= old_len / low)
-    return torch.where(medium, smoothed, scaled)
-
-
-def _rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
-    # One fused op; for bf16 it accumulates in float32 and rounds once, which tracks the
-    # float32 reference at least as closely as HF's normalise-cast-then-scale.
-    return F.rms_norm(x, (x.shape[-1],), weight, eps)
-
-
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float) -> None:
         super().__init__()
@@ -186,109 +159,7 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.empty(dim), requires_grad=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return _rms_norm(x, self.weight, self.eps)
-
-
-class Attention(nn.Module):
-    def __init__(self, args: ModelArgs, window: int | None) -> None:
-        super().__init__()
-        self.n_heads = args.num_attention_heads
-        self.n_kv = args.num_key_value_heads
-        self.head_dim = args.head_dim
-        self.q_size, self.kv_size = args.q_size, args.kv_size
-        self.window = window
-        self.eps = args.rms_norm_eps
-        self.wqkv = nn.Linear(args.hidden_size, args.q_size + 2 * args.kv_size, bias=args.qkv_bias)
-        self.wo = nn.Linear(args.q_size, args.hidden_size, bias=args.o_bias)
-        # qwen3's q_norm and k_norm, stacked per head so one op normalises q and k together.
-        self.qk_norm = (
-            nn.Parameter(torch.empty(self.n_heads + self.n_kv, self.head_dim), requires_grad=False)
-            if args.qk_norm
-            else None
-        )
-        # Buffers, not plain attributes: a compiled block then takes them as inputs, so
-        # one compiled graph serves every layer.
-        self.register_buffer("k_cache", None, persistent=False)
-        self.register_buffer("v_cache", None, persistent=False)
-        # Every slot's cache [slots, n_kv, T, head_dim]; k_cache/v_cache are views of slot 0,
-        # so the single-sequence paths (compiled, CUDA graphs, prefix export) never change.
-        self.k_slots: torch.Tensor | None = None
-        self.v_slots: torch.Tensor | None = None
-
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start: int,
-                slot: int = 0) -> torch.Tensor:
-        length = x.shape[1]
-        qkv = self.wqkv(x)
-        qk = qkv[..., : self.q_size + self.kv_size].view(1, length, self.n_heads + self.n_kv, self.head_dim)
-        if self.qk_norm is not None:
-            qk = _rms_norm(qk, None, self.eps) * self.qk_norm
-        qk = _rope(qk, cos, sin)
-        k = qk[:, :, self.n_heads :].transpose(1, 2)
-        v = qkv[..., self.q_size + self.kv_size :].view(1, length, self.n_kv, self.head_dim).transpose(1, 2)
-
-        end = start + length
-        k_cache, v_cache = (self.k_cache, self.v_cache) if slot == 0 else (
-            self.k_slots[slot : slot + 1], self.v_slots[slot : slot + 1])
-        k_cache[:, :, start:end] = k
-        v_cache[:, :, start:end] = v
-        # Keys older than the window of the first query are never attended: skip them.
-        lo = 0 if self.window is None else max(0, start - self.window + 1)
-        keys = k_cache[:, :, lo:end]
-        values = v_cache[:, :, lo:end]
-
-        if length == 1 and x.device.type == "cpu":
-            out = self._decode_attention(qk[0, 0, : self.n_heads], keys[0], values[0])
-            return self.wo(out.view(1, 1, self.q_size))
-        q = qk[:, :, : self.n_heads].transpose(1, 2)
-        if length == 1:  # one query sees every key in the slice: no mask needed
-            out = F.scaled_dot_product_attention(q, keys, values, enable_gqa=True)
-        elif start == 0 and self.window is None:
-            out = F.scaled_dot_product_attention(q, keys, values, is_causal=True, enable_gqa=True)
-        else:
-            mask = _causal_mask(length, start, lo, self.window, x.device, q.dtype)
-            out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
-        return self.wo(out.transpose(1, 2).reshape(1, length, self.q_size))
-
-    def _decode_attention(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-        # torch's CPU flash-attention kernel is 5-15x slower than two small bmm's for one
-        # bf16 query over a few hundred keys (query heads grouped over their kv head); for
-        # float32 the two are even eagerly, but compiled, the fused loop below saves ~2 ms
-        # a token on the starter model (30 layers).
-        # Scores stay float32: rounded to bf16 (0.125 apart near 20) they shift softmax
-        # weights by several percent, enough to change the starter model's first token.
-        q = q.view(self.n_kv, -1, self.head_dim).float() * self.head_dim**-0.5
-        if torch.compiler.is_compiling():
-            # Products and sums that inductor fuses into one loop; the bmm form would be
-            # pattern-matched back into the slow flash-attention kernel.
-            scores = (q[:, :, None, :] * keys[:, None, :, :]).sum(-1)
-            probs = torch.softmax(scores, dim=-1)
-            return (probs[..., None] * values[:, None, :, :]).sum(-2).to(values.dtype)
-        probs = torch.softmax(torch.bmm(q, keys.float().transpose(1, 2)), dim=-1)
-        return torch.bmm(probs, values.float()).to(values.dtype)
-
-
-def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    # rotate-half as a swap of the halves; its minus sign lives in the sin table.
-    swapped = x.unflatten(-1, (2, x.shape[-1] // 2)).flip(-2).flatten(-2)
-    return x * cos + swapped * sin
-
-
-@functools.lru_cache(maxsize=4)
-def _causal_mask(length: int, start: int, lo: int, window: int | None, device, dtype: torch.dtype) -> torch.Tensor:
-    """Additive mask [length, keys]: 0 where a query sees a key, -inf elsewhere. Rows are
-    query positions start.., columns key positions lo..start+length-1.
-
-    Every layer of a forward pass asks for the same mask (per window size), so it is built
-    once, not once a layer; and as a float mask SDPA uses it as is, where a boolean one is
-    converted in every layer. For a 256-token chunk at position ~4,000 on the starter model
-    that is 3-8% of the chunk (bench/prefill.py)."""
-    q_pos = torch.arange(start, start + length, device=device)[:, None]
-    k_pos = torch.arange(lo, start + length, device=device)[None, :]
-    visible = k_pos <= q_pos
-    if window is not None:
-        visible &= k_pos > q_pos - window
-    mask = torch.zeros(visible.shape, dtype=dtype, device=device)
-    return mask.masked_fill_(~visible, float("-inf"))
+        return rms_norm(x, self.weight, self.eps)
 
 
 class FeedForward(nn.Module):
@@ -370,12 +241,7 @@ class Transformer(nn.Module):
                                      layer.attention.v_slots[slot : slot + 1]) for layer in self.layers]
             for slot in range(1, slots)
         }
-        freqs = torch.outer(torch.arange(context_length, dtype=torch.float64), rope_inv_freq(args))
-        angles = torch.cat((freqs, freqs), dim=-1)[:, None, :]  # [positions, 1 (heads), head_dim]
-        self._cos = angles.cos().to(device=device, dtype=dtype)
-        sin = angles.sin()
-        half = sin.shape[-1] // 2
-        self._sin = torch.cat((-sin[..., :half], sin[..., half:]), dim=-1).to(device=device, dtype=dtype)
+        self._cos, self._sin = rope_tables(args, context_length, device, dtype)
         self._token = torch.zeros((1, 1), dtype=torch.long, device=device)
         self.context_length = context_length
 

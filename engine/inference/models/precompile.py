@@ -31,13 +31,15 @@ from typing import Callable
 
 import torch
 
-from engine.inference.models import batched, decode, llama
+from engine.inference.models import attention, batched, decode, llama
 from engine.inference.quant import kernels, linear, modules
 from engine.inference.quant.modules import layer_signature
 
 log = logging.getLogger(__name__)
 
-_FORMAT = 2
+# 3: attention moved into engine.inference.models.attention, one implementation for every
+# path; graphs traced from the three copies before it are not loaded.
+_FORMAT = 3
 _CHILD_TIMEOUT_S = 1800
 
 
@@ -220,7 +222,7 @@ def _key(model: llama.Transformer, groups: list[list]) -> str:
     parts = [str(_FORMAT), torch.__version__, sys.version, platform.machine(), _cpu_flags(),
              str(torch.get_num_threads()),  # the kernels are generated for it
              str(model.context_length), str(model.slots), str(model._cos.dtype)]
-    for module in (llama, decode, batched, linear, modules, kernels):
+    for module in (attention, llama, decode, batched, linear, modules, kernels):
         parts.append(hashlib.sha256(Path(module.__file__).read_bytes()).hexdigest())
     for layers in groups:
         parts.append(str(layers[0].attention.window))

@@ -1,0 +1,255 @@
+"""Attention for Wren's torch models: the one implementation every path runs.
+
+Three paths attend: a sequence's prompt and its one-token steps (`Attention.forward`, from
+llama.Transformer, and compiled per layer by engine.inference.models.decode), the batched
+step of several KV slots (`Attention.forward_rows`, from batched.batch_block, compiled
+too), and the fixed-shape step CUDA graphs capture (decode.static_decode_step, through
+batch_block). They differ only in how positions arrive (a Python int start, or one tensor
+position per row) and so in how keys reach the cache. Everything else is written here
+once: the Q/K/V split, the query-key norm, RoPE (its tables and their scaling), which keys
+a query sees (causal, sliding windows), grouped-query attention and the output projection.
+tests/engine/inference/test_attention.py fails if attention or RoPE is computed elsewhere.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Mapping, Protocol
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class AttentionShape(Protocol):
+    """What attention reads from a model's configuration (llama.ModelArgs)."""
+
+    hidden_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    rms_norm_eps: float
+    rope_theta: float
+    rope_scaling: Mapping | None
+    qkv_bias: bool
+    o_bias: bool
+    qk_norm: bool
+
+    @property
+    def q_size(self) -> int: ...
+
+    @property
+    def kv_size(self) -> int: ...
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
+    # One fused op; for bf16 it accumulates in float32 and rounds once, which tracks the
+    # float32 reference at least as closely as HF's normalise-cast-then-scale.
+    return F.rms_norm(x, (x.shape[-1],), weight, eps)
+
+
+# --- RoPE ---------------------------------------------------------------------------------
+
+def rope_inv_freq(args: AttentionShape) -> torch.Tensor:
+    """Each rotated pair's angle per position (float64), with the config's rope scaling."""
+    dim = args.head_dim
+    inv = 1.0 / (args.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+    scaling = args.rope_scaling
+    if scaling is None:
+        return inv
+    kind = scaling.get("rope_type", scaling.get("type"))
+    factor = float(scaling["factor"])
+    if kind == "linear":
+        return inv / factor
+    # llama3: long wavelengths are slowed by `factor`, short ones kept, the band between
+    # interpolated, so the model keeps local precision while reaching longer contexts.
+    low = float(scaling.get("low_freq_factor", 1.0))
+    high = float(scaling.get("high_freq_factor", 4.0))
+    old_len = float(scaling.get("original_max_position_embeddings", 8192))
+    wavelen = 2 * math.pi / inv
+    scaled = torch.where(wavelen > old_len / low, inv / factor, inv)
+    smooth = (old_len / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = (wavelen >= old_len / high) & (wavelen <= old_len / low)
+    return torch.where(medium, smoothed, scaled)
+
+
+def rope_tables(args: AttentionShape, context_length: int, device, dtype: torch.dtype
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin [positions, 1 (heads), head_dim] for `apply_rope`, computed in float64
+    and rounded once to `dtype`. The sin table carries rotate-half's minus sign."""
+    freqs = torch.outer(torch.arange(context_length, dtype=torch.float64), rope_inv_freq(args))
+    angles = torch.cat((freqs, freqs), dim=-1)[:, None, :]
+    cos = angles.cos().to(device=device, dtype=dtype)
+    sin = angles.sin()
+    half = sin.shape[-1] // 2
+    sin = torch.cat((-sin[..., :half], sin[..., half:]), dim=-1).to(device=device, dtype=dtype)
+    return cos, sin
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    # rotate-half as a swap of the halves; its minus sign lives in the sin table.
+    swapped = x.unflatten(-1, (2, x.shape[-1] // 2)).flip(-2).flatten(-2)
+    return x * cos + swapped * sin
+
+
+# --- which keys a query sees ----------------------------------------------------------------
+
+def visible(q_pos: torch.Tensor, k_pos: torch.Tensor, window: int | None) -> torch.Tensor:
+    """True where a query at q_pos sees the key at k_pos (broadcast against each other):
+    earlier or the same position, and inside the sliding window if there is one."""
+    seen = k_pos <= q_pos
+    if window is not None:
+        seen &= k_pos > q_pos - window
+    return seen
+
+
+def first_visible_key(start: int, window: int | None) -> int:
+    """The oldest key position a query at `start` (or later) can see."""
+    return 0 if window is None else max(0, start - window + 1)
+
+
+@functools.lru_cache(maxsize=4)
+def causal_mask(length: int, start: int, lo: int, window: int | None, device, dtype: torch.dtype) -> torch.Tensor:
+    """Additive mask [length, keys]: 0 where a query sees a key, -inf elsewhere. Rows are
+    query positions start.., columns key positions lo..start+length-1.
+
+    Every layer of a forward pass asks for the same mask (per window size), so it is built
+    once, not once a layer; and as a float mask SDPA uses it as is, where a boolean one is
+    converted in every layer. For a 256-token chunk at position ~4,000 on the starter model
+    that is 3-8% of the chunk (bench/prefill.py)."""
+    q_pos = torch.arange(start, start + length, device=device)[:, None]
+    k_pos = torch.arange(lo, start + length, device=device)[None, :]
+    mask = torch.zeros((length, k_pos.shape[1]), dtype=dtype, device=device)
+    return mask.masked_fill_(~visible(q_pos, k_pos, window), float("-inf"))
+
+
+# --- the attention product ------------------------------------------------------------------
+
+def attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+           mask: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
+    """Grouped-query attention of q [B, L, heads, head_dim] over keys and values
+    [B, kv_heads, T, head_dim]; returns [B, L, heads, head_dim]. `mask` is None (every key
+    visible), a boolean [B or 1, 1, L, T] (True: visible) or an additive float [L, T];
+    `causal` (with no mask) makes query i see keys 0..i."""
+    if q.shape[1] == 1 and q.device.type == "cpu":
+        return _one_query(q, keys, values, mask)
+    out = F.scaled_dot_product_attention(q.transpose(1, 2), keys, values, attn_mask=mask,
+                                         is_causal=causal, enable_gqa=True)
+    return out.transpose(1, 2)
+
+
+def _one_query(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+               mask: torch.Tensor | None) -> torch.Tensor:
+    # torch's CPU flash-attention kernel is 5-15x slower than two small bmm's for one
+    # bf16 query over a few hundred keys (query heads grouped over their kv head); for
+    # float32 the two are even eagerly, but compiled, the fused loop below saves ~2 ms
+    # a token on the starter model (30 layers).
+    # Scores stay float32: rounded to bf16 (0.125 apart near 20) they shift softmax
+    # weights by several percent, enough to change the starter model's first token.
+    batch, _, heads, head_dim = q.shape
+    kv_heads, span = keys.shape[1], keys.shape[2]
+    q = q.reshape(batch, kv_heads, heads // kv_heads, head_dim).float() * head_dim**-0.5
+    if torch.compiler.is_compiling():
+        # Products and sums that inductor fuses (with a batched step's gather of its slots'
+        # rows) into one loop; the bmm form would be pattern-matched back into the slow
+        # flash-attention kernel.
+        scores = (q[..., None, :] * keys[:, :, None, :, :]).sum(-1)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        probs = torch.softmax(scores, dim=-1)
+        out = (probs[..., None] * values[:, :, None, :, :]).sum(-2)
+    else:
+        flat_q = q.reshape(batch * kv_heads, -1, head_dim)
+        flat_k = keys.reshape(batch * kv_heads, span, head_dim).float()
+        scores = torch.bmm(flat_q, flat_k.transpose(1, 2)).view(batch, kv_heads, -1, span)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        probs = torch.softmax(scores, dim=-1).view(batch * kv_heads, -1, span)
+        out = torch.bmm(probs, values.reshape(batch * kv_heads, span, head_dim).float())
+    return out.to(values.dtype).view(batch, 1, heads, head_dim)
+
+
+# --- the module -----------------------------------------------------------------------------
+
+class Attention(nn.Module):
+    """One decoder layer's self-attention with its KV cache (one cache per KV slot)."""
+
+    def __init__(self, args: AttentionShape, window: int | None) -> None:
+        super().__init__()
+        self.n_heads = args.num_attention_heads
+        self.n_kv = args.num_key_value_heads
+        self.head_dim = args.head_dim
+        self.q_size, self.kv_size = args.q_size, args.kv_size
+        self.window = window
+        self.eps = args.rms_norm_eps
+        self.wqkv = nn.Linear(args.hidden_size, args.q_size + 2 * args.kv_size, bias=args.qkv_bias)
+        self.wo = nn.Linear(args.q_size, args.hidden_size, bias=args.o_bias)
+        # qwen3's q_norm and k_norm, stacked per head so one op normalises q and k together.
+        self.qk_norm = (
+            nn.Parameter(torch.empty(self.n_heads + self.n_kv, self.head_dim), requires_grad=False)
+            if args.qk_norm
+            else None
+        )
+        # Buffers, not plain attributes: a compiled block then takes them as inputs, so
+        # one compiled graph serves every layer.
+        self.register_buffer("k_cache", None, persistent=False)
+        self.register_buffer("v_cache", None, persistent=False)
+        # Every slot's cache [slots, n_kv, T, head_dim]; k_cache/v_cache are views of slot 0,
+        # so the single-sequence paths (compiled, CUDA graphs, prefix export) never change.
+        self.k_slots: torch.Tensor | None = None
+        self.v_slots: torch.Tensor | None = None
+
+    def project(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q [B, L, heads, head_dim], k and v [B, L, kv_heads, head_dim] for x [B, L, hidden],
+        q and k normed (qwen3) and rotated by cos/sin (broadcast against [B, L, heads, dim])."""
+        batch, length = x.shape[0], x.shape[1]
+        qkv = self.wqkv(x)
+        split = self.q_size + self.kv_size
+        qk = qkv[..., :split].view(batch, length, self.n_heads + self.n_kv, self.head_dim)
+        if self.qk_norm is not None:
+            qk = rms_norm(qk, None, self.eps) * self.qk_norm
+        qk = apply_rope(qk, cos, sin)
+        v = qkv[..., split:].view(batch, length, self.n_kv, self.head_dim)
+        return qk[:, :, : self.n_heads], qk[:, :, self.n_heads :], v
+
+    def output(self, out: torch.Tensor) -> torch.Tensor:
+        """The output projection of attend's result [B, L, heads, head_dim]."""
+        return self.wo(out.reshape(out.shape[0], out.shape[1], self.q_size))
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start: int,
+                slot: int = 0) -> torch.Tensor:
+        """One sequence: x [1, L, hidden] at positions start..start+L-1 of `slot`."""
+        length = x.shape[1]
+        q, k, v = self.project(x, cos, sin)
+        end = start + length
+        k_cache, v_cache = (self.k_cache, self.v_cache) if slot == 0 else (
+            self.k_slots[slot : slot + 1], self.v_slots[slot : slot + 1])
+        k_cache[:, :, start:end] = k.transpose(1, 2)
+        v_cache[:, :, start:end] = v.transpose(1, 2)
+        # Keys older than the window of the first query are never attended: skip them.
+        lo = first_visible_key(start, self.window)
+        keys, values = k_cache[:, :, lo:end], v_cache[:, :, lo:end]
+        if length == 1:  # one query sees every key in the slice: no mask needed
+            return self.output(attend(q, keys, values))
+        if start == 0 and self.window is None:
+            return self.output(attend(q, keys, values, causal=True))
+        mask = causal_mask(length, start, lo, self.window, x.device, q.dtype)
+        return self.output(attend(q, keys, values, mask))
+
+    def forward_rows(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pos: torch.Tensor,
+                     slot_ids: torch.Tensor, rows, key_pos: torch.Tensor) -> torch.Tensor:
+        """B sequences, one token each: x [B, 1, hidden] at positions pos [B] of slots
+        slot_ids [B], whose caches are read through `rows` (a slice of consecutive slots,
+        or slot_ids), attending over key positions key_pos [1, span] with a mask that
+        hides what lies past each row's own position. Every shape is fixed by B and the
+        span, so the step compiles with both symbolic and captures in a CUDA graph."""
+        q, k, v = self.project(x, cos, sin)
+        self.k_slots[slot_ids, :, pos] = k[:, 0]
+        self.v_slots[slot_ids, :, pos] = v[:, 0]
+        span = key_pos.shape[-1]
+        mask = visible(pos[:, None], key_pos, self.window)[:, None, None, :]
+        out = attend(q, self.k_slots[rows, :, :span], self.v_slots[rows, :, :span], mask)
+        return self.output(out)
