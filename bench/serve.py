@@ -212,6 +212,7 @@ async def server_main(args) -> dict:
         await direct_send(engine, params, 1)
         await run_client(url, key, "--phase", "chat", "--concurrency", "1", "--runs", "1", "--tokens", "4")
 
+        print(f"bench/serve.py: {status.name} on {status.backend} loaded; time to first token", file=sys.stderr)
         send = await direct_send(engine, params, args.runs)
         conv_http = (await run_client(url, key, "--phase", "conversation", *common))["ttft"]
         report["ttft_conversation_ms"] = {
@@ -221,6 +222,7 @@ async def server_main(args) -> dict:
 
         concurrency = {}
         for c in args.clients:
+            print(f"bench/serve.py: {c} concurrent client(s)", file=sys.stderr)
             direct = await direct_stateless(engine, params, c, args.runs)
             http = (await run_client(url, key, "--phase", "chat", "--concurrency", str(c), *common))["runs"]
             entry = {"in_process_tok_s": throughput(direct), "http_tok_s": throughput(http)}

@@ -275,11 +275,16 @@ def _check_unsupported(body: dict, *, chat: bool) -> None:
     if body.get("parallel_tool_calls") not in (None, True, False):
         raise ApiError(400, "parallel_tool_calls must be true or false", param="parallel_tool_calls")
     fmt = body.get("response_format")
-    if fmt is not None:
+    if fmt is not None and not _engine_supports("response_format"):
         kind = fmt.get("type") if isinstance(fmt, dict) else None
         if kind != "text":
             raise ApiError(400, f"response_format {kind or fmt!r} is not supported yet; only {{\"type\": \"text\"}} "
-                                "(constrained JSON output is not wired into the engine)",
+                                "(this engine has no constrained decoding)",
+                           param="response_format", code="unsupported_parameter")
+    if fmt is not None and not chat:
+        kind = fmt.get("type") if isinstance(fmt, dict) else None
+        if kind != "text":
+            raise ApiError(400, "response_format is not supported by /v1/completions; use /v1/chat/completions",
                            param="response_format", code="unsupported_parameter")
     if not chat and body.get("stream_options") and not body.get("stream"):
         raise ApiError(400, "stream_options needs stream: true", param="stream_options")
@@ -426,8 +431,9 @@ class WrenApp:
         try:
             status = await _until_disconnect(request, self.engine.serving_model(model or None))
             params = _sampling(body, await self._defaults(status.name))
-            events = (self.engine.stateless_chat(body["messages"], params) if chat
-                      else self.engine.stateless_completion(body["prompt"], params))
+            events = (self.engine.stateless_chat(body["messages"], params, **(
+                          {"response_format": body["response_format"]} if body.get("response_format") else {}))
+                      if chat else self.engine.stateless_completion(body["prompt"], params))
             # The first event is awaited here, so errors before any answer (a prompt too
             # long, a bad message) are HTTP errors rather than a broken stream.
             first = await _until_disconnect(request, events.__anext__())
@@ -544,9 +550,14 @@ class WrenApp:
             if created:
                 await engine.delete_conversation(conv_id)
             raise outcome
-        if isinstance(outcome, list):  # blocked before anything was stored
+        if isinstance(outcome, list):  # ended before it started: refused, or blocked before anything was stored
             if created:
                 await engine.delete_conversation(conv_id)
+            failed = next((e for e in outcome if isinstance(e, Failed)), None)
+            if failed is not None:
+                status = 400 if failed.kind is FailureKind.INVALID_REQUEST else 500
+                raise ApiError(status, failed.error, kind="invalid_request_error" if status == 400 else "server_error",
+                               code=failed.kind.value)
             raise ApiError(400, "a safety rule blocked this message; it was not stored or sent", code="content_blocked",
                            extra={"safety": [event_to_dict(n) for n in outcome if isinstance(n, SafetyNotice)]})
         return StreamingResponse(log.follow(0), media_type="text/event-stream", headers=SSE_HEADERS)
@@ -816,9 +827,14 @@ def _send_options(body: dict):
             raise ApiError(400, "tool_choice must be \"auto\", \"none\" or a tool's name", param="tool_choice")
         changes[name] = value
     if body.get("response_format") is not None:
-        raise ApiError(400, "response_format is not supported by the conversation endpoint yet",
-                       param="response_format", code="unsupported_parameter")
-    return SendOptions(**changes)
+        if not _engine_supports("response_format"):
+            raise ApiError(400, "response_format is not supported yet: this engine has no constrained decoding",
+                           param="response_format", code="unsupported_parameter")
+        changes["response_format"] = body["response_format"]
+    try:
+        return SendOptions(**changes)
+    except InvalidRequest as exc:  # a schema that cannot be enforced, a bad tool choice
+        raise ApiError(400, str(exc)) from None
 
 
 # -- running it -------------------------------------------------------------------------

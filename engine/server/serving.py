@@ -25,6 +25,7 @@ from engine.events import (
     SafetyNotice,
     Usage,
 )
+from engine.inference.constrain import Constraint
 from engine.inference.sampling import SamplingParams
 from engine.inference.worker import GenerationRequest, ModelWorker
 from engine.safety import OutputGuard, scan
@@ -100,10 +101,14 @@ class Serving:
                             "when they finish")
         return await e.load_model(info.name)
 
-    async def stateless_chat(self, messages: list[dict], params: SamplingParams) -> AsyncIterator[Event]:
+    async def stateless_chat(self, messages: list[dict], params: SamplingParams, *,
+                             response_format: dict | None = None) -> AsyncIterator[Event]:
         """Answer `messages` (as given, through the model's chat template) without storing
-        anything: SafetyNotice, Delta, Usage, Failed and Finished events."""
+        anything: SafetyNotice, Delta, Usage, Failed and Finished events. `response_format`
+        (OpenAI's: json_object or json_schema) constrains the answer to valid JSON; a bad
+        one raises InvalidRequest (ConstraintError) before anything runs."""
         messages = check_messages(messages)
+        constraint = Constraint.from_response_format(response_format)
         notices, messages = await self._scan_messages(messages)
         for notice in notices:
             yield notice
@@ -113,7 +118,7 @@ class Serving:
         worker: ModelWorker = await self._ensure_model()  # type: ignore[attr-defined]
         loop = asyncio.get_running_loop()
         ids = await loop.run_in_executor(None, worker.tokenizer.encode_chat, messages)
-        async for event in self._generate(worker, ids, params):
+        async for event in self._generate(worker, ids, params, messages=messages, constraint=constraint):
             yield event
 
     async def stateless_completion(self, prompt: str, params: SamplingParams) -> AsyncIterator[Event]:
@@ -144,7 +149,9 @@ class Serving:
             out.append({**msg, "content": result.redacted_text})
         return notices, out
 
-    async def _generate(self, worker: ModelWorker, ids: list[int], params: SamplingParams) -> AsyncIterator[Event]:
+    async def _generate(self, worker: ModelWorker, ids: list[int], params: SamplingParams, *,
+                        messages: list[dict] | None = None,
+                        constraint: Constraint | None = None) -> AsyncIterator[Event]:
         e: Any = self
         window = e.current_model.context_length
         room = window - len(ids)
@@ -158,7 +165,8 @@ class Serving:
         def sink(event: Event) -> None:  # called on the inference thread
             loop.call_soon_threadsafe(events.put_nowait, event)
 
-        request = GenerationRequest(ids, params, sink)
+        # `messages` is what a model that takes messages (a remote provider's) is sent instead.
+        request = GenerationRequest(ids, params, sink, messages=messages, constraint=constraint)
         entry = (request, STATELESS_OWNER)
         e._active.append(entry)
         guard = OutputGuard(e.policy, e._destination())

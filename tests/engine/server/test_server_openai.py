@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 import httpx
@@ -87,7 +88,6 @@ def test_blocking_chat_and_text_completions_report_usage(serving):
 @pytest.mark.parametrize("field,value,word", [
     ("tools", [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}], "tools"),
     ("tool_choice", "required", "tool_choice"),
-    ("response_format", {"type": "json_object"}, "response_format"),
     ("n", 2, "n other than 1"),
     ("presence_penalty", 0.5, "presence_penalty"),
     ("logprobs", True, "logprobs"),
@@ -196,3 +196,30 @@ def test_over_the_queue_limit_is_429_with_retry_after(serving):
         assert refused.headers["X-Request-Id"].startswith("req_")
     assert after.status_code == 200
     assert listed == []  # the refused conversation request made no chat
+
+
+def test_response_format_constrains_the_answer_to_the_schema(serving):
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+
+    async def main():
+        async with serving('{"city": "Paris"}') as s:
+            api = client(s)
+            whole = await api.chat.completions.create(
+                model="tiny", messages=[{"role": "user", "content": "Where? Answer in JSON."}],
+                response_format={"type": "json_schema", "json_schema": {"name": "place", "schema": schema}})
+            async with httpx.AsyncClient(base_url=s.url, headers=s.headers) as http:
+                bad = await http.post("/v1/chat/completions", json={
+                    "messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "xml"}})
+                raw = await http.post("/v1/completions", json={"prompt": "hi", "response_format": {"type": "json_object"}})
+        async with serving("Paris is the answer.") as s:  # a model that would not write JSON
+            forced = await client(s).chat.completions.create(
+                model="tiny", messages=[{"role": "user", "content": "Where?"}], max_tokens=8,
+                response_format={"type": "json_object"})
+        return whole, bad, raw, forced
+
+    whole, bad, raw, forced = run(main())
+    text = forced.choices[0].message.content
+    assert text.startswith("{") and not text.startswith("Paris")
+    assert json.loads(whole.choices[0].message.content) == {"city": "Paris"}
+    assert bad.status_code == 400 and "response_format" in bad.json()["error"]["message"]
+    assert raw.status_code == 400 and "/v1/chat/completions" in raw.json()["error"]["message"]
