@@ -11,6 +11,7 @@ import asyncio
 import logging
 import signal
 import sys
+import time
 
 import qasync
 from PySide6.QtCore import QObject, QTimer
@@ -66,9 +67,9 @@ class WrenApp(QObject):
         if self.instance is not None:
             self.instance.message.connect(self.handle)
 
-    async def start(self, *, quick: bool = False) -> None:
+    async def start(self, *, quick: bool = False, hidden: bool = False) -> None:
         await self.window.restore_layout()  # before showing: no jump from the default size
-        if not (quick and self.tray.available):
+        if not ((quick or hidden) and self.tray.available):
             self.window.show()
         await self.window.start()
         await self.apply_hotkey()
@@ -155,6 +156,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="wren-desktop", description="Wren, a private AI assistant on your computer.")
     parser.add_argument("--quick", action="store_true", help="open the quick prompt (in the running Wren if there is one)")
     parser.add_argument("--no-tray", action="store_true", help="no tray icon: closing the window quits")
+    parser.add_argument("--hidden", action="store_true",
+                        help="start in the tray without showing the window (starting with the system); "
+                             "without a tray the window shows")
     args, _qt_args = parser.parse_known_args(argv)
     return args
 
@@ -171,15 +175,27 @@ async def _run(args: argparse.Namespace, instance: SingleInstance) -> int:
     ticker = QTimer(interval=300)
     ticker.timeout.connect(lambda: None)
     ticker.start()
-    await wren.start(quick=args.quick)
+    from desktop.smoke import from_environment
+
+    smoke = from_environment(wren, args.began)  # packaged builds' start-up check; None normally
+    await wren.start(quick=args.quick, hidden=args.hidden)
+    if smoke is not None:
+        smoke.window_shown()
     await wren.done
     await wren.shutdown()
-    return 0
+    return smoke.status if smoke is not None else 0
 
 
 def main(argv: list[str] | None = None) -> int:
+    began = time.monotonic()
     argv = sys.argv[1:] if argv is None else argv
     args = _parse(argv)
+    args.began = began
+    from desktop.syslibs import check_qt_libraries
+
+    if (problem := check_qt_libraries()) is not None:  # before Qt aborts without saying what to install
+        print(problem, file=sys.stderr)
+        return 2
     from engine.logs import setup_logging
 
     # JSON lines in the data folder, redacted; warnings also reach the terminal.
@@ -188,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     app = QApplication.instance() or QApplication([sys.argv[0], *argv])
     app.setApplicationName("Wren")
     app.setApplicationDisplayName("Wren")
-    app.setDesktopFileName("wren")
+    app.setDesktopFileName("io.github.wren_assistant.Wren")  # packaging/linux: the .desktop entry's id (Wayland matches the icon by it)
     app.setWindowIcon(app_icon())
     app.setQuitOnLastWindowClosed(False)  # the tray and quick prompt outlive the window
 
