@@ -10,7 +10,7 @@ import ast
 import math
 import operator
 
-MAX_CHARS = 500
+MAX_CHARS = 200  # also the schema's maxLength: a forced, constrained call closes its string within it
 MAX_NODES = 200
 MAX_INT_BITS = 4096  # about 1,233 decimal digits
 MAX_FACTORIAL = 450

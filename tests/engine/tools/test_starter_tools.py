@@ -26,7 +26,7 @@ def test_forced_calculator_call_in_10_of_10_seeds(starter_models_dir, wren_home)
         conv = await engine.create_conversation()
         runs = []
         for seed in range(10):
-            params = SamplingParams(seed=seed, temperature=0.7, max_tokens=200)
+            params = SamplingParams(seed=seed, temperature=0.7, max_tokens=256)
             events = [e async for e in engine.send(conv.id, "What is 17 times 23?",
                                                    SendOptions(sampling=params, tool_choice="calculator"))]
             runs.append(events)
