@@ -144,3 +144,40 @@ def test_damaged_weights_fail_wren_ask_with_the_file_named(installed, capsys):
     assert main(["ask", "--model", "broken", "--backend", "torch-cpu", "--max-tokens", "8", "--json", "hello"]) == 1
     kinds = [json.loads(line)["type"] for line in capsys.readouterr().out.splitlines()]
     assert "failed" in kinds and "delta" not in kinds
+
+
+def test_mlx_decodes_under_a_constraint(tiny_model_dir):
+    """The MLX backend (mlx[cpu] on Linux) through a ModelWorker: its numpy logits go through
+    the same constrained sampler, in its batched scheduler (two KV slots)."""
+    import queue
+
+    from engine.inference.backends.mlx import MLXBackend
+    from engine.inference.constrain import Constraint
+    from engine.inference.sampling import SamplingParams
+    from engine.inference.worker import GenerationRequest, ModelWorker
+    from engine.tokenize import Tokenizer
+
+    backend = MLXBackend()
+    if not backend.available():
+        pytest.skip(f"MLX cannot run here: {backend.unavailable_reason()}")
+    tokenizer = Tokenizer.from_dir(tiny_model_dir)
+    worker = ModelWorker("tiny", backend, tiny_model_dir, tokenizer)
+    try:
+        worker.loaded.result(timeout=300)
+        prompt = tokenizer.encode_chat([{"role": "user", "content": "pick one"}])
+        sinks = []
+        for seed in range(2):  # together: the batched decode step samples both
+            events: queue.Queue = queue.Queue()
+            worker.submit(GenerationRequest(prompt, SamplingParams(seed=seed, temperature=1.0, max_tokens=64),
+                                            events.put, constraint=Constraint.json_schema(BOUNDED)))
+            sinks.append(events)
+        for events in sinks:
+            parts = []
+            while not isinstance(event := events.get(timeout=120), Finished):
+                assert not isinstance(event, Failed), event.error
+                if isinstance(event, Delta):
+                    parts.append(event.text)
+            assert event.reason is FinishReason.STOP
+            jsonschema.validate(json.loads("".join(parts)), BOUNDED)
+    finally:
+        worker.close()
