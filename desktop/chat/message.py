@@ -164,6 +164,9 @@ class MessageWidget(QFrame):
             self._render(info)
         elif info is not None and not self.is_streaming and info.meta.get("tools") and not self.tool_cards:
             self._render(info)  # a stored answer's calls and results, inline at their offsets
+        if info is not None and info.status is not MessageStatus.STREAMING:
+            for card in self.tool_cards.values():
+                card.stop_spinning()  # the answer ended: a call with no result never spins on
         count = info.sibling_count if info else 1
         index = info.sibling_index if info else 0
         for w in (self.previous_button, self.version_label, self.next_button):

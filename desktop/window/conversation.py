@@ -222,7 +222,7 @@ class ConversationController(QObject):
             await self.engine.set_conversation_tools(conversation_id, list(options.tools))
         if options is not None and options.tools:
             await self.engine.prepare_tool_sources(list(options.tools))  # starts the MCP servers they need
-        self._start(conversation_id, self.engine.send(conversation_id, text, options), user, draft=text)
+        self._start(conversation_id, self.engine.send(conversation_id, text, options=options), user, draft=text)
         if created and not temporary:
             await self.refresh_list()
 
@@ -338,6 +338,9 @@ class ConversationController(QObject):
             if chosen is None:
                 default = await self.engine.get_setting("tools.default")
                 chosen = [n for n in default if isinstance(n, str)] if isinstance(default, list) else []
+            if not set(chosen) <= {t.name for t in tools}:  # MCP tools of servers not started yet
+                await self.engine.prepare_tool_sources(chosen)  # only the servers this chat uses
+                tools = await self.engine.tools()
         if generation == self._tools_generation and shown == self._open_generation:
             if keep or picked != self._tools_picked:  # the user ticked meanwhile: theirs stands
                 chosen = button.chosen()

@@ -437,3 +437,58 @@ def test_a_huge_result_is_cut_in_the_card(qtbot):
     shown = card.result_section.text.toPlainText()
     assert len(shown) < 300_000 and "more characters not shown" in shown
     assert card.state_label.text() == "done · 0.5 s"
+
+
+def test_a_call_without_result_in_an_ended_answer_does_not_spin(open_window, qtbot):
+    from dataclasses import replace
+
+    from desktop.chat.message import MessageWidget
+    from engine.records import MessageStatus, Role
+
+    window, _source = _window(open_window, by_round("Before. " + call("calculator", expression="1+1"), "After."),
+                              approval=())
+    _choose(window, qtbot, "calculator")
+    with qtbot.waitSignal(window.conversations.turn_finished, timeout=LIVE_MS):
+        _press_send(window, qtbot, "go")
+    stored = window.chat.last_answer().info
+    calls_only = [item for item in stored.meta["tools"] if item["type"] == "tool_call"]
+    # as if Wren had closed while the tool ran: the call is stored, its result never came
+    info = replace(stored, status=MessageStatus.INTERRUPTED, meta={**stored.meta, "tools": calls_only})
+    widget = MessageWidget(Role.ASSISTANT, info.content, info)
+    qtbot.addWidget(widget)
+    (card,) = widget.tool_cards.values()
+    assert card.state == "error" and card.state_label.text() == "no result"
+    assert not card._timer.isActive() and not card.cancel_button.isVisibleTo(widget)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_an_mcp_server_added_in_settings_is_tested_offered_and_asks_before_its_call(open_window, qtbot, arun):
+    """End to end with the FastMCP test server over stdio: Settings adds and tests it, the
+    composer's menu offers its tool, and its call asks first (MCP tools always do)."""
+    import sys
+
+    from desktop.settings.tools import ToolsPage
+    from tests.engine.mcp.conftest import SERVER
+
+    window = open_window(by_round("Asking the server. " + call("t__echo", text="hello mcp"), "It said so."))
+    page = ToolsPage(window.engine, window.tasks)
+    qtbot.addWidget(page)
+    arun(page.load())
+    page.name_edit.setText("t")
+    page.command_edit.setText(sys.executable)
+    page.args_edit.setText(str(SERVER))
+    arun(page.save_server())
+    arun(page.test_server(), timeout=90)
+    assert page.status.text().startswith("t works:"), page.status.text()
+    assert "t__echo" in page.output.toPlainText()
+    _choose(window, qtbot, "t__echo")
+    _press_send(window, qtbot, "echo through mcp")
+    card = _card(window, qtbot)
+    qtbot.waitUntil(lambda: card.state == "approval", timeout=LIVE_MS)
+    with qtbot.waitSignal(window.conversations.turn_finished, timeout=60000):
+        card.allow_once_button.click()
+    card = _card(window, qtbot)
+    assert card.state == "done" and card.result_section.text.toPlainText() == "hello mcp"
+    arun(page.show_log())
+    assert page.output.toPlainText()
