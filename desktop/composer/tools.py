@@ -115,7 +115,8 @@ class FileChip(QFrame):
         super().__init__(parent)
         self.setObjectName("fileChip")
         self.path = path
-        self.label = QLabel(f"📎 {Path(path).name}")
+        self.setStyleSheet("#fileChip { border: 1px solid palette(mid); border-radius: 8px; }")
+        self.label = QLabel(Path(path).name)
         self.label.setToolTip(path)
         self.remove_button = QToolButton(text="×")
         self.remove_button.setObjectName("removeFileButton")

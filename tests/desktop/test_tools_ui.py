@@ -286,7 +286,7 @@ def test_attached_files_show_as_chips_and_go_with_the_message(open_window, qtbot
     bar.add(str(notes))
     chip = bar.add(str(other))
     assert bar.add(str(notes)) is None  # the same file once
-    assert [c.label.text() for c in bar.chips()] == ["📎 notes.txt", "📎 other.csv"]
+    assert [c.label.text() for c in bar.chips()] == ["notes.txt", "other.csv"]
     assert chip.remove_button.accessibleName() == "Remove the attached file other.csv"
     qtbot.mouseClick(chip.remove_button, Qt.MouseButton.LeftButton)
     assert bar.files() == [str(notes.resolve())]
