@@ -34,6 +34,7 @@ class VectorIndex:
         self.matrix = np.zeros((0, 0), dtype=np.float32)
         self.position: dict[int, int] = {}
         self._seen: tuple | None = None
+        self._saves = 0  # writes through this object; other connections' show in data_version
 
     @classmethod
     def for_memories(cls, db) -> VectorIndex:
@@ -69,6 +70,7 @@ class VectorIndex:
         """Store vectors made by `model` (rows of ids that vanished meanwhile are skipped)."""
         if not len(ids):
             return
+        self._saves += 1
         rows = [(int(i), model, to_blob(v)) for i, v in zip(ids, vectors)]
         with self.db.atomic():
             # INSERT … SELECT: an id deleted while it was being embedded writes nothing.
@@ -82,10 +84,9 @@ class VectorIndex:
 
     def load(self, model: str, generation: object = None) -> None:
         """Refresh `ids`/`matrix` with `model`'s vectors if anything changed since last time."""
-        state = self.db.execute_sql(
-            f"SELECT count(*), max(rowid) FROM {self.table} WHERE model = ?", (model,)
-        ).fetchone()
-        seen = (model, generation, tuple(state), self.db.execute_sql("PRAGMA data_version").fetchone()[0])
+        # No scan of the table per turn: this object's own writes, the memories' generation
+        # and SQLite's data_version (bumped by other connections' commits) say what changed.
+        seen = (model, generation, self._saves, self.db.execute_sql("PRAGMA data_version").fetchone()[0])
         if seen == self._seen:
             return
         source = "memory" if self.table == "memory_vector" else "message"
