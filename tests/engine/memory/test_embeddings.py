@@ -215,3 +215,28 @@ def test_suggestions_skip_a_fact_already_saved_in_other_words():
     # Without the embedder only identical wording is recognised.
     plain = MemoryService(service.store)
     assert "My wife is called Ana" in [s.text for s in plain.suggestions("My wife is called Ana.")]
+
+
+def test_past_messages_are_embedded_in_the_background_with_their_model_id(make_engine):
+    async def run():
+        engine: Engine = make_engine("Take the seven-seat minivan.")
+        fake = NamedLetters("letters-v1")
+        engine.embedder_factory = lambda: fake
+        try:
+            await engine.update_memory_settings(reference_history=True)
+            await _answer_memories(engine, "Which car should we buy?")
+            temporary = await engine.create_conversation("secret", temporary=True)
+            async for event in engine.send(temporary.id, "a temporary question"):
+                if isinstance(event, Finished):
+                    break
+            await engine._memory_query_vector("which vehicle")  # first need: starts the job
+            await engine.memory_embedding_idle()
+            rows = engine.store.db.execute_sql(
+                "SELECT m.content, v.model FROM message_vector v JOIN message m ON m.id = v.message_id "
+                "ORDER BY m.id").fetchall()
+            assert rows == [("Which car should we buy?", "letters-v1"), ("Take the seven-seat minivan.", "letters-v1")]
+            assert "a temporary question" not in fake.texts  # temporary chats are never embedded
+        finally:
+            await engine.close()
+
+    asyncio.run(run())
