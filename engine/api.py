@@ -28,6 +28,7 @@ from engine.inference.worker import GenerationRequest, ModelWorker, WarmRequest
 from engine.logs import log_event
 from engine.memory import TEMPORARY_KEY, MemoryService
 from engine.memory.facade import MemoryEmbeddings
+from engine.ghost import CHAT_SAMPLING_PRESETS, GhostText, Suggestion  # noqa: F401  re-exported for the desktop
 from engine.token_view import TokenPiece, TokenView  # noqa: F401  TokenPiece: re-exported for the desktop
 from engine.modelhub.catalog import CatalogEntry, load_catalog, system_memory_bytes, with_fit
 from engine.modelhub.registry import RECORD_FILE, ModelInfo, ModelRegistry, ModelSource, SweepReport, WeightCheck  # noqa: F401  re-exported
@@ -87,7 +88,7 @@ class ModelStatus:
     load_seconds: float
 
 
-class Engine(Preferences, Serving, Tools, Care, McpFacade, Providers, MemoryEmbeddings, TokenView):
+class Engine(Preferences, Serving, Tools, Care, McpFacade, Providers, MemoryEmbeddings, TokenView, GhostText):
     """Conversations, models, memories and streaming answers; use from one asyncio loop.
     Memory, instruction, safety and diagnostics settings come from `Preferences`; the
     server's stateless answers (nothing stored) from `Serving`."""

@@ -97,7 +97,7 @@ class MemoryEmbeddings:
         for index in indexes:
             if index is retriever.message_vectors and not await self._db(index.available):
                 continue
-            while not self._closed and (limit is None or done < limit):
+            while not self._closed and retriever.model_id == embedder.name and (limit is None or done < limit):
                 size = BATCH if limit is None else min(BATCH, limit - done)
                 # One batch at a time under the lock: a prompt waiting for its own few
                 # memories gets in between the batches of a long background backlog.
@@ -146,10 +146,19 @@ class MemoryEmbeddings:
     # -- the prompt path -------------------------------------------------------------
 
     async def _memory_query_vector(self, text: str, conversation_settings: dict | None = None) -> np.ndarray | None:
+        try:
+            return await self._query_vector(text, conversation_settings)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a broken embedder must not fail the turn: words still find memories
+            log.exception("embedding the question failed; this turn's retrieval uses words only")
+            return None
+
+    async def _query_vector(self, text: str, conversation_settings: dict | None) -> np.ndarray | None:
         """The query's vector for retrieval, made on the executor; None when memory is not
         used for this chat or there is no embedder. On first need, waits for up to
         FIRST_NEED_BACKLOG memories to be embedded; the rest follow in the background."""
-        if is_temporary(conversation_settings) or self._closed:
+        if is_temporary(conversation_settings) or (conversation_settings or {}).get("memory") is False or self._closed:
             return None
         prefs = await self._db(self.memory.settings)
         if not prefs.enabled:

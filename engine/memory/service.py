@@ -60,6 +60,8 @@ class MemoryService:
     def _off_reason(self, conversation_settings: dict | None, prefs: MemorySettings) -> str:
         if memory_settings.is_temporary(conversation_settings):
             return "temporary chat: memories are neither used nor saved"
+        if (conversation_settings or {}).get("memory") is False:  # the chat settings panel's switch
+            return "memory is off for this chat"
         if not prefs.enabled:
             return "memory is turned off in settings"
         return ""
