@@ -219,6 +219,7 @@ async def server_main(args) -> dict:
             "engine_send": median([t * 1000 for t in send]), "http": median([t * 1000 for t in conv_http])}
         report["ttft_conversation_ms"]["added_ms"] = round(
             report["ttft_conversation_ms"]["http"] - report["ttft_conversation_ms"]["engine_send"], 3)
+        print("bench/serve.py: so far " + json.dumps(report), file=sys.stderr, flush=True)
 
         concurrency = {}
         for c in args.clients:
@@ -231,6 +232,7 @@ async def server_main(args) -> dict:
                                 "http": median([a["ttft"] * 1000 for r in http for a in r["answers"]])}
             entry["ttft_ms"]["added_ms"] = round(entry["ttft_ms"]["http"] - entry["ttft_ms"]["in_process"], 3)
             concurrency[str(c)] = entry
+            print(f"bench/serve.py: {c} client(s): " + json.dumps(entry), file=sys.stderr, flush=True)
             if c == 1:
                 per_chunk = []
                 for d, h in zip(direct, http):
