@@ -3,6 +3,7 @@ embedder is available, cut to top-k within a token budget."""
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -16,6 +17,8 @@ from engine.memory.records import Retrieved, SourceKind
 from engine.memory.store import MemoryStore
 from engine.memory.vectors import VectorIndex
 from engine.store.models import utcnow
+
+log = logging.getLogger(__name__)
 
 ITEM_OVERHEAD_TOKENS = 2  # the "- " and the newline around each item in the prompt
 
@@ -118,7 +121,11 @@ class Retriever:
         self.load_vectors()
         if not len(self.vectors.ids):
             return {i: v / best for i, v in lexical.items()} if best else {}
-        q = self.query_vector(query) if query_vector is None else query_vector
+        try:
+            q = self.query_vector(query) if query_vector is None else query_vector
+        except Exception:  # a broken embedder: words alone, as without one
+            log.exception("embedding the query failed; ranking by words only")
+            return {i: v / best for i, v in lexical.items()} if best else {}
         cosine = self.vectors.cosines(q)
         close = self.vectors.nearest(cosine, self.settings.candidates, self.settings.min_cosine)
         position = self.vectors.position

@@ -240,3 +240,21 @@ def test_past_messages_are_embedded_in_the_background_with_their_model_id(make_e
             await engine.close()
 
     asyncio.run(run())
+
+
+def test_a_failing_embedder_leaves_the_turn_to_bm25(make_engine):
+    class Broken(NamedLetters):
+        def embed(self, texts):
+            raise RuntimeError("weights damaged")
+
+    async def run():
+        engine: Engine = make_engine()
+        engine.embedder_factory = lambda: Broken("broken")
+        try:
+            padel = (await engine.add_memory("I play padel on Thursday evenings.")).id
+            await engine.memory_embedding_idle()  # the background job fails and says so in the log
+            assert padel in await _answer_memories(engine, "When do I play padel?")
+        finally:
+            await engine.close()
+
+    asyncio.run(run())
