@@ -124,3 +124,25 @@ def test_cli_prints_tokens_as_json(make_engine, capsys):
     assert "·" in capsys.readouterr().out
     assert main(["tokens", "x", "--model", "nope"]) == 2
     assert "nope" in capsys.readouterr().err
+
+
+def test_sentencepiece_byte_fallback_pieces_show_their_bytes():
+    """A Llama-style vocabulary without "é" spells it with <0xC3><0xA9> byte tokens."""
+    from types import SimpleNamespace
+
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    from engine.token_view import pieces
+
+    vocab = {f"<0x{b:02X}>": b for b in range(256)}
+    for word in ("▁caf", "▁ok", "▁", "c", "a", "f", "o", "k"):
+        vocab[word] = len(vocab)
+    raw = Tokenizer(models.BPE(vocab, [], byte_fallback=True, fuse_unk=False))
+    raw.pre_tokenizer = pre_tokenizers.Metaspace()
+    raw.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()])
+    found = pieces(SimpleNamespace(_text=raw), "café ok")
+    texts = [p.text for p in found]
+    assert "<0xC3>" in texts and "<0xA9>" in texts
+    byte_pieces = [p for p in found if p.is_bytes]
+    assert [p.id for p in byte_pieces] == [0xC3, 0xA9]
+    assert all((p.start, p.end) == (3, 4) for p in byte_pieces)  # both cover the é
