@@ -70,10 +70,10 @@ class _Timed:
     def __init__(self, state) -> None:
         self.state, self.seconds = state, 0.0
 
-    def allowed(self, n):
+    def restrict(self, logits):
         t0 = time.perf_counter()
         try:
-            return self.state.allowed(n)
+            return self.state.restrict(logits)
         finally:
             self.seconds += time.perf_counter() - t0
 
