@@ -10,6 +10,7 @@ from PySide6.QtWidgets import (
     QTableWidget, QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget,
 )
 
+from desktop.chat.tokens import TokenPanel
 from engine.context import ContextPart, ContextReport, PartKind, PartState
 
 KIND_LABELS = {
@@ -128,6 +129,9 @@ class ContextInspector(QDialog):
         self.tabs.setObjectName("contextTabs")
         self.tabs.addTab(self.table, "Parts")
         self.tabs.addTab(prompt_page, "Exact prompt")
+        self.token_panel = TokenPanel()  # the message itself as tokens: load_tokens fills it
+        self.token_panel.setObjectName("messageTokens")
+        self.tabs.addTab(self.token_panel, "Tokens")
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         buttons.rejected.connect(self.reject)
         layout = QVBoxLayout(self)
@@ -144,7 +148,9 @@ class ContextInspector(QDialog):
                 "Wren kept no record of the prompt for this answer (it was written before Wren began keeping one)."
             )
             self.breakdown_label.hide()
-            self.tabs.setEnabled(False)
+            for index in (0, 1):  # the message's own tokens can still be shown
+                self.tabs.setTabEnabled(index, False)
+            self.tabs.setCurrentWidget(self.token_panel)
             return
         self.summary_label.setText(summary_line(report))
         self.breakdown_label.setText(breakdown_line(report))
@@ -168,3 +174,8 @@ class ContextInspector(QDialog):
             tuple(self.table.item(r, c).text() for c in range(self.table.columnCount()))
             for r in range(self.table.rowCount())
         ]
+
+    async def load_tokens(self, engine, message_id: int) -> list:
+        """Fill the Tokens tab with this message as the model's tokens."""
+        message = await engine.get_message(message_id)
+        return await self.token_panel.show_text(engine, message.content)

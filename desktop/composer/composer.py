@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, Qt, Signal
-from PySide6.QtGui import QKeyEvent
+from PySide6.QtGui import QKeyEvent, QTextCursor
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QToolButton, QVBoxLayout, QWidget
 
+from desktop.composer.ghost import next_word, paint_ghost
 from desktop.composer.tools import AttachmentBar, ToolsButton
 
 MAX_VISIBLE_LINES = 8
@@ -30,9 +31,74 @@ class ComposerEdit(QPlainTextEdit):
         self.setTabChangesFocus(True)
         self.document().documentLayout().documentSizeChanged.connect(self._fit)
         self._fit()
+        # Ghost text (desktop.composer.ghost): a suggestion shown after the cursor, valid
+        # only while the text is still exactly the draft it was made for.
+        self.ghost_text = ""
+        self.ghost_for: str | None = None
+
+    # -- ghost text ------------------------------------------------------------------
+
+    def cursor_at_end(self) -> bool:
+        cursor = self.textCursor()
+        return not cursor.hasSelection() and cursor.atEnd()
+
+    def ghost_visible(self) -> bool:
+        return bool(self.ghost_text) and self.cursor_at_end() and self.ghost_for == self.toPlainText()
+
+    def set_ghost(self, text: str, draft: str) -> bool:
+        """Show `text` after the cursor, only if the text is still `draft` (else it is
+        stale and dropped). Returns whether it is shown."""
+        if not text or draft != self.toPlainText() or not self.cursor_at_end() or not self.isEnabled():
+            return False
+        self.ghost_text, self.ghost_for = text, draft
+        self.viewport().update()
+        return True
+
+    def clear_ghost(self) -> None:
+        if self.ghost_text or self.ghost_for is not None:
+            self.ghost_text, self.ghost_for = "", None
+            self.viewport().update()
+
+    def accept_ghost(self, whole: bool = True) -> str:
+        """Insert the suggestion (or its next word) at the cursor; returns what was taken."""
+        if not self.ghost_visible():
+            return ""
+        taken = self.ghost_text if whole else next_word(self.ghost_text)
+        rest = self.ghost_text[len(taken):]
+        # Set first: inserting emits contentsChanged, and the controller must see that
+        # the text is still the suggestion's, so the rest stays on screen.
+        self.ghost_text, self.ghost_for = rest, (self.ghost_for or "") + taken
+        cursor = self.textCursor()
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        cursor.insertText(taken)
+        self.setTextCursor(cursor)
+        if not rest:
+            self.clear_ghost()
+        self.viewport().update()
+        return taken
+
+    def event(self, event) -> bool:
+        # Tab normally moves focus (setTabChangesFocus); with a suggestion it takes it.
+        if (event.type() == QEvent.Type.KeyPress and event.key() == Qt.Key.Key_Tab
+                and not event.modifiers() and self.ghost_visible()):
+            self.accept_ghost(whole=True)
+            return True
+        return super().event(event)
+
+    def paintEvent(self, event) -> None:
+        super().paintEvent(event)
+        if self.ghost_visible():
+            paint_ghost(self, self.ghost_text)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         key, mods = event.key(), event.modifiers()
+        if self.ghost_text:
+            if (key == Qt.Key.Key_Right and mods & Qt.KeyboardModifier.ControlModifier
+                    and self.ghost_visible()):
+                self.accept_ghost(whole=False)
+                return
+            if key not in _MODIFIER_KEYS:
+                self.clear_ghost()  # any other key dismisses it
         if key in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
             if mods & Qt.KeyboardModifier.ShiftModifier:
                 # A real newline; Qt's default Shift+Enter inserts U+2028 instead.
@@ -78,6 +144,9 @@ class ComposerEdit(QPlainTextEdit):
             self._fit()
 
 
+_MODIFIER_KEYS = {Qt.Key.Key_Control, Qt.Key.Key_Shift, Qt.Key.Key_Alt, Qt.Key.Key_Meta, Qt.Key.Key_AltGr}
+
+
 class PastedChip(QFrame):
     """A large paste, kept out of the editor; its × removes it."""
 
@@ -108,6 +177,7 @@ class Composer(QWidget):
     stop_requested = Signal()
     edit_last_requested = Signal()
     changed = Signal()  # the text to send changed (typed or pasted)
+    tokens_requested = Signal()  # show the draft as the model's tokens (desktop.chat.tokens)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -145,8 +215,15 @@ class Composer(QWidget):
         row.addWidget(self.stop_button, 0, Qt.AlignmentFlag.AlignBottom)
         self.tools_button = ToolsButton()  # which tools this chat may use (SendOptions.tools)
         self.attachment_bar = AttachmentBar()  # files for read_attachment (SendOptions.attachments)
+        self.tokens_button = QToolButton(text="Tokens")
+        self.tokens_button.setObjectName("tokensButton")
+        self.tokens_button.setAccessibleName("Show the draft as tokens")
+        self.tokens_button.setToolTip("See the draft as the model's tokens (Ctrl+Shift+K)")
+        self.tokens_button.setAutoRaise(True)
+        self.tokens_button.clicked.connect(self.tokens_requested)
         foot = QHBoxLayout()
         foot.addWidget(self.tools_button)
+        foot.addWidget(self.tokens_button)
         foot.addWidget(self.attachment_bar)
         foot.addWidget(self.reason_label, 1)
         foot.addStretch(0)

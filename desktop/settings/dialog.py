@@ -31,6 +31,7 @@ from desktop.settings.tools import ToolsPage
 from desktop.window.models import installed_models
 from engine.api import BACKEND_NAMES, DEFAULT_SYSTEM_PROMPT, Engine, SamplingParams
 from engine.errors import WrenError
+from engine.ghost import ENABLED_KEY as GHOST_ENABLED_KEY, TEMPORARY_ENABLED_KEY as GHOST_TEMPORARY_KEY
 
 HOTKEY = "desktop.hotkey"
 HOTKEY_ENABLED = "desktop.hotkey_enabled"
@@ -226,6 +227,14 @@ class SettingsDialog(QDialog):
         layout.addLayout(form)
         layout.addWidget(QLabel("Default system prompt:"))
         layout.addWidget(self.system_prompt, 1)
+        # Ghost text (desktop.composer.ghost): suggestions for the user's own draft.
+        self.ghost_text = QCheckBox("Suggest how my message goes on while I type (Tab accepts)")
+        self.ghost_text.setObjectName("ghostTextCheck")
+        self.ghost_text_temporary = QCheckBox("Also in temporary chats")
+        self.ghost_text_temporary.setObjectName("ghostTextTemporaryCheck")
+        self.ghost_text.toggled.connect(self.ghost_text_temporary.setEnabled)
+        layout.addWidget(self.ghost_text)
+        layout.addWidget(self.ghost_text_temporary)
         return page
 
     def _quick_tab(self, problem: str | None) -> QWidget:
@@ -265,6 +274,9 @@ class SettingsDialog(QDialog):
         self._saved_prompt = await e.get_setting("system_prompt")
         self.system_prompt.setPlainText(DEFAULT_SYSTEM_PROMPT if self._saved_prompt is None else self._saved_prompt)
         self.hotkey_enabled.setChecked(bool(await e.get_setting(HOTKEY_ENABLED, True)))
+        self.ghost_text.setChecked(await e.get_setting(GHOST_ENABLED_KEY, True) is not False)
+        self.ghost_text_temporary.setChecked(await e.get_setting(GHOST_TEMPORARY_KEY, True) is not False)
+        self.ghost_text_temporary.setEnabled(self.ghost_text.isChecked())
         self.hotkey_edit.setKeySequence(QKeySequence(await e.get_setting(HOTKEY, hotkey_default) or hotkey_default))
         self.hotkey_edit.setEnabled(self.hotkey_enabled.isChecked())
         await self.personal_page.load()
@@ -356,6 +368,8 @@ class SettingsDialog(QDialog):
         await self.engine.set_setting("backend", backend)
         hotkey = self.hotkey_edit.keySequence().toString(QKeySequence.SequenceFormat.PortableText) or None
         await self.engine.set_setting(HOTKEY_ENABLED, self.hotkey_enabled.isChecked())
+        await self.engine.set_setting(GHOST_ENABLED_KEY, self.ghost_text.isChecked())
+        await self.engine.set_setting(GHOST_TEMPORARY_KEY, self.ghost_text_temporary.isChecked())
         if hotkey:
             await self.engine.set_setting(HOTKEY, hotkey)
         result = SavedSettings(

@@ -53,6 +53,7 @@ class ContextController(QObject):
             self.inspector.close()
         self.inspector = ContextInspector(report, self.w)
         self.inspector.open()
+        self.w.tasks.run(self.inspector.load_tokens(self.engine, message_id), what="showing the message's tokens")
         return self.inspector
 
     async def show_provenance(self, message_id: int) -> ProvenanceDialog | None:

@@ -16,10 +16,13 @@ from desktop.bridge import Tasks
 from desktop.chat.view import ChatView
 from desktop.composer.composer import Composer
 from desktop.composer.counter import TokenCounter
+from desktop.chat.tokens import TokenPopover
+from desktop.composer.ghost import GhostController
 from desktop.composer.prewarm import Prewarmer
 from desktop.models.dialog import ModelsDialog
 from desktop.safety.gate import SendGate
 from desktop.sidebar.sidebar import Sidebar
+from desktop.window.chat_settings import open_chat_settings
 from desktop.window.context import ContextController
 from desktop.window.conversation import ConversationController
 from desktop.window.elided import ElidedLabel, elide
@@ -69,6 +72,13 @@ class MainWindow(QMainWindow):
         self.conversations = ConversationController(self)
         self.prewarm = Prewarmer(engine, self.composer, self.tasks, lambda: self.conversations.current_id, self)
         self.prewarm.overflow.connect(lambda text: self.status.showMessage(text, 10000))
+        self.ghost = GhostController(engine, self.composer, self.tasks, lambda: self.conversations.current_id,
+                                     lambda: bool(self.conversations.temporary), self)
+        self.token_popover = TokenPopover(engine, self.tasks, self)
+        self.composer.tokens_requested.connect(self.show_draft_tokens)
+        self.chat_settings_dialog = None
+        self.chat_settings_button.clicked.connect(
+            lambda: self.tasks.run(open_chat_settings(self), what="opening the chat settings"))
         self.models = ModelController(self)
         self.context = ContextController(self)
         self._build_actions()
@@ -110,6 +120,11 @@ class MainWindow(QMainWindow):
         self.models_button.setAccessibleName("Models")
         self.models_button.setToolTip("Download, import, delete models and choose the default (Ctrl+Shift+M)")
         self.models_button.setAutoRaise(True)
+        self.chat_settings_button = QToolButton(text="Chat settings")
+        self.chat_settings_button.setObjectName("chatSettingsButton")
+        self.chat_settings_button.setAccessibleName("Chat settings")
+        self.chat_settings_button.setToolTip("This chat's system prompt, sampling, tools and memory")
+        self.chat_settings_button.setAutoRaise(True)
         self.settings_button = QToolButton(text="Settings")
         self.settings_button.setObjectName("settingsButton")
         self.settings_button.setAccessibleName("Settings")
@@ -123,6 +138,7 @@ class MainWindow(QMainWindow):
         row.addWidget(self.model_picker)
         row.addWidget(self.temporary_button)
         row.addWidget(self.models_button)
+        row.addWidget(self.chat_settings_button)
         row.addWidget(self.settings_button)
         self.temporary_banner = QLabel(TEMPORARY_NOTE)
         self.temporary_banner.setObjectName("temporaryBanner")
@@ -172,6 +188,8 @@ class MainWindow(QMainWindow):
         self.copy_last_action = self._action("&Copy last answer", self.copy_last_answer, "Ctrl+Shift+C", name="copyLastAction")
         self.export_md_action = self._action("Export as &Markdown…", lambda: self.export_current("markdown"), name="exportMarkdownAction")
         self.export_json_action = self._action("Export as &JSON…", lambda: self.export_current("json"), name="exportJsonAction")
+        self.tokens_action = self._action("Show the draft as &tokens", self.show_draft_tokens, "Ctrl+Shift+K",
+                                          name="tokensAction")
         self.quit_action = self._action("&Quit Wren", self.quit_requested.emit, QKeySequence.StandardKey.Quit, name="quitAction")
         self.quit_action.setMenuRole(QAction.MenuRole.QuitRole)
         bar = self.menuBar()
@@ -186,6 +204,7 @@ class MainWindow(QMainWindow):
         chat_menu = bar.addMenu("&Chat")
         chat_menu.addAction(self.stop_action)
         chat_menu.addAction(self.regenerate_action)
+        chat_menu.addAction(self.tokens_action)
 
     def _connect(self) -> None:
         c, tasks = self.conversations, self.tasks
@@ -225,19 +244,23 @@ class MainWindow(QMainWindow):
         self.models.load_in_background()
         self.chat.warm_up()
 
+    def show_draft_tokens(self):
+        """The composer's popover: the draft as the model's tokens."""
+        return self.token_popover.show_for(self.composer.text(), self.composer.tokens_button)
+
     # -- keyboard ---------------------------------------------------------------------
 
     def tab_stops(self) -> list[QWidget]:
         """Every place Tab stops, in order (hidden ones are skipped by Qt as Tab moves)."""
         stops: list[QWidget] = [
             self.sidebar.new_chat_button, self.sidebar.search_box, self.sidebar.list, self.sidebar.undo_button,
-            self.model_picker, self.temporary_button, self.models_button, self.settings_button, self.chat,
+            self.model_picker, self.temporary_button, self.models_button, self.chat_settings_button, self.settings_button, self.chat,
         ]
         for message in self.chat.message_widgets():
             stops += _stops_in_reading_order(message)
         stops += _stops_in_reading_order(self.gate.panel)
         stops += [self.composer.edit, self.composer.send_button, self.composer.stop_button]
-        stops += [self.composer.tools_button, *_stops_in_reading_order(self.composer.attachment_bar)]
+        stops += [self.composer.tools_button, self.composer.tokens_button, *_stops_in_reading_order(self.composer.attachment_bar)]
         return stops
 
     def order_tab_stops(self) -> None:

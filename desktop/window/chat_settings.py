@@ -1,0 +1,150 @@
+"""This chat's own settings, from the header: its system prompt, a sampling preset, the
+tools it may use and whether it uses and saves memories. Saved in the conversation
+(`Engine.update_chat_settings`); the next Send of this chat follows them."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QCheckBox, QComboBox, QDialog, QDialogButtonBox, QFormLayout, QGroupBox, QLabel, QPlainTextEdit, QVBoxLayout,
+    QWidget,
+)
+
+from engine.api import CHAT_SAMPLING_PRESETS, Engine
+
+DEFAULT_PRESET = "Model defaults"
+CUSTOM_PRESET = "Custom (kept as it is)"
+
+
+class ChatSettingsDialog(QDialog):
+    saved = Signal(dict)  # the chat's settings after saving
+
+    def __init__(self, engine: Engine, conversation_id: int, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("chatSettingsDialog")
+        self.setWindowTitle("Chat settings")
+        self.setAccessibleName("Chat settings")
+        self.engine = engine
+        self.conversation_id = conversation_id
+        self._current: dict = {}
+        self.system_prompt = QPlainTextEdit()
+        self.system_prompt.setObjectName("chatSystemPrompt")
+        self.system_prompt.setAccessibleName("System prompt for this chat")
+        self.system_prompt.setPlaceholderText("Empty: the system prompt from Settings, else the model's own")
+        self.system_prompt.setTabChangesFocus(True)
+        self.preset = QComboBox()
+        self.preset.setObjectName("chatSamplingPreset")
+        self.preset.setAccessibleName("Sampling preset for this chat")
+        for name, values in CHAT_SAMPLING_PRESETS.items():
+            self.preset.addItem(name, values)
+            if values:
+                self.preset.setItemData(self.preset.count() - 1, ", ".join(f"{k} {v}" for k, v in values.items()),
+                                        Qt.ItemDataRole.ToolTipRole)
+        self.memory = QCheckBox("Use and save memories in this chat")
+        self.memory.setObjectName("chatMemory")
+        self.tools_box = QGroupBox("Tools this chat may use")
+        self.tools_box.setObjectName("chatTools")
+        self.tools_default = QCheckBox("The tools chosen in Settings")
+        self.tools_default.setObjectName("chatToolsDefault")
+        self.tools_default.toggled.connect(self._tools_default_toggled)
+        self.tool_boxes: dict[str, QCheckBox] = {}
+        self._tools_layout = QVBoxLayout(self.tools_box)
+        self._tools_layout.addWidget(self.tools_default)
+        self.note = QLabel("")
+        self.note.setObjectName("chatSettingsNote")
+        self.note.setWordWrap(True)
+        form = QFormLayout()
+        form.addRow("System prompt", self.system_prompt)
+        form.addRow("Sampling", self.preset)
+        form.addRow("", self.memory)
+        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
+        self.buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addWidget(self.tools_box)
+        layout.addWidget(self.note)
+        layout.addWidget(self.buttons)
+        self.resize(520, 480)
+
+    async def load(self) -> None:
+        engine = self.engine
+        current = await engine.chat_settings(self.conversation_id)
+        conv = await engine.get_conversation(self.conversation_id)
+        self._current = current
+        self.system_prompt.setPlainText(current.get("system_prompt") or "")
+        name = current.get("sampling_preset")
+        sampling = current.get("sampling")
+        index = self.preset.findText(name) if isinstance(name, str) else -1
+        if index < 0:
+            index = 0 if not sampling else self._custom_index()
+        self.preset.setCurrentIndex(index)
+        temporary = bool(conv.settings.get("temporary"))
+        self.memory.setChecked(current.get("memory") is not False and not temporary)
+        self.memory.setEnabled(not temporary)
+        if temporary:
+            self.memory.setToolTip("A temporary chat never uses or saves memories")
+        chosen = current.get("tools")
+        for info in await engine.tools():
+            box = QCheckBox(info.name)
+            box.setObjectName(f"chatTool_{info.name}")
+            box.setToolTip(info.description)
+            box.setChecked(chosen is not None and info.name in chosen)
+            if not info.enabled:
+                box.setToolTip(f"{info.description}\n(switched off in Settings → Tools)")
+            self.tool_boxes[info.name] = box
+            self._tools_layout.addWidget(box)
+        self.tools_default.setChecked(chosen is None)
+        self._tools_default_toggled(chosen is None)
+
+    def _custom_index(self) -> int:
+        index = self.preset.findText(CUSTOM_PRESET)
+        if index < 0:
+            self.preset.addItem(CUSTOM_PRESET, None)
+            index = self.preset.count() - 1
+        return index
+
+    def _tools_default_toggled(self, on: bool) -> None:
+        for box in self.tool_boxes.values():
+            box.setEnabled(not on)
+
+    def changes(self) -> dict:
+        """What Save writes: every chat setting the panel shows."""
+        out: dict = {"system_prompt": self.system_prompt.toPlainText().strip() or None,
+                     "memory": None if self.memory.isChecked() else False}
+        name = self.preset.currentText()
+        if name != CUSTOM_PRESET:  # a custom sampling (set elsewhere) is kept as it is
+            values = CHAT_SAMPLING_PRESETS.get(name)
+            out["sampling"] = dict(values) if values else None
+            out["sampling_preset"] = name if values else None
+        out["tools"] = None if self.tools_default.isChecked() else [
+            name for name, box in self.tool_boxes.items() if box.isChecked()]
+        return out
+
+    async def save(self) -> dict:
+        result = await self.engine.update_chat_settings(self.conversation_id, **self.changes())
+        self._current = result
+        self.saved.emit(result)
+        return result
+
+
+async def open_chat_settings(window) -> ChatSettingsDialog | None:
+    """The header's Chat settings, for the open chat. Save writes and closes; the composer's
+    tool menu then shows the chat's new choice."""
+    conversations = window.conversations
+    conversation_id = conversations.current_id
+    if conversation_id is None:
+        window.status.showMessage("Send a first message, then this chat's settings can be set.", 6000)
+        return None
+    dialog = ChatSettingsDialog(window.engine, conversation_id, window)
+    await dialog.load()
+
+    async def save() -> None:
+        await dialog.save()
+        dialog.accept()
+        if conversations.current_id == conversation_id:
+            conversations.load_tools()
+
+    dialog.buttons.accepted.connect(lambda: window.tasks.run(save(), what="saving the chat settings"))
+    window.chat_settings_dialog = dialog
+    dialog.open()
+    return dialog
