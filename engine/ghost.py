@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import InvalidRequest
-from engine.events import Delta, Finished
+from engine.events import Delta, Finished, FinishReason
 from engine.inference.sampling import SamplingParams
 from engine.inference.worker import GenerationRequest
 from engine.logs import log_event
@@ -77,9 +77,11 @@ class _Pending:
     request: GenerationRequest | None = None
 
 
-def clean_continuation(draft: str, raw: str, max_chars: int = MAX_CHARS) -> str:
+def clean_continuation(draft: str, raw: str, max_chars: int = MAX_CHARS, *, cut_short: bool = False) -> str:
     """What the model wrote, made into ghost text: one line, up to the end of the first
-    sentence, at most `max_chars` (cut at a word), no doubled space after the draft."""
+    sentence, at most `max_chars` (cut at a word), no doubled space after the draft.
+    `cut_short`: the model was stopped before it ended (its token limit), so a last word
+    with no sentence end after it may be half a word, and is left out."""
     text = raw.split("\n", 1)[0].replace("\r", "").replace("\t", " ")
     if draft.endswith((" ", "\n")):
         text = text.lstrip()
@@ -88,6 +90,9 @@ def clean_continuation(draft: str, raw: str, max_chars: int = MAX_CHARS) -> str:
     end = _SENTENCE_END.search(text)
     if end is not None:
         text = text[: end.end()]
+    elif cut_short and "\n" not in raw:
+        cut = text.rstrip().rfind(" ")
+        text = text[:cut] if cut > 0 else ""
     if len(text) > max_chars:
         cut = text.rfind(" ", 0, max_chars)
         text = text[: cut if cut > 0 else max_chars]
@@ -178,6 +183,7 @@ class GhostText:
         pending.request = request
         worker.submit(request)
         parts: list[str] = []
+        cut_short = False
         try:
             while True:
                 event = await events.get()
@@ -186,6 +192,7 @@ class GhostText:
                     if _SENTENCE_END.search("".join(parts)) or len("".join(parts)) > MAX_CHARS:
                         request.cancel.set()  # enough: the rest would be cut anyway
                 elif isinstance(event, Finished):
+                    cut_short = event.reason is FinishReason.LENGTH
                     break
         finally:
             request.cancel.set()
@@ -194,7 +201,7 @@ class GhostText:
                 self._ghost = None
         if stale:
             return empty
-        text = clean_continuation(draft, "".join(parts))
+        text = clean_continuation(draft, "".join(parts), cut_short=cut_short)
         log_event("ghost.suggested", chars=len(text), prompt_tokens=len(ids))
         return Suggestion(text, draft)
 

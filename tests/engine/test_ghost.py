@@ -121,6 +121,9 @@ def test_clean_continuation():
     assert clean_continuation("I went", " to the shop. Then") == " to the shop."
     assert clean_continuation("I went ", " to the shop\nNext") == "to the shop"
     assert clean_continuation("Hi", "   ") == ""
+    assert clean_continuation("I went", " to the sho", cut_short=True) == " to the"  # a half word is left out
+    assert clean_continuation("I went", " home", cut_short=True) == ""
+    assert clean_continuation("I went", " to the shop. And", cut_short=True) == " to the shop."
     assert clean_continuation("x", " 3.5 apples are here! ok") == " 3.5 apples are here!"
     long = clean_continuation("a", " word" * 60)
     assert len(long) <= 120 and long.endswith("word")
