@@ -208,6 +208,15 @@ class Turns:
         if choice == "none":
             return None
         asked = getattr(options, "tools", None)
+        # MCP servers start lazily: those that own a tool this answer may call start now
+        # (a server that fails to start is left out; its state and log say why).
+        wanted = asked if asked is not None else conv_settings.get("tools")
+        if not isinstance(wanted, (list, tuple)):
+            default = await e.get_setting(tool_settings.DEFAULT_KEY)
+            wanted = default if isinstance(default, list) else []
+        mcp_names = [n for n in [*wanted, choice] if isinstance(n, str) and "__" in n]  # SERVER__TOOL
+        if mcp_names:
+            await e.prepare_tool_sources(mcp_names)
         if asked is not None:
             if isinstance(asked, str) or not all(isinstance(n, str) for n in asked):
                 raise InvalidRequest(f"SendOptions.tools must be a tuple of tool names, not {asked!r}")

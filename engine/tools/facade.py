@@ -135,6 +135,7 @@ class Tools:
     async def call_tool(self, name: str, arguments: dict, *, timeout: float | None = None) -> ToolResult:
         """Run a tool directly (`wren tools call`): the user asked, so no approval; the
         arguments are validated; a failure is an error result, not an exception."""
+        await self.prepare_tool_sources([name])  # an MCP tool's server starts on first use
         found = self._known_tool(name)
         spec, source = found
         started = time.perf_counter()

@@ -136,8 +136,11 @@ class ToolTurn:
         task = asyncio.get_running_loop().create_task(source.call(name, arguments, cancel), context=context)
         state.running[call_id] = task
         stop = asyncio.ensure_future(self.stop.wait())
+        # A source may allow longer calls than the engine's default (an MCP server's own setting).
+        own = getattr(source, "timeout", None)
+        limit = max(self.timeout, own) if isinstance(own, (int, float)) else self.timeout
         try:
-            await asyncio.wait({task, stop}, timeout=self.timeout, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({task, stop}, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
         finally:
             stop.cancel()
             state.running.pop(call_id, None)
@@ -147,7 +150,7 @@ class ToolTurn:
             if self.stop.is_set():
                 self.stopped = True
                 return STOPPED, True
-            return f"the tool {name} did not answer within {self.timeout:g} seconds and was stopped", True
+            return f"the tool {name} did not answer within {limit:g} seconds and was stopped", True
         if task.cancelled() or call_id in state.cancelled:
             state.cancelled.discard(call_id)
             return CANCELLED, True

@@ -138,7 +138,7 @@ def test_send_calls_an_mcp_tool_feeds_the_result_back_and_replays_it(make_engine
     async def main():
         engine = make_engine(by_round("Adding. " + tool_call("calc__add", a=2, b=40), "The sum is 42."))
         await engine.add_mcp_server("calc", command=stdio_entry()["command"], args=[str(SERVER)], timeout=2)
-        await engine.prepare_tool_sources(["calc__add"])  # the loop's hook: start the owning server
+        # no prepare_tool_sources here: a Send that names the tool starts its server
         conv = await engine.create_conversation()
         events = await collect(engine, engine.send(conv.id, "add 2 and 40", SendOptions(tools=("calc__add",))),
                                decisions=["once"])
