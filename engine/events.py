@@ -61,6 +61,7 @@ class FailureKind(enum.Enum):
     INVALID_REQUEST = "invalid_request"  # nothing was started; fix the input
     MODEL = "model"  # the model could not be loaded or run
     STORE = "store"  # the database refused a write
+    INTERRUPTED = "interrupted"  # the stream broke mid-answer (a remote server): the partial answer is kept
     INTERNAL = "internal"
 
 

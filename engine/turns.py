@@ -323,6 +323,7 @@ class Turns:
         last_checkpoint = time.monotonic()
         usages: list[Usage] = []
         error: str | None = None
+        interrupted = False  # the model's stream broke mid-answer (a remote server)
         reason = FinishReason.CANCELLED  # if the consumer walks away mid-stream
         rounds: list[RoundRecord] = []
         runner = None
@@ -406,6 +407,7 @@ class Turns:
                                 yield event
                         elif isinstance(event, Failed):
                             error = event.error
+                            interrupted = event.kind is FailureKind.INTERRUPTED
                             yield event
                 finally:
                     request.cancel.set()
@@ -469,7 +471,7 @@ class Turns:
                 runner.close()
             usage = _combined(usages)  # with tools, yielded once below, after the finish is saved
             await asyncio.shield(self._finish(store, answer, parts, notices, reason, usage, error, len(prompt_ids),
-                                              tool_log))
+                                              tool_log, interrupted=interrupted))
         if tools is not None and usage is not None:
             yield usage
         yield Finished(reason, answer.id)
@@ -485,11 +487,12 @@ class Turns:
 
     async def _finish(self, store, answer: MessageInfo, parts: list[str], notices: list[SafetyNotice],
                       reason: FinishReason, usage: Usage | None, error: str | None, prompt_tokens: int,
-                      tool_log: list[dict] | None = None) -> None:
+                      tool_log: list[dict] | None = None, *, interrupted: bool = False) -> None:
         blocked = reason is FinishReason.BLOCKED
+        status = MessageStatus.INTERRUPTED if interrupted and reason is FinishReason.ERROR else _STATUS_FOR[reason]
         fields: dict[str, Any] = {
             "content": "" if blocked else "".join(parts),  # a blocked answer keeps its notices, never its text
-            "status": _STATUS_FOR[reason],
+            "status": status,
             "error": error,
         }
         meta = dict(answer.meta)

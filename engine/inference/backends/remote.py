@@ -594,6 +594,8 @@ class RemoteWorker:
                 stream.result()
         except asyncio.CancelledError:
             reason = FinishReason.CANCELLED
+        except RemoteInterrupted as exc:  # broke after the answer began: kept, marked interrupted
+            error, reason, kind = str(exc), FinishReason.ERROR, FailureKind.INTERRUPTED
         except RemoteError as exc:
             error, reason = str(exc), FinishReason.ERROR
         except Exception as exc:  # a bug or an unexpected transport fault: said, not lost
@@ -612,7 +614,7 @@ class RemoteWorker:
         decode = end - first_at if first_at is not None else 0.0
         rate = (completion_tokens - 1) / decode if completion_tokens > 1 and decode > 0 else 0.0
         if error is not None:
-            sink(Failed(error, FailureKind.MODEL))
+            sink(Failed(error, kind))
         sink(Usage(prompt_tokens, completion_tokens, ttft, rate, 0))
         sink(Finished(reason))
 

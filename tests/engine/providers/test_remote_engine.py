@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.events import Delta, Failed, Finished, FinishReason, SafetyNotice, Started, Usage
+from engine.events import Delta, Failed, FailureKind, Finished, FinishReason, SafetyNotice, Started, Usage
 from engine.records import MessageStatus
 from tests.engine.providers.fakeserver import FakeServer
 
@@ -125,8 +125,9 @@ def test_reset_mid_stream_stores_the_partial_answer_interrupted(make_engine, ser
     assert "".join(e.text for e in events if isinstance(e, Delta)) == "one two three "
     (failed,) = [e for e in events if isinstance(e, Failed)]
     assert "broke mid-answer" in failed.error and "not sent again" in failed.error
+    assert failed.kind is FailureKind.INTERRUPTED
     answer = msgs[-1]
-    assert answer.content == "one two three " and answer.status is MessageStatus.FAILED
+    assert answer.content == "one two three " and answer.status is MessageStatus.INTERRUPTED
     assert "partial answer is kept" in answer.error
     assert len(server.chats()) == 1
 
