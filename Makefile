@@ -6,8 +6,9 @@ PIP := $(PY) -m pip
 UNAME_S := $(shell uname -s)
 STAMP_RUN := $(VENV)/.wren-run
 STAMP_TEST := $(VENV)/.wren-test
+STAMP_PACKAGE := $(VENV)/.wren-package
 
-.PHONY: run test bootstrap bootstrap-test clean bench
+.PHONY: run test bootstrap bootstrap-test clean bench package
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -49,3 +50,13 @@ bench: $(STAMP_TEST)
 
 clean:
 	rm -rf $(VENV) .pytest_cache
+
+$(STAMP_PACKAGE): pyproject.toml $(STAMP_RUN)
+	$(PIP) install -q --no-build-isolation -e ".[package]"
+	touch $@
+
+# The wheel (dist/*.whl) and the Linux bundle (dist/wren/: wren, wren-desktop, share/ with
+# the .desktop entry, AppStream metainfo and icons); packaging/README.md says more.
+package: $(STAMP_PACKAGE)
+	$(PIP) wheel -q --no-deps --no-build-isolation -w dist .
+	$(VENV)/bin/pyinstaller --noconfirm --log-level WARN --distpath dist --workpath build/pyinstaller packaging/linux/wren.spec
