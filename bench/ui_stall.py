@@ -202,7 +202,7 @@ GHOST_TEXT = ("Yesterday I walked to the park with my sister and we talked about
               "us if we went by train instead of flying there and back.")
 
 
-async def run_ghost(chars: int, keys_per_second: float, pause_ms: int, starter: bool) -> dict:
+async def run_ghost(chars: int, keys_per_second: float, pause_ms: int, starter: bool, off: bool = False) -> dict:
     from PySide6.QtCore import Qt, QTimer
     from PySide6.QtTest import QTest
 
@@ -234,6 +234,9 @@ async def run_ghost(chars: int, keys_per_second: float, pause_ms: int, starter: 
     await window.start()
     while engine.current_model is None:
         await asyncio.sleep(0.01)
+    decode_mode = await engine.decode_mode(wait=True)  # a first-start compile is not what is measured
+    if off:
+        await engine.set_setting("composer.ghost_text", False)
     if not starter:
         # The scripted model answers only after the assistant cue; ghost text leaves the
         # user's turn open, so let it continue any prompt.
@@ -281,6 +284,8 @@ async def run_ghost(chars: int, keys_per_second: float, pause_ms: int, starter: 
         "keys_per_second": keys_per_second,
         "seconds": round(elapsed, 2),
         "ghost_pause_ms": pause_ms,
+        "ghost_text": not off,
+        "decode_mode": decode_mode,
         "suggestions": {"asked": ghost.requests, "cancelled_by_a_key": ghost.cancelled, "shown": len(shown),
                         "examples": shown[:3]},
         "keystroke_ms": {
@@ -316,6 +321,8 @@ def main() -> int:
     parser.add_argument("--keys-per-second", type=float, default=10.0, help="with --ghost-text: typing speed")
     parser.add_argument("--ghost-pause-ms", type=int, default=60,
                         help="with --ghost-text: the pause before a suggestion is asked for (the app's is 400)")
+    parser.add_argument("--ghost-off", action="store_true",
+                        help="with --ghost-text: the same typing with the setting off (the baseline)")
     parser.add_argument("--starter", action="store_true",
                         help="with --ghost-text: the real starter model instead of the scripted one")
     args = parser.parse_args()
@@ -329,7 +336,8 @@ def main() -> int:
         app = QApplication.instance() or QApplication([sys.argv[0]])
         apply_theme(app)
         if args.ghost_text:
-            result = qasync.run(run_ghost(args.chars, args.keys_per_second, args.ghost_pause_ms, args.starter))
+            result = qasync.run(run_ghost(args.chars, args.keys_per_second, args.ghost_pause_ms, args.starter,
+                                         args.ghost_off))
         else:
             tokens = args.tokens or (10000 if args.while_compiling else 4000)
             result = qasync.run(run(tokens, args.rate, args.while_compiling))

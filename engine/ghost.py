@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import InvalidRequest
+from engine.errors import InvalidRequest, WrenError
 from engine.events import Delta, Finished, FinishReason
 from engine.inference.sampling import SamplingParams
 from engine.inference.worker import GenerationRequest
@@ -36,6 +36,7 @@ MAX_TOKENS = 24  # a suggestion is a few words; more costs time the user is not 
 MAX_CHARS = 120
 HISTORY_MESSAGES = 4  # the last turns of the chat give the draft its context
 HISTORY_CHARS = 1000  # of each of them
+WARM_WAIT = 10.0  # seconds a suggestion waits at most for the draft's pre-warming to finish
 MAX_DRAFT_CHARS = 4000  # a longer draft is continued from its last this many characters
 _SENTENCE_END = re.compile(r"[.!?…](?=[\s\"')\]]|$)")
 _SENTINEL = "\u2063wren-draft\u2063"
@@ -165,8 +166,11 @@ class GhostText:
             return empty
         if temporary and await self.get_setting(TEMPORARY_ENABLED_KEY, True) is False:  # type: ignore[attr-defined]
             return empty
-        history = await self._ghost_history(conversation_id)
+        history = await self._ghost_history(conversation_id, draft, worker)
         if self._ghost is not pending or self._worker is not worker:  # type: ignore[attr-defined]
+            return empty
+        await self._after_warm(pending)
+        if self._ghost is not pending:
             return empty
         loop = asyncio.get_running_loop()
         tail = draft[-MAX_DRAFT_CHARS:]
@@ -205,10 +209,34 @@ class GhostText:
         log_event("ghost.suggested", chars=len(text), prompt_tokens=len(ids))
         return Suggestion(text, draft)
 
-    async def _ghost_history(self, conversation_id: int | None) -> list[dict]:
+    async def _after_warm(self, pending: _Pending) -> None:
+        """Pre-warming the draft's prompt goes first: it is what makes Send fast."""
+        warm = self._warm  # type: ignore[attr-defined]
+        waited = 0.0
+        while warm is not None and not warm.done.is_set() and not warm.cancel.is_set() and waited < WARM_WAIT:
+            if self._ghost is not pending:
+                return
+            await asyncio.sleep(0.02)
+            waited += 0.02
+
+    async def _ghost_history(self, conversation_id: int | None, draft: str, worker: Any) -> list[dict]:
+        """The chat before the draft. Where a chat exists, the very messages Send would
+        assemble (system prompt, memories, history), so the suggestion's prompt shares its
+        whole beginning with the pre-warmed one and the cache serves both; a shorter
+        recent history if that cannot be assembled."""
         if conversation_id is None:
             return []
         shown = await self.messages(conversation_id)  # type: ignore[attr-defined]
+        try:
+            from engine.api import SendOptions
+
+            assembled, _ = await self._turns.assemble(  # type: ignore[attr-defined]
+                conversation_id, shown, draft, None, SendOptions(), worker, allow_summarize=False, encode=False)
+            messages = list(assembled.messages)
+            if messages and messages[-1].get("role") == "user":
+                return messages[:-1]
+        except WrenError as exc:  # the draft does not fit, a template problem: recent turns only
+            log_event("ghost.plain_history", reason=str(exc)[:200])
         turns = [m for m in shown if m.role in (Role.USER, Role.ASSISTANT) and m.content][-HISTORY_MESSAGES:]
         return [{"role": m.role.value, "content": m.content[:HISTORY_CHARS]} for m in turns]
 

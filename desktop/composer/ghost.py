@@ -15,7 +15,7 @@ from PySide6.QtGui import QFontMetrics, QPainter, QPalette
 from desktop.bridge import Tasks
 from engine.api import Engine
 
-PAUSE_MS = 400  # typing pauses this long before a suggestion is asked for
+PAUSE_MS = 550  # typing pauses this long before a suggestion is asked for: after pre-warming (500) starts
 _WORD = re.compile(r"\s*\S+")
 
 

@@ -164,3 +164,32 @@ def test_chat_settings_are_checked_and_kept(make_engine):
                    "memory": False, "tools": []}
     assert cleared["system_prompt"] is None and cleared["sampling"] is None and cleared["tools"] is None
     assert cleared["memory"] is False
+
+
+def test_in_a_chat_the_suggestion_shares_the_prewarmed_prompt(make_engine):
+    """The suggestion's prompt is what Send would assemble (system prompt included), with
+    the draft's turn left open: it begins like the pre-warmed prompt, which runs first."""
+    from engine.inference.generate import common_prefix
+
+    async def main():
+        engine = await _loaded(make_engine, " to the park. Then home.")
+        conv = await engine.create_conversation(settings={"system_prompt": "You are terse."})
+        [e async for e in engine.send(conv.id, "hello")]
+        worker = engine._worker
+        submitted = []
+        real = worker.submit
+        worker.submit = lambda request: (submitted.append(request), real(request))[1]
+        draft = "Yesterday I walked"
+        await engine.prepare(conv.id, draft)
+        got = await engine.suggest_continuation(draft, conv.id)
+        await engine.close()
+        return submitted, got, worker.tokenizer
+
+    submitted, got, tokenizer = run(main())
+    warm, ghost = submitted
+    assert isinstance(warm, WarmRequest) and ghost.priority == GHOST_PRIORITY
+    assert warm.done.is_set()  # pre-warming finished before the suggestion was asked for
+    shared = common_prefix(warm.prompt_ids, ghost.prompt_ids)
+    assert shared >= len(ghost.prompt_ids) - 1 and shared >= len(warm.prompt_ids) - 8
+    assert "You are terse." in tokenizer.decode(ghost.prompt_ids, skip_special_tokens=False)
+    assert got == " to the park."
