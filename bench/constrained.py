@@ -158,6 +158,8 @@ def measure(args) -> dict:
         for mode, constraint in modes.items():
             rate, per_token, restarted = decode_run(model, tokenizer, prompt, args.tokens, constraint, seed=run)
             rates[mode].append(rate)
+            print(f"run {run + 1}/{args.runs} {mode}: {rate:.1f} tokens/s, constraint {per_token * 1e6:.0f} us/token",
+                  file=sys.stderr, flush=True)  # progress: a busy machine can take many minutes
             mask_us[mode].append(per_token * 1e6)
             restarts[mode] += restarted
     model.close()
