@@ -1,4 +1,4 @@
-"""Every relative link in the README, CONTRIBUTING.md and docs/*.md points into the repository.
+"""Every relative link in the README, CONTRIBUTING.md, CHANGELOG.md and docs/*.md points into the repository.
 
 A link to a file must name one that exists (a clone has nothing outside the repository, so
 `../shared/...` is dead); a link with an anchor must name a heading of its Markdown target.
@@ -15,7 +15,7 @@ from urllib.parse import unquote
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = sorted([ROOT / "README.md", ROOT / "CONTRIBUTING.md", *(ROOT / "docs").glob("*.md")])
+DOCS = sorted([ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "CHANGELOG.md", *(ROOT / "docs").glob("*.md")])
 
 INLINE = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 REFERENCE = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+.*)?$", re.MULTILINE)
