@@ -45,7 +45,7 @@ def render(out_dir: Path, app_id: str = APP_ID, source: Path = SOURCE, sizes=SIZ
         painter.end()
         path = out_dir / "hicolor" / f"{size}x{size}" / "apps" / f"{app_id}.png"
         path.parent.mkdir(parents=True, exist_ok=True)
-        if not image.save(str(path), b"PNG"):
+        if not image.save(str(path)):  # PNG, from the suffix
             raise OSError(f"could not write {path}")
         written.append(path)
     scalable = out_dir / "hicolor" / "scalable" / "apps" / f"{app_id}.svg"
