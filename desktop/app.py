@@ -14,7 +14,7 @@ import sys
 import time
 
 import qasync
-from PySide6.QtCore import QObject, QTimer
+from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from desktop.settings.dialog import HOTKEY, HOTKEY_ENABLED, SavedSettings, SettingsDialog
@@ -66,9 +66,24 @@ class WrenApp(QObject):
         self.hotkey.activated.connect(self.quick.popup)
         if self.instance is not None:
             self.instance.message.connect(self.handle)
+        self.engine.on_notice(self.show_notice)
+
+    def show_notice(self, notice) -> None:
+        """What the engine found outside any answer: a damaged model file gets a dialog that
+        says to re-import it; disk freed at start is a status-bar line."""
+        if notice.kind == "model_damaged":
+            box = QMessageBox(QMessageBox.Icon.Warning, "A model file is damaged", notice.message,
+                              QMessageBox.StandardButton.Ok, self.window)
+            box.setObjectName("modelDamagedNotice")
+            box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+            box.open()
+        else:
+            self.window.status.showMessage(notice.message, 15000)
 
     async def start(self, *, quick: bool = False, hidden: bool = False) -> None:
         await self.window.restore_layout()  # before showing: no jump from the default size
+        for notice in self.engine.notices():  # found before the window subscribed
+            self.show_notice(notice)
         if not ((quick or hidden) and self.tray.available):
             self.window.show()
         await self.window.start()

@@ -120,7 +120,14 @@ def _extensions():
     from engine.tools.cli import register as tools
     from engine.tokens_cli import register as tokens
 
-    return [safety, memory, completion, serve, tools, providers, tokens]
+    return [safety, memory, completion, serve, providers, tools, tokens]
+
+
+def _print_notices(engine) -> None:
+    """What the engine found outside the answer (a damaged model file, disk freed at
+    start) goes to standard error, so a pipe of the answer stays clean."""
+    for notice in engine.notices():
+        print(f"wren: {notice.message}", file=sys.stderr)
 
 
 def _open_engine(one_shot: list | None = None):
@@ -223,6 +230,7 @@ async def _cmd_ask(args) -> int:
     finally:
         # The model and its background work go before the interpreter does.
         await engine.close()
+        _print_notices(engine)
         for step in reversed(undo):
             step()
 

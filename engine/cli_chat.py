@@ -356,6 +356,8 @@ def run(args, open_engine: Callable, load: Callable, sampling: Callable, save_se
             history.close()
         try:
             loop.run_until_complete(engine.close())
+            for notice in engine.notices():  # a damaged model file, disk freed at start
+                print(f"wren: {notice.message}", file=sys.stderr)
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.run_until_complete(loop.shutdown_default_executor())
         finally:

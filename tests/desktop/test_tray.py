@@ -214,3 +214,20 @@ def test_quick_prompt_meets_self_harm_with_care(wren_app, qtbot):
     care = app.engine.care_message()
     assert care.title in quick.status.text() and "findahelpline.com" in quick.status.text()
     assert "rule" not in quick.status.text().lower() and "self_harm" not in quick.status.text()
+
+
+def test_engine_notices_reach_the_window(wren_app, qtbot):
+    """A damaged model file found by the engine's background check is said in a dialog
+    that names the file; disk freed at start is a status-bar line."""
+    from PySide6.QtWidgets import QMessageBox
+
+    from engine.records import EngineNotice
+
+    app = wren_app()
+    app.engine._notify(EngineNotice("model_damaged", "model.gguf is damaged: re-import the model", "/m/model.gguf"))
+    qtbot.waitUntil(lambda: app.window.findChild(QMessageBox, "modelDamagedNotice") is not None, timeout=5000)
+    box = app.window.findChild(QMessageBox, "modelDamagedNotice")
+    assert "re-import" in box.text() and "model.gguf" in box.text()
+    box.close()
+    app.engine._notify(EngineNotice("disk_freed", "Removed 2 unfinished model folders (1.0 GB)."))
+    qtbot.waitUntil(lambda: "unfinished model folders" in app.window.status.currentMessage(), timeout=5000)

@@ -195,3 +195,18 @@ def test_the_setting_keeps_nothing_and_save_overrides_it(scripted, capsys):
     assert _dump(scripted_db()) == before
     assert main(["ask", "--save", "kept"]) == 0
     assert [row["title"] for row in _conversations(capsys)] == ["kept"]
+
+
+def test_engine_notices_go_to_standard_error(capsys):
+    """A notice from the engine (a damaged model file) is printed on stderr, never mixed
+    into the answer on stdout."""
+    from engine.cli import _print_notices
+    from engine.records import EngineNotice
+
+    class Finished:
+        def notices(self):
+            return [EngineNotice("model_damaged", "model.gguf is damaged: re-import it", "/m/model.gguf")]
+
+    _print_notices(Finished())
+    out, err = capsys.readouterr()
+    assert out == "" and "wren: model.gguf is damaged: re-import it" in err
