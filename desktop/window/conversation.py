@@ -209,6 +209,9 @@ class ConversationController(QObject):
         temporary = self.temporary
         if created:
             try:
+                # A refused question (empty, too long, more tokens than the model reads) is
+                # said before any chat exists: no empty chat is left behind.
+                await self.engine.check_question(text)
                 conversation_id = (await self.engine.create_conversation(temporary=temporary)).id
             except Exception:
                 self._sync_busy()

@@ -81,3 +81,20 @@ def test_an_imported_model_is_in_the_model_picker_at_once(app_over, tiny_model_d
     qtbot.waitUntil(lambda: picker.findText("second-model") >= 0, timeout=5000)
     assert app.settings.isVisible()  # nothing was saved or closed
     assert picker.currentText() == "tiny"  # listed, not switched to
+
+
+def test_a_refused_first_question_leaves_no_empty_chat(open_window, qtbot, arun, monkeypatch):
+    """A new chat's question that the engine refuses (here: over the length limit, made
+    small for the test) is said, kept in the composer, and no chat is created for it."""
+    import engine.api
+
+    monkeypatch.setattr(engine.api, "MAX_MESSAGE_CHARS", 40)
+    window = open_window("never shown")
+    before = len(arun(window.engine.list_conversations()))
+    text = "a question far longer than the forty characters allowed here"
+    window.composer.edit.setPlainText(text)
+    qtbot.keyClick(window.composer.edit, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: "limit" in window.status.currentMessage() or window.chat.notice_label.isVisibleTo(window),
+                    timeout=10000)
+    assert len(arun(window.engine.list_conversations())) == before
+    assert window.composer.edit.toPlainText() == text
