@@ -277,6 +277,11 @@ async def run_ghost(chars: int, keys_per_second: float, pause_ms: int, starter: 
     elapsed = time.perf_counter() - started
     stalls_ms = [max(0.0, (g * 1000) - BEAT_MS) for g in gaps]
     typed_ok = edit.toPlainText() == text
+    at, long_stalls = 0.0, []
+    for gap, stall in zip(gaps, stalls_ms):
+        at += gap
+        if stall > 50:
+            long_stalls.append([round(at, 2), round(stall, 1)])  # seconds into the typing, ms
     result = {
         "model": engine.current_model.name if engine.current_model else None,
         "backend": engine.current_model.backend if engine.current_model else None,
@@ -299,6 +304,7 @@ async def run_ghost(chars: int, keys_per_second: float, pause_ms: int, starter: 
             "p99": round(_percentile(stalls_ms, 99), 2),
             "median": round(statistics.median(stalls_ms), 3),
         },
+        "stalls_over_50ms": long_stalls[:10],
         "text_matches": typed_ok,
         "targets": {"keystroke_p99_ms": P99_TARGET_MS},
     }

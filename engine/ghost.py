@@ -162,6 +162,8 @@ class GhostText:
         worker = self._worker  # type: ignore[attr-defined]
         if not draft.strip() or worker is None or self._active:  # type: ignore[attr-defined]
             return empty
+        if self._destination() == "remote":  # type: ignore[attr-defined]
+            return empty  # a remote model bills by the request and cannot continue an open turn
         if not await self.ghost_text_enabled(conversation_id):
             return empty
         if temporary and await self.get_setting(TEMPORARY_ENABLED_KEY, True) is False:  # type: ignore[attr-defined]

@@ -83,6 +83,10 @@ class ComposerEdit(QPlainTextEdit):
                 and not event.modifiers() and self.ghost_visible()):
             self.accept_ghost(whole=True)
             return True
+        if (event.type() == QEvent.Type.ShortcutOverride and event.key() == Qt.Key.Key_Escape
+                and self.ghost_visible()):
+            event.accept()  # Esc dismisses the suggestion first, before it stops anything
+            return True
         return super().event(event)
 
     def paintEvent(self, event) -> None:

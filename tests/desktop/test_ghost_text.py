@@ -61,6 +61,16 @@ def test_ctrl_right_takes_a_word_at_a_time_and_another_key_dismisses(open_window
     assert not edit.ghost_visible() and edit.ghost_text == ""
 
 
+def test_escape_dismisses_and_keeps_the_text(open_window, qtbot):
+    window = _window(open_window, qtbot)
+    edit = window.composer.edit
+    _suggest(window, qtbot, "Yesterday I walked")
+    qtbot.keyClick(edit, Qt.Key.Key_Escape)
+    assert not edit.ghost_visible() and edit.toPlainText() == "Yesterday I walked"
+    qtbot.keyClick(edit, Qt.Key.Key_Tab)  # nothing to take now: Tab moves on as before
+    assert edit.toPlainText() == "Yesterday I walked" and not edit.hasFocus()
+
+
 def test_a_suggestion_for_a_changed_draft_is_dropped(open_window, qtbot, arun, monkeypatch):
     window = _window(open_window, qtbot)
     edit = window.composer.edit
