@@ -10,7 +10,7 @@ from PySide6.QtWidgets import (
 
 from desktop.bridge import Tasks, TurnStream, describe_notices
 from desktop.chat.body import MarkdownBody
-from engine.api import Engine, needs_care
+from engine.api import Engine, WrenError, needs_care
 from engine.events import Finished, FinishReason
 
 ANSWER_MAX_HEIGHT = 360
@@ -145,6 +145,12 @@ class QuickPrompt(QWidget):
 
     async def _ask(self, text: str) -> None:
         if self.conversation_id is None:
+            try:  # refused before any chat exists: no empty chat, the question comes back
+                await self.engine.check_question(text)
+            except WrenError as exc:
+                self.input.setText(text)
+                self.status.setText(str(exc))
+                return
             self.conversation_id = (await self.engine.create_conversation()).id
         self.status.setText("Answering…  Esc stops")
         self.answer.begin_stream()

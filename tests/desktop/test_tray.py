@@ -231,3 +231,18 @@ def test_engine_notices_reach_the_window(wren_app, qtbot):
     box.close()
     app.engine._notify(EngineNotice("disk_freed", "Removed 2 unfinished model folders (1.0 GB)."))
     qtbot.waitUntil(lambda: "unfinished model folders" in app.window.status.currentMessage(), timeout=5000)
+
+
+def test_quick_prompt_refused_question_leaves_no_chat(wren_app, qtbot, arun, monkeypatch):
+    """A quick question the engine refuses is said and given back; no chat is made."""
+    import engine.api
+
+    monkeypatch.setattr(engine.api, "MAX_MESSAGE_CHARS", 20)
+    app = wren_app()
+    before = len(arun(app.engine.list_conversations()))
+    app.quick.popup()
+    app.quick.input.setText("a question longer than twenty characters")
+    qtbot.keyClick(app.quick.input, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: "limit" in app.quick.status.text(), timeout=10000)
+    assert app.quick.input.text() == "a question longer than twenty characters"
+    assert len(arun(app.engine.list_conversations())) == before
