@@ -33,6 +33,7 @@ from engine.token_view import TokenPiece, TokenView  # noqa: F401  TokenPiece: r
 from engine.modelhub.catalog import CatalogEntry, load_catalog, system_memory_bytes, with_fit
 from engine.modelhub.registry import RECORD_FILE, ModelInfo, ModelRegistry, ModelSource, SweepReport, WeightCheck  # noqa: F401  re-exported
 from engine.preferences import Preferences
+from engine.privacy import EraseReport, Privacy, purge_conversations  # noqa: F401  EraseReport: re-exported for the desktop
 from engine.providers import KEY_STORES, KeyStoreError, ProviderInfo, RemoteModelInfo  # noqa: F401  re-exported for the desktop
 from engine.providers.facade import ProviderCheck, Providers  # noqa: F401  ProviderCheck: re-exported
 from engine.tools.mcp_facade import McpFacade, McpServerInfo  # noqa: F401  McpServerInfo: re-exported for the desktop
@@ -88,7 +89,7 @@ class ModelStatus:
     load_seconds: float
 
 
-class Engine(Preferences, Serving, Tools, Care, McpFacade, Providers, MemoryEmbeddings, TokenView, GhostText):
+class Engine(Preferences, Serving, Tools, Care, McpFacade, Providers, MemoryEmbeddings, TokenView, GhostText, Privacy):
     """Conversations, models, memories and streaming answers; use from one asyncio loop.
     Memory, instruction, safety and diagnostics settings come from `Preferences`; the
     server's stateless answers (nothing stored) from `Serving`."""
@@ -141,6 +142,7 @@ class Engine(Preferences, Serving, Tools, Care, McpFacade, Providers, MemoryEmbe
         leftovers = registry.sweep_leftovers()
         engine = cls(Store(paths.database_path()), registry, **kwargs)
         engine.leftovers = leftovers
+        purge_conversations(engine.store, older_than=engine.undo_seconds)  # undo windows closed since
         if leftovers.removed:
             log_event("models.leftovers_removed", folders=list(leftovers.removed), bytes_freed=leftovers.bytes_freed)
             engine._notify(EngineNotice(
@@ -163,6 +165,7 @@ class Engine(Preferences, Serving, Tools, Care, McpFacade, Providers, MemoryEmbe
             await asyncio.get_running_loop().run_in_executor(None, worker.close)
         await self._close_mcp()  # every MCP server stops with Wren
         await self._close_memory_embeddings()
+        await self._close_privacy()  # deleted chats leave the disk (engine/privacy.py)
         await self._db(self.store.close)  # every connection, whichever thread opened it
         if self._temp is not None:
             await self._db(self._temp.close)
@@ -307,13 +310,18 @@ class Engine(Preferences, Serving, Tools, Care, McpFacade, Providers, MemoryEmbe
     async def pin_conversation(self, conversation_id: int, pinned: bool = True) -> ConversationInfo:
         return await self._db(self._store_for(conversation_id).update_conversation, conversation_id, pinned=pinned)
 
-    async def delete_conversation(self, conversation_id: int) -> None:
-        """Hide a chat (restorable until purged); a temporary chat is gone at once."""
+    async def delete_conversation(self, conversation_id: int, *, permanently: bool = False) -> None:
+        """Hide a chat, restorable for `undo_seconds`, then purged from disk (engine/privacy.py);
+        `permanently`: purged at once. A temporary chat is gone at once."""
         self.stop(conversation_id)
         store = self._store_for(conversation_id)
         await self._db(store.delete_conversation, conversation_id)
         if store is self._temp:
             await self._db(store.purge_deleted)
+        elif permanently:
+            await self.purge_deleted_conversations(ids=[conversation_id])
+        else:
+            self._schedule_purge()
 
     async def restore_conversation(self, conversation_id: int) -> ConversationInfo:
         return await self._db(self.store.restore_conversation, conversation_id)

@@ -150,7 +150,7 @@ def setup_logging(
     """Send the `wren` and `engine` loggers to <logs dir>/wren.log; safe to call again
     (the previous handler is closed). `policy` adds the user's block list to redaction."""
     path = logs_dir() / LOG_FILE
-    handler = logging.handlers.RotatingFileHandler(
+    handler = _PrivateFileHandler(
         path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8", delay=True
     )
     handler.setFormatter(JsonFormatter(policy))
@@ -162,6 +162,16 @@ def setup_logging(
         logger.setLevel(level)
         logger.propagate = False  # keep records away from handlers that do not redact
     return path
+
+
+class _PrivateFileHandler(logging.handlers.RotatingFileHandler):
+    """Log files readable by the user alone (0600), rotated ones included."""
+
+    def _open(self):
+        from engine.paths import private_file
+
+        private_file(Path(self.baseFilename))
+        return super()._open()
 
 
 def close_logging() -> None:

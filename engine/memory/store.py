@@ -118,6 +118,7 @@ class MemoryStore:
         info = _info(row)
         self.generation += 1
         row.delete_instance()
+        self._forgotten({info.id: info.text})
         return info
 
     @_with_tables
@@ -127,13 +128,23 @@ class MemoryStore:
         with self.db.atomic():
             rows = [_info(r) for r in Memory.select().where(Memory.id.in_(ids)).order_by(Memory.id)]
             Memory.delete().where(Memory.id.in_(ids)).execute()
+        self._forgotten({m.id: m.text for m in rows})
         return rows
 
     @_with_tables
     def clear(self) -> int:
         self.generation += 1
         with self.db.atomic():
-            return Memory.delete().execute()
+            gone = {r.id: r.text for r in Memory.select(Memory.id, Memory.text)}
+            count = Memory.delete().execute()
+        self._forgotten(gone)
+        return count
+
+    def _forgotten(self, memories: dict[int, str]) -> None:
+        """Their text leaves the answers' provenance and the raw files (engine/privacy.py)."""
+        from engine.privacy import forget_memories
+
+        forget_memories(self.db, memories, in_memory=self.store.path == ":memory:")
 
     @_with_tables
     def mark_used(self, memory_ids: Iterable[int], when: datetime | None = None) -> None:

@@ -15,6 +15,7 @@ from typing import Any, Iterable
 
 import peewee as pw
 
+from engine import paths
 from engine.errors import InvalidRequest, NotFound, StoreError
 from engine.records import ConversationInfo, MessageInfo, MessageStatus, Role, clean_title
 from engine.store.locks import HeldLock, is_held, owner_token
@@ -28,6 +29,7 @@ _PRAGMAS = {
     "synchronous": "normal",  # with WAL: a killed process loses nothing committed
     "foreign_keys": 1,
     "busy_timeout": 3000,
+    "secure_delete": 1,  # deleted text is overwritten with zeros, not left in free pages
 }
 # An answer's checkpoints while another program holds the database: each try waits at
 # most this long for the lock (the stream never stalls behind it), and the tries back off.
@@ -126,6 +128,7 @@ class Store:
         self._streaming: set[int] = set()  # answers this store is streaming now
         if not in_memory:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            paths.private_file(Path(self.path))  # 0600; SQLite gives its -wal and -shm the same
             self.owner = owner_token()
             self._owner_lock = HeldLock(self._owners_dir / f"{self.owner}.lock")
         pragmas = dict(_PRAGMAS, busy_timeout=busy_timeout_ms)

@@ -1,0 +1,391 @@
+"""Privacy you can verify: deleted text leaves the disk, everything can be exported or erased.
+
+- A deleted chat is hidden at once and restorable for `Privacy.undo_seconds`; then (or at
+  once with `delete_conversation(id, permanently=True)`, or when the engine closes) its
+  rows are purged: messages, their vectors and summaries go with it (foreign keys), the
+  full-text indexes are merged so no segment still holds its words, and the WAL is
+  checkpointed and truncated. `secure_delete` (set on every connection by the store)
+  zeroes the freed bytes, so the raw database files no longer show the text.
+- Copies are removed too: an answer's provenance (`meta["context"]`, `meta["memory"]`)
+  keeps the ids of the memories and past messages it used, and their text is scrubbed when
+  the memory is forgotten or the chat purged (`scrub_copies`).
+- `erase_all` deletes conversations, memories, settings, logs and caches (models only when
+  asked); `export_all` writes one zip of conversations (JSON and Markdown), memories and
+  settings, readable by the user alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import shutil
+import time
+import zipfile
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+from engine import paths
+
+log = logging.getLogger(__name__)
+
+UNDO_SECONDS = 30.0  # a deleted chat can be restored this long (the sidebar's undo bar is shorter)
+FORGOTTEN = "[forgotten]"  # what a scrubbed copy reads
+CACHE_DIRS = ("cache",)  # under the data folder: compiled graphs, prefix caches
+CHAT_HISTORY_FILES = ("chat_history",)  # the terminal chat's input history (engine/cli_chat.py)
+# Settings never exported: anything that looks like a secret (provider keys live in the keyring).
+_SECRET = re.compile(r"key|token|secret|password|passphrase", re.IGNORECASE)
+_FTS_TABLES = ("message_fts", "memory_fts")
+_USER_TABLES = ("message_vector", "memory_vector", "conversation_summary", "message", "conversation",
+                "memory", "setting")
+
+
+# -- on the database thread ------------------------------------------------------------
+
+def _utc(seconds_ago: float) -> str:
+    when = datetime.now(timezone.utc).replace(tzinfo=None) - timedelta(seconds=seconds_ago)
+    return str(when)  # peewee's DateTimeField stores this text form, so it compares in order
+
+
+def _tables(db) -> set[str]:
+    return {r[0] for r in db.execute_sql("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
+
+
+def compact(db) -> None:
+    """Merge the full-text indexes (dropping deleted entries from every segment), rebuild
+    the file (VACUUM: `secure_delete` zeroes freed cells and pages, but a page SQLite
+    rebalanced can keep stale bytes in its unused middle) and fold the WAL into it,
+    truncating the WAL."""
+    tables = _tables(db)
+    for fts in _FTS_TABLES:
+        if fts in tables:
+            db.execute_sql(f"INSERT INTO {fts}({fts}) VALUES ('optimize')")
+    db.execute_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.execute_sql("VACUUM")
+    db.execute_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def purge_conversations(store, *, older_than: float | None = None, ids: Iterable[int] | None = None) -> int:
+    """Delete for good the soft-deleted chats (those deleted `older_than` seconds ago or
+    more, or those in `ids`), scrub their text from other answers' provenance and compact.
+    Returns how many chats were purged."""
+    store.bind()
+    db = store.db
+    where, args = ["deleted_at IS NOT NULL"], []
+    if older_than is not None:
+        where.append("deleted_at <= ?")
+        args.append(_utc(older_than))
+    if ids is not None:
+        picked = [int(i) for i in ids]
+        if not picked:
+            return 0
+        where.append(f"id IN ({','.join('?' * len(picked))})")
+        args += picked
+    clause = " AND ".join(where)
+    with db.atomic():
+        conv_ids = [r[0] for r in db.execute_sql(f"SELECT id FROM conversation WHERE {clause}", args).fetchall()]
+        if not conv_ids:
+            return 0
+        marks = ",".join("?" * len(conv_ids))
+        message_ids = {r[0] for r in db.execute_sql(
+            f"SELECT id FROM message WHERE conversation_id IN ({marks})", conv_ids).fetchall()}
+        db.execute_sql(f"DELETE FROM conversation WHERE id IN ({marks})", conv_ids)  # cascades
+        scrub_copies(db, messages=message_ids)
+    if store.path != ":memory:":
+        compact(db)
+    return len(conv_ids)
+
+
+def scrub_copies(db, *, memories: dict[int, str] | None = None, messages: set[int] | None = None) -> int:
+    """Remove the text of forgotten `memories` (id → text) and purged `messages` (ids) from
+    every answer's provenance; the ids stay. Returns how many messages were rewritten."""
+    memories = {int(k): v for k, v in (memories or {}).items()}
+    messages = set(messages or ())
+    if not memories and not messages:
+        return 0
+    # Copies live only in provenance: `meta["context"]` parts of kind "memory"/"past_chat"
+    # (and the rendered prompt beside them) and `meta["memory"]`.
+    needles = ['"past_chat"'] if messages else []
+    needles += ['"memory"'] if memories else []
+    found: dict[int, str] = {}
+    for needle in needles:
+        for mid, meta in db.execute_sql("SELECT id, meta FROM message WHERE instr(meta, ?) > 0", (needle,)).fetchall():
+            found[mid] = meta
+    changed = 0
+    for mid, raw in found.items():
+        try:
+            meta = json.loads(raw)
+        except (TypeError, ValueError):
+            continue
+        scrubbed = _scrub_meta(meta, memories, messages)
+        if scrubbed != meta:
+            db.execute_sql("UPDATE message SET meta = ? WHERE id = ?", (json.dumps(scrubbed, ensure_ascii=False), mid))
+            changed += 1
+    return changed
+
+
+def _scrub_meta(meta: Any, memories: dict[int, str], messages: set[int]) -> Any:
+    meta = json.loads(json.dumps(meta))  # a deep copy
+    texts = {t for t in memories.values() if t}
+    report = meta.get("context") if isinstance(meta, dict) else None
+    if isinstance(report, dict):
+        for part in report.get("parts") or ():
+            ids = set(part.get("source_ids") or ())
+            if (part.get("kind") == "memory" and ids & set(memories)) or (
+                    part.get("kind") == "past_chat" and ids & messages):
+                if part.get("text"):
+                    texts.add(part["text"])
+                part.pop("text", None)
+                part["note"] = FORGOTTEN
+    outcome = meta.get("memory") if isinstance(meta, dict) else None
+    if isinstance(outcome, dict):
+        for key in ("saved", "forgotten"):
+            for item in outcome.get(key) or ():
+                if isinstance(item, dict) and item.get("id") in memories:
+                    if item.get("text"):
+                        texts.add(item["text"])
+                    item["text"] = FORGOTTEN
+    ordered = sorted((t for t in texts if len(t.strip()) >= 1), key=len, reverse=True)
+    return _replace_all(meta, ordered)
+
+
+def _replace_all(value: Any, texts: list[str]) -> Any:
+    if isinstance(value, str):
+        for text in texts:
+            if text in value:
+                value = value.replace(text, FORGOTTEN)
+        return value
+    if isinstance(value, list):
+        return [_replace_all(v, texts) for v in value]
+    if isinstance(value, dict):
+        return {k: _replace_all(v, texts) for k, v in value.items()}
+    return value
+
+
+def forget_memories(db, memories: dict[int, str], *, in_memory: bool = False) -> None:
+    """After memories were deleted: scrub their copies and compact (memory store's hook)."""
+    if not memories:
+        return
+    scrub_copies(db, memories=memories)
+    if not in_memory and not db.in_transaction():
+        compact(db)
+
+
+def erase_database(store) -> dict[str, int]:
+    """Every user row: conversations, messages, memories, summaries, vectors, settings."""
+    store.bind()
+    db = store.db
+    tables = _tables(db)
+    counts: dict[str, int] = {}
+    with db.atomic():
+        for table in _USER_TABLES:
+            if table in tables:
+                counts[table] = db.execute_sql(f"SELECT count(*) FROM {table}").fetchone()[0]
+                db.execute_sql(f"DELETE FROM {table}")
+        for fts in _FTS_TABLES:
+            if fts in tables:
+                db.execute_sql(f"INSERT INTO {fts}({fts}) VALUES ('delete-all')")
+    if store.path != ":memory:":
+        compact(db)
+    return counts
+
+
+def _export_rows(store) -> dict[str, Any]:
+    from engine.export import to_dict, to_markdown
+
+    convs = []
+    for info in store.list_conversations(limit=1_000_000):
+        shown = store.messages(info.id)
+        convs.append((info, shown, to_dict(info, shown), to_markdown(info, shown)))
+    db = store.db
+    tables = _tables(db)
+    memories = []
+    if "memory" in tables:
+        cols = ("id", "text", "created_at", "updated_at", "source_conversation_id", "origin")
+        for row in db.execute_sql(f"SELECT {', '.join(cols)} FROM memory ORDER BY id").fetchall():
+            memories.append(dict(zip(cols, row)))
+    settings = {}
+    for key, value in db.execute_sql("SELECT key, value FROM setting ORDER BY key").fetchall():
+        if not _SECRET.search(key):
+            try:
+                settings[key] = json.loads(value)
+            except (TypeError, ValueError):
+                settings[key] = value
+    return {"conversations": convs, "memories": memories, "settings": settings}
+
+
+def _slug(title: str) -> str:
+    slug = re.sub(r"[^\w-]+", "-", title.lower(), flags=re.UNICODE).strip("-")[:40]
+    return slug or "chat"
+
+
+def write_export(path: Path, rows: dict[str, Any]) -> Path:
+    """One zip, created readable by the user alone (0600), written atomically."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        path = path / f"wren-export-{time.strftime('%Y%m%d-%H%M%S')}.zip"
+    if path.suffix.lower() != ".zip":
+        from engine.errors import InvalidRequest
+
+        raise InvalidRequest(f"the export must be a .zip file, not {path.name!r}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.partial")
+    fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+    os.chmod(tmp, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zf:
+            index = []
+            for info, shown, as_dict, as_md in rows["conversations"]:
+                stem = f"conversations/{info.id:06d}-{_slug(info.title)}"
+                zf.writestr(f"{stem}.json", json.dumps(as_dict, ensure_ascii=False, indent=2) + "\n")
+                zf.writestr(f"{stem}.md", as_md)
+                index.append({"id": info.id, "title": info.title, "messages": len(shown), "file": stem})
+            zf.writestr("memories.json", json.dumps(rows["memories"], ensure_ascii=False, indent=2, default=str) + "\n")
+            zf.writestr("settings.json", json.dumps(rows["settings"], ensure_ascii=False, indent=2, default=str) + "\n")
+            zf.writestr("manifest.json", json.dumps({
+                "format": "wren-export", "version": 1,
+                "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "conversations": index, "memories": len(rows["memories"]),
+                "not_included": ["models", "provider keys"],
+            }, ensure_ascii=False, indent=2) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+# -- files -------------------------------------------------------------------------------
+
+def _remove(path: Path) -> int:
+    """Delete a file or folder; returns the bytes freed."""
+    if not path.exists() and not path.is_symlink():
+        return 0
+    if path.is_dir() and not path.is_symlink():
+        size = sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+        shutil.rmtree(path, ignore_errors=True)
+        return size
+    size = path.stat().st_size
+    path.unlink(missing_ok=True)
+    return size
+
+
+def erase_files(*, models: bool) -> list[str]:
+    """Logs, caches and the terminal chat's history (and models when asked)."""
+    from engine.logs import LOGGER_NAMES, close_logging, setup_logging
+
+    data = paths.data_dir()
+    removed = []
+    logging_on = any(h.get_name() == "wren-json" for n in LOGGER_NAMES for h in logging.getLogger(n).handlers)
+    close_logging()
+    try:
+        logs = data / "logs"
+        if logs.is_dir():
+            for child in logs.iterdir():
+                _remove(child)
+            removed.append(str(logs))
+    finally:
+        if logging_on:
+            setup_logging()
+    for name in CACHE_DIRS + CHAT_HISTORY_FILES:
+        if (data / name).exists():
+            _remove(data / name)
+            removed.append(str(data / name))
+    for history in data.glob("*history*"):  # whatever the terminal chat calls its history
+        if history.is_file():
+            _remove(history)
+            removed.append(str(history))
+    if models and (data / "models").is_dir():
+        for child in (data / "models").iterdir():
+            _remove(child)
+        removed.append(str(data / "models"))
+    return removed
+
+
+@dataclass
+class EraseReport:
+    rows: dict[str, int] = field(default_factory=dict)  # table → rows deleted
+    removed: list[str] = field(default_factory=list)  # files and folders emptied
+    models_kept: bool = True
+
+
+# -- the facade mixin ------------------------------------------------------------------
+
+class Privacy:
+    """Engine methods: purge after the undo window, erase everything, export everything."""
+
+    undo_seconds: float = UNDO_SECONDS
+
+    def _purge_timers(self) -> set:
+        timers = self.__dict__.get("_privacy_timers")
+        if timers is None:
+            timers = self.__dict__["_privacy_timers"] = set()
+        return timers
+
+    def _schedule_purge(self) -> None:
+        """Purge the chats whose undo window has closed, once it has."""
+        loop = asyncio.get_running_loop()
+        timers = self._purge_timers()
+
+        def fire() -> None:
+            timers.discard(handle)
+            if not getattr(self, "_closed", False):
+                task = loop.create_task(self.purge_deleted_conversations(expired_only=True))
+                timers.add(task)
+                task.add_done_callback(timers.discard)
+
+        handle = loop.call_later(max(0.0, float(self.undo_seconds)) + 0.01, fire)
+        timers.add(handle)
+
+    async def purge_deleted_conversations(self, *, expired_only: bool = False,
+                                          ids: Iterable[int] | None = None) -> int:
+        """Delete for good the chats deleted before (all, those past the undo window, or `ids`)."""
+        older = float(self.undo_seconds) if expired_only else None
+        count = await self._db(purge_conversations, self.store, older_than=older,
+                               ids=None if ids is None else list(ids))
+        if count:
+            from engine.logs import log_event
+
+            log_event("privacy.purged", conversations=count)
+        return count
+
+    async def _close_privacy(self) -> None:
+        """At close: the chats past their undo window are purged (the rest at the next start;
+        another Wren process may still be showing their undo bar)."""
+        for timer in list(self._purge_timers()):
+            timer.cancel()
+        try:
+            await self._db(purge_conversations, self.store, older_than=float(self.undo_seconds))
+        except Exception as exc:  # the next start purges them
+            log.warning("could not purge deleted chats at close: %s", exc)
+
+    async def erase_all(self, *, keep_models: bool = True) -> EraseReport:
+        """Delete all the user's data: conversations, memories, settings, logs, caches (and
+        the installed models when `keep_models` is False). Answers in progress stop first."""
+        self.stop()
+        report = EraseReport(models_kept=keep_models)
+        report.rows = await self._db(erase_database, self.store)
+        if getattr(self, "_temp", None) is not None:
+            await self._db(erase_database, self._temp)
+        memory = getattr(self, "memory", None)
+        if memory is not None and hasattr(memory, "memories"):
+            memory.memories.generation += 1  # cached vectors describe rows that are gone
+        loop = asyncio.get_running_loop()
+        if not keep_models:
+            await self.unload_model()
+        report.removed = await loop.run_in_executor(None, lambda: erase_files(models=not keep_models))
+        from engine.logs import log_event
+
+        log_event("privacy.erased", models=not keep_models, conversations=report.rows.get("conversation", 0))
+        return report
+
+    async def export_all(self, path: Path | str) -> Path:
+        """Everything in one zip (0600): conversations as JSON and Markdown, memories,
+        settings; no models, no keys. `path` is a .zip file or a folder to put one in."""
+        rows = await self._db(_export_rows, self.store)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, write_export, Path(path), rows)
