@@ -12,7 +12,7 @@ from desktop.bridge import TurnStream, describe_notices
 from desktop.chat.message import MessageWidget
 from desktop.safety.labels import shown_notices
 from desktop.sidebar.sidebar import UNTITLED
-from engine.api import SendOptions
+from engine.api import SendOptions, WrenError
 from engine.events import (
     Event, Failed, FailureKind, Finished, FinishReason, MemoryNotice, PrefillProgress, SafetyNotice, Started,
     ToolApprovalNeeded,
@@ -212,6 +212,12 @@ class ConversationController(QObject):
                 # A refused question (empty, too long, more tokens than the model reads) is
                 # said before any chat exists: no empty chat is left behind.
                 await self.engine.check_question(text)
+            except WrenError as exc:
+                self._sync_busy()
+                self._refused(Failed(str(exc), FailureKind.INVALID_REQUEST), text)
+                self.turn_finished.emit(Finished(FinishReason.ERROR))
+                return
+            try:
                 conversation_id = (await self.engine.create_conversation(temporary=temporary)).id
             except Exception:
                 self._sync_busy()

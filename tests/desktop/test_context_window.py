@@ -119,4 +119,5 @@ def test_a_message_too_big_for_the_window_is_refused_before_sending(open_window,
     assert window.chat.notice_label.text().startswith("Your message is about")
     assert "nothing was sent" in window.chat.notice_label.text()
     assert window.composer.text().startswith("word0 word1")
-    assert arun(window.engine.messages(window.conversations.current_id)) == []
+    assert window.conversations.current_id is None  # no chat was made for it
+    assert arun(window.engine.list_conversations()) == []
