@@ -139,8 +139,7 @@ def _scrub_meta(meta: Any, memories: dict[int, str], messages: set[int]) -> Any:
                     part.get("kind") == "past_chat" and ids & messages):
                 if part.get("text"):
                     texts.add(part["text"])
-                part.pop("text", None)
-                part["note"] = FORGOTTEN
+                part.pop("text", None)  # the ids stay; readers show "forgotten"
     outcome = meta.get("memory") if isinstance(meta, dict) else None
     if isinstance(outcome, dict):
         for key in ("saved", "forgotten"):

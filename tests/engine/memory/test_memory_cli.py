@@ -90,7 +90,8 @@ def test_context_prints_the_last_report_and_marks_forgotten_memories(capsys):
     assert data["prompt_tokens"] == out.report.prompt_tokens
     wren("context", str(conv.id))
     text = capsys.readouterr().out
-    assert "I prefer metric units [forgotten since]" in text
+    # forgetting scrubbed the memory's text from the answer's provenance (engine/privacy.py)
+    assert f"#{memory.id}  [forgotten since]" in text and "I prefer metric units" not in text
     assert "--- rendered prompt ---" in text and "You are Wren." in text
 
     empty = Store(paths.database_path())

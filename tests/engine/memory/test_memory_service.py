@@ -135,7 +135,9 @@ def test_deleting_a_used_memory_leaves_the_answer_readable():
     report = report_from_meta(again.meta)
     assert again.content == "42.195 km." and report.memory_ids == (memory.id,)
     assert service.get_many(report.memory_ids) == {}
-    assert "I prefer metric units" in report.rendered_prompt  # the snapshot survives
+    # The answer stays readable, but forgetting scrubs the memory's text from its provenance
+    # (engine/privacy.py): the ids stay, the copy goes.
+    assert "I prefer metric units" not in str(again.meta) and "[forgotten]" in report.rendered_prompt
 
 
 def test_remember_this_action_keeps_its_source():
