@@ -113,6 +113,7 @@ async def _saving(engine, args) -> bool:
 def _extensions():
     """Subcommands that live beside the parts they belong to."""
     from engine.cli_completion import register as completion
+    from engine.data_cli import register as data
     from engine.memory.cli import register as memory
     from engine.providers.cli import register as providers
     from engine.safety.cli import register as safety
@@ -120,7 +121,7 @@ def _extensions():
     from engine.tools.cli import register as tools
     from engine.tokens_cli import register as tokens
 
-    return [safety, memory, completion, serve, providers, tools, tokens]
+    return [safety, memory, completion, serve, providers, tools, tokens, data]
 
 
 def _print_notices(engine) -> None:

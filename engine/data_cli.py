@@ -1,0 +1,60 @@
+"""`wren data export PATH` and `wren data erase --yes [--models]`: all the user's data at once."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from engine.errors import InvalidRequest
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    data = subparsers.add_parser("data", help="export or erase all your data")
+    actions = data.add_subparsers(dest="action", required=True)
+    p = actions.add_parser("export", help="conversations (JSON and Markdown), memories and settings "
+                                          "in one zip readable by you alone; no models, no keys")
+    p.add_argument("path", help="the .zip file to write, or a folder to put one in")
+    p.set_defaults(func=_export)
+    p = actions.add_parser("erase", help="delete conversations, memories, settings, logs and caches "
+                                         "(needs --yes); models are kept unless --models")
+    p.add_argument("--yes", action="store_true", help="really delete everything")
+    p.add_argument("--models", action="store_true", help="delete the installed models too")
+    p.add_argument("--json", action="store_true", help="print what was deleted as JSON")
+    p.set_defaults(func=_erase)
+
+
+def _engine():
+    from engine.api import Engine
+
+    return Engine.open()
+
+
+async def _export(args: argparse.Namespace) -> int:
+    engine = _engine()
+    try:
+        path = await engine.export_all(args.path)
+    finally:
+        await engine.close()
+    print(path)
+    return 0
+
+
+async def _erase(args: argparse.Namespace) -> int:
+    if not args.yes:
+        raise InvalidRequest("`wren data erase` deletes all your conversations, memories, settings, "
+                             "logs and caches and cannot be undone; run it again with --yes")
+    engine = _engine()
+    try:
+        report = await engine.erase_all(keep_models=not args.models)
+    finally:
+        await engine.close()
+    if args.json:
+        print(json.dumps({"rows": report.rows, "removed": report.removed, "models_kept": report.models_kept}))
+    else:
+        rows = report.rows
+        print(f"Erased {rows.get('conversation', 0)} conversation(s), {rows.get('message', 0)} message(s), "
+              f"{rows.get('memory', 0)} memory(ies) and {rows.get('setting', 0)} setting(s); "
+              f"logs and caches emptied; models {'kept' if report.models_kept else 'deleted'}.",
+              file=sys.stdout)
+    return 0
