@@ -25,6 +25,7 @@ from desktop.settings.about import AboutPage
 from desktop.settings.diagnostics import DiagnosticsPage
 from desktop.settings.importer import import_model
 from desktop.settings.personal import PersonalPage
+from desktop.settings.privacy import PrivacyPage
 from desktop.settings.providers import ProvidersPage
 from desktop.settings.sampling import SamplingPresetEditor
 from desktop.settings.tools import ToolsPage
@@ -101,6 +102,8 @@ class SettingsDialog(QDialog):
         self.tabs.addTab(self.providers_page, "Providers")
         self.tools_page = ToolsPage(engine, tasks)  # loads itself when shown; changes are kept at once
         self.tabs.addTab(self.tools_page, "Tools")
+        self.privacy_page = PrivacyPage(engine, tasks)  # export and erase act at once (erase asks first)
+        self.tabs.addTab(self.privacy_page, "Privacy")
         self.error_label = QLabel()
         self.error_label.setObjectName("settingsError")
         self.error_label.setWordWrap(True)

@@ -1,0 +1,64 @@
+"""Settings → Privacy: export everything, and delete all my data behind a confirmation."""
+
+from __future__ import annotations
+
+import stat
+import zipfile
+
+from desktop.bridge import Tasks
+from desktop.settings.privacy import PrivacyPage
+
+
+async def _chat(engine, text):
+    conv = await engine.create_conversation("Trip")
+    async for _ in engine.send(conv.id, text):
+        pass
+    return conv
+
+
+def test_export_button_writes_the_zip(make_engine, arun, qtbot, tmp_path):
+    engine = make_engine("Lisbon.")
+    arun(_chat(engine, "Where to go?"))
+    page = PrivacyPage(engine, Tasks())
+    qtbot.addWidget(page)
+    target = tmp_path / "mine.zip"
+    page.choose_export_path = lambda: str(target)
+    with qtbot.waitSignal(page.exported, timeout=10000) as done:
+        page.export_button.click()
+    assert done.args == [str(target)]
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    with zipfile.ZipFile(target) as zf:
+        assert any(n.endswith(".md") for n in zf.namelist())
+    assert str(target) in page.status.text()
+    arun(engine.close())
+
+
+def test_erase_asks_first_and_keeps_data_when_cancelled(make_engine, arun, qtbot):
+    engine = make_engine("Sure.")
+    arun(_chat(engine, "Plan it"))
+    page = PrivacyPage(engine, Tasks())
+    qtbot.addWidget(page)
+    asked = []
+    page.confirm_erase = lambda models: asked.append(models) or False
+    page.erase_button.click()
+    assert asked == [False] and page.status.text() == "Nothing was deleted."
+    assert len(arun(engine.list_conversations())) == 1
+
+    page.erase_models.setChecked(False)
+    page.confirm_erase = lambda models: asked.append(models) or True
+    with qtbot.waitSignal(page.erased, timeout=10000):
+        page.erase_button.click()
+    assert arun(engine.list_conversations()) == []
+    assert "models were kept" in page.status.text()
+    arun(engine.close())
+
+
+def test_settings_dialog_has_the_privacy_page(make_engine, arun, qtbot):
+    from desktop.settings.dialog import SettingsDialog
+
+    engine = make_engine()
+    dialog = SettingsDialog(engine, Tasks())
+    qtbot.addWidget(dialog)
+    titles = [dialog.tabs.tabText(i) for i in range(dialog.tabs.count())]
+    assert "Privacy" in titles and isinstance(dialog.privacy_page, PrivacyPage)
+    arun(engine.close())
