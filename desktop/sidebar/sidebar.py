@@ -63,6 +63,7 @@ class Sidebar(QWidget):
     rename_requested = Signal(int, str)
     pin_requested = Signal(int, bool)
     delete_requested = Signal(int)
+    delete_permanently_requested = Signal(int)  # no undo: its text leaves the disk at once
     undo_delete_requested = Signal(int)
     export_requested = Signal(int, str)  # id, "markdown" | "json"
     search_changed = Signal(str)
@@ -285,8 +286,12 @@ class Sidebar(QWidget):
         export_json.triggered.connect(lambda: self.export_requested.emit(conv.id, "json"))
         delete = QAction("Delete", menu, shortcut=QKeySequence(QKeySequence.StandardKey.Delete))
         delete.triggered.connect(lambda: self.delete_requested.emit(conv.id))
+        forget = QAction("Delete permanently", menu)
+        forget.setToolTip("Delete at once, with no undo: the chat's text is removed from disk")
+        forget.triggered.connect(lambda: self.delete_permanently_requested.emit(conv.id))
         for action in (rename, pin, export_md, export_json):
             menu.addAction(action)
         menu.addSeparator()
         menu.addAction(delete)
+        menu.addAction(forget)
         menu.popup(self.list.viewport().mapToGlobal(pos))

@@ -9,14 +9,22 @@ from pathlib import Path
 from PySide6.QtCore import QByteArray, QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
-    QComboBox, QFileDialog, QHBoxLayout, QLabel, QMainWindow, QSplitter, QToolButton, QVBoxLayout, QWidget,
+    QComboBox,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QMainWindow,
+    QSplitter,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
 )
 
 from desktop.bridge import Tasks
+from desktop.chat.tokens import TokenPopover
 from desktop.chat.view import ChatView
 from desktop.composer.composer import Composer
 from desktop.composer.counter import TokenCounter
-from desktop.chat.tokens import TokenPopover
 from desktop.composer.ghost import GhostController
 from desktop.composer.prewarm import Prewarmer
 from desktop.models.dialog import ModelsDialog
@@ -214,6 +222,15 @@ class MainWindow(QMainWindow):
         self.sidebar.pin_requested.connect(lambda cid, p: tasks.run(c.pin(cid, p), what="pinning"))
         self.sidebar.delete_requested.connect(lambda cid: tasks.run(c.delete(cid), what="deleting"))
         self.sidebar.undo_delete_requested.connect(lambda cid: tasks.run(c.restore(cid), what="restoring"))
+
+        async def delete_permanently(cid: int) -> None:  # no undo bar: the text is gone at once
+            await self.engine.delete_conversation(cid, permanently=True)
+            if cid == c.current_id:
+                c.new_chat()
+            await c.refresh_list()
+
+        self.sidebar.delete_permanently_requested.connect(
+            lambda cid: tasks.run(delete_permanently(cid), what="deleting permanently"))
         self.sidebar.search_changed.connect(lambda _q: c.refresh())
         self.sidebar.export_requested.connect(self.export)
         # Every message passes the safety check before it reaches the conversation.

@@ -62,3 +62,32 @@ def test_settings_dialog_has_the_privacy_page(make_engine, arun, qtbot):
     titles = [dialog.tabs.tabText(i) for i in range(dialog.tabs.count())]
     assert "Privacy" in titles and isinstance(dialog.privacy_page, PrivacyPage)
     arun(engine.close())
+
+
+def test_delete_permanently_from_the_sidebar_leaves_no_text_on_disk(open_window, arun, qtbot):
+    from pathlib import Path
+
+    from PySide6.QtWidgets import QMenu
+
+    secret = "Snorklefrond"
+    window = open_window("Noted.")
+    conv = arun(_chat(window.engine, f"my {secret} plan"))
+    arun(window.conversations.refresh_list())
+    db = Path(window.engine.store.path)
+
+    def on_disk() -> bool:
+        return any(secret.encode() in Path(f"{db}{s}").read_bytes()
+                   for s in ("", "-wal", "-shm") if Path(f"{db}{s}").exists())
+
+    assert on_disk()
+    item = window.sidebar._find(conv.id)
+    assert item is not None
+    window.sidebar._menu(window.sidebar.list.visualItemRect(item).center())
+    menu = window.sidebar.findChildren(QMenu)[-1]
+    actions = {a.text(): a for a in menu.actions()}
+    assert "Delete permanently" in actions
+    actions["Delete permanently"].trigger()
+    menu.close()
+    qtbot.waitUntil(lambda: not on_disk(), timeout=10000)
+    assert arun(window.engine.list_conversations()) == []
+    qtbot.waitUntil(lambda: window.sidebar._find(conv.id) is None, timeout=5000)
