@@ -731,9 +731,9 @@ class Engine(Preferences, Serving, Tools, Care, McpFacade, Providers, MemoryEmbe
         first = next((m.content for m in shown if m.role is Role.USER), "")[:1000]
         if not first:
             raise InvalidRequest(f"conversation {conversation_id} has no messages to name it by")
-        title = _clean_title(await self._turns.title(first)) or _clean_title(first) or "New chat"
-        await self._db(self._store_for(conversation_id).update_conversation, conversation_id, title=title)
-        return title
+        # the one being written beside the first answer, if any (engine/titles.py)
+        answer = next((m.content for m in shown if m.role is Role.ASSISTANT), "")
+        return await self._turns.titles.generate(conversation_id, first, answer)
 
 
 def _catalog_plan(hub: Any, entry: CatalogEntry) -> Any:
@@ -747,8 +747,3 @@ def _check_text(text: str) -> None:
         raise InvalidRequest("the message is empty; type something to send")
     if len(text) > MAX_MESSAGE_CHARS:
         raise InvalidRequest(f"the message is {len(text):,} characters long; the limit is {MAX_MESSAGE_CHARS:,}")
-
-
-def _clean_title(text: str) -> str:
-    text = " ".join(text.replace('"', "").replace("Title:", "").split())
-    return text[:60].rstrip(" .,:;")

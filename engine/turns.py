@@ -22,10 +22,11 @@ from engine.inference.sampling import SamplingParams
 from engine.inference.constrain import Constraint, ConstraintError
 from engine.inference.worker import GenerationRequest, ModelWorker
 from engine.logs import log_event
-from engine.memory import TurnOutcome
+from engine.memory import TurnOutcome, is_temporary
 from engine.records import MessageInfo, MessageStatus, Role
 from engine.safety import GuardStep, OutputGuard
 from engine.safety.care import needs_care, with_care_note
+from engine.titles import Titles
 from engine.tools import facade as tool_settings
 from engine.tools.builtin import READ_FILE, CallContext
 from engine.tools.parse import CallParser, ParsedCall
@@ -69,6 +70,7 @@ class Turns:
 
     def __init__(self, engine: "Engine"):
         self.e = engine
+        self.titles = Titles(self)
 
     # -- the prompt ------------------------------------------------------------------
 
@@ -170,9 +172,12 @@ class Turns:
             tools = _ToolSession(plan, assembled.messages, CallContext(user.conversation_id, attachments, budget),
                                  await e.tool_timeout(), budget)
             await self._constrain(tools)
-        async for event in self.stream(worker, answer, prompt_ids, params, started, tools=tools,
-                                       messages=assembled.messages,
-                                       constraint=options.constraint if tools is None else None):
+        events = self.stream(worker, answer, prompt_ids, params, started, tools=tools, messages=assembled.messages,
+                             constraint=options.constraint if tools is None else None)
+        if not conv.title and len(chain) == 1 and not is_temporary(conv.settings):
+            # a new chat: the engine names it beside its first answer (engine/titles.py)
+            events = self.titles.around(user.conversation_id, user.content, events)
+        async for event in events:
             yield event
 
     # -- tools -------------------------------------------------------------------------
@@ -543,13 +548,6 @@ class Turns:
     async def summarize(self, turns: list[dict], previous: str) -> str:
         params = SamplingParams(temperature=0.0, max_tokens=200)
         return (await self.complete(summary_prompt(turns, previous), params)).strip()
-
-    async def title(self, first_question: str) -> str:
-        chat = [
-            {"role": "system", "content": "You write very short titles."},
-            {"role": "user", "content": f"Write a title of at most six words for a chat that starts with: {first_question}"},
-        ]
-        return await self.complete(chat, SamplingParams(temperature=0.0, max_tokens=16, stop=("\n",)))
 
 
 class _TurnStop:

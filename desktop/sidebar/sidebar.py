@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from PySide6.QtCore import QEvent, QPoint, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QFont, QKeySequence
 from PySide6.QtWidgets import (
@@ -184,6 +186,24 @@ class Sidebar(QWidget):
         item.setText(item.data(INFO_ROLE).title)
         self._populating = False
         self.list.editItem(item)
+
+    def rename_shown(self, conversation_id: int, title: str) -> bool:
+        """Show a chat's new title in place (a title written while its answer streams),
+        without listing again; False when the chat is not in the list."""
+        item = self._find(conversation_id)
+        if item is None:
+            return False
+        conv = replace(item.data(INFO_ROLE), title=title)
+        was, self._populating = self._populating, True
+        try:
+            item.setData(INFO_ROLE, conv)
+            item.setText(title or UNTITLED)
+            item.setToolTip(title or UNTITLED)
+            if conv.pinned:
+                item.setData(Qt.ItemDataRole.AccessibleTextRole, f"{title or UNTITLED} (pinned)")
+        finally:
+            self._populating = was
+        return True
 
     def show_undo(self, conv: ConversationInfo) -> None:
         self._undo_id = conv.id

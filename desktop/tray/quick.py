@@ -185,12 +185,7 @@ class QuickPrompt(QWidget):
         else:
             self.status.setText("Enter asks a follow-up.")
         self.conversation_changed.emit(stream.conversation_id)
-        self.turn_finished.emit(finished)
-        if finished.reason in (FinishReason.STOP, FinishReason.LENGTH):
-            conv = await self.engine.get_conversation(stream.conversation_id)
-            if not conv.title:
-                await self.engine.generate_title(stream.conversation_id)
-                self.conversation_changed.emit(stream.conversation_id)
+        self.turn_finished.emit(finished)  # the engine named a new chat beside its answer (TitleUpdate)
 
     def open_in_wren(self) -> None:
         if self.conversation_id is not None:

@@ -15,7 +15,7 @@ from desktop.sidebar.sidebar import UNTITLED
 from engine.api import SendOptions, WrenError
 from engine.events import (
     Event, Failed, FailureKind, Finished, FinishReason, MemoryNotice, PrefillProgress, SafetyNotice, Started,
-    ToolApprovalNeeded,
+    TitleUpdate, ToolApprovalNeeded,
 )
 from engine.records import MessageInfo, Role
 
@@ -275,7 +275,7 @@ class ConversationController(QObject):
         self.w.status.clearMessage()
         self.w.status.show_speed(None, None)
         answer = self.w.chat.add_streaming_answer()
-        stream = TurnStream(events, conversation_id, self)
+        stream = TurnStream(self._watch_titles(events), conversation_id, self)
         self.streams[conversation_id] = stream
         self._live[conversation_id] = answer
         self._sync_busy()
@@ -395,8 +395,6 @@ class ConversationController(QObject):
         if failure is not None:
             self.w.status.showMessage(f"The answer failed: {failure.error}", 10000)
         self.turn_finished.emit(finished)
-        if finished.reason in (FinishReason.STOP, FinishReason.LENGTH) and conversation_id not in self._temporary_ids:
-            await self._maybe_title(conversation_id)
 
     def _refused(self, failure: Failed, draft: str) -> None:
         """The engine turned the message down before answering: say why, keep the draft."""
@@ -404,15 +402,22 @@ class ConversationController(QObject):
         if failure.kind is FailureKind.INVALID_REQUEST and draft and not self.w.composer.text():
             self.w.composer.set_text(draft)
 
-    async def _maybe_title(self, conversation_id: int) -> None:
-        conv = await self.engine.get_conversation(conversation_id)
-        if conv.title:
+    async def _watch_titles(self, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
+        """The engine names a new chat while its first answer streams (TitleUpdate, at
+        most twice): the header and the sidebar follow at once."""
+        async for event in events:
+            if isinstance(event, TitleUpdate):
+                self._titled(event)
+            yield event
+
+    def _titled(self, event: TitleUpdate) -> None:
+        if event.conversation_id in self._temporary_ids:
             return
-        title = await self.engine.generate_title(conversation_id)
-        if conversation_id == self.current_id:
-            self.w.set_title(title)
-        await self.refresh_list()
-        self.titled.emit(conversation_id, title)
+        if event.conversation_id == self.current_id:
+            self.w.set_title(event.title)
+        if not self.w.sidebar.rename_shown(event.conversation_id, event.title):
+            self.refresh()  # not listed yet (or filtered out by a search): list again
+        self.titled.emit(event.conversation_id, event.title)
 
     async def close(self) -> None:
         """Stop every answer and let each record how it ended."""

@@ -35,7 +35,7 @@ def test_call_runs_result_is_fed_back_and_the_answer_goes_on(make_engine):
         return events, shown, prompts
 
     events, shown, prompts = run(main())
-    order = [k for k in kinds(events) if k not in ("Delta", "PrefillProgress")]
+    order = [k for k in kinds(events) if k not in ("Delta", "PrefillProgress", "TitleUpdate")]
     assert order == ["Started", "ToolCall", "ToolResult", "Usage", "Finished"]
     tool_call = next(e for e in events if isinstance(e, ToolCall))
     result = next(e for e in events if isinstance(e, ToolResult))

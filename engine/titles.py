@@ -1,0 +1,292 @@
+"""Chat titles, written by the engine while the first answer streams.
+
+For a new chat (no title yet, not temporary) the first title is asked for as a short side
+request (`Turns.complete`, at a lower priority than the answer, so a model with a spare KV
+slot decodes it beside the answer) as soon as the answer's first sentence exists. When the
+answer finishes it is revised once, only if the whole answer is about something the first
+title's source (question + first sentence) did not say. Each title reaches the stream as
+a `TitleUpdate`, before `Finished`.
+
+A model's title is cleaned (prefixes such as "Title:", quotes, markdown, at most
+TITLE_WORDS words) and checked for plausibility: no first person, no talk about titles,
+at least one content word shared with the chat. One that fails is replaced by the
+question's own key words (`keyword_title`), so a new chat always ends with a title.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, AsyncIterator
+
+from engine.events import Delta, Event, Finished, FinishReason, TitleUpdate
+from engine.inference.sampling import SamplingParams
+from engine.logs import log_event
+
+if TYPE_CHECKING:
+    from engine.turns import Turns
+
+TITLE_WORDS = 6  # a title is at most this many words
+TITLE_PRIORITY = 5  # behind the visible answer (0), ahead of pre-warming (10)
+SOURCE_CHARS = 600  # how much of the question and the answer the title request reads
+FALLBACK = "New chat"
+MODEL_KEY = "titles.model"  # "auto" (default), "always" or "off": see Titles.use_model
+
+_STOP = frozenset("""
+a about above after again against all am an and any are aren't as at be because been before being below between
+both but by can can't cannot could couldn't did didn't do does doesn't doing don't down during each few for from
+further had hadn't has hasn't have haven't having he he'd he'll he's her here here's hers herself him himself his
+how how's i i'd i'll i'm i've if in into is isn't it it's its itself let's me more most mustn't my myself no nor
+not of off on once only or other ought our ours ourselves out over own same shan't she she'd she'll she's should
+shouldn't so some such than that that's the their theirs them themselves then there there's these they they'd
+they'll they're they've this those through to too under until up very was wasn't we we'd we'll we're we've were
+weren't what what's when when's where where's which while who who's whom why why's with won't would wouldn't you
+you'd you'll you're you've your yours yourself yourselves please tell explain give show help want need know like
+just really also get got make can could would will shall may might must thing things something anything way
+hi hello hey thanks thank ok okay yes sure well much many one two use using best good
+""".split())
+_FIRST_PERSON = frozenset("i i'm i've i'd i'll me my mine myself we we're we've our ours us".split())
+# Words that talk about the title instead of being one ("A classic, yet utterly uninspired title").
+_META = frozenset("""title titles titled heading subject chat conversation sentence sentences
+summary assistant user uninspired classic catchy here sure certainly""".split())
+_PREFIX = re.compile(
+    r"^\s*(?:(?:sure|okay|ok|certainly|of course)[,!.]?\s*)?"
+    r"(?:(?:here(?:'s| is)|the|a|my|suggested|possible|chat)\s+)*(?:short\s+)?(?:title|heading|subject)"
+    r"(?:\s+(?:could|would|might|can)\s+be|\s+is)?\s*[:\-–—]\s*", re.IGNORECASE)
+_WORD = re.compile(r"[A-Za-zÀ-ÖØ-öø-ÿ0-9][A-Za-zÀ-ÖØ-öø-ÿ0-9'’\-]*")
+_SENTENCE_END = re.compile(r"[.!?。！？](?:\s|$)|\n")
+
+
+def words(text: str) -> list[str]:
+    return [w.replace("’", "'").strip("'-") for w in _WORD.findall(text)]
+
+
+def _stem(word: str) -> str:
+    w = word.lower()
+    for suffix in ("ies", "es", "s", "ing", "ed"):
+        if len(w) > len(suffix) + 3 and w.endswith(suffix):
+            return w[: -len(suffix)]
+    return w
+
+
+def content_words(text: str) -> set[str]:
+    """The stems of a text's words that carry meaning (no stop words, no short numbers)."""
+    return {_stem(w) for w in words(text) if w.lower() not in _STOP and len(w) > 2}
+
+
+def first_sentence(text: str) -> str | None:
+    """The answer's first sentence once it is complete (None while it is still being written)."""
+    match = _SENTENCE_END.search(text)
+    if match is None or not text[: match.start()].strip():
+        return None
+    return text[: match.end()].strip()
+
+
+def keyword_title(question: str) -> str:
+    """A title from the question's own key words, in their order: "How do I keep basil
+    alive indoors?" → "Keep basil alive indoors"."""
+    kept: list[str] = []
+    seen: set[str] = set()
+    for w in words(question):
+        low = w.lower()
+        if low in _STOP or low in _FIRST_PERSON or _stem(w) in seen or (len(w) < 3 and not w.isdigit()):
+            continue
+        seen.add(_stem(w))
+        kept.append(w)
+        if len(kept) == TITLE_WORDS - 1:
+            break
+    if not kept:
+        return " ".join(question.split()[:TITLE_WORDS]).strip(" ?!.,:;") or FALLBACK
+    title = " ".join(kept)
+    return title[0].upper() + title[1:]
+
+
+def clean(raw: str) -> str:
+    """A model's reply made into a title: its first non-empty line, without a "Title:"-like
+    prefix, quotes, markdown or end punctuation, cut at TITLE_WORDS words."""
+    line = next((ln for ln in raw.splitlines() if ln.strip(" \t\"'*#`")), "")
+    line = _PREFIX.sub("", line)
+    if ":" in line:
+        before, after = line.rsplit(":", 1)
+        if after.strip() and {w.lower() for w in words(before)} & {"title", "titled", "heading", "subject"}:
+            line = after  # "In two sentences, the title could be: …"
+    line = re.sub(r"[\"“”«»`*#_]", "", line)
+    line = line.strip().strip("'‘’")
+    line = " ".join(line.split()[:TITLE_WORDS])
+    line = line.rstrip(" .,:;!-–—")
+    return line
+
+
+def plausible(title: str, chat_text: str) -> bool:
+    """A title a person would accept: 1..TITLE_WORDS words, no first person, not about
+    titles, and at least one content word shared with the chat."""
+    ws = [w.lower() for w in words(title)]
+    if not ws or len(ws) > TITLE_WORDS:
+        return False
+    if any(w in _FIRST_PERSON for w in ws) or any(w in _META for w in ws):
+        return False
+    return bool(content_words(title) & content_words(chat_text))
+
+
+def choose(raw: str, question: str, answer: str = "") -> str:
+    """The model's title if it is plausible, else the question's key words."""
+    title = clean(raw)
+    return title if plausible(title, f"{question}\n{answer}") else keyword_title(question)
+
+
+def title_request(question: str, answer_head: str) -> list[dict]:
+    q = " ".join(question.split())[:SOURCE_CHARS]
+    a = " ".join(answer_head.split())[:SOURCE_CHARS]
+    about = f"Question: {q}" + (f"\nAnswer: {a}" if a else "")
+    return [
+        {"role": "system", "content": "You name chats. Reply with a title only: 2 to 5 words, no quotes, "
+                                      "no full sentence, not in the first person."},
+        {"role": "user", "content": f"{about}\n\nWrite a title for this chat."},
+    ]
+
+
+def drifted(source: str, answer: str) -> bool:
+    """Whether the whole answer is about something the first title's source did not say:
+    fewer than two of the answer's five most frequent content words (used at least twice)
+    appear in the source."""
+    counts: dict[str, int] = {}
+    for w in words(answer):
+        if w.lower() not in _STOP and len(w) > 2:
+            counts[_stem(w)] = counts.get(_stem(w), 0) + 1
+    top = [w for w, n in sorted(counts.items(), key=lambda kv: -kv[1]) if n >= 2][:5]
+    if len(top) < 3:
+        return False
+    return len(set(top) & content_words(source)) < 2
+
+
+@dataclass
+class TitleJob:
+    """One new chat's titling; `first` resolves with the first title written."""
+
+    conversation_id: int
+    question: str
+    use_model: bool = True
+    first: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    task: asyncio.Task | None = None
+    source: str = ""  # what the first title was made from
+    written: list[str] = field(default_factory=list)
+
+
+class Titles:
+    """The titling half of `Turns`: wraps the answer's event stream."""
+
+    PARAMS = SamplingParams(temperature=0.0, max_tokens=20, stop=("\n",))
+
+    def __init__(self, turns: "Turns"):
+        self.turns = turns
+        self.jobs: dict[int, TitleJob] = {}
+
+    async def ask_model(self, question: str, answer_head: str = "") -> str:
+        """The model's cleaned, checked title, or the question's key words."""
+        try:
+            raw = await self.turns.complete(title_request(question, answer_head), self.PARAMS, priority=TITLE_PRIORITY)
+        except Exception as exc:  # the title is a nicety: the chat still gets one
+            log_event("title.failed", error=str(exc))
+            raw = ""
+        return choose(raw, question, answer_head)
+
+    async def _save(self, job: TitleJob, title: str) -> str:
+        from engine.records import clean_title
+
+        e = self.turns.e
+        title = clean_title(title) or FALLBACK
+        await e._db(e._store_for(job.conversation_id).update_conversation, job.conversation_id, title=title)
+        job.written.append(title)
+        if not job.first.done():
+            job.first.set_result(title)
+        return title
+
+    async def _first(self, job: TitleJob, head: str) -> str:
+        job.source = f"{job.question}\n{head}"
+        return await self._save(job, await self.ask_model(job.question, head))
+
+    async def use_model(self) -> bool:
+        """Whether the model writes titles (setting `titles.model`: "auto", the default, where
+        it has a spare KV slot, so the title decodes beside the answer instead of after it;
+        "always"; "off"). Without the model, the question's key words name the chat at once."""
+        e = self.turns.e
+        choice = await e.get_setting(MODEL_KEY, "auto")
+        if choice in ("off", False):
+            return False
+        if choice in ("always", True):
+            return True
+        model = getattr(e._worker, "model", None)
+        return bool(getattr(model, "batched_decode", False)) and getattr(model, "slots", 1) > 1
+
+    async def around(self, conversation_id: int, question: str, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
+        """`events` with the chat's title written beside them. With the model (`use_model`):
+        the request starts once the answer's first sentence exists, its TitleUpdate follows
+        the event during which it finished (and is awaited before Finished); a second one,
+        before Finished, only if the finished answer drifted from what the first was made of.
+        Without: the question's key words, in a TitleUpdate just before Finished (unless a
+        caller asked for the model's title meanwhile, `generate`: then that one)."""
+        job = TitleJob(conversation_id, question, use_model=await self.use_model())
+        self.jobs[conversation_id] = job
+        text: list[str] = []
+        shown = 0
+        try:
+            async for event in events:
+                if isinstance(event, Delta):
+                    text.append(event.text)
+                    if job.use_model and job.task is None:
+                        head = first_sentence("".join(text))
+                        if head is not None:
+                            self._start(job, head)
+                if not isinstance(event, Finished):
+                    yield event  # Started first: then the title, as soon as it exists
+                    for title in job.written[shown:]:
+                        yield TitleUpdate(conversation_id, title)
+                    shown = len(job.written)
+                    continue
+                answer = "".join(text)
+                if job.task is None and job.use_model and answer.strip():
+                    self._start(job, first_sentence(answer) or answer[:SOURCE_CHARS])
+                if job.task is not None:
+                    try:
+                        await job.task
+                    except Exception as exc:
+                        log_event("title.failed", conversation_id=conversation_id, error=str(exc))
+                if not job.written:  # no model, or no answer to read: the question's key words
+                    await self._save(job, keyword_title(question))
+                for title in job.written[shown:]:
+                    yield TitleUpdate(conversation_id, title)
+                shown = len(job.written)
+                if (job.use_model and event.reason in (FinishReason.STOP, FinishReason.LENGTH)
+                        and len(answer) > len(job.source) - len(question) and drifted(job.source, answer)):
+                    revised = await self.ask_model(question, answer)
+                    if revised != job.written[-1]:
+                        yield TitleUpdate(conversation_id, await self._save(job, revised))
+                        shown = len(job.written)
+                yield event
+        finally:
+            if job.task is not None and not job.task.done():
+                job.task.cancel()
+            if not job.written:
+                # walked away from before any title: the question's key words
+                try:
+                    await asyncio.shield(self._save(job, keyword_title(question)))
+                except Exception as exc:  # the chat is gone (discarded, deleted): nothing to name
+                    log_event("title.failed", conversation_id=conversation_id, error=str(exc))
+            if self.jobs.get(conversation_id) is job:
+                del self.jobs[conversation_id]
+
+    def _start(self, job: TitleJob, head: str) -> None:
+        if job.task is None:
+            job.task = asyncio.ensure_future(self._first(job, head))
+
+    async def generate(self, conversation_id: int, question: str, answer: str = "") -> str:
+        """A title now, from the model: the one being written for this chat if its first
+        answer is streaming (asked for now if that job had no model), else a new one."""
+        job = self.jobs.get(conversation_id)
+        if job is not None and not job.written:
+            if job.task is None:
+                self._start(job, first_sentence(answer) or answer[:SOURCE_CHARS])
+            return await asyncio.shield(job.first)
+        temp = TitleJob(conversation_id, question)
+        return await self._save(temp, await self.ask_model(question, answer[:SOURCE_CHARS]))
