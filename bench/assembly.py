@@ -28,9 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-VOCAB = ("the a model answer question window token memory summary garden river music recipe "
-         "travel budget python error function plan week morning friend city train book coffee "
-         "because however therefore which would could about under over between during").split()
+VOCAB = ["the", "a", "model", "answer", "question", "window", "token", "memory", "summary", "garden", "river", "music", "recipe", "travel", "budget", "python", "error", "function", "plan", "week", "morning", "friend", "city", "train", "book", "coffee", "because", "however", "therefore", "which", "would", "could", "about", "under", "over", "between", "during"]
 
 
 def sentence(rng: random.Random, words: int) -> str:
@@ -74,7 +72,7 @@ def counters(kind: str):
 
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 async def run(args) -> dict:

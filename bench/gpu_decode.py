@@ -126,7 +126,6 @@ def hf_generate_rate(cfg: dict, device: str, prompt: list[int], tokens: int, run
 
     generate(2)  # warm-up
     rates = [(tokens - 1) / (generate(tokens) - generate(1)) for _ in range(runs)]
-    del model
     return {"version": transformers.__version__, "decode_tokens_per_s": round(statistics.median(rates), 1)}
 
 
@@ -162,7 +161,9 @@ def main() -> None:
     report.update(weight_bytes=weights, bytes_per_token=int(per_token + kv_per_pos * mean_pos),
                   copy_bandwidth_gb_per_s=round(bandwidth / 1e9, 1), bound_tokens_per_s=round(bound, 1))
 
-    prefill = lambda ids: model.prefill(ids, 0)  # noqa: E731
+    def prefill(ids, model_prefill=model.prefill):
+        return model_prefill(ids, 0)
+
     eager = decode_rate(model.decode_one, prompt, args.tokens, device, args.runs, prefill)
     report["wren_eager"] = {"decode_tokens_per_s": round(eager, 1), "fraction_of_bound": round(eager / bound, 3)}
     if device == "cuda":
@@ -182,8 +183,9 @@ def main() -> None:
             for i in range(8):
                 b.append(int(graphs(b[-1], len(prompt) + i).argmax()))
         report["wren_cuda_graphs"]["greedy_matches_eager"] = a == b
-    del model
+    del model, prefill  # the weights go before transformers builds its copy
     if device == "cuda":
+        del graphs
         torch.cuda.empty_cache()
     if not args.skip_hf:
         report["transformers_generate"] = hf_generate_rate(cfg, device, prompt, args.tokens, args.runs)

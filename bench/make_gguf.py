@@ -45,7 +45,8 @@ from pathlib import Path
 
 import numpy as np
 from gguf import GGUFWriter, quants
-from gguf.constants import GGML_QUANT_SIZES, GGML_QUANT_VERSION, GGMLQuantizationType as T, LlamaFileType
+from gguf.constants import GGML_QUANT_SIZES, GGML_QUANT_VERSION, LlamaFileType
+from gguf.constants import GGMLQuantizationType as T
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -166,7 +167,7 @@ def quantize_q6_k(x: np.ndarray) -> np.ndarray:
 
     Q6_K: per 256 values, 6-bit quants q (value = d * scale[j] * (q - 32)) as 128 bytes of low
     nibbles, 64 bytes of high 2-bit pairs, 16 int8 sub-block scales, then the fp16 d."""
-    rows, cols = x.shape
+    rows, _cols = x.shape
     blocks = x.reshape(-1, 16, 16).astype(np.float32)
     n = blocks.shape[0]
     sub = np.abs(blocks).max(axis=-1) / 31.5  # per-16 scale so |x|/scale <= 31.5

@@ -25,12 +25,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
-from engine.inference.backends.torch import TorchBackend  # noqa: E402
-from engine.inference.worker import PREFILL_CHUNK  # noqa: E402
-from engine.modelhub.registry import ModelRegistry  # noqa: E402
+from engine.inference.backends.torch import TorchBackend
+from engine.inference.worker import PREFILL_CHUNK
+from engine.modelhub.registry import ModelRegistry
 
 
 def cpu_name() -> str:

@@ -193,9 +193,7 @@ def kill_run(root: Path, models: Path, phase: str, rng: random.Random, seed: int
         except (BlockingIOError, TypeError):
             pass
         if fired_at is None:
-            if phase == "import" and any((home / "models").glob(".partial-*")):
-                fired_at = time.monotonic() + delay
-            elif phase == "prefill" and _query(db, "SELECT 1 FROM message WHERE role='user'"):
+            if (phase == "import" and any((home / "models").glob(".partial-*"))) or (phase == "prefill" and _query(db, "SELECT 1 FROM message WHERE role='user'")):
                 fired_at = time.monotonic() + delay
             elif phase == "streaming":
                 rows = _query(db, "SELECT length(content) FROM message WHERE role='assistant' AND status='streaming'")

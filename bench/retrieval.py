@@ -68,7 +68,7 @@ def question(rng: random.Random) -> str:
 
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def cpu_line() -> str:
@@ -148,7 +148,10 @@ def main() -> None:
             started = time.perf_counter()
             service.retriever.sync_vectors(limit=None)
             fill_s += time.perf_counter() - started
-        count = lambda text: len(text.split()) + 2
+
+        def count(text: str) -> int:
+            return len(text.split()) + 2
+
         queries = [question(rng) for _ in range(args.queries)]
         vectors: list = [None] * len(queries)
         embed_times: list[float] = []

@@ -9,14 +9,27 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from engine.errors import InvalidRequest, StoreError, WrenError
 from engine.events import (
-    Delta, Event, Failed, FailureKind, Finished, FinishReason, MemoryNotice, PrefillProgress, SafetyNotice,
-    Started, ToolApprovalNeeded, ToolCall, ToolResult, Usage,
+    Delta,
+    Event,
+    Failed,
+    FailureKind,
+    Finished,
+    FinishReason,
+    MemoryNotice,
+    PrefillProgress,
+    SafetyNotice,
+    Started,
+    ToolApprovalNeeded,
+    ToolCall,
+    ToolResult,
+    Usage,
 )
 
 log = logging.getLogger(__name__)
@@ -119,7 +132,7 @@ class TurnStream(QObject):
         """The text handed to the view so far (what a re-attached view must start from)."""
         return "".join(self._parts)
 
-    def start(self) -> "TurnStream":
+    def start(self) -> TurnStream:
         self._task = asyncio.ensure_future(self._run())
         return self
 

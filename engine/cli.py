@@ -118,8 +118,8 @@ def _extensions():
     from engine.providers.cli import register as providers
     from engine.safety.cli import register as safety
     from engine.server.cli import register as serve
-    from engine.tools.cli import register as tools
     from engine.tokens_cli import register as tokens
+    from engine.tools.cli import register as tools
 
     return [safety, memory, completion, serve, providers, tools, tokens, data]
 
@@ -177,7 +177,8 @@ async def _cmd_ask(args) -> int:
     engine = _open_engine(one_shot=undo)
     try:
         await engine.check_question(text, args.model)  # empty, too long, too many tokens: before loading
-        from engine.tools.ask import on_event as tool_event, send_options as tool_options
+        from engine.tools.ask import on_event as tool_event
+        from engine.tools.ask import send_options as tool_options
 
         tool_fields = await tool_options(engine, args)  # unknown tool names: before loading
         await _load(engine, args)

@@ -27,7 +27,7 @@ class PerformanceSettings:
         _check_int("prefix_cache_mb", self.prefix_cache_mb, 0, MAX_PREFIX_CACHE_MB)
 
     @classmethod
-    def from_stored(cls, parallel: Any, prefix_mb: Any) -> "PerformanceSettings":
+    def from_stored(cls, parallel: Any, prefix_mb: Any) -> PerformanceSettings:
         """From the two stored settings; an unset one takes its default."""
         defaults = cls()
         return cls(defaults.parallel_sequences if parallel is None else parallel,

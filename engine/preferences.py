@@ -15,8 +15,7 @@ from engine.events import SafetyAction
 from engine.memory import MemoryInfo, MemorySettings, Suggestion
 from engine.performance import PARALLEL_KEY, PREFIX_CACHE_KEY, PerformanceSettings
 from engine.records import check_unicode
-from engine.safety import Policy
-from engine.safety import user_policy
+from engine.safety import Policy, user_policy
 
 if TYPE_CHECKING:
     from engine.store import Store
@@ -25,7 +24,7 @@ if TYPE_CHECKING:
 class Preferences:
     """Mixed into `Engine`; relies on its `store`, `memory`, `policy` and `_db`."""
 
-    store: "Store"
+    store: Store
 
     # -- memories --------------------------------------------------------------------
 

@@ -530,7 +530,7 @@ class _ChatTemplateEnvironment(ImmutableSandboxedEnvironment):
             _check_percent_format(left, right)
         return super().call_binop(context, operator, left, right)
 
-    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
         budget = _budget()
         budget.tick()  # a macro calling itself twice makes 2^depth calls without a loop
         if isinstance(__obj, Macro) and (__obj.catch_varargs or __obj.catch_kwargs):

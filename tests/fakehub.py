@@ -160,7 +160,7 @@ def _handler_for(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.0"  # one request per connection: a cut is a closed socket
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - quiet in tests
+        def log_message(self, format: str, *args: object) -> None:
             pass
 
         def do_GET(self) -> None:

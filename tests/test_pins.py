@@ -39,7 +39,7 @@ def test_qt_calls_returning_none_keep_none_alive(qapp):
 
     label = QLabel()
     before = sys.getrefcount(None), sys.getrefcount(True), sys.getrefcount(False)
-    for i in range(5000):
+    for _i in range(5000):
         label.setText("x")  # returns None
         label.isVisible()  # returns False
         label.isEnabled()  # returns True

@@ -5,7 +5,14 @@ from __future__ import annotations
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from desktop.chat.blocks import (
-    AppendCode, AppendProse, BlockOp, BlockSplitter, CloseCode, OpenCode, RenderProse, split_blocks,
+    AppendCode,
+    AppendProse,
+    BlockOp,
+    BlockSplitter,
+    CloseCode,
+    OpenCode,
+    RenderProse,
+    split_blocks,
 )
 from desktop.chat.segments import CodeSegment, ProseSegment
 

@@ -7,8 +7,18 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
-    QCheckBox, QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem, QPushButton,
-    QSpinBox, QVBoxLayout, QWidget,
+    QCheckBox,
+    QComboBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
 )
 
 from desktop.bridge import Tasks
@@ -97,7 +107,7 @@ class ProvidersPage(QWidget):
         self.test_button.clicked.connect(lambda: self.tasks.run(self.test(), what="testing the provider"))
         self._store_changed()
 
-    def showEvent(self, event) -> None:  # noqa: N802  (Qt's name)
+    def showEvent(self, event) -> None:
         super().showEvent(event)
         self.tasks.run(self.load(), what="listing the providers")  # fresh each time the tab opens
 

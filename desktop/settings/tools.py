@@ -368,7 +368,7 @@ class ToolsPage(QScrollArea):
                 if not url:
                     raise ValueError("give the server's URL")
                 info = await self.engine.add_mcp_server(name, url=url, replace=replace)
-        except Exception as exc:  # noqa: BLE001  a bad name, URL or environment line: said on the page
+        except Exception as exc:
             self.status.setText(f"Not saved: {exc}")
             return None
         self.status.setText(f"{'Saved' if replace else 'Added'} {info.name}. It starts when a chat uses its tools, or on Test.")
@@ -403,7 +403,7 @@ class ToolsPage(QScrollArea):
         self.test_button.setEnabled(False)
         try:
             tools = await self.engine.test_mcp_server(name)
-        except Exception as exc:  # noqa: BLE001  a server that will not start: said on the page
+        except Exception as exc:
             self.status.setText(str(exc))
             self.output.setPlainText(await self.engine.mcp_server_log(name))
             self.output.show()
@@ -447,7 +447,7 @@ class ToolsPage(QScrollArea):
             return []
         try:
             names = await self.engine.import_mcp_servers(text)
-        except Exception as exc:  # noqa: BLE001  bad JSON or a bad entry: said on the page
+        except Exception as exc:
             self.status.setText(f"Nothing imported: {exc}")
             return []
         self.status.setText(f"Imported {len(names)} server{'s' if len(names) != 1 else ''}: {', '.join(names)}.")

@@ -27,7 +27,7 @@ class ContextController(QObject):
     remembered = Signal(object)  # MemoryInfo saved by "Remember this" or an accepted suggestion
     cleared = Signal(int)  # every memory was forgotten; how many
 
-    def __init__(self, window: "MainWindow"):
+    def __init__(self, window: MainWindow):
         super().__init__(window)
         self.w = window
         self.engine = window.engine

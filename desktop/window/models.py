@@ -28,7 +28,7 @@ class ModelController(QObject):
     load_failed = Signal(str)  # what the dialog says
     listed = Signal(list)  # names of the installed models
 
-    def __init__(self, window: "MainWindow"):
+    def __init__(self, window: MainWindow):
         super().__init__(window)
         self.w = window
         self.engine = window.engine

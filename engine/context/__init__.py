@@ -1,14 +1,27 @@
 """Context assembly: what the model sees each turn, fitted to its window, with a report."""
 
 from engine.context.assemble import (
-    AssembledContext, ContextAssembler, ContextOverflow, ContextRequest, Summarize,
+    AssembledContext,
+    ContextAssembler,
+    ContextOverflow,
+    ContextRequest,
+    Summarize,
 )
 from engine.context.history import lineage
 from engine.context.report import (
-    REPORT_META_KEY, ContextPart, ContextReport, PartKind, PartState, report_from_meta,
+    REPORT_META_KEY,
+    ContextPart,
+    ContextReport,
+    PartKind,
+    PartState,
+    report_from_meta,
 )
 from engine.context.settings import (
-    INSTRUCTIONS_KEY, ContextSettings, Instructions, load_instructions, load_settings,
+    INSTRUCTIONS_KEY,
+    ContextSettings,
+    Instructions,
+    load_instructions,
+    load_settings,
     save_instructions,
 )
 from engine.context.summary import MemorySummaries, SavedSummary, SummaryStore, summary_prompt

@@ -7,11 +7,22 @@ from __future__ import annotations
 import inspect
 import logging
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any
 
 from engine.context.parts import (
-    HEADERS, Msg, clip, end_of, group_part, ids_of, messages_for, positions, section, turn_starts, usable,
+    HEADERS,
+    Msg,
+    clip,
+    end_of,
+    group_part,
+    ids_of,
+    messages_for,
+    positions,
+    section,
+    turn_starts,
+    usable,
 )
 from engine.context.report import ContextPart, ContextReport, PartKind, PartState
 from engine.context.settings import ContextSettings, Instructions
@@ -83,7 +94,7 @@ class ContextAssembler:
         self._costs: dict[tuple[int | None, int, int], int] = {}
 
     @classmethod
-    def for_tokenizer(cls, tokenizer, **kwargs) -> "ContextAssembler":
+    def for_tokenizer(cls, tokenizer, **kwargs) -> ContextAssembler:
         """Counts with a `engine.tokenize.Tokenizer`, with per-message template overhead
         measured once from its chat template."""
         count_chat = lambda messages: len(tokenizer.encode_chat(messages))  # noqa: E731

@@ -3,7 +3,8 @@ sections, and the grouped parts of the report."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 from engine.context.report import ContextPart, PartKind, PartState
 from engine.context.summary import SavedSummary

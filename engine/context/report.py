@@ -55,7 +55,7 @@ class ContextPart:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ContextPart":
+    def from_dict(cls, data: dict[str, Any]) -> ContextPart:
         return cls(
             kind=PartKind(data["kind"]), state=PartState(data["state"]), tokens=int(data["tokens"]),
             source_ids=tuple(int(i) for i in data.get("source_ids", ())), role=data.get("role"),
@@ -111,7 +111,7 @@ class ContextReport:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ContextReport":
+    def from_dict(cls, data: dict[str, Any]) -> ContextReport:
         return cls(
             window=int(data["window"]), reserve=int(data["reserve"]),
             prompt_tokens=int(data["prompt_tokens"]), exact=bool(data.get("exact", False)),

@@ -37,7 +37,7 @@ class ContextSettings:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict | None) -> "ContextSettings":
+    def from_dict(cls, data: dict | None) -> ContextSettings:
         data = data or {}
         names = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in names}
@@ -73,7 +73,7 @@ class Instructions:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict | None) -> "Instructions":
+    def from_dict(cls, data: dict | None) -> Instructions:
         data = data or {}
         return cls(about_me=data.get("about_me") or "", how_to_respond=data.get("how_to_respond") or "")
 

@@ -29,8 +29,8 @@ import numpy as np
 
 from engine.events import Failed, FailureKind, Finished, FinishReason, PrefillProgress, Usage
 from engine.inference.generate import KVSession, common_prefix
-from engine.inference.sampling import sampler_for
 from engine.inference.output import SequenceOutput
+from engine.inference.sampling import sampler_for
 from engine.tokenize import Tokenizer
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 
 
 class _Sequence:
-    def __init__(self, request: "GenerationRequest", session: KVSession, cached: int,
+    def __init__(self, request: GenerationRequest, session: KVSession, cached: int,
                  tokenizer: Tokenizer, announce: bool = False, model_dir=None) -> None:
         self.request = request
         self.session = session
@@ -63,7 +63,7 @@ class _Sequence:
 class BatchScheduler:
     """Runs a ModelWorker's queue on its inference thread with shared decode steps."""
 
-    def __init__(self, worker: "ModelWorker", main: KVSession) -> None:
+    def __init__(self, worker: ModelWorker, main: KVSession) -> None:
         self.worker = worker
         self.model = worker.model
         self.tokenizer = worker.tokenizer
@@ -197,7 +197,7 @@ class BatchScheduler:
         finally:
             request.done.set()
 
-    def _pick_slot(self, request: "GenerationRequest") -> int:
+    def _pick_slot(self, request: GenerationRequest) -> int:
         free = self._free_slots()
         # The visible answer (priority 0) continues the conversation held in slot 0; side
         # work (titles, summaries) goes elsewhere so it does not evict that prefix.
@@ -205,7 +205,7 @@ class BatchScheduler:
             return 0
         return next(slot for slot in free if slot != 0)
 
-    def _start(self, request: "GenerationRequest") -> None:
+    def _start(self, request: GenerationRequest) -> None:
         session = self.sessions[self._pick_slot(request)]
         prompt = request.prompt_ids
         try:
@@ -299,7 +299,7 @@ class BatchScheduler:
             self.active.remove(seq)
         self._fail(seq.request, seq.session, exc)
 
-    def _fail(self, request: "GenerationRequest", session: KVSession, exc: Exception) -> None:
+    def _fail(self, request: GenerationRequest, session: KVSession, exc: Exception) -> None:
         log.error("generation failed", exc_info=exc)
         session.reset()  # the slot's cache may be half-written
         request.sink(Failed(f"generation failed: {exc}", FailureKind.MODEL))

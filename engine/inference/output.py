@@ -18,7 +18,7 @@ class SequenceOutput:
     """Turns one request's sampled ids into its events: deltas with stop strings held
     back, then Usage and Finished. Mirrors the single-request path token for token."""
 
-    def __init__(self, tokenizer: Tokenizer, request: "GenerationRequest") -> None:
+    def __init__(self, tokenizer: Tokenizer, request: GenerationRequest) -> None:
         self.request = request
         self.emit = request.sink
         self.eos = tokenizer.eos_ids

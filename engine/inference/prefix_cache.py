@@ -9,8 +9,9 @@ a state bigger than the whole budget is simply not kept.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from engine.inference.generate import common_prefix
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from engine.errors import InvalidRequest
 from engine.inference.sampling import SamplingParams

@@ -14,18 +14,18 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from engine.events import Delta, Failed, FailureKind, Finished, FinishReason, PrefillProgress, Usage
 from engine.inference.backend import Backend, LoadedModel
 from engine.inference.batch import BatchScheduler
+from engine.inference.constrain import Constraint
 from engine.inference.generate import KVSession, common_prefix, generate_tokens
 from engine.inference.output import SequenceOutput
 from engine.inference.prefix_cache import MIN_GAIN, PrefixCache
-from engine.inference.constrain import Constraint
 from engine.inference.sampling import SamplingParams, sampler_for
 from engine.tokenize import Tokenizer
 

@@ -374,7 +374,7 @@ class GGUFFile:
             )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _can_dequantize(qtype: GGMLQuantizationType) -> bool:
     _block_size, type_size = GGML_QUANT_SIZES[qtype]
     try:

@@ -24,7 +24,13 @@ from typing import Any
 
 from engine.errors import InvalidRequest, ModelFileError, ModelNotFound, UnsupportedArchitecture, WrenError
 from engine.modelhub.gguf_import import (
-    GGUF_FILE, IMPORTER_VERSION, LOCK_SUFFIX, PARTIAL_PREFIX, SUPPORTED_MODEL_TYPES, convert_gguf, file_checksum,
+    GGUF_FILE,
+    IMPORTER_VERSION,
+    LOCK_SUFFIX,
+    PARTIAL_PREFIX,
+    SUPPORTED_MODEL_TYPES,
+    convert_gguf,
+    file_checksum,
     staging_dir,
 )
 from engine.modelhub.hub import FOLDER_PATTERNS, Fetch, fetch_from_hub

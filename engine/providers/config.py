@@ -35,7 +35,7 @@ class ProviderInfo:
         return out
 
     @classmethod
-    def from_dict(cls, raw: dict) -> "ProviderInfo":
+    def from_dict(cls, raw: dict) -> ProviderInfo:
         return cls(name=raw["name"], base_url=raw["base_url"], models=tuple(raw.get("models") or ()),
                    key_store=raw.get("key_store", "none"), key_env=raw.get("key_env"),
                    allow_http=bool(raw.get("allow_http", False)), context_length=raw.get("context_length"))
@@ -79,7 +79,7 @@ def check_provider(info: ProviderInfo) -> ProviderInfo:
                         info.allow_http, info.context_length)
 
 
-def load_providers(store: "Store") -> dict[str, ProviderInfo]:
+def load_providers(store: Store) -> dict[str, ProviderInfo]:
     raw = store.get_setting(SETTING_KEY, None) or {}
     out = {}
     for name, entry in raw.items() if isinstance(raw, dict) else ():
@@ -90,7 +90,7 @@ def load_providers(store: "Store") -> dict[str, ProviderInfo]:
     return out
 
 
-def save_provider(store: "Store", info: ProviderInfo) -> ProviderInfo:
+def save_provider(store: Store, info: ProviderInfo) -> ProviderInfo:
     info = check_provider(info)
     raw = dict(store.get_setting(SETTING_KEY, None) or {})
     entry = info.to_dict()
@@ -100,7 +100,7 @@ def save_provider(store: "Store", info: ProviderInfo) -> ProviderInfo:
     return info
 
 
-def drop_provider(store: "Store", name: str) -> ProviderInfo | None:
+def drop_provider(store: Store, name: str) -> ProviderInfo | None:
     raw = dict(store.get_setting(SETTING_KEY, None) or {})
     entry = raw.pop(name, None)
     if entry is None:

@@ -10,12 +10,24 @@ from typing import TYPE_CHECKING, Any
 
 from engine.errors import NotFound, WrenError
 from engine.inference.backends.remote import (
-    DEFAULT_CONTEXT, RemoteBackend, RemoteError, RemoteSpec, RemoteWorker, Transport,
+    DEFAULT_CONTEXT,
+    RemoteBackend,
+    RemoteError,
+    RemoteSpec,
+    RemoteWorker,
+    Transport,
 )
 from engine.logs import log_event
 from engine.providers import keys
 from engine.providers.config import (
-    ProviderInfo, RemoteModelInfo, check_provider, drop_provider, load_providers, remote_models, save_provider, split_remote,
+    ProviderInfo,
+    RemoteModelInfo,
+    check_provider,
+    drop_provider,
+    load_providers,
+    remote_models,
+    save_provider,
+    split_remote,
 )
 
 if TYPE_CHECKING:
@@ -37,7 +49,7 @@ class Providers:
     """Mixed into `Engine`; relies on its store, `_db`, registry, tokenizer factory,
     policy and model state (`_worker`, `_status`, `_assemblers`, `_unload`)."""
 
-    store: "Store"
+    store: Store
     # Tests and benchmarks set these: an httpx transport and the client's patience.
     remote_http_transport: Any = None
     remote_transport: Transport | None = None
@@ -185,4 +197,4 @@ class Providers:
         return self._status
 
 
-__all__ = ["ProviderCheck", "Providers", "ProviderInfo", "RemoteModelInfo", "RemoteError"]
+__all__ = ["ProviderCheck", "ProviderInfo", "Providers", "RemoteError", "RemoteModelInfo"]

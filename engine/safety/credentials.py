@@ -16,9 +16,7 @@ import re
 from engine.safety.detector import Detector, bounded_after, has_letter_and_digit, token_pattern
 
 _PLACEHOLDER_WORDS = frozenset(
-    """password passwd pwd pass passphrase secret none null nil true false undefined
-    required optional str string text hidden redacted masked example sample your_password
-    yourpassword mypassword placeholder value empty dummy todo tbd xxx""".split()
+    ["password", "passwd", "pwd", "pass", "passphrase", "secret", "none", "null", "nil", "true", "false", "undefined", "required", "optional", "str", "string", "text", "hidden", "redacted", "masked", "example", "sample", "your_password", "yourpassword", "mypassword", "placeholder", "value", "empty", "dummy", "todo", "tbd", "xxx"]
 )
 # Values that point somewhere else instead of being the secret: env vars, templates, code.
 _INDIRECT = re.compile(r"^[$%{<@&*]|\{\{|\$\{|os\.environ|getenv|process\.env|env\(|secrets\.")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 # The parse tree is the only way to bound a regex's reach; it has been stable since 3.5
 # under either name, and a failure here falls back to a fixed cap rather than crashing.
@@ -59,7 +59,7 @@ def _reach(items, state: dict, inside_unbounded: bool) -> float:
         elif op is _c.BRANCH:
             total += max(_reach(b, state, inside_unbounded) for b in av[1])
         elif op in _REPEATS:
-            lo, hi, sub = av
+            _lo, hi, sub = av
             unbounded = hi == _c.MAXREPEAT
             if unbounded and inside_unbounded:
                 state["nested"] = True
@@ -120,7 +120,7 @@ class Detector:
         try:
             shape = regex_shape(self.pattern.pattern, self.pattern.flags)
             reach, behind = shape.reach, shape.behind
-        except Exception:  # noqa: BLE001 - an unparsable internals change: be conservative
+        except Exception:
             reach, behind = math.inf, 64
         bounded = reach if math.isfinite(reach) else self.reach_cap
         object.__setattr__(self, "reach", int(bounded) + MARGIN)

@@ -135,7 +135,7 @@ class FenceTracker:
 
 
 class _Track:
-    __slots__ = ("pos", "head_start", "head_end", "region_pos")
+    __slots__ = ("head_end", "head_start", "pos", "region_pos")
 
     def __init__(self) -> None:
         self.pos = 0  # the next search starts here; no unreported match starts before it

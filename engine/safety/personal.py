@@ -13,7 +13,7 @@ from engine.safety.detector import Detector
 
 # Image and document names such as icon@2x.png look like addresses.
 _FILE_SUFFIXES = frozenset(
-    "png jpg jpeg gif svg webp bmp ico pdf txt md js ts css html json xml zip gz tar py".split()
+    ["png", "jpg", "jpeg", "gif", "svg", "webp", "bmp", "ico", "pdf", "txt", "md", "js", "ts", "css", "html", "json", "xml", "zip", "gz", "tar", "py"]
 )
 
 
@@ -29,7 +29,7 @@ def _email_ok(m: re.Match[str]) -> bool:
         return False
     labels = domain.split(".")
     tld = labels[-1]
-    if not (tld.isascii() and tld.isalpha() and 2 <= len(tld)) or tld.lower() in _FILE_SUFFIXES:
+    if not (tld.isascii() and tld.isalpha() and len(tld) >= 2) or tld.lower() in _FILE_SUFFIXES:
         return False
     return all(label and label[0] != "-" and label[-1] != "-" for label in labels)
 
@@ -53,7 +53,7 @@ def _looks_like_date(groups: list[str], text: str) -> bool:
     if " " in text or len(groups) < 3:
         return False
     a, b, c = (int(g) for g in groups[:3])
-    day_month = 1 <= a <= 31 and 1 <= b <= 12 or 1 <= a <= 12 and 1 <= b <= 31
+    day_month = (1 <= a <= 31 and 1 <= b <= 12) or (1 <= a <= 12 and 1 <= b <= 31)
     return day_month and len(groups[2]) in (2, 4) and (len(groups[2]) == 2 or 1900 <= c <= 2100)
 
 

@@ -77,7 +77,7 @@ class HeldLock:
         _unlock(fd)
         os.close(fd)
 
-    def __enter__(self) -> "HeldLock":
+    def __enter__(self) -> HeldLock:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import peewee as pw
 from playhouse.shortcuts import ThreadSafeDatabaseMetadata
@@ -12,7 +12,7 @@ from engine.records import MessageStatus, Role
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 class JSONField(pw.TextField):

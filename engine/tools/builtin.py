@@ -10,9 +10,10 @@ import asyncio
 import contextvars
 import datetime as dt
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from engine.tools.calculator import MAX_CHARS as CALC_MAX_CHARS
@@ -42,7 +43,7 @@ class CallContext:
     result_tokens: int = 0  # the answer's budget for one result (0: none); a read stays within it
 
 
-CALL_CONTEXT: contextvars.ContextVar[CallContext] = contextvars.ContextVar("wren_tool_call", default=CallContext())
+CALL_CONTEXT: contextvars.ContextVar[CallContext] = contextvars.ContextVar("wren_tool_call", default=CallContext())  # noqa: B039 (frozen)
 
 
 class ToolFailed(Exception):
@@ -107,7 +108,7 @@ class BuiltinTools:
 
     name = BUILTIN
 
-    def __init__(self, engine: "Engine") -> None:
+    def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._run: dict[str, Callable[[dict], Awaitable[str]]] = {
             CALCULATOR.name: self._calculator,
@@ -247,7 +248,7 @@ def _read_pdf(path: Path) -> str:
     return text
 
 
-def _search_history(engine: "Engine", query: str, limit: int, current: int | None) -> str:
+def _search_history(engine: Engine, query: str, limit: int, current: int | None) -> str:
     """Runs on the database thread."""
     out: dict[str, Any] = {"memories": [], "conversations": []}
     for memory in engine.memory.search(query, limit):

@@ -94,10 +94,9 @@ def _pairs(items: list[str], sep: str, what: str) -> dict[str, str]:
 
 
 def _manager():
+    from engine import paths
     from engine.tools.mcp import McpManager
     from engine.tools.mcp_config import config_path
-
-    from engine import paths
 
     return McpManager(config_path(), log_dir=paths.logs_dir() / "mcp")
 

@@ -45,7 +45,7 @@ class ToolState:
 class Tools:
     """Mixed into `Engine`."""
 
-    policy: "Policy"
+    policy: Policy
 
     @property
     def tool_state(self) -> ToolState:
@@ -147,7 +147,7 @@ class Tools:
             timeout = await self.tool_timeout()
         try:
             content, is_error = await asyncio.wait_for(source.call(name, arguments, cancel), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             cancel.set()
             content, is_error = f"the tool {name} did not answer within {timeout:g} seconds", True
         except Exception as exc:  # a tool's own failure is its result

@@ -39,9 +39,9 @@ import os
 import re
 import threading
 import time
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any
 
 from engine.errors import InvalidRequest, NotFound, WrenError
@@ -160,7 +160,7 @@ class _Run:
 class _Connection:
     """One server's connection; every method runs on the manager's loop."""
 
-    def __init__(self, config: McpServerConfig, manager: "McpManager"):
+    def __init__(self, config: McpServerConfig, manager: McpManager):
         self.config = config
         self.manager = manager
         self.log = manager._log_ring(config)
@@ -205,8 +205,9 @@ class _Connection:
 
     async def _hold(self, run: _Run, ready: asyncio.Future, start_timeout: float) -> None:
         """The task that owns the connection from start to stop (anyio's scopes need one)."""
-        import anyio
         from contextlib import AsyncExitStack
+
+        import anyio
 
         stderr_read = stderr_write = None
         try:
@@ -238,7 +239,7 @@ class _Connection:
                         await anyio.sleep_forever()
             if not ready.done():
                 ready.set_exception(McpFailure(f"did not start within {start_timeout:g} s"))
-        except BaseException as exc:  # noqa: BLE001  reported to the starter, or logged
+        except BaseException as exc:
             if not ready.done():
                 ready.set_exception(exc if isinstance(exc, Exception) else McpFailure(repr(exc)))
             elif not run.stopping:
@@ -321,7 +322,7 @@ class _Connection:
                 async for _event in subscription:
                     self.log.add("wren", "the server says its tools changed")
                     await self.refresh()
-        except Exception as exc:  # noqa: BLE001  the tools still work; only change news stops
+        except Exception as exc:
             if not run.stopping:
                 self.log.add("wren", f"no longer hearing about tool changes: {_describe(exc)}")
 
@@ -331,7 +332,7 @@ class _Connection:
             return
         try:
             self.tools = await asyncio.wait_for(self._list_tools(client), self.manager.start_timeout)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             self.log.add("wren", f"listing tools again failed: {_describe(exc)}")
             return
         self.log.add("wren", f"{len(self.tools)} tools now")
@@ -399,7 +400,7 @@ class _Connection:
             except TimeoutError:
                 task.cancel()
                 self.log.add("wren", f"the connection did not close within {STOP_TIMEOUT:g} s; abandoned")
-            except BaseException:  # noqa: BLE001  its end was logged by the task
+            except BaseException:
                 pass
         if self._run is run:
             self._run = None
@@ -435,11 +436,11 @@ class _Connection:
         except asyncio.CancelledError:
             self.log.add("wren", f"call to {tool!r} cancelled")
             raise
-        except BaseException as exc:  # noqa: BLE001  every fault becomes an error result
+        except BaseException as exc:
             return self._call_error(tool, exc, timeout, time.monotonic() - started), True
         try:
             return result_text(result), bool(result.is_error)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             return self._call_error(tool, exc, timeout, time.monotonic() - started), True
 
     def _call_error(self, tool: str, exc: BaseException, timeout: float, took: float) -> str:
@@ -452,7 +453,7 @@ class _Connection:
             self.log.add("wren", f"call to {tool!r} timed out after {timeout:g} s")
             return (f"{who} did not answer {tool!r} within {timeout:g} s; Wren stopped waiting "
                     "(the timeout is the server's 'timeout' setting)")
-        if isinstance(exc, MCPError) and exc.code == types.CONNECTION_CLOSED or _is_transport_error(exc):
+        if (isinstance(exc, MCPError) and exc.code == types.CONNECTION_CLOSED) or _is_transport_error(exc):
             if self.state == "running":
                 self._fail(f"the connection closed during a call to {tool!r}")
             if self._run is not None:
@@ -527,7 +528,7 @@ def _validation_summary(exc: BaseException) -> str:
             first = errors()[0]
             where = ".".join(str(p) for p in first.get("loc", ()) if not str(p).startswith("union"))
             return f"{where or 'result'}: {first.get('msg', '')}".strip()
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
     return _describe(exc)
 
@@ -703,7 +704,7 @@ class McpManager:
         for listener in list(self._listeners):
             try:
                 listener(name)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.exception("an MCP tools listener failed")
 
     # -- servers at work -----------------------------------------------------------------
@@ -820,7 +821,7 @@ class McpManager:
         future = asyncio.run_coroutine_threadsafe(self._stop_all_here(), loop)
         try:
             await asyncio.wait_for(asyncio.wrap_future(future), STOP_TIMEOUT + 5)
-        except (TimeoutError, Exception):  # noqa: BLE001
+        except (TimeoutError, Exception):
             log.warning("MCP servers did not all stop in time")
         await asyncio.get_running_loop().run_in_executor(None, self._stop_thread)
 
@@ -833,7 +834,7 @@ class McpManager:
             return
         try:
             asyncio.run_coroutine_threadsafe(self._stop_all_here(), loop).result(STOP_TIMEOUT + 5)
-        except (concurrent.futures.TimeoutError, Exception):  # noqa: BLE001
+        except (concurrent.futures.TimeoutError, Exception):
             log.warning("MCP servers did not all stop in time")
         self._stop_thread()
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from engine import paths
@@ -72,7 +72,7 @@ class McpToolSource:
         answers with a clear error; a caller's own limit should not be shorter)."""
         try:
             return self.manager.config(self.server).timeout + 5
-        except Exception:  # noqa: BLE001  removed meanwhile: the default
+        except Exception:
             return DEFAULT_CALL_TIMEOUT + 5
 
     def tools(self) -> list[McpTool]:

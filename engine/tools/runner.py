@@ -11,7 +11,8 @@ import asyncio
 import contextvars
 import json
 import time
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
 
 from engine.events import Event, SafetyAction, SafetyNotice, ToolApprovalNeeded, ToolCall, ToolResult
 from engine.logs import log_event
@@ -35,8 +36,8 @@ class ToolTurn:
     """The tool side of one answer. `handle(call)` yields the call's events; afterwards
     `record` holds what the prompt needs and `stopped` says whether the user pressed Stop."""
 
-    def __init__(self, engine: "Engine", plan: ToolPlan, answer_id: int, stop: asyncio.Event,
-                 tokenizer: "Tokenizer", context: CallContext, *, destination: str = "local",
+    def __init__(self, engine: Engine, plan: ToolPlan, answer_id: int, stop: asyncio.Event,
+                 tokenizer: Tokenizer, context: CallContext, *, destination: str = "local",
                  timeout: float = 60.0, result_tokens: int = 2000) -> None:
         self.e = engine
         self.plan = plan

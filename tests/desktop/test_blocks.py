@@ -6,7 +6,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from desktop.chat.blocks import (
-    AppendCode, AppendProse, BlockSplitter, CloseCode, OpenCode, RenderProse, split_blocks,
+    AppendCode,
+    AppendProse,
+    BlockSplitter,
+    CloseCode,
+    OpenCode,
+    RenderProse,
+    split_blocks,
 )
 
 SAMPLE = """Intro with **bold** and `code`.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 
 from PySide6.QtCore import Qt
 
@@ -12,7 +12,7 @@ from engine.records import ConversationInfo
 
 
 def _conv(cid: int, when: datetime, pinned: bool = False) -> ConversationInfo:
-    naive_utc = when.astimezone(timezone.utc).replace(tzinfo=None)
+    naive_utc = when.astimezone(UTC).replace(tzinfo=None)
     return ConversationInfo(cid, f"chat {cid}", naive_utc, naive_utc, None, pinned)
 
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication, QPalette
 from PySide6.QtWidgets import (
-    QAbstractButton, QAbstractItemView, QComboBox, QLineEdit, QPlainTextEdit, QScrollArea, QWidget,
+    QAbstractButton,
+    QAbstractItemView,
+    QComboBox,
+    QLineEdit,
+    QPlainTextEdit,
+    QScrollArea,
+    QWidget,
 )
 
 from desktop import theme

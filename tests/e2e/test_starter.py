@@ -6,7 +6,6 @@ import asyncio
 
 import pytest
 
-
 pytestmark = pytest.mark.slow
 
 

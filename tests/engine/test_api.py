@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from engine.api import Engine, SendOptions
+from engine.api import SendOptions
 from engine.context import ContextOverflow
 from engine.errors import InvalidRequest, ModelNotFound, NotFound
 from engine.events import Delta, Failed, FailureKind, Finished, FinishReason, Started, Usage
@@ -176,7 +176,7 @@ def test_max_tokens_ends_with_length(make_engine):
         return events
 
     events = run(main())
-    assert [e for e in events if isinstance(e, Usage)][0].completion_tokens == 5
+    assert next(e for e in events if isinstance(e, Usage)).completion_tokens == 5
     assert events[-1].reason is FinishReason.LENGTH
 
 

@@ -6,7 +6,7 @@ import asyncio
 import sqlite3
 
 from engine.context import PartKind, PartState
-from engine.events import Delta, MemoryNotice
+from engine.events import MemoryNotice
 
 SUMMARY_MARK = "You keep a running summary"
 
@@ -104,7 +104,7 @@ def test_temporary_chat_uses_no_memories_and_leaves_nothing_on_disk(make_engine,
     events, prompt, shown, listed, memories, temp = asyncio.run(main())
     assert not any(isinstance(e, MemoryNotice) and e.saved for e in events)
     assert "Lisbon" not in prompt  # no memories are used
-    assert [m.content for m in shown][0] == "Remember that my secret hobby is falconry"
+    assert next(m.content for m in shown) == "Remember that my secret hobby is falconry"
     assert temp.id not in [c.id for c in listed]
     assert [m.text for m in memories] == [m.text for m in memories if "falconry" not in m.text]
     for path in wren_home.glob("wren.sqlite3*"):

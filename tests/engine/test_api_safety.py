@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import pytest
-
 from engine.events import Delta, Finished, FinishReason, SafetyAction, SafetyNotice
 from engine.records import MessageStatus
 

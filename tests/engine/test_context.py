@@ -8,8 +8,18 @@ import json
 import pytest
 
 from engine.context import (
-    ContextAssembler, ContextOverflow, ContextReport, ContextRequest, ContextSettings, Instructions,
-    MemorySummaries, PartKind, PartState, SummaryStore, report_from_meta, summary_prompt,
+    ContextAssembler,
+    ContextOverflow,
+    ContextReport,
+    ContextRequest,
+    ContextSettings,
+    Instructions,
+    MemorySummaries,
+    PartKind,
+    PartState,
+    SummaryStore,
+    report_from_meta,
+    summary_prompt,
 )
 from engine.errors import NotFound
 from engine.memory.records import Retrieved, SourceKind

@@ -10,7 +10,12 @@ import pytest
 
 from engine.errors import InvalidRequest
 from engine.ghost import (
-    ENABLED_KEY, GHOST_PRIORITY, TEMPORARY_ENABLED_KEY, Suggestion, clean_continuation, partial_turn_ids,
+    ENABLED_KEY,
+    GHOST_PRIORITY,
+    TEMPORARY_ENABLED_KEY,
+    Suggestion,
+    clean_continuation,
+    partial_turn_ids,
 )
 from engine.inference.worker import WarmRequest
 

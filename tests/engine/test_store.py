@@ -143,7 +143,7 @@ def test_read_only_database_is_a_clear_error_even_as_root(tmp_path):
 def test_locked_database_is_a_clear_error_and_loses_nothing(tmp_path):
     path = tmp_path / "w.sqlite3"
     store = Store(path, busy_timeout_ms=50)
-    conv = store.create_conversation("before the lock")
+    store.create_conversation("before the lock")
     blocker = sqlite3.connect(path, timeout=0)
     blocker.execute("BEGIN EXCLUSIVE")
     try:

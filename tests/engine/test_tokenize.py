@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tokenizers import AddedToken, Tokenizer as RawTokenizer, models, pre_tokenizers, processors
+from tokenizers import AddedToken, models, pre_tokenizers, processors
+from tokenizers import Tokenizer as RawTokenizer
 
 from engine.errors import InvalidRequest, ModelFileError
 from engine.modelhub import ModelRegistry

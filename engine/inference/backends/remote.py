@@ -29,10 +29,11 @@ import random
 import threading
 import time
 import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np

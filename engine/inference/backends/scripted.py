@@ -7,8 +7,8 @@ strings, store), only the logits are made up: all mass on the next scripted toke
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -29,7 +29,7 @@ class ScriptedBackend:
         self.prefill_delay = prefill_delay  # seconds per prefill call
         self.context_length = context_length
         self.fail_load = fail_load
-        self.loaded: list["ScriptedModel"] = []
+        self.loaded: list[ScriptedModel] = []
 
     def available(self) -> bool:
         return True
@@ -37,7 +37,7 @@ class ScriptedBackend:
     def unavailable_reason(self) -> str | None:
         return None
 
-    def load(self, model_dir: Path, *, dtype: str = "auto", slots: int | None = None) -> "ScriptedModel":
+    def load(self, model_dir: Path, *, dtype: str = "auto", slots: int | None = None) -> ScriptedModel:
         """One KV slot whatever `slots` asks: scripted answers run one at a time."""
         if self.fail_load is not None:
             raise self.fail_load

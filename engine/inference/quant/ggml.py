@@ -19,8 +19,8 @@ needs only its float32 result). It runs on whatever device `raw` is on.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType

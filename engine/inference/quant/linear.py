@@ -114,7 +114,7 @@ class GroupQuantEmbedding(nn.Module):
         self.register_buffer("scale", scale.float())  # [rows, dim / GROUP]
 
     @classmethod
-    def lossless(cls, weight: torch.Tensor) -> "GroupQuantEmbedding | None":
+    def lossless(cls, weight: torch.Tensor) -> GroupQuantEmbedding | None:
         """The int8 form of `weight` [rows, dim], or None if it would change any value."""
         if weight.shape[1] % GROUP:
             return None

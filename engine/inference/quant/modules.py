@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -68,12 +67,12 @@ class QTensor:
         """The float32 values the file holds (exact)."""
         return dequantize(self.raw, self.qtype, self.shape[1])
 
-    def permute_rows(self, order: torch.Tensor) -> "QTensor":
+    def permute_rows(self, order: torch.Tensor) -> QTensor:
         """The rows in `order`: whole rows of blocks move, so every value is unchanged."""
         return QTensor(self.raw[order].contiguous(), self.qtype, self.shape)
 
     @staticmethod
-    def cat(parts: Sequence["QTensor"]) -> "QTensor":
+    def cat(parts: Sequence[QTensor]) -> QTensor:
         """Parts of one type stacked by rows."""
         first = parts[0]
         if any(p.qtype != first.qtype or p.shape[1] != first.shape[1] for p in parts):

@@ -37,7 +37,7 @@ def test_answer_on_a_terminal_has_no_control_characters(scripted, monkeypatch):
     assert main(["ask", "hello"]) == 0
     shown = tty.getvalue()
     assert shown == "safe red bell end\n"
-    assert not any(ord(c) < 0x20 and c != "\n" or 0x7F <= ord(c) <= 0x9F for c in shown)
+    assert not any((ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) <= 0x9F for c in shown)
 
 
 def test_answer_to_a_pipe_is_left_as_it_came(scripted, capsys):

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 from gguf import quants
-from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as T
+from gguf.constants import GGML_QUANT_SIZES
+from gguf.constants import GGMLQuantizationType as T
 
 from engine.errors import UnsupportedQuantization
 from engine.inference.quant import ggml
@@ -123,8 +124,8 @@ def test_zero_rows(qtype: T) -> None:
 
 
 def test_type_table() -> None:
-    assert ggml.SUPPORTED == frozenset({0, 1, 2, 3, 6, 7, 8, 10, 11, 12, 13, 14, 30})
-    assert ggml.SUPPORTED == frozenset(int(t) for t in ALL_TYPES)
+    assert frozenset({0, 1, 2, 3, 6, 7, 8, 10, 11, 12, 13, 14, 30}) == ggml.SUPPORTED
+    assert frozenset(int(t) for t in ALL_TYPES) == ggml.SUPPORTED
     for qtype in ALL_TYPES:
         assert (ggml.block_size(qtype), ggml.type_size(qtype)) == GGML_QUANT_SIZES[qtype]
         assert ggml.type_name(int(qtype)) == qtype.name

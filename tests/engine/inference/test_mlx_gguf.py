@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as T
+from gguf.constants import GGML_QUANT_SIZES
+from gguf.constants import GGMLQuantizationType as T
 from gguf.quants import dequantize, quantize
 
 from tests.engine.modelhub.conftest import TinySpec, gguf_name, hf_weights, write_gguf
@@ -177,6 +178,7 @@ def test_mixed_types_load_with_widened_k_quants(tmp_path, caplog):
     (which mx.load gets wrong), a Q2_K and a BF16 tensor: every value reaches the model,
     Q6_K and Q2_K as float16 (MLX has no layout for their 16-value groups)."""
     import mlx.nn as nn
+
     from engine.inference.backends.mlx import MLXBackend
     from engine.modelhub.gguf_file import GGUFFile
     from engine.modelhub.gguf_import import convert_gguf, unpermute_rows

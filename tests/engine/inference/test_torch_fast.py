@@ -404,7 +404,7 @@ def test_starter_model_fast_path_answers_like_the_reference(starter_models_dir, 
     Leading tokens that agree, per reference case (7, 12, 32, 14 and 8 tokens long),
     measured: 7, 12, 12, 14, 8 (with 8-bit activations in the head too: 0, 12, 17, 14, 0 --
     the capital question's first token leads by only 0.08 in float32)."""
-    from engine.inference.quant import QuantEmbedding, QuantLinear, kernels  # noqa: F401
+    from engine.inference.quant import QuantEmbedding, QuantLinear, kernels
     from engine.modelhub.registry import ModelRegistry
     from engine.tokenize import Tokenizer
 

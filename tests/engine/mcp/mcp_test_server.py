@@ -95,7 +95,7 @@ async def grow(ctx: Context) -> str:
             warnings.simplefilter("ignore")
             try:
                 await send()
-            except Exception:  # noqa: BLE001  a modern connection has no such notification
+            except Exception:
                 pass
     return "grew"
 

@@ -497,9 +497,8 @@ def test_a_full_disk_says_so_with_the_space_left(tmp_path, monkeypatch):
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
 def test_a_real_enospc():
-    with pytest.raises(OSError) as err:
-        with open("/dev/full", "wb") as fh:
-            fh.write(b"x" * 100)
+    with pytest.raises(OSError) as err, open("/dev/full", "wb") as fh:
+        fh.write(b"x" * 100)
     message = describe_os_error(err.value, Path("/dev/full"))
     assert message.startswith("the disk holding /dev/full is full (") and message.endswith(" MB free)")
 

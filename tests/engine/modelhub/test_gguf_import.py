@@ -14,10 +14,10 @@ from gguf import GGMLQuantizationType as Q
 from gguf.quants import dequantize, quantize
 
 from engine.errors import ModelFileError, UnsupportedArchitecture, UnsupportedQuantization
-from engine.modelhub.gguf_file import GGUFFile
 from engine.inference.backends import read_model_config
 from engine.inference.models.weights import open_weights
 from engine.inference.quant.modules import QTensor
+from engine.modelhub.gguf_file import GGUFFile
 from engine.modelhub.gguf_import import import_gguf, unpermute_rows
 
 torch = pytest.importorskip("torch")
@@ -27,7 +27,7 @@ TOLERANCE = {Q.F32: 0.0, Q.F16: 5e-4, Q.BF16: 4e-3, Q.Q8_0: 5e-3, Q.Q5_1: 0.035,
              Q.Q4_1: 0.07, Q.Q4_0: 0.14}
 
 
-def load_tensors(folder: Path) -> dict[str, "torch.Tensor | QTensor"]:
+def load_tensors(folder: Path) -> dict[str, torch.Tensor | QTensor]:
     """Every tensor as the torch backend reads it from the imported folder."""
     weights = open_weights(folder, read_model_config(folder))
     try:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-from pathlib import Path
 
 import pytest
 from gguf import GGMLQuantizationType as Q

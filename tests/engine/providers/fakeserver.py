@@ -45,7 +45,7 @@ class FakeServer:
 
     # -- control ---------------------------------------------------------------------
 
-    def start(self) -> "FakeServer":
+    def start(self) -> FakeServer:
         self._thread.start()
         self._ready.wait(10)
         return self

@@ -11,8 +11,15 @@ import time
 import pytest
 
 from engine.inference.backends.remote import (
-    OpenAIClient, RemoteError, RemoteInterrupted, RemoteProtocolError, RemoteTimeout, RemoteTLSError, Transport,
-    check_base_url, retry_after_seconds,
+    OpenAIClient,
+    RemoteError,
+    RemoteInterrupted,
+    RemoteProtocolError,
+    RemoteTimeout,
+    RemoteTLSError,
+    Transport,
+    check_base_url,
+    retry_after_seconds,
 )
 from engine.inference.sampling import SamplingParams
 from tests.engine.providers.fakeserver import FakeServer

@@ -57,8 +57,8 @@ def test_disk_full_behind_a_failed_rollback_is_reported_as_disk_full(tmp_path, m
     def fail(*args, **kwargs):
         try:
             raise sqlite3.OperationalError("database or disk is full")
-        except sqlite3.OperationalError:
-            raise pw.OperationalError("cannot rollback - no transaction is active")
+        except sqlite3.OperationalError as exc:
+            raise pw.OperationalError("cannot rollback - no transaction is active") from exc
 
     monkeypatch.setattr(pw.Model, "create", classmethod(fail))
     with pytest.raises(StoreError, match="the disk is full") as raised:

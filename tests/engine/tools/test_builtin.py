@@ -12,7 +12,7 @@ import pytest
 from engine.api import SendOptions
 from engine.errors import InvalidRequest
 from engine.events import ToolResult
-from engine.tools.builtin import MAX_FILE_BYTES, READ_CHARS, CALL_CONTEXT, CallContext, ToolFailed, read_text_file
+from engine.tools.builtin import CALL_CONTEXT, MAX_FILE_BYTES, READ_CHARS, CallContext, ToolFailed, read_text_file
 from engine.tools.calculator import CalcError, evaluate, format_value
 from engine.tools.registry import ToolRegistry, ToolSpec, validate_arguments
 from tests.engine.tools.conftest import FakeSource, by_round, call, collect

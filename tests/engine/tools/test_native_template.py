@@ -10,8 +10,8 @@ import shutil
 from engine.api import SendOptions
 from engine.events import Delta, ToolResult
 from engine.tokenize import Tokenizer
-from engine.tools.prompt import plan_for
 from engine.tools.builtin import CALCULATOR
+from engine.tools.prompt import plan_for
 from tests.engine.tools.conftest import by_round, call, collect
 
 TEMPLATE = (
