@@ -27,9 +27,12 @@ import zipfile
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from engine import paths
+
+if TYPE_CHECKING:
+    from engine.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +78,8 @@ def purge_conversations(store, *, older_than: float | None = None, ids: Iterable
     Returns how many chats were purged."""
     store.bind()
     db = store.db
-    where, args = ["deleted_at IS NOT NULL"], []
+    where: list[str] = ["deleted_at IS NOT NULL"]
+    args: list[Any] = []
     if older_than is not None:
         where.append("deleted_at <= ?")
         args.append(_utc(older_than))
@@ -318,6 +322,14 @@ class Privacy:
     """Engine methods: purge after the undo window, erase everything, export everything."""
 
     undo_seconds: float = UNDO_SECONDS
+
+    if TYPE_CHECKING:  # provided by Engine
+        store: Store
+        _temp: Store | None
+
+        async def _db(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any: ...
+        def stop(self, conversation_id: int | None = None) -> None: ...
+        async def unload_model(self) -> None: ...
 
     def _purge_timers(self) -> set:
         timers = self.__dict__.get("_privacy_timers")
