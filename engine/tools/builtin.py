@@ -46,6 +46,9 @@ class CallContext:
 CALL_CONTEXT: contextvars.ContextVar[CallContext] = contextvars.ContextVar("wren_tool_call", default=CallContext())  # noqa: B039 (frozen)
 
 
+CALC_PATTERN = r"^[0-9A-Za-z_.,+*/%^()×÷− \t-]*$"  # numbers, names, operators, parentheses, spaces
+
+
 class ToolFailed(Exception):
     """A built-in tool refused its input; the message goes back to the model."""
 
@@ -57,7 +60,10 @@ CALCULATOR = ToolSpec(
     "floor, ceil, min, max, factorial, and the constants pi and e.",
     {
         "type": "object",
+        # The pattern keeps a constrained call to what an expression can hold: a small model
+        # that runs on into `}}</tool_call> ...` inside the string must close it instead.
         "properties": {"expression": {"type": "string", "maxLength": CALC_MAX_CHARS,
+                                      "pattern": CALC_PATTERN,
                                       "description": "the arithmetic expression"}},
         "required": ["expression"],
         "additionalProperties": False,

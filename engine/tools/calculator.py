@@ -65,7 +65,7 @@ def evaluate(expression: str) -> int | float:
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as exc:
-        raise CalcError(f"{expression!r} is not an arithmetic expression ({exc.msg})") from None
+        raise CalcError(f"it is not an arithmetic expression ({exc.msg})") from None
     count = sum(1 for _ in ast.walk(tree))
     if count > MAX_NODES:
         raise CalcError(f"the expression has {count} parts; the limit is {MAX_NODES}")

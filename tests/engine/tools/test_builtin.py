@@ -271,3 +271,24 @@ def test_a_file_attached_earlier_stays_readable_in_the_chat(make_engine, tmp_pat
     later, settings = run(main())
     assert next(e for e in later if isinstance(e, ToolResult)).content.startswith("# Wren notes")
     assert settings["attachments"] == [str(doc.resolve())]
+
+
+def test_calculator_schema_holds_expressions_and_keeps_call_markup_out():
+    """A forced calculator call is constrained by this schema: every expression the tool
+    takes fits it, and a string that runs on into the call's closing markup does not."""
+    from engine.inference.constrain import Constraint
+    from engine.tools.builtin import CALCULATOR
+
+    for expression in ("2 + 2", "(17.5 * 3) / 4", "2 ^ 10", "-7 % 3", "round(pi, 3)", "log(8, 2)",
+                       "10 × 3 ÷ 4", "7 // 2", "1e3 − 1", "factorial(10)"):
+        assert validate_arguments(CALCULATOR.parameters, {"expression": expression}, "calculator") is None
+        evaluate(expression)
+    why = validate_arguments(CALCULATOR.parameters, {"expression": "17*23}}</tool_call>  # This is"}, "calculator")
+    assert why and "expression" in why
+    assert Constraint.tool_call("calculator", CALCULATOR.parameters).tool_names == ("calculator",)
+
+
+def test_a_syntax_error_does_not_repeat_the_expression():
+    with pytest.raises(CalcError) as caught:
+        evaluate("17*23}")
+    assert "17*23" not in str(caught.value) and "not an arithmetic expression" in str(caught.value)
