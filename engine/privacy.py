@@ -67,9 +67,13 @@ def compact(db) -> None:
     for fts in _FTS_TABLES:
         if fts in tables:
             db.execute_sql(f"INSERT INTO {fts}({fts}) VALUES ('optimize')")
-    db.execute_sql("PRAGMA wal_checkpoint(TRUNCATE)")
-    db.execute_sql("VACUUM")
-    db.execute_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    try:
+        db.execute_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        db.execute_sql("VACUUM")
+        db.execute_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    except Exception as exc:  # another program reading the file: the rows are gone already,
+        # their bytes go at the next purge or close (the last connection folds the WAL in)
+        log.warning("could not compact %s after a purge: %s", db.database, exc)
 
 
 def purge_conversations(store, *, older_than: float | None = None, ids: Iterable[int] | None = None) -> int:
