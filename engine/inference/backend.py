@@ -74,7 +74,10 @@ class LoadedModel(Protocol):
     batched_decode: bool  # decode_batch steps several slots together (needs slots > 1)
     kv_export: bool  # export_kv / import_kv work
     takes_messages: bool  # answers chat messages (chat_stream), not token ids
-    decode_mode: str | None  # how a decoded token runs now; None: not said
+
+    @property
+    def decode_mode(self) -> str | None:
+        """How a decoded token runs now; None: not said (read-only: a backend may compute it)."""
 
     def prefill(self, ids: Sequence[int], start: int, slot: int = 0) -> np.ndarray:
         """Run `ids` at positions start..start+len-1 in `slot` and return float32 logits

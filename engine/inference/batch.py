@@ -65,7 +65,7 @@ class BatchScheduler:
 
     def __init__(self, worker: ModelWorker, main: KVSession) -> None:
         self.worker = worker
-        self.model = worker.model
+        self.model = worker.running_model
         self.tokenizer = worker.tokenizer
         self.sessions = [main] + [KVSession(self.model, slot) for slot in range(1, self.model.slots)]
         self.active: list[_Sequence] = []
@@ -255,7 +255,9 @@ class BatchScheduler:
             seq.n = len(prompt)
 
     def _sample_step(self) -> None:
-        for seq in [s for s in self.active if s.logits is not None]:
+        for seq in list(self.active):
+            if seq.logits is None:
+                continue
             try:
                 token = seq.sampler(seq.logits, seq.history[: seq.n])
                 seq.history[seq.n] = token
@@ -273,17 +275,19 @@ class BatchScheduler:
                 self._drop(seq, exc)
 
     def _decode_step(self) -> None:
-        ready = [s for s in self.active if s.token is not None]
+        pending = [(s, s.token) for s in self.active if s.token is not None]
+        ready = [s for s, _ in pending]
         if not ready:
             return
         try:
-            if len(ready) == 1:  # one sequence alone keeps the compiled step, in any slot
-                ready[0].logits = ready[0].session.decode(ready[0].token)
+            if len(pending) == 1:  # one sequence alone keeps the compiled step, in any slot
+                seq, token = pending[0]
+                seq.logits = seq.session.decode(token)
             else:
                 logits = self.model.decode_batch(
-                    [s.token for s in ready], [len(s.session) for s in ready], [s.slot for s in ready])
-                for seq, row in zip(ready, logits):
-                    seq.session.appended(seq.token)
+                    [t for _, t in pending], [len(s.session) for s in ready], [s.slot for s in ready])
+                for (seq, token), row in zip(pending, logits):
+                    seq.session.appended(token)
                     seq.logits = row
         except Exception as exc:
             for seq in ready:

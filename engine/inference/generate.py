@@ -104,7 +104,7 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 def generate_tokens(
     session: KVSession,
     prompt_ids: Sequence[int],
-    sampler: Callable[[np.ndarray, Sequence[int]], int],
+    sampler: Callable[[np.ndarray, np.ndarray], int],
 ) -> Iterator[int]:
     """Yield sampled ids one by one, end-of-sequence included; the caller stops by not
     asking for more. Ends by itself once the context is full. The sampler sees the

@@ -151,14 +151,14 @@ class Sampler:
         self._prompt_len: int | None = None  # the first call's history length
         self._steps = 0
 
-    def __call__(self, logits: np.ndarray, history: Sequence[int] = ()) -> int:
+    def __call__(self, logits: np.ndarray, history: Sequence[int] | np.ndarray = ()) -> int:
         token = self._pick(logits, history)
         if self.constraint is not None:
             self.constraint.advance(token)
         self._steps += 1
         return token
 
-    def _pick(self, logits: np.ndarray, history: Sequence[int]) -> int:
+    def _pick(self, logits: np.ndarray, history: Sequence[int] | np.ndarray) -> int:
         p = self.params
         x = np.asarray(logits, dtype=np.float32)
         if x.ndim != 1 or x.size == 0:
@@ -228,7 +228,7 @@ def _check_finite(x: np.ndarray, step: int, source: str | None) -> None:
         "or `wren models pull`), or choose another one.")
 
 
-def _penalize(x: np.ndarray, history: Sequence[int], penalty: float) -> np.ndarray:
+def _penalize(x: np.ndarray, history: Sequence[int] | np.ndarray, penalty: float) -> np.ndarray:
     # CTRL-style: a seen token becomes less likely whatever its logit's sign.
     seen = np.asarray(history, dtype=np.intp)
     seen = seen[(seen >= 0) & (seen < x.size)]  # ids the model's head does not cover

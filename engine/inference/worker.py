@@ -101,7 +101,14 @@ class ModelWorker:
         """Resolves to the LoadedModel, or to the loading error."""
         return self._loaded
 
-    def submit(self, request: GenerationRequest) -> None:
+    @property
+    def running_model(self) -> LoadedModel:
+        """The loaded model, for code on the inference thread after loading succeeded."""
+        if self.model is None:
+            raise RuntimeError(f"no model is loaded from {self.model_dir}")
+        return self.model
+
+    def submit(self, request: GenerationRequest | WarmRequest) -> None:
         self._queue.put((request.priority, next(self._order), request))
 
     def close(self, timeout: float = 10.0) -> None:
@@ -148,7 +155,7 @@ class ModelWorker:
                     self._warm(session, request)
                 except Exception:
                     log.exception("pre-warming failed")
-                    session = KVSession(self.model)
+                    session = KVSession(self.running_model)
                 finally:
                     request.done.set()
                 continue
@@ -159,7 +166,7 @@ class ModelWorker:
                 self._generate(session, request)
             except Exception as exc:
                 log.exception("generation failed")
-                session = KVSession(self.model)  # the cache may be half-written
+                session = KVSession(self.running_model)  # the cache may be half-written
                 request.sink(Failed(f"generation failed: {exc}", FailureKind.MODEL))
                 request.sink(Finished(FinishReason.ERROR))
 
@@ -171,22 +178,24 @@ class ModelWorker:
         """Before `ids` overwrite much of the live cache, save it (another conversation's
         prompt, likely asked again); if a saved state shares clearly more with `ids`,
         restore it instead of recomputing."""
-        if not self.model.kv_export or not ids:
+        model = self.running_model
+        if not model.kv_export or not ids:
             return
         live = common_prefix(session.cached_ids, ids)
         saved, shared = self.prefixes.best(ids)
         restore = saved is not None and shared >= live + MIN_GAIN
         if len(session) - live >= MIN_GAIN:
             self.save_live(session)
-        if restore:
-            self.model.import_kv(saved.state, len(saved.ids))
+        if saved is not None and restore:
+            model.import_kv(saved.state, len(saved.ids))
             session.adopt(saved.ids)
             self.prefixes.discard(saved.ids)  # live now; saved again when it is left
 
     def save_live(self, session: KVSession) -> None:
         """Keep slot 0's cached prompt in the prefix cache before something overwrites it."""
-        if self.model.kv_export and len(session) >= MIN_GAIN:
-            state, nbytes = self.model.export_kv(len(session))
+        model = self.running_model
+        if model.kv_export and len(session) >= MIN_GAIN:
+            state, nbytes = model.export_kv(len(session))
             self.prefixes.put(session.cached_ids, state, nbytes)
 
     def _prefill_chunks(self, session: KVSession, ids: list[int], cancel: threading.Event,
@@ -231,13 +240,12 @@ class ModelWorker:
             return
         if announce:  # only the last token is left: it runs with the first sampled one
             request.sink(PrefillProgress(total, total))
-        reason = FinishReason.LENGTH  # the context window filled up
+        reason = FinishReason.LENGTH  # unless a stop comes first: the context window filled up
         for token in generate_tokens(session, request.prompt_ids,
                                      sampler_for(request, self.tokenizer, self.model_dir)):
-            reason = output.feed(token)
-            if reason is not None:
+            stop = output.feed(token)
+            if stop is not None:
+                reason = stop
                 break
-        else:
-            reason = FinishReason.LENGTH
         output.finish(reason, cached_before)
 

@@ -16,7 +16,7 @@ GGUF_FILE = "model.gguf"  # an imported GGUF, kept as it is (docs/weights.md)
 try:  # importable without mlx so `available()` can say no
     import mlx.core as mx
 except ImportError as exc:
-    mx = None
+    mx = None  # type: ignore[assignment]  # checked through _IMPORT_ERROR before any use
     _IMPORT_ERROR: str | None = str(exc)
 else:
     _IMPORT_ERROR = None
@@ -40,7 +40,8 @@ class MLXModel(ModelBase):
         from mlx_lm.models.cache import KVCache, make_prompt_cache
 
         self._model = model
-        self._caches = [make_prompt_cache(model) for _ in range(max(1, slots))]
+        # a slot's cache is None while a merged batch cache holds it (`_unbatch` gives it back)
+        self._caches: list = [make_prompt_cache(model) for _ in range(max(1, slots))]
         if slots > 1 and not (_batch_cache_available() and all(type(c) is KVCache for c in self._caches[0])):
             self._caches = self._caches[:1]  # sliding windows etc.: no batched cache for them
         self.slots = len(self._caches)
@@ -228,10 +229,9 @@ class MLXBackend:
         except (RuntimeError, OSError) as exc:  # mx.load reports damaged files this way
             kind = GGUF_FILE if is_gguf else "safetensors weights"
             raise ModelFileError(f"{model_dir}: cannot read the {kind}: {exc}") from None
-        if dtype == "auto":
-            dtype = auto_dtype
-        if dtype is not None:
-            model.set_dtype(getattr(mx, dtype))
+        chosen = auto_dtype if dtype == "auto" else dtype
+        if chosen is not None:
+            model.set_dtype(getattr(mx, chosen))
         limit = int(config.get("max_position_embeddings") or DEFAULT_MAX_CONTEXT)
         if context_length is None:
             context_length = min(limit, DEFAULT_MAX_CONTEXT)

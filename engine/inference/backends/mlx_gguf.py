@@ -104,6 +104,8 @@ def read_tensors(gguf: GGUFFile) -> dict[str, mx.array]:
         loaded = mx.load(str(gguf.path))
     except (RuntimeError, ValueError, OSError) as exc:
         raise ModelFileError(f"{gguf.path}: MLX cannot read it: {exc}") from None
+    if not isinstance(loaded, dict):  # mx.load gives a dict of arrays for a GGUF file
+        raise ModelFileError(f"{gguf.path}: MLX read it as {type(loaded).__name__}, not named tensors")
     for info in gguf.tensors.values():  # the types mx.load gets wrong, read again here
         if info.ggml_type == T.BF16:
             loaded[info.name] = mx.array(gguf.read(info.name)).view(mx.bfloat16)
@@ -179,7 +181,8 @@ def _add_missing_biases(model: nn.Module, weights: dict[str, mx.array]) -> None:
     """A model built with attention biases (qwen2's q/k/v) whose file leaves some out: zeros."""
     from mlx.utils import tree_flatten
 
-    for name, param in tree_flatten(model.parameters()):
+    flat: list[tuple[str, mx.array]] = tree_flatten(model.parameters())  # type: ignore[assignment]  # a list unless asked for a dict
+    for name, param in flat:
         if name.endswith(".bias") and name not in weights:
             weights[name] = mx.zeros(param.shape, dtype=mx.float32)
 

@@ -29,11 +29,11 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -236,7 +236,8 @@ class OpenAIClient:
                         text = (await response.aread()).decode("utf-8", "replace")
                         raise self._status_error(response.status_code, text)
                     began = True  # from here on the request is never sent again
-                    lines = response.aiter_lines()
+                    # an async generator under httpx's AsyncIterator annotation; closed below
+                    lines = cast(AsyncGenerator[str, None], response.aiter_lines())
                     chunks = parse_stream(lines, self.base_url)
                     try:
                         async for chunk in chunks:
@@ -344,7 +345,7 @@ def chat_body(model: str, messages: list[dict], params: Any) -> dict:
     return body
 
 
-async def parse_stream(lines: AsyncIterator[str], where: str) -> AsyncIterator[ChatChunk]:
+async def parse_stream(lines: AsyncIterator[str], where: str) -> AsyncGenerator[ChatChunk, None]:
     """Server-sent events of an OpenAI-compatible chat stream, as ChatChunks. A chunk that
     is not JSON, or an error event, raises RemoteProtocolError / RemoteError."""
     data: list[str] = []
@@ -394,7 +395,9 @@ def _chunk(payload: str, where: str) -> ChatChunk | None:
         if isinstance(content, str):
             text = content
         finish = choices[0].get("finish_reason")
-    usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+    usage = body.get("usage")
+    if not isinstance(usage, dict):
+        usage = {}
     prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
     if not text and finish is None and prompt is None and completion is None:
         return None  # the role-only first chunk, and the like
@@ -563,6 +566,7 @@ class RemoteWorker:
             sink(Finished(FinishReason.ERROR))
             return
         assert self.model is not None
+        model = self.model
         parts: list[str] = []
         first_at: float | None = None
         server_usage: tuple[int | None, int | None] = (None, None)
@@ -573,7 +577,7 @@ class RemoteWorker:
 
         async def consume() -> None:
             nonlocal first_at, server_usage, reason
-            async for chunk in self.model.chat_stream(messages, request.params, request_id=str(uuid.uuid4())):
+            async for chunk in model.chat_stream(messages, request.params, request_id=str(uuid.uuid4())):
                 if chunk.text:
                     if first_at is None:
                         first_at = time.perf_counter()

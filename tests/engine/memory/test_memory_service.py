@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from engine.context import ContextAssembler, ContextRequest, report_from_meta
-from engine.memory import MemoryRefused, MemoryService, Origin, SourceKind, TEMPORARY_KEY
+from engine.memory import TEMPORARY_KEY, MemoryRefused, MemoryService, Origin, SourceKind
 from engine.memory.suggest import suggest
 from engine.records import Role
 from engine.store import Store
