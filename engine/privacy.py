@@ -6,9 +6,9 @@
   full-text indexes are merged so no segment still holds its words, and the WAL is
   checkpointed and truncated. `secure_delete` (set on every connection by the store)
   zeroes the freed bytes, so the raw database files no longer show the text.
-- Copies are removed too: an answer's provenance (`meta["context"]`, `meta["memory"]`)
-  keeps the ids of the memories and past messages it used, and their text is scrubbed when
-  the memory is forgotten or the chat purged (`scrub_copies`).
+- Copies are removed too: an answer's provenance (`meta["context"]`: its parts and the
+  rendered prompt) keeps the ids of the memories and past messages it used, and their text
+  is scrubbed when the memory is forgotten or the chat purged (`scrub_copies`).
 - `erase_all` deletes conversations, memories, settings, logs and caches (models only when
   asked); `export_all` writes one zip of conversations (JSON and Markdown), memories and
   settings, readable by the user alone.
@@ -115,8 +115,8 @@ def scrub_copies(db, *, memories: dict[int, str] | None = None, messages: set[in
     messages = set(messages or ())
     if not memories and not messages:
         return 0
-    # Copies live only in provenance: `meta["context"]` parts of kind "memory"/"past_chat"
-    # (and the rendered prompt beside them) and `meta["memory"]`.
+    # Copies live in provenance: `meta["context"]` parts of kind "memory"/"past_chat" and
+    # the rendered prompt beside them.
     needles = ['"past_chat"'] if messages else []
     needles += ['"memory"'] if memories else []
     found: dict[int, str] = {}
@@ -138,26 +138,23 @@ def scrub_copies(db, *, memories: dict[int, str] | None = None, messages: set[in
 
 def _scrub_meta(meta: Any, memories: dict[int, str], messages: set[int]) -> Any:
     meta = json.loads(json.dumps(meta))  # a deep copy
-    texts = {t for t in memories.values() if t}
+    texts: set[str] = set()
     report = meta.get("context") if isinstance(meta, dict) else None
     if isinstance(report, dict):
         for part in report.get("parts") or ():
             ids = set(part.get("source_ids") or ())
-            if (part.get("kind") == "memory" and ids & set(memories)) or (
-                    part.get("kind") == "past_chat" and ids & messages):
+            used = ids & set(memories) if part.get("kind") == "memory" else set()
+            if used or (part.get("kind") == "past_chat" and ids & messages):
+                texts.update(memories[i] for i in used if memories[i])  # as it reads now
                 if part.get("text"):
-                    texts.add(part["text"])
+                    texts.add(part["text"])  # as the answer saw it
                 part.pop("text", None)  # the ids stay; readers show "forgotten"
-    outcome = meta.get("memory") if isinstance(meta, dict) else None
-    if isinstance(outcome, dict):
-        for key in ("saved", "forgotten"):
-            for item in outcome.get(key) or ():
-                if isinstance(item, dict) and item.get("id") in memories:
-                    if item.get("text"):
-                        texts.add(item["text"])
-                    item["text"] = FORGOTTEN
-    ordered = sorted((t for t in texts if len(t.strip()) >= 1), key=len, reverse=True)
-    return _replace_all(meta, ordered)
+    # `meta["memory"]` (what this turn saved or forgot) is left alone: its text is the
+    # question's own, in the same chat, and goes when that chat is deleted.
+    ordered = sorted((t for t in texts if t.strip()), key=len, reverse=True)
+    if isinstance(report, dict) and ordered:
+        meta["context"] = _replace_all(report, ordered)
+    return meta
 
 
 def _replace_all(value: Any, texts: list[str]) -> Any:

@@ -55,7 +55,7 @@ class UsedMemoryRow(QFrame):
         self.info = info
         if info is None:
             self.label.setText(f"Deleted since. It said: {quoted(self.text_then)}" if self.text_then
-                               else "Deleted since; its text was erased from this answer too.")
+                               else "Deleted since. Its text was erased from this answer too.")
         elif info.text != self.text_then:
             self.label.setText(f"{quoted(info.text)}  (edited since; the answer saw {quoted(self.text_then)})")
         else:
