@@ -15,32 +15,14 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Mapping, Protocol
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-
-class AttentionShape(Protocol):
-    """What attention reads from a model's configuration (llama.ModelArgs)."""
-
-    hidden_size: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
-    rms_norm_eps: float
-    rope_theta: float
-    rope_scaling: Mapping | None
-    qkv_bias: bool
-    o_bias: bool
-    qk_norm: bool
-
-    @property
-    def q_size(self) -> int: ...
-
-    @property
-    def kv_size(self) -> int: ...
+if TYPE_CHECKING:  # llama imports this module; the config class is only a type here
+    from engine.inference.models.llama import ModelArgs
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
@@ -51,7 +33,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.
 
 # --- RoPE ---------------------------------------------------------------------------------
 
-def rope_inv_freq(args: AttentionShape) -> torch.Tensor:
+def rope_inv_freq(args: ModelArgs) -> torch.Tensor:
     """Each rotated pair's angle per position (float64), with the config's rope scaling."""
     dim = args.head_dim
     inv = 1.0 / (args.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
@@ -75,7 +57,7 @@ def rope_inv_freq(args: AttentionShape) -> torch.Tensor:
     return torch.where(medium, smoothed, scaled)
 
 
-def rope_tables(args: AttentionShape, context_length: int, device, dtype: torch.dtype
+def rope_tables(args: ModelArgs, context_length: int, device, dtype: torch.dtype
                 ) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin [positions, 1 (heads), head_dim] for `apply_rope`, computed in float64
     and rounded once to `dtype`. The sin table carries rotate-half's minus sign."""
@@ -176,7 +158,7 @@ def _one_query(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
 class Attention(nn.Module):
     """One decoder layer's self-attention with its KV cache (one cache per KV slot)."""
 
-    def __init__(self, args: AttentionShape, window: int | None) -> None:
+    def __init__(self, args: ModelArgs, window: int | None) -> None:
         super().__init__()
         self.n_heads = args.num_attention_heads
         self.n_kv = args.num_key_value_heads
