@@ -47,6 +47,19 @@ from engine.store import Store
 from engine.tokenize import Tokenizer
 from engine.turns import Turns, memory_notice, notice_fields
 
+# Plain types and constants the desktop uses, re-exported so that desktop/ imports the
+# engine through this module alone (tests/test_import_contract.py).
+from engine.cli_terminal import ORIGIN_KEY as ORIGIN_KEY, TERMINAL_ORIGIN as TERMINAL_ORIGIN
+from engine.context import ContextOverflow as ContextOverflow, ContextPart as ContextPart
+from engine.context import ContextSettings as ContextSettings, Instructions as Instructions
+from engine.context import PartKind as PartKind, PartState as PartState
+from engine.memory import MAX_MEMORY_CHARS as MAX_MEMORY_CHARS, MemoryInfo as MemoryInfo
+from engine.memory import MemoryRefused as MemoryRefused, MemorySettings as MemorySettings
+from engine.paths import data_dir as data_dir
+from engine.safety import Finding as Finding
+from engine.safety.scanner import placeholder as placeholder
+from engine.token_view import visible as visible
+
 log = logging.getLogger(__name__)
 
 STARTER_MODEL = "smollm2-135m-instruct"
