@@ -9,8 +9,7 @@ from PySide6.QtGui import QColor, QFontDatabase, QFontMetrics, QPainter, QPalett
 from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QSizePolicy, QToolTip, QVBoxLayout, QWidget
 
 from desktop.bridge import Tasks
-from engine.api import Engine, TokenPiece
-from engine.token_view import visible
+from engine.api import Engine, TokenPiece, visible
 
 MAX_SHOWN = 4000  # tokens drawn at most; the count above still says how many there are
 PAD = 3  # pixels around each token's text

@@ -9,8 +9,8 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QPlainTextEdit, QVBoxLayout, QWidget
 
 from desktop.bridge import Tasks
+from engine.api import MAX_MEMORY_CHARS
 from engine.errors import WrenError
-from engine.memory import MAX_MEMORY_CHARS
 
 Save = Callable[[str], Awaitable[Any]]
 

@@ -24,8 +24,7 @@ from PySide6.QtWidgets import (
 
 from desktop.bridge import Tasks
 from desktop.memory.editor import MemoryEditor
-from engine.api import Engine
-from engine.memory import MemoryInfo, MemorySettings
+from engine.api import Engine, MemoryInfo, MemorySettings
 
 ID_ROLE = Qt.ItemDataRole.UserRole
 SEARCH_DEBOUNCE_MS = 200

@@ -20,9 +20,7 @@ from PySide6.QtWidgets import (
 from desktop.bridge import Tasks
 from desktop.memory.editor import MemoryEditor
 from desktop.memory.notes import quoted, tool_button
-from engine.api import Engine
-from engine.context import ContextReport, PartKind, PartState
-from engine.memory import MemoryInfo
+from engine.api import ContextReport, Engine, MemoryInfo, PartKind, PartState
 
 
 class UsedMemoryRow(QFrame):

@@ -17,9 +17,8 @@ from desktop.bridge import Tasks
 from desktop.composer.composer import Composer
 from desktop.safety.care import CarePanel
 from desktop.safety.labels import category_phrase, finding_line
-from engine.api import Engine, is_care_category
+from engine.api import Engine, Finding, ScanResult, is_care_category
 from engine.events import SafetyAction
-from engine.safety import Finding, ScanResult
 
 MAX_LINES = 6  # more findings than this are counted, not listed
 

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from engine.api import is_care_category
+from engine.api import Finding, is_care_category, placeholder
 from engine.events import SafetyAction
-from engine.safety import Finding
-from engine.safety.scanner import placeholder
 
 NAMES = {
     "secret.openai_key": "OpenAI API key",

@@ -13,9 +13,8 @@ from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QFormLayout, QLabel, QPushButton, QTextBrowser, QVBoxLayout, QWidget
 
 from engine import __version__
-from engine.api import Engine
+from engine.api import Engine, data_dir
 from engine.errors import WrenError
-from engine.paths import data_dir
 
 WREN_LICENCE = "Apache-2.0"
 # What Wren is built on and ships with (shown when installed).

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 
-from engine.cli_terminal import ORIGIN_KEY, TERMINAL_ORIGIN
+from engine.api import ORIGIN_KEY, TERMINAL_ORIGIN
 from engine.records import ConversationInfo
 
 PINNED = "Pinned"

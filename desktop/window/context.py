@@ -12,7 +12,7 @@ from desktop.chat.inspector import ContextInspector
 from desktop.memory.editor import MemoryEditor
 from desktop.memory.notes import quoted
 from desktop.memory.provenance import ProvenanceDialog
-from engine.memory import MAX_MEMORY_CHARS, MemoryInfo, MemoryRefused
+from engine.api import MAX_MEMORY_CHARS, MemoryInfo, MemoryRefused
 
 if TYPE_CHECKING:
     from desktop.window.main_window import MainWindow
