@@ -124,8 +124,14 @@ class WrenApp(QObject):
         dialog.saved.connect(lambda saved: self.tasks.run(self._apply(saved), what="applying settings"))
         dialog.models_requested.connect(self.window.open_models)
         dialog.models_changed.connect(lambda: self.tasks.run(self.window.models.refresh(), what="listing the models"))
+        dialog.privacy_page.erased.connect(self._after_erase)
         self.settings = dialog
         self.tasks.run(self._show_settings(dialog, memory_id), what="opening settings")
+
+    def _after_erase(self) -> None:
+        """Everything was deleted: the window shows no chat that is gone."""
+        self.window.conversations.new_chat()
+        self.window.conversations.refresh()
 
     async def _show_settings(self, dialog: SettingsDialog, memory_id: int | None = None) -> None:
         await dialog.load(hotkey_default=DEFAULT_SHORTCUT)

@@ -98,3 +98,17 @@ def test_a_refused_first_question_leaves_no_empty_chat(open_window, qtbot, arun,
                     timeout=10000)
     assert len(arun(window.engine.list_conversations())) == before
     assert window.composer.edit.toPlainText() == text
+
+
+def test_after_delete_all_my_data_the_window_shows_no_chat_that_is_gone(app_over, qtbot, arun, send):
+    """Settings → Privacy's erase leaves the window on a new, empty chat with an empty list."""
+    app = app_over()
+    send(app.window, "a chat that will be erased")
+    assert app.window.conversations.current_id is not None
+    app.open_settings()
+    qtbot.waitUntil(lambda: app.settings is not None and app.settings.isVisible(), timeout=10000)
+    arun(app.engine.erase_all())
+    app.settings.privacy_page.erased.emit()
+    qtbot.waitUntil(lambda: app.window.sidebar.list.count() == 0, timeout=10000)
+    assert app.window.conversations.current_id is None
+    assert app.window.chat.message_widgets() == []
