@@ -27,6 +27,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 async def send_options(engine: Any, args: argparse.Namespace) -> dict:
     """SendOptions fields from the command line (a bad name fails before anything runs)."""
     fields: dict = {}
+    # An MCP server's tools are in the registry once it has listed them: start the servers
+    # the command names (every enabled one for `--tools all`) before checking the names.
+    value = (args.tools or "").strip()
+    choice = (args.tool_choice or "auto").strip()
+    wanted = [n.strip() for n in value.split(",") if n.strip() and value not in ("all", "none")]
+    if choice not in ("auto", "none"):
+        wanted.append(choice)
+    if value == "all":
+        await engine.prepare_tool_sources()
+    elif wanted:
+        await engine.prepare_tool_sources(wanted)
     known = [t.name for t in await engine.tools()]
     if args.tools is not None:
         value = args.tools.strip()

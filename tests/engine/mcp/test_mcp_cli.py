@@ -136,3 +136,29 @@ def _server_children() -> list[int]:
 
 def test_server_pids_reads_the_test_servers_stderr_line():
     assert server_pids("12:00:00 stderr: wren-test server starting, pid 42\nother") == [42]
+
+
+def test_ask_can_name_an_mcp_servers_tool_before_it_has_started(capsys, wren_home, tiny_model_dir, monkeypatch):
+    """`wren ask --tools SERVER__TOOL` in a fresh process: the server is started to check
+    the name (it used to be refused as "not a tool" until something else had started it)."""
+    from engine.inference import select
+    from engine.inference.backends.scripted import ScriptedBackend
+    from engine.modelhub.registry import ModelRegistry
+    from tests.engine.tools.conftest import by_round, call
+
+    ModelRegistry(wren_home / "models").register_folder(tiny_model_dir, name="tiny")
+    backend = ScriptedBackend(by_round(call("calc__add", a=2, b=3), "It is 5."))
+    monkeypatch.setattr(select, "resolve_backend", lambda name: backend)
+    assert main(["mcp", "add", "calc", "--", sys.executable, str(SERVER)]) == 0
+    capsys.readouterr()
+    code = main(["ask", "--model", "tiny", "--tools", "calc__add", "--approve", "--json", "add 2 and 3"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    events = lines(captured.out)
+    result = next(e for e in events if e["type"] == "tool_result")
+    assert (result["content"], result["is_error"]) == ("5.0", False)
+    assert main(["ask", "--model", "tiny", "--tools", "calc__nope", "x"]) == 2
+    assert "calc__nope, which is not a tool" in capsys.readouterr().err
+    assert main(["ask", "--model", "tiny", "--tool-choice", "calc__nope", "x"]) == 2
+    assert "--tool-choice calc__nope is not auto, none or a tool" in capsys.readouterr().err
+    assert _server_children() == []
