@@ -173,7 +173,7 @@ class _Cursor:
     def _strings(self, count: int, what: str) -> list[str]:
         # A vocabulary is 100k+ strings: one tight loop, no call per item.
         buf, pos, end, unpack = self.buf, self.pos, self.end, _U64.unpack_from
-        out = []
+        out: list[str] = []
         append = out.append
         for _ in range(count):
             if pos + 8 > end:

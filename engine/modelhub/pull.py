@@ -88,8 +88,8 @@ class PullPlan:
 def resolve(spec: str, quant: str | None = DEFAULT_QUANT) -> PullPlan:
     """Turn `REPO[:FILE]` into a plan. Without FILE, the repo's GGUF whose name carries
     `quant` is chosen; a repo without GGUF files is a safetensors folder."""
-    repo, _, filename = spec.strip().partition(":")
-    repo, filename = repo.strip(), filename.strip() or None
+    repo, _, name = spec.strip().partition(":")
+    repo, filename = repo.strip(), name.strip() or None
     if not _REPO_RE.match(repo):
         raise InvalidRequest(f"{spec!r} is not a Hugging Face model: write OWNER/NAME or OWNER/NAME:FILE.gguf")
     endpoint = hub_endpoint()
@@ -119,7 +119,7 @@ def quant_label(filename: str) -> str | None:
 
 
 def _choose(repo: str, ggufs: list[str], quant: str | None) -> str:
-    firsts = [f for f in ggufs if not _SPLIT_RE.search(f) or _SPLIT_RE.search(f).group(1) == "00001"]
+    firsts = [f for f in ggufs if (split := _SPLIT_RE.search(f)) is None or split.group(1) == "00001"]
     if quant is None:
         if len(firsts) == 1:
             return firsts[0]

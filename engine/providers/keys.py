@@ -95,6 +95,7 @@ def _file_keyring(passphrase: str | None):
     passphrase = passphrase if passphrase is not None else os.environ.get(PASSPHRASE_ENV)
     if not passphrase:
         raise KeyStoreError(f"the encrypted key file needs its passphrase: set {PASSPHRASE_ENV}")
+    secret: str = passphrase  # a str from here on, for the class below
 
     class PassphraseFile(EncryptedKeyring):
         """EncryptedKeyring at Wren's path, unlocked with a given passphrase (not a prompt)."""
@@ -102,7 +103,7 @@ def _file_keyring(passphrase: str | None):
         file_path = str(key_file_path())
 
         def _get_new_password(self) -> str:
-            return passphrase
+            return secret
 
         def _unlock(self) -> None:
             self.keyring_key = passphrase
