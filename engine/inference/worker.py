@@ -38,7 +38,7 @@ WorkerEvent = PrefillProgress | Delta | Usage | Finished | Failed
 class GenerationRequest:
     prompt_ids: list[int]
     params: SamplingParams
-    sink: Callable[[WorkerEvent], None]  # called on the inference thread
+    sink: Callable[[WorkerEvent], object]  # called on the inference thread; what it returns is ignored
     priority: int = 0  # lower runs first: the visible answer before a title
     submitted_at: float = field(default_factory=time.perf_counter)
     cancel: threading.Event = field(default_factory=threading.Event)
