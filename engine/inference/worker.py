@@ -200,7 +200,7 @@ class ModelWorker:
 
     def _prefill_chunks(self, session: KVSession, ids: list[int], cancel: threading.Event,
                         priority: int | None = None,
-                        progress: Callable[[int], None] | None = None) -> bool:
+                        progress: Callable[[int], object] | None = None) -> bool:
         """Bring `ids` into the cache a chunk at a time; False if cancelled or pre-empted
         (what was prefilled so far stays cached and is reused). `progress(done)` is called
         before each chunk with the ids already cached."""
