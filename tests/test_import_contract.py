@@ -37,7 +37,6 @@ DESKTOP_EXCEPTIONS: dict[str, set[str]] = {
     "desktop/safety/page.py": {"engine.paths", "engine.safety"},
     # Busy during the sweep: change to `from engine.api import ...` (the names are there).
     "desktop/composer/prewarm.py": {"engine.context"},  # ContextOverflow
-    "desktop/chat/inspector.py": {"engine.context"},  # ContextPart, ContextReport, PartKind, PartState
     "desktop/chat/message.py": {"engine.context"},  # report_from_meta
     # Busy during the sweep: ghost-text setting keys; re-export them in engine.api, then import from there.
     "desktop/settings/dialog.py": {"engine.ghost"},

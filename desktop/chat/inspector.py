@@ -11,7 +11,7 @@ from PySide6.QtWidgets import (
 )
 
 from desktop.chat.tokens import TokenPanel
-from engine.context import ContextPart, ContextReport, PartKind, PartState
+from engine.api import ContextPart, ContextReport, PartKind, PartState
 
 KIND_LABELS = {
     PartKind.SYSTEM: "System prompt",
