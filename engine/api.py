@@ -588,17 +588,18 @@ class Engine(Preferences, Serving, Tools, Care, McpFacade, Providers, MemoryEmbe
     def _destination(self) -> str:
         return "remote" if self._status and self._status.backend.startswith("remote") else "local"
 
-    async def prepare(self, conversation_id: int, draft: str, options: SendOptions | None = None) -> int | None:
+    async def prepare(self, conversation_id: int | None, draft: str, options: SendOptions | None = None) -> int | None:
         """Pre-warm while the user types: assemble the prompt this draft would make and
         prefill it into the KV cache at low priority, so after Send only what changed runs.
         A newer call cancels the older one. Returns the draft prompt's token count (None when
         no model is loaded or the draft is empty); raises ContextOverflow early for a draft
-        that cannot fit."""
+        that cannot fit. `conversation_id` None: the first message of a new chat (the system
+        prompt and the draft's memories are known before the chat exists)."""
         self._cancel_warm()
         worker = self._worker
         if worker is None or not draft.strip() or any(owner == conversation_id for _, owner in self._active):
             return None  # while an answer streams, its text is not final: nothing to warm yet
-        shown = await self.messages(conversation_id)
+        shown = await self.messages(conversation_id) if conversation_id is not None else []
         _, ids = await self._turns.assemble(
             conversation_id, shown, draft, None, options or SendOptions(), worker, allow_summarize=False
         )

@@ -74,25 +74,27 @@ class Turns:
 
     # -- the prompt ------------------------------------------------------------------
 
-    async def assemble(self, conv_id: int, history: list[MessageInfo], text: str, message_id: int | None,
+    async def assemble(self, conv_id: int | None, history: list[MessageInfo], text: str, message_id: int | None,
                        options: "SendOptions", worker: ModelWorker, *, allow_summarize: bool = True,
                        exclude_memories: tuple[int, ...] = (), encode: bool = True,
                        ) -> tuple[AssembledContext, list[int] | None]:
         e = self.e
-        store = e._store_for(conv_id)
-        conv = await e._db(store.get_conversation, conv_id)
+        if conv_id is None:  # the first message of a new chat (Engine.prepare): no settings of its own yet
+            conv_settings: dict = {}
+        else:
+            conv_settings = (await e._db(e._store_for(conv_id).get_conversation, conv_id)).settings
         system = options.system_prompt
         if system is None:
-            system = conv.settings.get("system_prompt") or await e.get_setting("system_prompt") or ""
+            system = conv_settings.get("system_prompt") or await e.get_setting("system_prompt") or ""
         if needs_care((await e.scan_input(text)).findings):  # e.g. self-harm: the model is asked for care
             system = with_care_note(system, e.care_message().system_note)
         ctx = await e._db(load_settings, e.store)
         instructions = await e._db(load_instructions, e.store)
         window = e._status.context_length
-        query_vector = await e._memory_query_vector(text, conv.settings)  # on the executor
+        query_vector = await e._memory_query_vector(text, conv_settings)  # on the executor
         retrieved = await e._db(
             e.memory.retrieve, text, budget_tokens=ctx.memory_budget(window), count=worker.tokenizer.count,
-            conversation_id=conv_id, conversation_settings=conv.settings, exclude=exclude_memories,
+            conversation_id=conv_id, conversation_settings=conv_settings, exclude=exclude_memories,
             query_vector=query_vector,
         )
         request = ContextRequest(
@@ -100,7 +102,7 @@ class Turns:
             new_message_id=message_id, system_prompt=system, instructions=instructions,
             retrieved=retrieved, settings=ctx,
         )
-        assembler = e._assembler_for(conv_id)
+        assembler = e._assembler_for(conv_id) if conv_id is not None else e._assemblers[0]
         assembled = await assembler.assemble(request, allow_summarize=allow_summarize)
         if not encode:
             return assembled, None

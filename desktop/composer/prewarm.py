@@ -34,11 +34,11 @@ class Prewarmer(QObject):
     def _start(self) -> None:
         conversation_id = self._conversation()
         text = self._composer.text()
-        if conversation_id is None or self._engine.current_model is None or not text.strip():
+        if self._engine.current_model is None or not text.strip():  # a new chat (None) is warmed too
             return
         self._tasks.run(self._run(conversation_id, text), what="pre-warming")
 
-    async def _run(self, conversation_id: int, text: str) -> None:
+    async def _run(self, conversation_id: int | None, text: str) -> None:
         try:
             await self._engine.prepare(conversation_id, text)
         except ContextOverflow as exc:
