@@ -78,26 +78,43 @@ async def on_event(engine: Any, event: Event, args: argparse.Namespace, err: Tex
         engine.approve_tool(event.id, decision)
 
 
+TTY = "/dev/tty"  # where approvals are asked (tests point it at a pseudo-terminal)
+
+
 def _ask_terminal(event: ToolApprovalNeeded) -> str:
+    # Standard input may be the question itself, so the terminal is opened by name: once to
+    # read, once to write (a terminal cannot be opened "r+" in text mode: it is not seekable,
+    # which Python reports as an OSError, and every approval was declined as "no terminal").
     try:
-        tty = open("/dev/tty", "r+", encoding="utf-8")  # standard input may be the question itself
+        tty_in = open(TTY, encoding="utf-8")
     except OSError:
         print(f"wren: {event.name} needs approval and there is no terminal to ask on; declined "
               "(pass --approve to allow calls)", file=sys.stderr)
         return "deny"
-    with tty:
-        arguments = json.dumps(event.arguments, ensure_ascii=False, indent=2)
-        tty.write(f"\nThe model wants to run {event.name} with:\n{arguments}\n")
-        while True:
-            tty.write("Allow? [o]nce, [a]lways for this tool, [n]o: ")
-            tty.flush()
-            line = tty.readline()
-            if not line:
-                return "deny"
-            answer = line.strip().lower()
-            if answer in ("o", "once", "y", "yes"):
-                return "once"
-            if answer in ("a", "always"):
-                return "always"
-            if answer in ("n", "no", "d", "deny", ""):
-                return "deny"
+    try:
+        tty_out = open(TTY, "w", encoding="utf-8")
+    except OSError:
+        tty_in.close()
+        print(f"wren: {event.name} needs approval and the terminal cannot be written to; declined "
+              "(pass --approve to allow calls)", file=sys.stderr)
+        return "deny"
+    with tty_in, tty_out:
+        return _ask(event, tty_in, tty_out)
+
+
+def _ask(event: ToolApprovalNeeded, tty_in: TextIO, tty: TextIO) -> str:
+    arguments = json.dumps(event.arguments, ensure_ascii=False, indent=2)
+    tty.write(f"\nThe model wants to run {event.name} with:\n{arguments}\n")
+    while True:
+        tty.write("Allow? [o]nce, [a]lways for this tool, [n]o: ")
+        tty.flush()
+        line = tty_in.readline()
+        if not line:
+            return "deny"
+        answer = line.strip().lower()
+        if answer in ("o", "once", "y", "yes"):
+            return "once"
+        if answer in ("a", "always"):
+            return "always"
+        if answer in ("n", "no", "d", "deny", ""):
+            return "deny"

@@ -76,3 +76,29 @@ def test_tool_choice_none_sends_no_tools(scripted, capsys):
     assert main(["ask", "--model", "tiny", "--tools", "calculator", "--tool-choice", "none", "q"]) == 0
     assert "<tool_call>" in capsys.readouterr().out
     assert "<tools>" not in scripted.loaded[0].prompts[0]
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "openpty"), reason="no pseudo-terminals here")
+@pytest.mark.parametrize("typed, decision", [("x\no\n", "once"), ("always\n", "always"), ("n\n", "deny")])
+def test_approval_is_asked_on_a_real_terminal(monkeypatch, typed, decision):
+    """The terminal is not seekable: opening it "r+" in text mode failed, and every call was
+    declined as if there were no terminal. A pseudo-terminal stands in for /dev/tty."""
+    import os
+
+    from engine.events import ToolApprovalNeeded
+
+    master, slave = os.openpty()
+    try:
+        monkeypatch.setattr(tool_ask, "TTY", os.ttyname(slave))
+        os.write(master, typed.encode())
+        event = ToolApprovalNeeded("call_1_1", "calc__add", {"a": 2, "b": 3})
+        assert tool_ask._ask_terminal(event) == decision
+        import select
+
+        shown = ""
+        while "Allow?" not in shown and select.select([master], [], [], 5)[0]:
+            shown += os.read(master, 65536).decode()
+        assert "The model wants to run calc__add" in shown and '"a": 2' in shown and "Allow?" in shown
+    finally:
+        os.close(master)
+        os.close(slave)
