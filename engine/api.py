@@ -707,6 +707,12 @@ class Engine(Preferences, Serving, Tools, Care, McpFacade, Providers, MemoryEmbe
         async for event in self._turns.answer(msg, options or SendOptions()):
             yield event
 
+    async def continue_answer(self, message_id: int) -> AsyncIterator[Event]:
+        """Extend an answer that ended stopped, interrupted or at the length limit: the same
+        message grows, its prompt and text so far reused from the KV cache (engine/turns.py)."""
+        async for event in self._turns.continue_answer(message_id):
+            yield event
+
     async def _ask(self, conversation_id: int, parent_id: int | None, text: str,
                    options: SendOptions | None) -> AsyncIterator[Event]:
         options = options or SendOptions()

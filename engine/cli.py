@@ -113,6 +113,7 @@ async def _saving(engine, args) -> bool:
 def _extensions():
     """Subcommands that live beside the parts they belong to."""
     from engine.cli_completion import register as completion
+    from engine.continue_cli import register as continue_answer
     from engine.data_cli import register as data
     from engine.memory.cli import register as memory
     from engine.providers.cli import register as providers
@@ -121,7 +122,7 @@ def _extensions():
     from engine.tokens_cli import register as tokens
     from engine.tools.cli import register as tools
 
-    return [safety, memory, completion, serve, providers, tools, tokens, data]
+    return [safety, memory, completion, serve, providers, tools, tokens, data, continue_answer]
 
 
 def _print_notices(engine) -> None:

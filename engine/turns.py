@@ -182,6 +182,57 @@ class Turns:
         async for event in events:
             yield event
 
+    # -- continuing an answer ------------------------------------------------------------
+
+    async def continue_answer(self, message_id: int) -> AsyncIterator[Event]:
+        """Extend an answer that ended interrupted, stopped or at the length limit: the same
+        message grows. The prompt is the answer's own prompt followed by its text so far, so
+        the prefix cache finds both (Usage.cached_tokens) and only the new tokens are decoded."""
+        e = self.e
+        answer = await e.get_message(message_id)
+        if answer.role is not Role.ASSISTANT:
+            raise InvalidRequest(f"message {message_id} is not an answer; only answers can be continued")
+        if not can_continue(answer):
+            raise InvalidRequest(f"answer {message_id} is {answer.status.value}; only an answer that was stopped, "
+                                 "interrupted or cut at the length limit can be continued")
+        if answer.parent_id is None:
+            raise InvalidRequest(f"answer {message_id} has no question")
+        store = e._store_for(answer.conversation_id)
+        user = await e.get_message(answer.parent_id)
+        conv = await e._db(store.get_conversation, answer.conversation_id)
+        try:
+            worker = await e._ensure_model()
+        except WrenError as exc:
+            yield Failed(str(exc), FailureKind.MODEL)
+            yield Finished(FinishReason.ERROR, answer.id)
+            return
+        chain = await e._db(lineage, store, user.id)
+        from engine.api import SendOptions
+
+        assembled, prompt_ids = await self.assemble(answer.conversation_id, chain[:-1], user.content, user.id,
+                                                    SendOptions(), worker)
+        loop = asyncio.get_running_loop()
+        tokenizer = worker.tokenizer
+        done = await loop.run_in_executor(None, lambda: tokenizer.encode(answer.content))
+        if tokenizer.add_bos and done[:1] == [tokenizer.bos_id]:
+            done = done[1:]
+        ids = prompt_ids + done
+        status = e._status
+        room = status.context_length - len(ids)
+        if room < 1:
+            raise InvalidRequest(f"answer {message_id} already fills the model's context window; it cannot go on")
+        saved = answer.sampling or {}
+        params = SamplingParams.from_dict(saved) if saved else await e.default_sampling(
+            overrides=conv.settings.get("sampling"))
+        params = params.with_(max_tokens=max(1, min(params.max_tokens, room)))
+        await e._db(store.update_message, answer.id, status=MessageStatus.STREAMING, error=None)
+        answer = await e.get_message(answer.id)
+        started = Started(answer.conversation_id, user.id, answer.id, status.name, status.backend)
+        log_event("answer.continued", conversation_id=answer.conversation_id, message_id=answer.id,
+                  kept_chars=len(answer.content), prompt_tokens=len(ids))
+        async for event in self.stream(worker, answer, ids, params, started, messages=None, prefix=answer.content):
+            yield event
+
     # -- tools -------------------------------------------------------------------------
 
     async def _attachments(self, store, conv, user: MessageInfo, options: "SendOptions") -> tuple[Path, ...]:
@@ -313,7 +364,7 @@ class Turns:
     async def stream(self, worker: ModelWorker, answer: MessageInfo, prompt_ids: list[int],
                      params: SamplingParams, started: Started, *, tools: "_ToolSession | None" = None,
                      messages: list[dict] | None = None,
-                     constraint: Constraint | None = None) -> AsyncIterator[Event]:
+                     constraint: Constraint | None = None, prefix: str = "") -> AsyncIterator[Event]:
         """Generate the answer; with `tools`, each call the model writes pauses it: the call
         runs, its result joins the prompt and the same answer goes on (docs/tools.md)."""
         e = self.e
@@ -323,10 +374,10 @@ class Turns:
         events: asyncio.Queue = asyncio.Queue()
         turn = _TurnStop(loop)  # Engine.stop reaches a turn that waits on a tool, not only a generation
         e._active.append((turn, conv_id))
-        parts: list[str] = []
+        parts: list[str] = [prefix] if prefix else []  # a continued answer keeps its text (continue_answer)
         notices: list[SafetyNotice] = []
         tool_log: list[dict] = []
-        saved_len = 0
+        saved_len = len(prefix)
         last_checkpoint = time.monotonic()
         usages: list[Usage] = []
         error: str | None = None
@@ -550,6 +601,18 @@ class Turns:
     async def summarize(self, turns: list[dict], previous: str) -> str:
         params = SamplingParams(temperature=0.0, max_tokens=200)
         return (await self.complete(summary_prompt(turns, previous), params)).strip()
+
+
+def can_continue(message: MessageInfo) -> bool:
+    """An answer that ended before it was done: stopped, interrupted (a crash, a broken
+    stream) or cut at its max_tokens."""
+    if message.role is not Role.ASSISTANT:
+        return False
+    if message.status in (MessageStatus.STOPPED, MessageStatus.INTERRUPTED):
+        return True
+    limit = (message.sampling or {}).get("max_tokens")
+    return (message.status is MessageStatus.COMPLETE and isinstance(limit, int)
+            and (message.completion_tokens or 0) >= limit > 0)
 
 
 class _TurnStop:
