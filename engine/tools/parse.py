@@ -18,8 +18,11 @@ has the result, is not an answer.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
+
+_WRITTEN_NAME = re.compile(r'\s*\[?\s*\{\s*"name"\s*:\s*"([A-Za-z0-9_.:-]{1,128})"')
 
 FAMILIES = ("hermes", "llama3", "mistral")
 MAX_CALL_CHARS = 100_000  # a call longer than this is refused, not parsed
@@ -371,7 +374,9 @@ class CallParser:
     def _error(self, why: str, raw: str, count: bool = True) -> ParsedCall:
         if count:
             self.calls += 1
-        return ParsedCall("", {}, why, raw)
+        # a call cut off or garbled after its name keeps the name (shown, stored), never runs
+        written = _WRITTEN_NAME.match(raw)
+        return ParsedCall(written.group(1) if written else "", {}, why, raw)
 
     def _after(self, out: list[Piece], final: bool) -> bool:
         """After a call: only another call may follow."""

@@ -150,3 +150,12 @@ def test_a_long_call_fed_in_small_deltas_parses_quickly():
     _, calls, _ = run("hermes", [text[i:i + 4] for i in range(0, len(text), 4)])
     assert time.perf_counter() - started < 2.0
     assert len(calls[0].arguments["text"]) == 75_000 and calls[0].error is None
+
+
+def test_a_call_cut_off_or_garbled_after_its_name_keeps_the_name():
+    _, calls, _ = run("hermes", ['<tool_call>\n{"name": "calculator", "arguments": {"expression": "17*2'])
+    assert len(calls) == 1 and "cut off" in calls[0].error and calls[0].name == "calculator"
+    _, calls, _ = run("hermes", ['<tool_call>{"name": "calculator", "arguments": {"expression": }</tool_call>'])
+    assert calls[0].error and calls[0].name == "calculator"
+    _, calls, _ = run("hermes", ['<tool_call>{"arguments": {"name": "x"}, "na'])
+    assert calls[0].error and calls[0].name == ""  # a "name" inside the arguments is not the tool's
