@@ -34,18 +34,18 @@ from engine.modelhub.catalog import CatalogEntry, load_catalog, system_memory_by
 from engine.modelhub.registry import RECORD_FILE, ModelInfo, ModelRegistry, ModelSource, SweepReport, WeightCheck  # noqa: F401  re-exported
 from engine.preferences import Preferences
 from engine.privacy import EraseReport, Privacy, purge_conversations  # noqa: F401  EraseReport: re-exported for the desktop
-from engine.providers import KEY_STORES, KeyStoreError, ProviderInfo, RemoteModelInfo  # noqa: F401  re-exported for the desktop
-from engine.providers.facade import ProviderCheck, Providers  # noqa: F401  ProviderCheck: re-exported
 from engine.tools.mcp_facade import McpFacade, McpServerInfo  # noqa: F401  McpServerInfo: re-exported for the desktop
 from engine.tools.facade import Tools
 from engine.tools.registry import ToolInfo, ToolSpec  # noqa: F401  re-exported for the desktop
+from engine.providers import KEY_STORES, KeyStoreError, ProviderInfo, RemoteModelInfo  # noqa: F401  re-exported for the desktop
+from engine.providers.facade import ProviderCheck, Providers  # noqa: F401  ProviderCheck: re-exported
 from engine.server.serving import Serving
 from engine.records import ConversationInfo, EngineNotice, MessageInfo, Role, check_unicode, clean_title
 from engine.safety import Policy, ScanResult, scan
 from engine.safety.care import Care, CareMessage, HelpLine, is_care_category, needs_care  # noqa: F401 (for front ends)
 from engine.store import Store
 from engine.tokenize import Tokenizer
-from engine.turns import Turns, memory_notice, notice_fields
+from engine.turns import Turns, can_continue, memory_notice, notice_fields  # noqa: F401  can_continue: re-exported for the desktop
 
 # Plain types and constants the desktop uses, re-exported so that desktop/ imports the
 # engine through this module alone (tests/test_import_contract.py).

@@ -13,6 +13,7 @@ from desktop.chat.body import MarkdownBody
 from desktop.chat.segments import PlainSegment
 from desktop.chat.toolcard import ToolCard
 from desktop.memory.notes import MemoryNotes, notice_from_meta
+from engine.api import can_continue
 from engine.context import report_from_meta
 from engine.events import MemoryNotice, SafetyNotice, ToolApprovalNeeded, ToolCall, ToolResult
 from engine.records import MessageInfo, MessageStatus, Role
@@ -44,6 +45,7 @@ class MessageWidget(QFrame):
     # Ids travel as `object`: Qt's int is 32 bits, and temporary chats' ids start at 2**40.
     edit_requested = Signal(object)
     regenerate_requested = Signal(object)
+    continue_requested = Signal(object)  # an answer that was stopped, interrupted or cut: go on with it
     sibling_requested = Signal(object, int)  # message id, step (-1 or +1)
     copied = Signal(str)
     remember_requested = Signal(object)  # "Remember this"
@@ -88,6 +90,11 @@ class MessageWidget(QFrame):
             "Remember", "rememberButton", "Remember this", "Save this message as a memory Wren can use in later chats"
         )
         self.remember_button.clicked.connect(lambda: self._emit_for(self.remember_requested))
+        self.continue_button = _tool_button(
+            "Continue", "continueButton", "Continue answer",
+            "Go on with this answer where it ended (it was stopped, interrupted or reached its length limit)")
+        self.continue_button.clicked.connect(lambda: self._emit_for(self.continue_requested))
+        self.continue_button.hide()
 
         header = QHBoxLayout()
         header.setContentsMargins(0, 0, 0, 0)
@@ -95,8 +102,8 @@ class MessageWidget(QFrame):
         header.addWidget(self._who)
         header.addWidget(self.status_label, 1)
         header.addStretch(0)
-        for w in (self.previous_button, self.version_label, self.next_button, self.copy_button, self.action_button,
-                  self.remember_button):
+        for w in (self.previous_button, self.version_label, self.next_button, self.copy_button, self.continue_button,
+                  self.action_button, self.remember_button):
             header.addWidget(w)
 
         if role is Role.USER:
@@ -315,6 +322,8 @@ class MessageWidget(QFrame):
         self.next_button.setEnabled(idle and info is not None and info.sibling_index < info.sibling_count - 1)
         self.action_button.setEnabled(idle and info is not None)
         self.remember_button.setVisible(not self._temporary)
+        self.continue_button.setVisible(info is not None and not self.is_streaming and can_continue(info))
+        self.continue_button.setEnabled(idle)
         self.remember_button.setEnabled(self.message_id is not None and bool(self.text().strip()))
 
     def copy(self) -> None:

@@ -24,6 +24,7 @@ class ChatView(QScrollArea):
     # Message ids travel as `object`: Qt's int is 32 bits, temporary chats' ids start at 2**40.
     edit_requested = Signal(object)
     regenerate_requested = Signal(object)
+    continue_requested = Signal(object)
     sibling_requested = Signal(object, int)
     copied = Signal(str)
     remember_requested = Signal(object)  # message id
@@ -208,6 +209,7 @@ class ChatView(QScrollArea):
     def _add(self, widget: MessageWidget, at: int | None = None) -> MessageWidget:
         widget.edit_requested.connect(self.edit_requested)
         widget.regenerate_requested.connect(self.regenerate_requested)
+        widget.continue_requested.connect(self.continue_requested)
         widget.sibling_requested.connect(self.sibling_requested)
         widget.copied.connect(self.copied)
         widget.remember_requested.connect(self.remember_requested)

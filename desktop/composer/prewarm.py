@@ -13,6 +13,7 @@ from engine.api import Engine
 from engine.context import ContextOverflow
 
 PAUSE_MS = 500  # typing pauses this long before the draft is worth prefilling
+MAX_DRAFT_CHARS = 100_000  # a larger draft (a pasted file) is not pre-warmed: Send checks it
 
 
 class Prewarmer(QObject):
@@ -34,8 +35,8 @@ class Prewarmer(QObject):
     def _start(self) -> None:
         conversation_id = self._conversation()
         text = self._composer.text()
-        if self._engine.current_model is None or not text.strip():  # a new chat (None) is warmed too
-            return
+        if self._engine.current_model is None or not text.strip() or len(text) > MAX_DRAFT_CHARS:
+            return  # (a new chat, conversation None, is warmed too)
         self._tasks.run(self._run(conversation_id, text), what="pre-warming")
 
     async def _run(self, conversation_id: int | None, text: str) -> None:

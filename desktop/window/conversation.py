@@ -14,7 +14,7 @@ from desktop.safety.labels import shown_notices
 from desktop.sidebar.sidebar import UNTITLED
 from engine.api import SendOptions, WrenError
 from engine.events import (
-    Event, Failed, FailureKind, Finished, FinishReason, MemoryNotice, PrefillProgress, SafetyNotice, Started,
+    Delta, Event, Failed, FailureKind, Finished, FinishReason, MemoryNotice, PrefillProgress, SafetyNotice, Started,
     TitleUpdate, ToolApprovalNeeded,
 )
 from engine.records import MessageInfo, Role
@@ -46,6 +46,7 @@ class ConversationController(QObject):
         self._tools_picked = 0  # the user's changes to the composer's tools, counted
         self._tools_shown_at = -1  # the chat opening (_open_generation) the menu's ticks belong to
         window.chat.tool_decided.connect(self._approve_tool)
+        window.chat.continue_requested.connect(self.continue_answer)
         window.chat.tool_cancel_requested.connect(self._cancel_tool)
         window.composer.tools_button.refresh_requested.connect(self.load_tools)
         window.composer.tools_button.changed.connect(self._tools_chosen)
@@ -240,6 +241,26 @@ class ConversationController(QObject):
             return
         self.w.chat.remove_from(message_id)
         self._start(self.current_id, self.engine.regenerate(message_id))
+
+    def continue_answer(self, message_id: int) -> None:
+        """Go on with an answer that was stopped, interrupted or cut at its length limit: the
+        same message grows (Engine.continue_answer)."""
+        if self.current_id is None or self.current_id in self.streams:
+            return
+        self.w.chat.remove_from(message_id)
+        self._start(self.current_id, self._continued(message_id))
+
+    async def _continued(self, message_id: int) -> AsyncIterator[Event]:
+        """The continuation's events, led by the text the answer already has (the live widget
+        shows the whole answer, and the stored one keeps it)."""
+        kept = (await self.engine.get_message(message_id)).content
+        first = True
+        async for event in self.engine.continue_answer(message_id):
+            yield event
+            if first and isinstance(event, Started):
+                first = False
+                if kept:
+                    yield Delta(kept)
 
     def edit_and_resend(self, message_id: int, text: str) -> None:
         if self.current_id is None or self.current_id in self.streams:
