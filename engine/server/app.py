@@ -42,6 +42,7 @@ from engine.events import (
     SafetyNotice,
     Started,
     TitleUpdate,
+    ToolCall,
     Usage,
     event_to_dict,
 )
@@ -123,7 +124,7 @@ def _error_for(exc: BaseException) -> ApiError:
     if isinstance(exc, NotFound):
         return ApiError(404, str(exc), code="not_found")
     if isinstance(exc, InvalidRequest):
-        return ApiError(400, str(exc))
+        return ApiError(400, str(exc), param=getattr(exc, "param", None))
     if isinstance(exc, ModelBusy):
         return ApiError(409, str(exc), code="model_busy", param="model")
     if isinstance(exc, WrenError):
@@ -260,17 +261,8 @@ def _check_unsupported(body: dict, *, chat: bool) -> None:
     if modalities not in (None, ["text"]):
         raise ApiError(400, "only text output is supported (modalities: [\"text\"])", param="modalities",
                        code="unsupported_parameter")
-    tools = body.get("tools")
-    if tools not in (None, []):
-        # Client-defined functions: the client would run them. Wren's engine runs only its
-        # own tools, inside its conversations (POST /api/conversation with "tools").
-        where = ("Wren's own tools run in its conversations: POST /api/conversation with \"tools\""
-                 if _engine_supports("tools") else "this engine has no tool calling yet")
-        raise ApiError(400, f"tools are not supported by this endpoint yet; {where}", param="tools",
-                       code="unsupported_parameter")
-    choice = body.get("tool_choice")
-    if choice not in (None, "none", "auto"):
-        raise ApiError(400, "tool_choice is not supported by this endpoint yet (it needs tools)", param="tool_choice",
+    if not chat and (body.get("tools") not in (None, []) or body.get("tool_choice") not in (None, "none", "auto")):
+        raise ApiError(400, "tools are not supported by /v1/completions; use /v1/chat/completions", param="tools",
                        code="unsupported_parameter")
     if body.get("parallel_tool_calls") not in (None, True, False):
         raise ApiError(400, "parallel_tool_calls must be true or false", param="parallel_tool_calls")
@@ -383,24 +375,31 @@ class WrenApp:
 
     # -- OpenAI-compatible ------------------------------------------------------------
 
+    async def _all_models(self) -> list:
+        """Installed models, then the remote providers' ("provider/model")."""
+        found = list(await self.engine.installed_models())
+        if hasattr(self.engine, "remote_models"):
+            found += await self.engine.remote_models()
+        return found
+
     async def models(self, request: Request) -> Response:
-        installed = await self.engine.installed_models()
-        return JSONResponse({"object": "list", "data": [self._model_card(m) for m in installed]})
+        return JSONResponse({"object": "list", "data": [self._model_card(m) for m in await self._all_models()]})
 
     async def model(self, request: Request) -> Response:
         name = request.path_params["name"]
-        for info in await self.engine.installed_models():
+        for info in await self._all_models():
             if info.name == name:
                 return JSONResponse(self._model_card(info))
-        raise ApiError(404, f"no installed model is called {name!r}", code="model_not_found")
+        raise ApiError(404, f"no installed or remote model is called {name!r}", code="model_not_found")
 
     @staticmethod
     def _model_card(info) -> dict:
         try:
             stamp = int(info.path.stat().st_mtime)  # when it was installed
-        except OSError:
-            stamp = 0
-        return {"id": info.name, "object": "model", "created": stamp, "owned_by": "wren",
+        except (OSError, AttributeError):
+            stamp = 0  # a remote model has no file
+        provider = getattr(info, "provider", None) if getattr(info, "remote", False) else None
+        return {"id": info.name, "object": "model", "created": stamp, "owned_by": provider or "wren",
                 "context_length": info.context_length}
 
     async def chat_completions(self, request: Request) -> Response:
@@ -431,8 +430,14 @@ class WrenApp:
         try:
             status = await _until_disconnect(request, self.engine.serving_model(model or None))
             params = _sampling(body, await self._defaults(status.name))
-            events = (self.engine.stateless_chat(body["messages"], params, **(
-                          {"response_format": body["response_format"]} if body.get("response_format") else {}))
+            extra: dict[str, Any] = {}
+            if chat and body.get("response_format"):
+                extra["response_format"] = body["response_format"]
+            if chat and (body.get("tools") or body.get("tool_choice") is not None):
+                # client-defined functions: the calls come back to the client, who runs them
+                extra.update(tools=body.get("tools"), tool_choice=body.get("tool_choice"),
+                             parallel_tool_calls=body.get("parallel_tool_calls") is not False)
+            events = (self.engine.stateless_chat(body["messages"], params, **extra)
                       if chat else self.engine.stateless_completion(body["prompt"], params))
             # The first event is awaited here, so errors before any answer (a prompt too
             # long, a bad message) are HTTP errors rather than a broken stream.
@@ -466,6 +471,16 @@ class WrenApp:
                         if isinstance(event, Delta):
                             yield _sse(out.chunk({"content": event.text} if chat else event.text,
                                                  include_usage=include_usage))
+                        elif isinstance(event, ToolCall):
+                            # OpenAI's shape: the call's index, id and name first, then its arguments
+                            index = len(out.calls)
+                            out.take(event)
+                            yield _sse(out.chunk({"tool_calls": [{
+                                "index": index, "id": event.id, "type": "function",
+                                "function": {"name": event.name, "arguments": ""}}]}, include_usage=include_usage))
+                            yield _sse(out.chunk({"tool_calls": [{
+                                "index": index, "function": {"arguments": out.calls[index]["function"]["arguments"]}}]},
+                                include_usage=include_usage))
                         else:
                             out.take(event)
                     if out.error is not None:
@@ -726,10 +741,14 @@ class _OpenAIAnswer:
         self.reason: FinishReason | None = None
         self.error: str | None = None
         self.error_code: str | None = None
+        self.calls: list[dict] = []  # the client's functions the model called
 
     def take(self, event) -> None:
         if isinstance(event, Delta):
             self.parts.append(event.text)
+        elif isinstance(event, ToolCall):
+            self.calls.append({"id": event.id, "type": "function", "function": {
+                "name": event.name, "arguments": json.dumps(event.arguments, ensure_ascii=False)}})
         elif isinstance(event, Usage):
             self.usage = event
         elif isinstance(event, Failed):
@@ -742,6 +761,8 @@ class _OpenAIAnswer:
 
     @property
     def finish_reason(self) -> str:
+        if self.calls and self.reason is FinishReason.STOP:
+            return "tool_calls"
         return _FINISH[self.reason or FinishReason.CANCELLED]
 
     def _head(self) -> dict:
@@ -761,7 +782,11 @@ class _OpenAIAnswer:
 
     def whole(self) -> dict:
         text = "".join(self.parts)
-        choice = ({"index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
+        message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+        if self.calls:
+            message["content"] = text or None
+            message["tool_calls"] = self.calls
+        choice = ({"index": 0, "message": message,
                    "logprobs": None, "finish_reason": self.finish_reason} if self.chat
                   else {"index": 0, "text": text, "logprobs": None, "finish_reason": self.finish_reason})
         return {"id": self.ident, "object": "chat.completion" if self.chat else "text_completion",

@@ -12,7 +12,12 @@ output, and `Engine.stop()`, which stops them too.
 from __future__ import annotations
 
 import asyncio
+import json
+import re
+import secrets
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import InvalidRequest, WrenError
@@ -20,26 +25,42 @@ from engine.events import (
     Delta,
     Event,
     Failed,
+    FailureKind,
     Finished,
     FinishReason,
     SafetyNotice,
+    ToolCall,
     Usage,
 )
-from engine.inference.constrain import Constraint
+from engine.inference.constrain import Constraint, ConstraintError
 from engine.inference.sampling import SamplingParams
 from engine.inference.worker import GenerationRequest, ModelWorker
+from engine.logs import log_event
 from engine.safety import OutputGuard, scan
+from engine.tools.parse import CallParser, ParsedCall
+from engine.tools.prompt import ToolPlan, plan_for
+from engine.tools.registry import ToolSpec
 
 if TYPE_CHECKING:
     from engine.api import ModelStatus
 
 # The owner recorded in Engine._active for requests that belong to no conversation.
 STATELESS_OWNER = -1
-ROLES = ("system", "user", "assistant")
+ROLES = ("system", "user", "assistant", "tool")
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+CHOICES = ("auto", "none", "required")
 
 
 class ModelBusy(WrenError):
     """A request named another model while answers from the loaded one are still streaming."""
+
+
+class BadField(InvalidRequest):
+    """A request field that is wrong; `param` names it (OpenAI's error `param`)."""
+
+    def __init__(self, message: str, param: str):
+        super().__init__(message)
+        self.param = param
 
 
 class PromptTooLong(InvalidRequest):
@@ -51,35 +72,234 @@ class PromptTooLong(InvalidRequest):
         self.limit = limit
 
 
+def _text(content: Any, where: str) -> str:
+    if isinstance(content, list):  # content parts: only text ones are understood
+        texts = []
+        for j, part in enumerate(content):
+            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                raise BadField(f"{where}[{j}] is a {kind!r} part; only text parts are supported", where)
+            texts.append(part["text"])
+        content = "".join(texts)
+    if not isinstance(content, str):
+        raise BadField(f"{where} must be a string or a list of text parts", where)
+    return content
+
+
 def check_messages(messages: Any) -> list[dict]:
-    """OpenAI-style chat messages as plain {"role", "content"} dicts; a clear
-    InvalidRequest naming the first thing that is wrong."""
+    """OpenAI-style chat messages as plain dicts, a clear BadField naming the first thing
+    that is wrong. {"role", "content"}; an assistant's calls as "tool_calls": [(id, name,
+    arguments dict)]; a tool result as {"role": "tool", "content", "tool_call_id", "name"}
+    (the name from the call it answers)."""
     if not isinstance(messages, list) or not messages:
-        raise InvalidRequest("messages must be a non-empty list of {\"role\", \"content\"} objects")
-    out = []
+        raise BadField("messages must be a non-empty list of {\"role\", \"content\"} objects", "messages")
+    out: list[dict] = []
+    called: dict[str, str] = {}  # call id -> tool name, from the assistant messages so far
     for i, msg in enumerate(messages):
         if not isinstance(msg, dict):
-            raise InvalidRequest(f"messages[{i}] must be an object with role and content")
+            raise BadField(f"messages[{i}] must be an object with role and content", f"messages[{i}]")
         role = msg.get("role")
         if role == "developer":  # newer OpenAI clients' name for the system role
             role = "system"
         if role not in ROLES:
-            raise InvalidRequest(f"messages[{i}].role must be one of {', '.join(ROLES)}, got {role!r}")
+            raise BadField(f"messages[{i}].role must be one of {', '.join(ROLES)}, got {role!r}", f"messages[{i}].role")
         content = msg.get("content")
-        if isinstance(content, list):  # content parts: only text ones are understood
-            texts = []
-            for j, part in enumerate(content):
-                if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
-                    kind = part.get("type") if isinstance(part, dict) else type(part).__name__
-                    raise InvalidRequest(f"messages[{i}].content[{j}] is a {kind!r} part; only text parts are supported")
-                texts.append(part["text"])
-            content = "".join(texts)
         if content is None and role == "assistant":
             content = ""
-        if not isinstance(content, str):
-            raise InvalidRequest(f"messages[{i}].content must be a string or a list of text parts")
-        out.append({"role": role, "content": content})
+        item: dict[str, Any] = {"role": role, "content": _text(content, f"messages[{i}].content")}
+        if role == "assistant" and msg.get("tool_calls") not in (None, []):
+            item["tool_calls"] = _calls_of(msg["tool_calls"], f"messages[{i}].tool_calls")
+            called.update((ident, name) for ident, name, _ in item["tool_calls"])
+        elif role == "tool":
+            ident = msg.get("tool_call_id")
+            if not isinstance(ident, str) or not ident:
+                raise BadField(f"messages[{i}].tool_call_id must be the id of the call this result answers",
+                               f"messages[{i}].tool_call_id")
+            name = called.get(ident) or msg.get("name")
+            if not isinstance(name, str) or not name:
+                raise BadField(f"messages[{i}].tool_call_id {ident!r} answers no call of an earlier assistant "
+                               "message", f"messages[{i}].tool_call_id")
+            item.update(tool_call_id=ident, name=name)
+        out.append(item)
     return out
+
+
+def _calls_of(calls: Any, where: str) -> list[tuple[str, str, dict]]:
+    if not isinstance(calls, list):
+        raise BadField(f"{where} must be a list of calls", where)
+    out = []
+    for j, call in enumerate(calls):
+        at = f"{where}[{j}]"
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(call, dict) or call.get("type", "function") != "function" or not isinstance(function, dict):
+            raise BadField(f"{at} must be {{\"id\", \"type\": \"function\", \"function\": {{\"name\", "
+                           "\"arguments\"}}}}", at)
+        ident, name, arguments = call.get("id"), function.get("name"), function.get("arguments", "{}")
+        if not isinstance(ident, str) or not ident:
+            raise BadField(f"{at}.id must be the call's id (a string)", f"{at}.id")
+        if not isinstance(name, str) or not name:
+            raise BadField(f"{at}.function.name must be the tool's name", f"{at}.function.name")
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except ValueError as exc:
+                raise BadField(f"{at}.function.arguments is not valid JSON: {exc}", f"{at}.function.arguments") from None
+        if not isinstance(arguments, dict):
+            raise BadField(f"{at}.function.arguments must be a JSON object (as a string)", f"{at}.function.arguments")
+        out.append((ident, name, arguments))
+    return out
+
+
+@dataclass(frozen=True)
+class ClientTools:
+    """The functions a client offered for one request (it runs them; Wren only writes the
+    calls) and its tool_choice: "auto", "none", "required", or `forced` (a named function)."""
+
+    specs: tuple[ToolSpec, ...]
+    choice: str
+    forced: str | None = None
+
+    @property
+    def offered(self) -> bool:
+        return bool(self.specs) and self.choice != "none"
+
+
+class ClientSource:
+    """The plan's source for client-defined functions. Wren never runs them: the calls go
+    back to the client."""
+
+    name = "client"
+
+    def __init__(self, specs: tuple[ToolSpec, ...]):
+        self._specs = specs
+
+    def specs(self) -> list[ToolSpec]:
+        return list(self._specs)
+
+    async def call(self, name: str, arguments: dict, cancel: asyncio.Event) -> tuple[str, bool]:
+        return f"{name} is the client's function; Wren does not run it", True
+
+
+def check_tools(tools: Any, tool_choice: Any) -> ClientTools | None:
+    """OpenAI's `tools` and `tool_choice`, checked (BadField names the wrong field); None
+    when there are no tools and the choice allows that."""
+    if tools in (None, []):
+        if tool_choice not in (None, "none", "auto"):
+            raise BadField("tool_choice needs tools: the request offers no functions", "tool_choice")
+        return None
+    if not isinstance(tools, list):
+        raise BadField("tools must be a list of {\"type\": \"function\", \"function\": {...}}", "tools")
+    specs: list[ToolSpec] = []
+    for i, tool in enumerate(tools):
+        at = f"tools[{i}]"
+        if not isinstance(tool, dict):
+            raise BadField(f"{at} must be an object", at)
+        if tool.get("type") != "function":
+            raise BadField(f"{at}.type must be \"function\", got {tool.get('type')!r}", f"{at}.type")
+        function = tool.get("function")
+        if not isinstance(function, dict):
+            raise BadField(f"{at}.function must be an object with name, description and parameters", f"{at}.function")
+        name = function.get("name")
+        if not isinstance(name, str) or not TOOL_NAME.match(name):
+            raise BadField(f"{at}.function.name must be 1 to 64 letters, digits, _ or -, got {name!r}",
+                           f"{at}.function.name")
+        if any(s.name == name for s in specs):
+            raise BadField(f"{at}.function.name {name!r} is given twice", f"{at}.function.name")
+        description = function.get("description", "")
+        if description is None:
+            description = ""
+        if not isinstance(description, str):
+            raise BadField(f"{at}.function.description must be a string", f"{at}.function.description")
+        parameters = function.get("parameters")
+        if parameters is None:
+            parameters = {"type": "object", "properties": {}}
+        if not isinstance(parameters, dict):
+            raise BadField(f"{at}.function.parameters must be a JSON schema object", f"{at}.function.parameters")
+        try:  # the schema must be one the arguments can be held to
+            Constraint.tool_call(name, parameters)
+        except ConstraintError as exc:
+            raise BadField(f"{at}.function.parameters: {exc}", f"{at}.function.parameters") from None
+        specs.append(ToolSpec(name, description, parameters))
+    forced = None
+    if tool_choice is None:
+        choice = "auto"
+    elif isinstance(tool_choice, str):
+        if tool_choice not in CHOICES:
+            raise BadField(f"tool_choice must be one of {', '.join(CHOICES)} or "
+                           f"{{\"type\": \"function\", \"function\": {{\"name\": …}}}}, got {tool_choice!r}",
+                           "tool_choice")
+        choice = tool_choice
+    else:
+        function = tool_choice.get("function") if isinstance(tool_choice, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(tool_choice, dict) or tool_choice.get("type") != "function" or not isinstance(name, str):
+            raise BadField("tool_choice must be \"auto\", \"none\", \"required\" or "
+                           "{\"type\": \"function\", \"function\": {\"name\": …}}", "tool_choice")
+        if not any(s.name == name for s in specs):
+            raise BadField(f"tool_choice names {name!r}, which is not among the request's tools "
+                           f"({', '.join(s.name for s in specs)})", "tool_choice.function.name")
+        choice, forced = "function", name
+    return ClientTools(tuple(specs), choice, forced)
+
+
+@dataclass
+class _Prepared:
+    ids: list[int]
+    plan: ToolPlan | None = None
+    offered: ClientTools | None = None  # the tools the model may call in this answer
+    constraint: Constraint | None = None
+
+
+def _model_type(worker: Any) -> str | None:
+    """config.json's model_type: the call format where the template does not say."""
+    try:
+        config = json.loads((Path(worker.model_dir) / "config.json").read_text("utf-8"))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+    found = config.get("model_type") if isinstance(config, dict) else None
+    return found if isinstance(found, str) else None
+
+
+def _prepare(worker: Any, messages: list[dict], tools: ClientTools | None) -> _Prepared:
+    """The prompt ids for `messages`, with the offered tools, earlier calls and results
+    rendered as the engine's own tool loop renders them (engine.tools.prompt); on an
+    executor thread."""
+    tokenizer = worker.tokenizer
+    history = any(m.get("tool_calls") or m["role"] == "tool" for m in messages)
+    offered = tools if tools is not None and tools.offered else None
+    if offered is None and not history:
+        return _Prepared(tokenizer.encode_chat(messages))
+    entries: list = []
+    if offered is not None:
+        source = ClientSource(offered.specs)
+        entries = [(spec, source) for spec in offered.specs]
+    plan = plan_for(tokenizer, entries, forced=offered.forced if offered else None, model_type=_model_type(worker))
+    chat = []
+    for m in messages:
+        if m.get("tool_calls"):
+            chat.append(plan.call_message(m["content"], m["tool_calls"]))
+        elif m["role"] == "tool":
+            chat.append(plan.result_message(m["tool_call_id"], m["name"], m["content"]))
+        else:
+            chat.append({"role": m["role"], "content": m["content"]})
+    if offered is None:
+        return _Prepared(tokenizer.encode_chat(chat), plan)
+    ids = tokenizer.encode_chat(plan.instructed(chat), tools=plan.template_tools())
+    if plan.forced:  # the call's opening is in the prompt; the model writes the arguments
+        head = tokenizer.encode(plan.forced_prefix(), special=True)
+        if tokenizer.add_bos and head[:1] == [tokenizer.bos_id]:
+            head = head[1:]
+        ids = ids + head
+    params = {s.name: s.parameters for s in plan.specs}
+    try:
+        if plan.forced:
+            constraint = Constraint.tool_call(plan.forced, params[plan.forced], family=plan.family, opened=True)
+        else:
+            constraint = Constraint.tool_calls(params, family=plan.family, lazy=offered.choice != "required")
+    except ConstraintError as exc:  # this family's grammar cannot take it: the calls are still parsed
+        log_event("server.tools_unconstrained", reason=str(exc))
+        constraint = None
+    return _Prepared(ids, plan, offered, constraint)
 
 
 class Serving:
@@ -87,28 +307,42 @@ class Serving:
 
     async def serving_model(self, name: str | None = None) -> ModelStatus:
         """The loaded model for a request naming `name` (None: whatever is loaded, else the
-        default). Another installed model is loaded only while nothing streams; otherwise
-        ModelBusy. An unknown name raises ModelNotFound."""
+        default). Another installed model, or a remote provider's ("provider/model"), is
+        loaded only while nothing streams; otherwise ModelBusy. An unknown name raises
+        ModelNotFound."""
         e: Any = self
         status = e.current_model
         if name is None or (status is not None and status.name == name):
             await e._ensure_model()
             return e.current_model
-        info = await asyncio.get_running_loop().run_in_executor(None, e.registry.get, name)
+        remote = hasattr(e, "remote_models") and any(m.name == name for m in await e.remote_models())
+        if not remote:
+            info = await asyncio.get_running_loop().run_in_executor(None, e.registry.get, name)
+            name = info.name
         if e._active:
             loaded = status.name if status else "another model"
-            raise ModelBusy(f"“{loaded}” is answering other requests; “{info.name}” can be loaded "
+            raise ModelBusy(f"“{loaded}” is answering other requests; “{name}” can be loaded "
                             "when they finish")
-        return await e.load_model(info.name)
+        return await e.load_model(name)
 
     async def stateless_chat(self, messages: list[dict], params: SamplingParams, *,
-                             response_format: dict | None = None) -> AsyncIterator[Event]:
+                             response_format: dict | None = None, tools: list | None = None,
+                             tool_choice: Any = None, parallel_tool_calls: bool = True) -> AsyncIterator[Event]:
         """Answer `messages` (as given, through the model's chat template) without storing
-        anything: SafetyNotice, Delta, Usage, Failed and Finished events. `response_format`
-        (OpenAI's: json_object or json_schema) constrains the answer to valid JSON; a bad
-        one raises InvalidRequest (ConstraintError) before anything runs."""
+        anything: SafetyNotice, Delta, ToolCall, Usage, Failed and Finished events.
+        `response_format` (OpenAI's: json_object or json_schema) constrains the answer to
+        valid JSON. `tools` (OpenAI function definitions) and `tool_choice` offer the
+        client's functions: they are rendered as the engine's tool loop renders its own, a
+        call the model writes comes out as a ToolCall (never run here: the client runs it)
+        and ends the answer; `parallel_tool_calls` False keeps only the first call. Bad
+        input raises InvalidRequest (BadField naming the field) before anything runs."""
         messages = check_messages(messages)
+        client = check_tools(tools, tool_choice)
+        if client is not None and client.offered and response_format not in (None, {"type": "text"}):
+            raise BadField("response_format cannot be combined with tools (one constraint per answer); "
+                           "send tool_choice \"none\" or leave response_format out", "response_format")
         constraint = Constraint.from_response_format(response_format)
+        e: Any = self
         notices, messages = await self._scan_messages(messages)
         for notice in notices:
             yield notice
@@ -116,9 +350,18 @@ class Serving:
             yield Finished(FinishReason.BLOCKED)
             return
         worker: ModelWorker = await self._ensure_model()  # type: ignore[attr-defined]
+        uses_tools = (client is not None and client.offered) or any(
+            m.get("tool_calls") or m["role"] == "tool" for m in messages)
+        if uses_tools and e.current_model is not None and e.current_model.backend == "remote":
+            raise BadField(f"tools and tool messages are not supported yet with a remote provider's model "
+                           f"(“{e.current_model.name}”); use a local model", "tools")
         loop = asyncio.get_running_loop()
-        ids = await loop.run_in_executor(None, worker.tokenizer.encode_chat, messages)
-        async for event in self._generate(worker, ids, params, messages=messages, constraint=constraint):
+        prepared = await loop.run_in_executor(None, _prepare, worker, messages, client)
+        if prepared.offered is not None:
+            constraint = prepared.constraint
+        async for event in self._generate(worker, prepared.ids, params, messages=messages, constraint=constraint,
+                                          plan=prepared.plan if prepared.offered else None,
+                                          single_call=not parallel_tool_calls):
             yield event
 
     async def stateless_completion(self, prompt: str, params: SamplingParams) -> AsyncIterator[Event]:
@@ -150,8 +393,8 @@ class Serving:
         return notices, out
 
     async def _generate(self, worker: ModelWorker, ids: list[int], params: SamplingParams, *,
-                        messages: list[dict] | None = None,
-                        constraint: Constraint | None = None) -> AsyncIterator[Event]:
+                        messages: list[dict] | None = None, constraint: Constraint | None = None,
+                        plan: ToolPlan | None = None, single_call: bool = False) -> AsyncIterator[Event]:
         e: Any = self
         window = e.current_model.context_length
         room = window - len(ids)
@@ -170,32 +413,95 @@ class Serving:
         entry = (request, STATELESS_OWNER)
         e._active.append(entry)
         guard = OutputGuard(e.policy, e._destination())
+        # With the client's tools offered, the answer's text goes through the call parser:
+        # a call's text never shows, the calls come out as ToolCall events.
+        parser = CallParser(plan.family) if plan is not None else None
+        if parser is not None and plan.forced:
+            parser.feed(plan.forced_prefix())
+        calls: list[ParsedCall] = []
         reason = FinishReason.CANCELLED
         worker.submit(request)
         try:
             while True:
                 event = await events.get()
-                if isinstance(event, Delta):
-                    step = guard.feed(event.text)
-                elif isinstance(event, Finished):
-                    reason = event.reason
-                    step = guard.finish()
-                else:
-                    step = None
-                if step is not None:
-                    for notice in step.notices:
-                        yield notice
-                    if step.text and not step.blocked:
-                        yield Delta(step.text)
-                    if step.blocked:
+                if isinstance(event, (Delta, Finished)):
+                    final = isinstance(event, Finished)
+                    if final:
+                        reason = event.reason
+                    if parser is None:
+                        pieces: list = [] if final else [event.text]
+                    elif calls and parser.done:
+                        pieces = []  # the calls are complete: what follows is not shown
+                    else:
+                        pieces = parser.finish() if final else parser.feed(event.text)
+                    steps = []
+                    for piece in pieces:
+                        if isinstance(piece, ParsedCall):
+                            calls.append(piece)
+                        else:
+                            steps.append(guard.feed(piece))
+                    if final:
+                        steps.append(guard.finish())
+                    blocked = False
+                    for step in steps:
+                        for notice in step.notices:
+                            yield notice
+                        if step.text and not step.blocked:
+                            yield Delta(step.text)
+                        blocked = blocked or step.blocked
+                    if blocked:
                         reason = FinishReason.BLOCKED
                         break
-                if isinstance(event, (Usage, Failed)):
+                    if parser is not None and parser.done:
+                        request.cancel.set()  # a complete call ends the answer: the client runs it
+                    if final:
+                        break
+                elif isinstance(event, (Usage, Failed)):
                     yield event
-                elif isinstance(event, Finished):
-                    break
         finally:
             request.cancel.set()  # a consumer that walks away (client disconnect) stops the sequence
             if entry in e._active:
                 e._active.remove(entry)
+        if reason is not FinishReason.BLOCKED and calls:
+            async for event in self._calls_out(calls[:1] if single_call else calls, reason):
+                if isinstance(event, Finished):
+                    reason = event.reason
+                else:
+                    yield event
         yield Finished(reason)
+
+    async def _calls_out(self, calls: list[ParsedCall], reason: FinishReason) -> AsyncIterator[Event]:
+        """The parsed calls as ToolCall events, their arguments through the output policy;
+        a call the model could not finish (out of tokens) is dropped, one it wrote badly is
+        an error."""
+        e: Any = self
+        ended = reason
+        for parsed in calls:
+            if parsed.error is not None:
+                if reason is FinishReason.LENGTH:
+                    break  # max_tokens ran out inside the call: the answer ends at its length
+                yield Failed(f"the model wrote a tool call that could not be read: {parsed.error}", FailureKind.MODEL)
+                yield Finished(FinishReason.ERROR)
+                return
+            notices: list[SafetyNotice] = []
+
+            def walk(value: Any, notices: list = notices) -> Any:  # every string the call carries, through the output policy
+                if isinstance(value, str):
+                    found = scan(value, e.policy, e._destination())
+                    notices.extend(found.notices("output"))
+                    return found.redacted_text
+                if isinstance(value, dict):
+                    return {walk(k): walk(v) for k, v in value.items()}
+                if isinstance(value, list):
+                    return [walk(v) for v in value]
+                return value
+
+            arguments = await asyncio.get_running_loop().run_in_executor(None, walk, parsed.arguments)
+            for notice in notices:
+                yield notice
+            if any(n.action.value == "block" for n in notices):
+                yield Finished(FinishReason.BLOCKED)
+                return
+            yield ToolCall("call_" + secrets.token_hex(12), parsed.name, arguments)
+            ended = FinishReason.STOP
+        yield Finished(ended)

@@ -71,6 +71,16 @@ class ToolPlan:
     def messages(self, base: list[dict], rounds: list[RoundRecord]) -> list[dict]:
         """The chat for the next generation: the assembled messages, the tool instructions
         where the template has none, then each round's calls and results."""
+        chat = self.instructed(base)
+        for r in rounds:
+            for k, call in enumerate(r.calls):
+                chat.append(self.call_message(r.text if k == 0 else "", [(call.template_id, call.name, call.arguments)]))
+                chat.append(self.result_message(call.template_id, call.name, call.result))
+        return chat
+
+    def instructed(self, base: list[dict]) -> list[dict]:
+        """A copy of `base` with Wren's tool instructions in its system message where the
+        template does not render tools itself."""
         chat = [dict(m) for m in base]
         if not self.native:
             text = FALLBACK_INSTRUCTIONS.format(tools="\n".join(json.dumps(s, ensure_ascii=False) for s in self.schemas()))
@@ -79,21 +89,25 @@ class ToolPlan:
                 chat[0]["content"] = f"{own}\n\n{text}" if own else text
             else:
                 chat.insert(0, {"role": "system", "content": text})
-        for r in rounds:
-            for k, call in enumerate(r.calls):
-                text = r.text if k == 0 else ""
-                if self.native:
-                    chat.append({"role": "assistant", "content": text, "tool_calls": [{
-                        "id": call.template_id, "type": "function",
-                        "function": {"name": call.name, "arguments": call.arguments},
-                    }]})
-                    chat.append({"role": "tool", "content": call.result, "tool_call_id": call.template_id,
-                                 "name": call.name})
-                else:
-                    written = json.dumps({"name": call.name, "arguments": call.arguments}, ensure_ascii=False)
-                    chat.append({"role": "assistant", "content": f"{text}<tool_call>\n{written}\n</tool_call>"})
-                    chat.append({"role": self.tool_role, "content": f"<tool_response>\n{call.result}\n</tool_response>"})
         return chat
+
+    def call_message(self, text: str, calls: list[tuple[str, str, Any]]) -> dict:
+        """The assistant message that wrote `text` and then `calls` ((id, name, arguments)):
+        `tool_calls` for a template that renders them, else the calls in Wren's own words."""
+        if self.native:
+            return {"role": "assistant", "content": text, "tool_calls": [
+                {"id": ident, "type": "function", "function": {"name": name, "arguments": arguments}}
+                for ident, name, arguments in calls]}
+        written = "\n".join(
+            f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments}, ensure_ascii=False)}\n</tool_call>"
+            for _, name, arguments in calls)
+        return {"role": "assistant", "content": f"{text}{written}"}
+
+    def result_message(self, call_id: str, name: str, content: str) -> dict:
+        """A call's result as the message the template (or Wren's own format) expects."""
+        if self.native:
+            return {"role": "tool", "content": content, "tool_call_id": call_id, "name": name}
+        return {"role": self.tool_role, "content": f"<tool_response>\n{content}\n</tool_response>"}
 
     def forced_prefix(self) -> str:
         """The start of the call tool_choice=NAME forces; the model writes the arguments."""

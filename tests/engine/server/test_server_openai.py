@@ -86,8 +86,9 @@ def test_blocking_chat_and_text_completions_report_usage(serving):
 
 
 @pytest.mark.parametrize("field,value,word", [
-    ("tools", [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}], "tools"),
-    ("tool_choice", "required", "tool_choice"),
+    # the old function-calling fields (tools and tool_choice are served: test_server_tools.py)
+    ("functions", [{"name": "get_weather", "parameters": {"type": "object"}}], "functions"),
+    ("function_call", "auto", "function_call"),
     ("n", 2, "n other than 1"),
     ("presence_penalty", 0.5, "presence_penalty"),
     ("logprobs", True, "logprobs"),
