@@ -12,11 +12,10 @@ import argparse
 import asyncio
 import getpass
 import json
-import os
 import sys
 
 from engine.errors import WrenError
-from engine.providers.keys import KEY_STORES, PASSPHRASE_ENV, env_name
+from engine.providers.keys import KEY_STORES, PASSPHRASE_ENV, env_name, passphrase_from_env
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -93,7 +92,7 @@ def _add(args) -> int:
         if not key:
             store = "none"
         elif store == "file":
-            passphrase = os.environ.get(PASSPHRASE_ENV) or _read_secret("Passphrase of Wren's encrypted key file: ")
+            passphrase = passphrase_from_env() or _read_secret("Passphrase of Wren's encrypted key file: ")
             if not passphrase:
                 print(f"wren providers: the encrypted key file needs a passphrase (or set {PASSPHRASE_ENV})",
                       file=sys.stderr)

@@ -68,7 +68,7 @@ class Providers:
                            discover: bool = True) -> ProviderInfo:
         """Save a provider and its key. key_store "auto" is the OS keyring and fails, saying
         what else to choose, where there is none; "file" needs `passphrase` (or
-        WREN_KEYS_PASSPHRASE); "env" reads the key from `key_env` when used; without a key
+        WREN_KEYRING_PASSPHRASE); "env" reads the key from `key_env` when used; without a key
         it is "none". With no `models` and discover=True the server's list is asked for."""
         loop = asyncio.get_running_loop()
         if key_store == "env":

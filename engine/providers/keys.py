@@ -4,7 +4,7 @@
   Credential Locker), through `keyring`. Only those real stores count: keyring's own
   fallback chain would reach keyrings.alt's plain-text file, which Wren never uses.
 - "file": an encrypted file (keyrings.alt's EncryptedKeyring: PBKDF2 + AES) under the
-  data folder, unlocked with a passphrase given when it is used (the WREN_KEYS_PASSPHRASE
+  data folder, unlocked with a passphrase given when it is used (the WREN_KEYRING_PASSPHRASE
   environment variable, or asked by the CLI). For headless Linux, where no Secret Service
   runs.
 - "env": the key is read from an environment variable when needed; Wren stores nothing.
@@ -22,7 +22,13 @@ from engine.errors import WrenError
 
 SERVICE = "wren-providers"
 KEY_STORES = ("auto", "system", "file", "env", "none")
-PASSPHRASE_ENV = "WREN_KEYS_PASSPHRASE"
+PASSPHRASE_ENV = "WREN_KEYRING_PASSPHRASE"  # the same name `wren serve` reads
+_OLD_PASSPHRASE_ENV = "WREN_KEYS_PASSPHRASE"  # this build's first name for it, still read
+
+
+def passphrase_from_env() -> str | None:
+    """The encrypted key file's passphrase from the environment, if set."""
+    return os.environ.get(PASSPHRASE_ENV) or os.environ.get(_OLD_PASSPHRASE_ENV)
 KEY_FILE = "provider-keys.cfg"
 _REFERENCE = "password reference value"
 # The OS stores, best first; anything else keyring offers is not one.
@@ -92,7 +98,7 @@ def _file_keyring(passphrase: str | None):
         EncryptedKeyring._get_crypto_impl()
     except ImportError as exc:
         raise KeyStoreError(f"the encrypted key file needs keyrings.alt and pycryptodomex ({exc})") from None
-    passphrase = passphrase if passphrase is not None else os.environ.get(PASSPHRASE_ENV)
+    passphrase = passphrase if passphrase is not None else passphrase_from_env()
     if not passphrase:
         raise KeyStoreError(f"the encrypted key file needs its passphrase: set {PASSPHRASE_ENV}")
     secret: str = passphrase  # a str from here on, for the class below

@@ -179,3 +179,16 @@ def _assert_nowhere_in_plain_text(folder: Path) -> None:
     for path in folder.rglob("*"):
         if path.is_file():
             assert KEY.encode() not in path.read_bytes(), f"the key is in plain text in {path}"
+
+
+def test_the_passphrase_variable_is_the_one_wren_serve_reads(monkeypatch):
+    """One name for the encrypted key file's passphrase across `wren serve` and providers;
+    the first name this build used is still read."""
+    from engine.server.keys import ENV_PASSPHRASE
+
+    assert keys.PASSPHRASE_ENV == ENV_PASSPHRASE
+    monkeypatch.delenv(keys.PASSPHRASE_ENV, raising=False)
+    monkeypatch.setenv("WREN_KEYS_PASSPHRASE", "older name")
+    assert keys.passphrase_from_env() == "older name"
+    monkeypatch.setenv(keys.PASSPHRASE_ENV, "current name")
+    assert keys.passphrase_from_env() == "current name"
