@@ -707,6 +707,23 @@ class Engine(Preferences, Serving, Tools, Care, McpFacade, Providers, MemoryEmbe
         async for event in self._turns.answer(msg, options or SendOptions()):
             yield event
 
+    async def replay(self, message_id: int) -> AsyncIterator[Event]:
+        """Answer the same question again with the answer's own model, settings and seed (a
+        new sibling): with the same prompt, the same text, bit for bit."""
+        msg = await self.get_message(message_id)
+        if msg.role is not Role.ASSISTANT or msg.parent_id is None:
+            raise InvalidRequest(f"message {message_id} is not an answer; only answers can be replayed")
+        if not msg.sampling:
+            raise InvalidRequest(f"answer {message_id} has no stored sampling settings to replay")
+        worker = await self._ensure_model()
+        if msg.model and worker.name != msg.model:
+            raise InvalidRequest(f"answer {message_id} was written by {msg.model}; load it to replay "
+                                 f"(the loaded model is {worker.name})")
+        question = await self.get_message(msg.parent_id)
+        params = SamplingParams.from_dict(msg.sampling)
+        async for event in self._turns.answer(question, SendOptions(sampling=params)):
+            yield event
+
     async def continue_answer(self, message_id: int) -> AsyncIterator[Event]:
         """Extend an answer that ended stopped, interrupted or at the length limit: the same
         message grows, its prompt and text so far reused from the KV cache (engine/turns.py)."""

@@ -111,6 +111,9 @@ def clean(raw: str) -> str:
         before, after = line.rsplit(":", 1)
         if after.strip() and {w.lower() for w in words(before)} & {"title", "titled", "heading", "subject"}:
             line = after  # "In two sentences, the title could be: …"
+    if ":" in line:  # "Dachshund: A Golden Retriever": a title is one phrase
+        before, after = line.split(":", 1)
+        line = after if content_words(after) else before
     line = re.sub(r"[\"“”«»`*#_]", "", line)
     line = line.strip().strip("'‘’")
     line = " ".join(line.split()[:TITLE_WORDS])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import threading
 import time
 from dataclasses import dataclass
@@ -129,6 +130,9 @@ class Turns:
         if params is None:
             # The conversation's own settings over the model's defaults, field by field.
             params = await e.default_sampling(overrides=conv.settings.get("sampling"))
+        if params.temperature > 0 and params.seed is None:
+            # every sampled answer keeps the seed it used (in its sampling), so Replay can redo it
+            params = params.with_(seed=secrets.randbits(62))
         try:
             worker = await e._ensure_model()
         except WrenError as exc:

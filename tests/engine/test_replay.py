@@ -1,0 +1,42 @@
+"""Every sampled answer keeps its seed; Replay redoes it bit for bit (torch, tiny model)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from engine.api import SendOptions
+from engine.inference.sampling import SamplingParams
+
+
+@pytest.mark.slow  # loads the tiny model on torch
+def test_replay_is_bit_identical_on_torch(wren_home, tiny_model_dir):
+    from engine.api import Engine
+    from engine.modelhub.registry import ModelRegistry
+    from engine.store import Store
+
+    async def main():
+        registry = ModelRegistry(wren_home / "models")
+        registry.register_folder(tiny_model_dir, name="tiny")
+        store = Store(wren_home / "wren.sqlite3")
+        store.set_setting("model", "tiny")
+        engine = Engine(store, registry)
+        await engine.load_model(backend="torch-cpu")
+        conv = await engine.create_conversation("dice")
+        params = SamplingParams(temperature=1.0, top_p=1.0, max_tokens=12)  # no seed given
+        [_ async for _ in engine.send(conv.id, "roll", SendOptions(sampling=params))]
+        first = (await engine.messages(conv.id))[-1]
+        [_ async for _ in engine.replay(first.id)]
+        again = (await engine.messages(conv.id))[-1]
+        [_ async for _ in engine.regenerate(first.id, SendOptions(sampling=params))]
+        other = (await engine.messages(conv.id))[-1]
+        await engine.close()
+        return first, again, other
+
+    first, again, other = asyncio.run(main())
+    assert isinstance(first.sampling.get("seed"), int)  # recorded though none was given
+    assert again.id != first.id and again.parent_id == first.parent_id
+    assert again.content == first.content and again.sampling == first.sampling
+    assert again.completion_tokens == first.completion_tokens
+    assert other.sampling["seed"] != first.sampling["seed"]  # a new answer draws a new seed
