@@ -46,6 +46,7 @@ you'd you'll you're you've your yours yourself yourselves please tell explain gi
 just really also get got make can could would will shall may might must thing things something anything way
 hi hello hey thanks thank ok okay yes sure well much many one two use using best good
 """.split())
+_DANGLING = frozenset("a an the to in on of for and or with at by from your my is are as that".split())
 _FIRST_PERSON = frozenset("i i'm i've i'd i'll me my mine myself we we're we've our ours us".split())
 # Words that talk about the title instead of being one ("A classic, yet utterly uninspired title").
 _META = frozenset("""title titles titled heading subject chat conversation sentence sentences
@@ -111,13 +112,15 @@ def clean(raw: str) -> str:
         before, after = line.rsplit(":", 1)
         if after.strip() and {w.lower() for w in words(before)} & {"title", "titled", "heading", "subject"}:
             line = after  # "In two sentences, the title could be: …"
-    if ":" in line:  # "Dachshund: A Golden Retriever": a title is one phrase
+    if ":" in line:  # "Trip to Rome: A three-day adventure…": a title is one phrase, the first
         before, after = line.split(":", 1)
-        line = after if content_words(after) else before
+        line = before if content_words(before) else after
     line = re.sub(r"[\"“”«»`*#_]", "", line)
     line = line.strip().strip("'‘’")
-    line = " ".join(line.split()[:TITLE_WORDS])
-    line = line.rstrip(" .,:;!-–—")
+    kept = line.split()[:TITLE_WORDS]
+    while len(kept) > 1 and kept[-1].lower().strip(".,:;!") in _DANGLING:
+        kept.pop()  # a cut title must not end on "in", "to", "a"
+    line = " ".join(kept).rstrip(" .,:;!-–—")
     return line
 
 

@@ -139,7 +139,8 @@ def test_cleaning_and_checks():
     assert clean('Title: "Basil Care Indoors".') == "Basil Care Indoors"
     assert clean("In two sentences, the title could be: Paris trip ideas") == "Paris trip ideas"
     assert clean("**Sourdough basics**\nmore") == "Sourdough basics"
-    assert clean("Dachshund: A Golden Retriever") == "A Golden Retriever"
+    assert clean("Trip to Rome: A three-day adventure to Italy") == "Trip to Rome"
+    assert clean("How to Grow More Plants in a Short Time") == "How to Grow More Plants"  # cut, not on "in"
     assert len(clean("one two three four five six seven eight").split()) == 6
     assert not plausible("A classic, yet utterly uninspired title", "How do I cook rice?")
     assert not plausible("I'm a dedicated vegan", "Is being vegetarian healthy?")
