@@ -213,7 +213,7 @@ class Turns:
         chain = await e._db(lineage, store, user.id)
         from engine.api import SendOptions
 
-        assembled, prompt_ids = await self.assemble(answer.conversation_id, chain[:-1], user.content, user.id,
+        _, prompt_ids = await self.assemble(answer.conversation_id, chain[:-1], user.content, user.id,
                                                     SendOptions(), worker)
         loop = asyncio.get_running_loop()
         tokenizer = worker.tokenizer

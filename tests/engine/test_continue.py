@@ -7,10 +7,10 @@ import asyncio
 
 import pytest
 
+from engine.api import SendOptions
 from engine.errors import InvalidRequest
 from engine.events import Delta, Finished, FinishReason, Started, Usage
 from engine.inference.sampling import SamplingParams
-from engine.api import SendOptions
 from engine.records import MessageStatus
 
 ANSWER = "one two three four five six seven eight nine ten eleven twelve."
