@@ -8,57 +8,69 @@ import logging
 import os
 import threading
 import time
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
 from engine import paths
+
+# Plain types and constants the desktop uses, re-exported so that desktop/ imports the
+# engine through this module alone (tests/test_import_contract.py).
+from engine.cli_terminal import ORIGIN_KEY as ORIGIN_KEY
+from engine.cli_terminal import TERMINAL_ORIGIN as TERMINAL_ORIGIN
 from engine.context import ContextAssembler, ContextReport, MemorySummaries, SummaryStore, report_from_meta
+from engine.context import ContextOverflow as ContextOverflow
+from engine.context import ContextPart as ContextPart
+from engine.context import ContextSettings as ContextSettings
+from engine.context import Instructions as Instructions
+from engine.context import PartKind as PartKind
+from engine.context import PartState as PartState
 from engine.errors import InvalidRequest, ModelNotLoaded, WrenError
 from engine.events import Event, Finished, FinishReason
+from engine.ghost import CHAT_SAMPLING_PRESETS, GhostText, Suggestion  # noqa: F401  re-exported for the desktop
 from engine.inference.backend import Backend
 from engine.inference.constrain import Constraint
 from engine.inference.presets import (  # noqa: F401  PRESET_FIELDS: re-exported for the desktop
-    PRESET_FIELDS, PRESETS_KEY, check_layer, check_presets, model_defaults, resolve,
+    PRESET_FIELDS,
+    PRESETS_KEY,
+    check_layer,
+    check_presets,
+    model_defaults,
+    resolve,
 )
 from engine.inference.sampling import SamplingParams
 from engine.inference.select import BACKEND_NAMES, resolve_backend  # noqa: F401  BACKEND_NAMES: re-exported for the desktop
 from engine.inference.worker import GenerationRequest, ModelWorker, WarmRequest
 from engine.logs import log_event
+from engine.memory import MAX_MEMORY_CHARS as MAX_MEMORY_CHARS
 from engine.memory import TEMPORARY_KEY, MemoryService
+from engine.memory import MemoryInfo as MemoryInfo
+from engine.memory import MemoryRefused as MemoryRefused
+from engine.memory import MemorySettings as MemorySettings
 from engine.memory.facade import MemoryEmbeddings
-from engine.ghost import CHAT_SAMPLING_PRESETS, GhostText, Suggestion  # noqa: F401  re-exported for the desktop
-from engine.token_view import TokenPiece, TokenView  # noqa: F401  TokenPiece: re-exported for the desktop
 from engine.modelhub.catalog import CatalogEntry, load_catalog, system_memory_bytes, with_fit
-from engine.modelhub.registry import RECORD_FILE, ModelInfo, ModelRegistry, ModelSource, SweepReport, WeightCheck  # noqa: F401  re-exported
+from engine.modelhub.registry import RECORD_FILE, ModelInfo, ModelRegistry, ModelSource, SweepReport, WeightCheck
+from engine.paths import data_dir as data_dir
 from engine.preferences import Preferences
 from engine.privacy import EraseReport, Privacy, purge_conversations  # noqa: F401  EraseReport: re-exported for the desktop
-from engine.tools.mcp_facade import McpFacade, McpServerInfo  # noqa: F401  McpServerInfo: re-exported for the desktop
-from engine.tools.facade import Tools
-from engine.tools.registry import ToolInfo, ToolSpec  # noqa: F401  re-exported for the desktop
 from engine.providers import KEY_STORES, KeyStoreError, ProviderInfo, RemoteModelInfo  # noqa: F401  re-exported for the desktop
 from engine.providers.facade import ProviderCheck, Providers  # noqa: F401  ProviderCheck: re-exported
-from engine.server.serving import Serving
 from engine.records import ConversationInfo, EngineNotice, MessageInfo, Role, check_unicode, clean_title
+from engine.safety import Finding as Finding
 from engine.safety import Policy, ScanResult, scan
 from engine.safety.care import Care, CareMessage, HelpLine, is_care_category, needs_care  # noqa: F401 (for front ends)
-from engine.store import Store
-from engine.tokenize import Tokenizer
-from engine.turns import Turns, can_continue, memory_notice, notice_fields  # noqa: F401  can_continue: re-exported for the desktop
-
-# Plain types and constants the desktop uses, re-exported so that desktop/ imports the
-# engine through this module alone (tests/test_import_contract.py).
-from engine.cli_terminal import ORIGIN_KEY as ORIGIN_KEY, TERMINAL_ORIGIN as TERMINAL_ORIGIN
-from engine.context import ContextOverflow as ContextOverflow, ContextPart as ContextPart
-from engine.context import ContextSettings as ContextSettings, Instructions as Instructions
-from engine.context import PartKind as PartKind, PartState as PartState
-from engine.memory import MAX_MEMORY_CHARS as MAX_MEMORY_CHARS, MemoryInfo as MemoryInfo
-from engine.memory import MemoryRefused as MemoryRefused, MemorySettings as MemorySettings
-from engine.paths import data_dir as data_dir
-from engine.safety import Finding as Finding
 from engine.safety.scanner import placeholder as placeholder
+from engine.server.serving import Serving
+from engine.store import Store
+from engine.token_view import TokenPiece, TokenView  # noqa: F401  TokenPiece: re-exported for the desktop
 from engine.token_view import visible as visible
+from engine.tokenize import Tokenizer
+from engine.tools.facade import Tools
+from engine.tools.mcp_facade import McpFacade, McpServerInfo  # noqa: F401  McpServerInfo: re-exported for the desktop
+from engine.tools.registry import ToolInfo, ToolSpec  # noqa: F401  re-exported for the desktop
+from engine.turns import Turns, can_continue, memory_notice, notice_fields  # noqa: F401  can_continue: re-exported for the desktop
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +114,7 @@ class ModelStatus:
     load_seconds: float
 
 
-class Engine(Preferences, Serving, Tools, Care, McpFacade, Providers, MemoryEmbeddings, TokenView, GhostText, Privacy):
+class Engine(Preferences, Serving, Providers, Tools, McpFacade, Care, MemoryEmbeddings, TokenView, GhostText, Privacy):
     """Conversations, models, memories and streaming answers; use from one asyncio loop.
     Memory, instruction, safety and diagnostics settings come from `Preferences`; the
     server's stateless answers (nothing stored) from `Serving`."""
@@ -147,7 +159,7 @@ class Engine(Preferences, Serving, Tools, Care, McpFacade, Providers, MemoryEmbe
         self._init_memory_embeddings()  # sentence vectors for retrieval, made off the loop
 
     @classmethod
-    def open(cls, home: Path | None = None, **kwargs: Any) -> "Engine":
+    def open(cls, home: Path | None = None, **kwargs: Any) -> Engine:
         """The engine over the user's data dir (or `home`)."""
         if home is not None:
             os.environ["WREN_HOME"] = str(home)

@@ -62,7 +62,7 @@ class Suggestion(str):
 
     draft: str
 
-    def __new__(cls, text: str, draft: str) -> "Suggestion":
+    def __new__(cls, text: str, draft: str) -> Suggestion:
         obj = super().__new__(cls, text)
         obj.draft = draft
         return obj
@@ -101,7 +101,7 @@ def clean_continuation(draft: str, raw: str, max_chars: int = MAX_CHARS, *, cut_
     return text if text.strip() else ""
 
 
-def partial_turn_ids(tokenizer: "Tokenizer", history: list[dict], draft: str) -> list[int] | None:
+def partial_turn_ids(tokenizer: Tokenizer, history: list[dict], draft: str) -> list[int] | None:
     """Ids of the chat `history` followed by a user turn holding `draft` and left open
     (no end-of-turn), so the model goes on writing the user's text. The history and the
     draft are encoded as text (typed markup stays text); only the template's own opening

@@ -40,13 +40,11 @@ EVENTS = logging.getLogger("wren.events")
 
 # A field whose name has one of these words carries conversation text...
 FORBIDDEN_WORDS = frozenset(
-    """prompt prompts text content contents answer answers message messages completion
-    completions delta deltas draft reply response body transcript conversation history
-    input output query""".split()
+    ["prompt", "prompts", "text", "content", "contents", "answer", "answers", "message", "messages", "completion", "completions", "delta", "deltas", "draft", "reply", "response", "body", "transcript", "conversation", "history", "input", "output", "query"]
 )
 # ...unless it ends with one of these, which make it a number or an id about that text.
 SAFE_SUFFIXES = frozenset(
-    "tokens token chars count len length id ids ms seconds s bytes kind type".split()
+    ["tokens", "token", "chars", "count", "len", "length", "id", "ids", "ms", "seconds", "s", "bytes", "kind", "type"]
 )
 RESERVED = frozenset({"ts", "level", "logger", "event"})
 PACKAGES = (

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-
 PRIVATE_DIR = 0o700  # the data folder and Wren's folders in it: the user alone
 PRIVATE_FILE = 0o600  # the database, logs and exports
 

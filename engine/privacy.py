@@ -24,10 +24,11 @@ import re
 import shutil
 import time
 import zipfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from engine import paths
 
@@ -50,7 +51,7 @@ _USER_TABLES = ("message_vector", "memory_vector", "conversation_summary", "mess
 # -- on the database thread ------------------------------------------------------------
 
 def _utc(seconds_ago: float) -> str:
-    when = datetime.now(timezone.utc).replace(tzinfo=None) - timedelta(seconds=seconds_ago)
+    when = datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=seconds_ago)
     return str(when)  # peewee's DateTimeField stores this text form, so it compares in order
 
 
@@ -252,7 +253,7 @@ def write_export(path: Path, rows: dict[str, Any]) -> Path:
             zf.writestr("settings.json", json.dumps(rows["settings"], ensure_ascii=False, indent=2, default=str) + "\n")
             zf.writestr("manifest.json", json.dumps({
                 "format": "wren-export", "version": 1,
-                "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "exported_at": datetime.now(UTC).isoformat(timespec="seconds"),
                 "conversations": index, "memories": len(rows["memories"]),
                 "not_included": ["models", "provider keys"],
             }, ensure_ascii=False, indent=2) + "\n")

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, AsyncIterator
+from typing import TYPE_CHECKING
 
 from engine.events import Delta, Event, Finished, FinishReason, TitleUpdate
 from engine.inference.sampling import SamplingParams
@@ -33,24 +34,11 @@ SOURCE_CHARS = 600  # how much of the question and the answer the title request 
 FALLBACK = "New chat"
 MODEL_KEY = "titles.model"  # "auto" (default), "always" or "off": see Titles.use_model
 
-_STOP = frozenset("""
-a about above after again against all am an and any are aren't as at be because been before being below between
-both but by can can't cannot could couldn't did didn't do does doesn't doing don't down during each few for from
-further had hadn't has hasn't have haven't having he he'd he'll he's her here here's hers herself him himself his
-how how's i i'd i'll i'm i've if in into is isn't it it's its itself let's me more most mustn't my myself no nor
-not of off on once only or other ought our ours ourselves out over own same shan't she she'd she'll she's should
-shouldn't so some such than that that's the their theirs them themselves then there there's these they they'd
-they'll they're they've this those through to too under until up very was wasn't we we'd we'll we're we've were
-weren't what what's when when's where where's which while who who's whom why why's with won't would wouldn't you
-you'd you'll you're you've your yours yourself yourselves please tell explain give show help want need know like
-just really also get got make can could would will shall may might must thing things something anything way
-hi hello hey thanks thank ok okay yes sure well much many one two use using best good
-""".split())
-_DANGLING = frozenset("a an the to in on of for and or with at by from your my is are as that".split())
-_FIRST_PERSON = frozenset("i i'm i've i'd i'll me my mine myself we we're we've our ours us".split())
+_STOP = frozenset(["a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "aren't", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "can't", "cannot", "could", "couldn't", "did", "didn't", "do", "does", "doesn't", "doing", "don't", "down", "during", "each", "few", "for", "from", "further", "had", "hadn't", "has", "hasn't", "have", "haven't", "having", "he", "he'd", "he'll", "he's", "her", "here", "here's", "hers", "herself", "him", "himself", "his", "how", "how's", "i", "i'd", "i'll", "i'm", "i've", "if", "in", "into", "is", "isn't", "it", "it's", "its", "itself", "let's", "me", "more", "most", "mustn't", "my", "myself", "no", "nor", "not", "of", "off", "on", "once", "only", "or", "other", "ought", "our", "ours", "ourselves", "out", "over", "own", "same", "shan't", "she", "she'd", "she'll", "she's", "should", "shouldn't", "so", "some", "such", "than", "that", "that's", "the", "their", "theirs", "them", "themselves", "then", "there", "there's", "these", "they", "they'd", "they'll", "they're", "they've", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "wasn't", "we", "we'd", "we'll", "we're", "we've", "were", "weren't", "what", "what's", "when", "when's", "where", "where's", "which", "while", "who", "who's", "whom", "why", "why's", "with", "won't", "would", "wouldn't", "you", "you'd", "you'll", "you're", "you've", "your", "yours", "yourself", "yourselves", "please", "tell", "explain", "give", "show", "help", "want", "need", "know", "like", "just", "really", "also", "get", "got", "make", "can", "could", "would", "will", "shall", "may", "might", "must", "thing", "things", "something", "anything", "way", "hi", "hello", "hey", "thanks", "thank", "ok", "okay", "yes", "sure", "well", "much", "many", "one", "two", "use", "using", "best", "good"])
+_DANGLING = frozenset(["a", "an", "the", "to", "in", "on", "of", "for", "and", "or", "with", "at", "by", "from", "your", "my", "is", "are", "as", "that"])
+_FIRST_PERSON = frozenset(["i", "i'm", "i've", "i'd", "i'll", "me", "my", "mine", "myself", "we", "we're", "we've", "our", "ours", "us"])
 # Words that talk about the title instead of being one ("A classic, yet utterly uninspired title").
-_META = frozenset("""title titles titled heading subject chat conversation sentence sentences
-summary assistant user uninspired classic catchy here sure certainly""".split())
+_META = frozenset(["title", "titles", "titled", "heading", "subject", "chat", "conversation", "sentence", "sentences", "summary", "assistant", "user", "uninspired", "classic", "catchy", "here", "sure", "certainly"])
 _PREFIX = re.compile(
     r"^\s*(?:(?:sure|okay|ok|certainly|of course)[,!.]?\s*)?"
     r"(?:(?:here(?:'s| is)|the|a|my|suggested|possible|chat)\s+)*(?:short\s+)?(?:title|heading|subject)"
@@ -184,7 +172,7 @@ class Titles:
 
     PARAMS = SamplingParams(temperature=0.0, max_tokens=20, stop=("\n",))
 
-    def __init__(self, turns: "Turns"):
+    def __init__(self, turns: Turns):
         self.turns = turns
         self.jobs: dict[int, TitleJob] = {}
 

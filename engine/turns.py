@@ -8,19 +8,33 @@ import json
 import secrets
 import threading
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from typing import TYPE_CHECKING, Any
 
 from engine.context import REPORT_META_KEY, AssembledContext, ContextRequest, lineage, load_instructions, load_settings
 from engine.context.summary import summary_prompt
 from engine.errors import InvalidRequest, WrenError
 from engine.events import (
-    Delta, Event, Failed, FailureKind, Finished, FinishReason, MemoryNotice, MemoryRef, PrefillProgress,
-    SafetyNotice, Started, ToolCall, ToolResult, Usage, event_to_dict,
+    Delta,
+    Event,
+    Failed,
+    FailureKind,
+    Finished,
+    FinishReason,
+    MemoryNotice,
+    MemoryRef,
+    PrefillProgress,
+    SafetyNotice,
+    Started,
+    ToolCall,
+    ToolResult,
+    Usage,
+    event_to_dict,
 )
-from engine.inference.sampling import SamplingParams
 from engine.inference.constrain import Constraint, ConstraintError
+from engine.inference.sampling import SamplingParams
 from engine.inference.worker import GenerationRequest, ModelWorker
 from engine.logs import log_event
 from engine.memory import TurnOutcome, is_temporary
@@ -69,14 +83,14 @@ def memory_notice(outcome: TurnOutcome) -> MemoryNotice:
 class Turns:
     """The answering half of the engine; holds no state of its own beyond the engine's."""
 
-    def __init__(self, engine: "Engine"):
+    def __init__(self, engine: Engine):
         self.e = engine
         self.titles = Titles(self)
 
     # -- the prompt ------------------------------------------------------------------
 
     async def assemble(self, conv_id: int | None, history: list[MessageInfo], text: str, message_id: int | None,
-                       options: "SendOptions", worker: ModelWorker, *, allow_summarize: bool = True,
+                       options: SendOptions, worker: ModelWorker, *, allow_summarize: bool = True,
                        exclude_memories: tuple[int, ...] = (), encode: bool = True,
                        ) -> tuple[AssembledContext, list[int] | None]:
         e = self.e
@@ -112,7 +126,7 @@ class Turns:
         ids = await loop.run_in_executor(None, worker.tokenizer.encode_chat, assembled.messages)
         return assembled, ids
 
-    async def check_fits(self, conv_id: int, parent_id: int | None, text: str, options: "SendOptions",
+    async def check_fits(self, conv_id: int, parent_id: int | None, text: str, options: SendOptions,
                          worker: ModelWorker) -> None:
         """Raise ContextOverflow for a message that cannot fit, before anything is stored."""
         store = self.e._store_for(conv_id)
@@ -121,7 +135,7 @@ class Turns:
 
     # -- the answer ------------------------------------------------------------------
 
-    async def answer(self, user: MessageInfo, options: "SendOptions",
+    async def answer(self, user: MessageInfo, options: SendOptions,
                      outcome: TurnOutcome | None = None) -> AsyncIterator[Event]:
         e = self.e
         store = e._store_for(user.conversation_id)
@@ -239,7 +253,7 @@ class Turns:
 
     # -- tools -------------------------------------------------------------------------
 
-    async def _attachments(self, store, conv, user: MessageInfo, options: "SendOptions") -> tuple[Path, ...]:
+    async def _attachments(self, store, conv, user: MessageInfo, options: SendOptions) -> tuple[Path, ...]:
         """The files this answer's tools may read: the ones attached to this chat so far
         (conversation setting `attachments`) and to this question (also kept in its meta)."""
         e = self.e
@@ -260,7 +274,7 @@ class Turns:
                 await e._db(store.update_conversation, conv.id, settings={**conv.settings, ATTACHMENTS_KEY: known})
         return tuple(Path(p) for p in known)
 
-    async def _tool_plan(self, conv_settings: dict, options: "SendOptions", worker: ModelWorker,
+    async def _tool_plan(self, conv_settings: dict, options: SendOptions, worker: ModelWorker,
                          attached: bool) -> ToolPlan | None:
         """Which tools this answer may call (docs/tools.md), None for none."""
         e = self.e
@@ -321,7 +335,7 @@ class Turns:
 
         return await asyncio.get_running_loop().run_in_executor(None, plan)
 
-    async def _constrain(self, tools: "_ToolSession") -> None:
+    async def _constrain(self, tools: _ToolSession) -> None:
         """Constrained decoding for the calls (engine.inference.constrain): a forced call's
         arguments must fit its schema; with tool_choice auto, a call the model starts must
         be a valid call of an offered tool (setting tools.constrain, default on). A schema the
@@ -366,7 +380,7 @@ class Turns:
     # -- the answer ------------------------------------------------------------------
 
     async def stream(self, worker: ModelWorker, answer: MessageInfo, prompt_ids: list[int],
-                     params: SamplingParams, started: Started, *, tools: "_ToolSession | None" = None,
+                     params: SamplingParams, started: Started, *, tools: _ToolSession | None = None,
                      messages: list[dict] | None = None,
                      constraint: Constraint | None = None, prefix: str = "") -> AsyncIterator[Event]:
         """Generate the answer; with `tools`, each call the model writes pauses it: the call
@@ -539,7 +553,7 @@ class Turns:
         yield Finished(reason, answer.id)
 
     def _request(self, ids: list[int], params: SamplingParams, loop: asyncio.AbstractEventLoop,
-                 events: asyncio.Queue, tools: "_ToolSession | None", rounds: list[RoundRecord],
+                 events: asyncio.Queue, tools: _ToolSession | None, rounds: list[RoundRecord],
                  messages: list[dict] | None) -> GenerationRequest:
         request = GenerationRequest(ids, params, lambda ev: loop.call_soon_threadsafe(events.put_nowait, ev))
         if messages is not None and hasattr(request, "messages"):

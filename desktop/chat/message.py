@@ -8,11 +8,11 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
 from desktop.bridge import describe_notices
-from desktop.safety.labels import shown_notices
 from desktop.chat.body import MarkdownBody
 from desktop.chat.segments import PlainSegment
 from desktop.chat.toolcard import ToolCard
 from desktop.memory.notes import MemoryNotes, notice_from_meta
+from desktop.safety.labels import shown_notices
 from engine.api import can_continue
 from engine.context import report_from_meta
 from engine.events import MemoryNotice, SafetyNotice, ToolApprovalNeeded, ToolCall, ToolResult

@@ -3,7 +3,7 @@ draft would make, so the first token comes soon after Send."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QTimer, Signal
 

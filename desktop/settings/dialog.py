@@ -12,11 +12,29 @@ from pathlib import Path
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import (
-    QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFileDialog, QFormLayout, QHBoxLayout,
-    QKeySequenceEdit, QLabel, QLineEdit, QListWidget, QListWidgetItem, QPlainTextEdit, QProgressBar,
-    QPushButton, QSpinBox, QTabWidget, QVBoxLayout, QWidget,
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QFrame,
+    QHBoxLayout,
+    QKeySequenceEdit,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QScrollArea,
+    QSpinBox,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
 )
-from PySide6.QtWidgets import QFrame, QScrollArea
 
 from desktop.bridge import Tasks
 from desktop.memory.page import MemoryPage
@@ -32,7 +50,8 @@ from desktop.settings.tools import ToolsPage
 from desktop.window.models import installed_models
 from engine.api import BACKEND_NAMES, DEFAULT_SYSTEM_PROMPT, Engine, SamplingParams
 from engine.errors import WrenError
-from engine.ghost import ENABLED_KEY as GHOST_ENABLED_KEY, TEMPORARY_ENABLED_KEY as GHOST_TEMPORARY_KEY
+from engine.ghost import ENABLED_KEY as GHOST_ENABLED_KEY
+from engine.ghost import TEMPORARY_ENABLED_KEY as GHOST_TEMPORARY_KEY
 
 HOTKEY = "desktop.hotkey"
 HOTKEY_ENABLED = "desktop.hotkey_enabled"

@@ -3,8 +3,9 @@ temporary chats (kept in memory by the engine, gone when the user leaves them)."
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TYPE_CHECKING, AsyncIterator
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
@@ -14,8 +15,18 @@ from desktop.safety.labels import shown_notices
 from desktop.sidebar.sidebar import UNTITLED
 from engine.api import SendOptions, WrenError
 from engine.events import (
-    Delta, Event, Failed, FailureKind, Finished, FinishReason, MemoryNotice, PrefillProgress, SafetyNotice, Started,
-    TitleUpdate, ToolApprovalNeeded,
+    Delta,
+    Event,
+    Failed,
+    FailureKind,
+    Finished,
+    FinishReason,
+    MemoryNotice,
+    PrefillProgress,
+    SafetyNotice,
+    Started,
+    TitleUpdate,
+    ToolApprovalNeeded,
 )
 from engine.records import MessageInfo, Role
 
@@ -31,7 +42,7 @@ class ConversationController(QObject):
     titled = Signal(object, str)
     temporary_left = Signal(object)  # a temporary chat was left and the engine dropped it
 
-    def __init__(self, window: "MainWindow"):
+    def __init__(self, window: MainWindow):
         super().__init__(window)
         self.w = window
         self.engine = window.engine

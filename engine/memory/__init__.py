@@ -3,8 +3,16 @@
 from engine.memory.embed import Embedder, embeddings_available, load_embedder
 from engine.memory.intents import detect as detect_intents
 from engine.memory.records import (
-    MAX_MEMORY_CHARS, IntentKind, MemoryInfo, MemoryIntent, MemoryRefused, Origin, Retrieved,
-    SourceKind, Suggestion, TurnOutcome,
+    MAX_MEMORY_CHARS,
+    IntentKind,
+    MemoryInfo,
+    MemoryIntent,
+    MemoryRefused,
+    Origin,
+    Retrieved,
+    SourceKind,
+    Suggestion,
+    TurnOutcome,
 )
 from engine.memory.retrieve import RetrievalSettings, Retriever
 from engine.memory.service import MemoryService

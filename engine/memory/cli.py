@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 from engine import paths
 from engine.context.report import ContextReport, PartKind, PartState, report_from_meta

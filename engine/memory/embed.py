@@ -22,8 +22,9 @@ import importlib.util
 import json
 import logging
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 

@@ -5,12 +5,19 @@ Synchronous and database-bound: the Engine calls it through its one database thr
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
-from engine.memory import intents, settings as memory_settings
+from engine.memory import intents
+from engine.memory import settings as memory_settings
 from engine.memory.embed import Embedder
 from engine.memory.records import (
-    IntentKind, MemoryInfo, MemoryRefused, Origin, Retrieved, Suggestion, TurnOutcome,
+    IntentKind,
+    MemoryInfo,
+    MemoryRefused,
+    Origin,
+    Retrieved,
+    Suggestion,
+    TurnOutcome,
 )
 from engine.memory.retrieve import RetrievalSettings, Retriever
 from engine.memory.settings import MemorySettings

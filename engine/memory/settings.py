@@ -23,7 +23,7 @@ class MemorySettings:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict | None) -> "MemorySettings":
+    def from_dict(cls, data: dict | None) -> MemorySettings:
         """Unknown keys are ignored (a newer Wren's settings); bad values are refused."""
         data = data or {}
         known = {f.name: f for f in fields(cls)}
@@ -36,7 +36,7 @@ class MemorySettings:
                 raise InvalidRequest(f"memory setting {key!r} must be a whole number from 0 to 50, not {value!r}")
         return cls(**values)
 
-    def with_(self, **changes) -> "MemorySettings":
+    def with_(self, **changes) -> MemorySettings:
         return MemorySettings.from_dict({**self.to_dict(), **changes})
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from collections.abc import Iterable, Iterator
 from datetime import datetime
-from typing import Iterable, Iterator
 
 import peewee as pw
 
@@ -25,7 +25,7 @@ def _with_tables(method):
     """
 
     @functools.wraps(method)
-    def wrapper(self: "MemoryStore", *args, **kwargs):
+    def wrapper(self: MemoryStore, *args, **kwargs):
         with self._bound():
             return method(self, *args, **kwargs)
 

@@ -10,8 +10,9 @@ import re
 import sqlite3
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import peewee as pw
 
@@ -45,7 +46,7 @@ def _guarded(method):
     """Turn SQLite's terse failures into errors that say what to do."""
 
     @functools.wraps(method)
-    def wrapper(self: "Store", *args, **kwargs):
+    def wrapper(self: Store, *args, **kwargs):
         self.bind()
         try:
             return method(self, *args, **kwargs)

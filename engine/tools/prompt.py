@@ -119,7 +119,7 @@ class ToolPlan:
         return f'<tool_call>\n{{"name": {name}, "arguments": '
 
 
-def plan_for(tokenizer: "Tokenizer", entries: list[tuple[ToolSpec, ToolSource]], *, forced: str | None = None,
+def plan_for(tokenizer: Tokenizer, entries: list[tuple[ToolSpec, ToolSource]], *, forced: str | None = None,
              max_rounds: int = 8, model_type: str | None = None) -> ToolPlan:
     template = tokenizer.chat_template or ""
     family = family_for(template, model_type)
@@ -132,7 +132,7 @@ def plan_for(tokenizer: "Tokenizer", entries: list[tuple[ToolSpec, ToolSource]],
     return plan
 
 
-def _renders_tools(tokenizer: "Tokenizer", entries: list[tuple[ToolSpec, ToolSource]]) -> bool:
+def _renders_tools(tokenizer: Tokenizer, entries: list[tuple[ToolSpec, ToolSource]]) -> bool:
     """Whether the template shows the tools it is given (some mention `tools` only to refuse them)."""
     if not entries:
         return False
@@ -144,7 +144,7 @@ def _renders_tools(tokenizer: "Tokenizer", entries: list[tuple[ToolSpec, ToolSou
     return entries[0][0].name in shown
 
 
-def _renders_role(tokenizer: "Tokenizer", role: str) -> bool:
+def _renders_role(tokenizer: Tokenizer, role: str) -> bool:
     probe: list[dict[str, Any]] = [{"role": "user", "content": "?"}, {"role": "assistant", "content": "!"},
                                    {"role": role, "content": "wren-probe-result"}]
     try:

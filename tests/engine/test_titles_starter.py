@@ -44,8 +44,7 @@ MESSAGES = [
     "What should I do if my cat stops eating?",
 ]
 
-STOP = set("""a an the and or of to in on for with my me i how do does what why is are can you your should
-can't could would will be it this that some good best way about from at by get make tell give write""".split())
+STOP = set(["a", "an", "the", "and", "or", "of", "to", "in", "on", "for", "with", "my", "me", "i", "how", "do", "does", "what", "why", "is", "are", "can", "you", "your", "should", "can't", "could", "would", "will", "be", "it", "this", "that", "some", "good", "best", "way", "about", "from", "at", "by", "get", "make", "tell", "give", "write"])
 FIRST_PERSON = {"i", "i'm", "i've", "me", "my", "we", "our", "us"}
 
 

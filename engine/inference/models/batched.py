@@ -10,7 +10,7 @@ what lies past its own position. B and the span change from step to step; a comp
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 

@@ -23,8 +23,8 @@ import sys
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -96,7 +96,7 @@ def compile_cpu_decode(model: Transformer, cache_dir: Path | None = None,
     return time.perf_counter() - started
 
 
-def _install(model: Transformer, step: "CompiledBlocks", on_ready) -> None:
+def _install(model: Transformer, step: CompiledBlocks, on_ready) -> None:
     if model.decode_block is not step:
         model.decode_block = step
         model.batch_block = step.batch
@@ -340,7 +340,7 @@ class BackgroundCompile:
         return ended
 
 
-_running: "weakref.WeakSet[BackgroundCompile]" = weakref.WeakSet()
+_running: weakref.WeakSet[BackgroundCompile] = weakref.WeakSet()
 
 
 @atexit.register

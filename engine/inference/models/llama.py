@@ -12,8 +12,8 @@ from __future__ import annotations
 import copy
 import math
 import mmap
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -78,7 +78,7 @@ class ModelArgs:
         return min(self.max_position_embeddings, DEFAULT_MAX_CONTEXT)
 
     @classmethod
-    def from_hf_config(cls, config: Mapping) -> "ModelArgs":
+    def from_hf_config(cls, config: Mapping) -> ModelArgs:
         model_type = config.get("model_type")
         if model_type not in SUPPORTED_MODEL_TYPES:
             raise UnsupportedArchitecture(
@@ -186,7 +186,7 @@ class Block(nn.Module):
         h = x + self.attention(self.attention_norm(x), cos, sin, start, slot)
         return h + self.feed_forward(self.ffn_norm(h))
 
-    def with_caches(self, k_cache: torch.Tensor, v_cache: torch.Tensor) -> "Block":
+    def with_caches(self, k_cache: torch.Tensor, v_cache: torch.Tensor) -> Block:
         """A copy of this block sharing its weights but reading and writing the given
         caches as its slot 0 (a compiled one-token step takes the block as its input)."""
         attention = copy.copy(self.attention)
@@ -299,7 +299,7 @@ def _zeros_on_demand(shape: tuple[int, ...], dtype: torch.dtype, device) -> torc
 
 def build_model(
     args: ModelArgs,
-    get: Callable[[str], "torch.Tensor | QTensor"],
+    get: Callable[[str], torch.Tensor | QTensor],
     *,
     tied: bool,
     context_length: int | None = None,
@@ -367,7 +367,7 @@ def _install_quantized(layer: nn.Module, state: dict) -> None:
         state.update({f"{path}.{key}": buf for key, buf in module.named_buffers() if buf is not None})
 
 
-def _fuse(parts: list) -> "torch.Tensor | tuple":
+def _fuse(parts: list) -> torch.Tensor | tuple:
     """Q/K/V or gate/up as one weight: dense ones concatenated, QTensors kept as parts."""
     if any(isinstance(p, QTensor) for p in parts):
         if not all(isinstance(p, QTensor) for p in parts):
@@ -376,7 +376,7 @@ def _fuse(parts: list) -> "torch.Tensor | tuple":
     return torch.cat(parts)
 
 
-def _layer_state(args: ModelArgs, get: Callable[[str], "torch.Tensor | QTensor"], i: int) -> dict:
+def _layer_state(args: ModelArgs, get: Callable[[str], torch.Tensor | QTensor], i: int) -> dict:
     """Block i's tensors under our fused names: q/k/v and gate/up together."""
     hf = f"model.layers.{i}."
     attn, mlp = hf + "self_attn.", hf + "mlp."

@@ -26,8 +26,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -67,7 +67,7 @@ class Store:
         """Graphs for this model are saved (whether they still load is another matter)."""
         return (self.dir / "graphs.json").is_file()
 
-    def load_into(self, step: "decode.CompiledBlocks", directory: Path | None = None,
+    def load_into(self, step: decode.CompiledBlocks, directory: Path | None = None,
                   cancelled: threading.Event | None = None) -> bool:
         """Add every graph saved in `directory` (by default this model's) to `step` (call
         under inference_mode); False when none are saved or they no longer fit, in which
@@ -100,7 +100,7 @@ class Store:
             return False
         return True
 
-    def save(self, step: "decode.CompiledBlocks") -> None:
+    def save(self, step: decode.CompiledBlocks) -> None:
         """Write `step`'s graphs (compiled in this process); failures only cost the next
         start a compile."""
         try:

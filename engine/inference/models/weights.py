@@ -8,8 +8,8 @@ process's memory for as long as the mapping lives, which would double what loadi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -23,7 +23,7 @@ _SAFETENSORS_TYPES = {torch.float32: F32, torch.float16: 1, torch.bfloat16: 30}
 _BIASED_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
 
 
-def open_weights(model_dir: Path, config: dict) -> "GGUFWeights | SafetensorsWeights":
+def open_weights(model_dir: Path, config: dict) -> GGUFWeights | SafetensorsWeights:
     model_dir = Path(model_dir)
     if (model_dir / GGUF_FILE).is_file():
         return GGUFWeights(model_dir / GGUF_FILE, config)

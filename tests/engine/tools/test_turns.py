@@ -8,7 +8,15 @@ import json
 
 from engine.api import SendOptions
 from engine.events import (
-    Delta, Finished, FinishReason, SafetyNotice, Started, ToolApprovalNeeded, ToolCall, ToolResult, Usage,
+    Delta,
+    Finished,
+    FinishReason,
+    SafetyNotice,
+    Started,
+    ToolApprovalNeeded,
+    ToolCall,
+    ToolResult,
+    Usage,
 )
 from engine.inference.backends.scripted import ScriptedBackend
 from engine.records import MessageStatus
