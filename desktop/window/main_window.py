@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
 from pathlib import Path
@@ -95,7 +96,7 @@ class MainWindow(QMainWindow):
         self.resize(1100, 760)
         self._layout_restored = False
         self._layout_timer = QTimer(self, singleShot=True, interval=LAYOUT_SAVE_MS)
-        self._layout_timer.timeout.connect(lambda: self.tasks.run(self.save_layout(), what="saving the window layout"))
+        self._layout_timer.timeout.connect(self._save_layout_soon)
         self.splitter.splitterMoved.connect(lambda *_: self._layout_timer.start())
         # Tab goes sidebar → header → chat (its messages top to bottom) → composer.
         self._tab_timer = QTimer(self, singleShot=True, interval=0)
@@ -293,6 +294,15 @@ class MainWindow(QMainWindow):
             "splitter": self.splitter.sizes(),
             "maximized": self.isMaximized(),
         }
+
+    def _save_layout_soon(self) -> None:
+        """The debounced save after a move or resize; skipped once the event loop is gone
+        (the window is closing, and closing saves the layout itself)."""
+        try:
+            asyncio.get_event_loop_policy().get_event_loop()
+        except RuntimeError:
+            return
+        self.tasks.run(self.save_layout(), what="saving the window layout")
 
     async def save_layout(self, state: dict | None = None) -> None:
         # Never overwrite the saved layout with the default one, nor write to a closed engine.

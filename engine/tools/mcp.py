@@ -786,6 +786,14 @@ class McpManager:
             if self._closed:
                 raise McpFailure("MCP servers are stopped: Wren is closing")
             if self._loop is None:
+                # The SDK is imported here, on the caller's thread, before the MCP thread
+                # starts: importing it on that thread while the caller's thread runs Qt's
+                # event loop was seen to hang the import in a test run.
+                import mcp.client.stdio
+                import mcp.client.streamable_http  # noqa: F401
+                import mcp_types  # noqa: F401
+                from mcp import Client  # noqa: F401
+
                 loop = asyncio.new_event_loop()
                 started = threading.Event()
 
