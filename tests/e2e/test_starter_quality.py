@@ -2,8 +2,8 @@
 sensibly: through Engine.send, seeds fixed, no sampling options given with the message.
 
 Affordable on two cores: answers run five at a time in the engine's shared decode steps; the
-capital question is cut at 64 tokens (a right answer says "Paris" in its first sentence) and
-the everyday prompts run with two seeds each at 300 tokens.
+capital question is asked with 30 seeds cut at 40 tokens (a right answer says "Paris" in its
+first sentence) and the everyday prompts run with two seeds each at 300 tokens.
 """
 
 from __future__ import annotations
@@ -63,15 +63,18 @@ async def _answers(models_dir, home, jobs: list[tuple[str, dict]]) -> list[str]:
 
 
 def test_the_capital_of_france_is_paris_at_default_settings(starter_models_dir, wren_home):
-    seeds = range(1, 11)
+    # The starter's first token is a near-tie: "The" 25.33 against "L" 25.24 (then "La"
+    # 24.94), so even at its temperature of 0.05 about one answer in six opens with
+    # "L'Étoile, …" and may never say "Paris". Ten seeds measured that chance too coarsely:
+    # any change to how the sampler draws its random numbers re-rolled 9 of 10 into 8. Thirty
+    # seeds measure it: 27 of 30 here; a bar of 22 passes 97% of draws at the model's own
+    # rate (about 0.85) and fails 57% at 0.7 and 91% at 0.6, where babbling begins.
+    seeds = range(1, 31)
     answers = asyncio.run(_answers(starter_models_dir, wren_home, [
-        ("What is the capital of France?", {"seed": seed, "max_tokens": 64}) for seed in seeds
+        ("What is the capital of France?", {"seed": seed, "max_tokens": 40}) for seed in seeds
     ]))
     with_paris = [seed for seed, text in zip(seeds, answers) if "Paris" in text]
-    # 9 of 10 until this session's last run, where seed 4 wandered ("…in Europe's capital of
-    # France."); the cause (a sampler or context change of that session) is still to be found,
-    # so the bar is 8 for now — see the stop-11 note. Raise it back once found.
-    assert len(with_paris) >= 8, list(zip(seeds, answers))
+    assert len(with_paris) >= 22, list(zip(seeds, answers))
 
 
 def test_everyday_answers_do_not_loop_at_default_settings(starter_models_dir, wren_home):
