@@ -27,6 +27,15 @@ from engine.context import ContextSettings as ContextSettings
 from engine.context import Instructions as Instructions
 from engine.context import PartKind as PartKind
 from engine.context import PartState as PartState
+from engine.crashreport import (  # noqa: F401  re-exported for the desktop (its crash hooks and notice)
+    CrashReport,
+    asyncio_exception_handler,
+    crash_reports_dir,
+    install_crash_hooks,
+    mark_crash_reports_seen,
+    pending_crash_reports,
+    write_crash_report,
+)
 from engine.errors import InvalidRequest, ModelNotLoaded, WrenError
 from engine.events import Event, Finished, FinishReason
 from engine.ghost import CHAT_SAMPLING_PRESETS, GhostText, Suggestion  # noqa: F401  re-exported for the desktop

@@ -471,6 +471,10 @@ async def _cmd_conversations(args) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None:  # run as the `wren` program; a test calling main(argv) keeps its own hooks
+        from engine.crashreport import install_crash_hooks
+
+        install_crash_hooks("wren")  # threads and fatal errors; the main thread's below
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(extensions=not _is_builtin(argv)).parse_args(argv)
     try:
@@ -492,6 +496,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         # has. Whatever is still buffered goes nowhere, quietly.
         _discard_stdout()
         return 0
+    except Exception as exc:  # a bug: the traceback as usual, and a local, redacted report
+        return _crashed(exc, args.command)
+
+
+def _crashed(exc: Exception, command: str) -> int:
+    import traceback
+
+    from engine.crashreport import write_crash_report
+
+    traceback.print_exception(exc)
+    path = write_crash_report(exc, program="wren", where=f"wren {command}")
+    if path is not None:
+        print(f"wren: an unexpected error; a crash report was saved at {path} "
+              "(it stays on this computer; it holds no prompts or answers)", file=sys.stderr)
+    return 1
 
 
 def _is_builtin(argv: list[str]) -> bool:
