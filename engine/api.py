@@ -701,9 +701,7 @@ class Engine(Preferences, Serving, Providers, Tools, McpFacade, Care, MemoryEmbe
         their notices (front ends ask first with `scan_input`). A message that cannot fit
         the context window raises ContextOverflow before anything is stored."""
         _check_text(text)
-        store = self._store_for(conversation_id)
-        await self._db(store.get_conversation, conversation_id)  # NotFound before any write
-        shown = await self.messages(conversation_id)
+        shown = await self.messages(conversation_id)  # NotFound before any write
         async for event in self._ask(conversation_id, shown[-1].id if shown else None, text, options):
             yield event
 
@@ -772,12 +770,15 @@ class Engine(Preferences, Serving, Providers, Tools, McpFacade, Care, MemoryEmbe
             await self._turns.check_fits(conversation_id, parent_id, text, options, worker)
         store = self._store_for(conversation_id)
         meta = {"safety": notice_fields(notices)} if notices else {}
-        user = await self._db(store.add_message, conversation_id, Role.USER, text, parent_id=parent_id, meta=meta)
-        conv = await self._db(store.get_conversation, conversation_id)
-        outcome = await self._db(
-            self.memory.handle_message, text, conversation_id=conversation_id, message_id=user.id,
-            conversation_settings=conv.settings,
-        )
+
+        def commit() -> tuple[MessageInfo, Any]:
+            # one trip to the database thread: every trip costs the first token about a millisecond
+            user = store.add_message(conversation_id, Role.USER, text, parent_id=parent_id, meta=meta)
+            settings = store.get_conversation(conversation_id).settings
+            return user, self.memory.handle_message(text, conversation_id=conversation_id, message_id=user.id,
+                                                    conversation_settings=settings)
+
+        user, outcome = await self._db(commit)
         if not outcome.empty or (outcome.skipped and outcome.intents):
             yield memory_notice(outcome)
         async for event in self._turns.answer(user, options, outcome):

@@ -36,6 +36,7 @@ from engine.events import (
 from engine.inference.constrain import Constraint, ConstraintError
 from engine.inference.sampling import SamplingParams
 from engine.inference.worker import GenerationRequest, ModelWorker
+from engine.logprobs import AnswerLogprobs
 from engine.logs import log_event
 from engine.memory import TurnOutcome, is_temporary
 from engine.records import MessageInfo, MessageStatus, Role
@@ -92,19 +93,24 @@ class Turns:
     async def assemble(self, conv_id: int | None, history: list[MessageInfo], text: str, message_id: int | None,
                        options: SendOptions, worker: ModelWorker, *, allow_summarize: bool = True,
                        exclude_memories: tuple[int, ...] = (), encode: bool = True,
+                       conv_settings: dict | None = None,
                        ) -> tuple[AssembledContext, list[int] | None]:
+        """`conv_settings`: the conversation's settings where the caller has just read them."""
         e = self.e
-        if conv_id is None:  # the first message of a new chat (Engine.prepare): no settings of its own yet
-            conv_settings: dict = {}
-        else:
-            conv_settings = (await e._db(e._store_for(conv_id).get_conversation, conv_id)).settings
+
+        def read() -> tuple[dict, Any, Any, Any]:
+            # one trip to the database thread for everything the prompt reads
+            own = conv_settings
+            if own is None:  # conv_id None: the first message of a new chat (Engine.prepare)
+                own = e._store_for(conv_id).get_conversation(conv_id).settings if conv_id is not None else {}
+            return own, e.store.get_setting("system_prompt"), load_settings(e.store), load_instructions(e.store)
+
+        conv_settings, default_system, ctx, instructions = await e._db(read)
         system = options.system_prompt
         if system is None:
-            system = conv_settings.get("system_prompt") or await e.get_setting("system_prompt") or ""
+            system = conv_settings.get("system_prompt") or default_system or ""
         if needs_care((await e.scan_input(text)).findings):  # e.g. self-harm: the model is asked for care
             system = with_care_note(system, e.care_message().system_note)
-        ctx = await e._db(load_settings, e.store)
-        instructions = await e._db(load_instructions, e.store)
         window = e._status.context_length
         query_vector = await e._memory_query_vector(text, conv_settings)  # on the executor
         retrieved = await e._db(
@@ -130,8 +136,13 @@ class Turns:
                          worker: ModelWorker) -> None:
         """Raise ContextOverflow for a message that cannot fit, before anything is stored."""
         store = self.e._store_for(conv_id)
-        history = await self.e._db(lineage, store, parent_id) if parent_id else []
-        await self.assemble(conv_id, history, text, None, options, worker, allow_summarize=False, encode=False)
+
+        def read() -> tuple[list[MessageInfo], dict]:
+            return (lineage(store, parent_id) if parent_id else []), store.get_conversation(conv_id).settings
+
+        history, settings = await self.e._db(read)
+        await self.assemble(conv_id, history, text, None, options, worker, allow_summarize=False, encode=False,
+                            conv_settings=settings)
 
     # -- the answer ------------------------------------------------------------------
 
@@ -139,7 +150,7 @@ class Turns:
                      outcome: TurnOutcome | None = None) -> AsyncIterator[Event]:
         e = self.e
         store = e._store_for(user.conversation_id)
-        conv = await e._db(store.get_conversation, user.conversation_id)
+        conv, chain = await e._db(lambda: (store.get_conversation(user.conversation_id), lineage(store, user.id)))
         params = options.sampling
         if params is None:
             # The conversation's own settings over the model's defaults, field by field.
@@ -154,7 +165,6 @@ class Turns:
             yield Finished(FinishReason.ERROR)
             return
         status = e._status
-        chain = await e._db(lineage, store, user.id)
         saved_now = tuple(m.id for m in outcome.saved) if outcome else ()
         try:
             attachments = await self._attachments(store, conv, user, options)
@@ -165,6 +175,7 @@ class Turns:
             return
         assembled, prompt_ids = await self.assemble(
             user.conversation_id, chain[:-1], user.content, user.id, options, worker, exclude_memories=saved_now,
+            conv_settings=conv.settings,
         )
         if plan is not None:
             tool_ids = await self._encode_round(worker, plan, assembled.messages, [], first=True)
@@ -174,17 +185,20 @@ class Turns:
                 plan = None
             else:
                 prompt_ids = tool_ids
-        await e._db(e.memory.mark_used, assembled.report.memory_ids)
         room = status.context_length - len(prompt_ids)
         params = params.with_(max_tokens=max(1, min(params.max_tokens, room)))
         meta: dict[str, Any] = {REPORT_META_KEY: assembled.report.to_dict()}
         if outcome is not None and (not outcome.empty or (outcome.skipped and outcome.intents)):
             meta["memory"] = outcome.to_dict()
-        answer = await e._db(
-            store.add_message, user.conversation_id, Role.ASSISTANT, "", parent_id=user.id,
-            status=MessageStatus.STREAMING, model=status.name, backend=status.backend,
-            sampling=params.to_dict(), prompt_tokens=len(prompt_ids), meta=meta,
-        )
+
+        def begin() -> MessageInfo:
+            e.memory.mark_used(assembled.report.memory_ids)
+            return store.add_message(
+                user.conversation_id, Role.ASSISTANT, "", parent_id=user.id, status=MessageStatus.STREAMING,
+                model=status.name, backend=status.backend, sampling=params.to_dict(),
+                prompt_tokens=len(prompt_ids), meta=meta)
+
+        answer = await e._db(begin)
         started = Started(user.conversation_id, user.id, answer.id, status.name, status.backend)
         tools = None
         if plan is not None:
@@ -284,11 +298,13 @@ class Turns:
         if choice == "none":
             return None
         asked = getattr(options, "tools", None)
+        saved = await e._db(e.store.get_settings, tool_settings.DEFAULT_KEY, tool_settings.DISABLED_KEY,
+                            tool_settings.MAX_ROUNDS_KEY)
+        default = saved.get(tool_settings.DEFAULT_KEY)
         # MCP servers start lazily: those that own a tool this answer may call start now
         # (a server that fails to start is left out; its state and log say why).
         wanted = asked if asked is not None else conv_settings.get("tools")
         if not isinstance(wanted, (list, tuple)):
-            default = await e.get_setting(tool_settings.DEFAULT_KEY)
             wanted = default if isinstance(default, list) else []
         mcp_names = [n for n in [*wanted, choice] if isinstance(n, str) and "__" in n]  # SERVER__TOOL
         if mcp_names:
@@ -304,7 +320,6 @@ class Turns:
         elif isinstance(conv_settings.get("tools"), list):
             names = [n for n in conv_settings["tools"] if isinstance(n, str)]
         else:
-            default = await e.get_setting(tool_settings.DEFAULT_KEY)
             names = [n for n in default if isinstance(n, str)] if isinstance(default, list) else []
         forced = None if choice == "auto" else choice
         if forced is not None:
@@ -315,13 +330,14 @@ class Turns:
                 names.append(forced)
         if attached and READ_FILE.name not in names:
             names.append(READ_FILE.name)  # the user attached a file: the model may read it
-        disabled = set(await e._name_list(tool_settings.DISABLED_KEY))
+        off = saved.get(tool_settings.DISABLED_KEY)
+        disabled = {n for n in off if isinstance(n, str)} if isinstance(off, list) else set()
         if forced in disabled:
             raise InvalidRequest(f"the tool {forced} is switched off; switch it on in Settings → Tools first")
         entries = [(s, src) for s, src in e.tool_registry.entries() if s.name in names and s.name not in disabled]
         if not entries:
             return None
-        rounds = await e.get_setting(tool_settings.MAX_ROUNDS_KEY)
+        rounds = saved.get(tool_settings.MAX_ROUNDS_KEY)
         max_rounds = rounds if isinstance(rounds, int) and rounds >= 1 else tool_settings.DEFAULT_MAX_ROUNDS
         def plan() -> ToolPlan:
             model_type = None
@@ -393,6 +409,7 @@ class Turns:
         turn = _TurnStop(loop)  # Engine.stop reaches a turn that waits on a tool, not only a generation
         e._active.append((turn, conv_id))
         parts: list[str] = [prefix] if prefix else []  # a continued answer keeps its text (continue_answer)
+        probs = AnswerLogprobs(params, answer.meta, prefix)  # token probabilities, with params.logprobs
         notices: list[SafetyNotice] = []
         tool_log: list[dict] = []
         saved_len = len(prefix)
@@ -439,6 +456,8 @@ class Turns:
                                 round_reason = event.reason
                             if cut and not final:
                                 continue  # the calls are complete: the rest is not shown
+                            if not final:
+                                probs.arrived(event)
                             pieces: list = (parser.finish() if final else parser.feed(event.text)) if parser else (
                                 [] if final else [event.text])
                             steps: list[GuardStep] = []
@@ -458,7 +477,7 @@ class Turns:
                                     yield notice
                                 if step.text and not step.blocked:
                                     parts.append(step.text)
-                                    yield Delta(step.text)
+                                    yield Delta(step.text, probs.attach())
                                 if step.blocked:
                                     blocked = True
                             if blocked:
@@ -547,7 +566,7 @@ class Turns:
                 runner.close()
             usage = _combined(usages)  # with tools, yielded once below, after the finish is saved
             await asyncio.shield(self._finish(store, answer, parts, notices, reason, usage, error, len(prompt_ids),
-                                              tool_log, interrupted=interrupted))
+                                              tool_log, interrupted=interrupted, logprobs=probs))
         if tools is not None and usage is not None:
             yield usage
         yield Finished(reason, answer.id)
@@ -563,7 +582,8 @@ class Turns:
 
     async def _finish(self, store, answer: MessageInfo, parts: list[str], notices: list[SafetyNotice],
                       reason: FinishReason, usage: Usage | None, error: str | None, prompt_tokens: int,
-                      tool_log: list[dict] | None = None, *, interrupted: bool = False) -> None:
+                      tool_log: list[dict] | None = None, *, interrupted: bool = False,
+                      logprobs: AnswerLogprobs | None = None) -> None:
         blocked = reason is FinishReason.BLOCKED
         status = MessageStatus.INTERRUPTED if interrupted and reason is FinishReason.ERROR else _STATUS_FOR[reason]
         fields: dict[str, Any] = {
@@ -576,6 +596,8 @@ class Turns:
             meta["safety"] = notice_fields(notices)
         if tool_log:
             meta["tools"] = tool_log
+        if logprobs is not None:
+            logprobs.store(meta)
         if meta != answer.meta:
             fields["meta"] = meta
         if usage is not None:

@@ -160,10 +160,10 @@ class MemoryEmbeddings:
         FIRST_NEED_BACKLOG memories to be embedded; the rest follow in the background."""
         if is_temporary(conversation_settings) or (conversation_settings or {}).get("memory") is False or self._closed:
             return None
-        prefs = await self._db(self.memory.settings)
+        prefs, count = await self._db(lambda: (self.memory.settings(), self.memory.count()))
         if not prefs.enabled:
             return None
-        if not prefs.reference_history and not await self._db(self.memory.count):
+        if not prefs.reference_history and not count:
             return None  # nothing to find: no need to load the embedder
         embedder = await self.memory_embedder()
         if embedder is None:

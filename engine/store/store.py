@@ -628,6 +628,11 @@ class Store:
         return default if row is None else row.value
 
     @_guarded
+    def get_settings(self, *keys: str) -> dict[str, Any]:
+        """Several settings in one query: {key: value} for each key that is set."""
+        return {row.key: row.value for row in Setting.select().where(Setting.key.in_(keys))}
+
+    @_guarded
     def set_setting(self, key: str, value: Any) -> None:
         """Save a setting; None clears it (the default applies again)."""
         if value is None:
