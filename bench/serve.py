@@ -8,7 +8,9 @@ run in a child process (httpx, streaming), as a real client would, so the client
 parsing is not charged to the server's loop. Measured, medians over --runs:
 
 - time to first token: `Engine.send` in-process against `POST /api/conversation` (the
-  same path: a stored conversation), and `Engine.stateless_chat` against
+  same path: a stored conversation, made beforehand on both sides; and again with the new
+  chat made inside the timed span, as a request without conversation_id does), interleaved
+  run by run, with the median of the run-by-run differences; and `Engine.stateless_chat` against
   `POST /v1/chat/completions` (the OpenAI path: nothing stored); "added_ms" is the
   difference. Target: under 5 ms.
 - aggregate answer tokens/s for 1, 4 and 16 concurrent streamed clients, in-process
@@ -71,8 +73,11 @@ async def client_main(args) -> dict:
         await http.get("/v1/models")  # a warm connection, as a real client keeps
         if args.phase == "conversation":
             out = []
-            for _ in range(args.runs):
+            ids = [int(i) for i in args.conversations.split(",")] if args.conversations else [None] * args.runs
+            for conv_id in ids:
                 body = {"content": QUESTION, "sampling": {"temperature": 0, "max_tokens": args.tokens}}
+                if conv_id is not None:
+                    body["conversation_id"] = conv_id
                 t0 = time.perf_counter()
                 first = None
                 async with http.stream("POST", "/api/conversation", json=body) as r:
@@ -115,14 +120,18 @@ async def client_main(args) -> dict:
 # -- the server and the in-process figures -------------------------------------------------
 
 
-async def direct_send(engine, params, runs: int) -> list[float]:
+async def direct_send(engine, params, runs: int, *, create: bool = False) -> list[float]:
+    """`create`: the new chat is made inside the timed span, as POST /api/conversation
+    without a conversation_id does."""
     from engine.api import SendOptions
     from engine.events import Delta
 
     out = []
     for _ in range(runs):
-        conv = await engine.create_conversation()
         t0 = time.perf_counter()
+        conv = await engine.create_conversation()
+        if not create:
+            t0 = time.perf_counter()
         first = None
         async for event in engine.send(conv.id, QUESTION, SendOptions(sampling=params)):
             if first is None and isinstance(event, Delta):
@@ -213,13 +222,21 @@ async def server_main(args) -> dict:
         await run_client(url, key, "--phase", "chat", "--concurrency", "1", "--runs", "1", "--tokens", "4")
 
         print(f"bench/serve.py: {status.name} on {status.backend} loaded; time to first token", file=sys.stderr)
-        send = await direct_send(engine, params, args.runs)
-        conv_http = (await run_client(url, key, "--phase", "conversation", *common))["ttft"]
-        report["ttft_conversation_ms"] = {
-            "engine_send": median([t * 1000 for t in send]), "http": median([t * 1000 for t in conv_http])}
-        report["ttft_conversation_ms"]["added_ms"] = round(
-            report["ttft_conversation_ms"]["http"] - report["ttft_conversation_ms"]["engine_send"], 3)
-        print("bench/serve.py: so far " + json.dumps(report), file=sys.stderr, flush=True)
+        # Interleaved run by run (the machine's load drifts): Engine.send into a new empty chat
+        # against POST /api/conversation into one made the same way (the same engine work),
+        # then a new chat made inside the timed span on both sides (no conversation_id).
+        for create in (False, True):
+            send, conv_http = [], []
+            for _ in range(args.runs):
+                send += await direct_send(engine, params, 1, create=create)
+                extra = ["--conversations", str((await engine.create_conversation()).id)] if not create else []
+                conv_http += (await run_client(url, key, "--phase", "conversation", *common[:1], "1",
+                                               *common[2:], *extra))["ttft"]
+            entry = {"engine_send": median([t * 1000 for t in send]), "http": median([t * 1000 for t in conv_http]),
+                     "added_ms_median_of_pairs": median([(h - d) * 1000 for d, h in zip(send, conv_http)])}
+            entry["added_ms"] = round(entry["http"] - entry["engine_send"], 3)
+            report["ttft_new_chat_ms" if create else "ttft_conversation_ms"] = entry
+            print("bench/serve.py: so far " + json.dumps(report), file=sys.stderr, flush=True)
 
         concurrency = {}
         for c in args.clients:
@@ -259,6 +276,7 @@ def main() -> None:
     parser.add_argument("--client", help=argparse.SUPPRESS)  # the child: the server's URL
     parser.add_argument("--phase", help=argparse.SUPPRESS)
     parser.add_argument("--concurrency", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--conversations", help=argparse.SUPPRESS)  # the child: chats to answer in
     args = parser.parse_args()
     if args.client:
         print(json.dumps(asyncio.run(client_main(args))))
