@@ -17,14 +17,24 @@ import qasync
 from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox
 
+from desktop.crash_notice import CrashNotice, notice_text
 from desktop.settings.dialog import HOTKEY, HOTKEY_ENABLED, SavedSettings, SettingsDialog
 from desktop.theme import app_icon, apply_theme
 from desktop.tray.hotkey import DEFAULT_SHORTCUT, GlobalHotkey, unsupported_reason
 from desktop.tray.instance import QUICK, SHOW, SingleInstance, server_name
 from desktop.tray.quick import QuickPrompt
 from desktop.tray.tray import Tray
+from desktop.welcome import WELCOME_SEEN, WelcomeDialog
 from desktop.window.main_window import MainWindow
-from engine.api import Engine
+from engine.api import (
+    Engine,
+    asyncio_exception_handler,
+    data_dir,
+    install_crash_hooks,
+    mark_crash_reports_seen,
+    pending_crash_reports,
+    write_crash_report,
+)
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +55,8 @@ class WrenApp(QObject):
         self.hotkey = GlobalHotkey(self)
         self.hotkey_problem: str | None = None
         self.settings: SettingsDialog | None = None
+        self.welcome: WelcomeDialog | None = None
+        self.crash_notice: CrashNotice | None = None
         self.window.keep_running_in_tray = self.tray.available
         self.done: asyncio.Future = asyncio.get_running_loop().create_future()
         self._connect()
@@ -58,6 +70,7 @@ class WrenApp(QObject):
         w.hidden_to_tray.connect(lambda: self.tasks.run(self._said_once(), what="tray notice"))
         w.settings_requested.connect(self.open_settings)
         w.memory_requested.connect(lambda memory_id: self.open_settings(memory_id=memory_id))
+        w.welcome_requested.connect(lambda: self.tasks.run(self.show_welcome(), what="showing the welcome"))
         self.quick.open_requested.connect(self.open_in_window)
         self.quick.conversation_changed.connect(lambda _cid: w.conversations.refresh())
         models.loading.connect(lambda: self.quick.set_ready(False, "Wren is loading the model…", loading=True))
@@ -80,16 +93,60 @@ class WrenApp(QObject):
         else:
             self.window.status.showMessage(notice.message, 15000)
 
-    async def start(self, *, quick: bool = False, hidden: bool = False) -> None:
+    async def start(self, *, quick: bool = False, hidden: bool = False, greet: bool = True) -> None:
+        """`greet`: the first start's welcome and the notice of a crash last time (both
+        non-modal); off for the packaged start-up check."""
         await self.window.restore_layout()  # before showing: no jump from the default size
         for notice in self.engine.notices():  # found before the window subscribed
             self.show_notice(notice)
-        if not ((quick or hidden) and self.tray.available):
+        shown = not ((quick or hidden) and self.tray.available)
+        if shown:
             self.window.show()
         await self.window.start()
         await self.apply_hotkey()
+        if greet:
+            self.announce_crashes(in_window=shown)
+            if shown and not await self.engine.get_setting(WELCOME_SEEN, False):
+                try:  # hidden in the tray: at the next start that shows the window
+                    await self.show_welcome()
+                    await self.engine.set_setting(WELCOME_SEEN, True)
+                except Exception:  # a greeting must never stop Wren from starting
+                    log.exception("could not show the welcome")
         if quick:
             self.quick.popup()
+
+    async def show_welcome(self) -> WelcomeDialog:
+        """The welcome (first start, and Help → Welcome), beside the window, never modal."""
+        if self.welcome is None:
+            models = self.window.models
+            self.welcome = WelcomeDialog(self.engine, self.tasks, data_dir(),
+                                         model_loading=lambda: models.is_loading, parent=self.window)
+            self.welcome.models_requested.connect(self.window.open_models)
+            for signal in (models.loaded, models.load_failed):
+                signal.connect(lambda *_: self.welcome is not None and self.welcome.model_changed())
+        await self.welcome.refresh()
+        self.welcome.show()
+        self.welcome.raise_()
+        return self.welcome
+
+    def announce_crashes(self, *, in_window: bool = True) -> CrashNotice | None:
+        """Crash reports from earlier runs: a notice beside the window (a tray message when
+        Wren starts hidden), once each. Nothing is sent anywhere."""
+        try:
+            reports = pending_crash_reports()
+            if reports:
+                mark_crash_reports_seen(reports)
+        except OSError as exc:
+            log.warning("could not read the crash reports: %s", exc)
+            return None
+        if not reports:
+            return None
+        if not in_window:
+            self.tray.say(notice_text(reports)[0], f"A crash report was saved at {reports[0].path}")
+            return None
+        self.crash_notice = CrashNotice(reports, self.window)
+        self.crash_notice.show()
+        return self.crash_notice
 
     def handle(self, message: str) -> None:
         """A request from a second `wren-desktop`."""
@@ -162,6 +219,9 @@ class WrenApp(QObject):
             log.exception("could not save the window layout")
         self.hotkey.clear()
         self.quick.hide()
+        for dialog in (self.welcome, self.crash_notice):
+            if dialog is not None:
+                dialog.hide()
         self.window.hide()
         self.tray.hide()
         await self.window.conversations.close()
@@ -190,6 +250,7 @@ async def _run(args: argparse.Namespace, instance: SingleInstance) -> int:
     except Exception as exc:  # a locked or unreadable database: nothing else can work
         QMessageBox.critical(None, "Wren cannot start", f"Wren could not open its data:\n\n{exc}")
         return 1
+    asyncio.get_running_loop().set_exception_handler(asyncio_exception_handler)  # and a crash report
     wren = WrenApp(engine, instance, tray=False if args.no_tray else None)
     # Python handles Ctrl+C only between bytecodes; a idle tick lets it in while Qt waits.
     signal.signal(signal.SIGINT, lambda *_: wren.quit())
@@ -199,7 +260,7 @@ async def _run(args: argparse.Namespace, instance: SingleInstance) -> int:
     from desktop.smoke import from_environment
 
     smoke = from_environment(wren, args.began)  # packaged builds' start-up check; None normally
-    await wren.start(quick=args.quick, hidden=args.hidden)
+    await wren.start(quick=args.quick, hidden=args.hidden, greet=smoke is None)
     if smoke is not None:
         smoke.window_shown()
     await wren.done
@@ -222,6 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     # JSON lines in the data folder, redacted; warnings also reach the terminal.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     setup_logging()
+    # Local, redacted crash reports (engine/crashreport.py). Qt sends an exception raised
+    # in a slot to sys.excepthook and goes on, so those are errors, not crashes.
+    install_crash_hooks("wren-desktop", fatal_excepthook=False, versions=_qt_versions)
     app = QApplication.instance() or QApplication([sys.argv[0], *argv])
     app.setApplicationName("Wren")
     app.setApplicationDisplayName("Wren")
@@ -238,7 +302,23 @@ def main(argv: list[str] | None = None) -> int:
         log.warning("cannot listen on %s; a second start will open a second window", instance.name)
     apply_theme(app)
     # Python 3.11 has no asyncio.run(loop_factory=...); qasync.run installs its loop policy.
-    return qasync.run(_run(args, instance))
+    try:
+        return qasync.run(_run(args, instance))
+    except Exception as exc:  # Wren is closing on a bug: the traceback, and a report for the next start
+        import traceback
+
+        traceback.print_exception(exc)
+        path = write_crash_report(exc, program="wren-desktop", where="the event loop")
+        if path is not None:
+            print(f"wren-desktop: a crash report was saved at {path} (it stays on this computer)", file=sys.stderr)
+        return 1
+
+
+def _qt_versions() -> dict[str, str]:
+    import PySide6
+    from PySide6.QtCore import qVersion
+
+    return {"Qt": qVersion(), "PySide6": PySide6.__version__}
 
 
 if __name__ == "__main__":

@@ -57,6 +57,7 @@ class MainWindow(QMainWindow):
     settings_requested = Signal()
     quit_requested = Signal()
     memory_requested = Signal(int)  # show this memory in Settings → Memory
+    welcome_requested = Signal()  # Help → Welcome (the app shows it)
 
     def __init__(self, engine: Engine, parent: QWidget | None = None):
         super().__init__(parent)
@@ -214,6 +215,8 @@ class MainWindow(QMainWindow):
         chat_menu.addAction(self.stop_action)
         chat_menu.addAction(self.regenerate_action)
         chat_menu.addAction(self.tokens_action)
+        self.welcome_action = self._action("&Welcome to Wren", self.welcome_requested.emit, name="welcomeAction")
+        bar.addMenu("&Help").addAction(self.welcome_action)
 
     def _connect(self) -> None:
         c, tasks = self.conversations, self.tasks
