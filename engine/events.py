@@ -26,10 +26,53 @@ class Started:
 
 
 @dataclass(frozen=True, slots=True)
+class TopLogprob:
+    """One of the likeliest tokens at a step: its text (decoded alone), id and log-probability."""
+
+    token: str
+    id: int
+    logprob: float
+
+    def to_dict(self) -> dict:
+        return {"token": self.token, "id": self.id, "logprob": self.logprob}
+
+
+@dataclass(frozen=True, slots=True)
+class TokenLogprob:
+    """One generated token and how likely it was (SamplingParams.logprobs).
+
+    `token` is the text this token added to the answer, so the tokens' texts of an answer
+    join to its text ("" for a token that is only part of a character, which the next one
+    completes; cut where a stop string ends the answer). `logprob` is the chosen token's
+    natural log-probability and `top` the likeliest tokens at that step, most likely first
+    (as many as asked for; the chosen token is among them when it was likely enough).
+    Both come from the model's scores after the repetition guard and any constraint, at
+    temperature 1, before temperature, top-k, top-p and min-p shape the draw
+    (engine.inference.sampling.Sampler)."""
+
+    token: str
+    id: int
+    logprob: float
+    top: tuple[TopLogprob, ...] = ()
+
+    def to_dict(self) -> dict:
+        """The JSON shape stored in an answer's metadata under "logprobs" (one per token)."""
+        return {"token": self.token, "id": self.id, "logprob": self.logprob,
+                "top": [t.to_dict() for t in self.top]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> TokenLogprob:
+        return cls(str(data["token"]), int(data["id"]), float(data["logprob"]),
+                   tuple(TopLogprob(str(t["token"]), int(t["id"]), float(t["logprob"])) for t in data.get("top", ())))
+
+
+@dataclass(frozen=True, slots=True)
 class Delta:
-    """New answer text, never overlapping earlier deltas."""
+    """New answer text, never overlapping earlier deltas. With SamplingParams.logprobs set,
+    `logprobs` holds one entry for each token whose text is in this delta; else None."""
 
     text: str
+    logprobs: tuple[TokenLogprob, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,11 +207,14 @@ def event_to_dict(event: Event) -> dict:
     out: dict = {"type": _TYPE_NAMES.get(kind) or kind.__name__.lower()}
     for name in event.__dataclass_fields__:
         value = getattr(event, name)
+        if name == "logprobs" and value is None:
+            continue  # a Delta without token probabilities reads as it always did
         if isinstance(value, enum.Enum):
             value = value.value
         elif isinstance(value, tuple):
             value = [
-                {"id": v.id, "text": v.text} if isinstance(v, MemoryRef) else v for v in value
+                {"id": v.id, "text": v.text} if isinstance(v, MemoryRef)
+                else v.to_dict() if isinstance(v, TokenLogprob) else v for v in value
             ]
         out[name] = value
     return out

@@ -263,7 +263,7 @@ class BatchScheduler:
                 seq.history[seq.n] = token
                 seq.n += 1
                 seq.logits = None
-                reason = seq.output.feed(token)
+                reason = seq.output.feed(token, seq.sampler.last)
                 if reason is None and len(seq.session) >= seq.session.context_length:
                     reason = FinishReason.LENGTH  # the context window filled up
                 if reason is not None:

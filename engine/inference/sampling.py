@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -35,6 +35,10 @@ class SamplingParams:
     seed: int | None = None
     max_tokens: int = 1024
     stop: tuple[str, ...] = field(default_factory=tuple)
+    # Token probabilities: None records none (and costs nothing); N from 0 to 20 records
+    # each generated token's log-probability and the N likeliest tokens at its step
+    # (Sampler.last, then Delta.logprobs and the answer's metadata "logprobs").
+    logprobs: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stop", tuple(self.stop) if isinstance(self.stop, (list, tuple)) else self.stop)
@@ -47,7 +51,7 @@ class SamplingParams:
                 object.__setattr__(self, name, float(value))
         for name in _INTS:
             value = getattr(self, name)
-            if name == "seed" and value is None:
+            if name in ("seed", "logprobs") and value is None:
                 continue
             if isinstance(value, float) and value.is_integer():
                 object.__setattr__(self, name, int(value))  # 40.0 from a JSON file is 40
@@ -90,6 +94,9 @@ class SamplingParams:
             problems.append(f"seed must be a non-negative integer, got {self.seed}")
         if not (1 <= self.max_tokens <= 1_000_000):
             problems.append(f"max_tokens must be from 1 to 1,000,000, got {self.max_tokens}")
+        if self.logprobs is not None and not (0 <= self.logprobs <= MAX_LOGPROBS):
+            problems.append(f"logprobs must be from 0 to {MAX_LOGPROBS} (the likeliest tokens shown beside each "
+                            f"token; none: leave it out), got {self.logprobs}")
         if any(not isinstance(s, str) or not s for s in self.stop):
             problems.append("stop strings must be non-empty strings")
         if problems:
@@ -120,7 +127,21 @@ class SamplingParams:
 
 
 _FLOATS = ("temperature", "top_p", "min_p", "repetition_penalty", "dry_multiplier", "dry_base")
-_INTS = ("top_k", "repetition_window", "dry_allowed_length", "dry_window", "seed", "max_tokens")
+_INTS = ("top_k", "repetition_window", "dry_allowed_length", "dry_window", "seed", "max_tokens", "logprobs")
+MAX_LOGPROBS = 20  # alternatives shown per token, at most (OpenAI's limit too)
+# A log-probability is never written below this (the JSON of -infinity is not JSON): a
+# token the model rules out reads as e^-9999, which is 0.
+LOGPROB_FLOOR = -9999.0
+
+
+class TokenChoice(NamedTuple):
+    """What the sampler recorded for one token (params.logprobs set): the chosen id and its
+    log-probability, and the likeliest ids at that step with theirs, most likely first."""
+
+    id: int
+    logprob: float
+    top_ids: tuple[int, ...]
+    top_logprobs: tuple[float, ...]
 
 
 class Sampler:
@@ -136,7 +157,18 @@ class Sampler:
 
     With a `constraint` (engine.inference.constrain.ConstraintState) the candidates start as
     the tokens it allows, after the repetition guard and before everything else, and the
-    sampler advances it past each token it picks. Logits that hold NaN or +infinity (or no
+    sampler advances it past each token it picks.
+
+    With `params.logprobs` set (0 to 20), each call also leaves a TokenChoice in `last`:
+    the chosen token's log-probability and the `logprobs` likeliest tokens'. They are the
+    log-softmax of the scores the token was chosen from, after the repetition guard and the
+    constraint (a token the constraint forbids is not a candidate) but at temperature 1 and
+    before top-k, top-p and min-p: the model's own view of the next token as Wren adjusted
+    it, the same whatever temperature drew the token (as OpenAI's logprobs). So a greedy
+    token is always the first of `top`, and a sampled one is never more likely than it.
+    With `logprobs` None nothing of this runs and `last` stays None.
+
+    Logits that hold NaN or +infinity (or no
     finite value at all) raise DamagedLogits, naming `source` (the model's weights file):
     damaged weights must fail the answer, never end it silently.
     """
@@ -150,15 +182,21 @@ class Sampler:
         self._rng = np.random.default_rng(params.seed)
         self._prompt_len: int | None = None  # the first call's history length
         self._steps = 0
+        self.last: TokenChoice | None = None  # the last token's probabilities (params.logprobs set)
 
     def __call__(self, logits: np.ndarray, history: Sequence[int] | np.ndarray = ()) -> int:
-        token = self._pick(logits, history)
+        x, candidates = self._scores(logits, history)
+        token = self._draw(x, candidates)
+        if self.params.logprobs is not None:
+            self.last = _choice(x, candidates, token, self.params.logprobs)
         if self.constraint is not None:
             self.constraint.advance(token)
         self._steps += 1
         return token
 
-    def _pick(self, logits: np.ndarray, history: Sequence[int] | np.ndarray) -> int:
+    def _scores(self, logits: np.ndarray, history: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """The logits after the repetition guard and the constraint, and the token ids they
+        stand for (None: the whole vocabulary, in order)."""
         p = self.params
         x = np.asarray(logits, dtype=np.float32)
         if x.ndim != 1 or x.size == 0:
@@ -177,6 +215,10 @@ class Sampler:
         candidates = None  # None: every token is still a candidate
         if self.constraint is not None:
             x, candidates = self.constraint.restrict(x)
+        return x, candidates
+
+    def _draw(self, x: np.ndarray, candidates: np.ndarray | None) -> int:
+        p = self.params
         if p.greedy:
             i = int(np.argmax(x))
             return int(i if candidates is None else candidates[i])
@@ -206,6 +248,32 @@ class Sampler:
         i = int(np.searchsorted(cdf, self._rng.random() * cdf[-1], side="right"))
         i = min(i, cdf.size - 1)  # rounding at the top end
         return int(i if candidates is None else candidates[i])
+
+
+def _choice(x: np.ndarray, candidates: np.ndarray | None, token: int, k: int) -> TokenChoice:
+    """The log-softmax of scores `x` (over `candidates`) for the chosen `token` and the k likeliest."""
+    z = x.astype(np.float64)
+    finite = np.isfinite(z)
+    top = float(z[finite].max()) if finite.any() else 0.0
+    logsum = top + float(np.log(np.exp(z[finite] - top).sum())) if finite.any() else 0.0
+    if candidates is None:
+        at = token
+    else:
+        where = np.flatnonzero(np.asarray(candidates) == token)
+        at = int(where[0]) if where.size else -1
+    chosen = float(z[at]) - logsum if at >= 0 else float("-inf")
+    k = min(k, z.size)
+    if k > 0:
+        head = np.argpartition(-z, k - 1)[:k] if k < z.size else np.arange(z.size)
+        head = head[np.lexsort((head, -z[head]))]  # most likely first; ties: the lower index
+        head = head[finite[head]]  # a token ruled out (-inf) is no alternative
+        ids = head if candidates is None else np.asarray(candidates)[head]
+        top_ids = tuple(int(i) for i in ids)
+        top_lps = tuple(max(LOGPROB_FLOOR, float(z[i]) - logsum) for i in head)
+    else:
+        top_ids, top_lps = (), ()
+    return TokenChoice(int(token), max(LOGPROB_FLOOR, min(0.0, chosen)), top_ids,
+                       tuple(min(0.0, v) for v in top_lps))
 
 
 class DamagedLogits(ModelFileError):

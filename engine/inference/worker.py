@@ -241,9 +241,9 @@ class ModelWorker:
         if announce:  # only the last token is left: it runs with the first sampled one
             request.sink(PrefillProgress(total, total))
         reason = FinishReason.LENGTH  # unless a stop comes first: the context window filled up
-        for token in generate_tokens(session, request.prompt_ids,
-                                     sampler_for(request, self.tokenizer, self.model_dir)):
-            stop = output.feed(token)
+        sampler = sampler_for(request, self.tokenizer, self.model_dir)
+        for token in generate_tokens(session, request.prompt_ids, sampler):
+            stop = output.feed(token, sampler.last)
             if stop is not None:
                 reason = stop
                 break
