@@ -42,6 +42,7 @@ from engine.events import (
     SafetyNotice,
     Started,
     TitleUpdate,
+    TokenLogprob,
     ToolCall,
     Usage,
     event_to_dict,
@@ -49,6 +50,7 @@ from engine.events import (
 from engine.inference.sampling import SamplingParams
 from engine.logs import log_event
 from engine.server.keys import same_key
+from engine.server.logprobs import LogprobsError, chat_logprobs, completion_logprobs, requested
 from engine.server.serving import ModelBusy, PromptTooLong
 from engine.server.streams import AnswerLog, AnswerLogs
 
@@ -251,8 +253,10 @@ def _check_unsupported(body: dict, *, chat: bool) -> None:
         if body.get(name) not in (None, 0, 0.0):
             raise ApiError(400, f"{name} is not supported; use repetition_penalty (1 is off) or dry_multiplier",
                            param=name, code="unsupported_parameter")
-    if body.get("logprobs") not in (None, False, 0) or body.get("top_logprobs") not in (None, 0):
-        raise ApiError(400, "logprobs are not supported", param="logprobs", code="unsupported_parameter")
+    try:
+        requested(body, chat=chat)
+    except LogprobsError as exc:
+        raise ApiError(400, str(exc), param=exc.param) from None
     if body.get("logit_bias") not in (None, {}):
         raise ApiError(400, "logit_bias is not supported", param="logit_bias", code="unsupported_parameter")
     if body.get("best_of", 1) != 1 or body.get("echo") or body.get("suffix"):
@@ -430,6 +434,9 @@ class WrenApp:
         try:
             status = await _until_disconnect(request, self.engine.serving_model(model or None))
             params = _sampling(body, await self._defaults(status.name))
+            top = requested(body, chat=chat)
+            if top is not None:  # each token's probability and its `top` likeliest alternatives
+                params = params.with_(logprobs=top)
             extra: dict[str, Any] = {}
             if chat and body.get("response_format"):
                 extra["response_format"] = body["response_format"]
@@ -448,7 +455,7 @@ class WrenApp:
         request_id = request.state.request_id
         ident = ("chatcmpl-" if chat else "cmpl-") + request_id.removeprefix("req_")
         created = int(time.time())
-        out = _OpenAIAnswer(ident, created, status.name, chat)
+        out = _OpenAIAnswer(ident, created, status.name, chat, logprobs=top is not None)
 
         async def replay() -> AsyncIterator:
             yield first
@@ -470,7 +477,7 @@ class WrenApp:
                     async for event in replay():
                         if isinstance(event, Delta):
                             yield _sse(out.chunk({"content": event.text} if chat else event.text,
-                                                 include_usage=include_usage))
+                                                 include_usage=include_usage, logprobs=out.delta_logprobs(event)))
                         elif isinstance(event, ToolCall):
                             # OpenAI's shape: the call's index, id and name first, then its arguments
                             index = len(out.calls)
@@ -515,14 +522,21 @@ class WrenApp:
         body = await _body(request)
         engine = self.engine
         action = body.get("action", "next")
-        if action not in ("next", "variant", "edit"):
-            raise ApiError(400, f"action must be next, variant or edit, got {action!r}", param="action")
-        text = _question(body) if action != "variant" else None
+        if action not in ("next", "variant", "edit", "continue"):
+            raise ApiError(400, f"action must be next, variant, edit or continue, got {action!r}", param="action")
+        if action == "continue":
+            # The answer goes on with its own model settings and seed (Engine.continue_answer).
+            given = [name for name in ("content", "messages", "sampling", "system_prompt", "tools", "tool_choice",
+                                       "response_format") if body.get(name) is not None]
+            if given:
+                raise ApiError(400, f"action continue takes only message_id (the answer to go on with); "
+                                    f"{', '.join(given)} cannot be given", param=given[0])
+        text = _question(body) if action not in ("variant", "continue") else None
         options = _send_options(body)
         conv_id = body.get("conversation_id")
         message_id = body.get("message_id")
         if action != "next" and not _is_id(message_id):
-            raise ApiError(400, f"action {action} needs message_id (the message to answer again or edit)",
+            raise ApiError(400, f"action {action} needs message_id (the message to answer again, edit or continue)",
                            param="message_id")
         if conv_id is not None and not _is_id(conv_id):
             raise ApiError(400, "conversation_id must be a whole number", param="conversation_id")
@@ -547,6 +561,8 @@ class WrenApp:
                 events = engine.send(conv_id, text, options)
             elif action == "edit":
                 events = engine.edit_and_resend(message_id, text, options)
+            elif action == "continue":  # the same message grows: the stream's append op extends its text
+                events = engine.continue_answer(message_id)
             else:
                 events = engine.regenerate(message_id, options)
             log = self.logs.new(conv_id)
@@ -734,8 +750,12 @@ class WrenApp:
 class _OpenAIAnswer:
     """What one OpenAI-style answer has gathered, and its chunks' shapes."""
 
-    def __init__(self, ident: str, created: int, model: str, chat: bool):
+    def __init__(self, ident: str, created: int, model: str, chat: bool, *, logprobs: bool = False):
         self.ident, self.created, self.model, self.chat = ident, created, model, chat
+        self.logprobs = logprobs  # asked for: the choices carry each token's probabilities
+        self.entries: list[TokenLogprob] = []
+        self.unrated = False  # a delta came without them (a remote model): the choice says null
+        self.offset = 0  # characters streamed so far (a completion's text_offset)
         self.parts: list[str] = []
         self.usage: Usage | None = None
         self.reason: FinishReason | None = None
@@ -746,6 +766,10 @@ class _OpenAIAnswer:
     def take(self, event) -> None:
         if isinstance(event, Delta):
             self.parts.append(event.text)
+            if event.logprobs is None:
+                self.unrated = True
+            else:
+                self.entries.extend(event.logprobs)
         elif isinstance(event, ToolCall):
             self.calls.append({"id": event.id, "type": "function", "function": {
                 "name": event.name, "arguments": json.dumps(event.arguments, ensure_ascii=False)}})
@@ -769,9 +793,19 @@ class _OpenAIAnswer:
         return {"id": self.ident, "object": "chat.completion.chunk" if self.chat else "text_completion",
                 "created": self.created, "model": self.model, "system_fingerprint": None}
 
-    def chunk(self, delta, *, finish: str | None = None, include_usage: bool = False) -> dict:
-        choice = ({"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish} if self.chat
-                  else {"index": 0, "text": delta, "logprobs": None, "finish_reason": finish})
+    def delta_logprobs(self, event: Delta) -> dict | None:
+        """A streamed delta's own tokens in the endpoint's logprobs shape (None: not asked
+        for, or the model gave none)."""
+        start = self.offset
+        self.offset += len(event.text)
+        if not self.logprobs or event.logprobs is None:
+            return None
+        return chat_logprobs(event.logprobs) if self.chat else completion_logprobs(event.logprobs, start)
+
+    def chunk(self, delta, *, finish: str | None = None, include_usage: bool = False,
+              logprobs: dict | None = None) -> dict:
+        choice = ({"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish} if self.chat
+                  else {"index": 0, "text": delta, "logprobs": logprobs, "finish_reason": finish})
         out = {**self._head(), "choices": [choice]}
         if include_usage:
             out["usage"] = None
@@ -786,9 +820,12 @@ class _OpenAIAnswer:
         if self.calls:
             message["content"] = text or None
             message["tool_calls"] = self.calls
+        rated = None
+        if self.logprobs and not self.unrated:
+            rated = chat_logprobs(self.entries) if self.chat else completion_logprobs(self.entries)
         choice = ({"index": 0, "message": message,
-                   "logprobs": None, "finish_reason": self.finish_reason} if self.chat
-                  else {"index": 0, "text": text, "logprobs": None, "finish_reason": self.finish_reason})
+                   "logprobs": rated, "finish_reason": self.finish_reason} if self.chat
+                  else {"index": 0, "text": text, "logprobs": rated, "finish_reason": self.finish_reason})
         return {"id": self.ident, "object": "chat.completion" if self.chat else "text_completion",
                 "created": self.created, "model": self.model, "system_fingerprint": None,
                 "choices": [choice], "usage": _openai_usage(self.usage)}

@@ -35,6 +35,7 @@ from engine.events import (
 from engine.inference.constrain import Constraint, ConstraintError
 from engine.inference.sampling import SamplingParams
 from engine.inference.worker import GenerationRequest, ModelWorker
+from engine.logprobs import AnswerLogprobs
 from engine.logs import log_event
 from engine.safety import OutputGuard, scan
 from engine.tools.parse import CallParser, ParsedCall
@@ -419,6 +420,7 @@ class Serving:
         if parser is not None and plan.forced:
             parser.feed(plan.forced_prefix())
         calls: list[ParsedCall] = []
+        probs = AnswerLogprobs(params, {})  # each shown Delta carries its tokens' probabilities
         reason = FinishReason.CANCELLED
         worker.submit(request)
         try:
@@ -434,6 +436,8 @@ class Serving:
                         pieces = []  # the calls are complete: what follows is not shown
                     else:
                         pieces = parser.finish() if final else parser.feed(event.text)
+                    if not final and not (parser is not None and calls and parser.done):
+                        probs.arrived(event)
                     steps = []
                     for piece in pieces:
                         if isinstance(piece, ParsedCall):
@@ -447,7 +451,7 @@ class Serving:
                         for notice in step.notices:
                             yield notice
                         if step.text and not step.blocked:
-                            yield Delta(step.text)
+                            yield Delta(step.text, probs.attach())
                         blocked = blocked or step.blocked
                     if blocked:
                         reason = FinishReason.BLOCKED

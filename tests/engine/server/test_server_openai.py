@@ -91,7 +91,6 @@ def test_blocking_chat_and_text_completions_report_usage(serving):
     ("function_call", "auto", "function_call"),
     ("n", 2, "n other than 1"),
     ("presence_penalty", 0.5, "presence_penalty"),
-    ("logprobs", True, "logprobs"),
 ])
 def test_fields_wren_cannot_honour_are_refused_with_a_clear_400(serving, field, value, word):
     async def main():
