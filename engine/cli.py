@@ -68,6 +68,9 @@ def build_parser(extensions: bool = True) -> argparse.ArgumentParser:
     ask = sub.add_parser("ask", help="ask one question and stream the answer (Ctrl+C stops it, status 130)")
     _sampling_args(ask)
     ask.add_argument("--json", action="store_true", help="one JSON object per event, each with a `type`")
+    ask.add_argument("--logprobs", type=int, metavar="N",
+                     help="with --json: each delta's tokens with their log-probabilities and the N (0-20) likeliest "
+                          "alternatives")
     ask.add_argument("--schema", metavar="FILE|JSON",
                      help="answer with JSON valid for this JSON schema (a file, or the schema itself)")
     from engine.tools.ask import add_arguments as tool_arguments
@@ -170,6 +173,13 @@ async def _load(engine, args) -> None:
 
 
 async def _cmd_ask(args) -> int:
+    if args.logprobs is not None:
+        from engine.errors import InvalidRequest
+        from engine.inference.sampling import SamplingParams
+
+        if not args.json:
+            raise InvalidRequest("--logprobs needs --json: the probabilities come in each delta's JSON")
+        SamplingParams(logprobs=args.logprobs)  # out of range: said before anything loads
     text, title = _question(args)
     from engine.inference.constrain import response_format_argument
 
@@ -186,6 +196,8 @@ async def _cmd_ask(args) -> int:
         from engine.api import SendOptions
 
         params = _params(args, await engine.default_sampling())
+        if args.logprobs is not None:
+            params = params.with_(logprobs=args.logprobs)
         saving = await _saving(engine, args)
         loop = asyncio.get_running_loop()
         interrupted = False

@@ -1,0 +1,45 @@
+"""Run by test_replay_mlx.py in a child process (so a backend that hangs cannot hang the
+suite): answer once with a drawn seed and logprobs on, replay it, print both as JSON.
+
+    python replay_child.py BACKEND WREN_HOME
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+
+async def main(backend: str, home: Path) -> None:
+    from engine.api import Engine, SendOptions
+    from engine.inference.sampling import SamplingParams
+    from engine.modelhub.registry import ModelRegistry
+    from engine.store import Store
+    from tests.fixtures.tiny import make_tiny_model_dir
+
+    registry = ModelRegistry(home / "models")
+    registry.register_folder(make_tiny_model_dir(home / "tiny-llama"), name="tiny")
+    store = Store(home / "wren.sqlite3")
+    store.set_setting("model", "tiny")
+    engine = Engine(store, registry)
+    try:
+        await engine.load_model(backend=backend)
+        conv = await engine.create_conversation("dice")
+        params = SamplingParams(temperature=1.0, max_tokens=16, logprobs=5)  # no seed: one is drawn
+        [_ async for _ in engine.send(conv.id, "roll", SendOptions(sampling=params))]
+        first = (await engine.messages(conv.id))[-1]
+        [_ async for _ in engine.replay(first.id)]
+        again = (await engine.messages(conv.id))[-1]
+    finally:
+        await engine.close()
+    print(json.dumps({"answers": [{"id": m.id, "backend": m.backend, "content": m.content, "sampling": m.sampling,
+                                   "completion_tokens": m.completion_tokens, "logprobs": m.meta.get("logprobs")}
+                                  for m in (first, again)]}))
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], Path(sys.argv[2])))
