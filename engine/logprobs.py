@@ -25,8 +25,9 @@ class AnswerLogprobs:
     the Delta about to be shown, `store` writes the shown ones into the answer's metadata.
 
     A continued answer (`prefix`, its text so far) starts from the entries it kept; if it
-    kept none for that text, the list would not line up with the answer's text, so none is
-    stored."""
+    kept none for that text, or a model that gives none (a remote provider's) wrote part
+    of it, the list would not line up with the answer's text: then the deltas carry None
+    from there on and none is stored."""
 
     def __init__(self, params: SamplingParams, meta: dict, prefix: str = "") -> None:
         self.on = params.logprobs is not None
@@ -36,12 +37,15 @@ class AnswerLogprobs:
         self._waiting: list[TokenLogprob] = []
 
     def arrived(self, delta: Delta) -> None:
-        if delta.logprobs:
+        if delta.logprobs is None:
+            self.covered = False  # the model gives none
+        else:
             self._waiting.extend(delta.logprobs)
 
     def attach(self) -> tuple[TokenLogprob, ...] | None:
-        """The entries for the Delta shown next: None when logprobs are off."""
-        if not self.on:
+        """The entries for the Delta shown next: None when logprobs are off (or the model
+        gives none)."""
+        if not self.on or not self.covered:
             return None
         out = tuple(self._waiting)
         self._waiting.clear()

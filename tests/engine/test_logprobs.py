@@ -315,3 +315,18 @@ def test_replay_with_logprobs_is_bit_identical_on_torch(wren_home, tiny_model_di
     assert entries and "".join(e.token for e in entries) == first.content
     check_entries(entries, 5, greedy=False)
     assert again.content == first.content and again.meta[METADATA_KEY] == first.meta[METADATA_KEY]
+
+
+def test_a_model_that_gives_no_probabilities_leaves_none_stored():
+    from engine.logprobs import AnswerLogprobs
+
+    probs = AnswerLogprobs(SamplingParams(logprobs=3), {})
+    probs.arrived(Delta("remote text"))  # a remote provider's delta: no entries
+    assert probs.attach() is None
+    meta = {METADATA_KEY: ["stale"]}
+    probs.store(meta)
+    assert METADATA_KEY not in meta
+    # a continuation of an answer that kept none for its text so far stores none either
+    later = AnswerLogprobs(SamplingParams(logprobs=3), {}, prefix="earlier text")
+    later.arrived(Delta("x", (TokenLogprob("x", 87, -0.5),)))
+    assert later.attach() is None
