@@ -22,7 +22,6 @@ written, so installing the hooks costs a `wren` command nothing noticeable.
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import faulthandler
 import json
@@ -36,9 +35,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from engine import paths
+
+if TYPE_CHECKING:
+    import asyncio
 
 CRASH_DIR = "crashes"
 REPORT_PREFIX = "crash-"
@@ -246,11 +248,13 @@ def _scrub_dump(dump: str) -> str:
 
 # -- writing ------------------------------------------------------------------------------
 
-def _write(text: str, when: float | None = None) -> Path:
+def _write(text: str, when: float | None = None, pid: int | None = None) -> Path:
+    """A new report file named after the time and the process that failed (another
+    process's, for a fault log collected later: dated then too)."""
     folder = crash_reports_dir()
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(time.time() if when is None else when))
     for n in range(100):
-        path = folder / f"{REPORT_PREFIX}{stamp}-{os.getpid()}{f'-{n}' if n else ''}.txt"
+        path = folder / f"{REPORT_PREFIX}{stamp}-{pid or os.getpid()}{f'-{n}' if n else ''}.txt"
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, paths.PRIVATE_FILE)
         except FileExistsError:
@@ -258,6 +262,8 @@ def _write(text: str, when: float | None = None) -> Path:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
         paths.private_file(path)  # a umask cannot widen it; an odd filesystem gets a chmod
+        if when is not None:
+            os.utime(path, (when, when))
         _prune(folder)
         return path
     raise FileExistsError(f"no free crash report name in {folder}")
@@ -330,7 +336,7 @@ def collect_fault_logs() -> list[Path]:
                 text = format_report(None, kind=CRASH, program=fields.get("program", "wren"),
                                      where="a fatal error (faulthandler)", body=dump, when=when,
                                      versions=fields.get("versions"))
-                made.append(_write(text, when))
+                made.append(_write(text, when, pid))
         except OSError:
             continue
         finally:

@@ -175,3 +175,51 @@ def test_xdg_config_home_must_be_absolute(tmp_path):
 
     assert Autostart("linux", {"XDG_CONFIG_HOME": "relative"}, home=tmp_path).path == (
         tmp_path / ".config/autostart/io.github.wren_assistant.Wren.desktop")
+
+
+def test_welcome_says_the_starter_is_set_up_when_no_model_is_chosen(make_engine, arun, qtbot, tmp_path):
+    from desktop.bridge import Tasks
+    from desktop.welcome import WelcomeDialog
+    from engine.api import STARTER_MODEL
+
+    engine = make_engine()
+    arun(engine.set_setting("model", None))
+    welcome = WelcomeDialog(engine, Tasks(), tmp_path, model_loading=lambda: True)
+    qtbot.addWidget(welcome)
+    arun(welcome.refresh())
+    text = welcome.model_label.text()
+    assert STARTER_MODEL in text and "comes with it" in text and "loading now" in text
+    welcome._model_loading = lambda: False  # the load failed
+    arun(welcome.refresh())
+    assert "No model is loaded yet" in welcome.model_label.text()
+    opened = []
+    welcome.open_url = opened.append
+    welcome.folder_button.click()
+    assert [u.toLocalFile() for u in opened] == [str(tmp_path)]
+    arun(engine.close())
+
+
+def test_crash_notice_shows_the_folder_and_a_hidden_start_says_it_in_the_tray(wren_app, arun, qtbot):
+    from engine.api import write_crash_report
+
+    try:
+        raise RuntimeError("the model worker died")
+    except RuntimeError as exc:
+        report = write_crash_report(exc, program="wren-desktop", kind="error")
+    app = wren_app()
+    said = []
+    app.tray.say = lambda title, text: said.append((title, text))
+    assert app.announce_crashes(in_window=False) is None
+    assert said == [("Wren ran into an unexpected error last time.", f"A crash report was saved at {report}")]
+    assert app.announce_crashes() is None  # said once
+
+    try:
+        raise RuntimeError("again")
+    except RuntimeError as exc:
+        second = write_crash_report(exc, program="wren-desktop")
+    notice = app.announce_crashes()
+    opened = []
+    notice.open_url = opened.append
+    notice.folder_button.click()
+    assert [u.toLocalFile() for u in opened] == [str(second.parent)]
+    notice.deleteLater()

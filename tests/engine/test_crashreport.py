@@ -173,14 +173,17 @@ def test_a_fatal_error_in_another_process_is_found_at_the_next_start(wren_home, 
         faulthandler._sigsegv()
     """, wren_home)
     assert done.returncode == -signal.SIGSEGV, done.stderr
-    assert list((wren_home / "crashes").glob("fault-*.log"))  # the dump, until a start collects it
+    (fault_log,) = (wren_home / "crashes").glob("fault-*.log")  # the dump, until a start collects it
+    crashed_at = fault_log.stat().st_mtime
+    cr.install_crash_hooks("wren")  # the next start, a second later: its own hooks collect the dump
     pending = cr.pending_crash_reports()
     assert len(pending) == 1 and pending[0].crashed and pending[0].program == "wren"
     text = pending[0].path.read_text(encoding="utf-8")
     assert "Segmentation fault" in text and "Where: a fatal error (faulthandler)" in text
     assert os.path.expanduser("~") not in text
     assert pending[0].path.stat().st_mode & 0o777 == 0o600
-    assert not list((wren_home / "crashes").glob("fault-*"))
+    assert pending[0].when == pytest.approx(crashed_at) and pending[0].path.stem.endswith(fault_log.stem[6:])
+    assert [p.name for p in (wren_home / "crashes").glob("fault-*")] == [f"fault-{os.getpid()}.log"]  # ours only
 
 
 @pytest.mark.slow
