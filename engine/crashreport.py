@@ -291,8 +291,8 @@ def write_crash_report(exc: BaseException, *, kind: str = CRASH, program: str | 
 # -- faulthandler's dumps -----------------------------------------------------------------
 
 def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
+    if pid == os.getpid():  # before our own log is open, a log with our pid is a dead namesake's
+        return _state.fault_path is not None  # (a sandbox gives each start the same pid)
     if os.name == "nt":
         return False  # the caller finds out by trying to move the file (an open file will not move)
     try:
@@ -554,6 +554,7 @@ def install_crash_hooks(program: str, *, fatal_excepthook: bool = True,
         _state.previous_threading_hook = threading.excepthook
         sys.excepthook = _excepthook
         threading.excepthook = _threading_hook
+        collect_fault_logs()  # first: opening ours may reuse a dead process's name
         try:
             _open_fault_log(program)
         except OSError as problem:

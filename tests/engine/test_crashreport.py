@@ -186,6 +186,19 @@ def test_a_fatal_error_in_another_process_is_found_at_the_next_start(wren_home, 
     assert [p.name for p in (wren_home / "crashes").glob("fault-*")] == [f"fault-{os.getpid()}.log"]  # ours only
 
 
+def test_a_dead_process_with_our_pid_is_still_reported(wren_home, fresh_hooks):
+    """In a sandbox each start can get the same pid: its fault log is collected before
+    ours takes the name."""
+    folder = cr.crash_reports_dir()
+    dump = f"{cr.FAULT_HEADER} {{}}\nFatal Python error: Aborted\n\nCurrent thread (most recent call first):\n"
+    (folder / f"fault-{os.getpid()}.log").write_text(dump, encoding="utf-8")
+    os.utime(folder / f"fault-{os.getpid()}.log", (1_000_000_000, 1_000_000_000))
+    cr.install_crash_hooks("wren-desktop")
+    (report,) = cr.pending_crash_reports()
+    assert report.summary == "Fatal Python error: Aborted" and report.crashed
+    assert (folder / f"fault-{os.getpid()}.log").read_text(encoding="utf-8").count("\n") == 1  # ours, empty
+
+
 @pytest.mark.slow
 def test_a_normal_exit_leaves_nothing(wren_home, fresh_hooks):
     done = _child("""
