@@ -48,7 +48,7 @@ def check_entries(entries: Sequence[TokenLogprob], k: int, *, greedy: bool) -> N
         tops = [t.logprob for t in entry.top]
         assert all(0.0 <= math.exp(lp) <= 1.0 for lp in tops)
         assert tops == sorted(tops, reverse=True)
-        assert sum(math.exp(lp) for lp in tops) <= 1.0 + 1e-9
+        assert sum(math.exp(lp) for lp in tops) <= 1.0 + 1e-6
         if k:
             assert entry.logprob <= entry.top[0].logprob + 1e-12
             if entry.id in [t.id for t in entry.top]:
@@ -73,7 +73,7 @@ def test_greedy_token_is_the_first_of_the_top_and_its_probability_is_the_softmax
     assert choice.top_ids[0] == token and len(choice.top_ids) == 5
     z = x.astype(np.float64)
     expected = z - (z.max() + np.log(np.exp(z - z.max()).sum()))
-    assert choice.logprob == pytest.approx(expected[token], abs=1e-12)
+    assert choice.logprob == pytest.approx(expected[token], abs=1e-6)  # float32 exponentials
     assert list(choice.top_ids) == list(np.argsort(-expected, kind="stable")[:5])
     assert np.allclose(choice.top_logprobs, np.sort(expected)[::-1][:5])
 
@@ -92,7 +92,7 @@ def test_sampled_tokens_are_never_likelier_than_the_first_and_the_probabilities_
     # over the whole vocabulary the probabilities add up to one
     full = Sampler(SamplingParams(temperature=1.0, seed=3, logprobs=20))
     full(_logits(7, n=20))
-    assert sum(math.exp(v) for v in full.last.top_logprobs) == pytest.approx(1.0, abs=1e-9)
+    assert sum(math.exp(v) for v in full.last.top_logprobs) == pytest.approx(1.0, abs=1e-6)
 
 
 def test_probabilities_follow_the_repetition_guard_and_the_constraint():
