@@ -3,12 +3,17 @@ for an answer its memory notices and what it was built from (memories, the whole
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
 from desktop.bridge import describe_notices
 from desktop.chat.body import MarkdownBody
+from desktop.chat.probabilities import META_KEY as LOGPROBS_KEY
+from desktop.chat.probabilities import TokenProbabilities
 from desktop.chat.segments import PlainSegment
 from desktop.chat.toolcard import ToolCard
 from desktop.memory.notes import MemoryNotes, notice_from_meta
@@ -27,9 +32,30 @@ _STATUS_TEXT = {
 }
 
 
+MARK_SLICE_MS = 8  # underlining unsure tokens takes at most this long per event-loop turn
+
+
 def prefill_status_text(done: int, total: int) -> str:
     """What an answer's status says while the model reads a long prompt."""
     return f"Reading your message… {done:,} / {total:,} tokens"
+
+
+def replay_state(info: MessageInfo | None) -> tuple[bool, str]:
+    """Whether an answer can be replayed exactly, and the Replay button's tooltip saying so.
+    A sampled answer needs the seed it used (recorded since every sampled answer keeps one);
+    a greedy one (temperature 0) is the same every time without one."""
+    if info is None or info.role is not Role.ASSISTANT:
+        return False, ""
+    sampling = info.sampling or {}
+    seed, temperature = sampling.get("seed"), sampling.get("temperature")
+    model = info.model or "its model"
+    if isinstance(seed, int) and not isinstance(seed, bool):
+        return True, (f"Write this answer again with {model}, the same settings and seed {seed}: "
+                      "the same text, token for token (kept beside this one)")
+    if sampling and temperature == 0:
+        return True, (f"Write this answer again with {model} and the same settings (it always took "
+                      "the likeliest token): the same text (kept beside this one)")
+    return False, "This answer kept no seed (it was written before Wren recorded them), so it cannot be replayed"
 
 
 def _tool_button(text: str, name: str, accessible: str, tip: str) -> QToolButton:
@@ -46,6 +72,7 @@ class MessageWidget(QFrame):
     edit_requested = Signal(object)
     regenerate_requested = Signal(object)
     continue_requested = Signal(object)  # an answer that was stopped, interrupted or cut: go on with it
+    replay_requested = Signal(object)  # the same answer again: same model, settings and seed
     sibling_requested = Signal(object, int)  # message id, step (-1 or +1)
     copied = Signal(str)
     remember_requested = Signal(object)  # "Remember this"
@@ -95,6 +122,10 @@ class MessageWidget(QFrame):
             "Go on with this answer where it ended (it was stopped, interrupted or reached its length limit)")
         self.continue_button.clicked.connect(lambda: self._emit_for(self.continue_requested))
         self.continue_button.hide()
+        self.replay_button = _tool_button("Replay", "replayButton", "Replay answer", "")
+        self.replay_button.clicked.connect(lambda: self._emit_for(self.replay_requested))
+        if role is Role.USER:
+            self.replay_button.hide()  # (showing it here, before it has a parent, would open a window)
 
         header = QHBoxLayout()
         header.setContentsMargins(0, 0, 0, 0)
@@ -103,7 +134,7 @@ class MessageWidget(QFrame):
         header.addWidget(self.status_label, 1)
         header.addStretch(0)
         for w in (self.previous_button, self.version_label, self.next_button, self.copy_button, self.continue_button,
-                  self.action_button, self.remember_button):
+                  self.action_button, self.replay_button, self.remember_button):
             header.addWidget(w)
 
         if role is Role.USER:
@@ -116,7 +147,12 @@ class MessageWidget(QFrame):
         layout.addLayout(header)
         self.notes: MemoryNotes | None = None
         self.memory_ids: tuple[int, ...] = ()
+        # Hover a token of a stored answer for its probability (desktop/chat/probabilities.py)
+        self.probabilities: TokenProbabilities | None = None
+        self._marks = False  # underline the tokens the model was unsure of
+        self._marking: Iterator[None] | None = None  # marks being applied, a view per step
         if role is Role.ASSISTANT:
+            self.probabilities = TokenProbabilities(self)
             self.notes = MemoryNotes()
             layout.addWidget(self.notes)
         layout.addWidget(self.body)
@@ -185,6 +221,7 @@ class MessageWidget(QFrame):
         if self.notes is not None:
             self._show_provenance(info)
             self.notes.show_notice(notice_from_meta(info.meta.get("memory")) if info else None)
+        self._show_probabilities(info)
         if info is not None and info.role is Role.ASSISTANT and info.tokens_per_second:
             self._who.setToolTip(
                 f"{info.model or 'model'} on {info.backend or '?'} · "
@@ -196,6 +233,8 @@ class MessageWidget(QFrame):
     def _render(self, info: MessageInfo) -> None:
         """The stored text, with a card for every call in meta["tools"] at its offset."""
         self.tool_cards = {}
+        if self.probabilities is not None:
+            self.probabilities.detach()  # the text views are replaced: matched again on hover
         log = info.meta.get("tools") if isinstance(self.body, MarkdownBody) else None
         if not isinstance(log, list) or not log:
             self.body.set_text(info.content)
@@ -254,6 +293,53 @@ class MessageWidget(QFrame):
             self.show_tool_event(event)  # type: ignore[arg-type]
         if text[at:]:
             self.body.append(text[at:])
+
+    # -- token probabilities -----------------------------------------------------------
+
+    def _show_probabilities(self, info: MessageInfo | None) -> None:
+        """A stored answer with logprobs gets the hover; nothing is attached while it streams."""
+        probabilities = self.probabilities
+        if probabilities is None:
+            return
+        self._marking = None  # a new rendering or new logprobs: marked afresh if at all
+        raw = info.meta.get(LOGPROBS_KEY) if info is not None else None
+        if raw is None or info is None or self.is_streaming or info.status is MessageStatus.STREAMING:
+            if probabilities.attached:
+                probabilities.detach()
+            return
+        probabilities.attach(self.body, raw, info.content)
+        if self._marks and not probabilities.marked:
+            # after this turn of the event loop: opening a long chat is not held up by it
+            QTimer.singleShot(0, self, self._apply_marks)
+
+    def _apply_marks(self) -> None:
+        """Mark the unsure tokens a few milliseconds per event-loop turn (a long answer has
+        many text views), so neither typing nor another answer's stream waits on it."""
+        if not (self._marks and self.probabilities is not None and self.probabilities.attached):
+            return
+        if self._marking is None:
+            self._marking = self.probabilities.marking()
+        until = time.perf_counter() + MARK_SLICE_MS / 1000
+        for _ in self._marking:
+            if time.perf_counter() > until:
+                QTimer.singleShot(0, self, self._apply_marks)
+                return
+        self._marking = None
+
+    def set_probability_marks(self, on: bool) -> None:
+        """Underline (or not) the tokens the model was unsure of, in a stored answer with logprobs."""
+        if on == self._marks:
+            return
+        self._marks = on
+        probabilities = self.probabilities
+        if probabilities is None or not probabilities.attached:
+            return
+        if on:
+            QTimer.singleShot(0, self, self._apply_marks)
+        elif (probabilities.marked or self._marking is not None) and self.info is not None:
+            self._marking = None
+            self._render(self.info)  # the plain rendering again, without the underlines
+            self._show_probabilities(self.info)
 
     def set_status(self, status: MessageStatus | None, error: str | None = None) -> None:
         text = _STATUS_TEXT.get(status, "") if status else ""
@@ -324,6 +410,9 @@ class MessageWidget(QFrame):
         self.remember_button.setVisible(not self._temporary)
         self.continue_button.setVisible(info is not None and not self.is_streaming and can_continue(info))
         self.continue_button.setEnabled(idle)
+        replayable, why = replay_state(info)
+        self.replay_button.setEnabled(idle and replayable and not self.is_streaming)
+        self.replay_button.setToolTip(why)
         self.remember_button.setEnabled(self.message_id is not None and bool(self.text().strip()))
 
     def copy(self) -> None:

@@ -25,6 +25,7 @@ class ChatView(QScrollArea):
     edit_requested = Signal(object)
     regenerate_requested = Signal(object)
     continue_requested = Signal(object)
+    replay_requested = Signal(object)  # answer id: the same answer again (same model, settings, seed)
     sibling_requested = Signal(object, int)
     copied = Signal(str)
     remember_requested = Signal(object)  # message id
@@ -69,6 +70,7 @@ class ChatView(QScrollArea):
         self._backlog_at = 0
         self._busy = False
         self._temporary = False
+        self._marks = False  # underline the tokens the model was unsure of (token probabilities)
         self._stick = True
         bar = self.verticalScrollBar()
         bar.rangeChanged.connect(self._follow)
@@ -180,6 +182,12 @@ class ChatView(QScrollArea):
         for widget in self._messages:
             widget.set_temporary(temporary)
 
+    def set_probability_marks(self, on: bool) -> None:
+        """Show or hide the underlines under unsure tokens of answers that kept their logprobs."""
+        self._marks = on
+        for widget in self._messages:
+            widget.set_probability_marks(on)
+
     def warm_up(self) -> None:
         """Pay first-use costs (fonts, Markdown import, lexers) while idle, one small step per
         event-loop turn, so the first code block of the first answer does not stall."""
@@ -210,6 +218,7 @@ class ChatView(QScrollArea):
         widget.edit_requested.connect(self.edit_requested)
         widget.regenerate_requested.connect(self.regenerate_requested)
         widget.continue_requested.connect(self.continue_requested)
+        widget.replay_requested.connect(self.replay_requested)
         widget.sibling_requested.connect(self.sibling_requested)
         widget.copied.connect(self.copied)
         widget.remember_requested.connect(self.remember_requested)
@@ -226,6 +235,7 @@ class ChatView(QScrollArea):
             notes.clear_all_requested.connect(lambda: self.clear_memories_requested.emit(widget.message_id or 0))
         widget.set_busy(self._busy)
         widget.set_temporary(self._temporary)
+        widget.set_probability_marks(self._marks)
         if at is None:
             # Before the notice and the trailing stretch, so messages stack from the top.
             self._column.insertWidget(self._column.count() - 2, widget)

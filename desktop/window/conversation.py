@@ -3,17 +3,21 @@ temporary chats (kept in memory by the engine, gone when the user leaves them)."
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
+from PySide6.QtGui import QAction
 
 from desktop.bridge import TurnStream, describe_notices
 from desktop.chat.message import MessageWidget
+from desktop.chat.probabilities import SETTING_KEY as PROBABILITIES_KEY
+from desktop.chat.probabilities import TOP_COUNT
 from desktop.safety.labels import shown_notices
 from desktop.sidebar.sidebar import UNTITLED
-from engine.api import SendOptions, WrenError
+from engine.api import SamplingParams, SendOptions, WrenError
 from engine.events import (
     Delta,
     Event,
@@ -32,6 +36,10 @@ from engine.records import MessageInfo, Role
 
 if TYPE_CHECKING:
     from desktop.window.main_window import MainWindow
+
+
+# The engine's sampling can ask for token logprobs (SamplingParams.logprobs: the top-k count).
+_ENGINE_LOGPROBS = "logprobs" in {f.name for f in fields(SamplingParams)}
 
 
 class ConversationController(QObject):
@@ -58,9 +66,56 @@ class ConversationController(QObject):
         self._tools_shown_at = -1  # the chat opening (_open_generation) the menu's ticks belong to
         window.chat.tool_decided.connect(self._approve_tool)
         window.chat.continue_requested.connect(self.continue_answer)
+        window.chat.replay_requested.connect(self.replay)
+        # Chat ▸ Show token probabilities: new answers keep each token's probability and the
+        # 5 likeliest tokens (logprobs=5); answers that kept them show it on hover.
+        self.probabilities_action = QAction("Show token &probabilities", window)
+        self.probabilities_action.setObjectName("tokenProbabilitiesAction")
+        self.probabilities_action.setCheckable(True)
+        self.probabilities_action.setToolTip(
+            "New answers keep how likely each token was; hover a word of one to see it and the "
+            "5 likeliest tokens, and unsure ones are underlined")
+        self.probabilities_action.toggled.connect(self._probabilities_toggled)
         window.chat.tool_cancel_requested.connect(self._cancel_tool)
         window.composer.tools_button.refresh_requested.connect(self.load_tools)
         window.composer.tools_button.changed.connect(self._tools_chosen)
+
+    # -- token probabilities ----------------------------------------------------------
+
+    async def load_settings(self) -> None:
+        """The saved choices this controller follows (Show token probabilities)."""
+        on = await self.engine.get_setting(PROBABILITIES_KEY) is True
+        self.probabilities_action.blockSignals(True)
+        self.probabilities_action.setChecked(on)
+        self.probabilities_action.blockSignals(False)
+        self.w.chat.set_probability_marks(on)
+
+    def _probabilities_toggled(self, on: bool) -> None:
+        self.w.chat.set_probability_marks(on)
+        self.w.tasks.run(self.engine.set_setting(PROBABILITIES_KEY, on), what="saving the token probabilities choice")
+        if on and not _ENGINE_LOGPROBS:
+            self.w.status.showMessage("This Wren's engine cannot report token probabilities yet: "
+                                      "answers that kept them still show them on hover", 10000)
+
+    async def _answer_options(self, conversation_id: int, options: SendOptions | None) -> SendOptions | None:
+        """`options` for an answer, asking for logprobs when Show token probabilities is on: the
+        sampling the answer would get anyway (the chat's settings over the defaults), plus them."""
+        if not self.probabilities_action.isChecked() or not _ENGINE_LOGPROBS:
+            return options
+        params = options.sampling if options is not None else None
+        if params is None:
+            conv = await self.engine.get_conversation(conversation_id)
+            params = await self.engine.default_sampling(overrides=conv.settings.get("sampling"))
+        params = params.with_(logprobs=TOP_COUNT)
+        return replace(options, sampling=params) if options is not None else SendOptions(sampling=params)
+
+    async def _asking(self, conversation_id: int, options: SendOptions | None,
+                      answer: Callable[[SendOptions | None], AsyncIterator[Event]]) -> AsyncIterator[Event]:
+        """The events of `answer(options)`, the options settled first (inside the stream, so
+        the answer's place shows at once and a problem ends the turn like any failure)."""
+        settled = await self._answer_options(conversation_id, options)
+        async for event in answer(settled):
+            yield event
 
     # -- the list -------------------------------------------------------------------
 
@@ -243,7 +298,8 @@ class ConversationController(QObject):
             await self.engine.set_conversation_tools(conversation_id, list(options.tools))
         if options is not None and options.tools:
             await self.engine.prepare_tool_sources(list(options.tools))  # starts the MCP servers they need
-        self._start(conversation_id, self.engine.send(conversation_id, text, options=options), user, draft=text)
+        self._start(conversation_id, self._asking(
+            conversation_id, options, lambda o: self.engine.send(conversation_id, text, options=o)), user, draft=text)
         if created and not temporary:
             await self.refresh_list()
 
@@ -251,7 +307,15 @@ class ConversationController(QObject):
         if self.current_id is None or self.current_id in self.streams:
             return
         self.w.chat.remove_from(message_id)
-        self._start(self.current_id, self.engine.regenerate(message_id))
+        self._start(self.current_id, self._asking(self.current_id, None, lambda o: self.engine.regenerate(message_id, o)))
+
+    def replay(self, message_id: int) -> None:
+        """The same answer again, as a new version beside it: its model, settings and seed
+        (Engine.replay), so the same text token for token."""
+        if self.current_id is None or self.current_id in self.streams:
+            return
+        self.w.chat.remove_from(message_id)
+        self._start(self.current_id, self.engine.replay(message_id))
 
     def continue_answer(self, message_id: int) -> None:
         """Go on with an answer that was stopped, interrupted or cut at its length limit: the
@@ -278,7 +342,8 @@ class ConversationController(QObject):
             return
         self.w.chat.remove_from(message_id)
         user = self.w.chat.add_pending_user(text)
-        self._start(self.current_id, self.engine.edit_and_resend(message_id, text), user, draft=text)
+        self._start(self.current_id, self._asking(
+            self.current_id, None, lambda o: self.engine.edit_and_resend(message_id, text, o)), user, draft=text)
 
     async def sibling(self, message_id: int, step: int) -> None:
         if self.current_id is None or self.current_id in self.streams:

@@ -215,6 +215,7 @@ class MainWindow(QMainWindow):
         chat_menu.addAction(self.stop_action)
         chat_menu.addAction(self.regenerate_action)
         chat_menu.addAction(self.tokens_action)
+        chat_menu.addAction(self.conversations.probabilities_action)
         self.welcome_action = self._action("&Welcome to Wren", self.welcome_requested.emit, name="welcomeAction")
         bar.addMenu("&Help").addAction(self.welcome_action)
 
@@ -261,6 +262,7 @@ class MainWindow(QMainWindow):
     async def start(self) -> None:
         """Fill the window, then load the model without holding the window up."""
         await self.restore_layout()
+        await self.conversations.load_settings()
         await self.conversations.refresh_list()
         self.models.load_in_background()
         self.chat.warm_up()
