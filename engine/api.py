@@ -609,6 +609,33 @@ class Engine(Preferences, Serving, Providers, Tools, McpFacade, Care, MemoryEmbe
     def _destination(self) -> str:
         return "remote" if self._status and self._status.backend.startswith("remote") else "local"
 
+    # -- the seam the answering half uses (engine/turns.py's TurnHost) -------------------
+
+    db = _db
+    store_for = _store_for
+    ensure_model = _ensure_model
+    destination = _destination
+
+    @property
+    def model_status(self) -> ModelStatus | None:
+        return self._status
+
+    @property
+    def loaded_worker(self) -> ModelWorker | None:
+        return self._worker
+
+    def assembler_for(self, conversation_id: int | None) -> ContextAssembler:
+        """The context assembler for a chat (temporary chats keep their summaries in memory);
+        None: a chat not made yet."""
+        return self._assembler_for(conversation_id if conversation_id is not None else 0)
+
+    def answer_started(self, request: Any, conversation_id: int) -> None:
+        """An answer (a generation request, or a whole tool-using turn) Stop must reach."""
+        self._active.append((request, conversation_id))
+
+    def answer_ended(self, request: Any, conversation_id: int) -> None:
+        self._active.remove((request, conversation_id))
+
     async def prepare(self, conversation_id: int | None, draft: str, options: SendOptions | None = None) -> int | None:
         """Pre-warm while the user types: assemble the prompt this draft would make and
         prefill it into the KV cache at low priority, so after Send only what changed runs.

@@ -190,7 +190,7 @@ class Titles:
 
         e = self.turns.e
         title = clean_title(title) or FALLBACK
-        await e._db(e._store_for(job.conversation_id).update_conversation, job.conversation_id, title=title)
+        await e.db(e.store_for(job.conversation_id).update_conversation, job.conversation_id, title=title)
         job.written.append(title)
         if not job.first.done():
             job.first.set_result(title)
@@ -210,7 +210,7 @@ class Titles:
             return False
         if choice in ("always", True):
             return True
-        model = getattr(e._worker, "model", None)
+        model = getattr(e.loaded_worker, "model", None)
         return bool(getattr(model, "batched_decode", False)) and getattr(model, "slots", 1) > 1
 
     async def around(self, conversation_id: int, question: str, events: AsyncIterator[Event]) -> AsyncIterator[Event]:

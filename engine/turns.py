@@ -8,10 +8,10 @@ import json
 import secrets
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.context import REPORT_META_KEY, AssembledContext, ContextRequest, lineage, load_instructions, load_settings
 from engine.context.summary import summary_prompt
@@ -50,7 +50,15 @@ from engine.tools.prompt import RoundRecord, ToolPlan, plan_for
 from engine.tools.runner import ToolTurn
 
 if TYPE_CHECKING:
-    from engine.api import Engine, SendOptions
+    import numpy as np
+
+    from engine.api import ModelStatus, SendOptions
+    from engine.context import ContextAssembler
+    from engine.memory import MemoryService
+    from engine.safety import Policy, ScanResult
+    from engine.safety.care import CareMessage
+    from engine.store import Store
+    from engine.tools.registry import ToolRegistry
 
 ATTACHMENTS_KEY = "attachments"  # conversation setting: the files attached to the chat so far
 CHECKPOINT_SECONDS = 0.25  # at most this much streamed text is at risk in a crash
@@ -81,10 +89,46 @@ def memory_notice(outcome: TurnOutcome) -> MemoryNotice:
     )
 
 
+class TurnHost(Protocol):
+    """Everything the answering half (Turns, Titles) uses of the engine: the seam between
+    them (docs/architecture.md, "Seams"). `Engine` implements it; Turns reaches nothing else
+    of the engine's, and no private member (tests/engine/test_seams.py)."""
+
+    @property
+    def store(self) -> Store: ...
+    @property
+    def memory(self) -> MemoryService: ...
+    @property
+    def policy(self) -> Policy: ...
+    @property
+    def tool_registry(self) -> ToolRegistry: ...
+    @property
+    def model_status(self) -> ModelStatus | None: ...  # the loaded model's name, backend, window
+    @property
+    def loaded_worker(self) -> ModelWorker | None: ...
+    async def ensure_model(self) -> ModelWorker: ...
+    async def db(self, fn: Any, *args: Any, **kwargs: Any) -> Any: ...  # on the database thread
+    def store_for(self, record_id: int) -> Store: ...  # the main store, or temporary chats' one
+    def assembler_for(self, conversation_id: int | None) -> ContextAssembler: ...
+    def destination(self) -> str: ...  # "local" or "remote": which safety policy column applies
+    def answer_started(self, request: Any, conversation_id: int) -> None: ...  # Stop can reach it
+    def answer_ended(self, request: Any, conversation_id: int) -> None: ...
+    async def memory_query_vector(self, text: str, conversation_settings: dict | None = None
+                                  ) -> np.ndarray | None: ...
+    async def get_setting(self, key: str, default: Any = None) -> Any: ...
+    async def get_message(self, message_id: int) -> MessageInfo: ...
+    async def default_sampling(self, model: str | None = None, *, overrides: dict | None = None,
+                               preset: bool = True) -> SamplingParams: ...
+    async def scan_input(self, text: str) -> ScanResult: ...
+    def care_message(self, language: str | None = None) -> CareMessage: ...
+    async def tool_timeout(self) -> float: ...
+    async def prepare_tool_sources(self, names: Iterable[str] | None = None) -> None: ...
+
+
 class Turns:
     """The answering half of the engine; holds no state of its own beyond the engine's."""
 
-    def __init__(self, engine: Engine):
+    def __init__(self, engine: TurnHost):
         self.e = engine
         self.titles = Titles(self)
 
@@ -102,18 +146,18 @@ class Turns:
             # one trip to the database thread for everything the prompt reads
             own = conv_settings
             if own is None:  # conv_id None: the first message of a new chat (Engine.prepare)
-                own = e._store_for(conv_id).get_conversation(conv_id).settings if conv_id is not None else {}
+                own = e.store_for(conv_id).get_conversation(conv_id).settings if conv_id is not None else {}
             return own, e.store.get_setting("system_prompt"), load_settings(e.store), load_instructions(e.store)
 
-        conv_settings, default_system, ctx, instructions = await e._db(read)
+        conv_settings, default_system, ctx, instructions = await e.db(read)
         system = options.system_prompt
         if system is None:
             system = conv_settings.get("system_prompt") or default_system or ""
         if needs_care((await e.scan_input(text)).findings):  # e.g. self-harm: the model is asked for care
             system = with_care_note(system, e.care_message().system_note)
-        window = e._status.context_length
-        query_vector = await e._memory_query_vector(text, conv_settings)  # on the executor
-        retrieved = await e._db(
+        window = e.model_status.context_length
+        query_vector = await e.memory_query_vector(text, conv_settings)  # on the executor
+        retrieved = await e.db(
             e.memory.retrieve, text, budget_tokens=ctx.memory_budget(window), count=worker.tokenizer.count,
             conversation_id=conv_id, conversation_settings=conv_settings, exclude=exclude_memories,
             query_vector=query_vector,
@@ -123,7 +167,7 @@ class Turns:
             new_message_id=message_id, system_prompt=system, instructions=instructions,
             retrieved=retrieved, settings=ctx,
         )
-        assembler = e._assembler_for(conv_id) if conv_id is not None else e._assemblers[0]
+        assembler = e.assembler_for(conv_id)
         assembled = await assembler.assemble(request, allow_summarize=allow_summarize)
         if not encode:
             return assembled, None
@@ -135,12 +179,12 @@ class Turns:
     async def check_fits(self, conv_id: int, parent_id: int | None, text: str, options: SendOptions,
                          worker: ModelWorker) -> None:
         """Raise ContextOverflow for a message that cannot fit, before anything is stored."""
-        store = self.e._store_for(conv_id)
+        store = self.e.store_for(conv_id)
 
         def read() -> tuple[list[MessageInfo], dict]:
             return (lineage(store, parent_id) if parent_id else []), store.get_conversation(conv_id).settings
 
-        history, settings = await self.e._db(read)
+        history, settings = await self.e.db(read)
         await self.assemble(conv_id, history, text, None, options, worker, allow_summarize=False, encode=False,
                             conv_settings=settings)
 
@@ -149,8 +193,8 @@ class Turns:
     async def answer(self, user: MessageInfo, options: SendOptions,
                      outcome: TurnOutcome | None = None) -> AsyncIterator[Event]:
         e = self.e
-        store = e._store_for(user.conversation_id)
-        conv, chain = await e._db(lambda: (store.get_conversation(user.conversation_id), lineage(store, user.id)))
+        store = e.store_for(user.conversation_id)
+        conv, chain = await e.db(lambda: (store.get_conversation(user.conversation_id), lineage(store, user.id)))
         params = options.sampling
         if params is None:
             # The conversation's own settings over the model's defaults, field by field.
@@ -159,12 +203,12 @@ class Turns:
             # every sampled answer keeps the seed it used (in its sampling), so Replay can redo it
             params = params.with_(seed=secrets.randbits(62))
         try:
-            worker = await e._ensure_model()
+            worker = await e.ensure_model()
         except WrenError as exc:
             yield Failed(str(exc), FailureKind.MODEL)
             yield Finished(FinishReason.ERROR)
             return
-        status = e._status
+        status = e.model_status
         saved_now = tuple(m.id for m in outcome.saved) if outcome else ()
         try:
             attachments = await self._attachments(store, conv, user, options)
@@ -198,7 +242,7 @@ class Turns:
                 model=status.name, backend=status.backend, sampling=params.to_dict(),
                 prompt_tokens=len(prompt_ids), meta=meta)
 
-        answer = await e._db(begin)
+        answer = await e.db(begin)
         started = Started(user.conversation_id, user.id, answer.id, status.name, status.backend)
         tools = None
         if plan is not None:
@@ -229,16 +273,16 @@ class Turns:
                                  "interrupted or cut at the length limit can be continued")
         if answer.parent_id is None:
             raise InvalidRequest(f"answer {message_id} has no question")
-        store = e._store_for(answer.conversation_id)
+        store = e.store_for(answer.conversation_id)
         user = await e.get_message(answer.parent_id)
-        conv = await e._db(store.get_conversation, answer.conversation_id)
+        conv = await e.db(store.get_conversation, answer.conversation_id)
         try:
-            worker = await e._ensure_model()
+            worker = await e.ensure_model()
         except WrenError as exc:
             yield Failed(str(exc), FailureKind.MODEL)
             yield Finished(FinishReason.ERROR, answer.id)
             return
-        chain = await e._db(lineage, store, user.id)
+        chain = await e.db(lineage, store, user.id)
         from engine.api import SendOptions
 
         _, prompt_ids = await self.assemble(answer.conversation_id, chain[:-1], user.content, user.id,
@@ -249,7 +293,7 @@ class Turns:
         if tokenizer.add_bos and done[:1] == [tokenizer.bos_id]:
             done = done[1:]
         ids = prompt_ids + done
-        status = e._status
+        status = e.model_status
         room = status.context_length - len(ids)
         if room < 1:
             raise InvalidRequest(f"answer {message_id} already fills the model's context window; it cannot go on")
@@ -257,7 +301,7 @@ class Turns:
         params = SamplingParams.from_dict(saved) if saved else await e.default_sampling(
             overrides=conv.settings.get("sampling"))
         params = params.with_(max_tokens=max(1, min(params.max_tokens, room)))
-        await e._db(store.update_message, answer.id, status=MessageStatus.STREAMING, error=None)
+        await e.db(store.update_message, answer.id, status=MessageStatus.STREAMING, error=None)
         answer = await e.get_message(answer.id)
         started = Started(answer.conversation_id, user.id, answer.id, status.name, status.backend)
         log_event("answer.continued", conversation_id=answer.conversation_id, message_id=answer.id,
@@ -282,10 +326,10 @@ class Turns:
         earlier = conv.settings.get(ATTACHMENTS_KEY)
         known = list(dict.fromkeys([*(p for p in earlier if isinstance(p, str))] if isinstance(earlier, list) else []))
         if new:
-            await e._db(store.update_message, user.id, meta={**user.meta, "attachments": new})
+            await e.db(store.update_message, user.id, meta={**user.meta, "attachments": new})
             if any(p not in known for p in new):
                 known = list(dict.fromkeys([*known, *new]))
-                await e._db(store.update_conversation, conv.id, settings={**conv.settings, ATTACHMENTS_KEY: known})
+                await e.db(store.update_conversation, conv.id, settings={**conv.settings, ATTACHMENTS_KEY: known})
         return tuple(Path(p) for p in known)
 
     async def _tool_plan(self, conv_settings: dict, options: SendOptions, worker: ModelWorker,
@@ -298,7 +342,7 @@ class Turns:
         if choice == "none":
             return None
         asked = getattr(options, "tools", None)
-        saved = await e._db(e.store.get_settings, tool_settings.DEFAULT_KEY, tool_settings.DISABLED_KEY,
+        saved = await e.db(e.store.get_settings, tool_settings.DEFAULT_KEY, tool_settings.DISABLED_KEY,
                             tool_settings.MAX_ROUNDS_KEY)
         default = saved.get(tool_settings.DEFAULT_KEY)
         # MCP servers start lazily: those that own a tool this answer may call start now
@@ -403,11 +447,11 @@ class Turns:
         runs, its result joins the prompt and the same answer goes on (docs/tools.md)."""
         e = self.e
         conv_id = answer.conversation_id
-        store = e._store_for(conv_id)
+        store = e.store_for(conv_id)
         loop = asyncio.get_running_loop()
         events: asyncio.Queue = asyncio.Queue()
         turn = _TurnStop(loop)  # Engine.stop reaches a turn that waits on a tool, not only a generation
-        e._active.append((turn, conv_id))
+        e.answer_started(turn, conv_id)
         parts: list[str] = [prefix] if prefix else []  # a continued answer keeps its text (continue_answer)
         probs = AnswerLogprobs(params, answer.meta, prefix)  # token probabilities, with params.logprobs
         notices: list[SafetyNotice] = []
@@ -422,7 +466,7 @@ class Turns:
         runner = None
         if tools is not None:
             runner = ToolTurn(e, tools.plan, answer.id, turn.stopped, worker.tokenizer, tools.context,
-                              destination=e._destination(), timeout=tools.timeout, result_tokens=tools.result_tokens)
+                              destination=e.destination(), timeout=tools.timeout, result_tokens=tools.result_tokens)
         ids, round_params, raw_base, number = prompt_ids, params, 0, 0
         try:
             while True:
@@ -431,7 +475,7 @@ class Turns:
                     request.constraint = tools.first_constraint if number == 0 else tools.constraint
                 else:
                     request.constraint = constraint  # response_format (SendOptions.constraint)
-                e._active.append((request, conv_id))
+                e.answer_started(request, conv_id)
                 if turn.cancel.is_set():
                     request.cancel.set()
                 worker.submit(request)
@@ -441,7 +485,7 @@ class Turns:
                 parser = CallParser(tools.plan.family) if tools is not None else None
                 if parser is not None and number == 0 and tools.plan.forced:
                     parser.feed(tools.plan.forced_prefix())
-                guard = OutputGuard(e.policy, e._destination())
+                guard = OutputGuard(e.policy, e.destination())
                 calls: list[ParsedCall] = []
                 round_start = len(parts)
                 raw_len = 0
@@ -491,7 +535,7 @@ class Turns:
                             if now - last_checkpoint >= CHECKPOINT_SECONDS:
                                 text = "".join(parts)
                                 if len(text) != saved_len:
-                                    await e._db(store.update_message, answer.id, content=text)
+                                    await e.db(store.update_message, answer.id, content=text)
                                     saved_len = len(text)
                                 last_checkpoint = now
                         elif isinstance(event, PrefillProgress):
@@ -506,7 +550,7 @@ class Turns:
                             yield event
                 finally:
                     request.cancel.set()
-                    e._active.remove((request, conv_id))
+                    e.answer_ended(request, conv_id)
                 if blocked:
                     reason = FinishReason.BLOCKED
                     break
@@ -535,7 +579,7 @@ class Turns:
                             notices.append(event)
                         yield event
                     record.calls.append(runner.record)
-                    await e._db(store.update_message, answer.id, content="".join(parts),
+                    await e.db(store.update_message, answer.id, content="".join(parts),
                                 meta={**answer.meta, "tools": tool_log})
                     if runner.stopped or turn.cancel.is_set():
                         break
@@ -550,7 +594,7 @@ class Turns:
                     reason = FinishReason.LENGTH  # out of tokens in the middle of a call
                     break
                 ids = await self._encode_round(worker, tools.plan, tools.base, rounds, first=False)
-                room = e._status.context_length - len(ids) if e._status else 0
+                room = e.model_status.context_length - len(ids) if e.model_status else 0
                 if room < 16:
                     reason = FinishReason.LENGTH
                     error = "the tool results filled the context window; the answer ends here"
@@ -561,7 +605,7 @@ class Turns:
                 number += 1
         finally:
             turn.cancel.set()
-            e._active.remove((turn, conv_id))
+            e.answer_ended(turn, conv_id)
             if runner is not None:
                 runner.close()
             usage = _combined(usages)  # with tools, yielded once below, after the finish is saved
@@ -606,7 +650,7 @@ class Turns:
                 time_to_first_token=usage.time_to_first_token,
                 tokens_per_second=usage.tokens_per_second,
             )
-        await self.e._db(store.update_message, answer.id, **fields)
+        await self.e.db(store.update_message, answer.id, **fields)
         log_event(
             "answer.finished", conversation_id=answer.conversation_id, message_id=answer.id,
             model=answer.model, backend=answer.backend, reason=reason.value, prompt_tokens=prompt_tokens,
@@ -620,7 +664,7 @@ class Turns:
 
     async def complete(self, chat: list[dict], params: SamplingParams, *, priority: int = 1) -> str:
         """The whole text of a short request that runs behind the visible answer."""
-        worker = await self.e._ensure_model()
+        worker = await self.e.ensure_model()
         loop = asyncio.get_running_loop()
         ids = await loop.run_in_executor(None, worker.tokenizer.encode_chat, chat)
         events: asyncio.Queue = asyncio.Queue()
@@ -656,7 +700,7 @@ def can_continue(message: MessageInfo) -> bool:
 
 
 class _TurnStop:
-    """Stands in `Engine._active` for the whole answer: `Engine.stop` sets `cancel` (a
+    """Stands in the engine's running answers (`TurnHost.answer_started`) for the whole answer: `Engine.stop` sets `cancel` (a
     threading.Event, as on a GenerationRequest), which also sets the asyncio event `stopped`
     that a tool call or an approval waits on."""
 

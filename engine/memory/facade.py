@@ -145,7 +145,7 @@ class MemoryEmbeddings:
 
     # -- the prompt path -------------------------------------------------------------
 
-    async def _memory_query_vector(self, text: str, conversation_settings: dict | None = None) -> np.ndarray | None:
+    async def memory_query_vector(self, text: str, conversation_settings: dict | None = None) -> np.ndarray | None:
         try:
             return await self._query_vector(text, conversation_settings)
         except asyncio.CancelledError:

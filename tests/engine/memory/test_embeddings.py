@@ -116,7 +116,7 @@ def test_vectors_are_made_off_the_event_loop_and_in_the_background_on_save(make_
             await engine.memory_embedding_idle()
             assert "I play padel on Thursday evenings." in fake.texts
             assert await engine.memory_vectors_missing() == 0
-            vector = await engine._memory_query_vector("padel night")
+            vector = await engine.memory_query_vector("padel night")
             assert isinstance(vector, np.ndarray) and vector.shape == (256,)
             assert fake.threads and loop_thread not in fake.threads
             assert not any(name.startswith("wren-store") for name in fake.threads)  # nor the database thread
@@ -229,7 +229,7 @@ def test_past_messages_are_embedded_in_the_background_with_their_model_id(make_e
             async for event in engine.send(temporary.id, "a temporary question"):
                 if isinstance(event, Finished):
                     break
-            await engine._memory_query_vector("which vehicle")  # first need: starts the job
+            await engine.memory_query_vector("which vehicle")  # first need: starts the job
             await engine.memory_embedding_idle()
             rows = engine.store.db.execute_sql(
                 "SELECT m.content, v.model FROM message_vector v JOIN message m ON m.id = v.message_id "

@@ -1,0 +1,80 @@
+"""The seams named in docs/architecture.md: the answering half (engine/turns.py,
+engine/titles.py) uses the engine only through `TurnHost`, never a private member."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from pathlib import Path
+
+from engine.api import Engine
+from engine.turns import TurnHost
+
+ROOT = Path(__file__).resolve().parents[2]
+HOST_NAMES = {"e", "engine", "host"}  # how turns.py and titles.py name the engine they were given
+
+
+def _private_reaches(path: Path) -> list[str]:
+    """`x._name` where x is the engine (a local `e`, or `self.e` / `self.turns.e`)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        if not (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")):
+            continue
+        owner = node.value
+        named = (isinstance(owner, ast.Name) and owner.id in HOST_NAMES) or (
+            isinstance(owner, ast.Attribute) and owner.attr in HOST_NAMES)
+        if named:
+            found.append(f"{path.name}:{node.lineno} .{node.attr}")
+    return sorted(found)
+
+
+def test_turns_and_titles_reach_no_private_member_of_the_engine():
+    reaches = _private_reaches(ROOT / "engine" / "turns.py") + _private_reaches(ROOT / "engine" / "titles.py")
+    assert reaches == [], reaches
+
+
+def test_the_check_catches_a_private_reach(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text("def f(self, e):\n    e._db()\n    self.e._status\n    e.db()\n")
+    assert _private_reaches(sample) == ["sample.py:2 ._db", "sample.py:3 ._status"]
+
+
+def _members(protocol: type) -> set[str]:
+    names = set(getattr(protocol, "__annotations__", {}))
+    names |= {n for n, v in vars(protocol).items() if not n.startswith("_") and (callable(v) or isinstance(v, property))}
+    return names
+
+
+def test_the_engine_implements_every_member_of_the_seam():
+    members = _members(TurnHost)
+    assert {"db", "store_for", "model_status", "ensure_model", "answer_started", "assembler_for"} <= members
+    missing = sorted(n for n in members if not hasattr(Engine, n) and n not in _instance_attributes())
+    assert missing == [], missing
+    for name in members:
+        wanted = getattr(TurnHost, name, None)
+        have = getattr(Engine, name, None)
+        if inspect.iscoroutinefunction(wanted):
+            assert inspect.iscoroutinefunction(have), f"Engine.{name} must be async, as TurnHost says"
+
+
+def test_what_turns_uses_of_the_engine_is_in_the_seam():
+    """Every attribute turns.py and titles.py read from the engine is declared in TurnHost,
+    so the protocol is the whole interface, not a subset of it."""
+    members = _members(TurnHost)
+    used = set()
+    for path in (ROOT / "engine" / "turns.py", ROOT / "engine" / "titles.py"):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.Attribute) and (
+                    (isinstance(node.value, ast.Name) and node.value.id == "e")
+                    or (isinstance(node.value, ast.Attribute) and node.value.attr == "e")):
+                used.add(node.attr)
+    assert used, "turns.py no longer names the engine `e`: update HOST_NAMES"
+    assert sorted(used - members) == []
+
+
+def _instance_attributes() -> set[str]:
+    """The attributes Engine.__init__ sets on itself (`self.x = ...`)."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(Engine.__init__)))
+    return {node.attr for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"}
