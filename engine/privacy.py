@@ -300,6 +300,13 @@ def erase_files(*, models: bool) -> list[str]:
         if (data / name).exists():
             _remove(data / name)
             removed.append(str(data / name))
+    crashes = data / "crashes"  # engine/crashreport.py: reports hold no prompts, but they are the user's
+    if crashes.is_dir():
+        live = f"fault-{os.getpid()}.log"  # this process's own fault log stays open for a crash
+        for child in crashes.iterdir():
+            if child.name != live:
+                _remove(child)
+        removed.append(str(crashes))
     for history in data.glob("*history*"):  # whatever the terminal chat calls its history
         if history.is_file():
             _remove(history)

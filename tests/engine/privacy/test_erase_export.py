@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import stat
 import zipfile
 from pathlib import Path
@@ -49,6 +50,11 @@ def test_erase_all_removes_conversations_memories_logs_and_caches_but_keeps_mode
     cache.mkdir(parents=True)
     (cache / "graph.bin").write_bytes(b"compiled")
     (wren_home / "chat_history").write_text(f"{SECRET}\n")
+    crashes = wren_home / "crashes"
+    crashes.mkdir()
+    (crashes / "crash-20260101-000000-1.txt").write_text("Traceback (most recent call last): ...\n")
+    live_fault_log = crashes / f"fault-{os.getpid()}.log"  # this process's own, still open
+    live_fault_log.write_text("wren-fault-log 1\n")
     models: list[str] = []
     before, report, after, left = run(main())
     assert before and after == []
@@ -58,6 +64,7 @@ def test_erase_all_removes_conversations_memories_logs_and_caches_but_keeps_mode
     assert all(SECRET not in p.read_text(errors="replace") for p in (wren_home / "logs").rglob("*") if p.is_file())
     assert not any("test.before_erase" in p.read_text() for p in (wren_home / "logs").rglob("*") if p.is_file())
     assert sorted(p.name for p in (wren_home / "models").iterdir()) == models != []
+    assert [p.name for p in crashes.iterdir()] == [live_fault_log.name]  # crash reports go too
 
 
 def test_erase_all_with_models_empties_the_models_folder(make_engine, wren_home):
