@@ -96,7 +96,7 @@ def test_replay_on_torch_gives_the_same_text_token_for_token(open_window, arun, 
     # sampled, not greedy: the seed decides every token of a random-weight model's answer
     store.set_setting("sampling", {"temperature": 1.0, "top_p": 1.0, "max_tokens": 16})
     window = open_window(engine=Engine(store, registry), wait_model=False)
-    qtbot.waitUntil(lambda: window.engine._status is not None, timeout=60000)
+    qtbot.waitUntil(lambda: window.engine.current_model is not None, timeout=60000)
     send(window, "roll the dice", timeout=60000)
     cid = window.conversations.current_id
     first = arun(window.engine.messages(cid))[-1]
