@@ -397,12 +397,12 @@ class Engine(Preferences, Serving, Providers, Tools, McpFacade, Care, MemoryEmbe
 
     # -- models --------------------------------------------------------------------
 
-    async def list_models(self) -> list[ModelInfo]:
+    async def list_models(self) -> list[ModelInfo | RemoteModelInfo]:
         """Installed models, importing the starter model first if this is a fresh install."""
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.registry.ensure_starter)
         local = await loop.run_in_executor(None, self.registry.list)
-        return local + await self.remote_models()  # providers' models, "provider/model"
+        return [*local, *await self.remote_models()]  # providers' models, "provider/model"
 
     async def installed_models(self) -> list[ModelInfo]:
         """Installed models as they are now (no first-run import)."""
@@ -688,10 +688,11 @@ class Engine(Preferences, Serving, Providers, Tools, McpFacade, Care, MemoryEmbe
                 info = await loop.run_in_executor(None, self.registry.get, name)
             except WrenError:
                 return 0  # not installed yet (the starter before its first import): checked after loading
-            tokenizer = self._question_tokenizers.get(info.path)
-            if tokenizer is None:
-                tokenizer = await loop.run_in_executor(None, self._tokenizer_factory, info.path)
-                self._question_tokenizers = {info.path: tokenizer}
+            cached = self._question_tokenizers.get(info.path)
+            if cached is None:
+                cached = await loop.run_in_executor(None, self._tokenizer_factory, info.path)
+                self._question_tokenizers = {info.path: cached}
+            tokenizer = cached
             window = info.context_length
         tokens = await asyncio.get_running_loop().run_in_executor(None, tokenizer.count, text)
         if window > 0:

@@ -232,8 +232,8 @@ class GhostText:
         try:
             from engine.api import SendOptions
 
-            assembled, _ = await self._turns.assemble(  # type: ignore[attr-defined]
-                conversation_id, shown, draft, None, SendOptions(), worker, allow_summarize=False, encode=False)
+            assembled = await self._turns.assemble_context(  # type: ignore[attr-defined]
+                conversation_id, shown, draft, None, SendOptions(), worker, allow_summarize=False)
             messages = list(assembled.messages)
             if messages and messages[-1].get("role") == "user":
                 return messages[:-1]

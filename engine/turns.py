@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.context import REPORT_META_KEY, AssembledContext, ContextRequest, lineage, load_instructions, load_settings
 from engine.context.summary import summary_prompt
-from engine.errors import InvalidRequest, WrenError
+from engine.errors import InvalidRequest, ModelNotLoaded, WrenError
 from engine.events import (
     Delta,
     Event,
@@ -47,7 +47,7 @@ from engine.tools import facade as tool_settings
 from engine.tools.builtin import READ_FILE, CallContext
 from engine.tools.parse import CallParser, ParsedCall
 from engine.tools.prompt import RoundRecord, ToolPlan, plan_for
-from engine.tools.runner import ToolTurn
+from engine.tools.runner import ToolHost, ToolTurn
 
 if TYPE_CHECKING:
     import numpy as np
@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from engine.api import ModelStatus, SendOptions
     from engine.context import ContextAssembler
     from engine.memory import MemoryService
-    from engine.safety import Policy, ScanResult
+    from engine.safety import ScanResult
     from engine.safety.care import CareMessage
     from engine.store import Store
     from engine.tools.registry import ToolRegistry
@@ -89,7 +89,7 @@ def memory_notice(outcome: TurnOutcome) -> MemoryNotice:
     )
 
 
-class TurnHost(Protocol):
+class TurnHost(ToolHost, Protocol):
     """Everything the answering half (Turns, Titles) uses of the engine: the seam between
     them (docs/architecture.md, "Seams"). `Engine` implements it; Turns reaches nothing else
     of the engine's, and no private member (tests/engine/test_seams.py)."""
@@ -98,8 +98,6 @@ class TurnHost(Protocol):
     def store(self) -> Store: ...
     @property
     def memory(self) -> MemoryService: ...
-    @property
-    def policy(self) -> Policy: ...
     @property
     def tool_registry(self) -> ToolRegistry: ...
     @property
@@ -125,6 +123,14 @@ class TurnHost(Protocol):
     async def prepare_tool_sources(self, names: Iterable[str] | None = None) -> None: ...
 
 
+def _loaded(host: TurnHost) -> ModelStatus:
+    """The loaded model's status; a model unloaded underneath a turn is an error it reports."""
+    status = host.model_status
+    if status is None:
+        raise ModelNotLoaded("the model was unloaded while this answer was being prepared")
+    return status
+
+
 class Turns:
     """The answering half of the engine; holds no state of its own beyond the engine's."""
 
@@ -136,10 +142,24 @@ class Turns:
 
     async def assemble(self, conv_id: int | None, history: list[MessageInfo], text: str, message_id: int | None,
                        options: SendOptions, worker: ModelWorker, *, allow_summarize: bool = True,
-                       exclude_memories: tuple[int, ...] = (), encode: bool = True,
-                       conv_settings: dict | None = None,
-                       ) -> tuple[AssembledContext, list[int] | None]:
-        """`conv_settings`: the conversation's settings where the caller has just read them."""
+                       exclude_memories: tuple[int, ...] = (), conv_settings: dict | None = None,
+                       ) -> tuple[AssembledContext, list[int]]:
+        """The prompt for `text` after `history` (assemble_context), and its token ids."""
+        assembled = await self.assemble_context(
+            conv_id, history, text, message_id, options, worker, allow_summarize=allow_summarize,
+            exclude_memories=exclude_memories, conv_settings=conv_settings)
+        loop = asyncio.get_running_loop()
+        # Encoded with the chat-aware encoder: markup typed by a user stays text.
+        ids = await loop.run_in_executor(None, worker.tokenizer.encode_chat, assembled.messages)
+        return assembled, ids
+
+    async def assemble_context(self, conv_id: int | None, history: list[MessageInfo], text: str,
+                               message_id: int | None, options: SendOptions, worker: ModelWorker, *,
+                               allow_summarize: bool = True, exclude_memories: tuple[int, ...] = (),
+                               conv_settings: dict | None = None) -> AssembledContext:
+        """The messages the model reads for `text`: system prompt, memories, the history
+        that fits. `conv_settings`: the conversation's settings where the caller has just
+        read them."""
         e = self.e
 
         def read() -> tuple[dict, Any, Any, Any]:
@@ -155,7 +175,7 @@ class Turns:
             system = conv_settings.get("system_prompt") or default_system or ""
         if needs_care((await e.scan_input(text)).findings):  # e.g. self-harm: the model is asked for care
             system = with_care_note(system, e.care_message().system_note)
-        window = e.model_status.context_length
+        window = _loaded(e).context_length
         query_vector = await e.memory_query_vector(text, conv_settings)  # on the executor
         retrieved = await e.db(
             e.memory.retrieve, text, budget_tokens=ctx.memory_budget(window), count=worker.tokenizer.count,
@@ -167,26 +187,20 @@ class Turns:
             new_message_id=message_id, system_prompt=system, instructions=instructions,
             retrieved=retrieved, settings=ctx,
         )
-        assembler = e.assembler_for(conv_id)
-        assembled = await assembler.assemble(request, allow_summarize=allow_summarize)
-        if not encode:
-            return assembled, None
-        loop = asyncio.get_running_loop()
-        # Encoded with the chat-aware encoder: markup typed by a user stays text.
-        ids = await loop.run_in_executor(None, worker.tokenizer.encode_chat, assembled.messages)
-        return assembled, ids
+        return await e.assembler_for(conv_id).assemble(request, allow_summarize=allow_summarize)
 
     async def check_fits(self, conv_id: int, parent_id: int | None, text: str, options: SendOptions,
                          worker: ModelWorker) -> None:
         """Raise ContextOverflow for a message that cannot fit, before anything is stored."""
         store = self.e.store_for(conv_id)
 
-        def read() -> tuple[list[MessageInfo], dict]:
-            return (lineage(store, parent_id) if parent_id else []), store.get_conversation(conv_id).settings
+        def read() -> tuple[list[Any], dict]:
+            history: list[Any] = lineage(store, parent_id) if parent_id else []  # rows, as Store.lineage
+            return history, store.get_conversation(conv_id).settings
 
         history, settings = await self.e.db(read)
-        await self.assemble(conv_id, history, text, None, options, worker, allow_summarize=False, encode=False,
-                            conv_settings=settings)
+        await self.assemble_context(conv_id, history, text, None, options, worker, allow_summarize=False,
+                                    conv_settings=settings)
 
     # -- the answer ------------------------------------------------------------------
 
@@ -208,7 +222,7 @@ class Turns:
             yield Failed(str(exc), FailureKind.MODEL)
             yield Finished(FinishReason.ERROR)
             return
-        status = e.model_status
+        status = _loaded(e)
         saved_now = tuple(m.id for m in outcome.saved) if outcome else ()
         try:
             attachments = await self._attachments(store, conv, user, options)
@@ -293,7 +307,7 @@ class Turns:
         if tokenizer.add_bos and done[:1] == [tokenizer.bos_id]:
             done = done[1:]
         ids = prompt_ids + done
-        status = e.model_status
+        status = _loaded(e)
         room = status.context_length - len(ids)
         if room < 1:
             raise InvalidRequest(f"answer {message_id} already fills the model's context window; it cannot go on")
@@ -483,7 +497,7 @@ class Turns:
                     # Only now: a stop() right after Started must reach a request that exists.
                     yield started
                 parser = CallParser(tools.plan.family) if tools is not None else None
-                if parser is not None and number == 0 and tools.plan.forced:
+                if tools is not None and parser is not None and number == 0 and tools.plan.forced:
                     parser.feed(tools.plan.forced_prefix())
                 guard = OutputGuard(e.policy, e.destination())
                 calls: list[ParsedCall] = []
@@ -496,14 +510,15 @@ class Turns:
                         event = await events.get()
                         if isinstance(event, (Delta, Finished)):
                             final = isinstance(event, Finished)
-                            if final:
+                            if isinstance(event, Finished):
                                 round_reason = event.reason
-                            if cut and not final:
+                            elif cut:
                                 continue  # the calls are complete: the rest is not shown
-                            if not final:
+                            else:
                                 probs.arrived(event)
-                            pieces: list = (parser.finish() if final else parser.feed(event.text)) if parser else (
-                                [] if final else [event.text])
+                            text = event.text if isinstance(event, Delta) else ""
+                            pieces: list = (parser.finish() if final else parser.feed(text)) if parser else (
+                                [] if final else [text])
                             steps: list[GuardStep] = []
                             for piece in pieces:
                                 if isinstance(piece, ParsedCall):
@@ -561,6 +576,7 @@ class Turns:
                     reason = round_reason
                     break
                 # The model called: each call runs (or is refused) in order, then it goes on.
+                assert tools is not None and runner is not None  # calls are parsed only with tools
                 record = RoundRecord("".join(parts[round_start:]))
                 limit = number >= tools.plan.max_rounds
                 refuse = (f"the limit of {tools.plan.max_rounds} tool rounds for one answer is reached; "
@@ -578,7 +594,8 @@ class Turns:
                         elif isinstance(event, SafetyNotice):
                             notices.append(event)
                         yield event
-                    record.calls.append(runner.record)
+                    if runner.record is not None:
+                        record.calls.append(runner.record)
                     await e.db(store.update_message, answer.id, content="".join(parts),
                                 meta={**answer.meta, "tools": tool_log})
                     if runner.stopped or turn.cancel.is_set():

@@ -31,6 +31,8 @@ from engine.providers.config import (
 )
 
 if TYPE_CHECKING:
+    from engine.api import ModelStatus
+    from engine.inference.worker import ModelWorker
     from engine.store import Store
 
 
@@ -50,6 +52,8 @@ class Providers:
     policy and model state (`_worker`, `_status`, `_assemblers`, `_unload`)."""
 
     store: Store
+    _worker: ModelWorker | None  # Engine's; a RemoteWorker stands in for one (the same calls)
+    _status: ModelStatus | None
     # Tests and benchmarks set these: an httpx transport and the client's patience.
     remote_http_transport: Any = None
     remote_transport: Transport | None = None
@@ -191,7 +195,7 @@ class Providers:
             raise
         loop = asyncio.get_running_loop()
         self._assemblers = await loop.run_in_executor(None, self._make_assemblers, tokenizer)
-        self._worker = worker
+        self._worker = worker  # type: ignore[assignment]  # RemoteWorker: ModelWorker's interface, duck-typed
         self._status = ModelStatus(name, loaded.backend, loaded.context_length, time.perf_counter() - started)
         log_event("model.loaded", model=name, backend=loaded.backend, load_seconds=round(self._status.load_seconds, 3))
         return self._status

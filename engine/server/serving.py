@@ -417,7 +417,7 @@ class Serving:
         # With the client's tools offered, the answer's text goes through the call parser:
         # a call's text never shows, the calls come out as ToolCall events.
         parser = CallParser(plan.family) if plan is not None else None
-        if parser is not None and plan.forced:
+        if plan is not None and parser is not None and plan.forced:
             parser.feed(plan.forced_prefix())
         calls: list[ParsedCall] = []
         probs = AnswerLogprobs(params, {})  # each shown Delta carries its tokens' probabilities
@@ -428,15 +428,16 @@ class Serving:
                 event = await events.get()
                 if isinstance(event, (Delta, Finished)):
                     final = isinstance(event, Finished)
-                    if final:
+                    if isinstance(event, Finished):
                         reason = event.reason
+                    text = event.text if isinstance(event, Delta) else ""
                     if parser is None:
-                        pieces: list = [] if final else [event.text]
+                        pieces: list = [] if final else [text]
                     elif calls and parser.done:
                         pieces = []  # the calls are complete: what follows is not shown
                     else:
-                        pieces = parser.finish() if final else parser.feed(event.text)
-                    if not final and not (parser is not None and calls and parser.done):
+                        pieces = parser.finish() if final else parser.feed(text)
+                    if isinstance(event, Delta) and not (parser is not None and calls and parser.done):
                         probs.arrived(event)
                     steps = []
                     for piece in pieces:

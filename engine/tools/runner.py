@@ -12,7 +12,7 @@ import contextvars
 import json
 import time
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.events import Event, SafetyAction, SafetyNotice, ToolApprovalNeeded, ToolCall, ToolResult
 from engine.logs import log_event
@@ -23,8 +23,9 @@ from engine.tools.prompt import CallRecord, ToolPlan
 from engine.tools.registry import validate_arguments
 
 if TYPE_CHECKING:
-    from engine.api import Engine
+    from engine.safety import Policy
     from engine.tokenize import Tokenizer
+    from engine.tools.facade import ToolState
 
 DECLINED = "the user declined"
 CANCELLED = "cancelled by the user"
@@ -32,11 +33,22 @@ STOPPED = "stopped by the user"
 SCAN_CHARS = 200_000  # a result is cut to this before it is scanned (and then to its token budget)
 
 
+class ToolHost(Protocol):
+    """What a tool turn uses of the engine (Engine implements it; engine/tools/facade.py)."""
+
+    @property
+    def policy(self) -> Policy: ...
+    @property
+    def tool_state(self) -> ToolState: ...
+    async def always_allowed_tools(self) -> list[str]: ...
+    async def allow_tool_always(self, name: str) -> None: ...
+
+
 class ToolTurn:
     """The tool side of one answer. `handle(call)` yields the call's events; afterwards
     `record` holds what the prompt needs and `stopped` says whether the user pressed Stop."""
 
-    def __init__(self, engine: Engine, plan: ToolPlan, answer_id: int, stop: asyncio.Event,
+    def __init__(self, engine: ToolHost, plan: ToolPlan, answer_id: int, stop: asyncio.Event,
                  tokenizer: Tokenizer, context: CallContext, *, destination: str = "local",
                  timeout: float = 60.0, result_tokens: int = 2000) -> None:
         self.e = engine

@@ -41,14 +41,21 @@ def test_the_check_catches_a_private_reach(tmp_path):
 
 
 def _members(protocol: type) -> set[str]:
-    names = set(getattr(protocol, "__annotations__", {}))
-    names |= {n for n, v in vars(protocol).items() if not n.startswith("_") and (callable(v) or isinstance(v, property))}
+    """The protocol's members, its base protocols' included (TurnHost extends ToolHost)."""
+    names: set[str] = set()
+    for klass in protocol.__mro__:
+        if klass is object or not getattr(klass, "_is_protocol", False) or klass.__name__ == "Protocol":
+            continue
+        names |= {n for n in vars(klass).get("__annotations__", {}) if not n.startswith("_")}
+        names |= {n for n, v in vars(klass).items()
+                  if not n.startswith("_") and (callable(v) or isinstance(v, property))}
     return names
 
 
 def test_the_engine_implements_every_member_of_the_seam():
     members = _members(TurnHost)
-    assert {"db", "store_for", "model_status", "ensure_model", "answer_started", "assembler_for"} <= members
+    assert {"db", "store_for", "model_status", "ensure_model", "answer_started", "assembler_for", "policy",
+            "tool_state"} <= members
     missing = sorted(n for n in members if not hasattr(Engine, n) and n not in _instance_attributes())
     assert missing == [], missing
     for name in members:
