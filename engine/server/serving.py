@@ -15,7 +15,7 @@ import asyncio
 import json
 import re
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -123,6 +123,17 @@ def check_messages(messages: Any) -> list[dict]:
             item.update(tool_call_id=ident, name=name)
         out.append(item)
     return out
+
+
+def _scan_values(value: Any, check: Callable[[str], str]) -> Any:
+    """`value` (a call's JSON arguments) with every string, keys excepted, passed through `check`."""
+    if isinstance(value, str):
+        return check(value)
+    if isinstance(value, dict):
+        return {key: _scan_values(item, check) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_scan_values(item, check) for item in value]
+    return value
 
 
 def _calls_of(calls: Any, where: str) -> list[tuple[str, str, dict]]:
@@ -382,15 +393,26 @@ class Serving:
             yield event
 
     async def _scan_messages(self, messages: list[dict]) -> tuple[list[SafetyNotice], list[dict]]:
-        """Every message through the input policy, as `Engine.send` scans a question."""
+        """Every message through the input policy, as `Engine.send` scans a question; the
+        string values in an assistant message's tool-call arguments too (the client wrote
+        them, and they reach the model, or a remote provider, like any other text)."""
         e: Any = self
+        policy, destination = e.policy, e.destination()
         notices: list[SafetyNotice] = []
-        out = []
-        for msg in messages:
-            result = await asyncio.get_running_loop().run_in_executor(
-                None, scan, msg["content"], e.policy, e._destination())
+
+        def check(text: str) -> str:
+            result = scan(text, policy, destination)
             notices.extend(result.notices("input"))
-            out.append({**msg, "content": result.redacted_text})
+            return result.redacted_text
+
+        def checked(msg: dict) -> dict:
+            item = {**msg, "content": check(msg["content"])}
+            if msg.get("tool_calls"):
+                item["tool_calls"] = [(ident, name, _scan_values(arguments, check))
+                                      for ident, name, arguments in msg["tool_calls"]]
+            return item
+
+        out = await asyncio.get_running_loop().run_in_executor(None, lambda: [checked(m) for m in messages])
         return notices, out
 
     async def _generate(self, worker: ModelWorker, ids: list[int], params: SamplingParams, *,
@@ -413,7 +435,7 @@ class Serving:
         request = GenerationRequest(ids, params, sink, messages=messages, constraint=constraint)
         entry = (request, STATELESS_OWNER)
         e._active.append(entry)
-        guard = OutputGuard(e.policy, e._destination())
+        guard = OutputGuard(e.policy, e.destination())
         # With the client's tools offered, the answer's text goes through the call parser:
         # a call's text never shows, the calls come out as ToolCall events.
         parser = CallParser(plan.family) if plan is not None else None
@@ -492,7 +514,7 @@ class Serving:
 
             def walk(value: Any, notices: list = notices) -> Any:  # every string the call carries, through the output policy
                 if isinstance(value, str):
-                    found = scan(value, e.policy, e._destination())
+                    found = scan(value, e.policy, e.destination())
                     notices.extend(found.notices("output"))
                     return found.redacted_text
                 if isinstance(value, dict):

@@ -213,3 +213,27 @@ def test_remote_provider_models_are_listed_and_served(serving, fake_openai):
     first = fake_openai.chats()[0].body
     assert first["model"] == "fake-chat"
     assert first["messages"] == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is up?"}]
+
+
+def test_a_blocked_word_in_a_calls_arguments_is_caught_before_the_model_reads_it(serving):
+    """The client writes the history, calls included: a call's argument strings pass the
+    same input policy as message text (here a blocklisted word)."""
+    async def main():
+        async with serving("It is 3 °C in Oslo.") as s:
+            await s.engine.set_blocklist(["pineapple"], [])
+            history = QUESTION + [
+                {"role": "assistant", "content": "", "tool_calls": [{
+                    "id": "call_1", "type": "function",
+                    "function": {"name": "get_weather", "arguments": json.dumps({"city": "pineapple town"})}}]},
+                {"role": "tool", "tool_call_id": "call_1", "content": '{"temp_c": 3}'}]
+            async with httpx.AsyncClient(base_url=s.url, headers=s.headers, timeout=30) as http:
+                blocked = await http.post("/v1/chat/completions", json={"messages": history, "tools": [WEATHER]})
+                history[1]["tool_calls"][0]["function"]["arguments"] = json.dumps({"city": "Oslo"})
+                fine = await http.post("/v1/chat/completions", json={"messages": history, "tools": [WEATHER]})
+            return blocked, fine, s.engine.scripted.loaded[0].prompts
+
+    blocked, fine, prompts = run(main())
+    assert blocked.status_code == 200 and blocked.json()["choices"][0]["finish_reason"] == "content_filter"
+    assert fine.json()["choices"][0]["finish_reason"] == "stop"
+    assert not any("pineapple" in p for p in prompts)
+    assert any('"Oslo"' in p for p in prompts)  # the clean call reached the model
