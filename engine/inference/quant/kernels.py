@@ -1,9 +1,10 @@
 """Wren's C++ kernels for GGUF block weights, when they were built at install time.
 
 Importing the compiled module `engine.inference.quant._C` registers `torch.ops.wren.dequantize`,
-`torch.ops.wren.qlinear` and `torch.ops.wren.qlinear_exact` (see csrc/ops.cpp); this module adds their fake (shape-only)
-implementations so `torch.compile` can trace through them, and says why the exact pure-torch
-path (`ggml.py`) is in use when the kernels are not there: no compiler at install, or
+`torch.ops.wren.qlinear`, `torch.ops.wren.qlinear_exact` and `torch.ops.wren.qlinear_parts`
+(see csrc/ops.cpp); this module adds their fake (shape-only) implementations so
+`torch.compile` can trace through them, and says why the exact pure-torch path (`ggml.py`)
+is in use when the kernels are not there: no compiler at install, or
 `WREN_KERNELS=off` (tests of the fallback).
 """
 
@@ -47,6 +48,12 @@ if _C is not None:
         torch._check(x.dtype == torch.float32, lambda: f"wren::qlinear_exact needs float32 x, got {x.dtype}")
         return x.new_empty((*x.shape[:-1], rows))
 
+    @torch.library.register_fake("wren::qlinear_parts")
+    def _qlinear_parts_fake(x: torch.Tensor, raws: list[torch.Tensor], qtypes: list[int], rows: list[int],
+                            exact: bool) -> torch.Tensor:
+        torch._check(x.dtype == torch.float32, lambda: f"wren::qlinear_parts needs float32 x, got {x.dtype}")
+        return x.new_empty((*x.shape[:-1], sum(rows)))
+
     @torch.library.register_fake("wren::dequantize")
     def _dequantize_fake(raw: torch.Tensor, qtype: int, cols: int) -> torch.Tensor:
         return raw.new_empty((raw.shape[0], cols), dtype=torch.float32)
@@ -88,6 +95,18 @@ def qlinear_exact(x: torch.Tensor, raw: torch.Tensor, qtype: int, rows: int) -> 
     8-bit activations change answers (the output head)."""
     _require()
     return torch.ops.wren.qlinear_exact.default(x, raw, int(qtype), int(rows))
+
+
+def qlinear_parts(x: torch.Tensor, raws: list[torch.Tensor], qtypes: tuple[int, ...] | list[int],
+                  rows: tuple[int, ...] | list[int], exact: bool = False) -> torch.Tensor:
+    """x @ [W_0; W_1; ...].T, the weights' rows stacked (a fused Q/K/V or gate/up whose parts
+    may differ in type), as one float32 [..., sum(rows)].
+
+    The same products as one qlinear (or, with `exact`, qlinear_exact) per part, but x is
+    quantized once per activation format (all k-quants share one) and one parallel pass,
+    split by weight bytes, covers every part: one thread hand-off per fused linear."""
+    _require()
+    return torch.ops.wren.qlinear_parts.default(x, raws, list(qtypes), list(rows), bool(exact))
 
 
 def dequantize(raw: torch.Tensor, qtype: int, cols: int) -> torch.Tensor:

@@ -143,9 +143,16 @@ class QuantLinear(nn.Module):
         if rows.dtype != torch.float32:
             rows = rows.float()
         rows = rows.contiguous()
-        outs = [_matmul(rows, getattr(self, f"raw{i}"), qtype, n, self.in_features, self.exact)
-                for i, (qtype, n) in enumerate(zip(self.qtypes, self.part_rows))]
-        y = outs[0] if len(outs) == 1 else torch.cat(outs, dim=-1)
+        raws = [getattr(self, f"raw{i}") for i in range(len(self.qtypes))]
+        if raws[0].device.type == "cpu" and kernels.available():
+            # Every part in one call: x quantized once per activation format, one parallel
+            # pass over all the rows, no concatenation.
+            exact = self.exact or EXACT_EVERYWHERE or getattr(_exact, "on", False)
+            y = kernels.qlinear_parts(rows, raws, self.qtypes, self.part_rows, exact)
+        else:
+            outs = [_matmul(rows, raw, qtype, n, self.in_features, self.exact)
+                    for raw, qtype, n in zip(raws, self.qtypes, self.part_rows)]
+            y = outs[0] if len(outs) == 1 else torch.cat(outs, dim=-1)
         if self.bias is not None:
             y = y + self.bias
         return y.view(*x.shape[:-1], self.out_features).to(x.dtype)

@@ -181,6 +181,156 @@ at::Tensor linear_impl(const at::Tensor& x_in, const at::Tensor& raw_in, int64_t
     return out.view(out_shape);
 }
 
+// One weight of a fused linear (Q, K and V; gate and up) as qlinear_parts sees it.
+struct Part {
+    const wren::TypeInfo* info;
+    int qtype;
+    const uint8_t* w;
+    int64_t row_bytes, rows;
+    int64_t col0;       // its first output column
+    int64_t byte0;      // where its rows start in the parts' combined weight bytes
+    const uint8_t* xq;  // the activations quantized for its type (nullptr: float or exact)
+    int64_t xq_bytes;   // per activation row
+};
+
+// Rows [b, e) of one part against n activation rows; out is the part's first column of the
+// [n, ld] result.
+void part_rows(const Part& p, const float* x, int64_t n, int64_t cols, float* out, int64_t ld, bool exact,
+               int64_t b, int64_t e) {
+    const wren::Kernels& k = wren::kernels();
+    const uint8_t* w = p.w;
+    const int64_t rb = p.row_bytes;
+    if (p.info->is_float) {
+        const wren::FDotFn fn = k.fdot[p.qtype];
+        for (int64_t r = b; r < e; ++r)
+            for (int64_t j = 0; j < n; ++j) out[j * ld + r] = fn(w + r * rb, cols, x + j * cols);
+        return;
+    }
+    const int64_t nb = cols / p.info->block;
+    if (exact) {
+        const wren::XDotRowsFn fn = k.xdot_rows[p.qtype];
+        for (int64_t r = b; r < e; ++r) fn(w + r * rb, nb, x, cols, (int)n, out + r, ld);
+        return;
+    }
+    const wren::QDotWRowsFn fn_wrows = k.qdot_wrows[p.qtype];
+    if (n == 1 && fn_wrows != nullptr) {
+        fn_wrows(w + b * rb, rb, (int)(e - b), nb, p.xq, out + b);
+        return;
+    }
+    const wren::QDotRowsFn fn_rows = k.qdot_rows[p.qtype];
+    if (n > 1 && fn_rows != nullptr) {
+        for (int64_t r = b; r < e; ++r) fn_rows(w + r * rb, nb, p.xq, p.xq_bytes, (int)n, out + r, ld);
+        return;
+    }
+    const wren::QDotFn fn = k.qdot[p.qtype];
+    for (int64_t r = b; r < e; ++r)
+        for (int64_t j = 0; j < n; ++j) out[j * ld + r] = fn(w + r * rb, nb, p.xq + j * p.xq_bytes);
+}
+
+// Every part's rows in one parallel pass, split by weight bytes (the parts' row sizes
+// differ: a Q4_K_M file's V is Q6_K beside Q4_K Q and K), so the threads read equal shares.
+// x is quantized once per activation format the parts use (the k-quants share one), not
+// once per part.
+void parts_gemv(std::vector<Part>& parts, const float* x, int64_t n, int64_t cols, float* out, int64_t ld,
+                bool exact) {
+    const wren::Kernels& k = wren::kernels();
+    int64_t total = 0;
+    for (Part& p : parts) {
+        p.byte0 = total;
+        total += p.rows * p.row_bytes;
+    }
+    if (!exact) {
+        // at most one buffer region per distinct quantizer; parts of one format share it
+        struct Format { wren::QuantFn fn; int64_t bytes; int64_t offset; };
+        std::vector<Format> formats;
+        int64_t need = 0;
+        std::vector<int> which(parts.size(), -1);
+        for (size_t i = 0; i < parts.size(); ++i) {
+            const Part& p = parts[i];
+            if (p.info->is_float) continue;
+            const int64_t bytes = cols / p.info->block * (int64_t)k.act_bytes[p.qtype];
+            const wren::QuantFn fn = k.quant[p.qtype];
+            for (size_t f = 0; f < formats.size(); ++f)
+                if (formats[f].fn == fn && formats[f].bytes == bytes) which[i] = (int)f;
+            if (which[i] < 0) {
+                which[i] = (int)formats.size();
+                formats.push_back({fn, bytes, need});
+                need += bytes * n;
+            }
+        }
+        uint8_t* buf = xq_buffer((size_t)need);
+        for (const Format& f : formats)
+            for (int64_t j = 0; j < n; ++j) f.fn(x + j * cols, cols, buf + f.offset + j * f.bytes);
+        for (size_t i = 0; i < parts.size(); ++i) {
+            if (which[i] < 0) continue;
+            parts[i].xq = buf + formats[which[i]].offset;
+            parts[i].xq_bytes = formats[which[i]].bytes;
+        }
+    }
+    // at least ~64K weight bytes per task so small matrices don't pay for threads
+    const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(1, n));
+    at::parallel_for(0, total, grain, [&](int64_t b, int64_t e) {
+        // a row belongs to the task whose byte range holds its first byte
+        for (const Part& p : parts) {
+            const int64_t end = p.byte0 + p.rows * p.row_bytes;
+            if (e <= p.byte0 || b >= end) continue;
+            const int64_t r0 = b <= p.byte0 ? 0 : (b - p.byte0 + p.row_bytes - 1) / p.row_bytes;
+            const int64_t r1 = std::min(p.rows, (e - p.byte0 + p.row_bytes - 1) / p.row_bytes);
+            if (r0 < r1) part_rows(p, x, n, cols, out + p.col0, ld, exact, r0, r1);
+        }
+    });
+}
+
+// x @ [W_0; W_1; ...].T for weights of possibly different types, as one [..., sum(rows)]
+// result: the fused projections of a decoder block in one call.
+at::Tensor qlinear_parts_cpu(const at::Tensor& x_in, at::TensorList raws, at::IntArrayRef qtypes,
+                             at::IntArrayRef rows, bool exact) {
+    const char* op = "qlinear_parts";
+    TORCH_CHECK(!raws.empty() && raws.size() == qtypes.size() && raws.size() == rows.size(), "wren::", op,
+                ": raws, qtypes and rows must be equally long and not empty, got ", raws.size(), ", ",
+                qtypes.size(), " and ", rows.size());
+    TORCH_CHECK(x_in.device().is_cpu(), "wren::", op, ": x must be on the CPU, got ", x_in.device());
+    TORCH_CHECK(x_in.scalar_type() == at::kFloat, "wren::", op, ": x must be float32, got ", x_in.scalar_type());
+    TORCH_CHECK(x_in.dim() >= 1, "wren::", op, ": x must have a last dimension of cols");
+    const int64_t cols = x_in.size(-1);
+    const int64_t n = x_in.numel() / std::max<int64_t>(1, cols);
+    std::vector<at::Tensor> held;  // contiguous copies (normally the inputs themselves)
+    std::vector<Part> parts;
+    int64_t total_rows = 0;
+    const int64_t max_rows = g_max_gemv_rows.load();
+    for (size_t i = 0; i < raws.size(); ++i) {
+        const wren::TypeInfo& info = checked_type(qtypes[i]);
+        check_raw(raws[i], info, cols, op);
+        TORCH_CHECK(raws[i].size(0) == rows[i], "wren::", op, ": part ", i, " has ", raws[i].size(0),
+                    " rows, expected ", rows[i]);
+        held.push_back(raws[i].contiguous());
+        parts.push_back({&info, (int)qtypes[i], held.back().data_ptr<uint8_t>(), held.back().size(1), rows[i],
+                         total_rows, 0, nullptr, 0});
+        total_rows += rows[i];
+    }
+    std::vector<int64_t> out_shape(x_in.sizes().begin(), x_in.sizes().end());
+    out_shape.back() = total_rows;
+    at::Tensor out = at::empty({n, total_rows}, x_in.options());
+    if (n == 0 || total_rows == 0) return out.view(out_shape);
+    const at::Tensor x = x_in.reshape({n, cols}).contiguous();
+    // Each part takes the path qlinear would give it alone: the integer dots for a few rows
+    // of x (F32 weights: one row), the tiled GEMM otherwise.
+    std::vector<Part> dots;
+    for (size_t i = 0; i < parts.size(); ++i) {
+        if (n <= max_rows && !(parts[i].qtype == wren::F32 && n > 1)) {
+            dots.push_back(parts[i]);
+        } else if (parts.size() == 1) {
+            gemm_path(parts[i].qtype, held[i], x, out);
+        } else {
+            at::Tensor part = at::empty({n, parts[i].rows}, x.options());
+            gemm_path(parts[i].qtype, held[i], x, part);
+            out.narrow(1, parts[i].col0, parts[i].rows).copy_(part);
+        }
+    }
+    if (!dots.empty()) parts_gemv(dots, x.data_ptr<float>(), n, cols, out.data_ptr<float>(), total_rows, exact);
+    return out.view(out_shape);
+}
+
 at::Tensor qlinear_cpu(const at::Tensor& x, const at::Tensor& raw, int64_t qtype, int64_t rows) {
     return linear_impl(x, raw, qtype, rows, false);
 }
@@ -218,6 +368,7 @@ TORCH_LIBRARY(wren, m) {
     m.def("dequantize(Tensor raw, int qtype, int cols) -> Tensor");
     m.def("qlinear(Tensor x, Tensor raw, int qtype, int rows) -> Tensor");
     m.def("qlinear_exact(Tensor x, Tensor raw, int qtype, int rows) -> Tensor");
+    m.def("qlinear_parts(Tensor x, Tensor[] raws, int[] qtypes, int[] rows, bool exact) -> Tensor");
     // helpers for tests and bench/qmatmul.py
     m.def("isa() -> str", &isa);
     m.def("set_isa(str cap) -> str", &set_isa);
@@ -230,6 +381,7 @@ TORCH_LIBRARY_IMPL(wren, CPU, m) {
     m.impl("dequantize", dequantize_cpu);
     m.impl("qlinear", qlinear_cpu);
     m.impl("qlinear_exact", qlinear_exact_cpu);
+    m.impl("qlinear_parts", qlinear_parts_cpu);
 }
 
 static PyModuleDef wren_module = {
