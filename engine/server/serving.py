@@ -260,6 +260,9 @@ class _Prepared:
     plan: ToolPlan | None = None
     offered: ClientTools | None = None  # the tools the model may call in this answer
     constraint: Constraint | None = None
+    # the chat as the model reads it (instructions, calls and results rendered), for a model
+    # that takes messages rather than ids (a remote provider's)
+    messages: list[dict] | None = None
 
 
 def _model_type(worker: Any) -> str | None:
@@ -295,7 +298,7 @@ def _prepare(worker: Any, messages: list[dict], tools: ClientTools | None) -> _P
         else:
             chat.append({"role": m["role"], "content": m["content"]})
     if offered is None:
-        return _Prepared(tokenizer.encode_chat(chat), plan)
+        return _Prepared(tokenizer.encode_chat(chat), plan, messages=chat)
     ids = tokenizer.encode_chat(plan.instructed(chat), tools=plan.template_tools())
     if plan.forced:  # the call's opening is in the prompt; the model writes the arguments
         head = tokenizer.encode(plan.forced_prefix(), special=True)
@@ -311,7 +314,7 @@ def _prepare(worker: Any, messages: list[dict], tools: ClientTools | None) -> _P
     except ConstraintError as exc:  # this family's grammar cannot take it: the calls are still parsed
         log_event("server.tools_unconstrained", reason=str(exc))
         constraint = None
-    return _Prepared(ids, plan, offered, constraint)
+    return _Prepared(ids, plan, offered, constraint, messages=plan.instructed(chat))
 
 
 class Serving:
@@ -354,7 +357,6 @@ class Serving:
             raise BadField("response_format cannot be combined with tools (one constraint per answer); "
                            "send tool_choice \"none\" or leave response_format out", "response_format")
         constraint = Constraint.from_response_format(response_format)
-        e: Any = self
         notices, messages = await self._scan_messages(messages)
         for notice in notices:
             yield notice
@@ -364,13 +366,15 @@ class Serving:
         worker: ModelWorker = await self._ensure_model()  # type: ignore[attr-defined]
         uses_tools = (client is not None and client.offered) or any(
             m.get("tool_calls") or m["role"] == "tool" for m in messages)
-        if uses_tools and e.current_model is not None and e.current_model.backend == "remote":
-            raise BadField(f"tools and tool messages are not supported yet with a remote provider's model "
-                           f"(“{e.current_model.name}”); use a local model", "tools")
         loop = asyncio.get_running_loop()
         prepared = await loop.run_in_executor(None, _prepare, worker, messages, client)
         if prepared.offered is not None:
             constraint = prepared.constraint
+        if uses_tools and worker.model is not None and worker.model.takes_messages:
+            # A remote provider's model reads the tools as the engine's own loop gives them to
+            # it: instructions and earlier calls in the chat's text, its calls parsed from the
+            # answer's text. Its server samples, so no constraint can hold it to a schema.
+            messages, constraint = prepared.messages or messages, None
         async for event in self._generate(worker, prepared.ids, params, messages=messages, constraint=constraint,
                                           plan=prepared.plan if prepared.offered else None,
                                           single_call=not parallel_tool_calls):

@@ -237,3 +237,40 @@ def test_a_blocked_word_in_a_calls_arguments_is_caught_before_the_model_reads_it
     assert fine.json()["choices"][0]["finish_reason"] == "stop"
     assert not any("pineapple" in p for p in prompts)
     assert any('"Oslo"' in p for p in prompts)  # the clean call reached the model
+
+
+
+def test_a_remote_providers_model_gets_the_clients_tools_as_text_and_its_call_comes_back(serving):
+    """A remote model reads the offered tools as the engine's own loop gives them (the
+    instructions, and earlier calls and results, in the chat's text); the call it writes is
+    parsed from its answer and returned to the client as tool_calls, and the result the
+    client sends back reaches the remote model."""
+    remote = FakeServer(script=[("ok", "Checking. " + call("get_weather", city="Oslo"))],
+                        default=("ok", "It is 3 °C in Oslo.")).start()
+
+    async def main():
+        async with serving("a local answer") as s:
+            await s.engine.add_provider("fake", remote.base_url, models=("fake-chat",))
+            api = client(s)
+            first = await api.chat.completions.create(model="fake/fake-chat", messages=QUESTION, tools=[WEATHER])
+            message = first.choices[0].message
+            follow = QUESTION + [message.model_dump(exclude_none=True), {
+                "role": "tool", "tool_call_id": message.tool_calls[0].id, "content": '{"temp_c": 3}'}]
+            second = await api.chat.completions.create(model="fake/fake-chat", messages=follow, tools=[WEATHER])
+            return first, second
+
+    try:
+        first, second = run(main())
+        sent = [seen.body["messages"] for seen in remote.chats()]
+    finally:
+        remote.stop()
+    choice = first.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.content == "Checking. "
+    (tool_call,) = choice.message.tool_calls
+    assert tool_call.function.name == "get_weather" and json.loads(tool_call.function.arguments) == {"city": "Oslo"}
+    assert second.choices[0].message.content == "It is 3 °C in Oslo."
+    instructions = sent[0][0]
+    assert instructions["role"] == "system" and "get_weather" in instructions["content"]
+    assert sent[0][-1] == {"role": "user", "content": "What is the weather in Oslo?"}
+    later = json.dumps(sent[1])
+    assert "get_weather" in later and "temp_c" in later  # the call and its result went back
