@@ -13,6 +13,7 @@ tests/engine/inference/test_attention.py fails if attention or RoPE is computed 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 from typing import TYPE_CHECKING
@@ -131,7 +132,7 @@ def _one_query(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
     # Scores stay float32: rounded to bf16 (0.125 apart near 20) they shift softmax
     # weights by several percent, enough to change the starter model's first token.
     batch, _, heads, head_dim = q.shape
-    kv_heads, span = keys.shape[1], keys.shape[2]
+    kv_heads = keys.shape[1]
     q = q.reshape(batch, kv_heads, heads // kv_heads, head_dim).float() * head_dim**-0.5
     if torch.compiler.is_compiling():
         # Products and sums that inductor fuses (with a batched step's gather of its slots'
@@ -142,15 +143,43 @@ def _one_query(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
             scores = scores.masked_fill(~mask, float("-inf"))
         probs = torch.softmax(scores, dim=-1)
         out = (probs[..., None] * values[:, :, None, :, :]).sum(-2)
+    elif keys.numel() <= _ONE_THREAD_KEYS and torch.get_num_threads() > 1:
+        # A short span: the three ops take microseconds each, and on more threads each pays a
+        # hand-off to the others (on a busy machine, often a scheduler slice).
+        with _one_thread():
+            out = _bmm_softmax_bmm(q, keys, values, mask)
     else:
-        flat_q = q.reshape(batch * kv_heads, -1, head_dim)
-        flat_k = keys.reshape(batch * kv_heads, span, head_dim).float()
-        scores = torch.bmm(flat_q, flat_k.transpose(1, 2)).view(batch, kv_heads, -1, span)
-        if mask is not None:
-            scores = scores.masked_fill(~mask, float("-inf"))
-        probs = torch.softmax(scores, dim=-1).view(batch * kv_heads, -1, span)
-        out = torch.bmm(probs, values.reshape(batch * kv_heads, span, head_dim).float())
+        out = _bmm_softmax_bmm(q, keys, values, mask)
     return out.to(values.dtype).view(batch, 1, heads, head_dim)
+
+
+# Cached key elements (all rows and heads) up to which an eager one-query step runs on one
+# thread: 256 positions of Llama-3.2-1B's 8 x 64 (1 MB of float32 keys and values).
+# Measured (bench: 1B Q4_0, 2 threads, AVX2 kernels): see README's Performance section.
+_ONE_THREAD_KEYS = 1 << 17
+
+
+@contextlib.contextmanager
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _bmm_softmax_bmm(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                     mask: torch.Tensor | None) -> torch.Tensor:
+    batch, kv_heads, _, head_dim = q.shape
+    span = keys.shape[2]
+    flat_q = q.reshape(batch * kv_heads, -1, head_dim)
+    flat_k = keys.reshape(batch * kv_heads, span, head_dim).float()
+    scores = torch.bmm(flat_q, flat_k.transpose(1, 2)).view(batch, kv_heads, -1, span)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    probs = torch.softmax(scores, dim=-1).view(batch * kv_heads, -1, span)
+    return torch.bmm(probs, values.reshape(batch * kv_heads, span, head_dim).float())
 
 
 # --- the module -----------------------------------------------------------------------------
