@@ -416,13 +416,11 @@ class Turns:
         grammar engine cannot take leaves that answer unconstrained (the arguments are still
         validated before the call runs)."""
         plan = tools.plan
-        params = {s.name: s.parameters for s in plan.specs}
         try:
             if plan.forced:
-                tools.first_constraint = Constraint.tool_call(
-                    plan.forced, params[plan.forced], family=plan.family, opened=True)
+                tools.first_constraint = plan.forced_constraint()
             if await self.e.get_setting(tool_settings.CONSTRAIN_KEY, True) is not False:
-                tools.constraint = Constraint.tool_calls(params, family=plan.family, lazy=True)
+                tools.constraint = plan.calls_constraint(lazy=True)
                 if not plan.forced:
                     tools.first_constraint = tools.constraint
         except ConstraintError as exc:
@@ -437,19 +435,9 @@ class Turns:
                             rounds: list[RoundRecord], *, first: bool) -> list[int]:
         """The prompt for the next generation: the chat with every round's calls and results;
         for a forced call's first round, the call's opening too (the model writes its arguments)."""
-        tokenizer = worker.tokenizer
         chat = plan.messages(base, rounds)
-
-        def encode() -> list[int]:
-            ids = tokenizer.encode_chat(chat, tools=plan.template_tools())
-            if first and plan.forced:
-                head = tokenizer.encode(plan.forced_prefix(), special=True)
-                if tokenizer.add_bos and head[:1] == [tokenizer.bos_id]:
-                    head = head[1:]
-                ids = ids + head
-            return ids
-
-        return await asyncio.get_running_loop().run_in_executor(None, encode)
+        return await asyncio.get_running_loop().run_in_executor(
+            None, lambda: plan.encode(worker.tokenizer, chat, opened=first))
 
     # -- the answer ------------------------------------------------------------------
 

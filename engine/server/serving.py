@@ -299,18 +299,12 @@ def _prepare(worker: Any, messages: list[dict], tools: ClientTools | None) -> _P
             chat.append({"role": m["role"], "content": m["content"]})
     if offered is None:
         return _Prepared(tokenizer.encode_chat(chat), plan, messages=chat)
-    ids = tokenizer.encode_chat(plan.instructed(chat), tools=plan.template_tools())
-    if plan.forced:  # the call's opening is in the prompt; the model writes the arguments
-        head = tokenizer.encode(plan.forced_prefix(), special=True)
-        if tokenizer.add_bos and head[:1] == [tokenizer.bos_id]:
-            head = head[1:]
-        ids = ids + head
-    params = {s.name: s.parameters for s in plan.specs}
+    ids = plan.encode(tokenizer, plan.instructed(chat), opened=True)  # a forced call's opening after it
     try:
         if plan.forced:
-            constraint = Constraint.tool_call(plan.forced, params[plan.forced], family=plan.family, opened=True)
+            constraint: Constraint | None = plan.forced_constraint()
         else:
-            constraint = Constraint.tool_calls(params, family=plan.family, lazy=offered.choice != "required")
+            constraint = plan.calls_constraint(lazy=offered.choice != "required")
     except ConstraintError as exc:  # this family's grammar cannot take it: the calls are still parsed
         log_event("server.tools_unconstrained", reason=str(exc))
         constraint = None

@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from engine.inference.constrain import Constraint
 from engine.tools.parse import family_for
 from engine.tools.registry import ToolSource, ToolSpec
 
@@ -117,6 +118,30 @@ class ToolPlan:
         if self.family == "mistral":
             return f'[TOOL_CALLS][{{"name": {name}, "arguments": '
         return f'<tool_call>\n{{"name": {name}, "arguments": '
+
+    def encode(self, tokenizer: Tokenizer, chat: list[dict], *, opened: bool) -> list[int]:
+        """`chat` (instructions already in, see `instructed`) as prompt ids, the tools given to
+        a template that renders them; `opened`: with the forced call's opening after it, so
+        the model writes only the arguments."""
+        ids = tokenizer.encode_chat(chat, tools=self.template_tools())
+        if opened and self.forced:
+            head = tokenizer.encode(self.forced_prefix(), special=True)
+            if tokenizer.add_bos and head[:1] == [tokenizer.bos_id]:
+                head = head[1:]
+            ids = ids + head
+        return ids
+
+    def forced_constraint(self) -> Constraint:
+        """The forced call's arguments held to its schema (its opening is in the prompt).
+        Raises ConstraintError where the grammar engine cannot take the schema."""
+        assert self.forced is not None
+        params = {s.name: s.parameters for s in self.specs}
+        return Constraint.tool_call(self.forced, params[self.forced], family=self.family, opened=True)
+
+    def calls_constraint(self, *, lazy: bool) -> Constraint:
+        """Calls of the offered tools held to their schemas: from the first token, or (lazy)
+        once the model opens a call in free text. Raises ConstraintError as above."""
+        return Constraint.tool_calls({s.name: s.parameters for s in self.specs}, family=self.family, lazy=lazy)
 
 
 def plan_for(tokenizer: Tokenizer, entries: list[tuple[ToolSpec, ToolSource]], *, forced: str | None = None,
