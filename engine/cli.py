@@ -483,12 +483,13 @@ async def _cmd_conversations(args) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    if argv is None:  # run as the `wren` program; a test calling main(argv) keeps its own hooks
+    as_program = argv is None  # run as `wren`; a test calling main(argv) keeps its own hooks
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(extensions=not _is_builtin(argv)).parse_args(argv)  # --help, --version: exit here
+    if as_program:  # after the arguments, so --help and a usage error write nothing to the data folder
         from engine.crashreport import install_crash_hooks
 
         install_crash_hooks("wren")  # threads and fatal errors; the main thread's below
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser(extensions=not _is_builtin(argv)).parse_args(argv)
     try:
         from engine.logs import setup_logging
 
