@@ -229,7 +229,7 @@ def test_the_wren_command_prints_where_the_report_is(wren_home, monkeypatch, cap
 def test_wren_help_and_version_write_nothing_to_the_data_folder(tmp_path):
     """The hooks go in after the arguments are read: `wren --help`, `--version` and a usage
     error leave a fresh machine's data folder unmade."""
-    home = tmp_path / "wren-home"
+    home = tmp_path / "fresh-machine-data"
     for args in (["--help"], ["--version"], ["no-such-command"]):
         done = _child(f"import sys; from engine.cli import main; sys.argv = ['wren', *{args!r}]; sys.exit(main())",
                       home)
