@@ -28,7 +28,10 @@ shapes with random weights, bf16 activations, weights and KV cache:
     each decode figure as a fraction of it. target_met: batch-1 1B bf16 (the better of
     eager and CUDA graphs) >= 50% of the bound.
 Wren's int8/int4 weights (torch's packed int4 kernel) and the GGUF block kernels run on the
-CPU only; the report says so per model instead of a figure.
+CPU only; the report says so (wren_quantized_weights) instead of a figure, and times instead
+one decode step's matrix products at the 1B's shapes in bf16 and on torch's own weight-only
+int8 and int4 CUDA kernels (torch_weight_only_kernels): what a quantized CUDA path could
+build on, not a Wren figure.
 
     .venv/bin/python bench/gpu.py [--models starter,llama-1b] [--budget-s 450] [--out F]
     .venv/bin/python bench/gpu.py --device cpu --tiny       # the dry run (every code path)
@@ -70,7 +73,7 @@ TINY = {
 }
 # Share of --budget-s for each section; a section that runs out stops repeating runs and
 # later ones are skipped when the whole budget is spent.
-SHARES = {"bandwidth": 0.03, "starter": 0.32, "llama-1b": 0.65}
+SHARES = {"bandwidth": 0.03, "starter": 0.31, "llama-1b": 0.62, "kernels": 0.04}
 BATCH = 8
 
 
@@ -393,6 +396,81 @@ def bound_fn(weights: int, kv_per_pos: int, args, report: Report, name: str):
     return bound
 
 
+# --- torch's weight-only kernels (what a quantized CUDA path could build on) ----------
+
+def linear_shapes(cfg: dict) -> list[tuple[int, int, int]]:
+    """(out, in, count) of the matrices a decode step multiplies, fused as Wren fuses them."""
+    hidden, inter, layers = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"]
+    head_dim = hidden // cfg["num_attention_heads"]
+    q, kv = cfg["num_attention_heads"] * head_dim, cfg["num_key_value_heads"] * head_dim
+    return [(q + 2 * kv, hidden, layers), (hidden, q, layers), (2 * inter, hidden, layers),
+            (hidden, inter, layers), (cfg["vocab_size"], hidden, 1)]
+
+
+def weight_only_kernels(cfg: dict, device: str, budget: Budget, group: int = 128) -> dict:
+    """Batch-1 time of one decode step's matrix products (the 1B's shapes) in bf16 and on
+    torch's weight-only int8 and int4 kernels: Wren has no quantized CUDA path, so this says
+    what one on these kernels could reach. Random weights; not Wren's figures."""
+    def timed(fn) -> float:
+        fn()
+        sync(device)
+        times = []
+        for _ in range(20):
+            started = time.perf_counter()
+            fn()
+            sync(device)
+            times.append(time.perf_counter() - started)
+        return statistics.median(times)
+
+    out: dict = {}
+    x_cache: dict[int, torch.Tensor] = {}
+    for fmt in ("bf16", "int8", "int4"):
+        if budget.left() <= 0:
+            out[fmt] = "skipped: the section's time budget is spent"
+            continue
+        total, nbytes = 0.0, 0
+        try:
+            for n, k, count in linear_shapes(cfg):
+                x = x_cache.setdefault(k, torch.randn(1, k, device=device, dtype=torch.bfloat16))
+                w = torch.randn(n, k, device=device, dtype=torch.bfloat16) * 0.02
+                if fmt == "bf16":
+                    seconds = timed(lambda x=x, w=w: torch.nn.functional.linear(x, w))
+                    size = w.numel() * 2
+                elif fmt == "int8":
+                    scale = w.abs().amax(dim=1) / 127
+                    q = torch.round(w / scale[:, None]).to(torch.int8)
+                    seconds = timed(lambda x=x, q=q, scale=scale: torch.ops.aten._weight_int8pack_mm(x, q, scale))
+                    size = q.numel() + scale.numel() * 2
+                else:
+                    seconds, size = _int4_matmul_time(x, w, group, device, timed)
+                total += seconds * count
+                nbytes += size * count
+                del w
+            out[fmt] = {"matmul_ms_per_token": round(total * 1e3, 3), "weight_bytes": nbytes,
+                        "gb_per_s": float(f"{nbytes / total / 1e9:.3g}")}
+        except Exception as exc:  # an op missing on this device or torch: say which
+            out[fmt] = f"error: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+    return out
+
+
+def _int4_matmul_time(x: torch.Tensor, w: torch.Tensor, group: int, device: str, timed) -> tuple[float, int]:
+    """torch's int4 weight-only product: asymmetric groups of `group` along K, values 0..15."""
+    n, k = w.shape
+    g = w.float().view(n, k // group, group)
+    lo, hi = g.amin(dim=2), g.amax(dim=2)
+    scale = ((hi - lo) / 15).clamp(min=1e-8)
+    q = torch.round((g - lo[..., None]) / scale[..., None]).clamp(0, 15).to(torch.int32).view(n, k)
+    # the kernels compute (q - 8) * scale + zero: zero is the group's value at q = 8
+    scales_zeros = torch.stack([scale, lo + 8 * scale], dim=-1).transpose(0, 1).contiguous().to(torch.bfloat16)
+    if device == "cuda":
+        packed = torch.ops.aten._convert_weight_to_int4pack((q[:, ::2] << 4 | q[:, 1::2]).to(torch.uint8), 8)
+        seconds = timed(lambda: torch.ops.aten._weight_int4pack_mm(x, packed, group, scales_zeros))
+    else:
+        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 8)
+        seconds = timed(lambda: torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, group, scales_zeros))
+    return seconds, n * k // 2 + scales_zeros.numel() * 2
+
+
 # --- transformers -----------------------------------------------------------------------
 
 def measure_hf(name: str, folder: Path, args, report: Report, budget: Budget, bound) -> None:
@@ -485,7 +563,7 @@ def main(argv: list[str] | None = None) -> dict:
         raise SystemExit("no CUDA device; use --device cpu --tiny for a dry run")
     os.environ.setdefault("WREN_HOME", tempfile.mkdtemp(prefix="wren-gpu-bench-home-"))
 
-    budget = Budget(args.budget_s, {k: SHARES[k] for k in ("bandwidth", *models)})
+    budget = Budget(args.budget_s, {k: SHARES[k] for k in ("bandwidth", *models, "kernels")})
     report = Report(args.out, {
         "complete": False, "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
         "torch": torch.__version__, "cuda": torch.version.cuda, "tiny": args.tiny, "dtype": "bfloat16",
@@ -527,6 +605,12 @@ def main(argv: list[str] | None = None) -> dict:
                 if args.device == "cuda":
                     torch.cuda.empty_cache()  # transformers' copy went with measure_hf's frame
 
+    if budget.section("kernels") > 0:
+        kernels = weight_only_kernels((TINY if args.tiny else SHAPES)["llama-1b"], args.device, budget)
+        kernels["shapes"] = "llama-1b, batch 1, random weights; int4 in groups of 128 (torch's kernels, not Wren's)"
+        report.put(("torch_weight_only_kernels",), kernels)
+    else:
+        report.put(("torch_weight_only_kernels",), "skipped: the run's time budget is spent")
     one_b = report.data.get("llama-1b", {})
     best = [one_b[k]["decode_b1"]["fraction_of_bound"] for k in ("wren_eager", "wren_cuda_graphs")
             if isinstance(one_b.get(k), dict) and isinstance(one_b[k].get("decode_b1"), dict)]

@@ -56,6 +56,11 @@ def test_cpu_dry_run_reports_every_figure(tmp_path):
         step = section["wren_eager"]["graph_step_vs_eager"]
         assert step["argmax_agrees"] == "8/8"
         assert step["max_relative_logit_diff"] < 0.05
+    kernels = report["torch_weight_only_kernels"]
+    for fmt in ("bf16", "int8", "int4"):
+        assert kernels[fmt]["matmul_ms_per_token"] > 0, kernels
+    # int8 and int4 read about 1/2 and 1/4 of bf16's bytes (plus their scales)
+    assert kernels["int4"]["weight_bytes"] < kernels["int8"]["weight_bytes"] < kernels["bf16"]["weight_bytes"]
     assert report["target"]["best_fraction"] == report["llama-1b"]["wren_eager"]["decode_b1"]["fraction_of_bound"]
     assert report["target"]["met"] is None  # a dry run says nothing of a GPU
 
@@ -92,6 +97,7 @@ def test_a_spent_budget_skips_sections_and_still_reports(tmp_path, capsys):
     report = gpu.main(["--device", "cpu", "--tiny", "--budget-s", "0", "--out", str(tmp_path / "g.json")])
     assert report["complete"] is True
     assert report["starter"]["skipped"] == report["llama-1b"]["skipped"] == "the run's time budget is spent"
+    assert report["torch_weight_only_kernels"] == "skipped: the run's time budget is spent"
     assert report["target"] == {"check": "batch-1 llama-1b bf16 decode >= 50% of the bandwidth bound",
                                 "best_fraction": None, "met": None}
     assert json.loads(capsys.readouterr().out) == report
