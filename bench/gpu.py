@@ -25,8 +25,8 @@ shapes with random weights, bf16 activations, weights and KV cache:
     tokens over the time generate(N) takes beyond generate(1), so prefill is not counted);
   - the bandwidth bound: bytes a decode step reads (each weight once, plus each row's KV
     cache up to its mean position) / a measured device-to-device copy, in tokens/s, and
-    each decode figure as a fraction of it. target_met: batch-1 1B bf16 (the better of
-    eager and CUDA graphs) >= 50% of the bound.
+    each decode figure as a fraction of it. target.met: batch-1 1B bf16 (the better of
+    eager and CUDA graphs) >= 50% of the bound (null on a dry run).
 Wren's int8/int4 weights (torch's packed int4 kernel) and the GGUF block kernels run on the
 CPU only; the report says so (wren_quantized_weights) instead of a figure, and times instead
 one decode step's matrix products at the 1B's shapes in bf16 and on torch's own weight-only
@@ -34,7 +34,9 @@ int8 and int4 CUDA kernels (torch_weight_only_kernels): what a quantized CUDA pa
 build on, not a Wren figure.
 
     .venv/bin/python bench/gpu.py [--models starter,llama-1b] [--budget-s 450] [--out F]
-    .venv/bin/python bench/gpu.py --device cpu --tiny       # the dry run (every code path)
+    .venv/bin/python bench/gpu.py --device cpu --tiny       # the dry run: every path but the
+        # CUDA-only ones (graph capture and replay, torch's CUDA int8/int4 ops); the step the
+        # graphs capture is run eagerly and checked against decode instead
 """
 
 from __future__ import annotations
