@@ -53,16 +53,10 @@ def _covers(pattern: str, module: str) -> bool:
 
 
 def test_strict_modules_are_not_relaxed():
-    """engine.api, engine.turns and engine.inference get no ignore_errors, except PENDING_STRICT."""
+    """engine.api, engine.turns and engine.inference (models and backends included) get no ignore_errors."""
     relaxed = _relaxed_modules()
     assert relaxed, "pyproject.toml lost its [[tool.mypy.overrides]] ignore_errors block"
-    # Files other work had open during the type sweep; their errors are listed in the report of
-    # the lint sweep. Shrink this as they are fixed; the test fails on anything new.
-    pending_strict = {
-        "engine.inference.backends.torch",
-        "engine.inference.models.*",
-    }
-    offenders = [p for p in relaxed if any(_covers(p, m) for m in STRICT) and p not in pending_strict]
+    offenders = [p for p in relaxed if any(_covers(p, m) for m in STRICT)]
     assert not offenders, f"relaxed type checking for modules that must pass mypy: {offenders}"
 
 

@@ -121,7 +121,10 @@ class ModelBase:
     batched_decode: bool = False
     kv_export: bool = False
     takes_messages: bool = False
-    decode_mode: str | None = None
+
+    @property
+    def decode_mode(self) -> str | None:
+        return None
 
     def decode_batch(self, tokens: Sequence[int], positions: Sequence[int],
                      slots: Sequence[int]) -> np.ndarray:

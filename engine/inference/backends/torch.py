@@ -7,12 +7,16 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from engine.errors import BackendUnavailable
 from engine.inference.backend import ModelBase, check_slot
 from engine.inference.backends import read_model_config
+
+if TYPE_CHECKING:
+    from engine.inference.models.decode import BackgroundCompile
 
 try:  # the backend module is importable without torch, so `available()` can say no
     import torch
@@ -54,7 +58,7 @@ class TorchModel(ModelBase):
         self.dtype = dtype
         self.quant = quant
         self.warmup_s = 0.0  # compile or capture time spent in load
-        self.background = None  # a BackgroundCompile while the decode step compiles
+        self.background: BackgroundCompile | None = None  # while the decode step compiles in the background
         self.slots = model.slots  # slot 0 is the one export_kv/import_kv and decode use
         self.batched_decode = self.slots > 1
         self._graphs = step
@@ -256,9 +260,10 @@ class TorchBackend:
         """"now", "background" or "off": when `load` compiles the decode step."""
         if compile == "auto":
             raw = os.environ.get("WREN_TORCH_COMPILE", "").strip().lower()
-            compile = _ENV_COMPILE.get(raw)
-            if compile is None:
+            chosen = _ENV_COMPILE.get(raw)
+            if chosen is None:
                 raise ValueError(f"WREN_TORCH_COMPILE must be auto, on or off, got {raw!r}")
+            compile = chosen
         if compile in (True, "on"):
             return "now"
         if compile in (False, "off"):

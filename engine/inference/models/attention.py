@@ -187,6 +187,12 @@ def _bmm_softmax_bmm(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
 class Attention(nn.Module):
     """One decoder layer's self-attention with its KV cache (one cache per KV slot)."""
 
+    # Allocated with the model's cache (None until then; every path below runs after it).
+    k_cache: torch.Tensor
+    v_cache: torch.Tensor
+    k_slots: torch.Tensor
+    v_slots: torch.Tensor
+
     def __init__(self, args: ModelArgs, window: int | None) -> None:
         super().__init__()
         self.n_heads = args.num_attention_heads
@@ -209,8 +215,8 @@ class Attention(nn.Module):
         self.register_buffer("v_cache", None, persistent=False)
         # Every slot's cache [slots, n_kv, T, head_dim]; k_cache/v_cache are views of slot 0,
         # so the single-sequence paths (compiled, CUDA graphs, prefix export) never change.
-        self.k_slots: torch.Tensor | None = None
-        self.v_slots: torch.Tensor | None = None
+        self.k_slots = None  # type: ignore[assignment]  # see the class annotations
+        self.v_slots = None  # type: ignore[assignment]
 
     def project(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -170,7 +170,7 @@ class CompiledBlocks:
         for rows, first, last in cells:
             for layer in self._members[group] if rows == 1 else self.groups[group]:
                 self._cells.setdefault((id(layer), rows), []).append((first, last, compiled))
-        self.graphs.append((group, [tuple(c) for c in cells], compiled))
+        self.graphs.append((group, [(rows, first, last) for rows, first, last in cells], compiled))
         return True
 
     def reset(self) -> None:

@@ -199,6 +199,11 @@ class Block(nn.Module):
 
 
 class Transformer(nn.Module):
+    # The rotary tables and the decode step's token buffer: set with the cache (None before).
+    _cos: torch.Tensor
+    _sin: torch.Tensor
+    _token: torch.Tensor
+
     def __init__(self, args: ModelArgs) -> None:
         super().__init__()
         self.args = args
@@ -211,7 +216,7 @@ class Transformer(nn.Module):
         self.output = nn.Linear(args.hidden_size, args.vocab_size, bias=False)
         self.context_length = 0
         self.slots = 1
-        self._cos = self._sin = self._token = None
+        self._cos = self._sin = self._token = None  # type: ignore[assignment]  # set with the cache
         # Set by engine.inference.models.decode to run decoded tokens through compiled
         # blocks; prefill stays eager (it is compute-bound, op overhead is amortised).
         self.decode_block: Callable | None = None
@@ -397,6 +402,8 @@ def _layer_state(args: ModelArgs, get: Callable[[str], torch.Tensor | QTensor], 
         sd["feed_forward.w2.bias"] = get(mlp + "down_proj.bias")
     if args.qk_norm:
         q_norm, k_norm = get(attn + "q_norm.weight"), get(attn + "k_norm.weight")
+        if isinstance(q_norm, QTensor) or isinstance(k_norm, QTensor):
+            raise ValueError("the q/k norm weights must be dense, not quantized blocks")
         sd["attention.qk_norm"] = torch.cat(
             [q_norm.expand(args.num_attention_heads, -1), k_norm.expand(args.num_key_value_heads, -1)]
         )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import inspect
 import json
 import logging
 import os
@@ -223,7 +224,7 @@ def _key(model: llama.Transformer, groups: list[list]) -> str:
              str(torch.get_num_threads()),  # the kernels are generated for it
              str(model.context_length), str(model.slots), str(model._cos.dtype)]
     for module in (attention, llama, decode, batched, linear, modules, kernels):
-        parts.append(hashlib.sha256(Path(module.__file__).read_bytes()).hexdigest())
+        parts.append(hashlib.sha256(Path(inspect.getfile(module)).read_bytes()).hexdigest())
     for layers in groups:
         parts.append(str(layers[0].attention.window))
         parts.append(repr(layer_signature(layers[0])))
