@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from desktop.window.seams import OpenChat, StatusLine, TaskRunner
 from engine.api import CHAT_SAMPLING_PRESETS, Engine
 
 DEFAULT_PRESET = "Model defaults"
@@ -135,15 +136,16 @@ class ChatSettingsDialog(QDialog):
         return result
 
 
-async def open_chat_settings(window) -> ChatSettingsDialog | None:
+async def open_chat_settings(engine: Engine, conversations: OpenChat, status: StatusLine, tasks: TaskRunner,
+                             parent: QWidget) -> ChatSettingsDialog | None:
     """The header's Chat settings, for the open chat. Save writes and closes; the composer's
-    tool menu then shows the chat's new choice."""
-    conversations = window.conversations
+    tool menu then shows the chat's new choice. Its collaborators are the seams of
+    desktop/window/seams.py; the dialog opens over `parent`."""
     conversation_id = conversations.current_id
     if conversation_id is None:
-        window.status.showMessage("Send a first message, then this chat's settings can be set.", 6000)
+        status.showMessage("Send a first message, then this chat's settings can be set.", 6000)
         return None
-    dialog = ChatSettingsDialog(window.engine, conversation_id, window)
+    dialog = ChatSettingsDialog(engine, conversation_id, parent)
     await dialog.load()
 
     async def save() -> None:
@@ -152,7 +154,6 @@ async def open_chat_settings(window) -> ChatSettingsDialog | None:
         if conversations.current_id == conversation_id:
             conversations.load_tools()
 
-    dialog.buttons.accepted.connect(lambda: window.tasks.run(save(), what="saving the chat settings"))
-    window.chat_settings_dialog = dialog
+    dialog.buttons.accepted.connect(lambda: tasks.run(save(), what="saving the chat settings"))
     dialog.open()
     return dialog

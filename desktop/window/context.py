@@ -3,19 +3,17 @@ provenance, "Remember this", and the actions on memory notices in the chat."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from PySide6.QtCore import QObject, Signal
-from PySide6.QtWidgets import QMessageBox
+from PySide6.QtWidgets import QMessageBox, QWidget
 
 from desktop.chat.inspector import ContextInspector
 from desktop.memory.editor import MemoryEditor
 from desktop.memory.notes import quoted
 from desktop.memory.provenance import ProvenanceDialog
-from engine.api import MAX_MEMORY_CHARS, MemoryInfo, MemoryRefused
-
-if TYPE_CHECKING:
-    from desktop.window.main_window import MainWindow
+from desktop.window.seams import MemoryView, StatusLine, TaskRunner
+from engine.api import MAX_MEMORY_CHARS, Engine, MemoryInfo, MemoryRefused
 
 
 def _sentence(text: str) -> str:
@@ -27,23 +25,33 @@ class ContextController(QObject):
     remembered = Signal(object)  # MemoryInfo saved by "Remember this" or an accepted suggestion
     cleared = Signal(int)  # every memory was forgotten; how many
 
-    def __init__(self, window: MainWindow):
-        super().__init__(window)
-        self.w = window
-        self.engine = window.engine
+    memory_requested = Signal(int)  # show this memory in Settings → Memory
+
+    def __init__(self, engine: Engine, *, chat: MemoryView, status: StatusLine, tasks: TaskRunner,
+                 current_chat: Callable[[], int | None], parent: QWidget):
+        """Given the chat view's memory requests and notes, the status bar, the task runner and
+        the open chat's id (desktop/window/seams.py); its dialogs open over `parent`."""
+        super().__init__(parent)
+        self.engine = engine
+        self.chat = chat
+        self.status = status
+        self.tasks = tasks
+        self.current_chat = current_chat
         self.inspector: ContextInspector | None = None
         self.provenance: ProvenanceDialog | None = None
         self.editor: MemoryEditor | None = None
         self.confirm_box: QMessageBox | None = None
-        chat, tasks = window.chat, window.tasks
         chat.inspect_requested.connect(lambda mid: tasks.run(self.inspect(mid), what="opening the context inspector"))
         chat.provenance_requested.connect(lambda mid: tasks.run(self.show_provenance(mid), what="listing the memories used"))
         chat.remember_requested.connect(lambda mid: tasks.run(self.remember(mid), what="remembering the message"))
-        chat.memory_open_requested.connect(window.memory_requested)
+        chat.memory_open_requested.connect(self.memory_requested)
         chat.memory_undo_requested.connect(lambda aid, mid: tasks.run(self.undo_saved(aid, mid), what="removing the memory"))
         chat.suggestion_accepted.connect(lambda aid, text: tasks.run(self.accept(aid, text), what="saving the memory"))
         chat.clear_memories_requested.connect(self.confirm_clear)
-        window.conversations.opened.connect(lambda _cid: tasks.run(self.mark_gone(), what="checking memories"))
+
+    def _dialog_parent(self) -> QWidget:
+        """The widget its dialogs open over (the window that made it)."""
+        return self.parent()
 
     # -- what the model saw -------------------------------------------------------------
 
@@ -51,9 +59,9 @@ class ContextController(QObject):
         report = await self.engine.context_report(message_id)
         if self.inspector is not None:
             self.inspector.close()
-        self.inspector = ContextInspector(report, self.w)
+        self.inspector = ContextInspector(report, self._dialog_parent())
         self.inspector.open()
-        self.w.tasks.run(self.inspector.load_tokens(self.engine, message_id), what="showing the message's tokens")
+        self.tasks.run(self.inspector.load_tokens(self.engine, message_id), what="showing the message's tokens")
         return self.inspector
 
     async def show_provenance(self, message_id: int) -> ProvenanceDialog | None:
@@ -62,8 +70,8 @@ class ContextController(QObject):
             return None
         if self.provenance is not None:
             self.provenance.close()
-        dialog = ProvenanceDialog(self.engine, self.w.tasks, report, self.w)
-        dialog.open_requested.connect(self.w.memory_requested)
+        dialog = ProvenanceDialog(self.engine, self.tasks, report, self._dialog_parent())
+        dialog.open_requested.connect(self.memory_requested)
         await dialog.load()
         self.provenance = dialog
         dialog.open()
@@ -71,7 +79,7 @@ class ContextController(QObject):
 
     async def mark_gone(self) -> None:
         """A reopened chat's "Memory saved" notices: say which memories were removed since."""
-        rows = [(w, memory_id) for w in self.w.chat.message_widgets() if w.notes is not None
+        rows = [(w, memory_id) for w in self.chat.message_widgets() if w.notes is not None
                 for memory_id in w.notes.saved_rows]
         if not rows:
             return
@@ -87,11 +95,11 @@ class ContextController(QObject):
             info = await self.engine.remember_message(message_id)
         except MemoryRefused as exc:
             # Too long to be a memory: let the user cut it down to the fact worth keeping.
-            widget = self.w.chat.widget_for(message_id)
+            widget = self.chat.widget_for(message_id)
             text = widget.text() if widget is not None else ""
             self.editor = MemoryEditor(
                 "Remember this", text[:MAX_MEMORY_CHARS], lambda t: self.engine.remember_message(message_id, t),
-                self.w.tasks, note=f"{_sentence(str(exc))} Keep the part worth remembering:", parent=self.w,
+                self.tasks, note=f"{_sentence(str(exc))} Keep the part worth remembering:", parent=self._dialog_parent(),
             )
             self.editor.saved.connect(self._saved)
             self.editor.open()
@@ -100,13 +108,13 @@ class ContextController(QObject):
         return info
 
     def _saved(self, info: MemoryInfo) -> None:
-        self.w.status.showMessage(f"Memory saved: {quoted(info.text)}", 8000)
+        self.status.showMessage(f"Memory saved: {quoted(info.text)}", 8000)
         self.remembered.emit(info)
 
     async def accept(self, answer_id: int, text: str) -> MemoryInfo:
-        widget = self.w.chat.widget_for(answer_id)
+        widget = self.chat.widget_for(answer_id)
         question = widget.info.parent_id if widget is not None and widget.info is not None else None
-        info = await self.engine.accept_suggestion(text, question, self.w.conversations.current_id)
+        info = await self.engine.accept_suggestion(text, question, self.current_chat())
         if widget is not None and widget.notes is not None:
             widget.notes.mark_accepted(text, info.id)
         self._saved(info)
@@ -114,10 +122,10 @@ class ContextController(QObject):
 
     async def undo_saved(self, answer_id: int, memory_id: int) -> None:
         info = await self.engine.delete_memory(memory_id)
-        widget = self.w.chat.widget_for(answer_id)
+        widget = self.chat.widget_for(answer_id)
         if widget is not None and widget.notes is not None:
             widget.notes.mark_removed(memory_id)
-        self.w.status.showMessage(f"Memory removed: {quoted(info.text)}", 8000)
+        self.status.showMessage(f"Memory removed: {quoted(info.text)}", 8000)
 
     # -- "forget everything" ---------------------------------------------------------------
 
@@ -125,14 +133,14 @@ class ContextController(QObject):
         box = QMessageBox(
             QMessageBox.Icon.Warning, "Forget everything?",
             "Wren will delete every memory it has about you. This cannot be undone.",
-            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel, self.w,
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel, self._dialog_parent(),
         )
         box.setObjectName("forgetEverythingConfirm")
         yes = box.button(QMessageBox.StandardButton.Yes)
         yes.setText("Forget everything")
         box.setDefaultButton(QMessageBox.StandardButton.Cancel)
         box.finished.connect(
-            lambda _r: box.clickedButton() is yes and self.w.tasks.run(self.clear(answer_id), what="forgetting everything")
+            lambda _r: box.clickedButton() is yes and self.tasks.run(self.clear(answer_id), what="forgetting everything")
         )
         self.confirm_box = box
         box.open()
@@ -140,9 +148,9 @@ class ContextController(QObject):
 
     async def clear(self, answer_id: int) -> int:
         count = await self.engine.clear_memories()
-        widget = self.w.chat.widget_for(answer_id)
+        widget = self.chat.widget_for(answer_id)
         if widget is not None and widget.notes is not None:
             widget.notes.mark_cleared(count)
-        self.w.status.showMessage(f"Forgot all memories ({count:,}).", 8000)
+        self.status.showMessage(f"Forgot all memories ({count:,}).", 8000)
         self.cleared.emit(count)
         return count

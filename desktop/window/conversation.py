@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from dataclasses import fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction
@@ -17,7 +16,18 @@ from desktop.chat.probabilities import SETTING_KEY as PROBABILITIES_KEY
 from desktop.chat.probabilities import TOP_COUNT
 from desktop.safety.labels import shown_notices
 from desktop.sidebar.sidebar import UNTITLED
-from engine.api import SamplingParams, SendOptions, WrenError
+from desktop.window.seams import (
+    AnswerView,
+    Attachments,
+    ChatFrame,
+    ChatList,
+    Draft,
+    StatusLine,
+    TaskRunner,
+    ToolMenu,
+    UsageMeter,
+)
+from engine.api import Engine, SamplingParams, SendOptions, WrenError
 from engine.events import (
     Delta,
     Event,
@@ -34,10 +44,6 @@ from engine.events import (
 )
 from engine.records import MessageInfo, Role
 
-if TYPE_CHECKING:
-    from desktop.window.main_window import MainWindow
-
-
 # The engine's sampling can ask for token logprobs (SamplingParams.logprobs: the top-k count).
 _ENGINE_LOGPROBS = "logprobs" in {f.name for f in fields(SamplingParams)}
 
@@ -50,10 +56,23 @@ class ConversationController(QObject):
     titled = Signal(object, str)
     temporary_left = Signal(object)  # a temporary chat was left and the engine dropped it
 
-    def __init__(self, window: MainWindow):
-        super().__init__(window)
-        self.w = window
-        self.engine = window.engine
+    def __init__(self, engine: Engine, *, chat: AnswerView, composer: Draft, tools: ToolMenu,
+                 attachments: Attachments, sidebar: ChatList, status: StatusLine, counter: UsageMeter,
+                 frame: ChatFrame, tasks: TaskRunner, parent: QObject | None = None):
+        """Everything it drives is given here, each by its seam (desktop/window/seams.py):
+        the chat view it streams into, the composer and its tools menu and attachments, the
+        sidebar's list, the status bar, the token counter, and the window as a `ChatFrame`."""
+        super().__init__(parent)
+        self.engine = engine
+        self.chat = chat
+        self.composer = composer
+        self.tools = tools
+        self.attachments = attachments
+        self.sidebar = sidebar
+        self.status = status
+        self.counter = counter
+        self.frame = frame
+        self.tasks = tasks
         self.current_id: int | None = None
         self.temporary = False  # the chat shown is temporary (created on its first message)
         self._temporary_ids: set[int] = set()  # every temporary chat of this session, left or not
@@ -64,21 +83,21 @@ class ConversationController(QObject):
         self._tools_generation = 0
         self._tools_picked = 0  # the user's changes to the composer's tools, counted
         self._tools_shown_at = -1  # the chat opening (_open_generation) the menu's ticks belong to
-        window.chat.tool_decided.connect(self._approve_tool)
-        window.chat.continue_requested.connect(self.continue_answer)
-        window.chat.replay_requested.connect(self.replay)
+        chat.tool_decided.connect(self._approve_tool)
+        chat.continue_requested.connect(self.continue_answer)
+        chat.replay_requested.connect(self.replay)
         # Chat ▸ Show token probabilities: new answers keep each token's probability and the
         # 5 likeliest tokens (logprobs=5); answers that kept them show it on hover.
-        self.probabilities_action = QAction("Show token &probabilities", window)
+        self.probabilities_action = QAction("Show token &probabilities", parent)
         self.probabilities_action.setObjectName("tokenProbabilitiesAction")
         self.probabilities_action.setCheckable(True)
         self.probabilities_action.setToolTip(
             "New answers keep how likely each token was; hover a word of one to see it and the "
             "5 likeliest tokens, and unsure ones are underlined")
         self.probabilities_action.toggled.connect(self._probabilities_toggled)
-        window.chat.tool_cancel_requested.connect(self._cancel_tool)
-        window.composer.tools_button.refresh_requested.connect(self.load_tools)
-        window.composer.tools_button.changed.connect(self._tools_chosen)
+        chat.tool_cancel_requested.connect(self._cancel_tool)
+        tools.refresh_requested.connect(self.load_tools)
+        tools.changed.connect(self._tools_chosen)
 
     # -- token probabilities ----------------------------------------------------------
 
@@ -88,13 +107,13 @@ class ConversationController(QObject):
         self.probabilities_action.blockSignals(True)
         self.probabilities_action.setChecked(on)
         self.probabilities_action.blockSignals(False)
-        self.w.chat.set_probability_marks(on)
+        self.chat.set_probability_marks(on)
 
     def _probabilities_toggled(self, on: bool) -> None:
-        self.w.chat.set_probability_marks(on)
-        self.w.tasks.run(self.engine.set_setting(PROBABILITIES_KEY, on), what="saving the token probabilities choice")
+        self.chat.set_probability_marks(on)
+        self.tasks.run(self.engine.set_setting(PROBABILITIES_KEY, on), what="saving the token probabilities choice")
         if on and not _ENGINE_LOGPROBS:
-            self.w.status.showMessage("This Wren's engine cannot report token probabilities yet: "
+            self.status.showMessage("This Wren's engine cannot report token probabilities yet: "
                                       "answers that kept them still show them on hover", 10000)
 
     async def _answer_options(self, conversation_id: int, options: SendOptions | None) -> SendOptions | None:
@@ -120,20 +139,20 @@ class ConversationController(QObject):
     # -- the list -------------------------------------------------------------------
 
     def refresh(self) -> None:
-        self.w.tasks.run(self.refresh_list(), what="listing chats")
+        self.tasks.run(self.refresh_list(), what="listing chats")
 
     async def refresh_list(self) -> None:
         self._list_generation += 1
         generation = self._list_generation
-        convs = await self.engine.list_conversations(self.w.sidebar.query() or None)
+        convs = await self.engine.list_conversations(self.sidebar.query() or None)
         if generation == self._list_generation:  # a newer search has overtaken this one
-            self.w.sidebar.set_conversations(convs, self.current_id)
+            self.sidebar.set_conversations(convs, self.current_id)
             self.listed.emit()
 
     async def rename(self, conversation_id: int, title: str) -> None:
         conv = await self.engine.rename_conversation(conversation_id, title)
         if conversation_id == self.current_id:
-            self.w.set_title(conv.title)
+            self.frame.set_title(conv.title)
         await self.refresh_list()
 
     async def pin(self, conversation_id: int, pinned: bool) -> None:
@@ -146,7 +165,7 @@ class ConversationController(QObject):
         if conversation_id == self.current_id:
             self.new_chat()
         await self.refresh_list()
-        self.w.sidebar.show_undo(conv)
+        self.sidebar.show_undo(conv)
 
     async def restore(self, conversation_id: int) -> None:
         await self.engine.restore_conversation(conversation_id)
@@ -156,7 +175,7 @@ class ConversationController(QObject):
     async def export_to(self, conversation_id: int, fmt: str, path: Path) -> Path:
         text = await self.engine.export(conversation_id, fmt)
         path.write_text(text, encoding="utf-8")
-        self.w.status.showMessage(f"Exported to {path}", 5000)
+        self.status.showMessage(f"Exported to {path}", 5000)
         return path
 
     # -- showing one ----------------------------------------------------------------
@@ -173,15 +192,15 @@ class ConversationController(QObject):
         self._detach()
         self.current_id = None
         self._set_temporary(temporary)
-        self.w.chat.clear()
-        self.w.set_title(UNTITLED)
-        self.w.sidebar.select(None)
-        self.w.composer.cancel_edit()
+        self.chat.clear()
+        self.frame.set_title(UNTITLED)
+        self.sidebar.select(None)
+        self.composer.cancel_edit()
         self._sync_busy()
-        self.w.counter.set_used(0)
-        self.w.status.show_context(None)
-        self.w.status.show_speed(None, None)
-        self.w.composer.edit.setFocus()
+        self.counter.set_used(0)
+        self.status.show_context(None)
+        self.status.show_speed(None, None)
+        self.frame.focus_composer()
         self.load_tools()
 
     async def open(self, conversation_id: int) -> None:
@@ -195,27 +214,27 @@ class ConversationController(QObject):
             self._leave_temporary()
             self._set_temporary(conversation_id in self._temporary_ids)
             self._detach()
-            self.w.chat.clear()
-            self.w.composer.cancel_edit()
+            self.chat.clear()
+            self.composer.cancel_edit()
         self.current_id = conversation_id
-        self.w.chat.show_messages(messages)
-        self.w.set_title(conv.title or UNTITLED)
-        self.w.sidebar.select(conversation_id)
+        self.chat.show_messages(messages)
+        self.frame.set_title(conv.title or UNTITLED)
+        self.sidebar.select(conversation_id)
         self._reattach(conversation_id)
         self._sync_busy()
         self._show_usage_of(messages)
-        self.w.chat.scroll_to_bottom()
+        self.chat.scroll_to_bottom()
         self.load_tools()
         self.opened.emit(conversation_id)
 
     def _set_temporary(self, temporary: bool) -> None:
         self.temporary = temporary
-        self.w.show_temporary(temporary)
+        self.frame.show_temporary(temporary)
 
     def _leave_temporary(self) -> None:
         """Leaving a temporary chat ends it: nothing of it is kept anywhere."""
         if self.temporary and self.current_id is not None:
-            self.w.tasks.run(self._drop(self.current_id), what="closing the temporary chat")
+            self.tasks.run(self._drop(self.current_id), what="closing the temporary chat")
 
     async def _drop(self, conversation_id: int) -> None:
         stream = self.streams.get(conversation_id)
@@ -234,7 +253,7 @@ class ConversationController(QObject):
         stream = self.streams.get(conversation_id)
         if stream is None or stream.done or stream.assistant_id is None:
             return
-        widget = self.w.chat.widget_for(stream.assistant_id)
+        widget = self.chat.widget_for(stream.assistant_id)
         if widget is None:
             return
         widget.replay_stream(stream.received(), stream.tool_events)
@@ -245,30 +264,29 @@ class ConversationController(QObject):
     def _show_usage_of(self, messages: list[MessageInfo]) -> None:
         last = next((m for m in reversed(messages) if m.role is Role.ASSISTANT), None)
         used = (last.prompt_tokens or 0) + (last.completion_tokens or 0) if last else 0
-        self.w.counter.set_used(used)
-        self.w.status.show_context(used if last else None)
+        self.counter.set_used(used)
+        self.status.show_context(used if last else None)
         if last is not None:
-            self.w.status.show_speed(last.tokens_per_second, last.time_to_first_token)
+            self.status.show_speed(last.tokens_per_second, last.time_to_first_token)
         else:  # a chat with no answer has no speed to show; another chat's would be wrong
-            self.w.status.show_speed(None, None)
+            self.status.show_speed(None, None)
 
     def _sync_busy(self) -> None:
         busy = self.current_id in self.streams
-        self.w.composer.set_streaming(busy)
-        self.w.chat.set_busy(busy)
+        self.composer.set_streaming(busy)
+        self.chat.set_busy(busy)
 
     # -- turns ----------------------------------------------------------------------
 
     def send(self, text: str) -> None:
-        self.w.composer.set_streaming(True)  # at once: a second Enter must not send twice
-        self.w.tasks.run(self._send(text, self.send_options()), what="sending")
+        self.composer.set_streaming(True)  # at once: a second Enter must not send twice
+        self.tasks.run(self._send(text, self.send_options()), what="sending")
 
     def send_options(self) -> SendOptions:
         """The composer's tools (once loaded; else the chat's own choice) and attached files,
         which leave the composer with this message."""
-        tools = self.w.composer.tools_button
-        chosen = tuple(tools.chosen()) if tools.loaded else None
-        return SendOptions(tools=chosen, attachments=tuple(self.w.composer.attachment_bar.take()))
+        chosen = tuple(self.tools.chosen()) if self.tools.loaded else None
+        return SendOptions(tools=chosen, attachments=tuple(self.attachments.take()))
 
     async def _send(self, text: str, options: SendOptions | None = None) -> None:
         conversation_id = self.current_id
@@ -288,12 +306,12 @@ class ConversationController(QObject):
                 conversation_id = (await self.engine.create_conversation(temporary=temporary)).id
             except Exception:
                 self._sync_busy()
-                self.w.composer.set_text(text)
+                self.composer.set_text(text)
                 raise
             self.current_id = conversation_id
             if temporary:
                 self._temporary_ids.add(conversation_id)
-        user = self.w.chat.add_pending_user(text)
+        user = self.chat.add_pending_user(text)
         if created and options is not None and options.tools is not None:
             await self.engine.set_conversation_tools(conversation_id, list(options.tools))
         if options is not None and options.tools:
@@ -306,7 +324,7 @@ class ConversationController(QObject):
     def regenerate(self, message_id: int) -> None:
         if self.current_id is None or self.current_id in self.streams:
             return
-        self.w.chat.remove_from(message_id)
+        self.chat.remove_from(message_id)
         self._start(self.current_id, self._asking(self.current_id, None, lambda o: self.engine.regenerate(message_id, o)))
 
     def replay(self, message_id: int) -> None:
@@ -314,7 +332,7 @@ class ConversationController(QObject):
         (Engine.replay), so the same text token for token."""
         if self.current_id is None or self.current_id in self.streams:
             return
-        self.w.chat.remove_from(message_id)
+        self.chat.remove_from(message_id)
         self._start(self.current_id, self.engine.replay(message_id))
 
     def continue_answer(self, message_id: int) -> None:
@@ -322,7 +340,7 @@ class ConversationController(QObject):
         same message grows (Engine.continue_answer)."""
         if self.current_id is None or self.current_id in self.streams:
             return
-        self.w.chat.remove_from(message_id)
+        self.chat.remove_from(message_id)
         self._start(self.current_id, self._continued(message_id))
 
     async def _continued(self, message_id: int) -> AsyncIterator[Event]:
@@ -340,8 +358,8 @@ class ConversationController(QObject):
     def edit_and_resend(self, message_id: int, text: str) -> None:
         if self.current_id is None or self.current_id in self.streams:
             return
-        self.w.chat.remove_from(message_id)
-        user = self.w.chat.add_pending_user(text)
+        self.chat.remove_from(message_id)
+        user = self.chat.add_pending_user(text)
         self._start(self.current_id, self._asking(
             self.current_id, None, lambda o: self.engine.edit_and_resend(message_id, text, o)), user, draft=text)
 
@@ -349,7 +367,7 @@ class ConversationController(QObject):
         if self.current_id is None or self.current_id in self.streams:
             return
         messages = await self.engine.sibling(message_id, step)
-        self.w.chat.show_messages(messages)
+        self.chat.show_messages(messages)
         self._show_usage_of(messages)
 
     def stop(self) -> bool:
@@ -361,17 +379,17 @@ class ConversationController(QObject):
     def edit_last(self) -> None:
         if self.current_id in self.streams:
             return
-        last = next((w for w in reversed(self.w.chat.message_widgets()) if w.role is Role.USER and w.info), None)
+        last = next((w for w in reversed(self.chat.message_widgets()) if w.role is Role.USER and w.info), None)
         if last is not None:
-            self.w.composer.begin_edit(last.message_id, last.text())
+            self.composer.begin_edit(last.message_id, last.text())
 
     def _start(self, conversation_id: int, events: AsyncIterator[Event], user: MessageWidget | None = None, *, draft: str = "") -> TurnStream:
         # What was said about the last turn stops being true when the next one starts: its
         # error under the chat, its failure in the status bar, its speed.
-        self.w.chat.show_notice("")
-        self.w.status.clearMessage()
-        self.w.status.show_speed(None, None)
-        answer = self.w.chat.add_streaming_answer()
+        self.chat.show_notice("")
+        self.status.clearMessage()
+        self.status.show_speed(None, None)
+        answer = self.chat.add_streaming_answer()
         stream = TurnStream(self._watch_titles(events), conversation_id, self)
         self.streams[conversation_id] = stream
         self._live[conversation_id] = answer
@@ -379,11 +397,11 @@ class ConversationController(QObject):
         stream.started.connect(lambda ev: self._started(ev, user, answer))
         stream.prefill.connect(lambda ev: self._prefill(conversation_id, ev))
         stream.text.connect(lambda text: self._text(conversation_id, text))
-        stream.usage.connect(lambda usage: conversation_id == self.current_id and self.w.status.show_usage(usage))
+        stream.usage.connect(lambda usage: conversation_id == self.current_id and self.status.show_usage(usage))
         stream.notice.connect(lambda n: self._safety_notice(conversation_id, n))
         stream.memory.connect(lambda n: self._memory_notice(conversation_id, n))
         stream.tool.connect(lambda event: self._tool_event(conversation_id, event))
-        stream.finished.connect(lambda fin: self.w.tasks.run(self._finished(stream, fin, draft), what="finishing the answer"))
+        stream.finished.connect(lambda fin: self.tasks.run(self._finished(stream, fin, draft), what="finishing the answer"))
         return stream.start()
 
     def _started(self, event: Started, user: MessageWidget | None, answer: MessageWidget) -> None:
@@ -395,7 +413,7 @@ class ConversationController(QObject):
         if not shown_notices([notice]):
             return  # met with care (the composer's care panel), not with a safety line
         where = "the answer" if notice.stage == "output" else "your message"
-        self.w.status.showMessage(f"Safety, in {where}: {describe_notices([notice])}", 10000)
+        self.status.showMessage(f"Safety, in {where}: {describe_notices([notice])}", 10000)
         widget = self._live.get(conversation_id)
         if widget is not None and notice.stage == "output":
             widget.show_live_notice(notice)
@@ -412,29 +430,28 @@ class ConversationController(QObject):
         if widget is not None:
             widget.show_tool_event(event)
         if isinstance(event, ToolApprovalNeeded) and conversation_id == self.current_id:
-            self.w.status.showMessage(f"Wren wants to run the tool {event.name}: allow or deny it in the answer", 10000)
+            self.status.showMessage(f"Wren wants to run the tool {event.name}: allow or deny it in the answer", 10000)
 
     def _approve_tool(self, call_id: str, decision: str) -> None:
-        self.w.status.clearMessage()  # "Wren wants to run …" is answered
+        self.status.clearMessage()  # "Wren wants to run …" is answered
         try:
             self.engine.approve_tool(call_id, decision)
         except Exception as exc:  # the call ended meanwhile (Stop, the chat was closed)
-            self.w.status.showMessage(f"The tool call is no longer waiting: {exc}", 8000)
+            self.status.showMessage(f"The tool call is no longer waiting: {exc}", 8000)
 
     def _cancel_tool(self, call_id: str) -> None:
         self.engine.cancel_tool(call_id)
 
     def load_tools(self, start_servers: bool = False) -> None:
-        self.w.tasks.run(self._load_tools(self.current_id, start_servers), what="listing the tools")
+        self.tasks.run(self._load_tools(self.current_id, start_servers), what="listing the tools")
 
     async def _load_tools(self, conversation_id: int | None, start_servers: bool = False) -> None:
         """The tools for the composer's menu and the chat's choice. The menu opening (start_servers)
         refreshes the list only: the ticks stay as the user left them (a new chat's are not saved yet)."""
         self._tools_generation += 1
         generation, picked = self._tools_generation, self._tools_picked
-        button = self.w.composer.tools_button
         shown = self._open_generation  # which opening of a chat this load is for
-        keep = start_servers and button.loaded and self._tools_shown_at == shown
+        keep = start_servers and self.tools.loaded and self._tools_shown_at == shown
         if start_servers:  # the menu was opened: MCP servers start now, lazily, to list their tools
             await self.engine.prepare_tool_sources()
         tools = await self.engine.tools()
@@ -449,14 +466,14 @@ class ConversationController(QObject):
                 tools = await self.engine.tools()
         if generation == self._tools_generation and shown == self._open_generation:
             if keep or picked != self._tools_picked:  # the user ticked meanwhile: theirs stands
-                chosen = button.chosen()
-            button.set_tools(tools, chosen or [])
+                chosen = self.tools.chosen()
+            self.tools.set_tools(tools, chosen or [])
             self._tools_shown_at = shown
 
     def _tools_chosen(self, names: list[str]) -> None:
         self._tools_picked += 1
         if self.current_id is not None:
-            self.w.tasks.run(self.engine.set_conversation_tools(self.current_id, names), what="choosing the tools")
+            self.tasks.run(self.engine.set_conversation_tools(self.current_id, names), what="choosing the tools")
 
     def _prefill(self, conversation_id: int, event: PrefillProgress) -> None:
         widget = self._live.get(conversation_id)
@@ -479,7 +496,7 @@ class ConversationController(QObject):
         if conversation_id == self.current_id:
             messages = await self.engine.messages(conversation_id)
             if conversation_id == self.current_id:
-                self.w.chat.show_messages(messages)
+                self.chat.show_messages(messages)
                 self._sync_busy()
                 self._show_usage_of(messages)
                 if stream.started_event is None and finished.reason is FinishReason.BLOCKED:
@@ -490,14 +507,14 @@ class ConversationController(QObject):
                 elif stream.started_event is None and failure is not None:
                     self._refused(failure, draft)
         if failure is not None:
-            self.w.status.showMessage(f"The answer failed: {failure.error}", 10000)
+            self.status.showMessage(f"The answer failed: {failure.error}", 10000)
         self.turn_finished.emit(finished)
 
     def _refused(self, failure: Failed, draft: str) -> None:
         """The engine turned the message down before answering: say why, keep the draft."""
-        self.w.chat.show_notice(failure.error[:1].upper() + failure.error[1:])
-        if failure.kind is FailureKind.INVALID_REQUEST and draft and not self.w.composer.text():
-            self.w.composer.set_text(draft)
+        self.chat.show_notice(failure.error[:1].upper() + failure.error[1:])
+        if failure.kind is FailureKind.INVALID_REQUEST and draft and not self.composer.text():
+            self.composer.set_text(draft)
 
     async def _watch_titles(self, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
         """The engine names a new chat while its first answer streams (TitleUpdate, at
@@ -511,8 +528,8 @@ class ConversationController(QObject):
         if event.conversation_id in self._temporary_ids:
             return
         if event.conversation_id == self.current_id:
-            self.w.set_title(event.title)
-        if not self.w.sidebar.rename_shown(event.conversation_id, event.title):
+            self.frame.set_title(event.title)
+        if not self.sidebar.rename_shown(event.conversation_id, event.title):
             self.refresh()  # not listed yet (or filtered out by a search): list again
         self.titled.emit(event.conversation_id, event.title)
 

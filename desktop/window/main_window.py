@@ -79,7 +79,11 @@ class MainWindow(QMainWindow):
         self._build_header()
         self._build_layout()
 
-        self.conversations = ConversationController(self)
+        self.conversations = ConversationController(
+            engine, chat=self.chat, composer=self.composer, tools=self.composer.tools_button,
+            attachments=self.composer.attachment_bar, sidebar=self.sidebar, status=self.status,
+            counter=self.counter, frame=self, tasks=self.tasks, parent=self,
+        )
         self.prewarm = Prewarmer(engine, self.composer, self.tasks, lambda: self.conversations.current_id, self)
         self.prewarm.overflow.connect(lambda text: self.status.showMessage(text, 10000))
         self.ghost = GhostController(engine, self.composer, self.tasks, lambda: self.conversations.current_id,
@@ -88,9 +92,18 @@ class MainWindow(QMainWindow):
         self.composer.tokens_requested.connect(self.show_draft_tokens)
         self.chat_settings_dialog = None
         self.chat_settings_button.clicked.connect(
-            lambda: self.tasks.run(open_chat_settings(self), what="opening the chat settings"))
-        self.models = ModelController(self)
-        self.context = ContextController(self)
+            lambda: self.tasks.run(self.open_chat_settings(), what="opening the chat settings"))
+        self.models = ModelController(
+            engine, picker=self.model_picker, composer=self.composer, status=self.status,
+            counter=self.counter, tasks=self.tasks, parent=self,
+        )
+        self.context = ContextController(
+            engine, chat=self.chat, status=self.status, tasks=self.tasks,
+            current_chat=lambda: self.conversations.current_id, parent=self,
+        )
+        self.context.memory_requested.connect(self.memory_requested)
+        self.conversations.opened.connect(
+            lambda _cid: self.tasks.run(self.context.mark_gone(), what="checking memories"))
         self._build_actions()
         self._connect()
         self.tasks.error.connect(lambda text: self.status.showMessage(text, 10000))
@@ -348,6 +361,16 @@ class MainWindow(QMainWindow):
             title = TEMPORARY_TITLE
         self.title_label.setText(title)
         self.setWindowTitle(f"{elide(title, WINDOW_TITLE_CHARS)} — Wren" if title else "Wren")
+
+    def focus_composer(self) -> None:
+        self.composer.edit.setFocus()
+
+    async def open_chat_settings(self):
+        """The header's Chat settings for the open chat (kept as chat_settings_dialog)."""
+        dialog = await open_chat_settings(self.engine, self.conversations, self.status, self.tasks, self)
+        if dialog is not None:
+            self.chat_settings_dialog = dialog
+        return dialog
 
     def show_temporary(self, temporary: bool) -> None:
         """Mark the window clearly while a temporary chat is shown."""

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
-from PySide6.QtWidgets import QMessageBox
+from PySide6.QtWidgets import QMessageBox, QWidget
 
+from desktop.window.seams import ModelPicker, ReadyLine, StatusLine, TaskRunner, UsageMeter
 from engine.api import Engine
-
-if TYPE_CHECKING:
-    from desktop.window.main_window import MainWindow
 
 log = logging.getLogger(__name__)
 
@@ -28,14 +25,22 @@ class ModelController(QObject):
     load_failed = Signal(str)  # what the dialog says
     listed = Signal(list)  # names of the installed models
 
-    def __init__(self, window: MainWindow):
-        super().__init__(window)
-        self.w = window
-        self.engine = window.engine
+    def __init__(self, engine: Engine, *, picker: ModelPicker, composer: ReadyLine, status: StatusLine,
+                 counter: UsageMeter, tasks: TaskRunner, parent: QWidget):
+        """Given the header's model picker, the composer's ready state, the status bar, the token
+        counter and the task runner (desktop/window/seams.py); a load failure's dialog opens
+        over `parent`."""
+        super().__init__(parent)
+        self.engine = engine
+        self.picker = picker
+        self.composer = composer
+        self.status = status
+        self.counter = counter
+        self.tasks = tasks
         self.error_dialog: QMessageBox | None = None
         self.is_loading = False
         self._filling = False
-        window.model_picker.activated.connect(self._picked)
+        picker.activated.connect(self._picked)
 
     async def refresh(self) -> list[str]:
         models = await installed_models(self.engine)
@@ -46,42 +51,41 @@ class ModelController(QObject):
         return names
 
     def _fill(self, names: list[str]) -> None:
-        picker = self.w.model_picker
         self._filling = True
         try:
-            picker.clear()
-            picker.addItems(names)
+            self.picker.clear()
+            self.picker.addItems(names)
             current = self.engine.current_model
             if current is not None and current.name in names:
-                picker.setCurrentIndex(names.index(current.name))
+                self.picker.setCurrentIndex(names.index(current.name))
             else:
-                picker.setCurrentIndex(-1)
-                picker.setPlaceholderText("Choose a model")
+                self.picker.setCurrentIndex(-1)
+                self.picker.setPlaceholderText("Choose a model")
         finally:
             self._filling = False
 
     def _picked(self, index: int) -> None:
-        name = self.w.model_picker.itemText(index)
+        name = self.picker.itemText(index)
         current = self.engine.current_model
         if self._filling or not name or (current is not None and current.name == name):
             return
-        self.w.tasks.run(self._choose(name), what="loading the model")
+        self.tasks.run(self._choose(name), what="loading the model")
 
     async def _choose(self, name: str) -> None:
         await self.engine.set_setting("model", name)
         await self.load(name)
 
     def load_in_background(self, name: str | None = None, backend: str | None = None) -> None:
-        self.w.tasks.run(self.load(name, backend), what="loading the model")
+        self.tasks.run(self.load(name, backend), what="loading the model")
 
     async def load(self, name: str | None = None, backend: str | None = None) -> bool:
         """Load a model while the window stays usable; on failure, say which file and why."""
         shown = name or await self.engine.get_setting("model") or "the starter model"
         self.is_loading = True
         self.loading.emit()
-        self.w.composer.set_ready(False, f"Loading {shown}… Wren answers as soon as it is ready.")
-        self.w.status.show_loading(f"Loading {shown}…")
-        self.w.counter.set_model(None, 0)
+        self.composer.set_ready(False, f"Loading {shown}… Wren answers as soon as it is ready.")
+        self.status.show_loading(f"Loading {shown}…")
+        self.counter.set_model(None, 0)
         try:
             status = await self.engine.load_model(name, backend=backend)
         except Exception as exc:
@@ -90,9 +94,9 @@ class ModelController(QObject):
             return False
         self.is_loading = False
         log.info("loaded %s on %s in %.1f s", status.name, status.backend, status.load_seconds)
-        self.w.status.show_model(status.name, status.backend, status.context_length)
-        self.w.composer.set_ready(True)
-        self.w.counter.set_model(self.engine.count_tokens, status.context_length)
+        self.status.show_model(status.name, status.backend, status.context_length)
+        self.composer.set_ready(True)
+        self.counter.set_model(self.engine.count_tokens, status.context_length)
         try:
             await self.refresh()
         except Exception:  # the list is a convenience; the model itself is ready
@@ -104,16 +108,16 @@ class ModelController(QObject):
         path = await self._path_of(name)
         reason = (str(exc) or type(exc).__name__).rstrip(".")
         log.warning("could not load %s (%s): %s", name, path, reason)
-        self.w.status.show_model(None, None, 0)
-        self.w.status.showMessage(f"The model could not be loaded: {reason}", 15000)
-        self.w.composer.set_ready(
+        self.status.show_model(None, None, 0)
+        self.status.showMessage(f"The model could not be loaded: {reason}", 15000)
+        self.composer.set_ready(
             False, f"No model loaded: {reason}. Choose another model in Settings (Ctrl+,)."
         )
         text = f"Wren could not load the model “{name or 'starter model'}”."
         details = f"File: {path or 'unknown'}\nReason: {reason}"
         if self.error_dialog is not None:
             self.error_dialog.close()
-        dialog = QMessageBox(QMessageBox.Icon.Warning, "Model failed to load", text, QMessageBox.StandardButton.Ok, self.w)
+        dialog = QMessageBox(QMessageBox.Icon.Warning, "Model failed to load", text, QMessageBox.StandardButton.Ok, self.parent())
         dialog.setObjectName("modelErrorDialog")
         dialog.setInformativeText(details)
         dialog.setAccessibleName("Model failed to load")
