@@ -59,18 +59,12 @@ def make_engine(wren_home: Path, tiny_model_dir: Path) -> Callable:
     ScriptedBackend. Call inside a running event loop's code (Engine methods are async)."""
     from engine.api import Engine
     from engine.inference.backends.scripted import ScriptedBackend
-    from engine.modelhub.registry import ModelRegistry
-    from engine.store import Store
+    from tests.fixtures.tiny import tiny_engine
 
     def factory(reply="Hello from Wren.", *, delay: float = 0.0, db_path: Path | None = None,
                 backend: ScriptedBackend | None = None, **backend_kwargs) -> Engine:
         scripted = backend or ScriptedBackend(reply, delay=delay, **backend_kwargs)
-        registry = ModelRegistry(wren_home / "models")
-        if not any(m.name == "tiny" for m in registry.list()):
-            registry.register_folder(tiny_model_dir, name="tiny")
-        store = Store(db_path or wren_home / "wren.sqlite3")
-        store.set_setting("model", "tiny")
-        engine = Engine(store, registry, backend_factory=lambda name: scripted)
+        engine = tiny_engine(wren_home, tiny_model_dir, db_path=db_path, backend_factory=lambda name: scripted)
         engine.scripted = scripted
         return engine
 

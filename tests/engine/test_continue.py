@@ -28,16 +28,10 @@ async def collect(stream):
 def test_continue_extends_an_answer_cut_at_the_length_limit_reusing_the_cache(wren_home, tiny_model_dir):
     """On torch with the tiny model: the continued answer's prompt is its own prompt plus
     its text so far, found in the prefix cache."""
-    from engine.api import Engine
-    from engine.modelhub.registry import ModelRegistry
-    from engine.store import Store
+    from tests.fixtures.tiny import tiny_engine
 
     async def main():
-        registry = ModelRegistry(wren_home / "models")
-        registry.register_folder(tiny_model_dir, name="tiny")
-        store = Store(wren_home / "wren.sqlite3")
-        store.set_setting("model", "tiny")
-        engine = Engine(store, registry)
+        engine = tiny_engine(wren_home, tiny_model_dir)
         await engine.load_model(backend="torch-cpu")
         conv = await engine.create_conversation("counting")
         params = SamplingParams(temperature=0.0, max_tokens=6)

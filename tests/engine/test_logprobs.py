@@ -291,16 +291,10 @@ def test_a_continued_answer_extends_its_stored_entries(make_engine):
 
 @pytest.mark.slow  # loads the tiny model on torch
 def test_replay_with_logprobs_is_bit_identical_on_torch(wren_home, tiny_model_dir):
-    from engine.api import Engine
-    from engine.modelhub.registry import ModelRegistry
-    from engine.store import Store
+    from tests.fixtures.tiny import tiny_engine
 
     async def main():
-        registry = ModelRegistry(wren_home / "models")
-        registry.register_folder(tiny_model_dir, name="tiny")
-        store = Store(wren_home / "wren.sqlite3")
-        store.set_setting("model", "tiny")
-        engine = Engine(store, registry)
+        engine = tiny_engine(wren_home, tiny_model_dir)
         await engine.load_model(backend="torch-cpu")
         conv = await engine.create_conversation("dice")
         params = SamplingParams(temperature=1.0, max_tokens=12, logprobs=5)
