@@ -39,6 +39,8 @@ from engine.crashreport import (  # noqa: F401  re-exported for the desktop (its
 from engine.errors import InvalidRequest, ModelNotLoaded, WrenError
 from engine.events import Event, Finished, FinishReason
 from engine.ghost import CHAT_SAMPLING_PRESETS, GhostText, Suggestion  # noqa: F401  re-exported for the desktop
+from engine.ghost import ENABLED_KEY as GHOST_ENABLED_KEY  # noqa: F401  re-exported for the desktop
+from engine.ghost import TEMPORARY_ENABLED_KEY as GHOST_TEMPORARY_KEY  # noqa: F401  re-exported for the desktop
 from engine.inference.backend import Backend
 from engine.inference.constrain import Constraint
 from engine.inference.presets import (  # noqa: F401  PRESET_FIELDS: re-exported for the desktop

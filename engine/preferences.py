@@ -119,7 +119,11 @@ class Preferences:
 
     async def blocklist(self) -> tuple[list[str], list[str]]:
         """The user's own blocked (words, patterns)."""
-        return await asyncio.get_running_loop().run_in_executor(None, user_policy.blocklist, paths.data_dir())
+        return await asyncio.get_running_loop().run_in_executor(None, self.blocklist_now)
+
+    def blocklist_now(self) -> tuple[list[str], list[str]]:
+        """`blocklist()` read on the caller's thread (a small file): for a page filling itself."""
+        return user_policy.blocklist(paths.data_dir())
 
     async def set_blocklist(self, words: list[str], patterns: list[str]) -> None:
         """Replace the user's own blocked words and patterns; a bad pattern is refused."""

@@ -33,13 +33,6 @@ DESKTOP_EXCEPTIONS: dict[str, set[str]] = {
     # Start-up order, kept on purpose: logging and the single-instance check run before the
     # facade (and torch) load, so a second start hands over to the first at once.
     "desktop/app.py": {"engine.logs", "engine.paths"},
-    # Reads and writes the safety policy file itself; needs facade methods for the policy.
-    "desktop/safety/page.py": {"engine.paths", "engine.safety"},
-    # Busy during the sweep: change to `from engine.api import ...` (the names are there).
-    "desktop/composer/prewarm.py": {"engine.context"},  # ContextOverflow
-    "desktop/chat/message.py": {"engine.context"},  # report_from_meta
-    # Busy during the sweep: ghost-text setting keys; re-export them in engine.api, then import from there.
-    "desktop/settings/dialog.py": {"engine.ghost"},
 }
 
 

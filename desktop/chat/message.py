@@ -18,8 +18,7 @@ from desktop.chat.segments import PlainSegment
 from desktop.chat.toolcard import ToolCard
 from desktop.memory.notes import MemoryNotes, notice_from_meta
 from desktop.safety.labels import shown_notices
-from engine.api import can_continue
-from engine.context import report_from_meta
+from engine.api import can_continue, report_from_meta
 from engine.events import MemoryNotice, SafetyNotice, ToolApprovalNeeded, ToolCall, ToolResult
 from engine.records import MessageInfo, MessageStatus, Role
 

@@ -9,8 +9,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from desktop.bridge import Tasks
 from desktop.composer.composer import Composer
-from engine.api import Engine
-from engine.context import ContextOverflow
+from engine.api import ContextOverflow, Engine
 
 PAUSE_MS = 500  # typing pauses this long before the draft is worth prefilling
 MAX_DRAFT_CHARS = 100_000  # a larger draft (a pasted file) is not pre-warmed: Send checks it

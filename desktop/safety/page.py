@@ -18,11 +18,9 @@ from PySide6.QtWidgets import (
 )
 
 from desktop.safety.labels import ACTION_HINTS, ACTIONS, category_label, group_label
-from engine import paths
 from engine.api import Engine
 from engine.errors import WrenError
 from engine.events import SafetyAction
-from engine.safety import user_policy
 
 DESTINATIONS = ("local", "remote")
 COLUMNS = ("What", "Category", "Local model", "Remote server")
@@ -109,7 +107,7 @@ class SafetyPage(QWidget):
                 self._loaded_actions[(rule.category, destination)] = action
         self.table.resizeRowsToContents()
         # A small file read; the engine's reader, so the page never parses the policy itself.
-        self._loaded_blocklist = user_policy.blocklist(paths.data_dir())
+        self._loaded_blocklist = self.engine.blocklist_now()
         self.words_edit.setPlainText("\n".join(self._loaded_blocklist[0]))
         self.patterns_edit.setPlainText("\n".join(self._loaded_blocklist[1]))
 

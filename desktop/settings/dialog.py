@@ -48,10 +48,15 @@ from desktop.settings.providers import ProvidersPage
 from desktop.settings.sampling import SamplingPresetEditor
 from desktop.settings.tools import ToolsPage
 from desktop.window.models import installed_models
-from engine.api import BACKEND_NAMES, DEFAULT_SYSTEM_PROMPT, Engine, SamplingParams
+from engine.api import (
+    BACKEND_NAMES,
+    DEFAULT_SYSTEM_PROMPT,
+    GHOST_ENABLED_KEY,
+    GHOST_TEMPORARY_KEY,
+    Engine,
+    SamplingParams,
+)
 from engine.errors import WrenError
-from engine.ghost import ENABLED_KEY as GHOST_ENABLED_KEY
-from engine.ghost import TEMPORARY_ENABLED_KEY as GHOST_TEMPORARY_KEY
 
 HOTKEY = "desktop.hotkey"
 HOTKEY_ENABLED = "desktop.hotkey_enabled"

@@ -61,6 +61,13 @@ def test_the_manager_works_from_a_qasync_loop(tmp_path):
     finally:
         asyncio.set_event_loop(None)
         loop.close()
+        # The loop's notifiers and timers are deleted later by Qt: let that happen now, while
+        # everything they point to is alive, not inside a later test's event processing
+        # (a later engine test once crashed there with a segmentation fault).
+        from PySide6.QtCore import QCoreApplication, QEvent
+
+        QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+        app.processEvents()
     assert added == ("3.0", False)
     assert not huge_error and 200_000 < huge_chars < 200_200
     print(f"qasync loop: {len(gaps)} ticks, longest gap {max(gaps):.3f} s during the 10 MB call")
