@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ast
 import inspect
-import textwrap
 from pathlib import Path
 
 from engine.api import Engine
@@ -81,7 +80,10 @@ def test_what_turns_uses_of_the_engine_is_in_the_seam():
 
 
 def _instance_attributes() -> set[str]:
-    """The attributes Engine.__init__ sets on itself (`self.x = ...`)."""
-    tree = ast.parse(textwrap.dedent(inspect.getsource(Engine.__init__)))
-    return {node.attr for node in ast.walk(tree)
+    """The attributes Engine.__init__ sets on itself (`self.x = ...`), read from engine/api.py
+    (not from the live class, which another test may have patched)."""
+    tree = ast.parse((ROOT / "engine" / "api.py").read_text("utf-8"))
+    engine = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Engine")
+    init = next(n for n in engine.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
+    return {node.attr for node in ast.walk(init)
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"}
