@@ -13,3 +13,17 @@ def _one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(params=["scalar", "avx2", "avx512-vnni"])
+def isa(request):
+    """Each instruction set's quantized kernels this CPU can run, in turn (skipped where it has none)."""
+    from engine.inference.quant import kernels
+
+    chosen = kernels.use_isa(request.param)
+    try:
+        if chosen != request.param:
+            pytest.skip(f"this CPU has no {request.param}")
+        yield chosen
+    finally:
+        kernels.use_isa("")

@@ -22,17 +22,6 @@ pytestmark = pytest.mark.skipif(not kernels.available(), reason=f"kernels not bu
 COMBOS = [((12, 14), 512), ((2,), 160), ((2, 8, 3), 160), ((14, 0), 256), ((6, 12, 30), 256)]
 
 
-@pytest.fixture(params=["scalar", "avx2", "avx512-vnni"])
-def isa(request):
-    chosen = kernels.use_isa(request.param)
-    try:
-        if chosen != request.param:
-            pytest.skip(f"this CPU has no {request.param}")
-        yield chosen
-    finally:
-        kernels.use_isa("")
-
-
 def _parts(types, cols, rng):
     rows = [96, 40, 24][: len(types)]
     return [torch.from_numpy(random_raw(t, r, cols, rng)) for t, r in zip(types, rows)], list(types), rows

@@ -134,18 +134,6 @@ def _check_qlinear(qtype: int, rows: int, cols: int, n: int, seed: int) -> None:
     assert (bound < 0.1 * (x.double().abs() @ w.abs().T)).all()  # the bound is a real constraint
 
 
-@pytest.fixture(params=["scalar", "avx2", "avx512-vnni"])
-def isa(request):
-    """Each instruction set's kernels this CPU can run, in turn."""
-    chosen = kernels.use_isa(request.param)
-    try:
-        if chosen != request.param:
-            pytest.skip(f"this CPU has no {request.param}")
-        yield chosen
-    finally:
-        kernels.use_isa("")
-
-
 @pytest.mark.parametrize("n", [1, 3, 6, 64])
 @pytest.mark.parametrize("qtype", ALL_TYPES, ids=_name)
 def test_qlinear_matches_float64_reference(qtype, n, isa):
