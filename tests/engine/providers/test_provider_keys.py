@@ -57,6 +57,21 @@ def _stop(proc) -> None:
         proc.kill()
 
 
+def _default_collection_missing() -> str | None:
+    """None when the Secret Service's default collection exists and is unlocked, else why not."""
+    import secretstorage
+
+    try:
+        connection = secretstorage.dbus_init()
+        try:
+            collection = secretstorage.Collection(connection)  # the "default" alias
+            return "it is locked" if collection.is_locked() else None
+        finally:
+            connection.close()
+    except Exception as exc:  # ItemNotFoundException, D-Bus errors
+        return f"{type(exc).__name__}: {exc}"
+
+
 @pytest.fixture
 def secret_service(tmp_path, monkeypatch):
     """A running, unlocked Secret Service for this test, or the reason there is none."""
@@ -68,12 +83,22 @@ def secret_service(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
     try:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 20
         backend, reason = keys.system_keyring()
         while backend is None and time.monotonic() < deadline:  # the daemon registers on the bus
             time.sleep(0.1)
             backend, reason = keys.system_keyring()
-        yield backend if backend is not None else f"the Secret Service did not answer: {reason}"
+        if backend is None:
+            yield f"the Secret Service did not answer: {reason}"
+            return
+        # The daemon answers on the bus before --unlock has made the "login" keyring the
+        # default collection; storing a key in that gap asks for a new collection through a
+        # prompt no test can answer ("Prompt dismissed", seen in CI). Wait for the default.
+        missing = _default_collection_missing()
+        while missing and time.monotonic() < deadline:
+            time.sleep(0.1)
+            missing = _default_collection_missing()
+        yield f"the Secret Service has no unlocked default keyring: {missing}" if missing else backend
     finally:
         _stop(proc)
 
