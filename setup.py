@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
-from setuptools import setup
+from setuptools import find_namespace_packages, setup
 
 CSRC = "engine/inference/quant/csrc"
 SOURCES = ["ops.cpp", "dequant.cpp", "qdot_scalar.cpp", "qdot_avx2.cpp", "qdot_avx512vnni.cpp", "qdot_neon.cpp"]
@@ -54,7 +54,7 @@ def _extension():
                     _notice(f"{type(exc).__name__}: {exc}")
 
     ext = CppExtension(
-        "engine.inference.quant._C",
+        "wren.engine.inference.quant._C",
         sources=[f"{CSRC}/{s}" for s in SOURCES],
         include_dirs=[os.path.abspath(CSRC)],
         # -ffp-contract=off: the exact dequantization must not fuse a*b+c into one rounding.
@@ -68,4 +68,13 @@ def _extension():
 
 
 ext_modules, cmdclass = _extension()
-setup(ext_modules=ext_modules, cmdclass=cmdclass)
+# Wren's folders install under one namespace, `wren` (wren.engine from engine/, ...): no
+# generic top-level names in site-packages. `wren` has no __init__.py of its own (PEP 420).
+_TOPS = ("engine", "desktop", "resources")
+# namespace discovery, as pyproject's packages.find did: resources' data folders are packages too
+PACKAGES = [f"wren.{name}" for name in find_namespace_packages(
+    include=[f"{top}{rest}" for top in _TOPS for rest in ("", ".*")], exclude=["*__pycache__*"])]
+PACKAGE_DIR = {f"wren.{top}": top for top in _TOPS}
+PACKAGE_DATA = {"wren.resources": ["**/*"]}
+
+setup(packages=PACKAGES, package_dir=PACKAGE_DIR, package_data=PACKAGE_DATA, ext_modules=ext_modules, cmdclass=cmdclass)

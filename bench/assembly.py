@@ -36,7 +36,7 @@ def sentence(rng: random.Random, words: int) -> str:
 
 
 def build(store, turns: int, rng: random.Random) -> list:
-    from engine.records import Role
+    from wren.engine.records import Role
 
     conv = store.create_conversation("bench")
     parent = None
@@ -48,14 +48,14 @@ def build(store, turns: int, rng: random.Random) -> list:
 
 
 def counters(kind: str):
-    from engine.context import ContextAssembler
+    from wren.engine.context import ContextAssembler
 
     if kind in ("auto", "starter"):
-        from engine.modelhub.registry import ModelRegistry
+        from wren.engine.modelhub.registry import ModelRegistry
 
         registry = ModelRegistry(Path(tempfile.mkdtemp()) / "models")
         if registry.starter_gguf_path() is not None:
-            from engine.tokenize import Tokenizer
+            from wren.engine.tokenize import Tokenizer
 
             tokenizer = Tokenizer.from_dir(registry.ensure_starter().path)
             def make(estimate_only: bool = False, **kw):
@@ -76,8 +76,8 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def run(args) -> dict:
-    from engine.context import ContextRequest, Instructions, SummaryStore
-    from engine.store import Store
+    from wren.engine.context import ContextRequest, Instructions, SummaryStore
+    from wren.engine.store import Store
 
     tokenizer_name, make = counters(args.tokenizer)
     rng = random.Random(3)
@@ -85,7 +85,7 @@ async def run(args) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(Path(tmp) / "bench.sqlite3")
         conv_id, leaf = build(store, args.turns, rng)
-        from engine.context import lineage as fast_lineage
+        from wren.engine.context import lineage as fast_lineage
 
         started = time.perf_counter()
         slow = store.lineage(leaf)

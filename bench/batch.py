@@ -58,9 +58,9 @@ def step_rate(model, prompts: list[list[int]], tokens: int) -> float:
 
 
 def worker_rate(model_dir, tokenizer, backend, prompts: list[list[int]], tokens: int) -> dict:
-    from engine.events import Finished, Usage
-    from engine.inference.sampling import SamplingParams
-    from engine.inference.worker import GenerationRequest, ModelWorker
+    from wren.engine.events import Finished, Usage
+    from wren.engine.inference.sampling import SamplingParams
+    from wren.engine.inference.worker import GenerationRequest, ModelWorker
 
     worker = ModelWorker("bench", backend, model_dir, tokenizer)
     worker.loaded.result()
@@ -101,10 +101,10 @@ def main() -> None:
 
     import torch
 
-    from engine.inference.backends.mlx import MLXBackend
-    from engine.inference.backends.torch import TorchBackend
-    from engine.modelhub.registry import ModelRegistry
-    from engine.tokenize import Tokenizer
+    from wren.engine.inference.backends.mlx import MLXBackend
+    from wren.engine.inference.backends.torch import TorchBackend
+    from wren.engine.modelhub.registry import ModelRegistry
+    from wren.engine.tokenize import Tokenizer
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -91,7 +91,7 @@ class _Timed:
 
 def decode_run(model, tokenizer, prompt: list[int], tokens: int, constraint, seed: int) -> tuple[float, float, int]:
     """(tokens/s, constraint seconds per token, constraint restarts) for one run."""
-    from engine.inference.sampling import Sampler, SamplingParams
+    from wren.engine.inference.sampling import Sampler, SamplingParams
 
     params = SamplingParams(seed=seed, temperature=0.7, max_tokens=tokens)
 
@@ -121,10 +121,10 @@ def decode_run(model, tokenizer, prompt: list[int], tokens: int, constraint, see
 
 
 def measure(args) -> dict:
-    from engine.inference.constrain import Constraint
-    from engine.inference.select import resolve_backend
-    from engine.modelhub.registry import ModelRegistry
-    from engine.tokenize import Tokenizer
+    from wren.engine.inference.constrain import Constraint
+    from wren.engine.inference.select import resolve_backend
+    from wren.engine.modelhub.registry import ModelRegistry
+    from wren.engine.tokenize import Tokenizer
 
     info = ModelRegistry().ensure_starter()
     tokenizer = Tokenizer.from_dir(info.path)
@@ -146,7 +146,7 @@ def measure(args) -> dict:
         "lazy": Constraint.tool_calls({"search_books": ARGS_SCHEMA}),
     }
     t0 = time.perf_counter()
-    from engine.inference.constrain import prepare
+    from wren.engine.inference.constrain import prepare
 
     prepare(tokenizer)  # once per model: llguidance's view of the vocabulary
     tokenizer_s = time.perf_counter() - t0
@@ -183,7 +183,7 @@ def compare_libraries() -> dict:
     """Build time and per-token mask + advance time of each importable grammar engine."""
     import numpy as np
 
-    from engine.modelhub.registry import ModelRegistry
+    from wren.engine.modelhub.registry import ModelRegistry
 
     info = ModelRegistry().ensure_starter()
     import tokenizers

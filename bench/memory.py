@@ -85,7 +85,7 @@ def disk_usage(folder: Path) -> int:
 
 
 def weight_bytes(gguf: Path) -> int:
-    from engine.modelhub.gguf_file import GGUFFile
+    from wren.engine.modelhub.gguf_file import GGUFFile
 
     with GGUFFile(gguf) as g:
         return sum(info.n_bytes for info in g.tensors.values())
@@ -102,7 +102,7 @@ def kv_budget(model_dir: Path, context: int) -> int:
 # ---- the steps, each run in its own subprocess -------------------------------------------
 
 def child_import(gguf: str) -> dict:
-    from engine.modelhub.registry import ModelRegistry
+    from wren.engine.modelhub.registry import ModelRegistry
 
     registry = ModelRegistry()
     started = time.perf_counter()
@@ -115,9 +115,9 @@ def child_import(gguf: str) -> dict:
 def child_load(model_dir: str, tokens: int, threads: int, compile_mode: str, answer_seconds: float) -> dict:
     import torch
 
-    from engine.inference.backends.torch import TorchBackend
-    from engine.inference.sampling import Sampler, SamplingParams
-    from engine.tokenize import Tokenizer
+    from wren.engine.inference.backends.torch import TorchBackend
+    from wren.engine.inference.sampling import Sampler, SamplingParams
+    from wren.engine.tokenize import Tokenizer
 
     torch.set_num_threads(threads)
     folder = Path(model_dir)
@@ -254,7 +254,7 @@ def cpu_name() -> str:
 def measure_all(ggufs: list[Path], env: dict, args: argparse.Namespace) -> list[dict]:
     models = []
     if not args.no_starter:
-        from engine.modelhub.registry import ModelRegistry
+        from wren.engine.modelhub.registry import ModelRegistry
 
         starter = ModelRegistry.starter_gguf_path()
         if starter is None:

@@ -28,9 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 import torch
 
-from engine.inference.backends.torch import TorchBackend
-from engine.inference.worker import PREFILL_CHUNK
-from engine.modelhub.registry import ModelRegistry
+from wren.engine.inference.backends.torch import TorchBackend
+from wren.engine.inference.worker import PREFILL_CHUNK
+from wren.engine.modelhub.registry import ModelRegistry
 
 
 def cpu_name() -> str:

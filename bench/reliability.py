@@ -48,8 +48,8 @@ STORY = "Write a long story about a lighthouse keeper and a storm."
 # The window, emulated: one Engine in its own process, as the desktop app holds one.
 WINDOW = r"""
 import asyncio, json, sys
-from engine.api import Engine, SendOptions
-from engine.events import Delta, Started
+from wren.engine.api import Engine, SendOptions
+from wren.engine.events import Delta, Started
 
 async def main():
     question, max_tokens, seed, then = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
@@ -77,7 +77,7 @@ asyncio.run(main())
 
 NEXT_START = r"""
 import asyncio, json
-from engine.api import Engine
+from wren.engine.api import Engine
 
 async def main():
     engine = Engine.open()
@@ -94,7 +94,7 @@ def _env(home: Path, tag: str) -> dict[str, str]:
 
 
 def _ask(question: str, seed: int, max_tokens: int) -> list[str]:
-    return [PY, "-m", "engine.cli", "ask", "--backend", "torch-cpu", "--seed", str(seed),
+    return [PY, "-m", "wren.engine.cli", "ask", "--backend", "torch-cpu", "--seed", str(seed),
             "--temperature", "0.8", "--max-tokens", str(max_tokens), question]
 
 
@@ -152,7 +152,7 @@ def _prepare_models(root: Path) -> Path:
     """A models folder with the starter imported once, shared (by symlink) by the runs."""
     models = root / "shared-models"
     env = _env(root / "prep-home", "prep-" + uuid.uuid4().hex)
-    code = ("from engine.modelhub.registry import ModelRegistry; import sys; "
+    code = ("from wren.engine.modelhub.registry import ModelRegistry; import sys; "
             "ModelRegistry(sys.argv[1]).ensure_starter()")
     subprocess.run([PY, "-c", code, str(models)], env=env, cwd=REPO, check=True)
     return models

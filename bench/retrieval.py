@@ -85,9 +85,9 @@ def cpu_line() -> str:
 
 def recall_figures() -> dict:
     """recall@3 of BM25 and of the hybrid on both retrieval sets."""
-    from engine.memory import MemoryService, Retriever, load_embedder
-    from engine.store import Store
     from tests.engine.memory import paraphrase_data, retrieval_data
+    from wren.engine.memory import MemoryService, Retriever, load_embedder
+    from wren.engine.store import Store
 
     embedder = load_embedder()
 
@@ -126,8 +126,8 @@ def main() -> None:
     parser.add_argument("--recall", action="store_true", help="also recall@3 on the two retrieval sets")
     args = parser.parse_args()
 
-    from engine.memory import MemoryService, load_embedder
-    from engine.store import Store
+    from wren.engine.memory import MemoryService, load_embedder
+    from wren.engine.store import Store
 
     rng = random.Random(7)
     with tempfile.TemporaryDirectory() as tmp:

@@ -26,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from engine.safety import OutputGuard, Policy, redact, scan  # noqa: E402
+from wren.engine.safety import OutputGuard, Policy, redact, scan  # noqa: E402
 
 WORDS = ["the", "a", "model", "answer", "question", "window", "token", "memory", "summary", "garden", "river", "music", "recipe", "travel", "budget", "python", "error", "function", "plan", "week", "morning", "friend", "city", "train", "book", "coffee", "version", "1.2.3", "on", "2024-05-17", "at", "10:30", "costs", "12.50", "EUR", "and", "3", "items", "in", "build", "20240517"]
 REDACT_ALL = '[actions]\nsecret = "redact"\npii = "redact"\n'

@@ -123,8 +123,8 @@ async def client_main(args) -> dict:
 async def direct_send(engine, params, runs: int, *, create: bool = False) -> list[float]:
     """`create`: the new chat is made inside the timed span, as POST /api/conversation
     without a conversation_id does."""
-    from engine.api import SendOptions
-    from engine.events import Delta
+    from wren.engine.api import SendOptions
+    from wren.engine.events import Delta
 
     out = []
     for _ in range(runs):
@@ -141,7 +141,7 @@ async def direct_send(engine, params, runs: int, *, create: bool = False) -> lis
 
 
 async def direct_stateless(engine, params, concurrency: int, runs: int) -> list[dict]:
-    from engine.events import Delta, Usage
+    from wren.engine.events import Delta, Usage
 
     async def one() -> dict:
         t0 = time.perf_counter()
@@ -183,17 +183,17 @@ async def server_main(args) -> dict:
     os.environ.setdefault("WREN_TORCH_COMPILE", "off")  # eager decode: steady from the first token
     home = Path(tempfile.mkdtemp(prefix="wren-bench-serve-"))
     os.environ["WREN_HOME"] = str(home)
-    from engine.api import Engine
-    from engine.inference.sampling import SamplingParams
-    from engine.modelhub.registry import ModelRegistry
-    from engine.server.app import ServerOptions, WrenServer
-    from engine.store import Store
+    from wren.engine.api import Engine
+    from wren.engine.inference.sampling import SamplingParams
+    from wren.engine.modelhub.registry import ModelRegistry
+    from wren.engine.server.app import ServerOptions, WrenServer
+    from wren.engine.store import Store
 
     registry = ModelRegistry(home / "models")
     kwargs = {}
     if args.backend == "scripted":
-        from engine.inference.backends.scripted import ScriptedBackend
         from tests.fixtures.tiny import make_tiny_model_dir
+        from wren.engine.inference.backends.scripted import ScriptedBackend
 
         registry.register_folder(make_tiny_model_dir(home / "tiny"), name="tiny")
         scripted = ScriptedBackend(SCRIPTED_ANSWER, delay=args.delay)

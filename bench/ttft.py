@@ -19,12 +19,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.api import Engine, SendOptions
-from engine.events import Delta
-from engine.inference.sampling import SamplingParams
-from engine.modelhub.registry import ModelRegistry
-from engine.records import Role
-from engine.store import Store
+from wren.engine.api import Engine, SendOptions
+from wren.engine.events import Delta
+from wren.engine.inference.sampling import SamplingParams
+from wren.engine.modelhub.registry import ModelRegistry
+from wren.engine.records import Role
+from wren.engine.store import Store
 
 TOPICS = ["gardening", "bread baking", "cycling in the rain", "tax forms", "Roman history",
           "learning the cello", "fixing a bike chain", "planning a wedding", "moving to Lisbon"]

@@ -79,8 +79,8 @@ def _percentile(values: list[float], q: float) -> float:
 
 def start_background_compile():
     """The starter model as Wren loads it by default: compiling in the background."""
-    from engine.inference.backends.torch import TorchBackend
-    from engine.modelhub.registry import ModelRegistry
+    from wren.engine.inference.backends.torch import TorchBackend
+    from wren.engine.modelhub.registry import ModelRegistry
 
     os.environ["WREN_TORCH_COMPILE"] = "auto"  # whatever the caller's shell says
     model = TorchBackend().load(ModelRegistry().ensure_starter().path)
@@ -92,14 +92,14 @@ def start_background_compile():
 async def run(tokens: int, rate: float, while_compiling: bool = False) -> dict:
     from PySide6.QtCore import Qt, QTimer
 
-    from desktop.chat.body import MarkdownBody
-    from desktop.window.main_window import MainWindow
-    from engine.api import Engine
-    from engine.inference.backends.scripted import ScriptedBackend
-    from engine.modelhub.registry import ModelRegistry
-    from engine.store import Store
-    from engine.tokenize import Tokenizer
     from tests.fixtures.tiny import make_tiny_model_dir
+    from wren.desktop.chat.body import MarkdownBody
+    from wren.desktop.window.main_window import MainWindow
+    from wren.engine.api import Engine
+    from wren.engine.inference.backends.scripted import ScriptedBackend
+    from wren.engine.modelhub.registry import ModelRegistry
+    from wren.engine.store import Store
+    from wren.engine.tokenize import Tokenizer
 
     home = Path(os.environ["WREN_HOME"])
     model_dir = make_tiny_model_dir(home / "src" / "tiny")
@@ -206,10 +206,10 @@ async def run_ghost(chars: int, keys_per_second: float, pause_ms: int, starter: 
     from PySide6.QtCore import Qt, QTimer
     from PySide6.QtTest import QTest
 
-    from desktop.window.main_window import MainWindow
-    from engine.api import Engine
-    from engine.modelhub.registry import ModelRegistry
-    from engine.store import Store
+    from wren.desktop.window.main_window import MainWindow
+    from wren.engine.api import Engine
+    from wren.engine.modelhub.registry import ModelRegistry
+    from wren.engine.store import Store
 
     home = Path(os.environ["WREN_HOME"])
     store = Store(home / "wren.sqlite3")
@@ -218,8 +218,8 @@ async def run_ghost(chars: int, keys_per_second: float, pause_ms: int, starter: 
         registry.ensure_starter()
         engine = Engine(store, registry)
     else:
-        from engine.inference.backends.scripted import ScriptedBackend
         from tests.fixtures.tiny import make_tiny_model_dir
+        from wren.engine.inference.backends.scripted import ScriptedBackend
 
         model_dir = make_tiny_model_dir(home / "src" / "tiny")
         backend = ScriptedBackend(" and then we all went back home to rest for the evening.", delay=0.02)
@@ -335,7 +335,7 @@ def main() -> int:
     import qasync
     from PySide6.QtWidgets import QApplication
 
-    from desktop.theme import apply_theme
+    from wren.desktop.theme import apply_theme
 
     with tempfile.TemporaryDirectory() as home:
         os.environ["WREN_HOME"] = home

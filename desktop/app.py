@@ -17,16 +17,7 @@ import qasync
 from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from desktop.crash_notice import CrashNotice, notice_text
-from desktop.settings.dialog import HOTKEY, HOTKEY_ENABLED, SavedSettings, SettingsDialog
-from desktop.theme import app_icon, apply_theme
-from desktop.tray.hotkey import DEFAULT_SHORTCUT, GlobalHotkey, unsupported_reason
-from desktop.tray.instance import QUICK, SHOW, SingleInstance, server_name
-from desktop.tray.quick import QuickPrompt
-from desktop.tray.tray import Tray
-from desktop.welcome import WELCOME_SEEN, WelcomeDialog
-from desktop.window.main_window import MainWindow
-from engine.api import (
+from wren.engine.api import (
     Engine,
     asyncio_exception_handler,
     data_dir,
@@ -35,6 +26,16 @@ from engine.api import (
     pending_crash_reports,
     write_crash_report,
 )
+
+from .crash_notice import CrashNotice, notice_text
+from .settings.dialog import HOTKEY, HOTKEY_ENABLED, SavedSettings, SettingsDialog
+from .theme import app_icon, apply_theme
+from .tray.hotkey import DEFAULT_SHORTCUT, GlobalHotkey, unsupported_reason
+from .tray.instance import QUICK, SHOW, SingleInstance, server_name
+from .tray.quick import QuickPrompt
+from .tray.tray import Tray
+from .welcome import WELCOME_SEEN, WelcomeDialog
+from .window.main_window import MainWindow
 
 log = logging.getLogger(__name__)
 
@@ -257,7 +258,7 @@ async def _run(args: argparse.Namespace, instance: SingleInstance) -> int:
     ticker = QTimer(interval=300)
     ticker.timeout.connect(lambda: None)
     ticker.start()
-    from desktop.smoke import from_environment
+    from .smoke import from_environment
 
     smoke = from_environment(wren, args.began)  # packaged builds' start-up check; None normally
     await wren.start(quick=args.quick, hidden=args.hidden, greet=smoke is None)
@@ -273,12 +274,12 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = _parse(argv)
     args.began = began
-    from desktop.syslibs import check_qt_libraries
+    from .syslibs import check_qt_libraries
 
     if (problem := check_qt_libraries()) is not None:  # before Qt aborts without saying what to install
         print(problem, file=sys.stderr)
         return 2
-    from engine.logs import setup_logging
+    from wren.engine.logs import setup_logging
 
     # JSON lines in the data folder, redacted; warnings also reach the terminal.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -293,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     app.setWindowIcon(app_icon())
     app.setQuitOnLastWindowClosed(False)  # the tray and quick prompt outlive the window
 
-    from engine import paths
+    from wren.engine import paths
 
     instance = SingleInstance(server_name(str(paths.data_dir())))
     if instance.forward(QUICK if args.quick else SHOW):

@@ -37,7 +37,7 @@ def launch_command() -> list[str]:
     found = shutil.which("wren-desktop")
     if found:
         return [found]
-    return [sys.executable, "-m", "desktop.app"]
+    return [sys.executable, "-m", "wren.desktop.app"]
 
 
 def exec_line(args: list[str]) -> str:

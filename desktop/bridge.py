@@ -14,8 +14,8 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from engine.errors import InvalidRequest, StoreError, WrenError
-from engine.events import (
+from wren.engine.errors import InvalidRequest, StoreError, WrenError
+from wren.engine.events import (
     Delta,
     Event,
     Failed,

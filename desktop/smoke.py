@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QTimer
 
-from engine.events import Finished
+from wren.engine.events import Finished
 
 if TYPE_CHECKING:
-    from desktop.app import WrenApp
+    from .app import WrenApp
 
 SMOKE_ENV = "WREN_DESKTOP_SMOKE"
 TIMEOUT_ENV = "WREN_DESKTOP_SMOKE_TIMEOUT"  # seconds; 300 when unset

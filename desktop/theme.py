@@ -40,11 +40,11 @@ def _wants_dark(app: QApplication) -> bool:
 
 
 def style_sheet() -> str:
-    return resources.files("resources").joinpath("desktop/wren.qss").read_text(encoding="utf-8")
+    return resources.files("wren.resources").joinpath("desktop/wren.qss").read_text(encoding="utf-8")
 
 
 def app_icon() -> QIcon:
-    with resources.as_file(resources.files("resources").joinpath("desktop/wren.svg")) as path:
+    with resources.as_file(resources.files("wren.resources").joinpath("desktop/wren.svg")) as path:
         return QIcon(str(path))
 
 

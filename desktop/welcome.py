@@ -23,9 +23,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.autostart import Autostart
-from desktop.bridge import Tasks
-from engine.api import STARTER_MODEL, Engine
+from wren.engine.api import STARTER_MODEL, Engine
+
+from .autostart import Autostart
+from .bridge import Tasks
 
 WELCOME_SEEN = "desktop.welcome_seen"  # set once the welcome was shown at a start
 

@@ -14,20 +14,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine import paths
+from . import paths
 
 # Plain types and constants the desktop uses, re-exported so that desktop/ imports the
 # engine through this module alone (tests/test_import_contract.py).
-from engine.cli_terminal import ORIGIN_KEY as ORIGIN_KEY
-from engine.cli_terminal import TERMINAL_ORIGIN as TERMINAL_ORIGIN
-from engine.context import ContextAssembler, ContextReport, MemorySummaries, SummaryStore, report_from_meta
-from engine.context import ContextOverflow as ContextOverflow
-from engine.context import ContextPart as ContextPart
-from engine.context import ContextSettings as ContextSettings
-from engine.context import Instructions as Instructions
-from engine.context import PartKind as PartKind
-from engine.context import PartState as PartState
-from engine.crashreport import (  # noqa: F401  re-exported for the desktop (its crash hooks and notice)
+from .cli_terminal import ORIGIN_KEY as ORIGIN_KEY
+from .cli_terminal import TERMINAL_ORIGIN as TERMINAL_ORIGIN
+from .context import ContextAssembler, ContextReport, MemorySummaries, SummaryStore, report_from_meta
+from .context import ContextOverflow as ContextOverflow
+from .context import ContextPart as ContextPart
+from .context import ContextSettings as ContextSettings
+from .context import Instructions as Instructions
+from .context import PartKind as PartKind
+from .context import PartState as PartState
+from .crashreport import (  # noqa: F401  re-exported for the desktop (its crash hooks and notice)
     CrashReport,
     asyncio_exception_handler,
     crash_reports_dir,
@@ -36,14 +36,14 @@ from engine.crashreport import (  # noqa: F401  re-exported for the desktop (its
     pending_crash_reports,
     write_crash_report,
 )
-from engine.errors import InvalidRequest, ModelNotLoaded, WrenError
-from engine.events import Event, Finished, FinishReason
-from engine.ghost import CHAT_SAMPLING_PRESETS, GhostText, Suggestion  # noqa: F401  re-exported for the desktop
-from engine.ghost import ENABLED_KEY as GHOST_ENABLED_KEY  # noqa: F401  re-exported for the desktop
-from engine.ghost import TEMPORARY_ENABLED_KEY as GHOST_TEMPORARY_KEY  # noqa: F401  re-exported for the desktop
-from engine.inference.backend import Backend
-from engine.inference.constrain import Constraint
-from engine.inference.presets import (  # noqa: F401  PRESET_FIELDS: re-exported for the desktop
+from .errors import InvalidRequest, ModelNotLoaded, WrenError
+from .events import Event, Finished, FinishReason
+from .ghost import CHAT_SAMPLING_PRESETS, GhostText, Suggestion  # noqa: F401  re-exported for the desktop
+from .ghost import ENABLED_KEY as GHOST_ENABLED_KEY  # noqa: F401  re-exported for the desktop
+from .ghost import TEMPORARY_ENABLED_KEY as GHOST_TEMPORARY_KEY  # noqa: F401  re-exported for the desktop
+from .inference.backend import Backend
+from .inference.constrain import Constraint
+from .inference.presets import (  # noqa: F401  PRESET_FIELDS: re-exported for the desktop
     PRESET_FIELDS,
     PRESETS_KEY,
     check_layer,
@@ -51,37 +51,37 @@ from engine.inference.presets import (  # noqa: F401  PRESET_FIELDS: re-exported
     model_defaults,
     resolve,
 )
-from engine.inference.sampling import SamplingParams
-from engine.inference.select import BACKEND_NAMES, resolve_backend  # noqa: F401  BACKEND_NAMES: re-exported for the desktop
-from engine.inference.worker import GenerationRequest, ModelWorker, WarmRequest
-from engine.logs import log_event
-from engine.memory import MAX_MEMORY_CHARS as MAX_MEMORY_CHARS
-from engine.memory import TEMPORARY_KEY, MemoryService
-from engine.memory import MemoryInfo as MemoryInfo
-from engine.memory import MemoryRefused as MemoryRefused
-from engine.memory import MemorySettings as MemorySettings
-from engine.memory.facade import MemoryEmbeddings
-from engine.modelhub.catalog import CatalogEntry, load_catalog, system_memory_bytes, with_fit
-from engine.modelhub.registry import RECORD_FILE, ModelInfo, ModelRegistry, ModelSource, SweepReport, WeightCheck
-from engine.paths import data_dir as data_dir
-from engine.preferences import Preferences
-from engine.privacy import EraseReport, Privacy, purge_conversations  # noqa: F401  EraseReport: re-exported for the desktop
-from engine.providers import KEY_STORES, KeyStoreError, ProviderInfo, RemoteModelInfo  # noqa: F401  re-exported for the desktop
-from engine.providers.facade import ProviderCheck, Providers  # noqa: F401  ProviderCheck: re-exported
-from engine.records import ConversationInfo, EngineNotice, MessageInfo, Role, check_unicode, clean_title
-from engine.safety import Finding as Finding
-from engine.safety import Policy, ScanResult, scan
-from engine.safety.care import Care, CareMessage, HelpLine, is_care_category, needs_care  # noqa: F401 (for front ends)
-from engine.safety.scanner import placeholder as placeholder
-from engine.server.serving import Serving
-from engine.store import Store
-from engine.token_view import TokenPiece, TokenView  # noqa: F401  TokenPiece: re-exported for the desktop
-from engine.token_view import visible as visible
-from engine.tokenize import Tokenizer
-from engine.tools.facade import Tools
-from engine.tools.mcp_facade import McpFacade, McpServerInfo  # noqa: F401  McpServerInfo: re-exported for the desktop
-from engine.tools.registry import ToolInfo, ToolSpec  # noqa: F401  re-exported for the desktop
-from engine.turns import Turns, can_continue, memory_notice, notice_fields  # noqa: F401  can_continue: re-exported for the desktop
+from .inference.sampling import SamplingParams
+from .inference.select import BACKEND_NAMES, resolve_backend  # noqa: F401  BACKEND_NAMES: re-exported for the desktop
+from .inference.worker import GenerationRequest, ModelWorker, WarmRequest
+from .logs import log_event
+from .memory import MAX_MEMORY_CHARS as MAX_MEMORY_CHARS
+from .memory import TEMPORARY_KEY, MemoryService
+from .memory import MemoryInfo as MemoryInfo
+from .memory import MemoryRefused as MemoryRefused
+from .memory import MemorySettings as MemorySettings
+from .memory.facade import MemoryEmbeddings
+from .modelhub.catalog import CatalogEntry, load_catalog, system_memory_bytes, with_fit
+from .modelhub.registry import RECORD_FILE, ModelInfo, ModelRegistry, ModelSource, SweepReport, WeightCheck
+from .paths import data_dir as data_dir
+from .preferences import Preferences
+from .privacy import EraseReport, Privacy, purge_conversations  # noqa: F401  EraseReport: re-exported for the desktop
+from .providers import KEY_STORES, KeyStoreError, ProviderInfo, RemoteModelInfo  # noqa: F401  re-exported for the desktop
+from .providers.facade import ProviderCheck, Providers  # noqa: F401  ProviderCheck: re-exported
+from .records import ConversationInfo, EngineNotice, MessageInfo, Role, check_unicode, clean_title
+from .safety import Finding as Finding
+from .safety import Policy, ScanResult, scan
+from .safety.care import Care, CareMessage, HelpLine, is_care_category, needs_care  # noqa: F401 (for front ends)
+from .safety.scanner import placeholder as placeholder
+from .server.serving import Serving
+from .store import Store
+from .token_view import TokenPiece, TokenView  # noqa: F401  TokenPiece: re-exported for the desktop
+from .token_view import visible as visible
+from .tokenize import Tokenizer
+from .tools.facade import Tools
+from .tools.mcp_facade import McpFacade, McpServerInfo  # noqa: F401  McpServerInfo: re-exported for the desktop
+from .tools.registry import ToolInfo, ToolSpec  # noqa: F401  re-exported for the desktop
+from .turns import Turns, can_continue, memory_notice, notice_fields  # noqa: F401  can_continue: re-exported for the desktop
 
 log = logging.getLogger(__name__)
 
@@ -384,7 +384,7 @@ class Engine(Preferences, Serving, Providers, Tools, McpFacade, Care, MemoryEmbe
 
     async def export(self, conversation_id: int, fmt: str = "markdown") -> str:
         """The visible branch of a conversation as Markdown or JSON text."""
-        from engine import export
+        from . import export
 
         if fmt not in ("markdown", "json"):
             raise InvalidRequest(f"unknown export format {fmt!r}; use markdown or json")
@@ -432,7 +432,7 @@ class Engine(Preferences, Serving, Providers, Tools, McpFacade, Care, MemoryEmbe
         `progress(done_bytes, total_bytes)` is called from a worker thread. Setting `cancel`
         stops the download and raises DownloadCancelled; the partial file is kept and the
         next pull of the same model resumes it. Cancelling the awaiting task does the same."""
-        from engine.modelhub import pull as hub  # the hub client is imported only when used
+        from .modelhub import pull as hub  # the hub client is imported only when used
 
         entry = next((e for e in load_catalog() if e.id == spec), None)
         if entry is not None:
@@ -698,8 +698,8 @@ class Engine(Preferences, Serving, Providers, Tools, McpFacade, Care, MemoryEmbe
             window = info.context_length
         tokens = await asyncio.get_running_loop().run_in_executor(None, tokenizer.count, text)
         if window > 0:
-            from engine.context import load_settings
-            from engine.context.assemble import _refuse_oversize
+            from .context import load_settings
+            from .context.assemble import _refuse_oversize
 
             reserve = (await self._db(load_settings, self.store)).reserve(window)
             _refuse_oversize(tokens, 0, window - reserve, window, reserve)

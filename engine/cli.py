@@ -18,12 +18,12 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from engine import __version__
-from engine.cli_terminal import ORIGIN_KEY, TERMINAL_ORIGIN, Output, shown
-from engine.errors import WrenError
-from engine.events import Delta, Failed, Finished, PrefillProgress, event_to_dict
-from engine.inference.select import BACKEND_NAMES
-from engine.progress import PrefillLine
+from . import __version__
+from .cli_terminal import ORIGIN_KEY, TERMINAL_ORIGIN, Output, shown
+from .errors import WrenError
+from .events import Delta, Failed, Finished, PrefillProgress, event_to_dict
+from .inference.select import BACKEND_NAMES
+from .progress import PrefillLine
 
 # The commands defined here; any other is an extension's (engine.memory, engine.safety).
 _BUILTIN = ("chat", "ask", "models", "conversations")
@@ -73,7 +73,7 @@ def build_parser(extensions: bool = True) -> argparse.ArgumentParser:
                           "alternatives")
     ask.add_argument("--schema", metavar="FILE|JSON",
                      help="answer with JSON valid for this JSON schema (a file, or the schema itself)")
-    from engine.tools.ask import add_arguments as tool_arguments
+    from .tools.ask import add_arguments as tool_arguments
 
     tool_arguments(ask)  # --tools, --tool-choice, --approve
     ask.add_argument("--file", action="append", default=[], metavar="PATH",
@@ -115,15 +115,15 @@ async def _saving(engine, args) -> bool:
 
 def _extensions():
     """Subcommands that live beside the parts they belong to."""
-    from engine.cli_completion import register as completion
-    from engine.continue_cli import register as continue_answer
-    from engine.data_cli import register as data
-    from engine.memory.cli import register as memory
-    from engine.providers.cli import register as providers
-    from engine.safety.cli import register as safety
-    from engine.server.cli import register as serve
-    from engine.tokens_cli import register as tokens
-    from engine.tools.cli import register as tools
+    from .cli_completion import register as completion
+    from .continue_cli import register as continue_answer
+    from .data_cli import register as data
+    from .memory.cli import register as memory
+    from .providers.cli import register as providers
+    from .safety.cli import register as safety
+    from .server.cli import register as serve
+    from .tokens_cli import register as tokens
+    from .tools.cli import register as tools
 
     return [safety, memory, completion, serve, providers, tools, tokens, data, continue_answer]
 
@@ -140,16 +140,16 @@ def _open_engine(one_shot: list | None = None):
     after one answer: a torch model loads saved compiled decode graphs but compiles no
     missing ones (a compile takes longer than such a process lives and would be killed at
     exit, unsaved); calling what is appended to the list undoes that."""
-    from engine.api import Engine
+    from .api import Engine
 
     if one_shot is None:
         return Engine.open()
-    from engine.inference.select import resolve_backend
+    from .inference.select import resolve_backend
 
     def backend(name: str):
         chosen = resolve_backend(name)
         if chosen.name.startswith("torch"):
-            from engine.inference.models.decode import BackgroundCompile
+            from .inference.models.decode import BackgroundCompile
 
             previous, BackgroundCompile.compile_missing = BackgroundCompile.compile_missing, False
             one_shot.append(lambda: setattr(BackgroundCompile, "compile_missing", previous))
@@ -160,7 +160,7 @@ def _open_engine(one_shot: list | None = None):
 
 def _question(args) -> tuple[str, str]:
     """The question's text and a title for it: files, then standard input, then the words."""
-    from engine.cli_input import question
+    from .cli_input import question
 
     return question(args.text, getattr(args, "file", None))
 
@@ -174,26 +174,26 @@ async def _load(engine, args) -> None:
 
 async def _cmd_ask(args) -> int:
     if args.logprobs is not None:
-        from engine.errors import InvalidRequest
-        from engine.inference.sampling import SamplingParams
+        from .errors import InvalidRequest
+        from .inference.sampling import SamplingParams
 
         if not args.json:
             raise InvalidRequest("--logprobs needs --json: the probabilities come in each delta's JSON")
         SamplingParams(logprobs=args.logprobs)  # out of range: said before anything loads
     text, title = _question(args)
-    from engine.inference.constrain import response_format_argument
+    from .inference.constrain import response_format_argument
 
     response_format = response_format_argument(args.schema)  # a bad schema fails before the model loads
     undo: list = []
     engine = _open_engine(one_shot=undo)
     try:
         await engine.check_question(text, args.model)  # empty, too long, too many tokens: before loading
-        from engine.tools.ask import on_event as tool_event
-        from engine.tools.ask import send_options as tool_options
+        from .tools.ask import on_event as tool_event
+        from .tools.ask import send_options as tool_options
 
         tool_fields = await tool_options(engine, args)  # unknown tool names: before loading
         await _load(engine, args)
-        from engine.api import SendOptions
+        from .api import SendOptions
 
         params = _params(args, await engine.default_sampling())
         if args.logprobs is not None:
@@ -257,7 +257,7 @@ def _main_thread() -> bool:
 
 
 def _cmd_chat(args) -> int:
-    from engine import cli_chat
+    from . import cli_chat
 
     async def sampling(engine, args):
         return _params(args, await engine.default_sampling())
@@ -298,7 +298,7 @@ def _models_args(sub) -> None:
 
 
 def _registry():
-    from engine.modelhub.registry import ModelRegistry
+    from .modelhub.registry import ModelRegistry
 
     return ModelRegistry()
 
@@ -363,8 +363,8 @@ def _cmd_models_import(args) -> int:
 def _cmd_models_pull(args) -> int:
     import threading
 
-    from engine.errors import Cancelled
-    from engine.modelhub import pull
+    from .errors import Cancelled
+    from .modelhub import pull
 
     plan = pull.resolve(args.spec, quant=args.quant)
     what = f"{plan.repo}:{plan.filename}" if plan.filename else f"{plan.repo} ({len(plan.files)} files)"
@@ -394,7 +394,7 @@ def _cmd_models_pull(args) -> int:
 
 
 def _cmd_models_rm(args) -> int:
-    from engine.errors import InvalidRequest
+    from .errors import InvalidRequest
 
     registry = _registry()
     info = registry.get(args.name)
@@ -415,7 +415,7 @@ INFO_CONTEXTS = (4096, 32768)
 
 
 def _cmd_models_info(args) -> int:
-    from engine.modelhub.sizing import estimate_ram
+    from .modelhub.sizing import estimate_ram
 
     info = _registry().get(args.name)
     ram = {context: estimate_ram(info.path, context) for context in INFO_CONTEXTS}
@@ -442,7 +442,7 @@ def _cmd_models_info(args) -> int:
 
 
 async def _cmd_models(args) -> int:
-    from engine.inference.select import resolve_backend
+    from .inference.select import resolve_backend
 
     engine = _open_engine()
     try:
@@ -487,11 +487,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(extensions=not _is_builtin(argv)).parse_args(argv)  # --help, --version: exit here
     if as_program:  # after the arguments, so --help and a usage error write nothing to the data folder
-        from engine.crashreport import install_crash_hooks
+        from .crashreport import install_crash_hooks
 
         install_crash_hooks("wren")  # threads and fatal errors; the main thread's below
     try:
-        from engine.logs import setup_logging
+        from .logs import setup_logging
 
         setup_logging()
         result = args.func(args)
@@ -516,7 +516,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _crashed(exc: Exception, command: str) -> int:
     import traceback
 
-    from engine.crashreport import write_crash_report
+    from .crashreport import write_crash_report
 
     traceback.print_exception(exc)
     path = write_crash_report(exc, program="wren", where=f"wren {command}")

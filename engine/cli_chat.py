@@ -19,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.cli_terminal import ORIGIN_KEY, TERMINAL_ORIGIN, Output, shown
-from engine.errors import WrenError
-from engine.events import (
+from .cli_terminal import ORIGIN_KEY, TERMINAL_ORIGIN, Output, shown
+from .errors import WrenError
+from .events import (
     Delta,
     Failed,
     Finished,
@@ -29,8 +29,8 @@ from engine.events import (
     PrefillProgress,
     Started,
 )
-from engine.progress import PrefillLine
-from engine.records import ConversationInfo
+from .progress import PrefillLine
+from .records import ConversationInfo
 
 PROMPT, MORE = ">>> ", "... "
 QUOTES = '"""'
@@ -264,7 +264,7 @@ class Chat:
         self.note(f"(model {status.name} on {status.backend})" if status else "(no model loaded)")
 
     async def send(self, text: str) -> None:
-        from engine.api import SendOptions
+        from .api import SendOptions
 
         options = SendOptions(sampling=self.params, system_prompt=self.system)
         if self.conv is None:  # the chat is made only once its first question is accepted
@@ -315,7 +315,7 @@ def _main_thread() -> bool:
 
 
 def history_path() -> Path:
-    from engine import paths
+    from . import paths
 
     return paths.data_dir() / HISTORY_FILE
 

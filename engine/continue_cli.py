@@ -8,7 +8,7 @@ import asyncio
 import json
 import sys
 
-from engine.errors import WrenError
+from .errors import WrenError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,8 +31,8 @@ def _continue(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    from engine.api import Engine
-    from engine.events import Delta, Failed, Finished, FinishReason, event_to_dict
+    from .api import Engine
+    from .events import Delta, Failed, Finished, FinishReason, event_to_dict
 
     engine = Engine.open()
     code = 0

@@ -37,7 +37,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any
 
-from engine import paths
+from . import paths
 
 if TYPE_CHECKING:
     import asyncio
@@ -111,7 +111,7 @@ def scrub(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     text = scrub_paths(str(text))
     text = _QUOTED.sub(_elide, text)
     try:
-        from engine.safety import redact
+        from .safety import redact
 
         text = redact(text)
     except Exception:  # the scanner itself failed: nothing unscanned goes in
@@ -176,13 +176,13 @@ def _safe_str(exc: BaseException) -> bool:
 
 def _versions(extra: dict[str, str] | None) -> list[str]:
     try:
-        from engine.logs import system_info
+        from .logs import system_info
 
         info = system_info()
     except Exception:
         import platform
 
-        from engine import __version__
+        from . import __version__
 
         info = {"wren": __version__, "python": sys.version.split()[0], "implementation": platform.python_implementation(),
                 "platform": platform.platform(terse=True), "packages": {}}
@@ -239,7 +239,7 @@ def _scrub_dump(dump: str) -> str:
     secret-looking are still masked."""
     text = scrub_paths(dump)
     try:
-        from engine.safety import redact
+        from .safety import redact
 
         return redact(text)
     except Exception:

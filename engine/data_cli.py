@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from engine.errors import InvalidRequest
+from .errors import InvalidRequest
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -25,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _engine():
-    from engine.api import Engine
+    from .api import Engine
 
     return Engine.open()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from engine.records import ConversationInfo, MessageInfo, MessageStatus, Role
+from .records import ConversationInfo, MessageInfo, MessageStatus, Role
 
 _HEADINGS = {Role.USER: "You", Role.ASSISTANT: "Wren", Role.SYSTEM: "System"}
 

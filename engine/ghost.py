@@ -18,16 +18,16 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import InvalidRequest, WrenError
-from engine.events import Delta, Finished, FinishReason
-from engine.inference.sampling import SamplingParams
-from engine.inference.worker import GenerationRequest
-from engine.logs import log_event
-from engine.memory.settings import is_temporary
-from engine.records import Role
+from .errors import InvalidRequest, WrenError
+from .events import Delta, Finished, FinishReason
+from .inference.sampling import SamplingParams
+from .inference.worker import GenerationRequest
+from .logs import log_event
+from .memory.settings import is_temporary
+from .records import Role
 
 if TYPE_CHECKING:
-    from engine.tokenize import Tokenizer
+    from .tokenize import Tokenizer
 
 ENABLED_KEY = "composer.ghost_text"  # setting: suggest continuations at all (default on)
 TEMPORARY_ENABLED_KEY = "composer.ghost_text_temporary"  # setting: also in temporary chats (default on)
@@ -230,7 +230,7 @@ class GhostText:
             return []
         shown = await self.messages(conversation_id)  # type: ignore[attr-defined]
         try:
-            from engine.api import SendOptions
+            from .api import SendOptions
 
             assembled = await self._turns.assemble_context(  # type: ignore[attr-defined]
                 conversation_id, shown, draft, None, SendOptions(), worker, allow_summarize=False)
@@ -257,7 +257,7 @@ class GhostText:
         applies again). Keys: system_prompt (text), sampling (SamplingParams fields),
         sampling_preset (a name), memory (True/False), tools (tool names). Checked before
         anything is saved; returns the chat's settings after the change."""
-        from engine.inference.presets import check_layer
+        from .inference.presets import check_layer
 
         unknown = sorted(set(changes) - {*CHAT_SETTING_KEYS, "tools"})
         if unknown:

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engine.events import Delta, TokenLogprob
+from .events import Delta, TokenLogprob
 
 if TYPE_CHECKING:
-    from engine.inference.sampling import SamplingParams
+    from .inference.sampling import SamplingParams
 
 METADATA_KEY = "logprobs"
 

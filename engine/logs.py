@@ -29,13 +29,13 @@ import zipfile
 from importlib import metadata
 from pathlib import Path
 
-from engine.paths import logs_dir
-from engine.safety import Policy, redact
+from .paths import logs_dir
+from .safety import Policy, redact
 
 LOG_FILE = "wren.log"
 MAX_BYTES = 5 * 1024 * 1024
 BACKUPS = 5
-LOGGER_NAMES = ("wren", "engine", "desktop")
+LOGGER_NAMES = ("wren",)  # every module logs as wren.engine.x / wren.desktop.x (getLogger(__name__))
 EVENTS = logging.getLogger("wren.events")
 
 # A field whose name has one of these words carries conversation text...
@@ -166,7 +166,7 @@ class _PrivateFileHandler(logging.handlers.RotatingFileHandler):
     """Log files readable by the user alone (0600), rotated ones included."""
 
     def _open(self):
-        from engine.paths import private_file
+        from .paths import private_file
 
         private_file(Path(self.baseFilename))
         return super()._open()
@@ -187,7 +187,7 @@ def close_logging() -> None:
 
 def system_info() -> dict:
     """Versions and platform, nothing that names the user or the machine."""
-    from engine import __version__
+    from . import __version__
 
     packages = {}
     for name in PACKAGES:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from engine.errors import InvalidRequest
+from .errors import InvalidRequest
 
 PARALLEL_KEY = "parallel_sequences"
 PREFIX_CACHE_KEY = "kv_cache_budget_mb"

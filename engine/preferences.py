@@ -7,18 +7,18 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine import paths
-from engine.context import ContextSettings, Instructions, load_instructions, load_settings, save_instructions
-from engine.context.settings import SETTING_KEY as CONTEXT_KEY
-from engine.errors import InvalidRequest
-from engine.events import SafetyAction
-from engine.memory import MemoryInfo, MemorySettings, Suggestion
-from engine.performance import PARALLEL_KEY, PREFIX_CACHE_KEY, PerformanceSettings
-from engine.records import check_unicode
-from engine.safety import Policy, user_policy
+from . import paths
+from .context import ContextSettings, Instructions, load_instructions, load_settings, save_instructions
+from .context.settings import SETTING_KEY as CONTEXT_KEY
+from .errors import InvalidRequest
+from .events import SafetyAction
+from .memory import MemoryInfo, MemorySettings, Suggestion
+from .performance import PARALLEL_KEY, PREFIX_CACHE_KEY, PerformanceSettings
+from .records import check_unicode
+from .safety import Policy, user_policy
 
 if TYPE_CHECKING:
-    from engine.store import Store
+    from .store import Store
 
 
 class Preferences:
@@ -141,6 +141,6 @@ class Preferences:
 
     async def diagnostics_bundle(self) -> bytes:
         """A zip of the redacted logs and system facts, for a support request."""
-        from engine.logs import diagnostics_bundle
+        from .logs import diagnostics_bundle
 
         return await asyncio.get_running_loop().run_in_executor(None, diagnostics_bundle)

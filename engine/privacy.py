@@ -30,10 +30,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine import paths
+from . import paths
 
 if TYPE_CHECKING:
-    from engine.store import Store
+    from .store import Store
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +200,7 @@ def erase_database(store) -> dict[str, int]:
 
 
 def _export_rows(store) -> dict[str, Any]:
-    from engine.export import to_dict, to_markdown
+    from .export import to_dict, to_markdown
 
     convs = []
     for info in store.list_conversations(limit=1_000_000):
@@ -234,7 +234,7 @@ def write_export(path: Path, rows: dict[str, Any]) -> Path:
     if path.is_dir():
         path = path / f"wren-export-{time.strftime('%Y%m%d-%H%M%S')}.zip"
     if path.suffix.lower() != ".zip":
-        from engine.errors import InvalidRequest
+        from .errors import InvalidRequest
 
         raise InvalidRequest(f"the export must be a .zip file, not {path.name!r}")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -281,7 +281,7 @@ def _remove(path: Path) -> int:
 
 def erase_files(*, models: bool) -> list[str]:
     """Logs, caches and the terminal chat's history (and models when asked)."""
-    from engine.logs import LOGGER_NAMES, close_logging, setup_logging
+    from .logs import LOGGER_NAMES, close_logging, setup_logging
 
     data = paths.data_dir()
     removed = []
@@ -368,7 +368,7 @@ class Privacy:
         count = await self._db(purge_conversations, self.store, older_than=older,
                                ids=None if ids is None else list(ids))
         if count:
-            from engine.logs import log_event
+            from .logs import log_event
 
             log_event("privacy.purged", conversations=count)
         return count
@@ -398,7 +398,7 @@ class Privacy:
         if not keep_models:
             await self.unload_model()
         report.removed = await loop.run_in_executor(None, lambda: erase_files(models=not keep_models))
-        from engine.logs import log_event
+        from .logs import log_event
 
         log_event("privacy.erased", models=not keep_models, conversations=report.rows.get("conversation", 0))
         return report

@@ -7,7 +7,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from engine.errors import InvalidRequest
+from .errors import InvalidRequest
 
 # A conversation's title: longer ones are cut (with "…") wherever they come from, a
 # rename, a first question or a model's suggestion: a title is a label, and refusing an

@@ -21,12 +21,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from engine.events import Delta, Event, Finished, FinishReason, TitleUpdate
-from engine.inference.sampling import SamplingParams
-from engine.logs import log_event
+from .events import Delta, Event, Finished, FinishReason, TitleUpdate
+from .inference.sampling import SamplingParams
+from .logs import log_event
 
 if TYPE_CHECKING:
-    from engine.turns import Turns
+    from .turns import Turns
 
 TITLE_WORDS = 6  # a title is at most this many words
 TITLE_PRIORITY = 5  # behind the visible answer (0), ahead of pre-warming (10)
@@ -186,7 +186,7 @@ class Titles:
         return choose(raw, question, answer_head)
 
     async def _save(self, job: TitleJob, title: str) -> str:
-        from engine.records import clean_title
+        from .records import clean_title
 
         e = self.turns.e
         title = clean_title(title) or FALLBACK

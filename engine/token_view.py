@@ -12,11 +12,11 @@ import re
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import InvalidRequest
-from engine.records import check_unicode
+from .errors import InvalidRequest
+from .records import check_unicode
 
 if TYPE_CHECKING:
-    from engine.tokenize import Tokenizer
+    from .tokenize import Tokenizer
 
 MAX_TOKEN_CHARS = 200_000  # a token view of more is not something anyone reads
 _BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")
@@ -132,6 +132,6 @@ class TokenView:
 
     @staticmethod
     def starter_name() -> str:
-        from engine.api import STARTER_MODEL
+        from .api import STARTER_MODEL
 
         return STARTER_MODEL

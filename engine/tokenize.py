@@ -25,7 +25,7 @@ from jinja2.runtime import Macro, Namespace, markup_join, str_join
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import pass_environment, pass_eval_context
 
-from engine.errors import InvalidRequest, ModelFileError
+from .errors import InvalidRequest, ModelFileError
 
 # Tokens that end an assistant turn in the common chat formats, besides the model's EOS.
 _END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|endoftext|>", "<|end|>", "<end_of_turn>")

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from engine.context import REPORT_META_KEY, AssembledContext, ContextRequest, lineage, load_instructions, load_settings
-from engine.context.summary import summary_prompt
-from engine.errors import InvalidRequest, ModelNotLoaded, WrenError
-from engine.events import (
+from .context import REPORT_META_KEY, AssembledContext, ContextRequest, lineage, load_instructions, load_settings
+from .context.summary import summary_prompt
+from .errors import InvalidRequest, ModelNotLoaded, WrenError
+from .events import (
     Delta,
     Event,
     Failed,
@@ -33,32 +33,32 @@ from engine.events import (
     Usage,
     event_to_dict,
 )
-from engine.inference.constrain import Constraint, ConstraintError
-from engine.inference.sampling import SamplingParams
-from engine.inference.worker import GenerationRequest, ModelWorker
-from engine.logprobs import AnswerLogprobs
-from engine.logs import log_event
-from engine.memory import TurnOutcome, is_temporary
-from engine.records import MessageInfo, MessageStatus, Role
-from engine.safety import GuardStep, OutputGuard
-from engine.safety.care import needs_care, with_care_note
-from engine.titles import Titles
-from engine.tools import facade as tool_settings
-from engine.tools.builtin import READ_FILE, CallContext
-from engine.tools.parse import CallParser, ParsedCall
-from engine.tools.prompt import RoundRecord, ToolPlan, plan_for
-from engine.tools.runner import ToolHost, ToolTurn
+from .inference.constrain import Constraint, ConstraintError
+from .inference.sampling import SamplingParams
+from .inference.worker import GenerationRequest, ModelWorker
+from .logprobs import AnswerLogprobs
+from .logs import log_event
+from .memory import TurnOutcome, is_temporary
+from .records import MessageInfo, MessageStatus, Role
+from .safety import GuardStep, OutputGuard
+from .safety.care import needs_care, with_care_note
+from .titles import Titles
+from .tools import facade as tool_settings
+from .tools.builtin import READ_FILE, CallContext
+from .tools.parse import CallParser, ParsedCall
+from .tools.prompt import RoundRecord, ToolPlan, plan_for
+from .tools.runner import ToolHost, ToolTurn
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from engine.api import ModelStatus, SendOptions
-    from engine.context import ContextAssembler
-    from engine.memory import MemoryService
-    from engine.safety import ScanResult
-    from engine.safety.care import CareMessage
-    from engine.store import Store
-    from engine.tools.registry import ToolRegistry
+    from .api import ModelStatus, SendOptions
+    from .context import ContextAssembler
+    from .memory import MemoryService
+    from .safety import ScanResult
+    from .safety.care import CareMessage
+    from .store import Store
+    from .tools.registry import ToolRegistry
 
 ATTACHMENTS_KEY = "attachments"  # conversation setting: the files attached to the chat so far
 CHECKPOINT_SECONDS = 0.25  # at most this much streamed text is at risk in a crash
@@ -297,7 +297,7 @@ class Turns:
             yield Finished(FinishReason.ERROR, answer.id)
             return
         chain = await e.db(lineage, store, user.id)
-        from engine.api import SendOptions
+        from .api import SendOptions
 
         _, prompt_ids = await self.assemble(answer.conversation_id, chain[:-1], user.content, user.id,
                                                     SendOptions(), worker)

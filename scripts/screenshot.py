@@ -48,12 +48,12 @@ OTHER_CHATS = ["Plan a three-day trip to Lisbon", "Explain RoPE scaling", "Birth
 
 
 async def _render(out: Path, dark: bool) -> None:
-    from desktop.app import WrenApp
-    from engine.api import Engine
-    from engine.inference.backends.scripted import ScriptedBackend
-    from engine.modelhub.registry import ModelRegistry
-    from engine.store import Store
     from tests.fixtures.tiny import make_tiny_model_dir
+    from wren.desktop.app import WrenApp
+    from wren.engine.api import Engine
+    from wren.engine.inference.backends.scripted import ScriptedBackend
+    from wren.engine.modelhub.registry import ModelRegistry
+    from wren.engine.store import Store
 
     home = Path(os.environ["WREN_HOME"])
     replies = {FIRST_QUESTION: FIRST_ANSWER, SECOND_QUESTION: SECOND_ANSWER}
@@ -114,7 +114,7 @@ def main() -> int:
     import qasync
     from PySide6.QtWidgets import QApplication
 
-    from desktop import theme
+    from wren.desktop import theme
 
     with tempfile.TemporaryDirectory() as home:
         os.environ["WREN_HOME"] = home

@@ -43,7 +43,7 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def starter_models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A models folder with the real starter model imported once for the whole run."""
-    from engine.modelhub.registry import ModelRegistry
+    from wren.engine.modelhub.registry import ModelRegistry
 
     root = tmp_path_factory.mktemp("starter-models")
     registry = ModelRegistry(root)
@@ -57,9 +57,9 @@ def starter_models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def make_engine(wren_home: Path, tiny_model_dir: Path) -> Callable:
     """Build an Engine over a fresh store whose only model is the tiny one, answered by a
     ScriptedBackend. Call inside a running event loop's code (Engine methods are async)."""
-    from engine.api import Engine
-    from engine.inference.backends.scripted import ScriptedBackend
     from tests.fixtures.tiny import tiny_engine
+    from wren.engine.api import Engine
+    from wren.engine.inference.backends.scripted import ScriptedBackend
 
     def factory(reply="Hello from Wren.", *, delay: float = 0.0, db_path: Path | None = None,
                 backend: ScriptedBackend | None = None, **backend_kwargs) -> Engine:

@@ -77,7 +77,8 @@ def imported_modules(source: str, module: str, is_package: bool = False) -> set[
                 base = node.module or ""
             found.add(base)
             found.update(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
-    return found
+    # Wren installs its folders as wren.engine, wren.desktop: the rules speak of the folders
+    return {name.removeprefix("wren.") for name in found}
 
 
 def _is_under(module: str, prefix: str) -> bool:

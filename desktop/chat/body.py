@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
-from desktop.chat.blocks import (
+from .blocks import (
     AppendCode,
     AppendProse,
     BlockOp,
@@ -14,7 +14,7 @@ from desktop.chat.blocks import (
     RenderProse,
     split_blocks,
 )
-from desktop.chat.segments import CodeSegment, ProseSegment
+from .segments import CodeSegment, ProseSegment
 
 
 class MarkdownBody(QWidget):

@@ -21,8 +21,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.chat.tokens import TokenPanel
-from engine.api import ContextPart, ContextReport, PartKind, PartState
+from wren.engine.api import ContextPart, ContextReport, PartKind, PartState
+
+from .tokens import TokenPanel
 
 KIND_LABELS = {
     PartKind.SYSTEM: "System prompt",

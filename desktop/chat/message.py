@@ -10,17 +10,18 @@ from PySide6.QtCore import QTimer, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
-from desktop.bridge import describe_notices
-from desktop.chat.body import MarkdownBody
-from desktop.chat.probabilities import META_KEY as LOGPROBS_KEY
-from desktop.chat.probabilities import TokenProbabilities
-from desktop.chat.segments import PlainSegment
-from desktop.chat.toolcard import ToolCard
-from desktop.memory.notes import MemoryNotes, notice_from_meta
-from desktop.safety.labels import shown_notices
-from engine.api import can_continue, report_from_meta
-from engine.events import MemoryNotice, SafetyNotice, ToolApprovalNeeded, ToolCall, ToolResult
-from engine.records import MessageInfo, MessageStatus, Role
+from wren.engine.api import can_continue, report_from_meta
+from wren.engine.events import MemoryNotice, SafetyNotice, ToolApprovalNeeded, ToolCall, ToolResult
+from wren.engine.records import MessageInfo, MessageStatus, Role
+
+from ..bridge import describe_notices
+from ..memory.notes import MemoryNotes, notice_from_meta
+from ..safety.labels import shown_notices
+from .body import MarkdownBody
+from .probabilities import META_KEY as LOGPROBS_KEY
+from .probabilities import TokenProbabilities
+from .segments import PlainSegment
+from .toolcard import ToolCard
 
 _STATUS_TEXT = {
     MessageStatus.STOPPED: "stopped",

@@ -27,7 +27,7 @@ from PySide6.QtCore import QEvent, QObject, QRect, Qt
 from PySide6.QtGui import QColor, QHelpEvent, QTextCharFormat, QTextCursor, QTextDocument
 from PySide6.QtWidgets import QTextBrowser, QToolTip, QWidget
 
-from engine.api import visible
+from wren.engine.api import visible
 
 log = logging.getLogger(__name__)
 
@@ -233,7 +233,7 @@ def align(shown: str, raw: str, start: int = 0) -> tuple[list[int], int]:
 
 def _documents(body: QWidget) -> list[QTextBrowser]:
     """The text views of a message body, top to bottom (prose and code; tool cards skipped)."""
-    from desktop.chat.segments import CodeSegment, ProseSegment
+    from .segments import CodeSegment, ProseSegment
 
     views: list[QTextBrowser] = []
     for segment in body.segments():  # type: ignore[attr-defined]

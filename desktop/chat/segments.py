@@ -16,9 +16,9 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QSizePolicy, QTextBrowser, QToolButton, QVBoxLayout, QWidget
 
-from desktop.chat.blocks import hard_breaks
-from desktop.chat.highlight import code_colors, code_html
-from desktop.theme import is_dark
+from ..theme import is_dark
+from .blocks import hard_breaks
+from .highlight import code_colors, code_html
 
 
 class AutoHeightBrowser(QTextBrowser):

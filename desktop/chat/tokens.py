@@ -8,8 +8,9 @@ from PySide6.QtCore import QPoint, QRect, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFontDatabase, QFontMetrics, QPainter, QPalette
 from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QSizePolicy, QToolTip, QVBoxLayout, QWidget
 
-from desktop.bridge import Tasks
-from engine.api import Engine, TokenPiece, visible
+from wren.engine.api import Engine, TokenPiece, visible
+
+from ..bridge import Tasks
 
 MAX_SHOWN = 4000  # tokens drawn at most; the count above still says how many there are
 PAD = 3  # pixels around each token's text

@@ -7,11 +7,12 @@ import time
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
 
-from desktop.chat import highlight
-from desktop.chat.body import MarkdownBody
-from desktop.chat.message import MessageWidget
-from desktop.theme import is_dark
-from engine.records import MessageInfo, MessageStatus, Role
+from wren.engine.records import MessageInfo, MessageStatus, Role
+
+from ..theme import is_dark
+from . import highlight
+from .body import MarkdownBody
+from .message import MessageWidget
 
 _STICK_SLACK = 24  # pixels from the bottom that still count as "following the answer"
 # Opening a long chat builds the newest messages at once and older ones in slices of this

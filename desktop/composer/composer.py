@@ -15,8 +15,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.composer.ghost import next_word, paint_ghost
-from desktop.composer.tools import AttachmentBar, ToolsButton
+from .ghost import next_word, paint_ghost
+from .tools import AttachmentBar, ToolsButton
 
 MAX_VISIBLE_LINES = 8
 # Qt lays a paragraph out as a whole: one pasted megabyte without line breaks costs over a

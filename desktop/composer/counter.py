@@ -6,8 +6,8 @@ from collections.abc import Awaitable, Callable
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from desktop.bridge import Tasks
-from desktop.composer.composer import Composer
+from ..bridge import Tasks
+from .composer import Composer
 
 DEBOUNCE_MS = 350
 

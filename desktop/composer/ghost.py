@@ -12,8 +12,9 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, QRect, Qt, QTimer, Signal
 from PySide6.QtGui import QFontMetrics, QPainter, QPalette
 
-from desktop.bridge import Tasks
-from engine.api import Engine
+from wren.engine.api import Engine
+
+from ..bridge import Tasks
 
 PAUSE_MS = 550  # typing pauses this long before a suggestion is asked for: after pre-warming (500) starts
 _WORD = re.compile(r"\s*\S+")

@@ -7,9 +7,10 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from desktop.bridge import Tasks
-from desktop.composer.composer import Composer
-from engine.api import ContextOverflow, Engine
+from wren.engine.api import ContextOverflow, Engine
+
+from ..bridge import Tasks
+from .composer import Composer
 
 PAUSE_MS = 500  # typing pauses this long before the draft is worth prefilling
 MAX_DRAFT_CHARS = 100_000  # a larger draft (a pasted file) is not pre-warmed: Send checks it

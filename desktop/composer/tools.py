@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.api import ToolInfo
+from wren.engine.api import ToolInfo
 
 
 class ToolsButton(QToolButton):

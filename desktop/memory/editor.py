@@ -8,9 +8,10 @@ from typing import Any
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QPlainTextEdit, QVBoxLayout, QWidget
 
-from desktop.bridge import Tasks
-from engine.api import MAX_MEMORY_CHARS
-from engine.errors import WrenError
+from wren.engine.api import MAX_MEMORY_CHARS
+from wren.engine.errors import WrenError
+
+from ..bridge import Tasks
 
 Save = Callable[[str], Awaitable[Any]]
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
-from engine.events import MemoryNotice, MemoryRef
+from wren.engine.events import MemoryNotice, MemoryRef
 
 PREVIEW_CHARS = 160
 

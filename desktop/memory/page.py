@@ -22,9 +22,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.bridge import Tasks
-from desktop.memory.editor import MemoryEditor
-from engine.api import Engine, MemoryInfo, MemorySettings
+from wren.engine.api import Engine, MemoryInfo, MemorySettings
+
+from ..bridge import Tasks
+from .editor import MemoryEditor
 
 ID_ROLE = Qt.ItemDataRole.UserRole
 SEARCH_DEBOUNCE_MS = 200

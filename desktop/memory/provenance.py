@@ -17,10 +17,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.bridge import Tasks
-from desktop.memory.editor import MemoryEditor
-from desktop.memory.notes import quoted, tool_button
-from engine.api import ContextReport, Engine, MemoryInfo, PartKind, PartState
+from wren.engine.api import ContextReport, Engine, MemoryInfo, PartKind, PartState
+
+from ..bridge import Tasks
+from .editor import MemoryEditor
+from .notes import quoted, tool_button
 
 
 class UsedMemoryRow(QFrame):

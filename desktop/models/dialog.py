@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QVBoxLayout, QWidget
 
-from desktop.bridge import Tasks
-from desktop.models.page import ModelsPage
-from engine.api import Engine
+from wren.engine.api import Engine
+
+from ..bridge import Tasks
+from .page import ModelsPage
 
 
 class ModelsDialog(QDialog):

@@ -27,11 +27,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.bridge import Tasks
-from desktop.models.rows import CatalogRow, DownloadState, InstalledRow, human_bytes
-from desktop.settings.importer import import_model
-from engine.api import DownloadCancelled, Engine
-from engine.errors import WrenError
+from wren.engine.api import DownloadCancelled, Engine
+from wren.engine.errors import WrenError
+
+from ..bridge import Tasks
+from ..settings.importer import import_model
+from .rows import CatalogRow, DownloadState, InstalledRow, human_bytes
 
 STYLE = """
 #modelsHeading { font-size: 15px; font-weight: 600; padding-top: 6px; }

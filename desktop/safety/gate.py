@@ -13,12 +13,13 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from desktop.bridge import Tasks
-from desktop.composer.composer import Composer
-from desktop.safety.care import CarePanel
-from desktop.safety.labels import category_phrase, finding_line
-from engine.api import Engine, Finding, ScanResult, is_care_category
-from engine.events import SafetyAction
+from wren.engine.api import Engine, Finding, ScanResult, is_care_category
+from wren.engine.events import SafetyAction
+
+from ..bridge import Tasks
+from ..composer.composer import Composer
+from .care import CarePanel
+from .labels import category_phrase, finding_line
 
 MAX_LINES = 6  # more findings than this are counted, not listed
 

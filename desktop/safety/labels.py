@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from engine.api import Finding, is_care_category, placeholder
-from engine.events import SafetyAction
+from wren.engine.api import Finding, is_care_category, placeholder
+from wren.engine.events import SafetyAction
 
 NAMES = {
     "secret.openai_key": "OpenAI API key",

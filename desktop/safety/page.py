@@ -17,10 +17,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.safety.labels import ACTION_HINTS, ACTIONS, category_label, group_label
-from engine.api import Engine
-from engine.errors import WrenError
-from engine.events import SafetyAction
+from wren.engine.api import Engine
+from wren.engine.errors import WrenError
+from wren.engine.events import SafetyAction
+
+from .labels import ACTION_HINTS, ACTIONS, category_label, group_label
 
 DESTINATIONS = ("local", "remote")
 COLUMNS = ("What", "Category", "Local model", "Remote server")

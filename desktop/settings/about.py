@@ -12,9 +12,9 @@ from PySide6.QtCore import Qt, QUrl
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QFormLayout, QLabel, QPushButton, QTextBrowser, QVBoxLayout, QWidget
 
-from engine import __version__
-from engine.api import Engine, data_dir
-from engine.errors import WrenError
+from wren.engine import __version__
+from wren.engine.api import Engine, data_dir
+from wren.engine.errors import WrenError
 
 WREN_LICENCE = "Apache-2.0"
 # What Wren is built on and ships with (shown when installed).

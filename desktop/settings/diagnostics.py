@@ -10,8 +10,9 @@ from PySide6.QtCore import QMimeData, Qt, QUrl
 from PySide6.QtGui import QDesktopServices, QGuiApplication
 from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout, QWidget
 
-from desktop.bridge import Tasks
-from engine.api import Engine
+from wren.engine.api import Engine
+
+from ..bridge import Tasks
 
 
 class DiagnosticsPage(QWidget):

@@ -36,19 +36,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.bridge import Tasks
-from desktop.memory.page import MemoryPage
-from desktop.safety.page import SafetyPage
-from desktop.settings.about import AboutPage
-from desktop.settings.diagnostics import DiagnosticsPage
-from desktop.settings.importer import import_model
-from desktop.settings.personal import PersonalPage
-from desktop.settings.privacy import PrivacyPage
-from desktop.settings.providers import ProvidersPage
-from desktop.settings.sampling import SamplingPresetEditor
-from desktop.settings.tools import ToolsPage
-from desktop.window.models import installed_models
-from engine.api import (
+from wren.engine.api import (
     BACKEND_NAMES,
     DEFAULT_SYSTEM_PROMPT,
     GHOST_ENABLED_KEY,
@@ -56,7 +44,20 @@ from engine.api import (
     Engine,
     SamplingParams,
 )
-from engine.errors import WrenError
+from wren.engine.errors import WrenError
+
+from ..bridge import Tasks
+from ..memory.page import MemoryPage
+from ..safety.page import SafetyPage
+from ..window.models import installed_models
+from .about import AboutPage
+from .diagnostics import DiagnosticsPage
+from .importer import import_model
+from .personal import PersonalPage
+from .privacy import PrivacyPage
+from .providers import ProvidersPage
+from .sampling import SamplingPresetEditor
+from .tools import ToolsPage
 
 HOTKEY = "desktop.hotkey"
 HOTKEY_ENABLED = "desktop.hotkey_enabled"

@@ -6,8 +6,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from desktop.bridge import from_thread
-from engine.api import Engine
+from wren.engine.api import Engine
+
+from ..bridge import from_thread
 
 PROGRESS_EVERY_S = 0.05  # the reader may report per tensor; the bar needs far fewer updates
 

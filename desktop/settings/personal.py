@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QFormLayout, QLabel, QPlainTextEdit, QSpinBox, QVBoxLayout, QWidget
 
-from engine.api import ContextSettings, Engine, Instructions
+from wren.engine.api import ContextSettings, Engine, Instructions
 
 
 def _box(name: str, accessible: str, placeholder: str) -> QPlainTextEdit:

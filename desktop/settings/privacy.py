@@ -16,9 +16,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.bridge import Tasks
-from engine.api import Engine, EraseReport
-from engine.errors import WrenError
+from wren.engine.api import Engine, EraseReport
+from wren.engine.errors import WrenError
+
+from ..bridge import Tasks
 
 EXPLAINER = (
     "Wren keeps everything on this computer, in files only your account can read. "

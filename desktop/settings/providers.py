@@ -21,8 +21,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.bridge import Tasks
-from engine.api import Engine, ProviderInfo
+from wren.engine.api import Engine, ProviderInfo
+
+from ..bridge import Tasks
 
 _STORES = (("OS keyring", "auto"), ("Encrypted file (passphrase)", "file"), ("Environment variable", "env"),
            ("No key", "none"))

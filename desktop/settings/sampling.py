@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.api import PRESET_FIELDS, PRESETS_KEY, Engine
+from wren.engine.api import PRESET_FIELDS, PRESETS_KEY, Engine
 
 # One line each, in plain words: what turning the setting up or down does.
 HELP = {

@@ -27,8 +27,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.bridge import Tasks
-from engine.api import Engine, McpServerInfo, ToolInfo
+from wren.engine.api import Engine, McpServerInfo, ToolInfo
+
+from ..bridge import Tasks
 
 _KINDS = (("Program on this computer (stdio)", "stdio"), ("URL (streamable HTTP)", "http"))
 

@@ -22,9 +22,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.sidebar.grouping import group_by_day
-from desktop.window.elided import elide
-from engine.records import ConversationInfo
+from wren.engine.records import ConversationInfo
+
+from ..window.elided import elide
+from .grouping import group_by_day
 
 ID_ROLE = Qt.ItemDataRole.UserRole
 INFO_ROLE = Qt.ItemDataRole.UserRole + 1

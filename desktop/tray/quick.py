@@ -15,10 +15,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.bridge import Tasks, TurnStream, describe_notices
-from desktop.chat.body import MarkdownBody
-from engine.api import Engine, WrenError, needs_care
-from engine.events import Finished, FinishReason
+from wren.engine.api import Engine, WrenError, needs_care
+from wren.engine.events import Finished, FinishReason
+
+from ..bridge import Tasks, TurnStream, describe_notices
+from ..chat.body import MarkdownBody
 
 ANSWER_MAX_HEIGHT = 360
 

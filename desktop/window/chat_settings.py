@@ -18,8 +18,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.window.seams import OpenChat, StatusLine, TaskRunner
-from engine.api import CHAT_SAMPLING_PRESETS, Engine
+from wren.engine.api import CHAT_SAMPLING_PRESETS, Engine
+
+from .seams import OpenChat, StatusLine, TaskRunner
 
 DEFAULT_PRESET = "Model defaults"
 CUSTOM_PRESET = "Custom (kept as it is)"

@@ -8,12 +8,13 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QMessageBox, QWidget
 
-from desktop.chat.inspector import ContextInspector
-from desktop.memory.editor import MemoryEditor
-from desktop.memory.notes import quoted
-from desktop.memory.provenance import ProvenanceDialog
-from desktop.window.seams import MemoryView, StatusLine, TaskRunner
-from engine.api import MAX_MEMORY_CHARS, Engine, MemoryInfo, MemoryRefused
+from wren.engine.api import MAX_MEMORY_CHARS, Engine, MemoryInfo, MemoryRefused
+
+from ..chat.inspector import ContextInspector
+from ..memory.editor import MemoryEditor
+from ..memory.notes import quoted
+from ..memory.provenance import ProvenanceDialog
+from .seams import MemoryView, StatusLine, TaskRunner
 
 
 def _sentence(text: str) -> str:

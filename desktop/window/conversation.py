@@ -10,25 +10,8 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction
 
-from desktop.bridge import TurnStream, describe_notices
-from desktop.chat.message import MessageWidget
-from desktop.chat.probabilities import SETTING_KEY as PROBABILITIES_KEY
-from desktop.chat.probabilities import TOP_COUNT
-from desktop.safety.labels import shown_notices
-from desktop.sidebar.sidebar import UNTITLED
-from desktop.window.seams import (
-    AnswerView,
-    Attachments,
-    ChatFrame,
-    ChatList,
-    Draft,
-    StatusLine,
-    TaskRunner,
-    ToolMenu,
-    UsageMeter,
-)
-from engine.api import Engine, SamplingParams, SendOptions, WrenError
-from engine.events import (
+from wren.engine.api import Engine, SamplingParams, SendOptions, WrenError
+from wren.engine.events import (
     Delta,
     Event,
     Failed,
@@ -42,7 +25,25 @@ from engine.events import (
     TitleUpdate,
     ToolApprovalNeeded,
 )
-from engine.records import MessageInfo, Role
+from wren.engine.records import MessageInfo, Role
+
+from ..bridge import TurnStream, describe_notices
+from ..chat.message import MessageWidget
+from ..chat.probabilities import SETTING_KEY as PROBABILITIES_KEY
+from ..chat.probabilities import TOP_COUNT
+from ..safety.labels import shown_notices
+from ..sidebar.sidebar import UNTITLED
+from .seams import (
+    AnswerView,
+    Attachments,
+    ChatFrame,
+    ChatList,
+    Draft,
+    StatusLine,
+    TaskRunner,
+    ToolMenu,
+    UsageMeter,
+)
 
 # The engine's sampling can ask for token logprobs (SamplingParams.logprobs: the top-k count).
 _ENGINE_LOGPROBS = "logprobs" in {f.name for f in fields(SamplingParams)}

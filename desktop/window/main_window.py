@@ -21,23 +21,24 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.bridge import Tasks
-from desktop.chat.tokens import TokenPopover
-from desktop.chat.view import ChatView
-from desktop.composer.composer import Composer
-from desktop.composer.counter import TokenCounter
-from desktop.composer.ghost import GhostController
-from desktop.composer.prewarm import Prewarmer
-from desktop.models.dialog import ModelsDialog
-from desktop.safety.gate import SendGate
-from desktop.sidebar.sidebar import Sidebar
-from desktop.window.chat_settings import open_chat_settings
-from desktop.window.context import ContextController
-from desktop.window.conversation import ConversationController
-from desktop.window.elided import ElidedLabel, elide
-from desktop.window.models import ModelController
-from desktop.window.status import WrenStatusBar
-from engine.api import Engine
+from wren.engine.api import Engine
+
+from ..bridge import Tasks
+from ..chat.tokens import TokenPopover
+from ..chat.view import ChatView
+from ..composer.composer import Composer
+from ..composer.counter import TokenCounter
+from ..composer.ghost import GhostController
+from ..composer.prewarm import Prewarmer
+from ..models.dialog import ModelsDialog
+from ..safety.gate import SendGate
+from ..sidebar.sidebar import Sidebar
+from .chat_settings import open_chat_settings
+from .context import ContextController
+from .conversation import ConversationController
+from .elided import ElidedLabel, elide
+from .models import ModelController
+from .status import WrenStatusBar
 
 log = logging.getLogger(__name__)
 

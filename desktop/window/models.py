@@ -7,8 +7,9 @@ import logging
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QMessageBox, QWidget
 
-from desktop.window.seams import ModelPicker, ReadyLine, StatusLine, TaskRunner, UsageMeter
-from engine.api import Engine
+from wren.engine.api import Engine
+
+from .seams import ModelPicker, ReadyLine, StatusLine, TaskRunner, UsageMeter
 
 log = logging.getLogger(__name__)
 

@@ -14,10 +14,11 @@ from typing import Any, Protocol
 
 from PySide6.QtCore import SignalInstance
 
-from desktop.chat.message import MessageWidget
-from engine.api import ToolInfo
-from engine.events import Usage
-from engine.records import ConversationInfo, MessageInfo
+from wren.engine.api import ToolInfo
+from wren.engine.events import Usage
+from wren.engine.records import ConversationInfo, MessageInfo
+
+from ..chat.message import MessageWidget
 
 
 class TaskRunner(Protocol):

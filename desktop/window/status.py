@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QWidget
 
-from desktop.window.elided import ElidedLabel
-from engine.events import Usage
+from wren.engine.events import Usage
+
+from .elided import ElidedLabel
 
 
 class WrenStatusBar(QStatusBar):

@@ -1,14 +1,14 @@
 """Context assembly: what the model sees each turn, fitted to its window, with a report."""
 
-from engine.context.assemble import (
+from .assemble import (
     AssembledContext,
     ContextAssembler,
     ContextOverflow,
     ContextRequest,
     Summarize,
 )
-from engine.context.history import lineage
-from engine.context.report import (
+from .history import lineage
+from .report import (
     REPORT_META_KEY,
     ContextPart,
     ContextReport,
@@ -16,7 +16,7 @@ from engine.context.report import (
     PartState,
     report_from_meta,
 )
-from engine.context.settings import (
+from .settings import (
     INSTRUCTIONS_KEY,
     ContextSettings,
     Instructions,
@@ -24,7 +24,7 @@ from engine.context.settings import (
     load_settings,
     save_instructions,
 )
-from engine.context.summary import MemorySummaries, SavedSummary, SummaryStore, summary_prompt
+from .summary import MemorySummaries, SavedSummary, SummaryStore, summary_prompt
 
 __all__ = [
     "INSTRUCTIONS_KEY", "REPORT_META_KEY", "AssembledContext", "ContextAssembler", "ContextOverflow",

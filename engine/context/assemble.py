@@ -11,7 +11,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from engine.context.parts import (
+from ..errors import InvalidRequest
+from ..memory.records import Retrieved, SourceKind
+from .parts import (
     HEADERS,
     Msg,
     clip,
@@ -24,11 +26,9 @@ from engine.context.parts import (
     turn_starts,
     usable,
 )
-from engine.context.report import ContextPart, ContextReport, PartKind, PartState
-from engine.context.settings import ContextSettings, Instructions
-from engine.context.summary import SavedSummary, Summaries
-from engine.errors import InvalidRequest
-from engine.memory.records import Retrieved, SourceKind
+from .report import ContextPart, ContextReport, PartKind, PartState
+from .settings import ContextSettings, Instructions
+from .summary import SavedSummary, Summaries
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.store import Store
+from ..store import Store
 
 
 def lineage(store: Store, message_id: int) -> list[dict]:

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from engine.context.report import ContextPart, PartKind, PartState
-from engine.context.summary import SavedSummary
-from engine.memory.records import Retrieved, SourceKind
-from engine.records import MessageStatus, Role
+from ..memory.records import Retrieved, SourceKind
+from ..records import MessageStatus, Role
+from .report import ContextPart, PartKind, PartState
+from .summary import SavedSummary
 
 HEADERS = {
     PartKind.ABOUT_ME: "About the user:",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-from engine.errors import InvalidRequest
+from ..errors import InvalidRequest
 
 SETTING_KEY = "context"
 INSTRUCTIONS_KEY = "custom_instructions"  # {"about_me": str, "how_to_respond": str}

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from engine.store import Store
-from engine.store.memory_models import ConversationSummary
+from ..store import Store
+from ..store.memory_models import ConversationSummary
 
 
 @dataclass(frozen=True)

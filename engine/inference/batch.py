@@ -27,14 +27,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.events import Failed, FailureKind, Finished, FinishReason, PrefillProgress, Usage
-from engine.inference.generate import KVSession, common_prefix
-from engine.inference.output import SequenceOutput
-from engine.inference.sampling import sampler_for
-from engine.tokenize import Tokenizer
+from ..events import Failed, FailureKind, Finished, FinishReason, PrefillProgress, Usage
+from ..tokenize import Tokenizer
+from .generate import KVSession, common_prefix
+from .output import SequenceOutput
+from .sampling import sampler_for
 
 if TYPE_CHECKING:
-    from engine.inference.worker import GenerationRequest, ModelWorker
+    from .worker import GenerationRequest, ModelWorker
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ class BatchScheduler:
         return [slot for slot in range(len(self.sessions)) if slot not in used]
 
     def _admit(self) -> None:
-        from engine.inference.worker import _STOP, WarmRequest
+        from .worker import _STOP, WarmRequest
 
         while True:
             if not self._free_slots():
@@ -134,7 +134,7 @@ class BatchScheduler:
     def _waiting_more_urgent(self, priority: int) -> bool:
         """A request more urgent than `priority` waits; the worker's stop does not count
         (it lets running sequences finish, so nothing is paused for it)."""
-        from engine.inference.worker import _STOP
+        from .worker import _STOP
 
         return self.worker._more_urgent_waiting(priority) and self.worker._queue.queue[0][2] is not _STOP
 

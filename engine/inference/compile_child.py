@@ -75,9 +75,9 @@ def _windows_watcher(parent: int):
 
 def main(argv: list[str]) -> None:
     if len(argv) != 2 or not argv[0].isdigit():
-        sys.exit("usage: python -m engine.inference.compile_child PARENT_PID SPEC")
+        sys.exit("usage: python -m wren.engine.inference.compile_child PARENT_PID SPEC")
     exit_with_parent(int(argv[0]))
-    from engine.inference.models import precompile  # torch, only now
+    from .models import precompile  # torch, only now
 
     precompile.run_child(argv[1])
 

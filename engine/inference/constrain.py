@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.errors import InvalidRequest
+from ..errors import InvalidRequest
 
 FAMILIES = ("hermes", "llama3", "mistral")
 # Tool names a constraint accepts: those of OpenAI's and MCP's conventions, plus "." and ":"

@@ -6,8 +6,8 @@ from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
-from engine.errors import InvalidRequest
-from engine.inference.backend import LoadedModel
+from ..errors import InvalidRequest
+from .backend import LoadedModel
 
 
 class KVSession:

@@ -7,13 +7,13 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from engine.events import Delta, Finished, FinishReason, TokenLogprob, TopLogprob, Usage
-from engine.inference.stops import StopStringMatcher
-from engine.tokenize import StreamingDetokenizer, Tokenizer
+from ..events import Delta, Finished, FinishReason, TokenLogprob, TopLogprob, Usage
+from ..tokenize import StreamingDetokenizer, Tokenizer
+from .stops import StopStringMatcher
 
 if TYPE_CHECKING:
-    from engine.inference.sampling import TokenChoice
-    from engine.inference.worker import GenerationRequest
+    from .sampling import TokenChoice
+    from .worker import GenerationRequest
 
 
 class SequenceOutput:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.inference.generate import common_prefix
+from .generate import common_prefix
 
 MIN_GAIN = 16  # restoring costs a copy; below this many extra tokens, recompute instead
 

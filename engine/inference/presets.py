@@ -15,8 +15,8 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from engine.errors import InvalidRequest
-from engine.inference.sampling import SamplingParams
+from ..errors import InvalidRequest
+from .sampling import SamplingParams
 
 log = logging.getLogger(__name__)
 

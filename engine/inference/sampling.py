@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from engine.errors import InvalidRequest, ModelFileError
+from ..errors import InvalidRequest, ModelFileError
 
 if TYPE_CHECKING:
-    from engine.inference.constrain import ConstraintState
+    from .constrain import ConstraintState
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import platform
 
-from engine.errors import BackendUnavailable
-from engine.inference.backend import Backend
+from ..errors import BackendUnavailable
+from .backend import Backend
 
 BACKEND_NAMES = ("auto", "torch", "torch-cpu", "torch-cuda", "mlx")
 
@@ -19,7 +19,7 @@ def resolve_backend(name: str = "auto") -> Backend:
             f"unknown backend {name!r}; choose one of {', '.join(BACKEND_NAMES)}"
         )
     if name == "mlx" or (name == "auto" and _apple_silicon()):
-        from engine.inference.backends.mlx import MLXBackend
+        from .backends.mlx import MLXBackend
 
         mlx = MLXBackend()
         reason = mlx.unavailable_reason()
@@ -28,7 +28,7 @@ def resolve_backend(name: str = "auto") -> Backend:
         if name == "mlx":
             raise BackendUnavailable(f"the MLX backend cannot run here: {reason}")
 
-    from engine.inference.backends.torch import TorchBackend
+    from .backends.torch import TorchBackend
 
     if name in ("auto", "torch"):
         cuda = TorchBackend("cuda")

@@ -19,15 +19,15 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.events import Delta, Failed, FailureKind, Finished, FinishReason, PrefillProgress, Usage
-from engine.inference.backend import Backend, LoadedModel
-from engine.inference.batch import BatchScheduler
-from engine.inference.constrain import Constraint
-from engine.inference.generate import KVSession, common_prefix, generate_tokens
-from engine.inference.output import SequenceOutput
-from engine.inference.prefix_cache import MIN_GAIN, PrefixCache
-from engine.inference.sampling import SamplingParams, sampler_for
-from engine.tokenize import Tokenizer
+from ..events import Delta, Failed, FailureKind, Finished, FinishReason, PrefillProgress, Usage
+from ..tokenize import Tokenizer
+from .backend import Backend, LoadedModel
+from .batch import BatchScheduler
+from .constrain import Constraint
+from .generate import KVSession, common_prefix, generate_tokens
+from .output import SequenceOutput
+from .prefix_cache import MIN_GAIN, PrefixCache
+from .sampling import SamplingParams, sampler_for
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,8 @@
 """Long-term memories the user controls: store, retrieval, remember/forget requests."""
 
-from engine.memory.embed import Embedder, embeddings_available, load_embedder
-from engine.memory.intents import detect as detect_intents
-from engine.memory.records import (
+from .embed import Embedder, embeddings_available, load_embedder
+from .intents import detect as detect_intents
+from .records import (
     MAX_MEMORY_CHARS,
     IntentKind,
     MemoryInfo,
@@ -14,10 +14,10 @@ from engine.memory.records import (
     Suggestion,
     TurnOutcome,
 )
-from engine.memory.retrieve import RetrievalSettings, Retriever
-from engine.memory.service import MemoryService
-from engine.memory.settings import TEMPORARY_KEY, MemorySettings, is_temporary
-from engine.memory.store import MemoryStore
+from .retrieve import RetrievalSettings, Retriever
+from .service import MemoryService
+from .settings import TEMPORARY_KEY, MemorySettings, is_temporary
+from .store import MemoryStore
 
 __all__ = [
     "MAX_MEMORY_CHARS", "TEMPORARY_KEY", "Embedder", "IntentKind", "MemoryInfo", "MemoryIntent",

@@ -11,13 +11,13 @@ import json
 import sys
 from collections.abc import Callable
 
-from engine import paths
-from engine.context.report import ContextReport, PartKind, PartState, report_from_meta
-from engine.errors import InvalidRequest, NotFound
-from engine.memory.records import MemoryInfo
-from engine.memory.service import MemoryService
-from engine.records import Role
-from engine.store import Store
+from .. import paths
+from ..context.report import ContextReport, PartKind, PartState, report_from_meta
+from ..errors import InvalidRequest, NotFound
+from ..records import Role
+from ..store import Store
+from .records import MemoryInfo
+from .service import MemoryService
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engine.memory import embed
-from engine.memory.embed import Embedder
-from engine.memory.settings import is_temporary
+from . import embed
+from .embed import Embedder
+from .settings import is_temporary
 
 if TYPE_CHECKING:
-    from engine.memory.service import MemoryService
-    from engine.memory.vectors import VectorIndex
+    from .service import MemoryService
+    from .vectors import VectorIndex
 
 log = logging.getLogger(__name__)
 

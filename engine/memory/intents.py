@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from engine.memory import fts
-from engine.memory.records import IntentKind, MemoryIntent
+from . import fts
+from .records import IntentKind, MemoryIntent
 
 # Long pastes quote all kinds of prose; only their first and last sentences can be requests.
 SCAN_ALL_CHARS = 1_000

@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from engine.errors import InvalidRequest
+from ..errors import InvalidRequest
 
 MAX_MEMORY_CHARS = 1_000  # a memory is a short fact; a document belongs in a chat or a file
 

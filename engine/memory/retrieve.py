@@ -11,12 +11,12 @@ from datetime import datetime
 
 import numpy as np
 
-from engine.memory import fts
-from engine.memory.embed import Embedder
-from engine.memory.records import Retrieved, SourceKind
-from engine.memory.store import MemoryStore
-from engine.memory.vectors import VectorIndex
-from engine.store.models import utcnow
+from ..store.models import utcnow
+from . import fts
+from .embed import Embedder
+from .records import Retrieved, SourceKind
+from .store import MemoryStore
+from .vectors import VectorIndex
 
 log = logging.getLogger(__name__)
 

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from engine.memory import intents
-from engine.memory import settings as memory_settings
-from engine.memory.embed import Embedder
-from engine.memory.records import (
+from ..store import Store
+from ..store.memory_models import Memory
+from . import intents
+from . import settings as memory_settings
+from .embed import Embedder
+from .records import (
     IntentKind,
     MemoryInfo,
     MemoryRefused,
@@ -19,12 +21,10 @@ from engine.memory.records import (
     Suggestion,
     TurnOutcome,
 )
-from engine.memory.retrieve import RetrievalSettings, Retriever
-from engine.memory.settings import MemorySettings
-from engine.memory.store import MemoryStore, clean_text
-from engine.memory.suggest import suggest
-from engine.store import Store
-from engine.store.memory_models import Memory
+from .retrieve import RetrievalSettings, Retriever
+from .settings import MemorySettings
+from .store import MemoryStore, clean_text
+from .suggest import suggest
 
 PAST_CHAT_SHARE = 0.4  # of the memory budget, when "reference chat history" is on
 # A proposal this close (cosine) to a saved memory says the same thing in other words.

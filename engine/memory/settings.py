@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, fields
 
-from engine.errors import InvalidRequest
+from ..errors import InvalidRequest
 
 SETTING_KEY = "memory"
 TEMPORARY_KEY = "temporary"  # conversation.settings[TEMPORARY_KEY] marks a temporary chat

@@ -9,12 +9,12 @@ from datetime import datetime
 
 import peewee as pw
 
-from engine.errors import NotFound
-from engine.memory import fts
-from engine.memory.records import MAX_MEMORY_CHARS, MemoryInfo, MemoryRefused, Origin
-from engine.store import Store
-from engine.store.memory_models import MEMORY_TABLES, Memory, MemoryVector
-from engine.store.models import utcnow
+from ..errors import NotFound
+from ..store import Store
+from ..store.memory_models import MEMORY_TABLES, Memory, MemoryVector
+from ..store.models import utcnow
+from . import fts
+from .records import MAX_MEMORY_CHARS, MemoryInfo, MemoryRefused, Origin
 
 
 def _with_tables(method):
@@ -142,7 +142,7 @@ class MemoryStore:
 
     def _forgotten(self, memories: dict[int, str]) -> None:
         """Their text leaves the answers' provenance and the raw files (engine/privacy.py)."""
-        from engine.privacy import forget_memories
+        from ..privacy import forget_memories
 
         forget_memories(self.db, memories, in_memory=self.store.path == ":memory:")
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from engine.memory.intents import sentences
-from engine.memory.records import Suggestion
+from .intents import sentences
+from .records import Suggestion
 
 MAX_PER_MESSAGE = 3
 MAX_CHARS = 200  # a longer sentence is a story, not a fact worth keeping verbatim

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from engine.memory.embed import from_blob, one_blas_thread, to_blob
+from .embed import from_blob, one_blas_thread, to_blob
 
 # Past messages worth finding again: finished, in a chat that is neither deleted nor temporary.
 _ELIGIBLE_MESSAGES = (

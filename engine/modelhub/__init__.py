@@ -1,7 +1,7 @@
 """Installed models: the registry, GGUF import and hub downloads."""
 
-from engine.modelhub.gguf_import import SUPPORTED_MODEL_TYPES, ImportSummary, convert_gguf, import_gguf
-from engine.modelhub.registry import STARTER_NAME, ModelInfo, ModelRegistry, ModelSource
+from .gguf_import import SUPPORTED_MODEL_TYPES, ImportSummary, convert_gguf, import_gguf
+from .registry import STARTER_NAME, ModelInfo, ModelRegistry, ModelSource
 
 __all__ = [
     "STARTER_NAME",

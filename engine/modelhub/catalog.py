@@ -11,8 +11,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from engine.errors import ModelFileError
-from engine.modelhub.gguf_import import SUPPORTED_MODEL_TYPES
+from ..errors import ModelFileError
+from .gguf_import import SUPPORTED_MODEL_TYPES
 
 CATALOG_RESOURCE = "models/catalog.json"
 # The system and the programs already open need memory too: a model "fits" when it needs at
@@ -70,7 +70,7 @@ def load_catalog(path: Path | None = None) -> list[CatalogEntry]:
     """The catalog's entries, checked; a malformed file raises ModelFileError naming the entry."""
     try:
         if path is None:
-            text = resources.files("resources").joinpath(CATALOG_RESOURCE).read_text(encoding="utf-8")
+            text = resources.files("wren.resources").joinpath(CATALOG_RESOURCE).read_text(encoding="utf-8")
             where = f"resources/{CATALOG_RESOURCE}"
         else:
             text, where = Path(path).read_text(encoding="utf-8"), str(path)

@@ -18,7 +18,7 @@ import numpy as np
 from gguf import quants
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
-from engine.errors import ModelFileError, UnsupportedQuantization
+from ..errors import ModelFileError, UnsupportedQuantization
 
 _MAGIC = b"GGUF"
 _DEFAULT_ALIGNMENT = 32

@@ -24,11 +24,11 @@ from typing import Any
 import numpy as np
 from gguf.constants import LlamaFileType
 
-from engine.errors import ModelFileError, UnsupportedArchitecture
-from engine.modelhub.gguf_file import GGUFFile, TensorInfo
-from engine.modelhub.gguf_tokenizer import END_OF_TURN_TOKENS, build_tokenizer
-from engine.modelhub.validate import describe_os_error, validate_llama_gguf
-from engine.tokenize import validate_chat_template
+from ..errors import ModelFileError, UnsupportedArchitecture
+from ..tokenize import validate_chat_template
+from .gguf_file import GGUFFile, TensorInfo
+from .gguf_tokenizer import END_OF_TURN_TOKENS, build_tokenizer
+from .validate import describe_os_error, validate_llama_gguf
 
 Progress = Callable[[int, int], None]
 
@@ -112,7 +112,7 @@ def staging_dir(dest: Path) -> Iterator[Path]:
     While it is written, the folder's owner holds an OS lock on `<folder>.lock` (taken
     before the folder exists, dropped after it is renamed): a start-up sweep removes a
     `.partial-` folder only when that lock is free, i.e. its writer was killed."""
-    from engine.store.locks import HeldLock
+    from ..store.locks import HeldLock
 
     if dest.exists():
         raise FileExistsError(f"{dest} already exists")
@@ -357,7 +357,7 @@ def _llama3_scaling(gguf: GGUFFile, theta: float, head_dim: int) -> dict[str, An
 def plan_tensors(gguf: GGUFFile, arch: str, config: dict[str, Any]) -> list[PlannedTensor]:
     """Map every tensor to its HF name, failing before anything is written: an unknown
     tensor, or a type Wren cannot compute with, names the tensor and the type."""
-    from engine.inference.quant.ggml import check_supported
+    from ..inference.quant.ggml import check_supported
 
     heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
     permute = arch in PERMUTED_ARCHS

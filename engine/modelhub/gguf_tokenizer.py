@@ -14,7 +14,7 @@ from typing import Any
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
-from engine.errors import ModelFileError, UnsupportedArchitecture
+from ..errors import ModelFileError, UnsupportedArchitecture
 
 log = logging.getLogger(__name__)
 

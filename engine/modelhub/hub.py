@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from engine.errors import ModelFileError
+from ..errors import ModelFileError
 
 # What a safetensors model folder needs; skips PyTorch .bin/.pt duplicates, ONNX, GGUF variants.
 FOLDER_PATTERNS = ("*.json", "*.safetensors", "*.jinja", "*.txt")

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.errors import (
+from ..errors import (
     Cancelled,
     InvalidRequest,
     ModelFileError,
@@ -37,7 +37,7 @@ from engine.errors import (
     UnsupportedQuantization,
     WrenError,
 )
-from engine.modelhub.hub import FOLDER_PATTERNS, hub_endpoint
+from .hub import FOLDER_PATTERNS, hub_endpoint
 
 log = logging.getLogger(__name__)
 
@@ -345,7 +345,7 @@ def _check_header(plan: PullPlan, part: Path, workdir: Path, headers: dict[str, 
         with open(probe, "wb") as fh:
             fh.write(prefix)
         os.truncate(probe, plan.size)  # sparse: the tensor data is holes, taking no disk
-        from engine.modelhub.gguf_import import check_runnable
+        from .gguf_import import check_runnable
 
         try:
             check_runnable(probe)
@@ -457,7 +457,7 @@ def _check_folder_config(plan: PullPlan, root: Path) -> None:
 
     from huggingface_hub import hf_hub_download
 
-    from engine.modelhub.gguf_import import SUPPORTED_MODEL_TYPES
+    from .gguf_import import SUPPORTED_MODEL_TYPES
 
     with tempfile.TemporaryDirectory(prefix=".config-", dir=root) as tmp:
         path = _hub_call(plan.repo, lambda _api: hf_hub_download(

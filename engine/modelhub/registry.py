@@ -22,8 +22,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from engine.errors import InvalidRequest, ModelFileError, ModelNotFound, UnsupportedArchitecture, WrenError
-from engine.modelhub.gguf_import import (
+from ..errors import InvalidRequest, ModelFileError, ModelNotFound, UnsupportedArchitecture, WrenError
+from ..paths import models_dir
+from .gguf_import import (
     GGUF_FILE,
     IMPORTER_VERSION,
     LOCK_SUFFIX,
@@ -33,9 +34,8 @@ from engine.modelhub.gguf_import import (
     file_checksum,
     staging_dir,
 )
-from engine.modelhub.hub import FOLDER_PATTERNS, Fetch, fetch_from_hub
-from engine.modelhub.safetensors_stream import read_header
-from engine.paths import models_dir
+from .hub import FOLDER_PATTERNS, Fetch, fetch_from_hub
+from .safetensors_stream import read_header
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +158,7 @@ class ModelRegistry:
                 record = inspect_folder(tmp)
                 _write_record(tmp, {**record, "source": ModelSource.FOLDER.value, "origin": origin})
             return self.get(name)
-        from engine.store.locks import HeldLock
+        from ..store.locks import HeldLock
 
         download_dir = self.root / f".download-{name}-{uuid.uuid4().hex[:8]}"
         owned = HeldLock(download_dir.with_name(download_dir.name + LOCK_SUFFIX))
@@ -241,7 +241,7 @@ class ModelRegistry:
         """Remove what killed imports, downloads and removals left in the models folder
         (`.partial-…`, `.download-…`, `.removing-…`), never a folder a live process is still
         writing (its lock is held); log and return what was removed and the disk it held."""
-        from engine.store.locks import is_held
+        from ..store.locks import is_held
 
         removed: list[str] = []
         freed = 0

@@ -13,7 +13,7 @@ from typing import BinaryIO
 
 import numpy as np
 
-from engine.errors import ModelFileError
+from ..errors import ModelFileError
 
 DTYPE_SIZES = {"F32": 4, "F16": 2, "BF16": 2}
 _HEADER_ALIGNMENT = 8  # the reference implementation pads the header to 8 bytes

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from engine.errors import ModelFileError
+from ..errors import ModelFileError
 
 # the runtime, tokenizer, activations and allocator slack beside the weights and the cache
 OVERHEAD_BYTES = 300 * 1024 * 1024
@@ -46,7 +46,7 @@ def estimate_ram(model_path: Path | str, context: int) -> int:
 
 
 def read_config(model_path: Path | str) -> dict[str, Any]:
-    from engine.inference.backends import read_model_config  # no torch: only config.json
+    from ..inference.backends import read_model_config  # no torch: only config.json
 
     return read_model_config(_folder(model_path))
 

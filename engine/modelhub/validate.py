@@ -20,8 +20,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from engine.errors import ModelFileError, UnsupportedArchitecture
-from engine.modelhub.gguf_file import GGUFFile
+from ..errors import ModelFileError, UnsupportedArchitecture
+from .gguf_file import GGUFFile
 
 MAX_LAYERS = 1024
 MAX_HIDDEN = 65536

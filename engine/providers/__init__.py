@@ -1,7 +1,7 @@
 """Remote providers: OpenAI-compatible servers Wren can answer through (config, keys, the
 `wren providers` commands and the Engine's facade half)."""
 
-from engine.providers.config import ProviderInfo, RemoteModelInfo
-from engine.providers.keys import KEY_STORES, KeyStoreError
+from .config import ProviderInfo, RemoteModelInfo
+from .keys import KEY_STORES, KeyStoreError
 
 __all__ = ["KEY_STORES", "KeyStoreError", "ProviderInfo", "RemoteModelInfo"]

@@ -14,8 +14,8 @@ import getpass
 import json
 import sys
 
-from engine.errors import WrenError
-from engine.providers.keys import KEY_STORES, PASSPHRASE_ENV, env_name, passphrase_from_env
+from ..errors import WrenError
+from .keys import KEY_STORES, PASSPHRASE_ENV, env_name, passphrase_from_env
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -50,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _run(coro_fn) -> int:
     async def main() -> int:
-        from engine.api import Engine
+        from ..api import Engine
 
         engine = Engine.open()
         try:
@@ -81,7 +81,7 @@ def _add(args) -> int:
         args.key_env = variable
     elif store != "none":
         if store == "auto":
-            from engine.providers.keys import keyring_status
+            from .keys import keyring_status
 
             problem = keyring_status()
             if problem is not None:

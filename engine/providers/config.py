@@ -8,12 +8,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import InvalidRequest
-from engine.inference.backends.remote import check_base_url
-from engine.providers.keys import KEY_STORES
+from ..errors import InvalidRequest
+from ..inference.backends.remote import check_base_url
+from .keys import KEY_STORES
 
 if TYPE_CHECKING:
-    from engine.store import Store
+    from ..store import Store
 
 SETTING_KEY = "providers"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}\Z")

@@ -8,8 +8,8 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import NotFound, WrenError
-from engine.inference.backends.remote import (
+from ..errors import NotFound, WrenError
+from ..inference.backends.remote import (
     DEFAULT_CONTEXT,
     RemoteBackend,
     RemoteError,
@@ -17,9 +17,9 @@ from engine.inference.backends.remote import (
     RemoteWorker,
     Transport,
 )
-from engine.logs import log_event
-from engine.providers import keys
-from engine.providers.config import (
+from ..logs import log_event
+from . import keys
+from .config import (
     ProviderInfo,
     RemoteModelInfo,
     check_provider,
@@ -31,9 +31,9 @@ from engine.providers.config import (
 )
 
 if TYPE_CHECKING:
-    from engine.api import ModelStatus
-    from engine.inference.worker import ModelWorker
-    from engine.store import Store
+    from ..api import ModelStatus
+    from ..inference.worker import ModelWorker
+    from ..store import Store
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ class Providers:
         model = model or (info.models[0] if info.models else (found[0] if found else None))
         answered = None
         if model is not None:
-            from engine.inference.sampling import SamplingParams
+            from ..inference.sampling import SamplingParams
 
             client = self._backend_for(info, model, key).load(None).client
             try:
@@ -181,7 +181,7 @@ class Providers:
         if found is None:
             return None
         info, model = found
-        from engine.api import ModelStatus
+        from ..api import ModelStatus
 
         started = time.perf_counter()
         key = await self._provider_key(info)

@@ -17,8 +17,8 @@ import importlib
 import os
 from pathlib import Path
 
-from engine import paths
-from engine.errors import WrenError
+from .. import paths
+from ..errors import WrenError
 
 SERVICE = "wren-providers"
 KEY_STORES = ("auto", "system", "file", "env", "none")

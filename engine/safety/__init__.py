@@ -8,9 +8,9 @@ the policy that maps each to allow/warn/redact/block, and redaction for logs.
     redact(text)                                         # for logs: mask everything private
 """
 
-from engine.safety.guard import GuardStep, OutputGuard
-from engine.safety.policy import AllowRule, Policy, PolicyError
-from engine.safety.scanner import Finding, ScanResult, redact, scan
+from .guard import GuardStep, OutputGuard
+from .policy import AllowRule, Policy, PolicyError
+from .scanner import Finding, ScanResult, redact, scan
 
 __all__ = [
     "AllowRule",

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from engine.errors import InvalidRequest
-from engine.events import SafetyAction
+from ..errors import InvalidRequest
+from ..events import SafetyAction
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ def load_care(language: str | None = None, home: Path | None = None) -> CareMess
     """The care message in `language` (else the user's), from the data folder's
     safety/care/ first, then Wren's own; English when neither has that language. A broken
     file of the user's is logged and skipped, so care never fails to show."""
-    shipped = resources.files("resources") / "safety-care"
+    shipped = resources.files("wren.resources") / "safety-care"
     for name in _candidates(_language(language)):
         if home is not None:
             mine = home / "safety" / "care" / f"{name}.json"
@@ -133,7 +133,7 @@ class Care:
     """The Engine's facade for care: the message a window shows, in the user's language."""
 
     def care_message(self, language: str | None = None) -> CareMessage:
-        from engine.paths import data_dir
+        from ..paths import data_dir
 
         cache = self.__dict__.setdefault("_care_messages", {})
         if language not in cache:

@@ -12,9 +12,9 @@ import argparse
 import json
 import sys
 
-from engine.events import SafetyAction
-from engine.safety.policy import DESTINATIONS, Policy
-from engine.safety.scanner import scan
+from ..events import SafetyAction
+from .policy import DESTINATIONS, Policy
+from .scanner import scan
 
 EXIT_OK = 0
 EXIT_BLOCKED = 1

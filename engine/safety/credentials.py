@@ -13,7 +13,7 @@ import binascii
 import json
 import re
 
-from engine.safety.detector import Detector, bounded_after, has_letter_and_digit, token_pattern
+from .detector import Detector, bounded_after, has_letter_and_digit, token_pattern
 
 _PLACEHOLDER_WORDS = frozenset(
     ["password", "passwd", "pwd", "pass", "passphrase", "secret", "none", "null", "nil", "true", "false", "undefined", "required", "optional", "str", "string", "text", "hidden", "redacted", "masked", "example", "sample", "your_password", "yourpassword", "mypassword", "placeholder", "value", "empty", "dummy", "todo", "tbd", "xxx"]

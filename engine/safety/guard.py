@@ -13,10 +13,10 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from engine.events import SafetyAction, SafetyNotice
-from engine.safety.matcher import Matcher
-from engine.safety.policy import Policy, check_destination
-from engine.safety.scanner import Dedup, Finding, make_finding, order_key, placeholder
+from ..events import SafetyAction, SafetyNotice
+from .matcher import Matcher
+from .policy import Policy, check_destination
+from .scanner import Dedup, Finding, make_finding, order_key, placeholder
 
 _HIDES = (SafetyAction.REDACT, SafetyAction.BLOCK)
 

@@ -14,7 +14,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from engine.safety.detector import Detector
+from .detector import Detector
 
 # Trimming copies the kept tail, so only trim once the dead prefix is worth it.
 _TRIM_AT = 4096

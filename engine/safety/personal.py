@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from engine.safety.detector import Detector
+from .detector import Detector
 
 # Image and document names such as icon@2x.png look like addresses.
 _FILE_SUFFIXES = frozenset(

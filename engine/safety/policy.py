@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from engine.errors import WrenError
-from engine.events import SafetyAction
-from engine.safety import credentials, personal, wordlists
-from engine.safety.detector import Detector
+from ..errors import WrenError
+from ..events import SafetyAction
+from . import credentials, personal, wordlists
+from .detector import Detector
 
 DESTINATIONS = ("local", "remote")
 STRENGTH = {SafetyAction.ALLOW: 0, SafetyAction.WARN: 1, SafetyAction.REDACT: 2, SafetyAction.BLOCK: 3}
@@ -118,7 +118,7 @@ class Policy:
         shipped policy (plus the user's readable word lists) is used instead.
         """
         if data_dir is None:
-            from engine.paths import data_dir as default_dir
+            from ..paths import data_dir as default_dir
 
             data_dir = default_dir()
         folder = Path(data_dir) / "safety"
@@ -148,7 +148,7 @@ class Policy:
 
 @functools.cache
 def _shipped_text() -> str:
-    return (resources.files("resources") / "safety" / "policy.toml").read_text(encoding="utf-8")
+    return (resources.files("wren.resources") / "safety" / "policy.toml").read_text(encoding="utf-8")
 
 
 def _shipped_document() -> dict:

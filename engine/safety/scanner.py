@@ -5,10 +5,10 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from engine.events import SafetyAction, SafetyNotice
-from engine.safety.detector import Detector
-from engine.safety.matcher import Candidate, Matcher
-from engine.safety.policy import BUILTIN_DETECTORS, Policy, check_destination, strongest
+from ..events import SafetyAction, SafetyNotice
+from .detector import Detector
+from .matcher import Candidate, Matcher
+from .policy import BUILTIN_DETECTORS, Policy, check_destination, strongest
 
 # Categories `redact()` always masks, whatever the policy says about them.
 PRIVATE_PREFIXES = ("secret.", "pii.", "user.")

@@ -10,8 +10,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.events import SafetyAction
-from engine.safety.policy import Policy, PolicyError
+from ..events import SafetyAction
+from .policy import Policy, PolicyError
 
 DESTINATIONS = ("local", "remote")
 _HEADER = (

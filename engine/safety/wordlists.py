@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
 
-from engine.safety.detector import UNBOUNDED_CAP, Detector, regex_shape
+from .detector import UNBOUNDED_CAP, Detector, regex_shape
 
 # The longest phrase a list may hold; keeps every phrase detector's reach small.
 MAX_PHRASE = 80
@@ -24,7 +24,7 @@ def parse_wordlist(text: str) -> list[str]:
 
 
 def shipped_wordlists() -> dict[str, list[str]]:
-    folder = resources.files("resources") / "safety" / "wordlists"
+    folder = resources.files("wren.resources") / "safety" / "wordlists"
     lists: dict[str, list[str]] = {}
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".txt"):

@@ -30,9 +30,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from engine.context import ContextOverflow
-from engine.errors import InvalidRequest, ModelNotFound, NotFound, WrenError
-from engine.events import (
+from ..context import ContextOverflow
+from ..errors import InvalidRequest, ModelNotFound, NotFound, WrenError
+from ..events import (
     Delta,
     Failed,
     FailureKind,
@@ -47,12 +47,12 @@ from engine.events import (
     Usage,
     event_to_dict,
 )
-from engine.inference.sampling import SamplingParams
-from engine.logs import log_event
-from engine.server.keys import same_key
-from engine.server.logprobs import LogprobsError, chat_logprobs, completion_logprobs, requested
-from engine.server.serving import ModelBusy, PromptTooLong
-from engine.server.streams import AnswerLog, AnswerLogs
+from ..inference.sampling import SamplingParams
+from ..logs import log_event
+from .keys import same_key
+from .logprobs import LogprobsError, chat_logprobs, completion_logprobs, requested
+from .serving import ModelBusy, PromptTooLong
+from .streams import AnswerLog, AnswerLogs
 
 DEFAULT_PORT = 8765
 DEFAULT_MAX_QUEUE = 16
@@ -229,7 +229,7 @@ _FINISH = {FinishReason.STOP: "stop", FinishReason.LENGTH: "length", FinishReaso
 
 
 def _engine_supports(option: str) -> bool:
-    from engine.api import SendOptions
+    from ..api import SendOptions
 
     return option in {f.name for f in fields(SendOptions)}
 
@@ -858,7 +858,7 @@ def _question(body: dict) -> str:
 
 
 def _send_options(body: dict):
-    from engine.api import SendOptions
+    from ..api import SendOptions
 
     changes: dict[str, Any] = {}
     sampling = body.get("sampling")

@@ -9,11 +9,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from engine.errors import InvalidRequest
+from ..errors import InvalidRequest
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from engine.inference.select import BACKEND_NAMES
+    from ..inference.select import BACKEND_NAMES
 
     p = subparsers.add_parser(
         "serve", help="serve Wren over HTTP on 127.0.0.1 (OpenAI-compatible API and Wren's own)",
@@ -39,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _keys(args):
-    from engine.server.keys import ask_passphrase, open_keys
+    from .keys import ask_passphrase, open_keys
 
     key_file = Path(args.key_file).expanduser() if args.key_file else None
     interactive = sys.stdin is not None and sys.stdin.isatty()
@@ -48,7 +48,7 @@ def _keys(args):
 
 
 def _cmd_serve(args):
-    from engine.server.app import (
+    from .app import (
         DEFAULT_MAX_QUEUE,
         DEFAULT_PORT,
         ServerOptions,
@@ -87,8 +87,8 @@ def _cmd_serve(args):
 
 
 async def _serve(args, key: str, port: int, options) -> int:
-    from engine.api import Engine
-    from engine.server.app import WrenServer
+    from ..api import Engine
+    from .app import WrenServer
 
     engine = Engine.open()
     try:

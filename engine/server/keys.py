@@ -22,7 +22,7 @@ import secrets
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from engine.errors import WrenError
+from ..errors import WrenError
 
 SERVICE = "wren-server"
 USERNAME = "api-key"

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engine.events import TokenLogprob
-from engine.inference.sampling import MAX_LOGPROBS
+from ..events import TokenLogprob
+from ..inference.sampling import MAX_LOGPROBS
 
 
 class LogprobsError(ValueError):

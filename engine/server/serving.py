@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import InvalidRequest, WrenError
-from engine.events import (
+from ..errors import InvalidRequest, WrenError
+from ..events import (
     Delta,
     Event,
     Failed,
@@ -32,18 +32,18 @@ from engine.events import (
     ToolCall,
     Usage,
 )
-from engine.inference.constrain import Constraint, ConstraintError
-from engine.inference.sampling import SamplingParams
-from engine.inference.worker import GenerationRequest, ModelWorker
-from engine.logprobs import AnswerLogprobs
-from engine.logs import log_event
-from engine.safety import OutputGuard, scan
-from engine.tools.parse import CallParser, ParsedCall
-from engine.tools.prompt import ToolPlan, plan_for
-from engine.tools.registry import ToolSpec
+from ..inference.constrain import Constraint, ConstraintError
+from ..inference.sampling import SamplingParams
+from ..inference.worker import GenerationRequest, ModelWorker
+from ..logprobs import AnswerLogprobs
+from ..logs import log_event
+from ..safety import OutputGuard, scan
+from ..tools.parse import CallParser, ParsedCall
+from ..tools.prompt import ToolPlan, plan_for
+from ..tools.registry import ToolSpec
 
 if TYPE_CHECKING:
-    from engine.api import ModelStatus
+    from ..api import ModelStatus
 
 # The owner recorded in Engine._active for requests that belong to no conversation.
 STATELESS_OWNER = -1

@@ -41,7 +41,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Callable
 
-from engine.events import FinishReason
+from ..events import FinishReason
 
 APPEND_PATH = "/message/content/parts/0"
 KEEP_SECONDS = 300.0  # a finished answer's chunks stay resumable this long

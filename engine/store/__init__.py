@@ -1,5 +1,5 @@
 """Conversations, messages and settings in SQLite (peewee, WAL)."""
 
-from engine.store.store import Store
+from .store import Store
 
 __all__ = ["Store"]

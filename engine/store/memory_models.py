@@ -9,7 +9,7 @@ from __future__ import annotations
 import peewee as pw
 from playhouse.sqlite_ext import AutoIncrementField
 
-from engine.store.models import BaseModel, Conversation, Message, utcnow
+from .models import BaseModel, Conversation, Message, utcnow
 
 
 class Memory(BaseModel):

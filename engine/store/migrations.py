@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import peewee as pw
 
-from engine.store.models import Conversation, Message, SchemaMigration, Setting
+from .models import Conversation, Message, SchemaMigration, Setting
 
 
 def _m001_initial(db: pw.Database) -> None:
@@ -39,7 +39,7 @@ def _m002_message_text_search(db: pw.Database) -> None:
 
 def _m003_memory(db: pw.Database) -> None:
     # Long-term memories (with their FTS index) and running conversation summaries.
-    from engine.store.memory_models import create_memory_schema
+    from .memory_models import create_memory_schema
 
     create_memory_schema(db)
 
@@ -62,7 +62,7 @@ def _m005_message_owner(db: pw.Database) -> None:
 
 def _m006_message_vectors(db: pw.Database) -> None:
     # Sentence embeddings of past messages, tagged with their model (engine/memory/vectors.py).
-    from engine.store.memory_models import create_message_vectors
+    from .memory_models import create_message_vectors
 
     create_message_vectors(db)
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import peewee as pw
 from playhouse.shortcuts import ThreadSafeDatabaseMetadata
 
-from engine.records import MessageStatus, Role
+from ..records import MessageStatus, Role
 
 
 def utcnow() -> datetime:

@@ -16,12 +16,12 @@ from typing import Any
 
 import peewee as pw
 
-from engine import paths
-from engine.errors import InvalidRequest, NotFound, StoreError
-from engine.records import ConversationInfo, MessageInfo, MessageStatus, Role, clean_title
-from engine.store.locks import HeldLock, is_held, owner_token
-from engine.store.migrations import migrate
-from engine.store.models import TABLES, Conversation, Message, Setting, utcnow
+from .. import paths
+from ..errors import InvalidRequest, NotFound, StoreError
+from ..records import ConversationInfo, MessageInfo, MessageStatus, Role, clean_title
+from .locks import HeldLock, is_held, owner_token
+from .migrations import migrate
+from .models import TABLES, Conversation, Message, Setting, utcnow
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ import json
 import sys
 from typing import Any, TextIO
 
-from engine.errors import InvalidRequest
-from engine.events import Event, ToolApprovalNeeded, ToolCall, ToolResult
+from ..errors import InvalidRequest
+from ..events import Event, ToolApprovalNeeded, ToolCall, ToolResult
 
 SHOWN_CHARS = 300  # of a result, on the terminal (the model sees its whole budget)
 

@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from engine.tools.calculator import MAX_CHARS as CALC_MAX_CHARS
-from engine.tools.calculator import CalcError, evaluate, format_value
-from engine.tools.registry import BUILTIN, ToolSpec
+from .calculator import MAX_CHARS as CALC_MAX_CHARS
+from .calculator import CalcError, evaluate, format_value
+from .registry import BUILTIN, ToolSpec
 
 if TYPE_CHECKING:
-    from engine.api import Engine
+    from ..api import Engine
 
 MAX_FILE_BYTES = 20 * 2**20  # an attachment larger than this is refused, not read
 MAX_PDF_PAGES = 300

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.errors import InvalidRequest
+from ..errors import InvalidRequest
 
 ADD_USAGE = "wren mcp add NAME [--env KEY=VALUE]... -- COMMAND [ARGS...]  |  wren mcp add NAME --url URL [--header 'K: V']..."
 
@@ -94,9 +94,9 @@ def _pairs(items: list[str], sep: str, what: str) -> dict[str, str]:
 
 
 def _manager():
-    from engine import paths
-    from engine.tools.mcp import McpManager
-    from engine.tools.mcp_config import config_path
+    from .. import paths
+    from .mcp import McpManager
+    from .mcp_config import config_path
 
     return McpManager(config_path(), log_dir=paths.logs_dir() / "mcp")
 
@@ -116,7 +116,7 @@ async def _mcp_add(args) -> int:
     if opts.url and opts.env:
         raise InvalidRequest("--env is for a command server; a URL server takes --header")
     manager = _manager()
-    from engine.tools.mcp_config import server_from_entry
+    from .mcp_config import server_from_entry
 
     entry: dict[str, Any] = ({"url": opts.url, "headers": _pairs(opts.header, ":", "--header")} if opts.url else
                              {"command": command[0], "args": command[1:], "env": _pairs(opts.env, "=", "--env")})
@@ -177,7 +177,7 @@ async def _mcp_rm(args) -> int:
 
 
 async def _mcp_test(args) -> int:
-    from engine.tools.mcp import McpFailure
+    from .mcp import McpFailure
 
     manager = _manager()
     try:
@@ -247,7 +247,7 @@ async def _tools_call(args) -> int:
     finally:
         await engine.close()
     if args.json:
-        from engine.events import event_to_dict
+        from ..events import event_to_dict
 
         print(json.dumps(event_to_dict(result), ensure_ascii=False))
     else:
@@ -256,7 +256,7 @@ async def _tools_call(args) -> int:
 
 
 def _open_engine():
-    from engine.cli import _open_engine as open_engine
+    from ..cli import _open_engine as open_engine
 
     return open_engine()
 

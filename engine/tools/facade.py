@@ -10,13 +10,13 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import InvalidRequest
-from engine.events import ToolResult
-from engine.tools.builtin import BuiltinTools
-from engine.tools.registry import ToolInfo, ToolRegistry, validate_arguments
+from ..errors import InvalidRequest
+from ..events import ToolResult
+from .builtin import BuiltinTools
+from .registry import ToolInfo, ToolRegistry, validate_arguments
 
 if TYPE_CHECKING:
-    from engine.safety import Policy
+    from ..safety import Policy
 
 DISABLED_KEY = "tools.disabled"  # names the user switched off (every tool is on until then)
 ALWAYS_KEY = "tools.always_allowed"  # names whose calls no longer wait for approval

@@ -44,9 +44,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.errors import InvalidRequest, NotFound, WrenError
-from engine.tools import mcp_config
-from engine.tools.mcp_config import McpServerConfig
+from ..errors import InvalidRequest, NotFound, WrenError
+from . import mcp_config
+from .mcp_config import McpServerConfig
 
 log = logging.getLogger(__name__)
 
@@ -264,7 +264,7 @@ class _Connection:
         from mcp import Client
         from mcp_types import Implementation
 
-        from engine import __version__
+        from .. import __version__
 
         if self.config.command is not None:
             from mcp.client.stdio import StdioServerParameters, stdio_client

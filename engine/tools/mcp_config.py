@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from engine import paths
-from engine.errors import InvalidRequest
+from .. import paths
+from ..errors import InvalidRequest
 
 CONFIG_FILE = "mcp.json"
 DEFAULT_CALL_TIMEOUT = 60.0

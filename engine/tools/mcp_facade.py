@@ -16,12 +16,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from engine import paths
-from engine.errors import InvalidRequest
-from engine.tools import mcp_config
-from engine.tools.mcp import McpFailure, McpManager, McpServerState, McpTool
-from engine.tools.mcp_config import DEFAULT_CALL_TIMEOUT, check_url, server_from_entry
-from engine.tools.registry import ToolInfo, ToolSpec, check_spec
+from .. import paths
+from ..errors import InvalidRequest
+from . import mcp_config
+from .mcp import McpFailure, McpManager, McpServerState, McpTool
+from .mcp_config import DEFAULT_CALL_TIMEOUT, check_url, server_from_entry
+from .registry import ToolInfo, ToolSpec, check_spec
 
 log = logging.getLogger(__name__)
 

@@ -8,12 +8,12 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine.inference.constrain import Constraint
-from engine.tools.parse import family_for
-from engine.tools.registry import ToolSource, ToolSpec
+from ..inference.constrain import Constraint
+from .parse import family_for
+from .registry import ToolSource, ToolSpec
 
 if TYPE_CHECKING:
-    from engine.tokenize import Tokenizer
+    from ..tokenize import Tokenizer
 
 FALLBACK_INSTRUCTIONS = (
     "You can call tools. They are listed as JSON between <tools> and </tools>:\n<tools>\n{tools}\n</tools>\n"

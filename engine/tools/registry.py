@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from engine.errors import InvalidRequest
+from ..errors import InvalidRequest
 
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$")
 BUILTIN = "builtin"

@@ -14,18 +14,18 @@ import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Protocol
 
-from engine.events import Event, SafetyAction, SafetyNotice, ToolApprovalNeeded, ToolCall, ToolResult
-from engine.logs import log_event
-from engine.safety import scan
-from engine.tools.builtin import CALL_CONTEXT, CallContext
-from engine.tools.parse import ParsedCall
-from engine.tools.prompt import CallRecord, ToolPlan
-from engine.tools.registry import validate_arguments
+from ..events import Event, SafetyAction, SafetyNotice, ToolApprovalNeeded, ToolCall, ToolResult
+from ..logs import log_event
+from ..safety import scan
+from .builtin import CALL_CONTEXT, CallContext
+from .parse import ParsedCall
+from .prompt import CallRecord, ToolPlan
+from .registry import validate_arguments
 
 if TYPE_CHECKING:
-    from engine.safety import Policy
-    from engine.tokenize import Tokenizer
-    from engine.tools.facade import ToolState
+    from ..safety import Policy
+    from ..tokenize import Tokenizer
+    from .facade import ToolState
 
 DECLINED = "the user declined"
 CANCELLED = "cancelled by the user"

@@ -13,7 +13,7 @@ import pytest
 from gguf import GGUFWriter, quants
 from gguf.constants import GGMLQuantizationType as T
 
-from engine.modelhub.gguf_file import GGUFFile
+from wren.engine.modelhub.gguf_file import GGUFFile
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -184,7 +184,7 @@ def test_command_line_tiny(tmp_path, tokenizer_gguf, capsys):
 
 
 def test_starter_tokenizer_is_padded_to_llama_3s_vocabulary():
-    from engine.modelhub.registry import ModelRegistry
+    from wren.engine.modelhub.registry import ModelRegistry
 
     starter = ModelRegistry.starter_gguf_path()
     if starter is None:

@@ -58,7 +58,7 @@ def open_window(make_engine, arun, qtbot):
     """Build a started window over a scripted engine; everything is closed afterwards."""
     from PySide6.QtCore import QCoreApplication, QEvent
 
-    from desktop.window.main_window import MainWindow
+    from wren.desktop.window.main_window import MainWindow
 
     made: list[tuple[MainWindow, Any]] = []
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from desktop.chat.blocks import (
+from wren.desktop.chat.blocks import (
     AppendCode,
     AppendProse,
     BlockSplitter,

@@ -8,8 +8,8 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMessageBox
 
-from desktop.chat.body import MarkdownBody
-from engine.records import MessageStatus, Role
+from wren.desktop.chat.body import MarkdownBody
+from wren.engine.records import MessageStatus, Role
 
 ANSWER = "Sure. Here is **bold** text.\n\n```python\nprint('hi')\n```\n\nAnd a closing line."
 
@@ -164,7 +164,7 @@ def test_a_one_megabyte_paste_keeps_the_window_responsive(open_window, qtbot):
 
 
 def test_a_model_that_fails_to_load_says_which_file_and_why(open_window, qtbot, tiny_model_dir, arun):
-    from engine.errors import ModelFileError
+    from wren.engine.errors import ModelFileError
 
     window = open_window(wait_model=False, fail_load=ModelFileError("model.safetensors is truncated at byte 1024"))
     qtbot.waitUntil(lambda: window.models.error_dialog is not None and window.models.error_dialog.isVisible())

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 
-from engine.api import CHAT_SAMPLING_PRESETS
+from wren.engine.api import CHAT_SAMPLING_PRESETS
 
 
 def _open_panel(window, qtbot):

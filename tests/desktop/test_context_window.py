@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import Qt
 
-from engine.errors import NotFound
+from wren.engine.errors import NotFound
 
 
 def test_the_inspector_shows_every_part_and_the_exact_prompt(open_window, send, qtbot, arun):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 
-from engine.records import MessageStatus, Role
+from wren.engine.records import MessageStatus, Role
 
 
 def _answer_widget(window):

@@ -32,7 +32,7 @@ def test_no_desktop_module_imports_torch_mlx_or_peewee():
 
 
 def test_importing_the_app_loads_no_model_framework():
-    modules = [f"desktop.{'.'.join(p.relative_to(DESKTOP).with_suffix('').parts)}" for p in sorted(DESKTOP.rglob("*.py"))]
+    modules = [f"wren.desktop.{'.'.join(p.relative_to(DESKTOP).with_suffix('').parts)}" for p in sorted(DESKTOP.rglob("*.py"))]
     code = (
         "import importlib, sys\n"
         f"for name in {modules!r}: importlib.import_module(name.removesuffix('.__init__'))\n"

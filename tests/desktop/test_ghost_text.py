@@ -8,7 +8,7 @@ import asyncio
 
 from PySide6.QtCore import Qt
 
-from engine.api import Suggestion
+from wren.engine.api import Suggestion
 
 
 def _window(open_window, qtbot, reply=" to the park. Then we went home.", **kwargs):
@@ -108,7 +108,7 @@ def test_the_next_keystroke_cancels_a_running_suggestion(open_window, qtbot):
 
 
 def test_the_setting_turns_ghost_text_off(open_window, qtbot, arun):
-    from engine.ghost import ENABLED_KEY
+    from wren.engine.ghost import ENABLED_KEY
 
     window = _window(open_window, qtbot)
     arun(window.engine.set_setting(ENABLED_KEY, False))
@@ -118,8 +118,8 @@ def test_the_setting_turns_ghost_text_off(open_window, qtbot, arun):
 
 
 def test_settings_generation_page_switches_ghost_text(open_window, arun):
-    from desktop.settings.dialog import SettingsDialog
-    from engine.ghost import ENABLED_KEY, TEMPORARY_ENABLED_KEY
+    from wren.desktop.settings.dialog import SettingsDialog
+    from wren.engine.ghost import ENABLED_KEY, TEMPORARY_ENABLED_KEY
 
     window = open_window("ok")
     dialog = SettingsDialog(window.engine, window.tasks, hotkey_problem="not here", parent=window)

@@ -19,7 +19,7 @@ SCRIPT = r'''
 import ctypes, ctypes.util, json, sys
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
-from desktop.tray.hotkey import GlobalHotkey
+from wren.desktop.tray.hotkey import GlobalHotkey
 
 app = QApplication([])
 first, second = GlobalHotkey(), GlobalHotkey()

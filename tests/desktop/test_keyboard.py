@@ -9,7 +9,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication, QWidget
 
-from desktop import theme
+from wren.desktop import theme
 
 
 @pytest.fixture

@@ -3,9 +3,9 @@ tables keep their own rules. Raw text in, rendered blocks out."""
 
 from __future__ import annotations
 
-from desktop.chat.blocks import LINE_BREAK, hard_breaks
-from desktop.chat.body import MarkdownBody
-from desktop.chat.segments import CodeSegment, ProseSegment
+from wren.desktop.chat.blocks import LINE_BREAK, hard_breaks
+from wren.desktop.chat.body import MarkdownBody
+from wren.desktop.chat.segments import CodeSegment, ProseSegment
 
 POEM = "Roses are red,\nViolets are blue,\nSugar is sweet."
 ADDRESS = "Send it to:\n\nAda Lovelace\n12 St James's Square\nLondon"

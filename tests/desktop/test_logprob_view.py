@@ -12,9 +12,9 @@ from PySide6.QtCore import QEvent, QPoint
 from PySide6.QtGui import QHelpEvent, QTextCharFormat, QTextCursor, QTextDocument
 from PySide6.QtWidgets import QApplication, QToolTip
 
-from desktop.chat.probabilities import BadLogprobs, align, parse, percent
-from engine.api import SamplingParams
-from engine.records import Role
+from wren.desktop.chat.probabilities import BadLogprobs, align, parse, percent
+from wren.engine.api import SamplingParams
+from wren.engine.records import Role
 
 ANSWER = "**Paris** is the capital of France, and [its](http://example.com/paris) river is the Seine."
 TOKENS = ["**", "Paris", "**", " is", " the", " capital", " of", " France", ",", " and", " [", "its",

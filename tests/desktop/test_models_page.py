@@ -10,9 +10,9 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMessageBox, QPushButton
 
-from desktop.models.rows import DownloadState
-from engine.api import DownloadCancelled
-from engine.modelhub.catalog import load_catalog
+from wren.desktop.models.rows import DownloadState
+from wren.engine.api import DownloadCancelled
+from wren.engine.modelhub.catalog import load_catalog
 
 GB = 10**9
 
@@ -220,7 +220,7 @@ def test_every_button_is_named_and_reachable_by_tab(models_page):
 
 
 def test_settings_and_the_menu_open_the_page(open_window, qtbot, arun):
-    from desktop.settings.dialog import SettingsDialog
+    from wren.desktop.settings.dialog import SettingsDialog
 
     window = open_window()
     dialog = SettingsDialog(window.engine, window.tasks, parent=window)

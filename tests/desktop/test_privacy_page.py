@@ -5,8 +5,8 @@ from __future__ import annotations
 import stat
 import zipfile
 
-from desktop.bridge import Tasks
-from desktop.settings.privacy import PrivacyPage
+from wren.desktop.bridge import Tasks
+from wren.desktop.settings.privacy import PrivacyPage
 
 
 async def _chat(engine, text):
@@ -54,7 +54,7 @@ def test_erase_asks_first_and_keeps_data_when_cancelled(make_engine, arun, qtbot
 
 
 def test_settings_dialog_has_the_privacy_page(make_engine, arun, qtbot):
-    from desktop.settings.dialog import SettingsDialog
+    from wren.desktop.settings.dialog import SettingsDialog
 
     engine = make_engine()
     dialog = SettingsDialog(engine, Tasks())

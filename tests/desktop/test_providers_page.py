@@ -4,8 +4,8 @@ a bad URL is refused on the page with the reason."""
 
 from __future__ import annotations
 
-from desktop.settings.dialog import SettingsDialog
 from tests.engine.providers.fakeserver import FakeServer
+from wren.desktop.settings.dialog import SettingsDialog
 
 
 def test_providers_page_adds_tests_and_removes(open_window, arun, qtbot):

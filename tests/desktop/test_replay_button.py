@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import Qt
 
-from desktop.chat.message import replay_state
-from engine.records import MessageStatus, Role
+from wren.desktop.chat.message import replay_state
+from wren.engine.records import MessageStatus, Role
 
 
 def _answer(window):
@@ -85,9 +85,9 @@ def test_a_refused_replay_says_why_and_keeps_the_answer(open_window, send, arun,
 
 @pytest.mark.slow  # loads the tiny random-weight model on torch
 def test_replay_on_torch_gives_the_same_text_token_for_token(open_window, arun, qtbot, wren_home, tiny_model_dir, send):
-    from engine.api import Engine
-    from engine.modelhub.registry import ModelRegistry
-    from engine.store import Store
+    from wren.engine.api import Engine
+    from wren.engine.modelhub.registry import ModelRegistry
+    from wren.engine.store import Store
 
     registry = ModelRegistry(wren_home / "models")
     registry.register_folder(tiny_model_dir, name="tiny")

@@ -8,9 +8,9 @@ import zipfile
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 
-from desktop.settings.dialog import SettingsDialog
-from engine.events import SafetyAction
-from engine.records import MessageStatus
+from wren.desktop.settings.dialog import SettingsDialog
+from wren.engine.events import SafetyAction
+from wren.engine.records import MessageStatus
 
 
 def _policy(home, text: str) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from desktop.settings.dialog import SettingsDialog
-from desktop.settings.sampling import HELP
-from engine.api import PRESET_FIELDS, PRESETS_KEY
+from wren.desktop.settings.dialog import SettingsDialog
+from wren.desktop.settings.sampling import HELP
+from wren.engine.api import PRESET_FIELDS, PRESETS_KEY
 
 
 def _dialog(window, arun) -> SettingsDialog:

@@ -7,9 +7,9 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QAbstractSpinBox, QApplication, QLabel
 
-from desktop.settings.about import model_licence, package_licence
-from desktop.settings.dialog import SettingsDialog
-from engine import __version__
+from wren.desktop.settings.about import model_licence, package_licence
+from wren.desktop.settings.dialog import SettingsDialog
+from wren.engine import __version__
 
 
 def _dialog(window, arun) -> SettingsDialog:

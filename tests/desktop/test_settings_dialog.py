@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from desktop.settings.dialog import HOTKEY, HOTKEY_ENABLED, SettingsDialog
+from wren.desktop.settings.dialog import HOTKEY, HOTKEY_ENABLED, SettingsDialog
 
 
 def _dialog(window, arun) -> SettingsDialog:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QMessageBox
 
-from desktop.settings.dialog import SettingsDialog
+from wren.desktop.settings.dialog import SettingsDialog
 
 
 def _dialog(window, arun) -> SettingsDialog:

@@ -7,8 +7,8 @@ from datetime import UTC, date, datetime, timedelta
 
 from PySide6.QtCore import Qt
 
-from desktop.sidebar.grouping import PINNED, day_label, group_by_day
-from engine.records import ConversationInfo
+from wren.desktop.sidebar.grouping import PINNED, day_label, group_by_day
+from wren.engine.records import ConversationInfo
 
 
 def _conv(cid: int, when: datetime, pinned: bool = False) -> ConversationInfo:

@@ -11,7 +11,7 @@ import pytest
 
 @pytest.fixture
 def wren_app(make_engine, arun, qtbot):
-    from desktop.app import WrenApp
+    from wren.desktop.app import WrenApp
 
     made = []
 
@@ -28,7 +28,7 @@ def wren_app(make_engine, arun, qtbot):
 
 
 def test_smoke_sends_the_question_prints_each_step_and_quits(wren_app, arun, qtbot, capsys):
-    from desktop.smoke import from_environment
+    from wren.desktop.smoke import from_environment
 
     app = wren_app("The answer, scripted.")
     smoke = from_environment(app, time.monotonic(), {"WREN_DESKTOP_SMOKE": "What is 2+2?"})
@@ -48,7 +48,7 @@ def test_smoke_sends_the_question_prints_each_step_and_quits(wren_app, arun, qtb
 
 
 def test_smoke_is_off_without_the_variable_and_says_a_bad_timeout(wren_app, capsys):
-    from desktop.smoke import from_environment
+    from wren.desktop.smoke import from_environment
 
     app = wren_app()
     assert from_environment(app, 0.0, {}) is None
@@ -58,7 +58,7 @@ def test_smoke_is_off_without_the_variable_and_says_a_bad_timeout(wren_app, caps
 
 
 def test_smoke_fails_when_no_model_loads(wren_app, arun, qtbot, capsys):
-    from desktop.smoke import from_environment
+    from wren.desktop.smoke import from_environment
 
     app = wren_app()
     smoke = from_environment(app, time.monotonic(), {"WREN_DESKTOP_SMOKE": "hello"})
@@ -80,7 +80,7 @@ def test_hidden_starts_in_the_tray_or_shows_without_one(wren_app, arun, qtbot, t
 
 
 def test_wren_desktop_takes_hidden():
-    from desktop.app import _parse
+    from wren.desktop.app import _parse
 
     assert _parse(["--hidden"]).hidden is True
     assert _parse([]).hidden is False

@@ -8,7 +8,7 @@ import shutil
 import pytest
 from PySide6.QtCore import Qt
 
-from engine.errors import InvalidRequest
+from wren.engine.errors import InvalidRequest
 
 REPLY = " ".join(f"word{i}" for i in range(40))
 
@@ -52,7 +52,7 @@ def test_the_speed_shown_is_never_the_previous_answers(open_window, send, qtbot)
 
 @pytest.fixture
 def app_over(make_engine, arun, qtbot):
-    from desktop.app import WrenApp
+    from wren.desktop.app import WrenApp
 
     made = []
 
@@ -86,9 +86,9 @@ def test_an_imported_model_is_in_the_model_picker_at_once(app_over, tiny_model_d
 def test_a_refused_first_question_leaves_no_empty_chat(open_window, qtbot, arun, monkeypatch):
     """A new chat's question that the engine refuses (here: over the length limit, made
     small for the test) is said, kept in the composer, and no chat is created for it."""
-    import engine.api
+    import wren.engine.api
 
-    monkeypatch.setattr(engine.api, "MAX_MESSAGE_CHARS", 40)
+    monkeypatch.setattr(wren.engine.api, "MAX_MESSAGE_CHARS", 40)
     window = open_window("never shown")
     before = len(arun(window.engine.list_conversations()))
     text = "a question far longer than the forty characters allowed here"

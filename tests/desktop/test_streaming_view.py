@@ -7,10 +7,10 @@ import time
 
 from PySide6.QtGui import QGuiApplication
 
-from desktop.bridge import FLUSH_MS, TurnStream
-from desktop.chat.body import MarkdownBody
-from desktop.chat.segments import ProseSegment
-from engine.events import Delta, Finished, FinishReason, Started, Usage
+from wren.desktop.bridge import FLUSH_MS, TurnStream
+from wren.desktop.chat.body import MarkdownBody
+from wren.desktop.chat.segments import ProseSegment
+from wren.engine.events import Delta, Finished, FinishReason, Started, Usage
 
 
 def _tokens(n: int) -> list[str]:
@@ -107,7 +107,7 @@ def test_turn_stream_coalesces_deltas_and_finishes_once(qtbot, aloop):
 
 
 def test_turn_stream_turns_an_engine_refusal_into_a_failure(qtbot, aloop):
-    from engine.errors import InvalidRequest
+    from wren.engine.errors import InvalidRequest
 
     async def events():
         raise InvalidRequest("the message is empty")
@@ -123,8 +123,8 @@ def test_turn_stream_turns_an_engine_refusal_into_a_failure(qtbot, aloop):
 def test_a_long_chat_opens_newest_first_and_fills_in_older_messages(qtbot):
     from datetime import datetime
 
-    from desktop.chat.view import EAGER_MESSAGES, ChatView
-    from engine.records import MessageInfo, MessageStatus, Role
+    from wren.desktop.chat.view import EAGER_MESSAGES, ChatView
+    from wren.engine.records import MessageInfo, MessageStatus, Role
 
     answer = "A paragraph with **bold**.\n\n```python\nprint(1)\n```\n"
     messages = [

@@ -7,7 +7,7 @@ from PySide6.QtCore import QEvent, QPoint, Qt
 from PySide6.QtGui import QHelpEvent
 from PySide6.QtWidgets import QApplication, QToolTip
 
-from desktop.chat.tokens import label_for
+from wren.desktop.chat.tokens import label_for
 
 
 def test_the_draft_as_tokens_in_a_popover(open_window, qtbot, arun):

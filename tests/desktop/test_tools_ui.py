@@ -10,10 +10,10 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
-from desktop.chat.segments import ProseSegment
-from desktop.chat.toolcard import ToolCard
-from engine.api import SendOptions
 from tests.engine.tools.conftest import FakeSource, by_round, call
+from wren.desktop.chat.segments import ProseSegment
+from wren.desktop.chat.toolcard import ToolCard
+from wren.engine.api import SendOptions
 
 LIVE_MS = 15000
 
@@ -301,8 +301,8 @@ def test_attached_files_show_as_chips_and_go_with_the_message(open_window, qtbot
 
 @pytest.fixture
 def tools_page(make_engine, arun, qtbot):
-    from desktop.bridge import Tasks
-    from desktop.settings.tools import ToolsPage
+    from wren.desktop.bridge import Tasks
+    from wren.desktop.settings.tools import ToolsPage
 
     engine = make_engine()
     tasks = Tasks()
@@ -411,7 +411,7 @@ def test_settings_test_connection_failure_is_said_and_the_log_shown(tools_page, 
 
 
 def test_settings_has_a_tools_tab(open_window, qtbot):
-    from desktop.settings.dialog import SettingsDialog
+    from wren.desktop.settings.dialog import SettingsDialog
 
     window = open_window()
     dialog = SettingsDialog(window.engine, window.tasks)
@@ -423,7 +423,7 @@ def test_settings_has_a_tools_tab(open_window, qtbot):
 
 @pytest.mark.parametrize("bad", ["NOEQUALS", "TWO WORDS=1", "=value"])
 def test_parse_env_names_the_bad_line(bad):
-    from desktop.settings.tools import parse_env
+    from wren.desktop.settings.tools import parse_env
 
     with pytest.raises(ValueError, match="line 2"):
         parse_env("OK=1\n" + bad)
@@ -442,8 +442,8 @@ def test_a_huge_result_is_cut_in_the_card(qtbot):
 def test_a_call_without_result_in_an_ended_answer_does_not_spin(open_window, qtbot):
     from dataclasses import replace
 
-    from desktop.chat.message import MessageWidget
-    from engine.records import MessageStatus, Role
+    from wren.desktop.chat.message import MessageWidget
+    from wren.engine.records import MessageStatus, Role
 
     window, _source = _window(open_window, by_round("Before. " + call("calculator", expression="1+1"), "After."),
                               approval=())
@@ -468,8 +468,8 @@ def test_an_mcp_server_added_in_settings_is_tested_offered_and_asks_before_its_c
     composer's menu offers its tool, and its call asks first (MCP tools always do)."""
     import sys
 
-    from desktop.settings.tools import ToolsPage
     from tests.engine.mcp.conftest import SERVER
+    from wren.desktop.settings.tools import ToolsPage
 
     window = open_window(by_round("Asking the server. " + call("t__echo", text="hello mcp"), "It said so."))
     page = ToolsPage(window.engine, window.tasks)

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import Qt
 
-from desktop.tray.hotkey import GlobalHotkey, unsupported_reason
-from desktop.tray.instance import QUICK, SHOW, SingleInstance, server_name
+from wren.desktop.tray.hotkey import GlobalHotkey, unsupported_reason
+from wren.desktop.tray.instance import QUICK, SHOW, SingleInstance, server_name
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def wren_app(make_engine, arun, qtbot):
     """The whole app (window, quick prompt, tray) over a scripted engine."""
-    from desktop.app import WrenApp
+    from wren.desktop.app import WrenApp
 
     made = []
 
@@ -110,14 +110,14 @@ def test_a_stale_socket_from_a_crashed_wren_is_replaced(qtbot):
 
 @pytest.mark.slow
 def test_wren_desktop_quick_reaches_the_running_instance(wren_app, qtbot, wren_home):
-    from engine import paths
+    from wren.engine import paths
 
     instance = SingleInstance(server_name(str(paths.data_dir())))
     assert instance.listen()
     app = wren_app(instance=instance)
     env = {**os.environ, "WREN_HOME": str(wren_home), "QT_QPA_PLATFORM": "offscreen"}
     proc = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from desktop.app import main; sys.exit(main(['--quick']))"],
+        [sys.executable, "-c", "import sys; from wren.desktop.app import main; sys.exit(main(['--quick']))"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )
     qtbot.waitUntil(lambda: proc.poll() is not None and app.quick.isVisible(), timeout=30000)
@@ -135,7 +135,7 @@ def test_hotkey_is_off_where_the_platform_has_none():
 
 
 def test_hotkey_setting_is_kept_off_and_reported(wren_app, arun):
-    from desktop.settings.dialog import HOTKEY_ENABLED
+    from wren.desktop.settings.dialog import HOTKEY_ENABLED
 
     app = wren_app()
     assert app.hotkey.shortcut is None and app.hotkey_problem
@@ -145,7 +145,7 @@ def test_hotkey_setting_is_kept_off_and_reported(wren_app, arun):
 
 
 def test_tray_notice_is_said_once(wren_app, qtbot, arun):
-    from desktop.app import TRAY_NOTICE_SHOWN
+    from wren.desktop.app import TRAY_NOTICE_SHOWN
 
     app = wren_app(tray=True)
     said = []
@@ -221,7 +221,7 @@ def test_engine_notices_reach_the_window(wren_app, qtbot):
     that names the file; disk freed at start is a status-bar line."""
     from PySide6.QtWidgets import QMessageBox
 
-    from engine.records import EngineNotice
+    from wren.engine.records import EngineNotice
 
     app = wren_app()
     app.engine._notify(EngineNotice("model_damaged", "model.gguf is damaged: re-import the model", "/m/model.gguf"))
@@ -235,9 +235,9 @@ def test_engine_notices_reach_the_window(wren_app, qtbot):
 
 def test_quick_prompt_refused_question_leaves_no_chat(wren_app, qtbot, arun, monkeypatch):
     """A quick question the engine refuses is said and given back; no chat is made."""
-    import engine.api
+    import wren.engine.api
 
-    monkeypatch.setattr(engine.api, "MAX_MESSAGE_CHARS", 20)
+    monkeypatch.setattr(wren.engine.api, "MAX_MESSAGE_CHARS", 20)
     app = wren_app()
     before = len(arun(app.engine.list_conversations()))
     app.quick.popup()

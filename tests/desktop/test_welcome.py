@@ -11,7 +11,7 @@ import pytest
 
 @pytest.fixture
 def wren_app(make_engine, arun, qtbot, tmp_path, monkeypatch):
-    from desktop.app import WrenApp
+    from wren.desktop.app import WrenApp
 
     # The autostart checkbox writes here, never into the real ~/.config.
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
@@ -41,7 +41,7 @@ def _start(app, arun, qtbot, **kwargs):
 
 
 def test_first_start_welcomes_once(wren_app, arun, qtbot, wren_home):
-    from desktop.welcome import WELCOME_SEEN
+    from wren.desktop.welcome import WELCOME_SEEN
 
     app = wren_app()
     _start(app, arun, qtbot)
@@ -71,7 +71,7 @@ def test_help_welcome_shows_it_again(wren_app, arun, qtbot):
 
 
 def test_no_welcome_for_the_start_up_check(wren_app, arun, qtbot):
-    from desktop.welcome import WELCOME_SEEN
+    from wren.desktop.welcome import WELCOME_SEEN
 
     app = wren_app()
     _start(app, arun, qtbot, greet=False)
@@ -119,7 +119,7 @@ def test_autostart_checkbox_writes_and_removes_the_login_item(wren_app, arun, qt
 def test_crash_notice_after_a_crash_report(wren_app, arun, qtbot, wren_home):
     from PySide6.QtCore import QUrl
 
-    from engine.api import write_crash_report
+    from wren.engine.api import write_crash_report
 
     try:
         raise RuntimeError("the model worker died")
@@ -146,7 +146,7 @@ def test_crash_notice_after_a_crash_report(wren_app, arun, qtbot, wren_home):
 # -- the login item itself -----------------------------------------------------------------
 
 def test_exec_line_quotes_as_the_desktop_entry_spec_says():
-    from desktop.autostart import exec_line
+    from wren.desktop.autostart import exec_line
 
     assert exec_line(["/usr/bin/wren-desktop", "--hidden"]) == "/usr/bin/wren-desktop --hidden"
     assert exec_line(["/home/a b/venv/bin/wren-desktop"]) == '"/home/a b/venv/bin/wren-desktop"'
@@ -154,7 +154,7 @@ def test_exec_line_quotes_as_the_desktop_entry_spec_says():
 
 
 def test_macos_gets_a_launch_agent_and_windows_none(tmp_path):
-    from desktop.autostart import Autostart
+    from wren.desktop.autostart import Autostart
 
     mac = Autostart("darwin", {}, home=tmp_path)
     mac.set_enabled(True, ["/Applications/Wren.app/Contents/MacOS/wren-desktop"])
@@ -171,16 +171,16 @@ def test_macos_gets_a_launch_agent_and_windows_none(tmp_path):
 
 
 def test_xdg_config_home_must_be_absolute(tmp_path):
-    from desktop.autostart import Autostart
+    from wren.desktop.autostart import Autostart
 
     assert Autostart("linux", {"XDG_CONFIG_HOME": "relative"}, home=tmp_path).path == (
         tmp_path / ".config/autostart/io.github.wren_assistant.Wren.desktop")
 
 
 def test_welcome_says_the_starter_is_set_up_when_no_model_is_chosen(make_engine, arun, qtbot, tmp_path):
-    from desktop.bridge import Tasks
-    from desktop.welcome import WelcomeDialog
-    from engine.api import STARTER_MODEL
+    from wren.desktop.bridge import Tasks
+    from wren.desktop.welcome import WelcomeDialog
+    from wren.engine.api import STARTER_MODEL
 
     engine = make_engine()
     arun(engine.set_setting("model", None))
@@ -200,7 +200,7 @@ def test_welcome_says_the_starter_is_set_up_when_no_model_is_chosen(make_engine,
 
 
 def test_crash_notice_shows_the_folder_and_a_hidden_start_says_it_in_the_tray(wren_app, arun, qtbot):
-    from engine.api import write_crash_report
+    from wren.engine.api import write_crash_report
 
     try:
         raise RuntimeError("the model worker died")

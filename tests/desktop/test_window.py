@@ -14,7 +14,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop import theme
+from wren.desktop import theme
 
 OBJECT_NAMES = (
     "conversationList", "searchBox", "newChatButton", "chatView", "composer", "sendButton",
@@ -70,7 +70,7 @@ def test_keyboard_shortcuts(open_window, send, qtbot):
 
 
 def test_the_palette_follows_dark_and_light(qapp, qtbot):
-    from desktop.chat.body import MarkdownBody
+    from wren.desktop.chat.body import MarkdownBody
 
     before = qapp.palette()
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import QRect
 from PySide6.QtWidgets import QWidget
 
-from desktop.sidebar.sidebar import ID_ROLE
+from wren.desktop.sidebar.sidebar import ID_ROLE
 
 LONG = "A remarkably long conversation title about planning the summer holiday in the mountains " * 3
 

@@ -7,8 +7,8 @@ import re
 
 from PySide6.QtCore import Qt
 
-from engine.events import FinishReason
-from engine.records import MessageStatus, Role
+from wren.engine.events import FinishReason
+from wren.engine.records import MessageStatus, Role
 
 # Several prefill chunks of the tiny tokenizer's tokens.
 LONG_PASTE = " ".join(f"word{i}" for i in range(300))

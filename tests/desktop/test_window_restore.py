@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from desktop.window.main_window import LAYOUT_KEY
+from wren.desktop.window.main_window import LAYOUT_KEY
 
 
 def test_size_position_and_splitter_come_back(open_window, make_engine, arun, qtbot):

@@ -16,11 +16,11 @@ from types import SimpleNamespace
 import pytest
 from PySide6.QtCore import SignalInstance
 
-from desktop.window import seams
-from desktop.window.chat_settings import open_chat_settings
-from desktop.window.context import ContextController
-from desktop.window.conversation import ConversationController
-from desktop.window.models import ModelController
+from wren.desktop.window import seams
+from wren.desktop.window.chat_settings import open_chat_settings
+from wren.desktop.window.context import ContextController
+from wren.desktop.window.conversation import ConversationController
+from wren.desktop.window.models import ModelController
 
 ROOT = Path(__file__).resolve().parents[2]
 WINDOW = ROOT / "desktop" / "window"
@@ -83,7 +83,7 @@ def _window_reaches(path: Path) -> list[str]:
             found.append(f"{path.name}:{node.lineno} {node.id}")
         elif isinstance(node, ast.arg) and node.arg == "window":
             found.append(f"{path.name}:{node.lineno} parameter window")
-        elif isinstance(node, ast.ImportFrom) and node.module == "desktop.window.main_window":
+        elif isinstance(node, ast.ImportFrom) and node.module == "wren.desktop.window.main_window":
             found.append(f"{path.name}:{node.lineno} imports main_window")
     return found
 

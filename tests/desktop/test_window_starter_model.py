@@ -7,10 +7,10 @@ import pytest
 
 @pytest.mark.slow
 def test_the_starter_model_answers_the_capital_of_france(starter_models_dir, wren_home, arun, qtbot, send):
-    from desktop.window.main_window import MainWindow
-    from engine.api import Engine
-    from engine.modelhub.registry import ModelRegistry
-    from engine.store import Store
+    from wren.desktop.window.main_window import MainWindow
+    from wren.engine.api import Engine
+    from wren.engine.modelhub.registry import ModelRegistry
+    from wren.engine.store import Store
 
     engine = Engine(Store(wren_home / "wren.sqlite3"), ModelRegistry(starter_models_dir))
     arun(engine.set_setting("sampling", {"temperature": 0.0, "max_tokens": 48}))

@@ -23,7 +23,7 @@ def test_sigkill_mid_stream_leaves_question_and_partial_answer(starter_models_di
     env = dict(os.environ, WREN_HOME=str(home), PYTHONPATH=str(REPO))
     question = "Write a long story about a lighthouse keeper and a storm."
     proc = subprocess.Popen(
-        [sys.executable, "-m", "engine.cli", "ask", "--backend", "torch-cpu", "--seed", "1",
+        [sys.executable, "-m", "wren.engine.cli", "ask", "--backend", "torch-cpu", "--seed", "1",
          "--temperature", "0.8", "--max-tokens", "2000", question],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO,
     )
@@ -58,8 +58,8 @@ def test_sigkill_mid_stream_leaves_question_and_partial_answer(starter_models_di
     assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     con.close()
 
-    from engine.records import MessageStatus, Role
-    from engine.store import Store
+    from wren.engine.records import MessageStatus, Role
+    from wren.engine.store import Store
 
     store = Store(db)  # opening recovers messages left streaming
     (conv,) = store.list_conversations()

@@ -10,7 +10,7 @@ pytestmark = pytest.mark.slow
 
 
 def _backends() -> list[str]:
-    from engine.inference.select import resolve_backend
+    from wren.engine.inference.select import resolve_backend
 
     names = []
     for name in ("torch-cpu", "torch-cuda", "mlx"):
@@ -24,9 +24,9 @@ def _backends() -> list[str]:
 
 @pytest.fixture
 def starter_engine(starter_models_dir, wren_home):
-    from engine.api import Engine
-    from engine.modelhub.registry import ModelRegistry
-    from engine.store import Store
+    from wren.engine.api import Engine
+    from wren.engine.modelhub.registry import ModelRegistry
+    from wren.engine.store import Store
 
     def factory():
         return Engine(Store(wren_home / "wren.sqlite3"), ModelRegistry(starter_models_dir))
@@ -36,9 +36,9 @@ def starter_engine(starter_models_dir, wren_home):
 
 @pytest.mark.parametrize("backend", _backends())
 def test_capital_of_france_is_paris(starter_engine, backend):
-    from engine.api import SendOptions
-    from engine.events import Delta, FinishReason
-    from engine.inference.sampling import SamplingParams
+    from wren.engine.api import SendOptions
+    from wren.engine.events import Delta, FinishReason
+    from wren.engine.inference.sampling import SamplingParams
 
     async def main():
         engine = starter_engine()
@@ -63,11 +63,11 @@ def test_greedy_ids_against_the_float32_reference(starter_models_dir, backend, r
     quant="none") must reproduce the reference exactly; MLX on CPU computes the same float32
     math with other kernels and may drift — how far is asserted. (The default path, with
     8-bit activations in the layers, is checked in test_torch_fast.py.)"""
-    from engine.inference.generate import KVSession, generate_tokens
-    from engine.inference.sampling import Sampler, SamplingParams
-    from engine.inference.select import resolve_backend
-    from engine.modelhub.registry import ModelRegistry
-    from engine.tokenize import Tokenizer
+    from wren.engine.inference.generate import KVSession, generate_tokens
+    from wren.engine.inference.sampling import Sampler, SamplingParams
+    from wren.engine.inference.select import resolve_backend
+    from wren.engine.modelhub.registry import ModelRegistry
+    from wren.engine.tokenize import Tokenizer
 
     ref = reference
     info = ModelRegistry(starter_models_dir).ensure_starter()

@@ -39,10 +39,10 @@ def test_max_ngram_repeats_counts_runs():
 
 async def _answers(models_dir, home, jobs: list[tuple[str, dict]]) -> list[str]:
     """Each (question, conversation sampling settings) answered in its own conversation."""
-    from engine.api import Engine
-    from engine.events import Delta
-    from engine.modelhub.registry import ModelRegistry
-    from engine.store import Store
+    from wren.engine.api import Engine
+    from wren.engine.events import Delta
+    from wren.engine.modelhub.registry import ModelRegistry
+    from wren.engine.store import Store
 
     engine = Engine(Store(home / "wren.sqlite3"), ModelRegistry(models_dir))
     try:
@@ -78,8 +78,8 @@ def test_the_capital_of_france_is_paris_at_default_settings(starter_models_dir, 
 
 
 def test_everyday_answers_do_not_loop_at_default_settings(starter_models_dir, wren_home):
-    from engine.modelhub.registry import ModelRegistry
-    from engine.tokenize import Tokenizer
+    from wren.engine.modelhub.registry import ModelRegistry
+    from wren.engine.tokenize import Tokenizer
 
     jobs = [(q, {"seed": seed, "max_tokens": 300}) for q in EVERYDAY for seed in (1, 2)]
     answers = asyncio.run(_answers(starter_models_dir, wren_home, jobs))

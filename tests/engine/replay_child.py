@@ -15,11 +15,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 async def main(backend: str, home: Path) -> None:
-    from engine.api import Engine, SendOptions
-    from engine.inference.sampling import SamplingParams
-    from engine.modelhub.registry import ModelRegistry
-    from engine.store import Store
     from tests.fixtures.tiny import make_tiny_model_dir
+    from wren.engine.api import Engine, SendOptions
+    from wren.engine.inference.sampling import SamplingParams
+    from wren.engine.modelhub.registry import ModelRegistry
+    from wren.engine.store import Store
 
     registry = ModelRegistry(home / "models")
     registry.register_folder(make_tiny_model_dir(home / "tiny-llama"), name="tiny")

@@ -6,13 +6,13 @@ import asyncio
 
 import pytest
 
-from engine.api import SendOptions
-from engine.context import ContextOverflow
-from engine.errors import InvalidRequest, ModelNotFound, NotFound
-from engine.events import Delta, Failed, FailureKind, Finished, FinishReason, Started, Usage
-from engine.inference.sampling import SamplingParams
-from engine.records import MessageStatus, Role
-from engine.store import Store
+from wren.engine.api import SendOptions
+from wren.engine.context import ContextOverflow
+from wren.engine.errors import InvalidRequest, ModelNotFound, NotFound
+from wren.engine.events import Delta, Failed, FailureKind, Finished, FinishReason, Started, Usage
+from wren.engine.inference.sampling import SamplingParams
+from wren.engine.records import MessageStatus, Role
+from wren.engine.store import Store
 
 LONG = " ".join(f"word{i}" for i in range(400))
 
@@ -230,7 +230,7 @@ def test_unknown_model_and_conversation_are_clear_errors(make_engine):
 
 
 def test_model_that_fails_to_load_reports_and_keeps_the_question(make_engine):
-    from engine.errors import ModelFileError
+    from wren.engine.errors import ModelFileError
 
     async def main():
         engine = make_engine(fail_load=ModelFileError("/models/x/model.safetensors is truncated"))
@@ -276,7 +276,7 @@ def test_generate_title_saves_a_short_title(make_engine):
 
 
 def test_search_and_export(make_engine):
-    from engine import export
+    from wren.engine import export
 
     async def main():
         engine = make_engine("an answer about zeppelins")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 
-from engine.context import PartKind, PartState
-from engine.events import MemoryNotice
+from wren.engine.context import PartKind, PartState
+from wren.engine.events import MemoryNotice
 
 SUMMARY_MARK = "You keep a running summary"
 

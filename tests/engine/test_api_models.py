@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.api import DownloadCancelled
-from engine.errors import InvalidRequest, ModelFileError, ModelNotFound
-from engine.modelhub.catalog import FIT_SHARE, OVERHEAD_BYTES, kv_bytes, load_catalog, system_memory_bytes
-from engine.modelhub.gguf_import import SUPPORTED_MODEL_TYPES
+from wren.engine.api import DownloadCancelled
+from wren.engine.errors import InvalidRequest, ModelFileError, ModelNotFound
+from wren.engine.modelhub.catalog import FIT_SHARE, OVERHEAD_BYTES, kv_bytes, load_catalog, system_memory_bytes
+from wren.engine.modelhub.gguf_import import SUPPORTED_MODEL_TYPES
 
 GB = 10**9
 
@@ -102,7 +102,7 @@ class FakeHubClient(types.ModuleType):
     where a cancelled pull stopped) and installs a tiny model folder."""
 
     def __init__(self, source: Path, size: int = 1000, step: int = 100):
-        super().__init__("engine.modelhub.pull")
+        super().__init__("wren.engine.modelhub.pull")
         self.source, self.size, self.step = source, size, step
         self.resolved: list[tuple] = []
         self.have: dict[str, int] = {}  # bytes fetched per file so far
@@ -132,11 +132,11 @@ class FakeHubClient(types.ModuleType):
 
 @pytest.fixture
 def fake_hub(monkeypatch, tiny_model_dir):
-    import engine.modelhub
+    import wren.engine.modelhub
 
     client = FakeHubClient(tiny_model_dir)
-    monkeypatch.setitem(sys.modules, "engine.modelhub.pull", client)
-    monkeypatch.setattr(engine.modelhub, "pull", client, raising=False)
+    monkeypatch.setitem(sys.modules, "wren.engine.modelhub.pull", client)
+    monkeypatch.setattr(wren.engine.modelhub, "pull", client, raising=False)
     return client
 
 
@@ -277,13 +277,13 @@ def test_pull_a_catalog_model_from_a_fake_hub_cancel_and_resume(make_engine, mon
 
     from gguf import GGMLQuantizationType
 
-    import engine.api
-    from engine.errors import WrenError
+    import wren.engine.api
     from tests.engine.modelhub.conftest import TinySpec, hf_weights, write_gguf
+    from wren.engine.errors import WrenError
 
     # the hub client and its fake hub are another part of this stop; until both are in the
     # tree this test has nothing to run against
-    hub_pull = pytest.importorskip("engine.modelhub.pull")
+    hub_pull = pytest.importorskip("wren.engine.modelhub.pull")
     fakehub = pytest.importorskip("tests.fakehub")
     FakeHub, use_fake_hub = fakehub.FakeHub, fakehub.use_fake_hub
 
@@ -291,7 +291,7 @@ def test_pull_a_catalog_model_from_a_fake_hub_cancel_and_resume(make_engine, mon
     data = write_gguf(tmp_path / "tiny.gguf", spec, hf_weights(spec), GGMLQuantizationType.Q8_0).read_bytes()
     entry = replace(load_catalog()[0], id="tiny-chat", repo="acme/tiny-GGUF", file="tiny-chat.Q8_0.gguf",
                     size_bytes=len(data))
-    monkeypatch.setattr(engine.api, "load_catalog", lambda: [entry])
+    monkeypatch.setattr(wren.engine.api, "load_catalog", lambda: [entry])
     monkeypatch.setattr(hub_pull, "HEADER_PROBE_BYTES", 4096)
     cancel = threading.Event()
     seen: list[int] = []

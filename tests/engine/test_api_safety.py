@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from engine.events import Delta, Finished, FinishReason, SafetyAction, SafetyNotice
-from engine.records import MessageStatus
+from wren.engine.events import Delta, Finished, FinishReason, SafetyAction, SafetyNotice
+from wren.engine.records import MessageStatus
 
 # Built at run time so no key-shaped literal sits in the repository.
 FAKE_OPENAI_KEY = "sk-proj-" + "Ab3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1eF3hJ5kL7nP9rS1"
@@ -81,7 +81,7 @@ def test_blocked_output_never_reaches_the_screen_or_the_disk(make_engine, wren_h
 
 
 def test_logs_never_contain_prompts_secrets_or_personal_data(make_engine, wren_home):
-    from engine.logs import close_logging, setup_logging
+    from wren.engine.logs import close_logging, setup_logging
 
     log_dir = setup_logging().parent
     try:

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from engine.cli import main
+from wren.engine.cli import main
 
 
 @pytest.fixture
 def tiny_installed(wren_home, tiny_model_dir):
-    from engine.modelhub.registry import ModelRegistry
+    from wren.engine.modelhub.registry import ModelRegistry
 
     ModelRegistry(wren_home / "models").register_folder(tiny_model_dir, name="tiny")
     return "tiny"
@@ -51,7 +51,7 @@ def test_conversations_list_show_export(tiny_installed, capsys):
 
 
 def test_models_lists_registered_models(tiny_installed, capsys, monkeypatch):
-    from engine.modelhub.registry import ModelRegistry
+    from wren.engine.modelhub.registry import ModelRegistry
 
     monkeypatch.setattr(ModelRegistry, "ensure_starter", lambda self, progress=None: None)
     assert main(["models", "--json"]) == 0

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import main
+from wren.engine.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 STARTER = "smollm2-135m-instruct"
@@ -30,7 +30,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _wren(*args: str) -> list:
-    return [sys.executable, "-m", "engine.cli", *args]
+    return [sys.executable, "-m", "wren.engine.cli", *args]
 
 
 def _run(args: list, *, env: dict | None = None, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess:
@@ -49,7 +49,7 @@ def starter_home(wren_home, starter_models_dir):
 
 @pytest.fixture
 def tiny_installed(wren_home, tiny_model_dir):
-    from engine.modelhub.registry import ModelRegistry
+    from wren.engine.modelhub.registry import ModelRegistry
 
     ModelRegistry(wren_home / "models").register_folder(tiny_model_dir, name="tiny")
     return "tiny"
@@ -69,7 +69,7 @@ def _children_compiling(parent: int | None = None) -> list[int]:
         state, ppid = fields[0], int(fields[1])
         if state in ("Z", "X") or not any(b"compile" in arg for arg in cmdline):
             continue
-        if not any(arg.startswith(b"engine.inference") for arg in cmdline):
+        if not any(arg.startswith(b"wren.engine.inference") for arg in cmdline):
             continue
         if parent is None or ppid == parent:
             found.append(int(entry.name))
@@ -122,8 +122,8 @@ def _under(pid: int, home: Path) -> bool:
 
 @pytest.mark.slow
 def test_closing_a_background_compile_kills_its_child_and_joins_its_thread(tiny_model_dir, tmp_path):
-    from engine.inference.backends.torch import TorchBackend
-    from engine.inference.models import decode
+    from wren.engine.inference.backends.torch import TorchBackend
+    from wren.engine.inference.models import decode
 
     loaded = TorchBackend("cpu").load(tiny_model_dir, compile="off")
     try:
@@ -140,8 +140,8 @@ def test_closing_a_background_compile_kills_its_child_and_joins_its_thread(tiny_
 
 
 def test_a_one_shot_compile_loads_saved_graphs_only(tiny_model_dir, tmp_path):
-    from engine.inference.backends.torch import TorchBackend
-    from engine.inference.models import decode
+    from wren.engine.inference.backends.torch import TorchBackend
+    from wren.engine.inference.models import decode
 
     loaded = TorchBackend("cpu").load(tiny_model_dir, compile="off")
     try:
@@ -158,8 +158,8 @@ def test_a_one_shot_compile_loads_saved_graphs_only(tiny_model_dir, tmp_path):
 _PARENT = """
 import sys
 from pathlib import Path
-from engine.inference.backends.torch import TorchBackend
-from engine.inference.models import precompile
+from wren.engine.inference.backends.torch import TorchBackend
+from wren.engine.inference.models import precompile
 
 loaded = TorchBackend("cpu").load(Path(sys.argv[1]), compile="off")
 precompile.Store(Path(sys.argv[2]), loaded._model).compile_in_subprocess()
@@ -202,7 +202,7 @@ def test_compiling_child_never_outlives_a_killed_parent(tiny_model_dir, tmp_path
 @pytest.mark.slow
 @linux_only
 def test_the_child_command_names_its_parent_and_a_gone_parent_ends_it_at_once(tmp_path):
-    from engine.inference.models import precompile
+    from wren.engine.inference.models import precompile
 
     command = precompile.child_command(tmp_path / "spec.pt")
     assert command[-2:] == [str(os.getpid()), str(tmp_path / "spec.pt")]
@@ -246,8 +246,8 @@ def test_ctrl_c_during_an_answer_exits_130_and_keeps_what_was_shown(starter_home
 
 @pytest.mark.slow
 def test_output_to_a_closed_pipe_exits_quietly_with_status_0(wren_home):
-    from engine.records import Role
-    from engine.store import Store
+    from wren.engine.records import Role
+    from wren.engine.store import Store
 
     store = Store(wren_home / "wren.sqlite3")
     for n in range(3):
@@ -264,7 +264,7 @@ def test_output_to_a_closed_pipe_exits_quietly_with_status_0(wren_home):
 
 @pytest.mark.slow
 def test_head_reads_the_first_conversation_and_wren_exits_0(wren_home):
-    from engine.store import Store
+    from wren.engine.store import Store
 
     store = Store(wren_home / "wren.sqlite3")
     for n in range(2000):  # more than a pipe buffer holds: wren writes after head is gone
@@ -285,7 +285,7 @@ def test_invalid_utf8_on_stdin_and_in_argv_is_replaced(tiny_installed, capsys):
     from_stdin = _run([*base, "-"], input=b"caf\xe9 au lait \xff\xfe?", stdin=None)
     assert from_stdin.returncode == 0, from_stdin.stderr.decode(errors="replace")
     assert b"Traceback" not in from_stdin.stderr
-    from_argv = subprocess.run([os.fsencode(sys.executable), b"-m", b"engine.cli", *map(os.fsencode, base),
+    from_argv = subprocess.run([os.fsencode(sys.executable), b"-m", b"wren.engine.cli", *map(os.fsencode, base),
                                 b"na\xefve \xff question"], cwd=REPO, env=_env(), stdin=subprocess.DEVNULL,
                                capture_output=True, timeout=120)
     assert from_argv.returncode == 0, from_argv.stderr.decode(errors="replace")
@@ -339,7 +339,7 @@ def test_ask_without_a_question_from_a_terminal_is_a_clear_error(tiny_installed,
 
 
 def test_version(capsys):
-    from engine import __version__
+    from wren.engine import __version__
 
     with pytest.raises(SystemExit) as exit:
         main(["--version"])

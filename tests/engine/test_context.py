@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from engine.context import (
+from wren.engine.context import (
     ContextAssembler,
     ContextOverflow,
     ContextReport,
@@ -21,10 +21,10 @@ from engine.context import (
     report_from_meta,
     summary_prompt,
 )
-from engine.errors import NotFound
-from engine.memory.records import Retrieved, SourceKind
-from engine.records import MessageStatus, Role
-from engine.store import Store
+from wren.engine.errors import NotFound
+from wren.engine.memory.records import Retrieved, SourceKind
+from wren.engine.records import MessageStatus, Role
+from wren.engine.store import Store
 
 SYSTEM = "You are Wren, a careful assistant."
 ABOUT = "I am a data engineer in Lisbon."
@@ -286,7 +286,7 @@ def test_failed_and_blocked_messages_are_left_out(tmp_path):
 
 
 def test_fast_lineage_matches_the_store():
-    from engine.context import lineage
+    from wren.engine.context import lineage
 
     store = Store(":memory:")
     conv = store.create_conversation()
@@ -311,7 +311,7 @@ def test_summary_prompt_carries_previous_summary_and_turns():
 
 
 def test_real_tokenizer_counts_exactly(tiny_model_dir):
-    from engine.tokenize import Tokenizer
+    from wren.engine.tokenize import Tokenizer
 
     tokenizer = Tokenizer.from_dir(tiny_model_dir)
     assembler = ContextAssembler.for_tokenizer(tokenizer, summaries=MemorySummaries(), summarize=Summarizer())

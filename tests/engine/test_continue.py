@@ -7,11 +7,11 @@ import asyncio
 
 import pytest
 
-from engine.api import SendOptions
-from engine.errors import InvalidRequest
-from engine.events import Delta, Finished, FinishReason, Started, Usage
-from engine.inference.sampling import SamplingParams
-from engine.records import MessageStatus
+from wren.engine.api import SendOptions
+from wren.engine.errors import InvalidRequest
+from wren.engine.events import Delta, Finished, FinishReason, Started, Usage
+from wren.engine.inference.sampling import SamplingParams
+from wren.engine.records import MessageStatus
 
 ANSWER = "one two three four five six seven eight nine ten eleven twelve."
 

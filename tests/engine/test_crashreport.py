@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import crashreport as cr
+from wren.engine import crashreport as cr
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "sk-proj-Zq8xT1vB7nM4kL2pW9rYc3Hd6Fs0Ju5Ea1Gi"  # shaped like an OpenAI key
@@ -168,7 +168,7 @@ def _child(code: str, home: Path) -> subprocess.CompletedProcess:
 def test_a_fatal_error_in_another_process_is_found_at_the_next_start(wren_home, fresh_hooks):
     done = _child("""
         import faulthandler
-        from engine.crashreport import install_crash_hooks
+        from wren.engine.crashreport import install_crash_hooks
         install_crash_hooks("wren")
         faulthandler._sigsegv()
     """, wren_home)
@@ -202,7 +202,7 @@ def test_a_dead_process_with_our_pid_is_still_reported(wren_home, fresh_hooks):
 @pytest.mark.slow
 def test_a_normal_exit_leaves_nothing(wren_home, fresh_hooks):
     done = _child("""
-        from engine.crashreport import install_crash_hooks
+        from wren.engine.crashreport import install_crash_hooks
         install_crash_hooks("wren")
     """, wren_home)
     assert done.returncode == 0, done.stderr
@@ -210,7 +210,7 @@ def test_a_normal_exit_leaves_nothing(wren_home, fresh_hooks):
 
 
 def test_the_wren_command_prints_where_the_report_is(wren_home, monkeypatch, capsys):
-    from engine import cli
+    from wren.engine import cli
 
     def broken(args):
         raise RuntimeError(f"unexpected state while listing {PROMPT!r}")
@@ -231,7 +231,7 @@ def test_wren_help_and_version_write_nothing_to_the_data_folder(tmp_path):
     error leave a fresh machine's data folder unmade."""
     home = tmp_path / "fresh-machine-data"
     for args in (["--help"], ["--version"], ["no-such-command"]):
-        done = _child(f"import sys; from engine.cli import main; sys.argv = ['wren', *{args!r}]; sys.exit(main())",
+        done = _child(f"import sys; from wren.engine.cli import main; sys.argv = ['wren', *{args!r}]; sys.exit(main())",
                       home)
         assert done.returncode in (0, 2), (args, done.stderr)
     assert not home.exists()

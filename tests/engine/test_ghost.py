@@ -8,8 +8,8 @@ import asyncio
 
 import pytest
 
-from engine.errors import InvalidRequest
-from engine.ghost import (
+from wren.engine.errors import InvalidRequest
+from wren.engine.ghost import (
     ENABLED_KEY,
     GHOST_PRIORITY,
     TEMPORARY_ENABLED_KEY,
@@ -17,7 +17,7 @@ from engine.ghost import (
     clean_continuation,
     partial_turn_ids,
 )
-from engine.inference.worker import WarmRequest
+from wren.engine.inference.worker import WarmRequest
 
 
 def run(coro):
@@ -135,7 +135,7 @@ def test_clean_continuation():
 
 
 def test_partial_turn_keeps_typed_markup_as_text(tiny_model_dir):
-    from engine.tokenize import Tokenizer
+    from wren.engine.tokenize import Tokenizer
 
     tok = Tokenizer.from_dir(tiny_model_dir)
     history = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
@@ -174,7 +174,7 @@ def test_chat_settings_are_checked_and_kept(make_engine):
 def test_in_a_chat_the_suggestion_shares_the_prewarmed_prompt(make_engine):
     """The suggestion's prompt is what Send would assemble (system prompt included), with
     the draft's turn left open: it begins like the pre-warmed prompt, which runs first."""
-    from engine.inference.generate import common_prefix
+    from wren.engine.inference.generate import common_prefix
 
     async def main():
         engine = await _loaded(make_engine, " to the park. Then home.")

@@ -13,14 +13,14 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from engine.api import SendOptions
-from engine.errors import InvalidRequest
-from engine.events import Delta, Finished, FinishReason, TokenLogprob, Usage, event_to_dict
-from engine.inference.sampling import Sampler, SamplingParams
-from engine.inference.worker import GenerationRequest, ModelWorker
-from engine.logprobs import METADATA_KEY, from_metadata
-from engine.tokenize import Tokenizer
 from tests.fixtures.hash_model import HashBackend
+from wren.engine.api import SendOptions
+from wren.engine.errors import InvalidRequest
+from wren.engine.events import Delta, Finished, FinishReason, TokenLogprob, Usage, event_to_dict
+from wren.engine.inference.sampling import Sampler, SamplingParams
+from wren.engine.inference.worker import GenerationRequest, ModelWorker
+from wren.engine.logprobs import METADATA_KEY, from_metadata
+from wren.engine.tokenize import Tokenizer
 
 
 class Collect:
@@ -312,7 +312,7 @@ def test_replay_with_logprobs_is_bit_identical_on_torch(wren_home, tiny_model_di
 
 
 def test_a_model_that_gives_no_probabilities_leaves_none_stored():
-    from engine.logprobs import AnswerLogprobs
+    from wren.engine.logprobs import AnswerLogprobs
 
     probs = AnswerLogprobs(SamplingParams(logprobs=3), {})
     probs.arrived(Delta("remote text"))  # a remote provider's delta: no entries

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from engine.errors import InvalidRequest
-from engine.performance import PerformanceSettings
+from wren.engine.errors import InvalidRequest
+from wren.engine.performance import PerformanceSettings
 
 
 def test_bad_values_are_refused_with_what_was_wrong_and_nothing_changes(make_engine):
@@ -34,10 +34,10 @@ def test_bad_values_are_refused_with_what_was_wrong_and_nothing_changes(make_eng
 
 
 def test_parallel_sequences_sets_the_loaded_models_kv_slots(wren_home, tiny_model_dir):
-    from engine.api import Engine
-    from engine.inference.backends.torch import TorchBackend
-    from engine.modelhub.registry import ModelRegistry
-    from engine.store import Store
+    from wren.engine.api import Engine
+    from wren.engine.inference.backends.torch import TorchBackend
+    from wren.engine.modelhub.registry import ModelRegistry
+    from wren.engine.store import Store
 
     async def main():
         registry = ModelRegistry(wren_home / "models")

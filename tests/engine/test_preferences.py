@@ -8,9 +8,9 @@ import zipfile
 
 import pytest
 
-from engine.errors import InvalidRequest
-from engine.events import SafetyAction
-from engine.safety import PolicyError
+from wren.engine.errors import InvalidRequest
+from wren.engine.events import SafetyAction
+from wren.engine.safety import PolicyError
 
 
 def run(coro):

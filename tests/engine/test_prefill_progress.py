@@ -9,10 +9,10 @@ import json
 
 import pytest
 
-from engine.events import Delta, Finished, FinishReason, PrefillProgress, Started, Usage, event_to_dict
-from engine.inference.worker import PREFILL_CHUNK
-from engine.progress import PrefillLine, format_prefill_progress
-from engine.records import MessageStatus, Role
+from wren.engine.events import Delta, Finished, FinishReason, PrefillProgress, Started, Usage, event_to_dict
+from wren.engine.inference.worker import PREFILL_CHUNK
+from wren.engine.progress import PrefillLine, format_prefill_progress
+from wren.engine.records import MessageStatus, Role
 
 # Far more than one chunk of the tiny tokenizer's tokens (it splits "wordN" into several).
 LONG_QUESTION = " ".join(f"word{i}" for i in range(300))

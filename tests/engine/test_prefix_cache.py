@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from engine.events import Usage
-from engine.inference.prefix_cache import PrefixCache
+from wren.engine.events import Usage
+from wren.engine.inference.prefix_cache import PrefixCache
 
 
 async def collect(stream):
@@ -66,7 +66,7 @@ def test_mlx_saved_state_restores_to_identical_logits(tiny_model_dir):
     import numpy as np
     import pytest
 
-    from engine.inference.select import resolve_backend
+    from wren.engine.inference.select import resolve_backend
 
     try:
         backend = resolve_backend("mlx")
@@ -93,9 +93,9 @@ def test_mlx_saved_state_restores_to_identical_logits(tiny_model_dir):
 def test_torch_saved_state_restores_to_identical_greedy_output(tiny_model_dir):
     import numpy as np
 
-    from engine.inference.generate import KVSession, generate_tokens
-    from engine.inference.sampling import Sampler, SamplingParams
-    from engine.inference.select import resolve_backend
+    from wren.engine.inference.generate import KVSession, generate_tokens
+    from wren.engine.inference.sampling import Sampler, SamplingParams
+    from wren.engine.inference.select import resolve_backend
 
     model = resolve_backend("torch-cpu").load(tiny_model_dir, dtype="float32")
     ids_a = list(range(3, 60))

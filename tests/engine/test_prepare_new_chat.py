@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from engine.context import ContextOverflow
-from engine.events import Usage
+from wren.engine.context import ContextOverflow
+from wren.engine.events import Usage
 
 LONG = "word " * 400
 

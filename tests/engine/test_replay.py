@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from engine.api import SendOptions
-from engine.inference.sampling import SamplingParams
+from wren.engine.api import SendOptions
+from wren.engine.inference.sampling import SamplingParams
 
 
 @pytest.mark.slow  # loads the tiny model on torch

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.inference.backends.mlx import MLXBackend
+from wren.engine.inference.backends.mlx import MLXBackend
 
 CHILD = Path(__file__).with_name("replay_child.py")
 LIMIT_SECONDS = 240  # about 11 s on 2 busy cores

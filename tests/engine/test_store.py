@@ -8,10 +8,10 @@ import stat
 
 import pytest
 
-from engine.errors import NotFound, StoreError
-from engine.records import MessageStatus, Role
-from engine.store import Store
-from engine.store.migrations import MIGRATIONS, latest_version
+from wren.engine.errors import NotFound, StoreError
+from wren.engine.records import MessageStatus, Role
+from wren.engine.store import Store
+from wren.engine.store.migrations import MIGRATIONS, latest_version
 
 
 def test_migrate_from_blank_records_every_migration(tmp_path):

@@ -20,8 +20,8 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import AddedToken, models, pre_tokenizers
 from tokenizers import Tokenizer as RawTokenizer
 
-from engine.errors import InvalidRequest, ModelFileError
-from engine.tokenize import (
+from wren.engine.errors import InvalidRequest, ModelFileError
+from wren.engine.tokenize import (
     ChatTemplateLimit,
     Tokenizer,
     compile_chat_template,
@@ -102,8 +102,8 @@ HOSTILE = {
 
 CHILD = r"""
 import json, resource, sys, time
-from engine.errors import ModelFileError
-from engine.tokenize import validate_chat_template
+from wren.engine.errors import ModelFileError
+from wren.engine.tokenize import validate_chat_template
 
 def peak_mb():  # the process's high-water mark: a case that allocates a lot raises it
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

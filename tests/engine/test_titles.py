@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from engine.events import Delta, Finished, FinishReason, TitleUpdate
-from engine.titles import choose, clean, drifted, first_sentence, keyword_title, plausible
+from wren.engine.events import Delta, Finished, FinishReason, TitleUpdate
+from wren.engine.titles import choose, clean, drifted, first_sentence, keyword_title, plausible
 
 
 def run(coro):

@@ -83,10 +83,10 @@ def reads_like_a_title(title: str, question: str) -> str | None:
 
 
 def test_starter_titles_for_thirty_first_messages(starter_models_dir, wren_home):
-    from engine.api import Engine
-    from engine.modelhub.registry import ModelRegistry
-    from engine.store import Store
-    from engine.titles import choose, clean, plausible, title_request
+    from wren.engine.api import Engine
+    from wren.engine.modelhub.registry import ModelRegistry
+    from wren.engine.store import Store
+    from wren.engine.titles import choose, clean, plausible, title_request
 
     async def main():
         engine = Engine(Store(wren_home / "wren.sqlite3"), ModelRegistry(starter_models_dir))

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from tokenizers import AddedToken, models, pre_tokenizers, processors
 from tokenizers import Tokenizer as RawTokenizer
 
-from engine.errors import InvalidRequest, ModelFileError
-from engine.modelhub import ModelRegistry
-from engine.tokenize import StreamingDetokenizer, Tokenizer
+from wren.engine.errors import InvalidRequest, ModelFileError
+from wren.engine.modelhub import ModelRegistry
+from wren.engine.tokenize import StreamingDetokenizer, Tokenizer
 
 MULTILINGUAL = ["naïve café — 東京 🚀 émigré", "Привет, мир!", "مرحبا بالعالم", "नमस्ते दुनिया",
                 "👩‍👩‍👧‍👦 family", "🇫🇷🇯🇵", "한국어 텍스트", "Ελληνικά", "tab\tnew\nline  spaces",

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from engine.api import Engine, TokenPiece
-from engine.errors import InvalidRequest, WrenError
-from engine.token_view import visible
-from engine.tokens_cli import render
+from wren.engine.api import Engine, TokenPiece
+from wren.engine.errors import InvalidRequest, WrenError
+from wren.engine.token_view import visible
+from wren.engine.tokens_cli import render
 
 
 def _cover(text: str, pieces: list[TokenPiece]) -> None:
@@ -113,7 +113,7 @@ def test_render_shows_boundaries_ids_and_spaces():
 
 
 def test_cli_prints_tokens_as_json(make_engine, capsys):
-    from engine.cli import main
+    from wren.engine.cli import main
 
     asyncio.run(make_engine().close())  # registers the tiny model as the default in WREN_HOME
     assert main(["tokens", "Hi there", "--json"]) == 0
@@ -132,7 +132,7 @@ def test_sentencepiece_byte_fallback_pieces_show_their_bytes():
 
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
-    from engine.token_view import pieces
+    from wren.engine.token_view import pieces
 
     vocab = {f"<0x{b:02X}>": b for b in range(256)}
     for word in ("▁caf", "▁ok", "▁", "c", "a", "f", "o", "k"):

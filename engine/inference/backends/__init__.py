@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from engine.errors import ModelFileError
+from ...errors import ModelFileError
 
 
 def read_model_config(model_dir: Path) -> dict:

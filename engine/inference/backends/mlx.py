@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.errors import BackendUnavailable, ModelFileError, UnsupportedArchitecture
-from engine.inference.backend import ModelBase, check_batch, check_slot
-from engine.inference.backends import read_model_config
+from ...errors import BackendUnavailable, ModelFileError, UnsupportedArchitecture
+from ..backend import ModelBase, check_batch, check_slot
+from . import read_model_config
 
 GGUF_FILE = "model.gguf"  # an imported GGUF, kept as it is (docs/weights.md)
 
@@ -209,7 +209,7 @@ class MLXBackend:
         is_gguf = (model_dir / GGUF_FILE).is_file()
         try:
             if is_gguf:
-                from engine.inference.backends.mlx_gguf import load_gguf_model
+                from .mlx_gguf import load_gguf_model
 
                 model, config, auto_dtype = load_gguf_model(model_dir / GGUF_FILE, config)
             else:

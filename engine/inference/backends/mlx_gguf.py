@@ -32,8 +32,8 @@ import mlx.nn as nn
 import numpy as np
 from gguf.constants import GGMLQuantizationType as T
 
-from engine.errors import ModelFileError, UnsupportedQuantization
-from engine.modelhub.gguf_file import GGUFFile
+from ...errors import ModelFileError, UnsupportedQuantization
+from ...modelhub.gguf_file import GGUFFile
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def load_gguf_model(path: Path, config: dict) -> tuple[nn.Module, dict, str]:
     config.json) pass through for the caller to word."""
     from mlx_lm.utils import load_model
 
-    from engine.modelhub.gguf_import import plan_tensors
+    from ...modelhub.gguf_import import plan_tensors
 
     path = Path(path)
     with GGUFFile(path) as gguf:  # checks the layout: a cut-short file fails here by name

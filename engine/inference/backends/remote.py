@@ -38,9 +38,9 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from engine.errors import WrenError
-from engine.events import Delta, Failed, FailureKind, Finished, FinishReason, Usage
-from engine.inference.backend import ChatChunk, ModelBase, Unsupported
+from ...errors import WrenError
+from ...events import Delta, Failed, FailureKind, Finished, FinishReason, Usage
+from ..backend import ChatChunk, ModelBase, Unsupported
 
 log = logging.getLogger(__name__)
 
@@ -529,7 +529,7 @@ class RemoteWorker:
         self._loaded.set_result(model)
 
     def submit(self, request) -> None:
-        from engine.inference.worker import WarmRequest
+        from ..worker import WarmRequest
 
         if isinstance(request, WarmRequest):  # nothing to pre-warm on a remote server
             request.prefilled = 0
@@ -550,7 +550,7 @@ class RemoteWorker:
         last line behind the engine's own input scan (history and memories included)."""
         if self.policy is None:
             return [dict(m) for m in messages]
-        from engine.safety import scan
+        from ...safety import scan
 
         return [{**m, "content": scan(m["content"], self.policy, "remote").redacted_text}
                 if isinstance(m.get("content"), str) else dict(m) for m in messages]

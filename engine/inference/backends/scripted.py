@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.inference.backend import ModelBase, check_slot
-from engine.tokenize import Tokenizer
+from ...tokenize import Tokenizer
+from ..backend import ModelBase, check_slot
 
 Reply = Callable[[str], str]  # rendered prompt text -> answer text
 

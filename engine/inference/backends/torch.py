@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.errors import BackendUnavailable
-from engine.inference.backend import ModelBase, check_slot
-from engine.inference.backends import read_model_config
+from ...errors import BackendUnavailable
+from ..backend import ModelBase, check_slot
+from . import read_model_config
 
 if TYPE_CHECKING:
-    from engine.inference.models.decode import BackgroundCompile
+    from ..models.decode import BackgroundCompile
 
 try:  # the backend module is importable without torch, so `available()` can say no
     import torch
@@ -114,7 +114,7 @@ class TorchModel(ModelBase):
     def decode_batch(self, tokens: Sequence[int], positions: Sequence[int],
                      slots: Sequence[int]) -> np.ndarray:
         """Logits [B, vocab]: one token for each of B sequences, each in its own slot."""
-        from engine.inference.models.batched import decode_batch
+        from ..models.batched import decode_batch
 
         if self._model is None:
             raise RuntimeError("the model is closed")
@@ -198,8 +198,8 @@ class TorchBackend:
 
         slots is how many sequences the KV cache holds for batched decoding (1 turns it off;
         None: DEFAULT_SLOTS)."""
-        from engine.inference.models.llama import ModelArgs, build_model
-        from engine.inference.models.weights import dense, open_weights
+        from ..models.llama import ModelArgs, build_model
+        from ..models.weights import dense, open_weights
 
         reason = self.unavailable_reason()
         if reason:
@@ -236,8 +236,8 @@ class TorchBackend:
         when = self.resolve_compile(compile, _parameter_count(args))
         warmup_s, step, background = 0.0, None, None
         if when != "off" and self.device == "cpu":
-            from engine.inference.models import decode
-            from engine.paths import data_dir
+            from ...paths import data_dir
+            from ..models import decode
 
             cache = data_dir() / "cache" / "torch-inductor"
             if when == "background":
@@ -245,7 +245,7 @@ class TorchBackend:
             else:
                 warmup_s = decode.compile_cpu_decode(model, cache) or 0.0
         elif when != "off":
-            from engine.inference.models.decode import CudaGraphDecode
+            from ..models.decode import CudaGraphDecode
 
             step = CudaGraphDecode(model)
             warmup_s = step.capture()
@@ -304,7 +304,7 @@ def _parameter_count(args) -> int:
 
 def _activations_in(get, dtype):
     """`get` with dense tensors (norms, biases) in the activation dtype; QTensors as read."""
-    from engine.inference.quant.modules import QTensor
+    from ..quant.modules import QTensor
 
     def cast(name: str):
         value = get(name)
@@ -315,7 +315,7 @@ def _activations_in(get, dtype):
 
 def _check_kernels() -> None:
     """Say once, in the log, when the weights run on the slow exact path."""
-    from engine.inference.quant import kernels
+    from ..quant import kernels
 
     kernels.available()  # logs kernels.NOTICE the first time, when they are missing
 
@@ -326,7 +326,7 @@ def _quantizer(quant: str, dtype):
     (norms, embeddings) to the activation dtype."""
     if quant in ("none", "file"):
         return None
-    from engine.inference.quant import GroupQuantEmbedding, quantize_linears
+    from ..quant import GroupQuantEmbedding, quantize_linears
 
     def prepare(module) -> None:
         # The output head stays int8 under int4: 4-bit groups cannot hold the starter's

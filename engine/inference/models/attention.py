@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 if TYPE_CHECKING:  # llama imports this module; the config class is only a type here
-    from engine.inference.models.llama import ModelArgs
+    from .llama import ModelArgs
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:

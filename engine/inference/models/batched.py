@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 import torch
 
-from engine.inference.backend import check_batch
-from engine.inference.models.llama import Transformer
+from ..backend import check_batch
+from .llama import Transformer
 
 
 def decode_batch(model: Transformer, tokens: Sequence[int], positions: Sequence[int],

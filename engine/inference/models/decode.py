@@ -28,9 +28,9 @@ from pathlib import Path
 
 import torch
 
-from engine.inference.models.batched import batch_block
-from engine.inference.models.llama import Transformer, _zeros_on_demand
-from engine.inference.quant.modules import layer_signature
+from ..quant.modules import layer_signature
+from .batched import batch_block
+from .llama import Transformer, _zeros_on_demand
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ def compile_cpu_decode(model: Transformer, cache_dir: Path | None = None,
     runs whenever compiled graphs are installed: first the earliest ones (later ranges, or
     the batched steps, may still be compiling), then again when the full set replaces
     them. Setting `cancelled` stops a compiling child process (the model was closed)."""
-    from engine.inference.models import precompile
+    from . import precompile
 
     if model.context_length <= _FIRST_COMPILED_POS + 1:
         return None  # nothing would ever run compiled
@@ -313,7 +313,7 @@ class BackgroundCompile:
 
     @staticmethod
     def _saved(model: Transformer, cache_dir: Path | None) -> bool:
-        from engine.inference.models import precompile
+        from . import precompile
 
         return cache_dir is not None and precompile.Store(cache_dir, model).saved
 

@@ -19,9 +19,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine.errors import ModelFileError, UnsupportedArchitecture
-from engine.inference.models.attention import Attention, rms_norm, rope_tables
-from engine.inference.quant.modules import QTensor, QuantEmbedding, QuantLinear, exact_activations
+from ...errors import ModelFileError, UnsupportedArchitecture
+from ..quant.modules import QTensor, QuantEmbedding, QuantLinear, exact_activations
+from .attention import Attention, rms_norm, rope_tables
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3")

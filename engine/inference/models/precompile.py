@@ -32,9 +32,9 @@ from pathlib import Path
 
 import torch
 
-from engine.inference.models import attention, batched, decode, llama
-from engine.inference.quant import kernels, linear, modules
-from engine.inference.quant.modules import layer_signature
+from ..quant import kernels, linear, modules
+from ..quant.modules import layer_signature
+from . import attention, batched, decode, llama
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +160,7 @@ def child_command(spec: Path, parent: int | None = None) -> list[str]:
     """The compiling child's command line for `spec`: it is given its parent's pid (this
     process's, by default) so that it never outlives it (engine.inference.compile_child)."""
     parent = os.getpid() if parent is None else parent
-    return [sys.executable, "-m", "engine.inference.compile_child", str(parent), str(spec)]
+    return [sys.executable, "-m", "wren.engine.inference.compile_child", str(parent), str(spec)]
 
 
 def child_env() -> dict[str, str]:

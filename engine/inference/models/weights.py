@@ -13,8 +13,8 @@ from pathlib import Path
 
 import torch
 
-from engine.errors import ModelFileError
-from engine.inference.quant.modules import QTensor, dequantize
+from ...errors import ModelFileError
+from ..quant.modules import QTensor, dequantize
 
 GGUF_FILE = "model.gguf"
 F32 = 0  # GGML type id; float32 weights are used as dense tensors
@@ -35,8 +35,8 @@ class GGUFWeights:
     tensors, every other type as a QTensor of the file's blocks."""
 
     def __init__(self, path: Path, config: dict) -> None:
-        from engine.modelhub.gguf_file import GGUFFile
-        from engine.modelhub.gguf_import import plan_tensors
+        from ...modelhub.gguf_file import GGUFFile
+        from ...modelhub.gguf_import import plan_tensors
 
         self.path = path
         with GGUFFile(path) as gguf:
@@ -164,7 +164,7 @@ def file_weight_bytes(model_dir: Path) -> int:
     model_dir = Path(model_dir)
     gguf = model_dir / GGUF_FILE
     if gguf.is_file():
-        from engine.modelhub.gguf_file import GGUFFile
+        from ...modelhub.gguf_file import GGUFFile
 
         with GGUFFile(gguf) as f:
             return sum(info.n_bytes for info in f.tensors.values())

@@ -2,8 +2,8 @@
 by Wren's kernels: docs/weights.md), and torch's packed int4 path for an explicit
 re-quantization (GroupQuantLinear)."""
 
-from engine.inference.quant.linear import QUANT_NAMES, GroupQuantEmbedding, GroupQuantLinear, quantize_linears
-from engine.inference.quant.modules import QTensor, QuantEmbedding, QuantLinear
+from .linear import QUANT_NAMES, GroupQuantEmbedding, GroupQuantLinear, quantize_linears
+from .modules import QTensor, QuantEmbedding, QuantLinear
 
 __all__ = ["QUANT_NAMES", "GroupQuantEmbedding", "GroupQuantLinear", "QTensor", "QuantEmbedding", "QuantLinear",
            "quantize_linears"]

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
-from engine.errors import UnsupportedQuantization
+from ...errors import UnsupportedQuantization
 
 QK_K = 256
 # Values dequantized per chunk: big enough that torch's per-op overhead is small (measured

@@ -16,7 +16,7 @@ from types import ModuleType
 
 import torch
 
-log = logging.getLogger("engine.inference.quant")
+log = logging.getLogger("wren.engine.inference.quant")
 
 _OFF_VALUES = {"off", "0", "false", "no"}
 
@@ -26,7 +26,7 @@ def _load() -> tuple[ModuleType | None, str | None]:
         return None, ("Wren's quantized kernels are turned off (WREN_KERNELS=off): "
                       "using the slower exact torch path")
     try:
-        from engine.inference.quant import _C  # type: ignore[attr-defined]  # built by setup.py, may be absent
+        from . import _C  # type: ignore[attr-defined]  # built by setup.py, may be absent
     except ImportError as exc:
         return None, ("Wren's quantized kernels were not built (no C++ compiler at install): "
                       f"using the slower exact torch path ({exc})")

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine.inference.quant import ggml, kernels
+from . import ggml, kernels
 
 F32 = 0
 # WREN_EXACT_ACTIVATIONS=1: every layer multiplies float32 activations (slower decoding,

@@ -16,8 +16,8 @@ LAUNCHER = Path(__file__).with_name("scripted_wren.py")
 @pytest.fixture
 def tiny_chosen(wren_home, tiny_model_dir):
     """The tiny model installed (by reference) and chosen in the settings."""
-    from engine.modelhub.registry import ModelRegistry
-    from engine.store import Store
+    from wren.engine.modelhub.registry import ModelRegistry
+    from wren.engine.store import Store
 
     ModelRegistry(wren_home / "models").register_folder(tiny_model_dir, name="tiny")
     store = Store(wren_home / "wren.sqlite3")
@@ -30,8 +30,8 @@ def tiny_chosen(wren_home, tiny_model_dir):
 def scripted(tiny_chosen, monkeypatch):
     """Every Engine that `wren` opens in this process answers with this ScriptedBackend;
     set its `reply` (text, or a function of the rendered prompt) per test."""
-    from engine.api import Engine
-    from engine.inference.backends.scripted import ScriptedBackend
+    from wren.engine.api import Engine
+    from wren.engine.inference.backends.scripted import ScriptedBackend
 
     backend = ScriptedBackend("Hello from Wren.")
     original = Engine.open.__func__

@@ -37,9 +37,9 @@ def main() -> int:
         import termios
 
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-    from engine import cli
-    from engine.api import Engine
-    from engine.inference.backends.scripted import ScriptedBackend
+    from wren.engine import cli
+    from wren.engine.api import Engine
+    from wren.engine.inference.backends.scripted import ScriptedBackend
 
     backend = ScriptedBackend(reply, delay=float(os.environ.get("WREN_TEST_DELAY", "0")))
     original = Engine.open.__func__

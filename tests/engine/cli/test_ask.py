@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from engine.cli import main
 from tests.engine.cli.conftest import FakeTerminal, set_reply
+from wren.engine.cli import main
 
 ESC = "\x1b"
 HOSTILE = f"safe {ESC}[31mred{ESC}[0m {ESC}]0;pwned\x07{ESC}]52;c;aGk=\x07bell\x07 \x9b2J{ESC}[2Jend"
@@ -144,9 +144,9 @@ def _dump(db) -> list[str]:
 
 
 def test_cli_conversations_are_marked_for_the_terminal_group(scripted, capsys):
-    from desktop.sidebar.grouping import TERMINAL, group_by_day
-    from engine.records import ConversationInfo
-    from engine.store import Store
+    from wren.desktop.sidebar.grouping import TERMINAL, group_by_day
+    from wren.engine.records import ConversationInfo
+    from wren.engine.store import Store
 
     assert main(["ask", "from", "the", "terminal"]) == 0
     (row,) = _conversations(capsys)
@@ -164,7 +164,7 @@ def test_cli_conversations_are_marked_for_the_terminal_group(scripted, capsys):
 
 
 def scripted_db():
-    from engine import paths
+    from wren.engine import paths
 
     return paths.database_path()
 
@@ -184,8 +184,8 @@ def test_no_save_leaves_nothing_in_the_database(scripted, capsys):
 
 
 def test_the_setting_keeps_nothing_and_save_overrides_it(scripted, capsys):
-    from engine.cli import SAVE_SETTING
-    from engine.store import Store
+    from wren.engine.cli import SAVE_SETTING
+    from wren.engine.store import Store
 
     store = Store(scripted_db())
     store.set_setting(SAVE_SETTING, False)
@@ -200,8 +200,8 @@ def test_the_setting_keeps_nothing_and_save_overrides_it(scripted, capsys):
 def test_engine_notices_go_to_standard_error(capsys):
     """A notice from the engine (a damaged model file) is printed on stderr, never mixed
     into the answer on stdout."""
-    from engine.cli import _print_notices
-    from engine.records import EngineNotice
+    from wren.engine.cli import _print_notices
+    from wren.engine.records import EngineNotice
 
     class Finished:
         def notices(self):

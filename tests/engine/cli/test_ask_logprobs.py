@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import math
 
-from engine.cli import main
 from tests.engine.cli.conftest import set_reply
+from wren.engine.cli import main
 
 
 def test_ask_json_logprobs_prints_each_tokens_probability_and_alternatives(scripted, capsys):

@@ -7,8 +7,8 @@ import io
 
 import pytest
 
-from engine.cli_chat import COMMANDS, Chat, help_text, read_message
-from engine.cli_terminal import Output
+from wren.engine.cli_chat import COMMANDS, Chat, help_text, read_message
+from wren.engine.cli_terminal import Output
 
 
 def _lines(*lines: str):

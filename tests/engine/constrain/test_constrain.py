@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.inference.constrain import Constraint, ConstraintError
-from engine.inference.sampling import Sampler, SamplingParams
 from tests.engine.constrain.vocab import char_tokenizer
+from wren.engine.inference.constrain import Constraint, ConstraintError
+from wren.engine.inference.sampling import Sampler, SamplingParams
 
 MAX_TOKENS = 4000  # far above what any example needs; reaching it fails the test
 
@@ -197,7 +197,7 @@ def test_after_a_complete_constraint_only_the_end_of_turn_is_allowed(tok):
 
 
 def test_a_token_outside_the_mask_is_refused(tok):
-    from engine.inference.constrain import ConstraintViolation
+    from wren.engine.inference.constrain import ConstraintViolation
 
     state = Constraint.json_object().start(tok)
     with pytest.raises(ConstraintViolation, match="refused token"):
@@ -290,7 +290,7 @@ def test_constraints_are_values(tok):
 
 
 def test_the_prepare_hook_builds_the_tokenizer_once(tok, tmp_path: Path):
-    from engine.inference import constrain
+    from wren.engine.inference import constrain
 
     constrain.prepare(tok)
     assert constrain._ll_tokenizer(tok) is constrain._ll_tokenizer(tok)

@@ -12,11 +12,11 @@ import jsonschema
 import numpy as np
 import pytest
 
-from engine.api import SendOptions
-from engine.cli import main
-from engine.errors import InvalidRequest
-from engine.events import Delta, Failed, FailureKind, Finished, FinishReason
-from engine.inference.backends.scripted import ScriptedBackend
+from wren.engine.api import SendOptions
+from wren.engine.cli import main
+from wren.engine.errors import InvalidRequest
+from wren.engine.events import Delta, Failed, FailureKind, Finished, FinishReason
+from wren.engine.inference.backends.scripted import ScriptedBackend
 
 CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 
@@ -87,7 +87,7 @@ def installed(wren_home, tiny_model_dir, tmp_path):
     """The tiny model, and a copy of it whose final norm holds NaN (a damaged file)."""
     from safetensors.numpy import load_file, save_file
 
-    from engine.modelhub.registry import ModelRegistry
+    from wren.engine.modelhub.registry import ModelRegistry
 
     broken = tmp_path / "broken"
     shutil.copytree(tiny_model_dir, broken)
@@ -151,11 +151,11 @@ def test_mlx_decodes_under_a_constraint(tiny_model_dir):
     the same constrained sampler, in its batched scheduler (two KV slots)."""
     import queue
 
-    from engine.inference.backends.mlx import MLXBackend
-    from engine.inference.constrain import Constraint
-    from engine.inference.sampling import SamplingParams
-    from engine.inference.worker import GenerationRequest, ModelWorker
-    from engine.tokenize import Tokenizer
+    from wren.engine.inference.backends.mlx import MLXBackend
+    from wren.engine.inference.constrain import Constraint
+    from wren.engine.inference.sampling import SamplingParams
+    from wren.engine.inference.worker import GenerationRequest, ModelWorker
+    from wren.engine.tokenize import Tokenizer
 
     backend = MLXBackend()
     if not backend.available():

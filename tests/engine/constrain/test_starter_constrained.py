@@ -11,11 +11,11 @@ import queue
 import jsonschema
 import pytest
 
-from engine.events import Delta, Failed, Finished, FinishReason
-from engine.inference.constrain import Constraint
-from engine.inference.sampling import SamplingParams
-from engine.inference.worker import GenerationRequest, ModelWorker
-from engine.tokenize import Tokenizer
+from wren.engine.events import Delta, Failed, Finished, FinishReason
+from wren.engine.inference.constrain import Constraint
+from wren.engine.inference.sampling import SamplingParams
+from wren.engine.inference.worker import GenerationRequest, ModelWorker
+from wren.engine.tokenize import Tokenizer
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +31,7 @@ QUESTION = "What's the weather like in Lisbon today?"
 
 @pytest.fixture(scope="module")
 def starter_dir(starter_models_dir):
-    from engine.modelhub.registry import ModelRegistry
+    from wren.engine.modelhub.registry import ModelRegistry
 
     return ModelRegistry(starter_models_dir).ensure_starter().path
 
@@ -46,7 +46,7 @@ def _worker(backend, model_dir) -> ModelWorker:
 
 @pytest.fixture(scope="module")
 def torch_worker(starter_dir):
-    from engine.inference.select import resolve_backend
+    from wren.engine.inference.select import resolve_backend
 
     worker = _worker(resolve_backend("torch-cpu"), starter_dir)
     yield worker
@@ -109,9 +109,9 @@ PERSON = {"type": "object", "properties": {
 
 
 def test_response_format_json_schema_through_engine_send(starter_models_dir, wren_home):
-    from engine.api import Engine, SendOptions
-    from engine.modelhub.registry import ModelRegistry
-    from engine.store import Store
+    from wren.engine.api import Engine, SendOptions
+    from wren.engine.modelhub.registry import ModelRegistry
+    from wren.engine.store import Store
 
     fmt = {"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON, "strict": True}}
 

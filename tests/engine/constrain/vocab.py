@@ -9,7 +9,7 @@ from pathlib import Path
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers
 
-from engine.tokenize import Tokenizer
+from wren.engine.tokenize import Tokenizer
 
 EOS = "<eos>"
 CHARS = '{}[]":,-+.0123456789 abcdefghijklmnopqrstuvwxyzE_\\\n/<>'

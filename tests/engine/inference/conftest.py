@@ -18,7 +18,7 @@ def _one_thread():
 @pytest.fixture(params=["scalar", "avx2", "avx512-vnni"])
 def isa(request):
     """Each instruction set's quantized kernels this CPU can run, in turn (skipped where it has none)."""
-    from engine.inference.quant import kernels
+    from wren.engine.inference.quant import kernels
 
     chosen = kernels.use_isa(request.param)
     try:

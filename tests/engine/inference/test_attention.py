@@ -14,9 +14,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from engine.inference.backends.torch import TorchBackend  # noqa: E402
-from engine.inference.models import attention  # noqa: E402
 from tests.fixtures.tiny import make_tiny_model_dir  # noqa: E402
+from wren.engine.inference.backends.torch import TorchBackend  # noqa: E402
+from wren.engine.inference.models import attention  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 ATTENTION_FILE = Path(attention.__file__).resolve()
@@ -102,7 +102,7 @@ def test_the_scan_finds_each_kind_of_copy():
     ("mistral", {"sliding_window": 5}),  # a window shorter than the sequence
 ])
 def test_prompt_decode_batched_and_fixed_shape_steps_give_the_same_logits(tmp_path, arch, overrides):
-    from engine.inference.models.decode import static_decode_step
+    from wren.engine.inference.models.decode import static_decode_step
 
     model = TorchBackend().load(make_tiny_model_dir(tmp_path, arch, seed=3, **overrides),
                                 dtype="float32", slots=4, context_length=64, compile="off")
@@ -145,7 +145,7 @@ def test_prompt_decode_batched_and_fixed_shape_steps_give_the_same_logits(tmp_pa
 def test_rope_tables_rotate_pairs_by_position_times_frequency():
     """apply_rope with rope_tables rotates each (i, i + dim/2) pair by position x frequency,
     the frequencies scaled by the config's rope_scaling (here linear, factor 4)."""
-    from engine.inference.models.llama import ModelArgs
+    from wren.engine.inference.models.llama import ModelArgs
 
     args = ModelArgs(model_type="llama", vocab_size=8, hidden_size=16, intermediate_size=8,
                      num_hidden_layers=1, num_attention_heads=2, rope_theta=100.0,
@@ -183,7 +183,7 @@ def test_one_query_attention_equals_the_softmax_formula_with_grouped_heads_and_a
 def test_compiled_steps_give_the_logits_of_the_prompt_path(tmp_path):
     """The compiled one-sequence and batched graphs (attention's fused loop) agree with the
     eager prompt path on a GQA model."""
-    from engine.inference.models.decode import compile_cpu_decode
+    from wren.engine.inference.models.decode import compile_cpu_decode
 
     model = TorchBackend().load(make_tiny_model_dir(tmp_path, "llama", seed=4), dtype="float32",
                                 slots=2, context_length=32, compile="off")

@@ -10,11 +10,11 @@ import inspect
 import numpy as np
 import pytest
 
-from engine.inference.backend import Backend, LoadedModel, ModelBase, Unsupported
-from engine.inference.backends.mlx import MLXBackend, MLXModel
-from engine.inference.backends.remote import RemoteBackend, RemoteModel, RemoteSpec
-from engine.inference.backends.scripted import ScriptedBackend, ScriptedModel
-from engine.inference.backends.torch import TorchBackend, TorchModel
+from wren.engine.inference.backend import Backend, LoadedModel, ModelBase, Unsupported
+from wren.engine.inference.backends.mlx import MLXBackend, MLXModel
+from wren.engine.inference.backends.remote import RemoteBackend, RemoteModel, RemoteSpec
+from wren.engine.inference.backends.scripted import ScriptedBackend, ScriptedModel
+from wren.engine.inference.backends.torch import TorchBackend, TorchModel
 
 MODEL_CLASSES = [TorchModel, ScriptedModel, RemoteModel, MLXModel]
 BACKEND_CLASSES = [TorchBackend, ScriptedBackend, RemoteBackend, MLXBackend]

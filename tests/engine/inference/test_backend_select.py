@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.errors import BackendUnavailable
-from engine.inference import select
-from engine.inference.select import BACKEND_NAMES, resolve_backend
+from wren.engine.errors import BackendUnavailable
+from wren.engine.inference import select
+from wren.engine.inference.select import BACKEND_NAMES, resolve_backend
 
 pytest.importorskip("torch")
 
@@ -34,7 +34,7 @@ def test_torch_names():
 
 
 def test_auto_prefers_mlx_on_apple_silicon_and_falls_back_to_torch(monkeypatch):
-    from engine.inference.backends import mlx as mlx_backend
+    from wren.engine.inference.backends import mlx as mlx_backend
 
     monkeypatch.setattr(select, "_apple_silicon", lambda: True)
     if mlx_backend.MLXBackend().available():

@@ -10,13 +10,13 @@ import threading
 import numpy as np
 import pytest
 
-from engine.events import Delta, Finished, FinishReason, Usage
-from engine.inference.backends.mlx import MLXBackend
-from engine.inference.backends.torch import TorchBackend
-from engine.inference.sampling import SamplingParams
-from engine.inference.worker import GenerationRequest, ModelWorker
-from engine.tokenize import Tokenizer
 from tests.fixtures.tiny import make_tiny_model_dir
+from wren.engine.events import Delta, Finished, FinishReason, Usage
+from wren.engine.inference.backends.mlx import MLXBackend
+from wren.engine.inference.backends.torch import TorchBackend
+from wren.engine.inference.sampling import SamplingParams
+from wren.engine.inference.worker import GenerationRequest, ModelWorker
+from wren.engine.tokenize import Tokenizer
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=12)
 CHUNK = 32  # prefill chunk for the tiny models (256-token context): a 150-token prompt is several

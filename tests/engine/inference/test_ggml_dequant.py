@@ -12,9 +12,9 @@ from gguf import quants
 from gguf.constants import GGML_QUANT_SIZES
 from gguf.constants import GGMLQuantizationType as T
 
-from engine.errors import UnsupportedQuantization
-from engine.inference.quant import ggml
 from tests.fixtures.ggml_blocks import ALL_TYPES, FP16_FIELDS, random_blocks
+from wren.engine.errors import UnsupportedQuantization
+from wren.engine.inference.quant import ggml
 
 
 def reference(raw: np.ndarray, qtype: int, rows: int, cols: int) -> torch.Tensor:

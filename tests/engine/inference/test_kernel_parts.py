@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from engine.inference.quant import kernels
-from engine.inference.quant.modules import QTensor, QuantLinear
 from tests.engine.inference.test_qkernels import random_raw
+from wren.engine.inference.quant import kernels
+from wren.engine.inference.quant.modules import QTensor, QuantLinear
 
 pytestmark = pytest.mark.skipif(not kernels.available(), reason=f"kernels not built: {kernels.NOTICE}")
 

@@ -7,13 +7,13 @@ import itertools
 import numpy as np
 import pytest
 
-from engine.errors import InvalidRequest
-from engine.inference.generate import KVSession, generate_tokens
-from engine.inference.sampling import Sampler, SamplingParams
 from tests.fixtures.tiny import make_tiny_model_dir, train_tiny_tokenizer
+from wren.engine.errors import InvalidRequest
+from wren.engine.inference.generate import KVSession, generate_tokens
+from wren.engine.inference.sampling import Sampler, SamplingParams
 
 torch = pytest.importorskip("torch")
-from engine.inference.backends.torch import TorchBackend  # noqa: E402
+from wren.engine.inference.backends.torch import TorchBackend  # noqa: E402
 
 # A prefill over a reused prefix vs a cold prefill: only float32 rounding differs
 # (measured below 1e-5).
@@ -129,7 +129,7 @@ def chat_ids():
 
 
 def _backends():
-    from engine.inference.backends.mlx import MLXBackend
+    from wren.engine.inference.backends.mlx import MLXBackend
 
     yield pytest.param(lambda: TorchBackend("cpu"), id="torch-cpu")
     yield pytest.param(MLXBackend, id="mlx", marks=pytest.mark.skipif(

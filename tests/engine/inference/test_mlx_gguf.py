@@ -28,7 +28,7 @@ CONTINUATION = [50, 61, 72, 83]
 def gguf_folder(root: Path, spec: TinySpec, qtype: T = T.F32, *, seed: int = 1,
                 tensor_types: dict[str, T] | None = None) -> Path:
     """A model folder as Wren's importer makes it: model.gguf beside config and tokenizer."""
-    from engine.modelhub.gguf_import import convert_gguf
+    from wren.engine.modelhub.gguf_import import convert_gguf
 
     root.mkdir(parents=True)
     src = write_gguf(root / "source.gguf", spec, hf_weights(spec, seed), qtype, tensor_types=tensor_types)
@@ -94,7 +94,7 @@ def folders(tmp_path_factory):
 def test_gguf_folder_gives_the_logits_of_its_values(arch, qtype, folders):
     """Names, Q/K order and the quantized layers are right: the logits equal those of the
     same values stored as float32 safetensors."""
-    from engine.inference.backends.mlx import MLXBackend
+    from wren.engine.inference.backends.mlx import MLXBackend
 
     folder = folders[arch, qtype]
     ref = reference_folder(folder, {n: file_values(w, qtype) for n, w in hf_weights(SPECS[arch], 1).items()})
@@ -110,9 +110,9 @@ def test_mlx_and_torch_agree_on_a_gguf_folder(arch, qtype, folders, monkeypatch)
     the activations to 8 bits when decoding, as llama.cpp does, which moves these logits by
     up to ~0.9 (tests/engine/inference/test_qkernels.py covers them)."""
     pytest.importorskip("torch")
-    from engine.inference.backends.mlx import MLXBackend
-    from engine.inference.backends.torch import TorchBackend
-    from engine.inference.quant import kernels
+    from wren.engine.inference.backends.mlx import MLXBackend
+    from wren.engine.inference.backends.torch import TorchBackend
+    from wren.engine.inference.quant import kernels
 
     monkeypatch.setattr(kernels, "available", lambda: False)
     folder = folders[arch, qtype]
@@ -121,8 +121,8 @@ def test_mlx_and_torch_agree_on_a_gguf_folder(arch, qtype, folders, monkeypatch)
 
 def test_biases_a_file_leaves_out_are_zeros(tmp_path):
     """qwen2 builds q/k/v with biases; a file without one of them runs with zeros there."""
-    from engine.inference.backends.mlx import MLXBackend
-    from engine.modelhub.gguf_import import convert_gguf
+    from wren.engine.inference.backends.mlx import MLXBackend
+    from wren.engine.modelhub.gguf_import import convert_gguf
 
     spec = SPECS["qwen2"]
     weights = hf_weights(spec, 4)
@@ -139,7 +139,7 @@ def test_biases_a_file_leaves_out_are_zeros(tmp_path):
 def test_quantized_types_stay_quantized(folders):
     import mlx.nn as nn
 
-    from engine.inference.backends.mlx import MLXBackend
+    from wren.engine.inference.backends.mlx import MLXBackend
 
     model = MLXBackend().load(folders["llama", T.Q4_0])._model
     q = model.model.layers[0].self_attn.q_proj
@@ -158,7 +158,7 @@ _K_SCALE = {T.Q2_K: 0.02, T.Q3_K: 0.01, T.Q4_K: 0.002, T.Q5_K: 0.001, T.Q6_K: 0.
 
 def _set_blocks(path: Path, name: str, qtype: T, seed: int) -> None:
     """Overwrite a K-quant tensor of a GGUF with random blocks of moderate scale."""
-    from engine.modelhub.gguf_file import GGUFFile
+    from wren.engine.modelhub.gguf_file import GGUFFile
 
     with GGUFFile(path) as gguf:
         info = gguf.tensors[name]
@@ -179,9 +179,9 @@ def test_mixed_types_load_with_widened_k_quants(tmp_path, caplog):
     Q6_K and Q2_K as float16 (MLX has no layout for their 16-value groups)."""
     import mlx.nn as nn
 
-    from engine.inference.backends.mlx import MLXBackend
-    from engine.modelhub.gguf_file import GGUFFile
-    from engine.modelhub.gguf_import import convert_gguf, unpermute_rows
+    from wren.engine.inference.backends.mlx import MLXBackend
+    from wren.engine.modelhub.gguf_file import GGUFFile
+    from wren.engine.modelhub.gguf_import import convert_gguf, unpermute_rows
 
     spec = TinySpec("llama", hidden=256, tied=False, ffn=256)
     types = {"output.weight": T.Q6_K, "token_embd.weight": T.Q4_K, "blk.0.attn_v.weight": T.Q2_K,
@@ -209,7 +209,7 @@ def test_mixed_types_load_with_widened_k_quants(tmp_path, caplog):
                 values = unpermute_rows(values, spec.heads if "attn_q" in info.name else spec.kv_heads)
             held[hf_names[info.name]] = values
     ref = reference_folder(folder, held)
-    with caplog.at_level(logging.INFO, logger="engine.inference.backends.mlx_gguf"):
+    with caplog.at_level(logging.INFO, logger="wren.engine.inference.backends.mlx_gguf"):
         model = MLXBackend().load(folder, dtype="float32")
     assert "1 Q6_K tensors widened to float16" in caplog.text
     assert "1 Q2_K tensors widened to float16" in caplog.text
@@ -240,9 +240,9 @@ def _one_tensor_gguf(path: Path, qtype: T, rows: int = 4, cols: int = 256) -> tu
 def test_each_type_reads_as_the_table_says(qtype, tmp_path):
     """Per type: quantized in MLX's layout with the file's exact values (Q4_K repacked
     here), kept, or widened to float16; the rest refused with the tensor and type named."""
-    from engine.errors import UnsupportedQuantization
-    from engine.inference.backends import mlx_gguf
-    from engine.modelhub.gguf_file import GGUFFile
+    from wren.engine.errors import UnsupportedQuantization
+    from wren.engine.inference.backends import mlx_gguf
+    from wren.engine.modelhub.gguf_file import GGUFFile
 
     path, expected = _one_tensor_gguf(tmp_path / f"{qtype.name}.gguf", qtype)
     with GGUFFile(path) as gguf:
@@ -270,7 +270,7 @@ def test_each_type_reads_as_the_table_says(qtype, tmp_path):
 
 
 def test_q4_k_repacks_exactly_in_row_chunks():
-    from engine.inference.backends.mlx_gguf import q4_k_to_mlx
+    from wren.engine.inference.backends.mlx_gguf import q4_k_to_mlx
 
     raw = random_blocks(T.Q4_K, 5, 512, seed=9)
     packed, scales, biases = q4_k_to_mlx(raw.reshape(-1), (5, 512), chunk_rows=2)
@@ -288,8 +288,8 @@ def test_refused_types_are_those_mx_load_cannot_read(qtype, tmp_path):
 
 
 def test_unsupported_type_fails_the_load_naming_tensor_and_type(tmp_path):
-    from engine.errors import UnsupportedQuantization
-    from engine.inference.backends.mlx import MLXBackend
+    from wren.engine.errors import UnsupportedQuantization
+    from wren.engine.inference.backends.mlx import MLXBackend
 
     spec = TinySpec("qwen2")
     folder = gguf_folder(tmp_path / "q5", spec, T.Q8_0, tensor_types={"blk.1.ffn_down.weight": T.Q5_0})
@@ -299,8 +299,8 @@ def test_unsupported_type_fails_the_load_naming_tensor_and_type(tmp_path):
 
 
 def test_damaged_gguf_is_named(tmp_path):
-    from engine.errors import ModelFileError
-    from engine.inference.backends.mlx import MLXBackend
+    from wren.engine.errors import ModelFileError
+    from wren.engine.inference.backends.mlx import MLXBackend
 
     folder = gguf_folder(tmp_path / "cut", TinySpec("llama"), T.Q4_0)
     data = (folder / "model.gguf").read_bytes()

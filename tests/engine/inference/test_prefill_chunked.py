@@ -9,12 +9,12 @@ import threading
 import numpy as np
 import pytest
 
-from engine.events import Delta, Finished, FinishReason, PrefillProgress, Usage
-from engine.inference.backends.torch import TorchBackend
-from engine.inference.sampling import SamplingParams
-from engine.inference.worker import GenerationRequest, ModelWorker
-from engine.tokenize import Tokenizer
 from tests.fixtures.tiny import make_tiny_model_dir
+from wren.engine.events import Delta, Finished, FinishReason, PrefillProgress, Usage
+from wren.engine.inference.backends.torch import TorchBackend
+from wren.engine.inference.sampling import SamplingParams
+from wren.engine.inference.worker import GenerationRequest, ModelWorker
+from wren.engine.tokenize import Tokenizer
 
 CONTEXT = 2048
 CHUNK = 64

@@ -19,7 +19,7 @@ import torch
 from gguf import quants as gguf_quants
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
-from engine.inference.quant import kernels
+from wren.engine.inference.quant import kernels
 
 pytestmark = pytest.mark.skipif(not kernels.available(), reason=f"kernels not built: {kernels.NOTICE}")
 
@@ -212,7 +212,7 @@ def test_qlinear_traces_under_torch_compile():
 
 @pytest.mark.slow
 def test_kernels_off_switch_in_a_fresh_process():
-    code = ("from engine.inference.quant import kernels;"
+    code = ("from wren.engine.inference.quant import kernels;"
             "print(kernels.available(), kernels.isa());"
             "print(kernels.NOTICE)")
     env = dict(os.environ, WREN_KERNELS="off")

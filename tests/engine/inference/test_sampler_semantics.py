@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.errors import InvalidRequest
-from engine.inference.sampling import Sampler, SamplingParams
+from wren.engine.errors import InvalidRequest
+from wren.engine.inference.sampling import Sampler, SamplingParams
 
 
 def logits_for(probs) -> np.ndarray:

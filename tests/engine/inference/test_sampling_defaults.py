@@ -10,9 +10,9 @@ import json
 import numpy as np
 import pytest
 
-from engine.errors import InvalidRequest
-from engine.inference.presets import BUILTIN_DEFAULTS, PRESETS_KEY, generation_defaults, resolve
-from engine.inference.sampling import Sampler, SamplingParams
+from wren.engine.errors import InvalidRequest
+from wren.engine.inference.presets import BUILTIN_DEFAULTS, PRESETS_KEY, generation_defaults, resolve
+from wren.engine.inference.sampling import Sampler, SamplingParams
 
 
 def logits_for(probs) -> np.ndarray:
@@ -196,7 +196,7 @@ def _folder_with_config(root, name, config):
 
 
 def test_precedence_message_conversation_preset_everywhere_config_builtin(make_engine, tmp_path):
-    from engine.api import SendOptions
+    from wren.engine.api import SendOptions
 
     async def main():
         engine = make_engine()
@@ -272,8 +272,8 @@ def test_the_starters_card_advice_comes_with_its_import(tmp_path, monkeypatch):
     """The starter's default temperature (measured: see STARTER_SAMPLING), which its GGUF
     does not record: the import writes it into generation_config.json, where every model's
     own defaults live."""
-    from engine.inference.presets import model_defaults
-    from engine.modelhub.registry import STARTER_SAMPLING, ModelRegistry
+    from wren.engine.inference.presets import model_defaults
+    from wren.engine.modelhub.registry import STARTER_SAMPLING, ModelRegistry
 
     source = ModelRegistry.starter_gguf_path()
     if source is None:

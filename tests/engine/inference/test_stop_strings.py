@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.inference.stops import StopStringMatcher
+from wren.engine.inference.stops import StopStringMatcher
 
 # A small alphabet makes partial and overlapping matches common.
 ALPHABET = "ab#\n<|é"

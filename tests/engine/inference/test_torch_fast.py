@@ -14,8 +14,8 @@ from tests.fixtures.tiny import ARCHS, make_tiny_model_dir
 torch = pytest.importorskip("torch")
 from safetensors.numpy import load_file, save_file  # noqa: E402
 
-from engine.inference.backends.torch import TorchBackend  # noqa: E402
-from engine.inference.quant import GroupQuantEmbedding, GroupQuantLinear  # noqa: E402
+from wren.engine.inference.backends.torch import TorchBackend  # noqa: E402
+from wren.engine.inference.quant import GroupQuantEmbedding, GroupQuantLinear  # noqa: E402
 
 # Measured on the tiny models (logit std 1.4-2.9), prefill and decode logits vs float32:
 # weights on GGUF grids (as the starter model's are): int4 max abs diff 0.06-0.15, int8
@@ -187,7 +187,7 @@ def test_quantized_linear_weights_take_under_a_third_of_float32(grid_dirs):
 def test_fixed_shape_step_equals_decode(arch, tmp_path):
     """The step CUDA graphs capture, run eagerly on the CPU in float32: same logits and the
     same cache writes as the regular decode, under every bucket span that covers the position."""
-    from engine.inference.models.decode import static_decode_step
+    from wren.engine.inference.models.decode import static_decode_step
 
     d = make_tiny_model_dir(tmp_path, "mistral" if arch == "window" else arch, seed=5,
                             **({"sliding_window": 4} if arch == "window" else {}))
@@ -205,7 +205,7 @@ def test_fixed_shape_step_equals_decode(arch, tmp_path):
 
 
 def test_cuda_graph_spans_are_powers_of_two_up_to_the_context(tmp_path):
-    from engine.inference.models.decode import CudaGraphDecode
+    from wren.engine.inference.models.decode import CudaGraphDecode
 
     d = make_tiny_model_dir(tmp_path, "llama")
     model = TorchBackend().load(d, dtype="float32", context_length=200)._model
@@ -220,7 +220,7 @@ def test_background_compile_takes_over_decoding(tmp_path, wren_home, monkeypatch
     decodes through the compiled step. One cold compile (10-20 s on two cores) covering
     sliding windows, the eager fallback at positions 0 and 1, the saved graphs a later
     load reads, and a damaged save compiled again on the loading thread."""
-    import engine.inference.backends.torch as torch_backend
+    import wren.engine.inference.backends.torch as torch_backend
 
     monkeypatch.setenv("WREN_TORCH_COMPILE", "auto")
     monkeypatch.setattr(torch_backend, "QUANT_MIN_PARAMS", 0)  # the tiny model counts as big
@@ -304,7 +304,7 @@ def test_background_compile_takes_over_decoding(tmp_path, wren_home, monkeypatch
 def test_closing_a_model_stops_its_compile(tmp_path, wren_home, monkeypatch):
     """A model closed while its decode step compiles (the user switched models) kills the
     compiling child process rather than leaving it to run for seconds more."""
-    import engine.inference.backends.torch as torch_backend
+    import wren.engine.inference.backends.torch as torch_backend
 
     monkeypatch.setenv("WREN_TORCH_COMPILE", "auto")
     monkeypatch.setattr(torch_backend, "QUANT_MIN_PARAMS", 0)
@@ -320,7 +320,7 @@ def test_closing_a_model_stops_its_compile(tmp_path, wren_home, monkeypatch):
 def test_compiled_blocks_route_each_position_to_its_graph(tmp_path):
     """Which graph runs a layer at a position: the range that holds it, if its guards
     accepted the layer; anything else (positions 0 and 1, uncovered ones, prompts) eager."""
-    from engine.inference.models.decode import CompiledBlocks
+    from wren.engine.inference.models.decode import CompiledBlocks
 
     eager = TorchBackend().load(make_tiny_model_dir(tmp_path / "a", "llama"), compile="off")
     routed = TorchBackend().load(make_tiny_model_dir(tmp_path / "b", "llama"), compile="off")
@@ -375,7 +375,7 @@ def test_compiled_blocks_route_each_position_to_its_graph(tmp_path):
 
 
 def test_compile_setting_resolves_per_device_and_size(monkeypatch):
-    import engine.inference.backends.torch as torch_backend
+    import wren.engine.inference.backends.torch as torch_backend
 
     big, small = torch_backend.QUANT_MIN_PARAMS, torch_backend.QUANT_MIN_PARAMS - 1
     cpu, cuda = TorchBackend("cpu"), TorchBackend("cuda")
@@ -404,9 +404,9 @@ def test_starter_model_fast_path_answers_like_the_reference(starter_models_dir, 
     Leading tokens that agree, per reference case (7, 12, 32, 14 and 8 tokens long),
     measured: 7, 12, 12, 14, 8 (with 8-bit activations in the head too: 0, 12, 17, 14, 0 --
     the capital question's first token leads by only 0.08 in float32)."""
-    from engine.inference.quant import QuantEmbedding, QuantLinear, kernels
-    from engine.modelhub.registry import ModelRegistry
-    from engine.tokenize import Tokenizer
+    from wren.engine.inference.quant import QuantEmbedding, QuantLinear, kernels
+    from wren.engine.modelhub.registry import ModelRegistry
+    from wren.engine.tokenize import Tokenizer
 
     if not kernels.available():
         pytest.skip(kernels.NOTICE)
@@ -434,7 +434,7 @@ def test_starter_lossless_path_answers_exactly_like_the_reference(starter_models
     """The lossless path -- every weight exactly the file's value, float32 activations
     (quant="none" widens each block exactly) -- gives the float32 reference's greedy ids for
     every case."""
-    from engine.modelhub.registry import ModelRegistry
+    from wren.engine.modelhub.registry import ModelRegistry
 
     info = ModelRegistry(starter_models_dir).ensure_starter()
     model = TorchBackend().load(info.path, quant="none", compile=False)

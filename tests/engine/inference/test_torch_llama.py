@@ -8,12 +8,12 @@ import os
 import numpy as np
 import pytest
 
-from engine.errors import ModelFileError, UnsupportedArchitecture
 from tests.fixtures.tiny import ARCHS, make_tiny_model_dir, tiny_config
+from wren.engine.errors import ModelFileError, UnsupportedArchitecture
 
 torch = pytest.importorskip("torch")
-from engine.inference.backends.torch import TorchBackend  # noqa: E402
-from engine.inference.models.llama import ModelArgs  # noqa: E402
+from wren.engine.inference.backends.torch import TorchBackend  # noqa: E402
+from wren.engine.inference.models.llama import ModelArgs  # noqa: E402
 
 # Decoding from the cache vs re-running the whole sequence: same maths, different matmul
 # shapes, so only float32 rounding differs (measured up to 7.5e-6 on logits with std ~2-3).
@@ -164,7 +164,7 @@ def _resident_mb() -> float:
 def test_kv_cache_memory_is_committed_as_it_is_written():
     """A slot's full-context cache costs the memory its written positions use: allocating
     it commits nothing, and it reads as zeros (masked keys multiply their values by them)."""
-    from engine.inference.models.llama import _zeros_on_demand
+    from wren.engine.inference.models.llama import _zeros_on_demand
 
     before = _resident_mb()
     cache = _zeros_on_demand((2, 4, 8192, 1024), torch.float32, "cpu")  # 256 MB

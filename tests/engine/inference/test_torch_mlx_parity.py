@@ -34,8 +34,8 @@ def _steps(model, prompt=PROMPT, continuation=CONTINUATION):
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_torch_and_mlx_give_the_same_logits(arch, model_dirs):
-    from engine.inference.backends.mlx import MLXBackend
-    from engine.inference.backends.torch import TorchBackend
+    from wren.engine.inference.backends.mlx import MLXBackend
+    from wren.engine.inference.backends.torch import TorchBackend
 
     if not MLXBackend().available():
         pytest.skip("mlx is not installed")
@@ -50,8 +50,8 @@ def test_torch_and_mlx_give_the_same_logits(arch, model_dirs):
 
 
 def test_llama3_rope_scaling_matches_mlx(tmp_path):
-    from engine.inference.backends.mlx import MLXBackend
-    from engine.inference.backends.torch import TorchBackend
+    from wren.engine.inference.backends.mlx import MLXBackend
+    from wren.engine.inference.backends.torch import TorchBackend
 
     if not MLXBackend().available():
         pytest.skip("mlx is not installed")
@@ -77,7 +77,7 @@ HF_CASES = [(arch, {}) for arch in ARCHS] + [
 @pytest.mark.parametrize(("arch", "overrides"), HF_CASES)
 def test_matches_transformers_reference(arch, overrides, tmp_path):
     transformers = pytest.importorskip("transformers")
-    from engine.inference.backends.torch import TorchBackend
+    from wren.engine.inference.backends.torch import TorchBackend
 
     d = make_tiny_model_dir(tmp_path, arch, seed=3, **overrides)
     transformers.logging.set_verbosity_error()
@@ -93,8 +93,8 @@ def test_matches_transformers_reference(arch, overrides, tmp_path):
 
 
 def test_mlx_load_errors_name_the_problem(tmp_path):
-    from engine.errors import ModelFileError, UnsupportedArchitecture
-    from engine.inference.backends.mlx import MLXBackend
+    from wren.engine.errors import ModelFileError, UnsupportedArchitecture
+    from wren.engine.inference.backends.mlx import MLXBackend
 
     if not MLXBackend().available():
         pytest.skip("mlx is not installed")

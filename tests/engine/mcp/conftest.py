@@ -79,7 +79,7 @@ def manager(tmp_path):
     """An McpManager over a config file of its own; closed (servers stopped) afterwards."""
     import asyncio
 
-    from engine.tools.mcp import McpManager
+    from wren.engine.tools.mcp import McpManager
 
     made = McpManager(tmp_path / "mcp.json", start_timeout=float(os.environ.get("WREN_TEST_MCP_START", "60")))
     yield made

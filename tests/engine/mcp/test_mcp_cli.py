@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from engine.cli import main
 from tests.engine.mcp.conftest import SERVER, server_pids
+from wren.engine.cli import main
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -141,10 +141,10 @@ def test_server_pids_reads_the_test_servers_stderr_line():
 def test_ask_can_name_an_mcp_servers_tool_before_it_has_started(capsys, wren_home, tiny_model_dir, monkeypatch):
     """`wren ask --tools SERVER__TOOL` in a fresh process: the server is started to check
     the name (it used to be refused as "not a tool" until something else had started it)."""
-    from engine.inference import select
-    from engine.inference.backends.scripted import ScriptedBackend
-    from engine.modelhub.registry import ModelRegistry
     from tests.engine.tools.conftest import by_round, call
+    from wren.engine.inference import select
+    from wren.engine.inference.backends.scripted import ScriptedBackend
+    from wren.engine.modelhub.registry import ModelRegistry
 
     ModelRegistry(wren_home / "models").register_folder(tiny_model_dir, name="tiny")
     backend = ScriptedBackend(by_round(call("calc__add", a=2, b=3), "It is 5."))

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from engine.tools.mcp import MAX_RESULT_CHARS, McpFailure
-from engine.tools.mcp_config import server_from_entry
 from tests.engine.mcp.conftest import server_pids, stdio_entry, wait_gone
+from wren.engine.tools.mcp import MAX_RESULT_CHARS, McpFailure
+from wren.engine.tools.mcp_config import server_from_entry
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]  # they start server processes
 
@@ -31,7 +31,7 @@ def add(manager, name, entry):
 def shared(tmp_path_factory):
     """One stdio server ("calc", calls time out after 1 s) for the tests that leave it
     running: each server start costs a Python start and the SDK's import."""
-    from engine.tools.mcp import McpManager
+    from wren.engine.tools.mcp import McpManager
 
     made = McpManager(tmp_path_factory.mktemp("mcp") / "mcp.json", start_timeout=60)
     run(made.add(server_from_entry("calc", stdio_entry(timeout=1, env={"WREN_TEST_TOKEN": "sekrit-token-value"}))))

@@ -9,10 +9,10 @@ import stat
 
 import pytest
 
-from engine.errors import InvalidRequest, NotFound
-from engine.tools import mcp_config
-from engine.tools.mcp import McpManager, qualified_name, result_text, server_slug
-from engine.tools.mcp_config import McpServerConfig, parse_servers
+from wren.engine.errors import InvalidRequest, NotFound
+from wren.engine.tools import mcp_config
+from wren.engine.tools.mcp import McpManager, qualified_name, result_text, server_slug
+from wren.engine.tools.mcp_config import McpServerConfig, parse_servers
 
 CLAUDE_DESKTOP = """{
   "mcpServers": {
@@ -143,7 +143,7 @@ def test_tool_names_are_prefixed_with_a_usable_server_name(tmp_path):
 def test_result_text_names_media_and_cuts_a_huge_result():
     import mcp_types as types
 
-    from engine.tools.mcp import MAX_RESULT_CHARS
+    from wren.engine.tools.mcp import MAX_RESULT_CHARS
 
     result = types.CallToolResult(content=[
         types.TextContent(type="text", text="hello"),

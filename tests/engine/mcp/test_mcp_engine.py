@@ -10,12 +10,12 @@ import json
 
 import pytest
 
-from engine.api import SendOptions
-from engine.errors import InvalidRequest, NotFound
-from engine.events import Delta, ToolApprovalNeeded, ToolCall, ToolResult
-from engine.records import MessageStatus
-from engine.tools.mcp import McpFailure
 from tests.engine.mcp.conftest import SERVER, server_pids, stdio_entry, wait_gone
+from wren.engine.api import SendOptions
+from wren.engine.errors import InvalidRequest, NotFound
+from wren.engine.events import Delta, ToolApprovalNeeded, ToolCall, ToolResult
+from wren.engine.records import MessageStatus
+from wren.engine.tools.mcp import McpFailure
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -183,9 +183,9 @@ def test_send_calls_an_mcp_tool_feeds_the_result_back_and_replays_it(make_engine
 
 
 def test_a_listed_tool_that_makes_no_usable_spec_is_left_out_and_noted(tmp_path):
-    from engine.tools.mcp import McpManager, McpTool
-    from engine.tools.mcp_config import McpServerConfig
-    from engine.tools.mcp_facade import McpToolSource
+    from wren.engine.tools.mcp import McpManager, McpTool
+    from wren.engine.tools.mcp_config import McpServerConfig
+    from wren.engine.tools.mcp_facade import McpToolSource
 
     manager = McpManager(tmp_path / "mcp.json")
     run(manager.add(McpServerConfig("s", command="x")))

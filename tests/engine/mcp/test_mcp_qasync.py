@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from engine.tools.mcp import McpManager
-from engine.tools.mcp_config import server_from_entry
 from tests.engine.mcp.conftest import SERVER, server_pids, wait_gone
+from wren.engine.tools.mcp import McpManager
+from wren.engine.tools.mcp_config import server_from_entry
 
 qasync = pytest.importorskip("qasync")
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]

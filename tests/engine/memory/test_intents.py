@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.memory.intents import detect
-from engine.memory.records import IntentKind
+from wren.engine.memory.intents import detect
+from wren.engine.memory.records import IntentKind
 
 # (message, the fact that must be saved)
 REMEMBER = [

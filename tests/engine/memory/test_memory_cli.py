@@ -8,13 +8,13 @@ import json
 
 import pytest
 
-from engine import paths
-from engine.context import ContextAssembler, ContextRequest, MemorySummaries
-from engine.errors import InvalidRequest, NotFound
-from engine.memory import MemoryService
-from engine.memory.cli import register
-from engine.records import Role
-from engine.store import Store
+from wren.engine import paths
+from wren.engine.context import ContextAssembler, ContextRequest, MemorySummaries
+from wren.engine.errors import InvalidRequest, NotFound
+from wren.engine.memory import MemoryService
+from wren.engine.memory.cli import register
+from wren.engine.records import Role
+from wren.engine.store import Store
 
 
 def wren(*argv: str) -> int:

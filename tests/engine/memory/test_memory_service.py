@@ -6,11 +6,11 @@ import asyncio
 
 import pytest
 
-from engine.context import ContextAssembler, ContextRequest, report_from_meta
-from engine.memory import TEMPORARY_KEY, MemoryRefused, MemoryService, Origin, SourceKind
-from engine.memory.suggest import suggest
-from engine.records import Role
-from engine.store import Store
+from wren.engine.context import ContextAssembler, ContextRequest, report_from_meta
+from wren.engine.memory import TEMPORARY_KEY, MemoryRefused, MemoryService, Origin, SourceKind
+from wren.engine.memory.suggest import suggest
+from wren.engine.records import Role
+from wren.engine.store import Store
 
 
 def words(text: str) -> int:

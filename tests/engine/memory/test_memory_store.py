@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.errors import NotFound
-from engine.memory import MemoryRefused, MemoryService, MemoryStore, Origin
-from engine.records import Role
-from engine.store import Store
-from engine.store.migrations import MIGRATIONS
+from wren.engine.errors import NotFound
+from wren.engine.memory import MemoryRefused, MemoryService, MemoryStore, Origin
+from wren.engine.records import Role
+from wren.engine.store import Store
+from wren.engine.store.migrations import MIGRATIONS
 
 
 @pytest.fixture

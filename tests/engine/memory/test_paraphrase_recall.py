@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.memory import MemoryService, Retriever, embeddings_available, load_embedder
-from engine.store import Store
 from tests.engine.memory.paraphrase_data import MEMORIES, NO_WORD, QUERIES
+from wren.engine.memory import MemoryService, Retriever, embeddings_available, load_embedder
+from wren.engine.store import Store
 
 
 def recall_at_3(retriever: Retriever, ids: list[int], queries=QUERIES) -> float:

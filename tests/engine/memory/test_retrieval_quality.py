@@ -6,10 +6,10 @@ from datetime import timedelta
 
 import pytest
 
-from engine.memory import MemoryService, RetrievalSettings, Retriever, embeddings_available, fts, load_embedder
-from engine.store import Store
-from engine.store.models import utcnow
 from tests.engine.memory.retrieval_data import MEMORIES, QUERIES, SEMANTIC, SEMANTIC_QUERIES
+from wren.engine.memory import MemoryService, RetrievalSettings, Retriever, embeddings_available, fts, load_embedder
+from wren.engine.store import Store
+from wren.engine.store.models import utcnow
 
 
 @pytest.fixture(scope="module")

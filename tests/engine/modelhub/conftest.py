@@ -13,7 +13,7 @@ import pytest
 from gguf import GGMLQuantizationType as Q
 from gguf.quants import quantize
 
-from engine.modelhub import ModelRegistry
+from wren.engine.modelhub import ModelRegistry
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHATML = (

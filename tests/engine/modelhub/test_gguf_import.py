@@ -13,12 +13,12 @@ import pytest
 from gguf import GGMLQuantizationType as Q
 from gguf.quants import dequantize, quantize
 
-from engine.errors import ModelFileError, UnsupportedArchitecture, UnsupportedQuantization
-from engine.inference.backends import read_model_config
-from engine.inference.models.weights import open_weights
-from engine.inference.quant.modules import QTensor
-from engine.modelhub.gguf_file import GGUFFile
-from engine.modelhub.gguf_import import import_gguf, unpermute_rows
+from wren.engine.errors import ModelFileError, UnsupportedArchitecture, UnsupportedQuantization
+from wren.engine.inference.backends import read_model_config
+from wren.engine.inference.models.weights import open_weights
+from wren.engine.inference.quant.modules import QTensor
+from wren.engine.modelhub.gguf_file import GGUFFile
+from wren.engine.modelhub.gguf_import import import_gguf, unpermute_rows
 
 torch = pytest.importorskip("torch")
 

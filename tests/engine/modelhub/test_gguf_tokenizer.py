@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.errors import ModelFileError, UnsupportedArchitecture
-from engine.modelhub.gguf_tokenizer import build_tokenizer
+from wren.engine.errors import ModelFileError, UnsupportedArchitecture
+from wren.engine.modelhub.gguf_tokenizer import build_tokenizer
 
 SOURCE = Path("test.gguf")
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.inference.backends import read_model_config
-from engine.inference.models.weights import dense, open_weights
-from engine.modelhub.gguf_import import import_gguf
+from wren.engine.inference.backends import read_model_config
+from wren.engine.inference.models.weights import dense, open_weights
+from wren.engine.modelhub.gguf_import import import_gguf
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import ModelFileError, UnsupportedArchitecture, WrenError
-from engine.modelhub.registry import ModelRegistry
+from wren.engine.errors import ModelFileError, UnsupportedArchitecture, WrenError
+from wren.engine.modelhub.registry import ModelRegistry
 
 
 def _tree(root: Path) -> dict[str, str]:

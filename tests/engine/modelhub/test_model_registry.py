@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import InvalidRequest, ModelFileError, ModelNotFound, UnsupportedArchitecture
-from engine.modelhub import ModelRegistry, ModelSource
-from engine.modelhub import registry as registry_module
-from engine.modelhub.gguf_import import IMPORTER_VERSION
+from wren.engine.errors import InvalidRequest, ModelFileError, ModelNotFound, UnsupportedArchitecture
+from wren.engine.modelhub import ModelRegistry, ModelSource
+from wren.engine.modelhub import registry as registry_module
+from wren.engine.modelhub.gguf_import import IMPORTER_VERSION
 
 
 @pytest.fixture

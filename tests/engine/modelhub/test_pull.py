@@ -10,7 +10,8 @@ import threading
 import pytest
 from gguf import GGMLQuantizationType as Q
 
-from engine.errors import (
+from tests.fakehub import FakeHub, use_fake_hub
+from wren.engine.errors import (
     Cancelled,
     InvalidRequest,
     ModelFileError,
@@ -19,8 +20,7 @@ from engine.errors import (
     UnsupportedQuantization,
     WrenError,
 )
-from engine.modelhub import ModelRegistry, pull
-from tests.fakehub import FakeHub, use_fake_hub
+from wren.engine.modelhub import ModelRegistry, pull
 
 REPO = "acme/tiny-GGUF"
 FILE = "tiny-llama.Q8_0.gguf"
@@ -227,7 +227,7 @@ def test_a_folder_of_an_unknown_architecture_is_refused_after_reading_its_config
 
 
 def test_header_length_is_found_from_the_first_bytes(gguf_bytes, tmp_path):
-    from engine.modelhub.gguf_file import GGUFFile
+    from wren.engine.modelhub.gguf_file import GGUFFile
 
     data = gguf_bytes()
     path = tmp_path / "whole.gguf"

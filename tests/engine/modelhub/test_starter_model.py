@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from engine.modelhub import ModelSource
-from engine.tokenize import Tokenizer
+from wren.engine.modelhub import ModelSource
+from wren.engine.tokenize import Tokenizer
 
 # the haiku case runs the full 32 tokens; the four shorter ones cover the check in a few seconds
 GREEDY_CASES = [0, 1, 3, 4]
@@ -54,8 +54,8 @@ def float32_model(starter):
     way Wren's torch backend reads model.gguf): how the reference ids were made."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    from engine.inference.backends import read_model_config
-    from engine.inference.models.weights import dense, open_weights
+    from wren.engine.inference.backends import read_model_config
+    from wren.engine.inference.models.weights import dense, open_weights
 
     # one thread: on a loaded 2-core machine two spinning torch threads run many times slower
     threads = torch.get_num_threads()

@@ -6,11 +6,11 @@ import json
 import stat
 import zipfile
 
-from engine import paths
-from engine.cli import main
-from engine.memory.service import MemoryService
-from engine.records import Role
-from engine.store import Store
+from wren.engine import paths
+from wren.engine.cli import main
+from wren.engine.memory.service import MemoryService
+from wren.engine.records import Role
+from wren.engine.store import Store
 
 SECRET = "Pumblechook"
 

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from engine.errors import NotFound
-from engine.privacy import FORGOTTEN
+from wren.engine.errors import NotFound
+from wren.engine.privacy import FORGOTTEN
 
 SECRET = "Quetzalwombat"  # a word found nowhere else
 
@@ -123,7 +123,7 @@ def test_a_memory_forgotten_by_chat_and_clear_all_leave_no_copy(make_engine, sho
 
 
 def test_a_purged_chat_is_scrubbed_from_other_answers_provenance(make_engine):
-    from engine.privacy import purge_conversations
+    from wren.engine.privacy import purge_conversations
 
     async def main():
         engine = make_engine("Fine.")

@@ -9,7 +9,7 @@ import stat
 import zipfile
 from pathlib import Path
 
-from engine import paths
+from wren.engine import paths
 
 SECRET = "Xylophorbe"
 
@@ -27,7 +27,7 @@ def mode(path: Path) -> int:
 
 
 def test_erase_all_removes_conversations_memories_logs_and_caches_but_keeps_models(make_engine, shows, wren_home):
-    from engine.logs import log_event, setup_logging
+    from wren.engine.logs import log_event, setup_logging
 
     async def main():
         engine = make_engine("Sure.")
@@ -112,7 +112,7 @@ def test_export_all_writes_one_private_zip(make_engine, tmp_path):
 def test_export_refuses_a_path_that_is_not_a_zip(make_engine, tmp_path):
     import pytest
 
-    from engine.errors import InvalidRequest
+    from wren.engine.errors import InvalidRequest
 
     async def main():
         engine = make_engine()
@@ -127,7 +127,7 @@ def test_export_refuses_a_path_that_is_not_a_zip(make_engine, tmp_path):
 
 
 def test_data_files_are_readable_by_the_user_alone(make_engine, wren_home, tmp_path, monkeypatch):
-    from engine.logs import close_logging, log_event, setup_logging
+    from wren.engine.logs import close_logging, log_event, setup_logging
 
     fresh = tmp_path / "fresh-home"
     monkeypatch.setenv("WREN_HOME", str(fresh))
@@ -158,7 +158,7 @@ def test_data_files_are_readable_by_the_user_alone(make_engine, wren_home, tmp_p
 
 
 def test_an_existing_database_is_made_private(wren_home):
-    from engine.store import Store
+    from wren.engine.store import Store
 
     db = wren_home / "wren.sqlite3"
     db.touch(mode=0o644)

@@ -31,8 +31,8 @@ def _isolation_or_skip() -> list[str]:
 
 
 def _home_with_tiny_model(home: Path, tiny_model_dir: Path) -> None:
-    from engine.modelhub.registry import ModelRegistry
-    from engine.store import Store
+    from wren.engine.modelhub.registry import ModelRegistry
+    from wren.engine.store import Store
 
     ModelRegistry(home / "models").register_folder(tiny_model_dir, name="tiny")
     store = Store(home / "wren.sqlite3")
@@ -57,7 +57,7 @@ def test_wren_ask_works_offline_and_opens_no_internet_socket(tmp_path, tiny_mode
     home = tmp_path / "home"
     _home_with_tiny_model(home, tiny_model_dir)
     trace = tmp_path / "ask.strace"
-    done = _run_isolated([sys.executable, "-m", "engine.cli", "ask", "--max-tokens", "4", "Hello there"],
+    done = _run_isolated([sys.executable, "-m", "wren.engine.cli", "ask", "--max-tokens", "4", "Hello there"],
                          home, trace)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip(), "the tiny model should have answered something"
@@ -68,7 +68,7 @@ def test_a_window_session_works_offline_and_opens_no_internet_socket(tmp_path, t
     home = tmp_path / "home"
     _home_with_tiny_model(home, tiny_model_dir)
     trace = tmp_path / "window.strace"
-    done = _run_isolated([sys.executable, "-c", "import sys; from desktop.app import main; sys.exit(main())"],
+    done = _run_isolated([sys.executable, "-c", "import sys; from wren.desktop.app import main; sys.exit(main())"],
                          home, trace, WREN_DESKTOP_SMOKE="Hello there", WREN_DESKTOP_SMOKE_TIMEOUT="200")
     assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])
     assert '"smoke": "answer"' in done.stdout

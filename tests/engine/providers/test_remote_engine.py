@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.events import Delta, Failed, FailureKind, Finished, FinishReason, SafetyNotice, Started, Usage
-from engine.records import MessageStatus
 from tests.engine.providers.fakeserver import FakeServer
+from wren.engine.events import Delta, Failed, FailureKind, Finished, FinishReason, SafetyNotice, Started, Usage
+from wren.engine.records import MessageStatus
 
 SECRET = "sk-proj-" + "Ab3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1eF3hJ5kL7nP9rS1"
 
@@ -172,7 +172,7 @@ def test_stop_cancels_a_remote_answer(make_engine, server):
 
 
 def test_setting_context_length_wins_and_unknown_provider_is_local(make_engine, server):
-    from engine.errors import ModelNotFound
+    from wren.engine.errors import ModelNotFound
 
     async def main():
         engine = await _remote_engine(make_engine, server, context_length=2000)
@@ -186,7 +186,7 @@ def test_setting_context_length_wins_and_unknown_provider_is_local(make_engine, 
 
 
 def test_provider_crud_and_bad_input(make_engine, server):
-    from engine.errors import InvalidRequest, NotFound
+    from wren.engine.errors import InvalidRequest, NotFound
 
     async def main():
         engine = make_engine()

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from engine.inference.backends.remote import (
+from tests.engine.providers.fakeserver import FakeServer
+from wren.engine.inference.backends.remote import (
     OpenAIClient,
     RemoteError,
     RemoteInterrupted,
@@ -21,8 +22,7 @@ from engine.inference.backends.remote import (
     check_base_url,
     retry_after_seconds,
 )
-from engine.inference.sampling import SamplingParams
-from tests.engine.providers.fakeserver import FakeServer
+from wren.engine.inference.sampling import SamplingParams
 
 PARAMS = SamplingParams(temperature=0.0, max_tokens=50)
 CHAT = [{"role": "user", "content": "hi"}]
@@ -279,7 +279,7 @@ def test_retry_after_forms():
 
 
 def test_models_list_and_context_window(server):
-    from engine.inference.backends.remote import context_from_info
+    from wren.engine.inference.backends.remote import context_from_info
 
     async def main():
         client = _client(server)
@@ -296,7 +296,7 @@ def test_models_list_and_context_window(server):
 
 
 def test_chat_body_sends_what_a_server_reads_and_keeps_the_rest_here():
-    from engine.inference.backends.remote import chat_body
+    from wren.engine.inference.backends.remote import chat_body
 
     call = [{"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{}"}}]
     messages = [{"role": "assistant", "content": "", "tool_calls": call, "id": 7, "meta": {"x": 1}},

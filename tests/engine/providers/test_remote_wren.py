@@ -7,16 +7,16 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from engine.events import Delta, Finished, FinishReason, Usage
+from wren.engine.events import Delta, Finished, FinishReason, Usage
 
 
 def _second_engine(root: Path, tiny_model_dir: Path):
     """An engine over its own folder (database and models), whose only local model is the
     tiny one: its tokenizer budgets the remote model's context."""
-    from engine.api import Engine
-    from engine.inference.backends.scripted import ScriptedBackend
-    from engine.modelhub.registry import ModelRegistry
-    from engine.store import Store
+    from wren.engine.api import Engine
+    from wren.engine.inference.backends.scripted import ScriptedBackend
+    from wren.engine.modelhub.registry import ModelRegistry
+    from wren.engine.store import Store
 
     registry = ModelRegistry(root / "models")
     registry.register_folder(tiny_model_dir, name="tiny")
@@ -27,7 +27,7 @@ def _second_engine(root: Path, tiny_model_dir: Path):
 
 
 def test_a_second_engine_streams_from_the_first_over_http(make_engine, tiny_model_dir, tmp_path, monkeypatch):
-    from engine.server.app import WrenServer
+    from wren.engine.server.app import WrenServer
 
     key = "wren-test-key-" + "q" * 24
     monkeypatch.setenv("WREN_KEY_FIRST", key)  # the second engine reads the key from here

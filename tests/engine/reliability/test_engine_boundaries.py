@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.context import ContextOverflow
-from engine.errors import InvalidRequest
-from engine.events import Finished, Started
-from engine.records import TITLE_MAX_CHARS
-from engine.store import Store
+from wren.engine.context import ContextOverflow
+from wren.engine.errors import InvalidRequest
+from wren.engine.events import Finished, Started
+from wren.engine.records import TITLE_MAX_CHARS
+from wren.engine.store import Store
 
 REPO = Path(__file__).resolve().parents[3]
 SURROGATE = "hello \ud800 world"

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.modelhub.gguf_import import staging_dir
-from engine.modelhub.registry import RECORD_FILE, ModelRegistry
+from wren.engine.modelhub.gguf_import import staging_dir
+from wren.engine.modelhub.registry import RECORD_FILE, ModelRegistry
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -62,7 +62,7 @@ def test_a_killed_writers_partial_folder_goes_and_a_live_ones_stays(tmp_path):
     writer = textwrap.dedent("""
         import sys, time
         from pathlib import Path
-        from engine.modelhub.gguf_import import staging_dir
+        from wren.engine.modelhub.gguf_import import staging_dir
         with staging_dir(Path(sys.argv[1]) / sys.argv[2]) as tmp:
             (tmp / "model.gguf").write_bytes(b"w" * 50_000)
             print(tmp, flush=True)

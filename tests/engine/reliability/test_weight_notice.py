@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from engine.records import EngineNotice
+from wren.engine.records import EngineNotice
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -52,7 +52,7 @@ def test_damaged_weights_raise_a_notice_after_load(make_engine, tmp_path):
 
 
 def test_engine_open_sweeps_leftovers_and_says_how_much(wren_home):
-    from engine.api import Engine
+    from wren.engine.api import Engine
 
     models = wren_home / "models"
     (models / ".partial-starter-deadbeef").mkdir(parents=True)

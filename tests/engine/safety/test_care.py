@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from engine.api import CareMessage, Engine, needs_care
-from engine.errors import InvalidRequest
-from engine.events import Delta, Finished, FinishReason, SafetyNotice
-from engine.safety.care import load_care, parse_care
+from wren.engine.api import CareMessage, Engine, needs_care
+from wren.engine.errors import InvalidRequest
+from wren.engine.events import Delta, Finished, FinishReason, SafetyNotice
+from wren.engine.safety.care import load_care, parse_care
 
 HURTING = "I don't see the point any more, I want to die"
 

@@ -9,7 +9,7 @@ import json
 import pytest
 from safety_samples import tok
 
-from engine.safety import cli
+from wren.engine.safety import cli
 
 
 @pytest.fixture

@@ -8,11 +8,11 @@ import time
 import pytest
 from safety_corpus import BLOCKLIST_POLICY, NEGATIVES, POSITIVES
 
-from engine.safety import Policy, redact, scan
-from engine.safety.detector import regex_shape
-from engine.safety.matcher import Matcher
-from engine.safety.personal import iban_ok, luhn_ok
-from engine.safety.policy import BUILTIN_DETECTORS
+from wren.engine.safety import Policy, redact, scan
+from wren.engine.safety.detector import regex_shape
+from wren.engine.safety.matcher import Matcher
+from wren.engine.safety.personal import iban_ok, luhn_ok
+from wren.engine.safety.policy import BUILTIN_DETECTORS
 
 FLOOR = 0.95
 

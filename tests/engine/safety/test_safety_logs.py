@@ -10,9 +10,9 @@ import zipfile
 import pytest
 from safety_samples import B64, URLSAFE, jwt, luhn_complete, pem, tok
 
-from engine import logs
-from engine.events import SafetyAction, SafetyNotice
-from engine.safety import Policy, scan
+from wren.engine import logs
+from wren.engine.events import SafetyAction, SafetyNotice
+from wren.engine.safety import Policy, scan
 
 SECRETS = {
     "openai": f"sk-proj-{tok(156, URLSAFE)}",
@@ -89,7 +89,7 @@ def test_errors_and_tracebacks_are_redacted(log_home):
     try:
         _fail_with(f"bad key {s['openai']}")
     except RuntimeError:
-        logging.getLogger("engine.inference").exception("decode failed near %s", s["phone"])
+        logging.getLogger("wren.engine.inference").exception("decode failed near %s", s["phone"])
     logging.getLogger("wren.store").warning("could not save for %s", s["ssn"])
     text = all_log_text(log_home)
     for name, value in SECRETS.items():
@@ -99,7 +99,7 @@ def test_errors_and_tracebacks_are_redacted(log_home):
     assert failed["error"]["type"] == "RuntimeError"
     assert "Traceback" in failed["error"]["traceback"] and "_fail_with" in failed["error"]["traceback"]
     assert "[REDACTED:pii.email]" in failed["error"]["message"]
-    plain = next(r for r in records if r["logger"] == "engine.inference")
+    plain = next(r for r in records if r["logger"] == "wren.engine.inference")
     assert plain["message"] == "decode failed near [REDACTED:pii.phone]"
     assert "[REDACTED:secret.openai_key]" in plain["error"]["traceback"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from safety_samples import tok
 
-from engine.events import SafetyAction
-from engine.safety import Policy, PolicyError, redact, scan
+from wren.engine.events import SafetyAction
+from wren.engine.safety import Policy, PolicyError, redact, scan
 
 ALLOW, WARN, REDACT, BLOCK = (
     SafetyAction.ALLOW, SafetyAction.WARN, SafetyAction.REDACT, SafetyAction.BLOCK,

@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from safety_samples import B64, URLSAFE, jwt, luhn_complete, pem, tok
 
-from engine.events import SafetyAction
-from engine.safety import OutputGuard, Policy, scan
-from engine.safety.matcher import _TRIM_AT
-from engine.safety.scanner import masked
+from wren.engine.events import SafetyAction
+from wren.engine.safety import OutputGuard, Policy, scan
+from wren.engine.safety.matcher import _TRIM_AT
+from wren.engine.safety.scanner import masked
 
 POLICY_TOML = """
 [actions]

@@ -14,7 +14,7 @@ import pytest
 
 @pytest.fixture
 def server_keys(tmp_path: Path):
-    from engine.server.keys import open_keys
+    from wren.engine.server.keys import open_keys
 
     return open_keys(key_file=tmp_path / "keyring" / "wren-server-key.cfg", use_key_file=True,
                      environ={"WREN_KEYRING_PASSPHRASE": "a passphrase for tests"})
@@ -24,7 +24,7 @@ def server_keys(tmp_path: Path):
 def serving(make_engine: Callable, server_keys) -> Callable:
     """`async with serving(reply, **engine_kwargs, options=...) as s:` gives s.engine,
     s.url ("http://127.0.0.1:PORT"), s.key, s.server, s.headers."""
-    from engine.server.app import ServerOptions, WrenServer
+    from wren.engine.server.app import ServerOptions, WrenServer
 
     @contextlib.asynccontextmanager
     async def start(reply="Hello from Wren.", *, options: ServerOptions | None = None,

@@ -11,9 +11,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engine.errors import InvalidRequest
-from engine.server import keys
-from engine.server.app import ServerOptions, is_loopback
+from wren.engine.errors import InvalidRequest
+from wren.engine.server import keys
+from wren.engine.server.app import ServerOptions, is_loopback
 
 QUESTION = "What is the capital of Atlantis-7Q?"
 ANSWER = "Atlantis-7Q has no capital, it sank."
@@ -37,7 +37,7 @@ ENDPOINTS = [
 
 
 def test_every_endpoint_needs_the_right_key(serving, wren_home: Path, server_keys):
-    from engine.logs import close_logging, setup_logging
+    from wren.engine.logs import close_logging, setup_logging
 
     setup_logging()
 
@@ -127,7 +127,7 @@ def test_the_key_can_come_from_the_environment_and_never_from_a_plain_text_keyri
 
 
 def test_the_server_listens_on_loopback_unless_told_otherwise(monkeypatch, capsys, tmp_path: Path):
-    from engine.cli import main
+    from wren.engine.cli import main
 
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.5") and not is_loopback("example.org")
@@ -141,7 +141,7 @@ def test_the_server_listens_on_loopback_unless_told_otherwise(monkeypatch, capsy
 
 
 def test_show_key_and_new_key_with_the_encrypted_file(monkeypatch, capsys, tmp_path: Path, wren_home: Path):
-    from engine.cli import main
+    from wren.engine.cli import main
 
     path = tmp_path / "kr" / "key.cfg"
     monkeypatch.delenv(keys.ENV_KEY, raising=False)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import httpx
 
-from engine.server.app import ServerOptions
-from engine.server.streams import APPEND_PATH
+from wren.engine.server.app import ServerOptions
+from wren.engine.server.streams import APPEND_PATH
 
 GOLDEN = Path(__file__).with_name("data") / "conversation_v1.sse"
 ANSWER = "The capital of France is Paris. 🥐"
@@ -222,7 +222,7 @@ def test_conversation_errors_are_http_errors_before_the_stream(serving):
     assert unknown.status_code == 404
     assert too_long.status_code == 400 and too_long.json()["error"]["code"] == "context_length_exceeded"
     assert action.status_code == 400 and "dance" in action.json()["error"]["message"]
-    from engine.server.app import _engine_supports
+    from wren.engine.server.app import _engine_supports
 
     if _engine_supports("tools"):
         assert tools.status_code == 400 and "web_search" in tools.json()["error"]["message"], tools.text

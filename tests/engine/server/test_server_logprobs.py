@@ -9,9 +9,9 @@ import math
 import httpx
 import openai
 
-from engine.events import Delta
 from tests.engine.server.test_server_conversation import answer_text, parse
 from tests.fixtures.hash_model import HashBackend
+from wren.engine.events import Delta
 
 QUESTION = [{"role": "user", "content": "Capital of France?"}]
 ANSWER = "The capital of France is Paris. 🥐"

@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from engine.server.app import ServerOptions
+from wren.engine.server.app import ServerOptions
 
 ANSWER = "The capital of France is Paris. 🥐"
 LONG = " ".join(f"word{i}" for i in range(300))

@@ -12,9 +12,9 @@ import uuid
 import peewee as pw
 import pytest
 
-from engine.errors import StoreError
-from engine.records import Role
-from engine.store import Store
+from wren.engine.errors import StoreError
+from wren.engine.records import Role
+from wren.engine.store import Store
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from engine.errors import StoreError
-from engine.records import MessageStatus, Role
-from engine.store import Store
+from wren.engine.errors import StoreError
+from wren.engine.records import MessageStatus, Role
+from wren.engine.store import Store
 
 
 def _hold_exclusive(db, seconds: float) -> threading.Thread:
@@ -101,7 +101,7 @@ def test_an_answer_streams_through_a_lock_and_is_kept_whole(make_engine, wren_ho
     keeps streaming, and its row is finished when the lock frees."""
     import asyncio
 
-    from engine.events import Delta, Failed, Finished, FinishReason
+    from wren.engine.events import Delta, Failed, Finished, FinishReason
 
     reply = "The lighthouse keeper watched the storm roll in over the grey water all night long."
 

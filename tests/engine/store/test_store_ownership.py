@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from engine.records import MessageStatus, Role
-from engine.store import Store
+from wren.engine.records import MessageStatus, Role
+from wren.engine.store import Store
 
 REPO = Path(__file__).resolve().parents[3]
 
 # Process A: opens the store, starts an answer, reports its id, then obeys stdin.
 _WRITER = textwrap.dedent("""
     import sys
-    from engine.records import MessageStatus, Role
-    from engine.store import Store
+    from wren.engine.records import MessageStatus, Role
+    from wren.engine.store import Store
     store = Store(sys.argv[1])
     conv = store.create_conversation("live")
     q = store.add_message(conv.id, Role.USER, "question", parent_id=None)
@@ -40,7 +40,7 @@ _WRITER = textwrap.dedent("""
 # Process B: only opens the same database (its start-up sweep runs) and reports the row.
 _OPENER = textwrap.dedent("""
     import sys
-    from engine.store import Store
+    from wren.engine.store import Store
     store = Store(sys.argv[1])
     msg = store.get_message(int(sys.argv[2]))
     print(msg.status.value, msg.content)

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from engine.tools.registry import ToolSpec
+from wren.engine.tools.registry import ToolSpec
 
 
 def by_round(*replies: str):

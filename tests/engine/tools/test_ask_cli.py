@@ -8,17 +8,17 @@ from dataclasses import replace
 
 import pytest
 
-from engine.cli import main
-from engine.inference.backends.scripted import ScriptedBackend
-from engine.tools import ask as tool_ask
-from engine.tools import builtin
 from tests.engine.tools.conftest import by_round, call
+from wren.engine.cli import main
+from wren.engine.inference.backends.scripted import ScriptedBackend
+from wren.engine.tools import ask as tool_ask
+from wren.engine.tools import builtin
 
 
 @pytest.fixture
 def scripted(wren_home, tiny_model_dir, monkeypatch):
-    from engine.inference import select
-    from engine.modelhub.registry import ModelRegistry
+    from wren.engine.inference import select
+    from wren.engine.modelhub.registry import ModelRegistry
 
     ModelRegistry(wren_home / "models").register_folder(tiny_model_dir, name="tiny")
     backend = ScriptedBackend(by_round("Computing. " + call("calculator", expression="6*7"), "It is 42."))
@@ -85,7 +85,7 @@ def test_approval_is_asked_on_a_real_terminal(monkeypatch, typed, decision):
     declined as if there were no terminal. A pseudo-terminal stands in for /dev/tty."""
     import os
 
-    from engine.events import ToolApprovalNeeded
+    from wren.engine.events import ToolApprovalNeeded
 
     master, slave = os.openpty()
     try:

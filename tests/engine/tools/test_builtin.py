@@ -9,13 +9,13 @@ import math
 
 import pytest
 
-from engine.api import SendOptions
-from engine.errors import InvalidRequest
-from engine.events import ToolResult
-from engine.tools.builtin import CALL_CONTEXT, MAX_FILE_BYTES, READ_CHARS, CallContext, ToolFailed, read_text_file
-from engine.tools.calculator import CalcError, evaluate, format_value
-from engine.tools.registry import ToolRegistry, ToolSpec, validate_arguments
 from tests.engine.tools.conftest import FakeSource, by_round, call, collect
+from wren.engine.api import SendOptions
+from wren.engine.errors import InvalidRequest
+from wren.engine.events import ToolResult
+from wren.engine.tools.builtin import CALL_CONTEXT, MAX_FILE_BYTES, READ_CHARS, CallContext, ToolFailed, read_text_file
+from wren.engine.tools.calculator import CalcError, evaluate, format_value
+from wren.engine.tools.registry import ToolRegistry, ToolSpec, validate_arguments
 
 
 @pytest.mark.parametrize("expression, value", [
@@ -165,7 +165,7 @@ def test_attachments_reach_the_read_tool_through_send(make_engine, tmp_path):
         return events, shown, missing
 
     events, shown, missing = run(main())
-    from engine.events import Failed, FailureKind, Finished, FinishReason
+    from wren.engine.events import Failed, FailureKind, Finished, FinishReason
 
     failed = [e for e in missing if isinstance(e, Failed)]
     assert failed[0].kind is FailureKind.INVALID_REQUEST and "nope.txt does not exist" in failed[0].error
@@ -192,7 +192,7 @@ def test_datetime_and_search_history(make_engine):
         old = await engine.create_conversation("Birds")
         await engine.add_memory("My favourite bird is the pelican")
         store = engine.store
-        from engine.records import Role
+        from wren.engine.records import Role
 
         await engine._db(store.add_message, old.id, Role.USER, "Tell me about the pelican's pouch", parent_id=None)
         conv = await engine.create_conversation(settings={"tools": ["current_datetime", "search_history"]})
@@ -239,7 +239,7 @@ def test_facade_lists_switches_off_and_calls_directly(make_engine):
     names, off, refused, events, direct, bad = run(main())
     assert names == ["calculator", "current_datetime", "read_attachment", "search_history"]
     assert off["calculator"] is False and off["current_datetime"] is True
-    from engine.events import Failed
+    from wren.engine.events import Failed
 
     failed = [e for e in events if isinstance(e, Failed)]
     assert refused is None and failed and "switched off" in failed[0].error
@@ -276,8 +276,8 @@ def test_a_file_attached_earlier_stays_readable_in_the_chat(make_engine, tmp_pat
 def test_calculator_schema_holds_expressions_and_keeps_call_markup_out():
     """A forced calculator call is constrained by this schema: every expression the tool
     takes fits it, and a string that runs on into the call's closing markup does not."""
-    from engine.inference.constrain import Constraint
-    from engine.tools.builtin import CALCULATOR
+    from wren.engine.inference.constrain import Constraint
+    from wren.engine.tools.builtin import CALCULATOR
 
     for expression in ("2 + 2", "(17.5 * 3) / 4", "2 ^ 10", "-7 % 3", "round(pi, 3)", "log(8, 2)",
                        "10 × 3 ÷ 4", "7 // 2", "1e3 − 1", "factorial(10)"):

@@ -7,12 +7,12 @@ import asyncio
 import json
 import shutil
 
-from engine.api import SendOptions
-from engine.events import Delta, ToolResult
-from engine.tokenize import Tokenizer
-from engine.tools.builtin import CALCULATOR
-from engine.tools.prompt import plan_for
 from tests.engine.tools.conftest import by_round, call, collect
+from wren.engine.api import SendOptions
+from wren.engine.events import Delta, ToolResult
+from wren.engine.tokenize import Tokenizer
+from wren.engine.tools.builtin import CALCULATOR
+from wren.engine.tools.prompt import plan_for
 
 TEMPLATE = (
     "{%- if tools %}<|im_start|>system\nTOOLS:\n{%- for tool in tools %}\n{{ tool | tojson }}{%- endfor %}\n"
@@ -45,7 +45,7 @@ def test_plan_is_native_for_a_template_with_tools(tiny_model_dir, tmp_path):
 
 
 def test_send_with_a_native_template(wren_home, tiny_model_dir, tmp_path, make_engine):
-    from engine.modelhub.registry import ModelRegistry
+    from wren.engine.modelhub.registry import ModelRegistry
 
     ModelRegistry(wren_home / "models").register_folder(_with_template(tiny_model_dir, tmp_path / "q"), name="tiny")
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from engine.tools.parse import CallParser, ParsedCall, family_for, json_end
+from wren.engine.tools.parse import CallParser, ParsedCall, family_for, json_end
 
 
 def run(family: str, chunks: list[str]) -> tuple[str, list[ParsedCall], CallParser]:

@@ -8,13 +8,13 @@ import asyncio
 
 import pytest
 
-from engine.api import Engine, SendOptions
-from engine.events import Delta, Failed, Finished, ToolCall, ToolResult
-from engine.inference.sampling import SamplingParams
-from engine.modelhub.registry import ModelRegistry
-from engine.store import Store
-from engine.tools.builtin import CALCULATOR
-from engine.tools.registry import validate_arguments
+from wren.engine.api import Engine, SendOptions
+from wren.engine.events import Delta, Failed, Finished, ToolCall, ToolResult
+from wren.engine.inference.sampling import SamplingParams
+from wren.engine.modelhub.registry import ModelRegistry
+from wren.engine.store import Store
+from wren.engine.tools.builtin import CALCULATOR
+from wren.engine.tools.registry import validate_arguments
 
 pytestmark = pytest.mark.slow
 

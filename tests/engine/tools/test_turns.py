@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 
-from engine.api import SendOptions
-from engine.events import (
+from tests.engine.tools.conftest import FakeSource, by_round, call, collect
+from wren.engine.api import SendOptions
+from wren.engine.events import (
     Delta,
     Finished,
     FinishReason,
@@ -18,10 +19,9 @@ from engine.events import (
     ToolResult,
     Usage,
 )
-from engine.inference.backends.scripted import ScriptedBackend
-from engine.records import MessageStatus
-from engine.tools.runner import CANCELLED, DECLINED
-from tests.engine.tools.conftest import FakeSource, by_round, call, collect
+from wren.engine.inference.backends.scripted import ScriptedBackend
+from wren.engine.records import MessageStatus
+from wren.engine.tools.runner import CANCELLED, DECLINED
 
 
 def run(coro):
@@ -299,7 +299,7 @@ def test_secrets_in_results_are_redacted_and_arguments_scanned(make_engine):
 
     engine, events, prompt = run(main())
     result = next(e for e in events if isinstance(e, ToolResult))
-    from engine.safety import scan
+    from wren.engine.safety import scan
 
     expected = scan(f"the key is {key}", engine.policy, "local")
     assert result.content == expected.redacted_text
