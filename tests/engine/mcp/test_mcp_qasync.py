@@ -1,12 +1,21 @@
 """The MCP manager awaited from the desktop's loop (qasync on the Qt GUI thread): calls,
 a timeout, a cancelled call and close work there, and the loop keeps running while a
-10 MB result is decoded (that work happens on the manager's own thread)."""
+10 MB result is decoded (that work happens on the manager's own thread).
+
+The loop runs in a child process (this file run as a module): a QApplication and a closed
+qasync loop left in the test process crashed a later test's Qt event processing (a
+segmentation fault in pytest-qt's _process_events, twice, about 300 tests later), and no
+other engine test needs Qt."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -18,7 +27,10 @@ qasync = pytest.importorskip("qasync")
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 
-def test_the_manager_works_from_a_qasync_loop(tmp_path):
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def run_in_this_process(tmp_path: Path) -> dict:
     from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance() or QApplication([])
@@ -61,16 +73,24 @@ def test_the_manager_works_from_a_qasync_loop(tmp_path):
     finally:
         asyncio.set_event_loop(None)
         loop.close()
-        # The loop's notifiers and timers are deleted later by Qt: let that happen now, while
-        # everything they point to is alive, not inside a later test's event processing
-        # (a later engine test once crashed there with a segmentation fault).
-        from PySide6.QtCore import QCoreApplication, QEvent
+    return {"added": list(added), "huge_chars": huge_chars, "huge_error": huge_error, "cancelled": cancelled,
+            "after": list(after), "pids": pids, "gaps": gaps}
 
-        QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
-        app.processEvents()
-    assert added == ("3.0", False)
-    assert not huge_error and 200_000 < huge_chars < 200_200
+
+def test_the_manager_works_from_a_qasync_loop(tmp_path):
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
+    proc = subprocess.run([sys.executable, "-m", "tests.engine.mcp.test_mcp_qasync", str(tmp_path)], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=170)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["added"] == ["3.0", False]
+    assert not got["huge_error"] and 200_000 < got["huge_chars"] < 200_200
+    gaps = got["gaps"]
     print(f"qasync loop: {len(gaps)} ticks, longest gap {max(gaps):.3f} s during the 10 MB call")
     assert len(gaps) >= 5  # the GUI loop kept turning while the 10 MB result was read
-    assert cancelled and after == ("still", False)
-    assert len(pids) == 1 and wait_gone(pids) == []
+    assert got["cancelled"] and got["after"] == ["still", False]
+    assert len(got["pids"]) == 1 and wait_gone(got["pids"]) == []
+
+
+if __name__ == "__main__":
+    print(json.dumps(run_in_this_process(Path(sys.argv[1]))))
