@@ -275,8 +275,41 @@ SUPPORTED: frozenset[int] = frozenset(TYPES)
 _RUNS = ", ".join(t.name for t in TYPES.values())
 
 
+# Wren's own row layouts (not GGUF types): a file type's rows interleaved in groups for the
+# kernels (csrc/repack.cpp). id -> (name, the file type, rows per group).
+INTERLEAVED: dict[int, tuple[str, int, int]] = {40: ("Q4_0x8", int(_T.Q4_0), 8)}
+
+
+def interleave(qtype: int) -> int:
+    """Rows per group of an interleaved layout; 1 for a file type."""
+    return INTERLEAVED[qtype][2] if qtype in INTERLEAVED else 1
+
+
+def file_type(qtype: int) -> int:
+    """The GGUF type an interleaved layout holds; a file type itself."""
+    return INTERLEAVED[qtype][1] if qtype in INTERLEAVED else qtype
+
+
+def unpack_interleaved(raw: torch.Tensor, qtype: int) -> tuple[torch.Tensor, int]:
+    """An interleaved weight back in its file's row layout, bit for bit, on any device:
+    (bytes, the file type). Q4_0x8, per group and block: 8 fp16 scales, then 4 chunks of
+    8 rows x 4 quant bytes."""
+    name, base, group = INTERLEAVED[qtype]
+    if name != "Q4_0x8":
+        raise UnsupportedQuantization(f"the torch path cannot unpack {name}")
+    rows, width = raw.shape
+    nb = width // 18
+    blocks = raw.reshape(rows // group, nb, group * 18)
+    scales = blocks[:, :, :16].reshape(rows // group, nb, group, 2).permute(0, 2, 1, 3)
+    quants = blocks[:, :, 16:].reshape(rows // group, nb, 4, group, 4).permute(0, 3, 1, 2, 4)
+    out = torch.cat([scales, quants.reshape(rows // group, group, nb, 16)], dim=-1)
+    return out.reshape(rows, width).contiguous(), base
+
+
 def type_name(qtype: int) -> str:
     """GGUF's name for a type id ("Q4_K"), supported or not; "type N" for an unknown id."""
+    if qtype in INTERLEAVED:
+        return INTERLEAVED[qtype][0]
     try:
         return _T(qtype).name
     except ValueError:
@@ -284,6 +317,7 @@ def type_name(qtype: int) -> str:
 
 
 def _sizes(qtype: int) -> tuple[int, int]:
+    qtype = file_type(qtype)
     try:
         return GGML_QUANT_SIZES[_T(qtype)]
     except (ValueError, KeyError):
@@ -325,6 +359,8 @@ def dequantize(raw: torch.Tensor, qtype: int, cols: int, *,
     CHUNK_ELEMENTS, or CUDA_CHUNK_ELEMENTS on a GPU), which bounds the temporaries; the
     result does not depend on the chunking.
     """
+    if qtype in INTERLEAVED:
+        raw, qtype = unpack_interleaved(raw, qtype)
     t = TYPES.get(int(qtype))
     if t is None:
         raise UnsupportedQuantization(

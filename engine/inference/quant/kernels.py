@@ -16,9 +16,13 @@ from types import ModuleType
 
 import torch
 
+from . import ggml
+
 log = logging.getLogger("wren.engine.inference.quant")
 
 _OFF_VALUES = {"off", "0", "false", "no"}
+# WREN_REPACK=off keeps every weight in its file's row layout (for A/B measurements).
+REPACK = os.environ.get("WREN_REPACK", "").strip().lower() not in _OFF_VALUES
 
 
 def _load() -> tuple[ModuleType | None, str | None]:
@@ -113,6 +117,21 @@ def dequantize(raw: torch.Tensor, qtype: int, cols: int) -> torch.Tensor:
     """float32 [rows, cols], equal bit for bit to gguf.quants.dequantize of the same bytes."""
     _require()
     return torch.ops.wren.dequantize(raw, int(qtype), int(cols))
+
+
+def interleaved(raw: torch.Tensor, qtype: int, cols: int) -> tuple[torch.Tensor, int]:
+    """The weight in the kernels' interleaved layout for its type, if they have one
+    (Q4_0 -> Q4_0x8: eight rows' blocks side by side, decoded 8 rows per pass; see
+    csrc/repack.cpp), as (new bytes of the same shape, the layout's type id); otherwise,
+    or without the kernels, on another device, with rows not a multiple of the group or
+    WREN_REPACK=off, (raw, qtype) unchanged. Every kernel result is the same either way but
+    the float summation order of the decoding dots."""
+    if _C is None or not REPACK or raw.device.type != "cpu":
+        return raw, qtype
+    to = int(torch.ops.wren.interleaved_type(int(qtype)))
+    if to < 0 or raw.shape[0] % ggml.interleave(to):
+        return raw, qtype
+    return torch.ops.wren.repack(raw, to, int(cols)), to
 
 
 def max_gemv_rows() -> int:

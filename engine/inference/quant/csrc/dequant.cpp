@@ -28,6 +28,10 @@ const TypeInfo kTypes[kMaxType] = {
     {nullptr, 0, 0, false, false}, {nullptr, 0, 0, false, false}, {nullptr, 0, 0, false, false},
     {nullptr, 0, 0, false, false}, {nullptr, 0, 0, false, false}, {nullptr, 0, 0, false, false},
     /* 30 */ {"BF16", 1, 2, false, true},
+    {nullptr, 0, 0, false, false}, {nullptr, 0, 0, false, false}, {nullptr, 0, 0, false, false},
+    {nullptr, 0, 0, false, false}, {nullptr, 0, 0, false, false}, {nullptr, 0, 0, false, false},
+    {nullptr, 0, 0, false, false}, {nullptr, 0, 0, false, false}, {nullptr, 0, 0, false, false},
+    /* 40 */ {"Q4_0x8", 32, 18, false, false, Q4_0, 8},
 };
 
 void deq_q4_0(const uint8_t* b, float* y) {

@@ -48,6 +48,8 @@ void check_raw(const at::Tensor& raw, const wren::TypeInfo& info, int64_t cols, 
     const int64_t row_bytes = cols / info.block * info.type_size;
     TORCH_CHECK(raw.size(1) == row_bytes, "wren::", op, ": ", info.name, " rows of ", cols, " weights take ",
                 row_bytes, " bytes, but raw has ", raw.size(1));
+    TORCH_CHECK(raw.size(0) % info.interleave == 0, "wren::", op, ": ", info.name, " holds rows in groups of ",
+                info.interleave, ", got ", raw.size(0), " rows");
 }
 
 int64_t grain_rows(int64_t rows, int64_t work_per_row) {
@@ -56,8 +58,30 @@ int64_t grain_rows(int64_t rows, int64_t work_per_row) {
     return std::min(rows, min_rows);
 }
 
+// A group of an interleaved layout back in the file's row layout, in a per-thread buffer.
+const uint8_t* unpacked(const wren::TypeInfo& info, int qtype, const uint8_t* group, int64_t row_bytes) {
+    thread_local std::vector<uint8_t> buf;
+    const size_t bytes = (size_t)(info.interleave * row_bytes);
+    if (buf.size() < bytes) buf.resize(bytes);
+    wren::unpack_group(qtype, group, row_bytes, buf.data());
+    return buf.data();
+}
+
 void dequantize_rows(int qtype, const uint8_t* src, int64_t row_bytes, float* dst, int64_t cols,
                      int64_t begin, int64_t end) {
+    const wren::TypeInfo& info = *wren::type_info(qtype);
+    if (info.interleave > 1) {  // begin and end are group boundaries (check_raw, the tiles)
+        const int64_t il = info.interleave;
+        at::parallel_for(begin / il, end / il, std::max<int64_t>(1, grain_rows(end - begin, row_bytes) / il),
+                         [&](int64_t b, int64_t e) {
+            for (int64_t g = b; g < e; ++g) {
+                const uint8_t* rows = unpacked(info, qtype, src + g * il * row_bytes, row_bytes);
+                for (int64_t r = 0; r < il; ++r)
+                    wren::dequantize_row(info.base, rows + r * row_bytes, dst + (g * il + r - begin) * cols, cols);
+            }
+        });
+        return;
+    }
     at::parallel_for(begin, end, grain_rows(end - begin, row_bytes), [&](int64_t b, int64_t e) {
         for (int64_t r = b; r < e; ++r) wren::dequantize_row(qtype, src + r * row_bytes, dst + (r - begin) * cols, cols);
     });
@@ -82,6 +106,54 @@ uint8_t* xq_buffer(size_t bytes) {
     return buf.data();
 }
 
+// Rows [begin, end) (group boundaries) of an interleaved weight against n rows of x, into
+// out[j * ld + r]. Exact: each group unpacked to the file's rows and multiplied in float32
+// by the base type's kernel. Otherwise x is quantized once (the base type's format) and
+// each group's rows come out of one kernel call. Runs its own parallel pass unless
+// `inner` (already inside one).
+void group_rows(const wren::TypeInfo& info, int qtype, const uint8_t* w, int64_t row_bytes, const float* x,
+                int64_t n, int64_t cols, float* out, int64_t ld, bool exact, const uint8_t* xq, int64_t xq_bytes,
+                int64_t g0, int64_t g1) {
+    const wren::Kernels& k = wren::kernels();
+    const int64_t il = info.interleave, nb = cols / info.block;
+    for (int64_t g = g0; g < g1; ++g) {
+        const uint8_t* group = w + g * il * row_bytes;
+        if (exact) {
+            const uint8_t* rows = unpacked(info, qtype, group, row_bytes);
+            for (int64_t r = 0; r < il; ++r)
+                k.xdot_rows[info.base](rows + r * row_bytes, nb, x, cols, (int)n, out + g * il + r, ld);
+        } else {
+            k.qdot_group[qtype](group, nb, xq, xq_bytes, (int)n, out + g * il, ld);
+        }
+    }
+}
+
+const uint8_t* quantized_x(const wren::Kernels& k, int qtype, const float* x, int64_t n, int64_t cols,
+                           int64_t* xq_bytes);
+
+void group_gemv(const wren::TypeInfo& info, int qtype, const uint8_t* w, int64_t row_bytes, int64_t rows,
+                const float* x, int64_t n, int64_t cols, float* out, int64_t ld, bool exact, int64_t begin,
+                int64_t end) {
+    const wren::Kernels& k = wren::kernels();
+    int64_t xq_bytes = 0;
+    const uint8_t* xq = exact ? nullptr : quantized_x(k, qtype, x, n, cols, &xq_bytes);
+    const int64_t il = info.interleave;
+    const int64_t grain = std::max<int64_t>(1, grain_rows(rows, row_bytes * n) / il);
+    at::parallel_for(begin / il, end / il, grain, [&](int64_t b, int64_t e) {
+        group_rows(info, qtype, w, row_bytes, x, n, cols, out, ld, exact, xq, xq_bytes, b, e);
+    });
+}
+
+// x's n rows quantized for qtype's kernels, in the calling thread's buffer.
+const uint8_t* quantized_x(const wren::Kernels& k, int qtype, const float* x, int64_t n, int64_t cols,
+                           int64_t* xq_bytes) {
+    const wren::TypeInfo& info = *wren::type_info(qtype);
+    *xq_bytes = cols / info.block * (int64_t)k.act_bytes[qtype];
+    uint8_t* xqp = xq_buffer((size_t)(*xq_bytes * n));
+    for (int64_t j = 0; j < n; ++j) k.quant[qtype](x + j * cols, cols, xqp + j * *xq_bytes);
+    return xqp;
+}
+
 void gemv_path(const wren::TypeInfo& info, int qtype, const uint8_t* w, int64_t row_bytes, int64_t rows,
                const float* x, int64_t n, int64_t cols, float* out, bool exact) {
     const wren::Kernels& k = wren::kernels();
@@ -95,6 +167,10 @@ void gemv_path(const wren::TypeInfo& info, int qtype, const uint8_t* w, int64_t 
         return;
     }
     const int64_t nb = cols / info.block;
+    if (info.interleave > 1) {
+        group_gemv(info, qtype, w, row_bytes, rows, x, n, cols, out, rows, exact, 0, rows);
+        return;
+    }
     if (exact) {
         const wren::XDotRowsFn fn = k.xdot_rows[qtype];
         at::parallel_for(0, rows, grain, [&](int64_t b, int64_t e) {
@@ -207,6 +283,11 @@ void part_rows(const Part& p, const float* x, int64_t n, int64_t cols, float* ou
         return;
     }
     const int64_t nb = cols / p.info->block;
+    if (p.info->interleave > 1) {  // b and e are group boundaries (parts_gemv)
+        const int64_t il = p.info->interleave;
+        group_rows(*p.info, p.qtype, w, rb, x, n, cols, out, ld, exact, p.xq, p.xq_bytes, b / il, e / il);
+        return;
+    }
     if (exact) {
         const wren::XDotRowsFn fn = k.xdot_rows[p.qtype];
         for (int64_t r = b; r < e; ++r) fn(w + r * rb, nb, x, cols, (int)n, out + r, ld);
@@ -274,8 +355,10 @@ void parts_gemv(std::vector<Part>& parts, const float* x, int64_t n, int64_t col
         for (const Part& p : parts) {
             const int64_t end = p.byte0 + p.rows * p.row_bytes;
             if (e <= p.byte0 || b >= end) continue;
-            const int64_t r0 = b <= p.byte0 ? 0 : (b - p.byte0 + p.row_bytes - 1) / p.row_bytes;
-            const int64_t r1 = std::min(p.rows, (e - p.byte0 + p.row_bytes - 1) / p.row_bytes);
+            // (an interleaved part's "row" here is a whole group)
+            const int64_t unit = p.row_bytes * p.info->interleave;
+            const int64_t r0 = b <= p.byte0 ? 0 : (b - p.byte0 + unit - 1) / unit * p.info->interleave;
+            const int64_t r1 = std::min(p.rows, (e - p.byte0 + unit - 1) / unit * p.info->interleave);
             if (r0 < r1) part_rows(p, x, n, cols, out + p.col0, ld, exact, r0, r1);
         }
     });
@@ -340,6 +423,27 @@ at::Tensor qlinear_exact_cpu(const at::Tensor& x, const at::Tensor& raw, int64_t
     return linear_impl(x, raw, qtype, rows, true);
 }
 
+// The interleaved layout Wren's kernels have for a file type, or -1.
+int64_t interleaved_type(int64_t qtype) {
+    return qtype == wren::Q4_0 ? wren::Q4_0_X8 : -1;
+}
+
+// raw (file rows of type qtype) in the interleaved layout `to`: a new tensor of the same shape.
+at::Tensor repack(const at::Tensor& raw_in, int64_t to, int64_t cols) {
+    const wren::TypeInfo& info = checked_type(to);
+    TORCH_CHECK(info.interleave > 1, "wren::repack: ", info.name, " is not an interleaved layout");
+    check_raw(raw_in, info, cols, "repack");
+    const at::Tensor raw = raw_in.contiguous();
+    at::Tensor out = at::empty(raw.sizes(), raw.options());
+    const int64_t rb = raw.size(1), il = info.interleave;
+    const uint8_t* src = raw.data_ptr<uint8_t>();
+    uint8_t* dst = out.data_ptr<uint8_t>();
+    at::parallel_for(0, raw.size(0) / il, std::max<int64_t>(1, (int64_t(1) << 20) / (il * rb)), [&](int64_t b, int64_t e) {
+        for (int64_t g = b; g < e; ++g) wren::repack_group((int)to, src + g * il * rb, rb, dst + g * il * rb);
+    });
+    return out;
+}
+
 int64_t read_sum(const at::Tensor& t) {
     TORCH_CHECK(t.is_contiguous() && t.device().is_cpu(), "wren::read_sum needs a contiguous CPU tensor");
     const uint8_t* p = (const uint8_t*)t.data_ptr();
@@ -375,6 +479,8 @@ TORCH_LIBRARY(wren, m) {
     m.def("max_gemv_rows() -> int", &max_gemv_rows);
     m.def("set_max_gemv_rows(int n) -> ()", &set_max_gemv_rows);
     m.def("read_sum(Tensor t) -> int", &read_sum);
+    m.def("interleaved_type(int qtype) -> int", &interleaved_type);
+    m.def("repack(Tensor raw, int to, int cols) -> Tensor", &repack);
 }
 
 TORCH_LIBRARY_IMPL(wren, CPU, m) {

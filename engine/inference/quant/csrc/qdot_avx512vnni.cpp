@@ -8,6 +8,7 @@
 #define TGT __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
 #define NS avx512vnni
 #define U8S8_ACC(acc, u, s) _mm256_dpbusd_epi32((acc), (u), (s))
+#define WREN_X86_VNNI 1
 #include "qdot_x86.inc"
 
 namespace wren {

@@ -13,8 +13,10 @@ namespace wren {
 enum QType : int {
     F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8,
     Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, BF16 = 30,
+    // Wren's own layouts, not GGUF types: a file type's rows interleaved in groups (repack.cpp)
+    Q4_0_X8 = 40,
 };
-constexpr int kMaxType = 31;
+constexpr int kMaxType = 41;
 
 struct TypeInfo {
     const char* name;
@@ -22,6 +24,8 @@ struct TypeInfo {
     int type_size;  // bytes per block
     bool kquant;    // activations quantized per 256 (Q8K) rather than per 32 (Q8)
     bool is_float;  // F32/F16/BF16: no activation quantization
+    int base = -1;       // an interleaved layout: the file type its rows hold
+    int interleave = 1;  // rows per group (the row count must be a multiple)
 };
 
 // nullptr for a type Wren does not run.
@@ -58,6 +62,9 @@ using FDotFn = float (*)(const uint8_t* w, int64_t cols, const float* x);
 using XDotRowsFn = void (*)(const uint8_t* w, int64_t nb, const float* x, int64_t xs, int n, float* out, int64_t os);
 
 using QuantFn = void (*)(const float* x, int64_t cols, void* out);
+// One group of an interleaved layout (its rows' blocks side by side) against n quantized
+// activation rows xs bytes apart; out[j * os + r] = dot of the group's row r with row j.
+using QDotGroupFn = void (*)(const uint8_t* g, int64_t nb, const void* xq, int64_t xs, int n, float* out, int64_t os);
 
 struct Kernels {
     const char* isa;
@@ -71,7 +78,16 @@ struct Kernels {
     // (x * (127 / amax), half to even), so the values are identical whichever table runs.
     QuantFn quant[kMaxType];
     int act_bytes[kMaxType];
+    QDotGroupFn qdot_group[kMaxType];  // the interleaved layouts: every table fills them
 };
+
+// Interleaved layouts (repack.cpp). A group is `interleave` consecutive rows, which keep
+// their bytes' place in memory: group g is bytes [g * interleave * row_bytes, ...) before
+// and after. Q4_0_X8, block b of a group at b * 144: the 8 rows' fp16 scales (16 bytes),
+// then 4 chunks of 32 bytes, chunk c holding each row's quant bytes 4c..4c+3 (row r at
+// 4r): one load is 8 rows x 8 weights, each row in its own 32-bit lane.
+void repack_group(int qtype, const uint8_t* src, int64_t row_bytes, uint8_t* dst);  // file rows -> one group
+void unpack_group(int qtype, const uint8_t* src, int64_t row_bytes, uint8_t* dst);  // one group -> file rows
 
 // Portable reference kernels; every entry filled.
 void fill_scalar(Kernels& k);
