@@ -277,7 +277,7 @@ _RUNS = ", ".join(t.name for t in TYPES.values())
 
 # Wren's own row layouts (not GGUF types): a file type's rows interleaved in groups for the
 # kernels (csrc/repack.cpp). id -> (name, the file type, rows per group).
-INTERLEAVED: dict[int, tuple[str, int, int]] = {40: ("Q4_0x8", int(_T.Q4_0), 8)}
+INTERLEAVED: dict[int, tuple[str, int, int]] = {40: ("Q4_0x8", int(_T.Q4_0), 8), 41: ("Q4_Kx8", int(_T.Q4_K), 8)}
 
 
 def interleave(qtype: int) -> int:
@@ -292,18 +292,33 @@ def file_type(qtype: int) -> int:
 
 def unpack_interleaved(raw: torch.Tensor, qtype: int) -> tuple[torch.Tensor, int]:
     """An interleaved weight back in its file's row layout, bit for bit, on any device:
-    (bytes, the file type). Q4_0x8, per group and block: 8 fp16 scales, then 4 chunks of
-    8 rows x 4 quant bytes."""
+    (bytes, the file type). The layouts are described in csrc/wren_quant.h."""
     name, base, group = INTERLEAVED[qtype]
-    if name != "Q4_0x8":
-        raise UnsupportedQuantization(f"the torch path cannot unpack {name}")
     rows, width = raw.shape
-    nb = width // 18
-    blocks = raw.reshape(rows // group, nb, group * 18)
-    scales = blocks[:, :, :16].reshape(rows // group, nb, group, 2).permute(0, 2, 1, 3)
-    quants = blocks[:, :, 16:].reshape(rows // group, nb, 4, group, 4).permute(0, 3, 1, 2, 4)
-    out = torch.cat([scales, quants.reshape(rows // group, group, nb, 16)], dim=-1)
-    return out.reshape(rows, width).contiguous(), base
+    groups = rows // group
+    if name == "Q4_0x8":  # per block: 8 fp16 scales, then 4 chunks of 8 rows x 4 quant bytes
+        nb = width // 18
+        blocks = raw.reshape(groups, nb, group * 18)
+        scales = blocks[:, :, :16].reshape(groups, nb, group, 2).permute(0, 2, 1, 3)
+        quants = blocks[:, :, 16:].reshape(groups, nb, 4, group, 4).permute(0, 3, 1, 2, 4)
+        out = torch.cat([scales, quants.reshape(groups, group, nb, 16)], dim=-1)
+        return out.reshape(rows, width).contiguous(), base
+    # Q4_Kx8, per super-block: d, dmin, the decoded scales and minimums, 32 chunks of quants
+    nb = width // 144
+    blocks = raw.reshape(groups, nb, group * 144).to(torch.int32)
+    d = blocks[:, :, :16].reshape(groups, nb, group, 2)
+    dmin = blocks[:, :, 16:32].reshape(groups, nb, group, 2)
+    low = blocks[:, :, 32:96].reshape(groups, nb, 8, group)  # [.., sub-block, row]
+    high = blocks[:, :, 96:128].reshape(groups, nb, 8, group // 2, 1)
+    high = ((high >> torch.tensor([0, 4], device=raw.device)) & 15).reshape(groups, nb, 8, group)
+    sc = (low & 15) | ((high & 3) << 4)
+    mn = (low >> 4) | ((high >> 2) << 4)
+    packed = torch.cat([sc[:, :, :4] | ((sc[:, :, 4:] >> 4) << 6), mn[:, :, :4] | ((mn[:, :, 4:] >> 4) << 6),
+                        (sc[:, :, 4:] & 15) | ((mn[:, :, 4:] & 15) << 4)], dim=2).permute(0, 3, 1, 2)
+    quants = blocks[:, :, 128:].reshape(groups, nb, 32, group, 4).permute(0, 3, 1, 2, 4)
+    out = torch.cat([d.permute(0, 2, 1, 3), dmin.permute(0, 2, 1, 3), packed,
+                     quants.reshape(groups, group, nb, 128)], dim=-1)
+    return out.to(torch.uint8).reshape(rows, width).contiguous(), base
 
 
 def type_name(qtype: int) -> str:

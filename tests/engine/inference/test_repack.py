@@ -1,11 +1,11 @@
-"""The kernels' interleaved layout Q4_0x8 (csrc/repack.cpp): eight Q4_0 rows' blocks side by
-side, so decoding reads eight rows per pass with each row's sum in its own vector lane.
+"""The kernels' interleaved layouts Q4_0x8 and Q4_Kx8 (csrc/repack.cpp): eight rows' blocks
+side by side, so decoding reads eight rows per pass with each row's sum in its own vector lane.
 
 It is only a permutation of the file's bytes: dequantizing it gives the file's values bit
-for bit, in C++ and in the torch fallback. Its integer dots are the Q4_0 ones (the same
-8-bit activations), so the products meet the same bounds as Q4_0's; every instruction set
+for bit, in C++ and in the torch fallback. Their integer dots are the file type's (the same
+8-bit activations), so the products meet the same bounds; every instruction set
 gives the same bits, and a row's result does not depend on how many activation rows or
-groups a call has. QuantLinear repacks Q4_0 parts whose rows come in eights (not the
+groups a call has. QuantLinear repacks Q4_0 and Q4_K parts whose rows come in eights (not the
 exact output head) unless WREN_REPACK=off.
 """
 
@@ -25,66 +25,102 @@ from wren.engine.inference.quant.modules import QTensor, QuantLinear
 
 pytestmark = pytest.mark.skipif(not kernels.available(), reason=f"kernels not built: {kernels.NOTICE}")
 
-Q4_0, Q4_0_X8 = 2, 40
+Q4_0, Q4_0_X8, Q4_K, Q4_K_X8 = 2, 40, 12, 41
+LAYOUTS = {Q4_0: Q4_0_X8, Q4_K: Q4_K_X8}
+BLOCK = {Q4_0: 32, Q4_K: 256}
 
 
-def numpy_repack(raw: np.ndarray) -> np.ndarray:
-    """The layout written out independently of the C++: per 8 rows and block, the 8 scales,
-    then 4 chunks of each row's quant bytes 4c..4c+3."""
+def _name(qtype: int) -> str:
+    return {Q4_0: "Q4_0", Q4_K: "Q4_K"}[qtype]
+
+
+def numpy_repack(raw: np.ndarray, qtype: int) -> np.ndarray:
+    """The layouts written out independently of the C++ (csrc/wren_quant.h describes them)."""
     rows, width = raw.shape
-    nb = width // 18
-    out = np.empty_like(raw).reshape(rows // 8, nb, 144)
-    blocks = raw.reshape(rows // 8, 8, nb, 18)
+    if qtype == Q4_0:  # per block: the 8 scales, then 4 chunks of each row's quant bytes 4c..4c+3
+        nb = width // 18
+        out = np.empty_like(raw).reshape(rows // 8, nb, 144)
+        blocks = raw.reshape(rows // 8, 8, nb, 18)
+        for r in range(8):
+            out[:, :, 2 * r:2 * r + 2] = blocks[:, r, :, 0:2]
+            for c in range(4):
+                out[:, :, 16 + 32 * c + 4 * r:20 + 32 * c + 4 * r] = blocks[:, r, :, 2 + 4 * c:6 + 4 * c]
+        return out.reshape(rows, width)
+    nb = width // 144  # Q4_K: d, dmin, decoded 6-bit scales and minimums, 32 chunks of quants
+    out = np.zeros_like(raw).reshape(rows // 8, nb, 1152)
+    blocks = raw.reshape(rows // 8, 8, nb, 144).astype(np.int64)
+    k = blocks[..., 4:16]
+    sc = np.concatenate([k[..., 0:4] & 63, (k[..., 8:12] & 15) | ((k[..., 0:4] >> 6) << 4)], axis=-1)
+    mn = np.concatenate([k[..., 4:8] & 63, (k[..., 8:12] >> 4) | ((k[..., 4:8] >> 6) << 4)], axis=-1)
     for r in range(8):
         out[:, :, 2 * r:2 * r + 2] = blocks[:, r, :, 0:2]
-        for c in range(4):
-            out[:, :, 16 + 32 * c + 4 * r:16 + 32 * c + 4 * r + 4] = blocks[:, r, :, 2 + 4 * c:6 + 4 * c]
+        out[:, :, 16 + 2 * r:18 + 2 * r] = blocks[:, r, :, 2:4]
+        for b in range(8):
+            out[:, :, 32 + 8 * b + r] = (sc[:, r, :, b] & 15) | ((mn[:, r, :, b] & 15) << 4)
+            out[:, :, 96 + 4 * b + r // 2] |= (((sc[:, r, :, b] >> 4) | ((mn[:, r, :, b] >> 4) << 2))
+                                               << (4 * (r & 1))).astype(np.uint8)
+        for c in range(32):
+            out[:, :, 128 + 32 * c + 4 * r:132 + 32 * c + 4 * r] = blocks[:, r, :, 16 + 4 * c:20 + 4 * c]
     return out.reshape(rows, width)
 
 
-def _weights(rows: int, cols: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    raw = torch.from_numpy(random_raw(Q4_0, rows, cols, np.random.default_rng(seed)))
-    packed, qtype = kernels.interleaved(raw, Q4_0, cols)
-    assert qtype == Q4_0_X8
+def _weights(qtype: int, rows: int, cols: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    raw = torch.from_numpy(random_raw(qtype, rows, cols, np.random.default_rng(seed)))
+    packed, layout = kernels.interleaved(raw, qtype, cols)
+    assert layout == LAYOUTS[qtype]
     return raw, packed
 
 
-def test_the_layout_is_a_permutation_that_round_trips():
-    raw, packed = _weights(48, 160, 1)
+@pytest.mark.parametrize("qtype", LAYOUTS, ids=_name)
+def test_the_layout_is_a_permutation_that_round_trips(qtype):
+    cols = 5 * BLOCK[qtype]  # an odd number of blocks
+    raw, packed = _weights(qtype, 48, cols, 1)
+    layout = LAYOUTS[qtype]
     assert packed.shape == raw.shape and not torch.equal(packed, raw)
-    np.testing.assert_array_equal(packed.numpy(), numpy_repack(raw.numpy()))
-    back, base = ggml.unpack_interleaved(packed, Q4_0_X8)
-    assert base == Q4_0 and torch.equal(back, raw)
-    want = torch.from_numpy(reference_weights(raw.numpy(), Q4_0))
-    for got in (kernels.dequantize(packed, Q4_0_X8, 160), ggml.dequantize(packed, Q4_0_X8, 160)):
+    np.testing.assert_array_equal(packed.numpy(), numpy_repack(raw.numpy(), qtype))
+    back, base = ggml.unpack_interleaved(packed, layout)
+    assert base == qtype and torch.equal(back, raw)
+    want = torch.from_numpy(reference_weights(raw.numpy(), qtype))
+    for got in (kernels.dequantize(packed, layout, cols), ggml.dequantize(packed, layout, cols)):
         np.testing.assert_array_equal(got.numpy().view(np.uint32), want.numpy().view(np.uint32))
-    assert ggml.type_name(Q4_0_X8) == "Q4_0x8" and ggml.row_bytes(Q4_0_X8, 160) == ggml.row_bytes(Q4_0, 160)
+    assert ggml.row_bytes(layout, cols) == ggml.row_bytes(qtype, cols)
+
+
+def test_every_bit_of_the_k_scales_survives():
+    """Q4_K's 12 packed scale bytes are decoded into the layout and encoded back: all 96 bits."""
+    raw = np.random.default_rng(2).integers(0, 256, (8, 144), dtype=np.uint8)
+    packed, _ = kernels.interleaved(torch.from_numpy(raw), Q4_K, 256)
+    assert torch.equal(ggml.unpack_interleaved(packed, Q4_K_X8)[0], torch.from_numpy(raw))
+    assert torch.equal(torch.ops.wren.dequantize(packed, Q4_K_X8, 256).view(torch.int32),
+                       torch.ops.wren.dequantize(torch.from_numpy(raw), Q4_K, 256).view(torch.int32))
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 16])
-def test_decoding_products_meet_the_q4_0_bounds(n, isa):
-    rows, cols = 56, 256
-    raw, packed = _weights(rows, cols, 10 + n)
-    w = torch.from_numpy(reference_weights(raw.numpy(), Q4_0)).double()
+@pytest.mark.parametrize("qtype", LAYOUTS, ids=_name)
+def test_decoding_products_meet_the_file_types_bounds(qtype, n, isa):
+    rows, cols = 56, 512
+    raw, packed = _weights(qtype, rows, cols, 10 + n)
+    w = torch.from_numpy(reference_weights(raw.numpy(), qtype)).double()
     x = torch.randn(n, cols, generator=torch.Generator().manual_seed(n))
-    y = kernels.qlinear(x, packed, Q4_0_X8, rows).double()
-    xq, scale = rounded_activations(x, 32)
+    y = kernels.qlinear(x, packed, LAYOUTS[qtype], rows).double()
+    xq, scale = rounded_activations(x, BLOCK[qtype])
     slack = 1e-5 * (x.double().abs() @ w.abs().T) + 1e-30
     assert ((y - xq @ w.T).abs() <= slack).all(), float((y - xq @ w.T).abs().max())
     bound = (scale / 2) @ w.abs().T
     assert ((y - x.double() @ w.T).abs() <= bound * 1.001 + slack).all()
     # the file layout's kernel computes the same products (its own summation order)
-    assert ((y - kernels.qlinear(x, raw, Q4_0, rows).double()).abs() <= 2 * slack).all()
+    assert ((y - kernels.qlinear(x, raw, qtype, rows).double()).abs() <= 2 * slack).all()
 
 
-def test_every_instruction_set_gives_the_same_bits():
-    raw, packed = _weights(32, 512, 3)
+@pytest.mark.parametrize("qtype", LAYOUTS, ids=_name)
+def test_every_instruction_set_gives_the_same_bits(qtype):
+    raw, packed = _weights(qtype, 32, 512, 3)
     x = torch.randn(5, 512)
     results = {}
     try:
         for cap in ("scalar", "avx2", "avx512-vnni"):
             if kernels.use_isa(cap) == cap:
-                results[cap] = kernels.qlinear(x, packed, Q4_0_X8, 32)
+                results[cap] = kernels.qlinear(x, packed, LAYOUTS[qtype], 32)
     finally:
         kernels.use_isa("")
     if len(results) < 2:
@@ -94,53 +130,59 @@ def test_every_instruction_set_gives_the_same_bits():
         assert torch.equal(got, first), cap
 
 
-def test_a_rows_result_does_not_depend_on_the_calls_shape(isa):
-    raw, packed = _weights(24, 96, 4)
-    x = torch.randn(5, 96)
-    together = kernels.qlinear(x, packed, Q4_0_X8, 24)
+@pytest.mark.parametrize("qtype", LAYOUTS, ids=_name)
+def test_a_rows_result_does_not_depend_on_the_calls_shape(qtype, isa):
+    raw, packed = _weights(qtype, 24, 256, 4)
+    layout = LAYOUTS[qtype]
+    x = torch.randn(5, 256)
+    together = kernels.qlinear(x, packed, layout, 24)
     for j in range(5):
-        assert torch.equal(kernels.qlinear(x[j:j + 1], packed, Q4_0_X8, 24)[0], together[j])
-    first_group = kernels.qlinear(x, packed[:8], Q4_0_X8, 8)
+        assert torch.equal(kernels.qlinear(x[j:j + 1], packed, layout, 24)[0], together[j])
+    first_group = kernels.qlinear(x, packed[:8], layout, 8)
     assert torch.equal(first_group, together[:, :8])
 
 
-def test_exact_and_prompt_paths_equal_the_file_layouts():
-    raw, packed = _weights(40, 128, 5)
+@pytest.mark.parametrize("qtype", LAYOUTS, ids=_name)
+def test_exact_and_prompt_paths_equal_the_file_layouts(qtype):
+    raw, packed = _weights(qtype, 40, 256, 5)
+    layout = LAYOUTS[qtype]
     for n in (1, 7):  # qlinear_exact: float activations, each group unpacked to file rows
-        x = torch.randn(n, 128)
-        assert torch.equal(kernels.qlinear_exact(x, packed, Q4_0_X8, 40), kernels.qlinear_exact(x, raw, Q4_0, 40))
-    x = torch.randn(kernels.max_gemv_rows() + 20, 128)  # the prompt path: dequantized tiles, torch's GEMM
-    assert torch.equal(kernels.qlinear(x, packed, Q4_0_X8, 40), kernels.qlinear(x, raw, Q4_0, 40))
+        x = torch.randn(n, 256)
+        assert torch.equal(kernels.qlinear_exact(x, packed, layout, 40), kernels.qlinear_exact(x, raw, qtype, 40))
+    x = torch.randn(kernels.max_gemv_rows() + 20, 256)  # the prompt path: dequantized tiles, torch's GEMM
+    assert torch.equal(kernels.qlinear(x, packed, layout, 40), kernels.qlinear(x, raw, qtype, 40))
 
 
 def test_fused_parts_mix_layouts():
-    raw_a, packed_a = _weights(16, 64, 6)
-    raw_b = torch.from_numpy(random_raw(Q4_0, 5, 64, np.random.default_rng(7)))  # 5 rows: not repacked
-    raw_c, packed_c = _weights(8, 64, 8)
+    """A Q4_K_M-style fused projection: Q4_Kx8 beside Q6_K and a 5-row Q4_K (not repacked)."""
+    raw_a, packed_a = _weights(Q4_K, 16, 256, 6)
+    raw_b = torch.from_numpy(random_raw(Q4_K, 5, 256, np.random.default_rng(7)))
+    raw_c = torch.from_numpy(random_raw(14, 8, 256, np.random.default_rng(8)))  # Q6_K
     for n in (1, 4, 40):
-        x = torch.randn(n, 64)
+        x = torch.randn(n, 256)
         for exact in (False, True):
-            got = kernels.qlinear_parts(x, [packed_a, raw_b, packed_c], (Q4_0_X8, Q4_0, Q4_0_X8), (16, 5, 8), exact)
+            got = kernels.qlinear_parts(x, [packed_a, raw_b, raw_c], (Q4_K_X8, Q4_K, 14), (16, 5, 8), exact)
             one = kernels.qlinear_exact if exact else kernels.qlinear
-            want = torch.cat([one(x, packed_a, Q4_0_X8, 16), one(x, raw_b, Q4_0, 5), one(x, packed_c, Q4_0_X8, 8)], -1)
+            want = torch.cat([one(x, packed_a, Q4_K_X8, 16), one(x, raw_b, Q4_K, 5), one(x, raw_c, 14, 8)], -1)
             assert torch.equal(got, want), (n, exact)
 
 
 def test_bad_input_says_what_is_wrong():
     raw = torch.from_numpy(random_raw(Q4_0, 12, 64, np.random.default_rng(9)))
-    assert kernels.interleaved(raw, Q4_0, 64) == (raw, Q4_0)  # 12 rows: left in the file layout
+    got, qtype = kernels.interleaved(raw, Q4_0, 64)
+    assert got is raw and qtype == Q4_0  # 12 rows: left in the file layout
     with pytest.raises(RuntimeError, match="groups of 8, got 12 rows"):
         torch.ops.wren.repack(raw, Q4_0_X8, 64)
     with pytest.raises(RuntimeError, match="groups of 8, got 12 rows"):
         kernels.qlinear(torch.randn(1, 64), raw, Q4_0_X8, 12)
     with pytest.raises(RuntimeError, match="not an interleaved layout"):
         torch.ops.wren.repack(raw, Q4_0, 64)
-    other = torch.from_numpy(random_raw(12, 8, 256, np.random.default_rng(9)))  # Q4_K has no layout yet
-    assert kernels.interleaved(other, 12, 256)[1] == 12
+    other = torch.from_numpy(random_raw(14, 8, 256, np.random.default_rng(9)))  # Q6_K has no layout yet
+    assert kernels.interleaved(other, 14, 256)[1] == 14
 
 
 def test_quant_linear_repacks_q4_0_but_not_the_exact_head():
-    raw, _ = _weights(16, 64, 10)
+    raw, _ = _weights(Q4_0, 16, 64, 10)
     odd = torch.from_numpy(random_raw(Q4_0, 4, 64, np.random.default_rng(11)))
     fused = QuantLinear([QTensor(raw, Q4_0, (16, 64)), QTensor(odd, Q4_0, (4, 64))])  # merged: 20 rows
     assert fused.qtypes == (Q4_0,)

@@ -276,6 +276,37 @@ void group_q4_0_x8(const uint8_t* g, int64_t nb, const void* xqv, int64_t xs, in
     }
 }
 
+// Q4_K_X8 against BlockQ8K rows: per row and super-block the exact integer sums
+// sum_b scale_b * dot_b and sum_b min_b * (sum of x in b), then
+// acc = fma(d * d_x, sums, acc); acc = fma(-(dmin * d_x), mins, acc), as the x86 kernels do.
+void group_q4_k_x8(const uint8_t* g, int64_t nb, const void* xqv, int64_t xs, int n, float* out, int64_t os) {
+    for (int j = 0; j < n; ++j) {
+        const BlockQ8K* x = (const BlockQ8K*)((const uint8_t*)xqv + j * xs);
+        float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+        for (int64_t s = 0; s < nb; ++s) {
+            const uint8_t* o = g + s * 1152;
+            for (int r = 0; r < 8; ++r) {
+                int sums = 0, mins = 0;
+                for (int b = 0; b < 8; ++b) {
+                    const int lo = o[32 + 8 * b + r], hi = (o[96 + 4 * b + r / 2] >> (4 * (r & 1))) & 15;
+                    const int sc = (lo & 15) | ((hi & 3) << 4), m = (lo >> 4) | ((hi >> 2) << 4);
+                    const int half = b >> 1, shift = 4 * (b & 1);
+                    int dot = 0;
+                    for (int i = 0; i < 32; ++i) {
+                        const int q = (o[128 + 32 * (8 * half + i / 4) + 4 * r + (i & 3)] >> shift) & 15;
+                        dot += q * x[s].qs[32 * b + i];
+                    }
+                    sums += sc * dot;
+                    mins += m * (x[s].bsums[2 * b] + x[s].bsums[2 * b + 1]);
+                }
+                acc[r] = std::fma(fp16_to_fp32(load_u16(o + 2 * r)) * x[s].d, (float)sums, acc[r]);
+                acc[r] = std::fma(-(fp16_to_fp32(load_u16(o + 16 + 2 * r)) * x[s].d), (float)mins, acc[r]);
+            }
+        }
+        for (int r = 0; r < 8; ++r) out[j * os + r] = acc[r];
+    }
+}
+
 Kernels build_best(const char* cap) {
     Kernels k;
     fill_scalar(k);
@@ -322,6 +353,9 @@ void fill_scalar(Kernels& k) {
     k.quant[Q4_0_X8] = quantize_row_q8;
     k.act_bytes[Q4_0_X8] = (int)sizeof(BlockQ8);
     k.qdot_group[Q4_0_X8] = group_q4_0_x8;
+    k.quant[Q4_K_X8] = quantize_row_q8k;
+    k.act_bytes[Q4_K_X8] = (int)sizeof(BlockQ8K);
+    k.qdot_group[Q4_K_X8] = group_q4_k_x8;
     for (int t : {Q2_K, Q3_K, Q4_K, Q5_K, Q6_K}) {
         k.quant[t] = quantize_row_q8k;
         k.act_bytes[t] = (int)sizeof(BlockQ8K);

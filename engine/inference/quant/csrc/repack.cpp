@@ -23,6 +23,26 @@ void repack_group(int qtype, const uint8_t* src, int64_t row_bytes, uint8_t* dst
             }
             break;
         }
+        case Q4_K_X8: {
+            const int64_t nb = row_bytes / 144;
+            for (int64_t s = 0; s < nb; ++s) {
+                uint8_t* o = dst + s * 1152;
+                std::memset(o + 96, 0, 32);
+                for (int r = 0; r < 8; ++r) {
+                    const uint8_t* blk = src + r * row_bytes + s * 144;
+                    std::memcpy(o + 2 * r, blk, 2);
+                    std::memcpy(o + 16 + 2 * r, blk + 2, 2);
+                    for (int b = 0; b < 8; ++b) {
+                        uint8_t sc, m;
+                        kscale_min(blk + 4, b, &sc, &m);
+                        o[32 + 8 * b + r] = (uint8_t)((sc & 15) | ((m & 15) << 4));
+                        o[96 + 4 * b + r / 2] |= (uint8_t)(((sc >> 4) | ((m >> 4) << 2)) << (4 * (r & 1)));
+                    }
+                    for (int c = 0; c < 32; ++c) std::memcpy(o + 128 + 32 * c + 4 * r, blk + 16 + 4 * c, 4);
+                }
+            }
+            break;
+        }
         default: break;
     }
 }
@@ -37,6 +57,31 @@ void unpack_group(int qtype, const uint8_t* src, int64_t row_bytes, uint8_t* dst
                     uint8_t* blk = dst + r * row_bytes + b * 18;
                     std::memcpy(blk, o + 2 * r, 2);
                     for (int c = 0; c < 4; ++c) std::memcpy(blk + 2 + 4 * c, o + 16 + 32 * c + 4 * r, 4);
+                }
+            }
+            break;
+        }
+        case Q4_K_X8: {
+            const int64_t nb = row_bytes / 144;
+            for (int64_t s = 0; s < nb; ++s) {
+                const uint8_t* o = src + s * 1152;
+                for (int r = 0; r < 8; ++r) {
+                    uint8_t* blk = dst + r * row_bytes + s * 144;
+                    std::memcpy(blk, o + 2 * r, 2);
+                    std::memcpy(blk + 2, o + 16 + 2 * r, 2);
+                    uint8_t sc[8], m[8];
+                    for (int b = 0; b < 8; ++b) {
+                        const int lo = o[32 + 8 * b + r], hi = (o[96 + 4 * b + r / 2] >> (4 * (r & 1))) & 15;
+                        sc[b] = (uint8_t)((lo & 15) | ((hi & 3) << 4));
+                        m[b] = (uint8_t)((lo >> 4) | ((hi >> 2) << 4));
+                    }
+                    uint8_t* k = blk + 4;  // the inverse of kscale_min: every one of the 96 bits
+                    for (int j = 0; j < 4; ++j) {
+                        k[j] = (uint8_t)(sc[j] | ((sc[j + 4] >> 4) << 6));
+                        k[j + 4] = (uint8_t)(m[j] | ((m[j + 4] >> 4) << 6));
+                        k[j + 8] = (uint8_t)((sc[j + 4] & 15) | ((m[j + 4] & 15) << 4));
+                    }
+                    for (int c = 0; c < 32; ++c) std::memcpy(blk + 16 + 4 * c, o + 128 + 32 * c + 4 * r, 4);
                 }
             }
             break;
