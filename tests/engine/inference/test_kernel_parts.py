@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from tests.engine.inference.test_qkernels import random_raw
-from wren.engine.inference.quant import kernels
+from wren.engine.inference.quant import ggml, kernels
 from wren.engine.inference.quant.modules import QTensor, QuantLinear
 
 pytestmark = pytest.mark.skipif(not kernels.available(), reason=f"kernels not built: {kernels.NOTICE}")
@@ -77,7 +77,9 @@ def test_quant_linear_of_mixed_parts_runs_one_call():
     rng = np.random.default_rng(3)
     raws, qtypes, rows = _parts((12, 12, 14), 256, rng)
     module = QuantLinear([QTensor(raw, q, (r, 256)) for raw, q, r in zip(raws, qtypes, rows)])
-    assert module.qtypes == (12, 14)  # the neighbouring Q4_K parts merged
+    # the neighbouring Q4_K parts merged (and, their rows in eights, repacked: test_repack.py)
+    assert tuple(ggml.file_type(q) for q in module.qtypes) == (12, 14)
     x = torch.randn(1, 1, 256)
-    want = torch.cat([kernels.qlinear(x, raw, q, r) for raw, q, r in zip(raws, qtypes, rows)], dim=-1)
+    want = torch.cat([kernels.qlinear(x, p.raw, p.qtype, p.shape[0]) for p in module.parts()], dim=-1)
     assert torch.equal(module(x), want)
+    assert torch.equal(module.parts()[0].dequantize(), torch.cat([kernels.dequantize(raw, 12, 256) for raw in raws[:2]]))
