@@ -16,17 +16,29 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import os
 from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..quant import kernels
+
+# WREN_KERNEL_RMS_NORM=off: torch's own rms_norm everywhere (for A/B measurements)
+_KERNEL_RMS_NORM = kernels.has_rms_norm() and os.environ.get("WREN_KERNEL_RMS_NORM", "").strip().lower() not in (
+    "off", "0", "false", "no")
+
 if TYPE_CHECKING:  # llama imports this module; the config class is only a type here
     from .llama import ModelArgs
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
+    # Eager float32 on the CPU (decoding a token, `wren ask`): Wren's one-call kernel, since
+    # torch's eager rms_norm dispatches several small ops. Compiled graphs fuse torch's own.
+    if (_KERNEL_RMS_NORM and weight is not None and x.dtype == torch.float32 and weight.dtype == torch.float32
+            and x.device.type == "cpu" and weight.device.type == "cpu" and not torch.compiler.is_compiling()):
+        return kernels.rms_norm(x, weight, eps)
     # One fused op; for bf16 it accumulates in float32 and rounds once, which tracks the
     # float32 reference at least as closely as HF's normalise-cast-then-scale.
     return F.rms_norm(x, (x.shape[-1],), weight, eps)
