@@ -277,7 +277,8 @@ _RUNS = ", ".join(t.name for t in TYPES.values())
 
 # Wren's own row layouts (not GGUF types): a file type's rows interleaved in groups for the
 # kernels (csrc/repack.cpp). id -> (name, the file type, rows per group).
-INTERLEAVED: dict[int, tuple[str, int, int]] = {40: ("Q4_0x8", int(_T.Q4_0), 8), 41: ("Q4_Kx8", int(_T.Q4_K), 8)}
+INTERLEAVED: dict[int, tuple[str, int, int]] = {
+    40: ("Q4_0x8", int(_T.Q4_0), 8), 41: ("Q4_Kx8", int(_T.Q4_K), 8), 42: ("Q4_1x8", int(_T.Q4_1), 8)}
 
 
 def interleave(qtype: int) -> int:
@@ -296,12 +297,14 @@ def unpack_interleaved(raw: torch.Tensor, qtype: int) -> tuple[torch.Tensor, int
     name, base, group = INTERLEAVED[qtype]
     rows, width = raw.shape
     groups = rows // group
-    if name == "Q4_0x8":  # per block: 8 fp16 scales, then 4 chunks of 8 rows x 4 quant bytes
-        nb = width // 18
-        blocks = raw.reshape(groups, nb, group * 18)
-        scales = blocks[:, :, :16].reshape(groups, nb, group, 2).permute(0, 2, 1, 3)
-        quants = blocks[:, :, 16:].reshape(groups, nb, 4, group, 4).permute(0, 3, 1, 2, 4)
-        out = torch.cat([scales, quants.reshape(groups, group, nb, 16)], dim=-1)
+    if name in ("Q4_0x8", "Q4_1x8"):  # per block: 8 fp16 scales (and 8 minimums), 4 chunks of 8 rows x 4 bytes
+        fields = 2 if name == "Q4_1x8" else 1
+        size = 2 * fields + 16
+        nb = width // size
+        blocks = raw.reshape(groups, nb, group * size)
+        heads = blocks[:, :, :16 * fields].reshape(groups, nb, fields, group, 2).permute(0, 3, 1, 2, 4)
+        quants = blocks[:, :, 16 * fields:].reshape(groups, nb, 4, group, 4).permute(0, 3, 1, 2, 4)
+        out = torch.cat([heads.reshape(groups, group, nb, 2 * fields), quants.reshape(groups, group, nb, 16)], dim=-1)
         return out.reshape(rows, width).contiguous(), base
     # Q4_Kx8, per super-block: d, dmin, the decoded scales and minimums, 32 chunks of quants
     nb = width // 144

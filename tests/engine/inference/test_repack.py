@@ -1,11 +1,11 @@
-"""The kernels' interleaved layouts Q4_0x8 and Q4_Kx8 (csrc/repack.cpp): eight rows' blocks
+"""The kernels' interleaved layouts Q4_0x8, Q4_1x8 and Q4_Kx8 (csrc/repack.cpp): eight rows' blocks
 side by side, so decoding reads eight rows per pass with each row's sum in its own vector lane.
 
 It is only a permutation of the file's bytes: dequantizing it gives the file's values bit
 for bit, in C++ and in the torch fallback. Their integer dots are the file type's (the same
 8-bit activations), so the products meet the same bounds; every instruction set
 gives the same bits, and a row's result does not depend on how many activation rows or
-groups a call has. QuantLinear repacks Q4_0 and Q4_K parts whose rows come in eights (not the
+groups a call has. QuantLinear repacks Q4_0, Q4_1 and Q4_K parts whose rows come in eights (not the
 exact output head) unless WREN_REPACK=off.
 """
 
@@ -25,26 +25,30 @@ from wren.engine.inference.quant.modules import QTensor, QuantLinear
 
 pytestmark = pytest.mark.skipif(not kernels.available(), reason=f"kernels not built: {kernels.NOTICE}")
 
-Q4_0, Q4_0_X8, Q4_K, Q4_K_X8 = 2, 40, 12, 41
-LAYOUTS = {Q4_0: Q4_0_X8, Q4_K: Q4_K_X8}
-BLOCK = {Q4_0: 32, Q4_K: 256}
+Q4_0, Q4_0_X8, Q4_1, Q4_1_X8, Q4_K, Q4_K_X8 = 2, 40, 3, 42, 12, 41
+LAYOUTS = {Q4_0: Q4_0_X8, Q4_1: Q4_1_X8, Q4_K: Q4_K_X8}
+BLOCK = {Q4_0: 32, Q4_1: 32, Q4_K: 256}
 
 
 def _name(qtype: int) -> str:
-    return {Q4_0: "Q4_0", Q4_K: "Q4_K"}[qtype]
+    return {Q4_0: "Q4_0", Q4_1: "Q4_1", Q4_K: "Q4_K"}[qtype]
 
 
 def numpy_repack(raw: np.ndarray, qtype: int) -> np.ndarray:
     """The layouts written out independently of the C++ (csrc/wren_quant.h describes them)."""
     rows, width = raw.shape
-    if qtype == Q4_0:  # per block: the 8 scales, then 4 chunks of each row's quant bytes 4c..4c+3
-        nb = width // 18
-        out = np.empty_like(raw).reshape(rows // 8, nb, 144)
-        blocks = raw.reshape(rows // 8, 8, nb, 18)
+    if qtype in (Q4_0, Q4_1):  # per block: the 8 scales (Q4_1: and minimums), 4 chunks of quant bytes 4c..4c+3
+        f = 2 if qtype == Q4_1 else 1
+        size = 2 * f + 16
+        nb = width // size
+        out = np.empty_like(raw).reshape(rows // 8, nb, 8 * size)
+        blocks = raw.reshape(rows // 8, 8, nb, size)
         for r in range(8):
-            out[:, :, 2 * r:2 * r + 2] = blocks[:, r, :, 0:2]
+            for field in range(f):
+                out[:, :, 16 * field + 2 * r:16 * field + 2 * r + 2] = blocks[:, r, :, 2 * field:2 * field + 2]
             for c in range(4):
-                out[:, :, 16 + 32 * c + 4 * r:20 + 32 * c + 4 * r] = blocks[:, r, :, 2 + 4 * c:6 + 4 * c]
+                at = 16 * f + 32 * c + 4 * r
+                out[:, :, at:at + 4] = blocks[:, r, :, 2 * f + 4 * c:2 * f + 4 * c + 4]
         return out.reshape(rows, width)
     nb = width // 144  # Q4_K: d, dmin, decoded 6-bit scales and minimums, 32 chunks of quants
     out = np.zeros_like(raw).reshape(rows // 8, nb, 1152)

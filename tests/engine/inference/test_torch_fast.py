@@ -398,12 +398,19 @@ def test_compile_setting_resolves_per_device_and_size(monkeypatch):
 @pytest.mark.slow
 @pytest.mark.parametrize("compile", [False, True], ids=["eager", "compiled"])
 def test_starter_model_fast_path_answers_like_the_reference(starter_models_dir, compile, reference):
-    """The starter's default CPU path against the float32 greedy reference: the file's own
-    Q4_1/Q8_0 blocks, multiplied by Wren's kernels with activations rounded to 8 bits per
-    block (integer dot products), except the output head, which takes float32 activations.
-    Leading tokens that agree, per reference case (7, 12, 32, 14 and 8 tokens long),
-    measured: 7, 12, 12, 14, 8 (with 8-bit activations in the head too: 0, 12, 17, 14, 0 --
-    the capital question's first token leads by only 0.08 in float32)."""
+    """The starter's default CPU path against the float32 reference: the file's own Q4_1/Q8_0
+    blocks (Q4_1 repacked eight rows at a time), multiplied by Wren's kernels with activations
+    rounded to 8 bits per block (integer dot products), except the output head, which takes
+    float32 activations.
+
+    Checked step by step with the reference's tokens fed to both (teacher forcing), against
+    the lossless path's logits: the fast path must pick the reference's token wherever the
+    reference leads its runner-up by 0.25 logits or more. The reference has near-ties below
+    that (73 steps: gaps of 0.026, 0.036, 0.068, 0.082, 0.087, 0.097, ...) where the 8-bit
+    rounding (logits off by up to ~0.6) decides, and where the float summation order alone
+    flips the pick (measured: the scalar, AVX2 and repacked kernels each flip a different one
+    of them). Free-running answers therefore diverge at a near-tie by chance; they are held to
+    the capital question's full agreement and 50 of 73 tokens in all."""
     from wren.engine.inference.quant import QuantEmbedding, QuantLinear, kernels
     from wren.engine.modelhub.registry import ModelRegistry
     from wren.engine.tokenize import Tokenizer
@@ -417,6 +424,22 @@ def test_starter_model_fast_path_answers_like_the_reference(starter_models_dir, 
     assert (model.dtype, model.quant) == ("float32", "file")
     assert isinstance(model._model.tok_embeddings, QuantEmbedding)  # its Q8_0 table, as stored
     assert isinstance(model._model.output, QuantLinear) and model._model.output.exact
+    lossless = TorchBackend().load(info.path, quant="none", compile=False)
+    near_ties, worst = [], 0.0
+    for case in ref["cases"]:
+        prompt, ids = case["prompt_ids"], case["greedy_ids"]
+        want, got = lossless.prefill(prompt, 0), model.prefill(prompt, 0)
+        for i, token in enumerate(ids):
+            want, got = np.asarray(want, dtype=np.float64), np.asarray(got, dtype=np.float64)
+            first, second = np.argsort(want)[::-1][:2]
+            assert first == token  # the lossless path is the reference (its own test below)
+            gap = want[first] - want[second]
+            worst = max(worst, float(np.abs(want[[first, second]] - got[[first, second]]).max()))
+            if int(np.argmax(got)) != token:
+                assert gap < 0.25, (case["question"], i, gap)
+                near_ties.append(round(float(gap), 3))
+            want, got = lossless.decode(token, len(prompt) + i), model.decode(token, len(prompt) + i)
+    assert len(near_ties) <= 5 and worst < 1.0, (near_ties, worst)
     agreement = []
     for case in ref["cases"]:
         out = _greedy(model, case["prompt_ids"], len(case["greedy_ids"]))
@@ -425,8 +448,7 @@ def test_starter_model_fast_path_answers_like_the_reference(starter_models_dir, 
         if case["question"] == "What is the capital of France?":
             assert "Paris" in tokenizer.decode(out)
             assert same == len(case["greedy_ids"])
-    # Every answer starts the same, and at least 50 of the 73 reference tokens agree.
-    assert min(agreement) >= 5 and sum(agreement) >= 50, agreement
+    assert sum(agreement) >= 50, agreement
 
 
 @pytest.mark.slow

@@ -426,7 +426,12 @@ at::Tensor qlinear_exact_cpu(const at::Tensor& x, const at::Tensor& raw, int64_t
 
 // The interleaved layout Wren's kernels have for a file type, or -1.
 int64_t interleaved_type(int64_t qtype) {
-    return qtype == wren::Q4_0 ? wren::Q4_0_X8 : qtype == wren::Q4_K ? wren::Q4_K_X8 : -1;
+    switch (qtype) {
+        case wren::Q4_0: return wren::Q4_0_X8;
+        case wren::Q4_1: return wren::Q4_1_X8;
+        case wren::Q4_K: return wren::Q4_K_X8;
+        default: return -1;
+    }
 }
 
 // raw (file rows of type qtype) in the interleaved layout `to`: a new tensor of the same shape.

@@ -252,24 +252,29 @@ void xdot_rows(const uint8_t* w, int64_t nb, const float* x, int64_t xs, int n, 
     }
 }
 
-// Q4_0_X8 (repack.cpp) against BlockQ8 rows: per row and block the exact integer dot, then
-// acc = fma(d_w * d_x, dot, acc) in block order. The x86 kernels do the same operations in
-// lanes, so every table gives the same bits.
-void group_q4_0_x8(const uint8_t* g, int64_t nb, const void* xqv, int64_t xs, int n, float* out, int64_t os) {
+// Q4_0_X8 / Q4_1_X8 (repack.cpp) against BlockQ8 rows: per row and block the exact integer
+// dot, then acc = fma(d_w * d_x, dot, acc) in block order (Q4_0: dot - 8 * sum(x); Q4_1:
+// then acc = fma(m_w, d_x * sum(x), acc)). The x86 kernels do the same operations in lanes,
+// so every table gives the same bits.
+template <bool MIN>
+void group_q4_x8(const uint8_t* g, int64_t nb, const void* xqv, int64_t xs, int n, float* out, int64_t os) {
+    constexpr int kFields = MIN ? 2 : 1, kGroup = 8 * (2 * kFields + 16);
     for (int j = 0; j < n; ++j) {
         const BlockQ8* x = (const BlockQ8*)((const uint8_t*)xqv + j * xs);
         float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
         for (int64_t b = 0; b < nb; ++b) {
-            const uint8_t* o = g + b * 144;
+            const uint8_t* o = g + b * kGroup;
+            const uint8_t* quants = o + 16 * kFields;
             for (int r = 0; r < 8; ++r) {
                 int s = 0;
                 for (int c = 0; c < 4; ++c)
                     for (int k = 0; k < 4; ++k) {
-                        const uint8_t q = o[16 + 32 * c + 4 * r + k];
+                        const uint8_t q = quants[32 * c + 4 * r + k];
                         s += (q & 0x0f) * x[b].qs[4 * c + k] + (q >> 4) * x[b].qs[16 + 4 * c + k];
                     }
-                s -= 8 * x[b].sum;
+                if (!MIN) s -= 8 * x[b].sum;
                 acc[r] = std::fma(fp16_to_fp32(load_u16(o + 2 * r)) * x[b].d, (float)s, acc[r]);
+                if (MIN) acc[r] = std::fma(fp16_to_fp32(load_u16(o + 16 + 2 * r)), x[b].d * (float)x[b].sum, acc[r]);
             }
         }
         for (int r = 0; r < 8; ++r) out[j * os + r] = acc[r];
@@ -352,7 +357,10 @@ void fill_scalar(Kernels& k) {
     }
     k.quant[Q4_0_X8] = quantize_row_q8;
     k.act_bytes[Q4_0_X8] = (int)sizeof(BlockQ8);
-    k.qdot_group[Q4_0_X8] = group_q4_0_x8;
+    k.qdot_group[Q4_0_X8] = group_q4_x8<false>;
+    k.quant[Q4_1_X8] = quantize_row_q8;
+    k.act_bytes[Q4_1_X8] = (int)sizeof(BlockQ8);
+    k.qdot_group[Q4_1_X8] = group_q4_x8<true>;
     k.quant[Q4_K_X8] = quantize_row_q8k;
     k.act_bytes[Q4_K_X8] = (int)sizeof(BlockQ8K);
     k.qdot_group[Q4_K_X8] = group_q4_k_x8;

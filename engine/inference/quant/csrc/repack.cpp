@@ -11,14 +11,16 @@ namespace wren {
 
 void repack_group(int qtype, const uint8_t* src, int64_t row_bytes, uint8_t* dst) {
     switch (qtype) {
-        case Q4_0_X8: {
-            const int64_t nb = row_bytes / 18;
+        case Q4_0_X8:
+        case Q4_1_X8: {  // the fp16 fields (d; Q4_1: d, m) row by row, then the quants in chunks
+            const int fields = qtype == Q4_1_X8 ? 2 : 1, size = 2 * fields + 16;
+            const int64_t nb = row_bytes / size;
             for (int64_t b = 0; b < nb; ++b) {
-                uint8_t* o = dst + b * 144;
+                uint8_t* o = dst + b * 8 * size;
                 for (int r = 0; r < 8; ++r) {
-                    const uint8_t* blk = src + r * row_bytes + b * 18;
-                    std::memcpy(o + 2 * r, blk, 2);
-                    for (int c = 0; c < 4; ++c) std::memcpy(o + 16 + 32 * c + 4 * r, blk + 2 + 4 * c, 4);
+                    const uint8_t* blk = src + r * row_bytes + b * size;
+                    for (int f = 0; f < fields; ++f) std::memcpy(o + 16 * f + 2 * r, blk + 2 * f, 2);
+                    for (int c = 0; c < 4; ++c) std::memcpy(o + 16 * fields + 32 * c + 4 * r, blk + 2 * fields + 4 * c, 4);
                 }
             }
             break;
@@ -49,14 +51,16 @@ void repack_group(int qtype, const uint8_t* src, int64_t row_bytes, uint8_t* dst
 
 void unpack_group(int qtype, const uint8_t* src, int64_t row_bytes, uint8_t* dst) {
     switch (qtype) {
-        case Q4_0_X8: {
-            const int64_t nb = row_bytes / 18;
+        case Q4_0_X8:
+        case Q4_1_X8: {
+            const int fields = qtype == Q4_1_X8 ? 2 : 1, size = 2 * fields + 16;
+            const int64_t nb = row_bytes / size;
             for (int64_t b = 0; b < nb; ++b) {
-                const uint8_t* o = src + b * 144;
+                const uint8_t* o = src + b * 8 * size;
                 for (int r = 0; r < 8; ++r) {
-                    uint8_t* blk = dst + r * row_bytes + b * 18;
-                    std::memcpy(blk, o + 2 * r, 2);
-                    for (int c = 0; c < 4; ++c) std::memcpy(blk + 2 + 4 * c, o + 16 + 32 * c + 4 * r, 4);
+                    uint8_t* blk = dst + r * row_bytes + b * size;
+                    for (int f = 0; f < fields; ++f) std::memcpy(blk + 2 * f, o + 16 * f + 2 * r, 2);
+                    for (int c = 0; c < 4; ++c) std::memcpy(blk + 2 * fields + 4 * c, o + 16 * fields + 32 * c + 4 * r, 4);
                 }
             }
             break;

@@ -14,9 +14,9 @@ enum QType : int {
     F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8,
     Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, BF16 = 30,
     // Wren's own layouts, not GGUF types: a file type's rows interleaved in groups (repack.cpp)
-    Q4_0_X8 = 40, Q4_K_X8 = 41,
+    Q4_0_X8 = 40, Q4_K_X8 = 41, Q4_1_X8 = 42,
 };
-constexpr int kMaxType = 42;
+constexpr int kMaxType = 43;
 
 struct TypeInfo {
     const char* name;
@@ -85,7 +85,8 @@ struct Kernels {
 // their bytes' place in memory: group g is bytes [g * interleave * row_bytes, ...) before
 // and after. Q4_0_X8, block b of a group at b * 144: the 8 rows' fp16 scales (16 bytes),
 // then 4 chunks of 32 bytes, chunk c holding each row's quant bytes 4c..4c+3 (row r at
-// 4r): one load is 8 rows x 8 weights, each row in its own 32-bit lane. Q4_K_X8,
+// 4r): one load is 8 rows x 8 weights, each row in its own 32-bit lane. Q4_1_X8 is the
+// same with the 8 rows' minimums (16 bytes) after the scales, block b at b * 160. Q4_K_X8,
 // super-block s of a group at s * 1152: the 8 rows' d (16 bytes), dmin (16), the 6-bit
 // scales and minimums decoded (64 bytes: sub-block b's row r at 8b + r, its scale's low
 // 4 bits | its minimum's low 4 bits << 4; 32 bytes: sub-block b's row r in bits 4r..4r+3 of
