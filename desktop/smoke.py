@@ -33,6 +33,7 @@ class Smoke(QObject):
         self.question = question
         self.began = began
         self.status = 1
+        self._reported = False  # one outcome only: the answer, or the first failure
         self._window_ready = False
         self._model_ready = False
         self._asked = False
@@ -71,15 +72,28 @@ class Smoke(QObject):
             self._fail(f"the turn ended without an answer ({finished.reason.value})")
             return
         message = await self.wren.engine.get_message(finished.message_id)
+        if self._reported:
+            return
+        self._reported = True
+        self._timer.stop()
         self.status = 0 if message.content.strip() else 1
         self._say("answer", text=message.content, reason=finished.reason.value)
-        self._timer.stop()
         self.wren.quit()
 
     def _fail(self, why: str) -> None:
+        # the time-out stops too: left running, it would report again (and quit) later
+        self._timer.stop()
+        if self._reported:
+            return
+        self._reported = True
         self.status = 1
         self._say("failed", error=why)
         self.wren.quit()
+
+    def cancel(self) -> None:
+        """Stop waiting: no report, no quit (a smoke run given up before it began)."""
+        self._timer.stop()
+        self._reported = True
 
 
 def from_environment(wren: WrenApp, began: float, environ=None) -> Smoke | None:

@@ -55,6 +55,10 @@ def test_smoke_is_off_without_the_variable_and_says_a_bad_timeout(wren_app, caps
     smoke = from_environment(app, 0.0, {"WREN_DESKTOP_SMOKE": "hi", "WREN_DESKTOP_SMOKE_TIMEOUT": "soon"})
     assert smoke is not None
     assert "WREN_DESKTOP_SMOKE_TIMEOUT must be a number of seconds, not 'soon'" in capsys.readouterr().err
+    # its 300 s time-out must not fire in a later test (it did: a "failed" line and a quit
+    # of this long-gone app, 300 s on)
+    smoke.cancel()
+    assert not smoke._timer.isActive()
 
 
 def test_smoke_fails_when_no_model_loads(wren_app, arun, qtbot, capsys):
@@ -67,6 +71,9 @@ def test_smoke_fails_when_no_model_loads(wren_app, arun, qtbot, capsys):
     assert smoke.status == 1
     (line,) = capsys.readouterr().out.splitlines()
     assert json.loads(line)["error"] == "no model loaded: the model file is damaged"
+    assert not smoke._timer.isActive()  # the time-out stopped with the failure
+    smoke._timer.timeout.emit()  # and a late one reports nothing more
+    assert capsys.readouterr().out == ""
 
 
 @pytest.mark.parametrize(("tray", "shown"), [(True, False), (False, True)])
