@@ -25,7 +25,12 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / "build" / "package-test"
 SPEC = REPO / "packaging" / "linux" / "wren.spec"
-QUESTION = "What is the capital of France?"
+QUESTION = "What is the capital of France?"  # `wren ask --temperature 0`: greedy, always "Paris"
+# The window samples with the app's defaults and a fresh seed each run. There the starter
+# opens about one France answer in six with "L'Étoile, la Cité…" (its first token is a
+# near-tie: "The" 25.33 against "L" 25.24): 17 of 20 runs said Paris, and this test failed
+# once on it. The same 20 runs asked about Japan all said Tokyo.
+DESKTOP_QUESTION, DESKTOP_ANSWER = "What is the capital of Japan?", "Tokyo"
 OPT_IN = "WREN_PACKAGING_TESTS"
 SOURCES = ("engine", "desktop", "resources", "packaging/linux", "packaging/make_icons.py", "pyproject.toml")
 
@@ -136,7 +141,7 @@ def test_bundled_wren_answers_from_a_clean_environment(bundle, tmp_path):
 
 
 def test_bundled_wren_desktop_answers_offscreen(bundle, tmp_path):
-    env = _clean_env(tmp_path, QT_QPA_PLATFORM="offscreen", WREN_DESKTOP_SMOKE=QUESTION,
+    env = _clean_env(tmp_path, QT_QPA_PLATFORM="offscreen", WREN_DESKTOP_SMOKE=DESKTOP_QUESTION,
                      WREN_DESKTOP_SMOKE_TIMEOUT="500")
     started = time.monotonic()
     child = subprocess.Popen([str(bundle / "wren-desktop"), "--no-tray"], env=env, stdout=subprocess.PIPE,
@@ -159,6 +164,6 @@ def test_bundled_wren_desktop_answers_offscreen(bundle, tmp_path):
     assert steps["window"]["visible"] is True
     assert seen["window"] <= seen["model"] <= seen["answer"]
     assert steps["model"]["name"] == "smollm2-135m-instruct"
-    assert "Paris" in steps["answer"]["text"], steps["answer"]
+    assert DESKTOP_ANSWER in steps["answer"]["text"], steps["answer"]
     _record(desktop_window_seconds=seen["window"], desktop_model_loaded_seconds=seen["model"],
             desktop_first_answer_seconds=seen["answer"], desktop_wall_seconds=round(time.monotonic() - started, 1))
