@@ -7,7 +7,8 @@ the prompt path as GFLOP/s at n=512 and n=4096 rows of x; --exact adds qlinear_e
 float32 F.linear, and torch's int4 kernel `_weight_int4pack_mm_for_cpu` on bf16 activations
 (what Wren used before). GEMV weights rotate over copies adding up to --cold-mb (default 256
 MB, far past the L3 cache) so the figures are DRAM streaming, as decoding a whole model is;
-gemv_hot is one thread on a weight that stays in L2 (the kernel's compute rate);
+gemv_hot is one thread on a weight that stays in L2 (the kernel's compute rate); types the
+kernels repack at load (Q4_0, Q4_1, Q4_K) are also timed in that layout (`*_repacked`);
 `read_sum` (a read-only pass over 512 MB in the extension) gives the machine's streaming-read
 bandwidth to compare with. Runs on --threads torch threads (default 2). Times are the
 fastest of repeated runs.
@@ -72,9 +73,11 @@ def copies_for(nbytes: int, cold_mb: int) -> int:
     return max(1, min(64, -(-cold_mb * 2**20 // nbytes)))
 
 
-def gemv(name: str, rows: int, cols: int, cold_mb: int, rng, exact: bool = False) -> dict:
+def gemv(name: str, rows: int, cols: int, cold_mb: int, rng, exact: bool = False, repacked: bool = False) -> dict:
     qtype = int(GGMLQuantizationType[name])
     first = random_raw(name, rows, cols, rng)
+    if repacked:  # the kernels' interleaved layout, as QuantLinear holds the weight (csrc/repack.cpp)
+        first, qtype = kernels.interleaved(first, qtype, cols)
     raws = [first] + [first.clone() for _ in range(copies_for(first.numel(), cold_mb) - 1)]
     x = torch.randn(1, cols)
     state = {"i": 0}
@@ -88,11 +91,13 @@ def gemv(name: str, rows: int, cols: int, cold_mb: int, rng, exact: bool = False
     return {"ms": round(t * 1e3, 4), "GB/s": round(first.numel() / t / 1e9, 2)}
 
 
-def gemv_hot(name: str, rng, exact: bool = False) -> dict:
+def gemv_hot(name: str, rng, exact: bool = False, repacked: bool = False) -> dict:
     """One thread on a 512x2048 weight that stays in L2: the kernel's compute rate, the
     most it could move per thread were memory faster."""
     qtype = int(GGMLQuantizationType[name])
     raw = random_raw(name, 512, 2048, rng)
+    if repacked:
+        raw, qtype = kernels.interleaved(raw, qtype, 2048)
     x = torch.randn(1, 2048)
     fn = kernels.qlinear_exact if exact else kernels.qlinear
     threads = torch.get_num_threads()
@@ -227,6 +232,12 @@ def main() -> None:
         for rows, cols in SHAPES:
             entry[f"gemv_{rows}x{cols}"] = gemv(name, rows, cols, args.cold_mb, rng)
         entry["gemv_hot_512x2048_1thread"] = gemv_hot(name, rng)
+        probe = random_raw(name, 8, 256, rng)
+        if kernels.interleaved(probe, int(GGMLQuantizationType[name]), 256)[1] != int(GGMLQuantizationType[name]):
+            # the layout decoding reads (Q4_0, Q4_1, Q4_K are repacked at load unless WREN_REPACK=off)
+            for rows, cols in SHAPES:
+                entry[f"gemv_{rows}x{cols}_repacked"] = gemv(name, rows, cols, args.cold_mb, rng, repacked=True)
+            entry["gemv_hot_512x2048_1thread_repacked"] = gemv_hot(name, rng, repacked=True)
         if args.exact and name not in ("F32", "F16", "BF16"):
             for rows, cols in SHAPES:
                 entry[f"gemv_exact_{rows}x{cols}"] = gemv(name, rows, cols, args.cold_mb, rng, exact=True)
