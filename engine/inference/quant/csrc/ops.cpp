@@ -107,11 +107,20 @@ uint8_t* xq_buffer(size_t bytes) {
     return buf.data();
 }
 
-// Rows [begin, end) (group boundaries) of an interleaved weight against n rows of x, into
-// out[j * ld + r]. Exact: each group unpacked to the file's rows and multiplied in float32
-// by the base type's kernel. Otherwise x is quantized once (the base type's format) and
-// each group's rows come out of one kernel call. Runs its own parallel pass unless
-// `inner` (already inside one).
+// x's n rows quantized for qtype's kernels, in the calling thread's buffer.
+const uint8_t* quantized_x(const wren::Kernels& k, int qtype, const float* x, int64_t n, int64_t cols,
+                           int64_t* xq_bytes) {
+    const wren::TypeInfo& info = *wren::type_info(qtype);
+    *xq_bytes = cols / info.block * (int64_t)k.act_bytes[qtype];
+    uint8_t* xqp = xq_buffer((size_t)(*xq_bytes * n));
+    for (int64_t j = 0; j < n; ++j) k.quant[qtype](x + j * cols, cols, xqp + j * *xq_bytes);
+    return xqp;
+}
+
+// Groups [g0, g1) of an interleaved weight against n rows of x, into out[j * ld + r].
+// Exact: each group unpacked to the file's rows and multiplied in float32 by the base
+// type's kernel. Otherwise xq is x already quantized (the base type's format) and each
+// group's rows come out of one kernel call.
 void group_rows(const wren::TypeInfo& info, int qtype, const uint8_t* w, int64_t row_bytes, const float* x,
                 int64_t n, int64_t cols, float* out, int64_t ld, bool exact, const uint8_t* xq, int64_t xq_bytes,
                 int64_t g0, int64_t g1) {
@@ -129,9 +138,6 @@ void group_rows(const wren::TypeInfo& info, int qtype, const uint8_t* w, int64_t
     }
 }
 
-const uint8_t* quantized_x(const wren::Kernels& k, int qtype, const float* x, int64_t n, int64_t cols,
-                           int64_t* xq_bytes);
-
 void group_gemv(const wren::TypeInfo& info, int qtype, const uint8_t* w, int64_t row_bytes, int64_t rows,
                 const float* x, int64_t n, int64_t cols, float* out, int64_t ld, bool exact, int64_t begin,
                 int64_t end) {
@@ -143,16 +149,6 @@ void group_gemv(const wren::TypeInfo& info, int qtype, const uint8_t* w, int64_t
     at::parallel_for(begin / il, end / il, grain, [&](int64_t b, int64_t e) {
         group_rows(info, qtype, w, row_bytes, x, n, cols, out, ld, exact, xq, xq_bytes, b, e);
     });
-}
-
-// x's n rows quantized for qtype's kernels, in the calling thread's buffer.
-const uint8_t* quantized_x(const wren::Kernels& k, int qtype, const float* x, int64_t n, int64_t cols,
-                           int64_t* xq_bytes) {
-    const wren::TypeInfo& info = *wren::type_info(qtype);
-    *xq_bytes = cols / info.block * (int64_t)k.act_bytes[qtype];
-    uint8_t* xqp = xq_buffer((size_t)(*xq_bytes * n));
-    for (int64_t j = 0; j < n; ++j) k.quant[qtype](x + j * cols, cols, xqp + j * *xq_bytes);
-    return xqp;
 }
 
 void gemv_path(const wren::TypeInfo& info, int qtype, const uint8_t* w, int64_t row_bytes, int64_t rows,
@@ -179,11 +175,8 @@ void gemv_path(const wren::TypeInfo& info, int qtype, const uint8_t* w, int64_t 
         });
         return;
     }
-    const int64_t xq_bytes = nb * (int64_t)k.act_bytes[qtype];
-    uint8_t* xqp = xq_buffer((size_t)(xq_bytes * n));
-    for (int64_t j = 0; j < n; ++j) {
-        k.quant[qtype](x + j * cols, cols, xqp + j * xq_bytes);
-    }
+    int64_t xq_bytes = 0;
+    const uint8_t* xqp = quantized_x(k, qtype, x, n, cols, &xq_bytes);
     const wren::QDotFn fn = k.qdot[qtype];
     const wren::QDotRowsFn fn_rows = k.qdot_rows[qtype];
     const wren::QDotWRowsFn fn_wrows = k.qdot_wrows[qtype];

@@ -293,8 +293,8 @@ void group_q4_k_x8(const uint8_t* g, int64_t nb, const void* xqv, int64_t xs, in
             for (int r = 0; r < 8; ++r) {
                 int sums = 0, mins = 0;
                 for (int b = 0; b < 8; ++b) {
-                    const int lo = o[32 + 8 * b + r], hi = (o[96 + 4 * b + r / 2] >> (4 * (r & 1))) & 15;
-                    const int sc = (lo & 15) | ((hi & 3) << 4), m = (lo >> 4) | ((hi >> 2) << 4);
+                    int sc, m;
+                    q4_k_x8_scale_min(o, b, r, &sc, &m);
                     const int half = b >> 1, shift = 4 * (b & 1);
                     int dot = 0;
                     for (int i = 0; i < 32; ++i) {

@@ -73,12 +73,8 @@ void unpack_group(int qtype, const uint8_t* src, int64_t row_bytes, uint8_t* dst
                     uint8_t* blk = dst + r * row_bytes + s * 144;
                     std::memcpy(blk, o + 2 * r, 2);
                     std::memcpy(blk + 2, o + 16 + 2 * r, 2);
-                    uint8_t sc[8], m[8];
-                    for (int b = 0; b < 8; ++b) {
-                        const int lo = o[32 + 8 * b + r], hi = (o[96 + 4 * b + r / 2] >> (4 * (r & 1))) & 15;
-                        sc[b] = (uint8_t)((lo & 15) | ((hi & 3) << 4));
-                        m[b] = (uint8_t)((lo >> 4) | ((hi >> 2) << 4));
-                    }
+                    int sc[8], m[8];
+                    for (int b = 0; b < 8; ++b) q4_k_x8_scale_min(o, b, r, &sc[b], &m[b]);
                     uint8_t* k = blk + 4;  // the inverse of kscale_min: every one of the 96 bits
                     for (int j = 0; j < 4; ++j) {
                         k[j] = (uint8_t)(sc[j] | ((sc[j + 4] >> 4) << 6));

@@ -93,6 +93,13 @@ struct Kernels {
 // the 32-bit word at 4b, scale >> 4 | (minimum >> 4) << 2), then 32 chunks of 32 bytes,
 // chunk 8j + k holding each row's quant bytes 32j + 4k..32j + 4k + 3 (row r at 4r).
 void repack_group(int qtype, const uint8_t* src, int64_t row_bytes, uint8_t* dst);  // file rows -> one group
+
+// Row r's 6-bit scale and minimum of sub-block b in a Q4_K_X8 super-block `o`.
+static inline void q4_k_x8_scale_min(const uint8_t* o, int b, int r, int* sc, int* m) {
+    const int lo = o[32 + 8 * b + r], hi = (o[96 + 4 * b + r / 2] >> (4 * (r & 1))) & 15;
+    *sc = (lo & 15) | ((hi & 3) << 4);
+    *m = (lo >> 4) | ((hi >> 2) << 4);
+}
 void unpack_group(int qtype, const uint8_t* src, int64_t row_bytes, uint8_t* dst);  // one group -> file rows
 
 // Portable reference kernels; every entry filled.
