@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-import os
 from typing import TYPE_CHECKING
 
 import torch
@@ -25,10 +24,6 @@ from torch import nn
 
 from ..quant import kernels
 
-# WREN_KERNEL_RMS_NORM=off: torch's own rms_norm everywhere (for A/B measurements)
-_KERNEL_RMS_NORM = kernels.has_rms_norm() and os.environ.get("WREN_KERNEL_RMS_NORM", "").strip().lower() not in (
-    "off", "0", "false", "no")
-
 if TYPE_CHECKING:  # llama imports this module; the config class is only a type here
     from .llama import ModelArgs
 
@@ -36,7 +31,7 @@ if TYPE_CHECKING:  # llama imports this module; the config class is only a type 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
     # Eager float32 on the CPU (decoding a token, `wren ask`): Wren's one-call kernel, since
     # torch's eager rms_norm dispatches several small ops. Compiled graphs fuse torch's own.
-    if (_KERNEL_RMS_NORM and weight is not None and x.dtype == torch.float32 and weight.dtype == torch.float32
+    if (kernels.RMS_NORM and weight is not None and x.dtype == torch.float32 and weight.dtype == torch.float32
             and x.device.type == "cpu" and weight.device.type == "cpu" and not torch.compiler.is_compiling()):
         return kernels.rms_norm(x, weight, eps)
     # One fused op; for bf16 it accumulates in float32 and rounds once, which tracks the

@@ -73,6 +73,11 @@ def has_rms_norm() -> bool:
     return _C is not None and hasattr(torch.ops.wren, "rms_norm")
 
 
+# Whether eager float32 models normalise with wren::rms_norm; WREN_KERNEL_RMS_NORM=off keeps
+# torch's own everywhere (for A/B measurements).
+RMS_NORM = has_rms_norm() and os.environ.get("WREN_KERNEL_RMS_NORM", "").strip().lower() not in _OFF_VALUES
+
+
 def available() -> bool:
     """Whether the compiled kernels are loaded (False: use ggml.py's exact torch path)."""
     return _C is not None

@@ -115,7 +115,7 @@ class QuantLinear(nn.Module):
         widths = {p.shape[1] for p in merged}
         if len(widths) != 1:
             raise ValueError(f"fused weights must share their input width, got {sorted(widths)}")
-        if not exact:  # decoding reads Q4_0 eight rows per pass where the kernels can (csrc/repack.cpp)
+        if not exact:  # decoding reads Q4_0/Q4_1/Q4_K eight rows per pass where the kernels can (csrc/repack.cpp)
             merged = [QTensor(*kernels.interleaved(p.raw, p.qtype, p.shape[1]), p.shape) for p in merged]
         self.in_features = widths.pop()
         self.qtypes = tuple(p.qtype for p in merged)
