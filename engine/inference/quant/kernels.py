@@ -52,6 +52,12 @@ if _C is not None:
         torch._check(x.dtype == torch.float32, lambda: f"wren::qlinear_exact needs float32 x, got {x.dtype}")
         return x.new_empty((*x.shape[:-1], rows))
 
+    if hasattr(torch.ops.wren, "qlinear_wide"):  # a build older than this module lacks it
+        @torch.library.register_fake("wren::qlinear_wide")
+        def _qlinear_wide_fake(x: torch.Tensor, raw: torch.Tensor, qtype: int, rows: int) -> torch.Tensor:
+            torch._check(x.dtype == torch.float32, lambda: f"wren::qlinear_wide needs float32 x, got {x.dtype}")
+            return x.new_empty((*x.shape[:-1], rows))
+
     @torch.library.register_fake("wren::qlinear_parts")
     def _qlinear_parts_fake(x: torch.Tensor, raws: list[torch.Tensor], qtypes: list[int], rows: list[int],
                             exact: bool) -> torch.Tensor:
@@ -72,6 +78,15 @@ def has_rms_norm() -> bool:
     """Whether the loaded kernels have wren::rms_norm (a stale build may not)."""
     return _C is not None and hasattr(torch.ops.wren, "rms_norm")
 
+
+def has_wide() -> bool:
+    """Whether the loaded kernels have wren::qlinear_wide (a stale build may not)."""
+    return _C is not None and hasattr(torch.ops.wren, "qlinear_wide")
+
+
+# Whether the output head's decoding step rounds its activations to 16 bits (qlinear_wide)
+# rather than none at all; WREN_HEAD_ACTIVATIONS=exact keeps float32 (for A/B measurements).
+WIDE_HEAD = has_wide() and os.environ.get("WREN_HEAD_ACTIVATIONS", "").strip().lower() not in ("exact", *_OFF_VALUES)
 
 # Whether eager float32 models normalise with wren::rms_norm; WREN_KERNEL_RMS_NORM=off keeps
 # torch's own everywhere (for A/B measurements).
@@ -114,6 +129,16 @@ def qlinear_exact(x: torch.Tensor, raw: torch.Tensor, qtype: int, rows: int) -> 
     8-bit activations change answers (the output head)."""
     _require()
     return torch.ops.wren.qlinear_exact.default(x, raw, int(qtype), int(rows))
+
+
+def qlinear_wide(x: torch.Tensor, raw: torch.Tensor, qtype: int, rows: int) -> torch.Tensor:
+    """qlinear_exact, but a few rows of x are rounded to 16 bits per 32 values where the
+    type has that kernel (Q6_K and Q8_0, the usual output heads): each x then moves by at
+    most amax / 65,534 (amax: its block's largest |x|), 1/258 of the 8-bit kernels'
+    rounding, and the products are summed exactly in integers per scale group; about 1.4x
+    the float path's speed. Other types, and many rows, take qlinear_exact's path."""
+    _require()
+    return torch.ops.wren.qlinear_wide.default(x, raw, int(qtype), int(rows))
 
 
 def qlinear_parts(x: torch.Tensor, raws: list[torch.Tensor], qtypes: tuple[int, ...] | list[int],

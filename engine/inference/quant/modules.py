@@ -149,8 +149,12 @@ class QuantLinear(nn.Module):
         if raws[0].device.type == "cpu" and kernels.available():
             # Every part in one call: x quantized once per activation format, one parallel
             # pass over all the rows, no concatenation.
-            exact = self.exact or EXACT_EVERYWHERE or getattr(_exact, "on", False)
-            y = kernels.qlinear_parts(rows, raws, self.qtypes, self.part_rows, exact)
+            everywhere = EXACT_EVERYWHERE or getattr(_exact, "on", False)
+            if self.exact and not everywhere and kernels.WIDE_HEAD and len(raws) == 1:
+                # the head's step: 16-bit activations (kernels.qlinear_wide says how close)
+                y = kernels.qlinear_wide(rows, raws[0], self.qtypes[0], self.part_rows[0])
+            else:
+                y = kernels.qlinear_parts(rows, raws, self.qtypes, self.part_rows, self.exact or everywhere)
         else:
             outs = [_matmul(rows, raw, qtype, n, self.in_features, self.exact)
                     for raw, qtype, n in zip(raws, self.qtypes, self.part_rows)]

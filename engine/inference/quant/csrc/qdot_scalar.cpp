@@ -52,6 +52,21 @@ void quantize_row_q8k(const float* x, int64_t cols, void* outv) {
     }
 }
 
+void quantize_row_x16(const float* x, int64_t cols, void* outv) {
+    BlockX16* out = (BlockX16*)outv;
+    for (int64_t b = 0; b < cols / 32; ++b) {
+        const float* v = x + 32 * b;
+        float amax = 0.f;
+        for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(v[j]));
+        const float id = amax != 0.f ? 32767.f / amax : 0.f;
+        for (int j = 0; j < 32; ++j) {
+            const float q = round_even(v[j] * id);
+            out[b].qs[j] = (int16_t)(q > 32767.f ? 32767.f : q < -32767.f ? -32767.f : q);
+        }
+        out[b].d = amax / 32767.f;
+    }
+}
+
 float dot_q4_0(const uint8_t* w, int64_t nb, const void* xv) {
     const BlockQ8* x = (const BlockQ8*)xv;
     float acc = 0.f;
@@ -252,6 +267,76 @@ void xdot_rows(const uint8_t* w, int64_t nb, const float* x, int64_t xs, int n, 
     }
 }
 
+// The eight-lane sum the x86 kernels end with: ((t0+t4)+(t2+t6)) + ((t1+t5)+(t3+t7)).
+float lane_sum(const float* t) {
+    return ((t[0] + t[4]) + (t[2] + t[6])) + ((t[1] + t[5]) + (t[3] + t[7]));
+}
+
+// Q6_K against 16-bit activations, as the x86 kernels lay it out in eight lanes: per
+// 16-weight group g of a block, lane l holds the exact integer q[2l]x[2l] + q[2l+1]x[2l+1]
+// (|.| < 2^22, so its float is exact), added as acc[g % 4][l] = fma((d * sc_g) * d_x, lane,
+// acc) in group and block order (d_x: the group's 32-value activation block); the four
+// accumulators are added pairwise, then the lanes.
+void x16dot_q6_k(const uint8_t* w, int64_t nb, const BlockX16* x, int64_t xs, int n, float* out, int64_t os) {
+    for (int j = 0; j < n; ++j) {
+        const BlockX16* xj = x + j * xs;
+        float acc[4][8] = {};
+        int8_t q[256];
+        for (int64_t b = 0; b < nb; ++b) {
+            const uint8_t* blk = w + b * 210;
+            const uint8_t *ql = blk, *qh = blk + 128;
+            const int8_t* sc = (const int8_t*)(blk + 192);
+            const float d = g_fp16_table[load_u16(blk + 208)];
+            for (int h = 0; h < 2; ++h)
+                for (int l = 0; l < 32; ++l) {
+                    const uint8_t* L = ql + 64 * h;
+                    const uint8_t H = qh[32 * h + l];
+                    q[128 * h + l] = (int8_t)(((L[l] & 15) | ((H & 3) << 4)) - 32);
+                    q[128 * h + l + 32] = (int8_t)(((L[l + 32] & 15) | (((H >> 2) & 3) << 4)) - 32);
+                    q[128 * h + l + 64] = (int8_t)(((L[l] >> 4) | (((H >> 4) & 3) << 4)) - 32);
+                    q[128 * h + l + 96] = (int8_t)(((L[l + 32] >> 4) | (((H >> 6) & 3) << 4)) - 32);
+                }
+            for (int g = 0; g < 16; ++g) {
+                const BlockX16& xb = xj[8 * b + g / 2];
+                const int16_t* xq = xb.qs + 16 * (g & 1);
+                const float s = (d * (float)sc[g]) * xb.d;
+                for (int l = 0; l < 8; ++l) {
+                    const int e = 16 * g + 2 * l;
+                    const int32_t lane = (int32_t)q[e] * xq[2 * l] + (int32_t)q[e + 1] * xq[2 * l + 1];
+                    acc[g & 3][l] = std::fma(s, (float)lane, acc[g & 3][l]);
+                }
+            }
+        }
+        float t[8];
+        for (int l = 0; l < 8; ++l) t[l] = (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]);
+        out[j * os] = lane_sum(t);
+    }
+}
+
+// Q8_0 against 16-bit activations (one activation block per weight block): lane l holds the
+// exact (q[2l]x[2l] + q[2l+1]x[2l+1]) + (q[16+2l]x[16+2l] + q[17+2l]x[17+2l]), added as
+// acc[b % 4][l] = fma(d_w * d_x, lane, acc) in block order; then as x16dot_q6_k.
+void x16dot_q8_0(const uint8_t* w, int64_t nb, const BlockX16* x, int64_t xs, int n, float* out, int64_t os) {
+    for (int j = 0; j < n; ++j) {
+        const BlockX16* xj = x + j * xs;
+        float acc[4][8] = {};
+        for (int64_t b = 0; b < nb; ++b) {
+            const uint8_t* blk = w + b * 34;
+            const int8_t* q = (const int8_t*)(blk + 2);
+            const int16_t* xq = xj[b].qs;
+            const float s = g_fp16_table[load_u16(blk)] * xj[b].d;
+            for (int l = 0; l < 8; ++l) {
+                const int32_t lo = (int32_t)q[2 * l] * xq[2 * l] + (int32_t)q[2 * l + 1] * xq[2 * l + 1];
+                const int32_t hi = (int32_t)q[16 + 2 * l] * xq[16 + 2 * l] + (int32_t)q[17 + 2 * l] * xq[17 + 2 * l];
+                acc[b & 3][l] = std::fma(s, (float)(lo + hi), acc[b & 3][l]);
+            }
+        }
+        float t[8];
+        for (int l = 0; l < 8; ++l) t[l] = (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]);
+        out[j * os] = lane_sum(t);
+    }
+}
+
 // Q4_0_X8 / Q4_1_X8 (repack.cpp) against BlockQ8 rows: per row and block the exact integer
 // dot, then acc = fma(d_w * d_x, dot, acc) in block order (Q4_0: dot - 8 * sum(x); Q4_1:
 // then acc = fma(m_w, d_x * sum(x), acc)). The x86 kernels do the same operations in lanes,
@@ -368,6 +453,9 @@ void fill_scalar(Kernels& k) {
         k.quant[t] = quantize_row_q8k;
         k.act_bytes[t] = (int)sizeof(BlockQ8K);
     }
+    k.quant_x16 = quantize_row_x16;
+    k.x16dot_rows[Q6_K] = x16dot_q6_k;
+    k.x16dot_rows[Q8_0] = x16dot_q8_0;
 }
 
 namespace {

@@ -43,6 +43,12 @@ struct BlockQ8K {
     int16_t bsums[16];
     int8_t qs[256];
 };
+// Activations rounded to 16 bits per 32 values (qlinear_wide, the output head): x ~ d * q,
+// q = round_even(x * (32767 / amax)), ties to even, the same in every table.
+struct BlockX16 {
+    float d;
+    int16_t qs[32];
+};
 
 // Exact dequantization of one row of `cols` weights (equal bit for bit to gguf's numpy).
 void dequantize_row(int qtype, const uint8_t* src, float* dst, int64_t cols);
@@ -60,6 +66,12 @@ using FDotFn = float (*)(const uint8_t* w, int64_t cols, const float* x);
 // never rounding x: each block is dequantized exactly (the file's values) and multiplied in
 // float32; out[j * os] = dot j.
 using XDotRowsFn = void (*)(const uint8_t* w, int64_t nb, const float* x, int64_t xs, int n, float* out, int64_t os);
+
+// One weight row (nb of its blocks) against n rows of 16-bit activations xs BlockX16 apart;
+// out[j * os] = dot j. Per scale group the products are summed in integers (exact), then
+// scaled in float: every table does the same float operations in the same order.
+using X16DotRowsFn = void (*)(const uint8_t* w, int64_t nb, const BlockX16* x, int64_t xs, int n, float* out,
+                              int64_t os);
 
 using QuantFn = void (*)(const float* x, int64_t cols, void* out);
 // One group of an interleaved layout (its rows' blocks side by side) against n quantized
@@ -79,6 +91,10 @@ struct Kernels {
     QuantFn quant[kMaxType];
     int act_bytes[kMaxType];
     QDotGroupFn qdot_group[kMaxType];  // the interleaved layouts: every table fills them
+    // 16-bit activations (qlinear_wide): the types that have them (else nullptr: exact
+    // float instead), and the rounding of x into BlockX16 (cols a multiple of 32).
+    X16DotRowsFn x16dot_rows[kMaxType];
+    QuantFn quant_x16;
 };
 
 // Interleaved layouts (repack.cpp). A group is `interleave` consecutive rows, which keep
