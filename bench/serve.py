@@ -2,23 +2,30 @@
 
     .venv/bin/python bench/serve.py [--backend auto|torch-cpu|scripted] [--delay 0.02]
         [--runs 5] [--tokens 32] [--clients 1,4,16] [--parallel 8]
+        [--variants default,h11,no-coalesce]
 
-The server (engine + uvicorn on one asyncio loop) runs in this process; the HTTP clients
-run in a child process (httpx, streaming), as a real client would, so the client's own
-parsing is not charged to the server's loop. Measured, medians over --runs:
+The server (engine + uvicorn on one asyncio loop) runs in this process; the HTTP client is
+one long-lived child process (httpx, streaming, its connections kept warm), as a real
+client would be, so the client's own parsing is not charged to the server's loop and no run
+pays for a process start. Measured, medians over --runs:
 
 - time to first token: `Engine.send` in-process against `POST /api/conversation` (the
   same path: a stored conversation, made beforehand on both sides; and again with the new
   chat made inside the timed span, as a request without conversation_id does), interleaved
-  run by run, with the median of the run-by-run differences; and `Engine.stateless_chat` against
-  `POST /v1/chat/completions` (the OpenAI path: nothing stored); "added_ms" is the
+  run by run, with the median of the run-by-run differences; and `Engine.stateless_chat`
+  against `POST /v1/chat/completions` (the OpenAI path: nothing stored); "added_ms" is the
   difference. Target: under 5 ms.
 - aggregate answer tokens/s for 1, 4 and 16 concurrent streamed clients, in-process
-  (that many stateless answers gathered on the loop) against HTTP; the ratio. Target: under
-  3% lower through HTTP. The model's KV slots are set to --parallel, so concurrent answers
-  share it through the batch scheduler where the backend batches.
+  (that many stateless answers gathered on the loop) against HTTP, interleaved run by run;
+  the ratio of the medians and the median of the run-by-run ratios. Target: under 3% lower
+  through HTTP. The model's KV slots are set to --parallel, so concurrent answers share it
+  through the batch scheduler where the backend batches.
 - the server's overhead per streamed chunk: (HTTP first-to-last-chunk time − in-process
   first-to-last-delta time) / chunks, from the 1-client runs.
+
+--variants compares server set-ups (ServerOptions) within one run: one server per variant
+over the same engine, each with its own client, every measurement taking the in-process path
+and each variant in turn; the report then has one entry per variant under "by_variant".
 
 --backend scripted replays a fixed answer at --delay seconds per token through the real
 tokenizer, worker, sampler and server (no model arithmetic), to show the server's own cost
@@ -29,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -44,6 +52,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 QUESTION = "Write a short story about a lighthouse keeper who finds a message in a bottle."
+# Server set-ups (ServerOptions fields) that --variants can compare within one run.
+VARIANTS = {
+    "default": {},
+    "h11": {"http": "h11"},  # the pure-Python HTTP parser instead of httptools
+    "no-coalesce": {"coalesce": False},  # every chunk its own write
+}
 SCRIPTED_ANSWER = " ".join(["The lighthouse keeper found a bottle on the rocks one grey morning."] * 40)
 
 
@@ -64,32 +78,32 @@ def median(values: list[float]) -> float:
 # -- the client (child process) -------------------------------------------------------------
 
 
-async def client_main(args) -> dict:
+async def client_main(url: str) -> None:
+    """The child: one long-lived HTTP client (its connections kept warm, as a real client
+    keeps them), doing what each line of stdin asks and answering with one JSON line."""
     import httpx
 
     headers = {"Authorization": f"Bearer {os.environ['WREN_BENCH_KEY']}"}
-    async with httpx.AsyncClient(base_url=args.client, headers=headers, timeout=600,
+    loop = asyncio.get_running_loop()
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=600,
                                  limits=httpx.Limits(max_connections=64)) as http:
-        await http.get("/v1/models")  # a warm connection, as a real client keeps
-        if args.phase == "conversation":
-            out = []
-            ids = [int(i) for i in args.conversations.split(",")] if args.conversations else [None] * args.runs
-            for conv_id in ids:
-                body = {"content": QUESTION, "sampling": {"temperature": 0, "max_tokens": args.tokens}}
-                if conv_id is not None:
-                    body["conversation_id"] = conv_id
-                t0 = time.perf_counter()
-                first = None
-                async with http.stream("POST", "/api/conversation", json=body) as r:
-                    async for line in r.aiter_lines():
-                        if first is None and line.startswith("data: {\"p\": \"/message/content/parts/0\""):
-                            first = time.perf_counter() - t0
-                out.append(first)
-            return {"ttft": out}
-        # the OpenAI path: c concurrent streamed chat completions
-        async def one() -> dict:
+        await http.get("/v1/models")
+
+        async def conversation(conv_id: int | None, tokens: int) -> float | None:
+            body: dict = {"content": QUESTION, "sampling": {"temperature": 0, "max_tokens": tokens}}
+            if conv_id is not None:
+                body["conversation_id"] = conv_id
+            t0 = time.perf_counter()
+            first = None
+            async with http.stream("POST", "/api/conversation", json=body) as r:
+                async for line in r.aiter_lines():
+                    if first is None and line.startswith("data: {\"p\": \"/message/content/parts/0\""):
+                        first = time.perf_counter() - t0
+            return first
+
+        async def chat(tokens: int) -> dict:
             body = {"messages": [{"role": "user", "content": QUESTION}], "stream": True,
-                    "stream_options": {"include_usage": True}, "temperature": 0, "max_tokens": args.tokens}
+                    "stream_options": {"include_usage": True}, "temperature": 0, "max_tokens": tokens}
             t0 = time.perf_counter()
             first = last = None
             chunks = 0
@@ -109,12 +123,47 @@ async def client_main(args) -> dict:
             return {"ttft": first, "span": (last - first) if chunks > 1 else 0.0, "chunks": chunks,
                     "tokens": usage["completion_tokens"] if usage else 0}
 
-        runs = []
-        for _ in range(args.runs):
-            t0 = time.perf_counter()
-            answers = await asyncio.gather(*(one() for _ in range(args.concurrency)))
-            runs.append({"wall": time.perf_counter() - t0, "answers": answers})
-        return {"runs": runs}
+        while True:
+            line = await loop.run_in_executor(None, sys.stdin.readline)
+            if not line:
+                return
+            cmd = json.loads(line)
+            if cmd["phase"] == "conversation":
+                out: dict = {"ttft": await conversation(cmd.get("conversation_id"), cmd["tokens"])}
+            else:  # the OpenAI path: `concurrency` streamed chat completions at once
+                t0 = time.perf_counter()
+                answers = await asyncio.gather(*(chat(cmd["tokens"]) for _ in range(cmd["concurrency"])))
+                out = {"wall": time.perf_counter() - t0, "answers": answers}
+            print(json.dumps(out), flush=True)
+
+
+class Client:
+    """The benchmark's HTTP client: a child process started once, so no run pays for a
+    process start or a cold connection, and the server's figures are like for like."""
+
+    def __init__(self, url: str, key: str):
+        self.url, self.key = url, key
+        self.proc: asyncio.subprocess.Process | None = None
+
+    async def __aenter__(self) -> Client:
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, __file__, "--client", self.url, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            env={**os.environ, "WREN_BENCH_KEY": self.key})
+        return self
+
+    async def ask(self, **cmd) -> dict:
+        assert self.proc is not None and self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write((json.dumps(cmd) + "\n").encode())
+        await self.proc.stdin.drain()
+        line = await self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the benchmark client failed ({await self.proc.wait()})")
+        return json.loads(line)
+
+    async def __aexit__(self, *exc) -> None:
+        if self.proc is not None and self.proc.stdin is not None:
+            self.proc.stdin.close()
+            await self.proc.wait()
 
 
 # -- the server and the in-process figures -------------------------------------------------
@@ -165,18 +214,12 @@ async def direct_stateless(engine, params, concurrency: int, runs: int) -> list[
     return out
 
 
-async def run_client(url: str, key: str, *extra: str) -> dict:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, __file__, "--client", url, *extra, stdout=subprocess.PIPE,
-        env={**os.environ, "WREN_BENCH_KEY": key})
-    out, _ = await proc.communicate()
-    if proc.returncode:
-        raise RuntimeError(f"the benchmark client failed ({proc.returncode})")
-    return json.loads(out)
+def rate(run: dict) -> float:
+    return sum(a["tokens"] for a in run["answers"]) / run["wall"]
 
 
 def throughput(runs: list[dict]) -> float:
-    return median([sum(a["tokens"] for a in r["answers"]) / r["wall"] for r in runs])
+    return median([rate(r) for r in runs])
 
 
 async def server_main(args) -> dict:
@@ -205,64 +248,89 @@ async def server_main(args) -> dict:
     await engine.set_performance_settings(parallel_sequences=args.parallel)
     status = await engine.load_model(model, backend=None if args.backend == "scripted" else args.backend)
     key = "wren-" + secrets.token_urlsafe(32)
-    server = WrenServer(engine, key, port=0, options=ServerOptions(max_queue=256))
-    port = await server.start()
-    url = f"http://127.0.0.1:{port}"
+    # One server per variant, all over the same engine, each with its own client process;
+    # every measurement below runs the in-process path and each variant in turn.
+    servers = {}
+    for name in args.variants:
+        server = WrenServer(engine, key, port=0, options=ServerOptions(max_queue=256, **VARIANTS[name]))
+        servers[name] = (server, f"http://127.0.0.1:{await server.start()}")
     params = SamplingParams(temperature=0.0, max_tokens=args.tokens)
-    common = ["--runs", str(args.runs), "--tokens", str(args.tokens)]
     report: dict = {
         "cpu": cpu_line(), "model": status.name, "backend": status.backend,
         "scripted_delay_s": args.delay if args.backend == "scripted" else None,
         "tokens_per_answer": args.tokens, "runs": args.runs, "kv_slots": args.parallel,
+        "variants": {name: VARIANTS[name] for name in servers},
     }
     try:
-        # warm both paths once (first-request costs: imports, allocations)
-        await direct_stateless(engine, params, 1, 1)
-        await direct_send(engine, params, 1)
-        await run_client(url, key, "--phase", "chat", "--concurrency", "1", "--runs", "1", "--tokens", "4")
+        async with contextlib.AsyncExitStack() as stack:
+            clients = {name: await stack.enter_async_context(Client(url, key)) for name, (_, url) in servers.items()}
+            # warm every path once (first-request costs: imports, allocations, connections)
+            await direct_stateless(engine, params, 1, 1)
+            await direct_send(engine, params, 1)
+            for client in clients.values():
+                await client.ask(phase="chat", concurrency=1, tokens=4)
+            print(f"bench/serve.py: {status.name} on {status.backend} loaded; time to first token", file=sys.stderr)
+            for name, entry in (await measure(engine, params, clients, args)).items():
+                if len(servers) == 1:
+                    report.update(entry)
+                else:
+                    report.setdefault("by_variant", {})[name] = entry
+    finally:
+        for server, _ in servers.values():
+            await server.stop()
+        await engine.close()
+    return report
 
-        print(f"bench/serve.py: {status.name} on {status.backend} loaded; time to first token", file=sys.stderr)
-        # Interleaved run by run (the machine's load drifts): Engine.send into a new empty chat
-        # against POST /api/conversation into one made the same way (the same engine work),
-        # then a new chat made inside the timed span on both sides (no conversation_id).
-        for create in (False, True):
-            send, conv_http = [], []
-            for _ in range(args.runs):
-                send += await direct_send(engine, params, 1, create=create)
-                extra = ["--conversations", str((await engine.create_conversation()).id)] if not create else []
-                conv_http += (await run_client(url, key, "--phase", "conversation", *common[:1], "1",
-                                               *common[2:], *extra))["ttft"]
-            entry = {"engine_send": median([t * 1000 for t in send]), "http": median([t * 1000 for t in conv_http]),
-                     "added_ms_median_of_pairs": median([(h - d) * 1000 for d, h in zip(send, conv_http)])}
+
+async def measure(engine, params, clients: dict, args) -> dict:
+    """Each variant's figures; the in-process runs are shared (one per round)."""
+    out: dict = {name: {} for name in clients}
+    # Time to first token, interleaved run by run (the machine's load drifts): Engine.send
+    # into a new empty chat against POST /api/conversation into one made the same way (the
+    # same engine work), then a new chat made inside the timed span on both sides.
+    for create in (False, True):
+        send: list[float] = []
+        http: dict[str, list[float]] = {name: [] for name in clients}
+        for _ in range(args.runs):
+            send += await direct_send(engine, params, 1, create=create)
+            for name, client in clients.items():
+                conv_id = None if create else (await engine.create_conversation()).id
+                http[name].append((await client.ask(phase="conversation", conversation_id=conv_id,
+                                                    tokens=args.tokens))["ttft"])
+        for name, times in http.items():
+            entry = {"engine_send": median([t * 1000 for t in send]), "http": median([t * 1000 for t in times]),
+                     "added_ms_median_of_pairs": median([(h - d) * 1000 for d, h in zip(send, times)])}
             entry["added_ms"] = round(entry["http"] - entry["engine_send"], 3)
-            report["ttft_new_chat_ms" if create else "ttft_conversation_ms"] = entry
-            print("bench/serve.py: so far " + json.dumps(report), file=sys.stderr, flush=True)
+            out[name]["ttft_new_chat_ms" if create else "ttft_conversation_ms"] = entry
+        print("bench/serve.py: so far " + json.dumps(out), file=sys.stderr, flush=True)
 
-        concurrency = {}
-        for c in args.clients:
-            print(f"bench/serve.py: {c} concurrent client(s)", file=sys.stderr)
-            direct = await direct_stateless(engine, params, c, args.runs)
-            http = (await run_client(url, key, "--phase", "chat", "--concurrency", str(c), *common))["runs"]
-            entry = {"in_process_tok_s": throughput(direct), "http_tok_s": throughput(http)}
+    for c in args.clients:
+        print(f"bench/serve.py: {c} concurrent client(s)", file=sys.stderr)
+        direct: list[dict] = []
+        runs: dict[str, list[dict]] = {name: [] for name in clients}
+        for _ in range(args.runs):
+            direct += await direct_stateless(engine, params, c, 1)
+            for name, client in clients.items():
+                runs[name].append(await client.ask(phase="chat", concurrency=c, tokens=args.tokens))
+        for name, http_runs in runs.items():
+            entry = {"in_process_tok_s": throughput(direct), "http_tok_s": throughput(http_runs)}
             entry["http_vs_in_process"] = round(entry["http_tok_s"] / entry["in_process_tok_s"], 4)
+            entry["http_vs_in_process_median_of_pairs"] = median(
+                [rate(h) / rate(d) for d, h in zip(direct, http_runs)])
             entry["ttft_ms"] = {"in_process": median([a["ttft"] * 1000 for r in direct for a in r["answers"]]),
-                                "http": median([a["ttft"] * 1000 for r in http for a in r["answers"]])}
+                                "http": median([a["ttft"] * 1000 for r in http_runs for a in r["answers"]])}
             entry["ttft_ms"]["added_ms"] = round(entry["ttft_ms"]["http"] - entry["ttft_ms"]["in_process"], 3)
-            concurrency[str(c)] = entry
-            print(f"bench/serve.py: {c} client(s): " + json.dumps(entry), file=sys.stderr, flush=True)
+            out[name].setdefault("concurrent_clients", {})[str(c)] = entry
+            print(f"bench/serve.py: {name}, {c} client(s): " + json.dumps(entry), file=sys.stderr, flush=True)
             if c == 1:
                 per_chunk = []
-                for d, h in zip(direct, http):
+                for d, h in zip(direct, http_runs):
                     a, b = d["answers"][0], h["answers"][0]
                     if a["chunks"] > 1 and b["chunks"] > 1:
                         per_chunk.append((b["span"] / (b["chunks"] - 1) - a["span"] / (a["chunks"] - 1)) * 1000)
-                report["per_chunk_overhead_ms"] = median(per_chunk)
-                report["chunks_per_answer"] = median([h["answers"][0]["chunks"] for h in http])
-        report["concurrent_clients"] = concurrency
-    finally:
-        await server.stop()
-        await engine.close()
-    return report
+                out[name]["per_chunk_overhead_ms"] = median(per_chunk)
+                out[name]["chunks_per_answer"] = median([h["answers"][0]["chunks"] for h in http_runs])
+    return out
 
 
 def main() -> None:
@@ -273,15 +341,18 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=32, help="answer tokens per request")
     parser.add_argument("--clients", default="1,4,16")
     parser.add_argument("--parallel", type=int, default=8, help="KV slots (parallel sequences) for batching")
+    parser.add_argument("--variants", default="default",
+                        help=f"server set-ups measured side by side, run by run: {', '.join(VARIANTS)}")
     parser.add_argument("--client", help=argparse.SUPPRESS)  # the child: the server's URL
-    parser.add_argument("--phase", help=argparse.SUPPRESS)
-    parser.add_argument("--concurrency", type=int, default=1, help=argparse.SUPPRESS)
-    parser.add_argument("--conversations", help=argparse.SUPPRESS)  # the child: chats to answer in
     args = parser.parse_args()
     if args.client:
-        print(json.dumps(asyncio.run(client_main(args))))
+        asyncio.run(client_main(args.client))
         return
     args.clients = [int(c) for c in args.clients.split(",")]
+    args.variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    unknown = [v for v in args.variants if v not in VARIANTS]
+    if unknown or not args.variants:
+        parser.error(f"unknown variant(s) {', '.join(unknown) or '(none given)'}: choose from {', '.join(VARIANTS)}")
     print(json.dumps(asyncio.run(server_main(args)), indent=2))
 
 

@@ -57,6 +57,7 @@ from .streams import AnswerLog, AnswerLogs
 DEFAULT_PORT = 8765
 DEFAULT_MAX_QUEUE = 16
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+KEEP_ALIVE_SECONDS = 75
 TITLE_WAIT_SECONDS = 60.0  # how long a finished answer's stream waits for its title
 SAMPLING_TTL = 5.0  # a change to the sampling settings reaches the OpenAI endpoints within this
 
@@ -67,6 +68,8 @@ class ServerOptions:
     cors_origins: tuple[str, ...] = ()  # empty: no CORS headers at all
     keep_seconds: float = 300.0  # a finished answer stays resumable this long
     make_token: Callable[[], str] | None = None  # resume tokens (tests make them predictable)
+    coalesce: bool = True  # a stream's chunks ready at the same moment go out as one write
+    http: str = "auto"  # uvicorn's HTTP implementation: "auto" (httptools when installed) or "h11"
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_queue, int) or self.max_queue < 1:
@@ -555,8 +558,8 @@ class WrenApp:
             elif conv_id is None:
                 conv_id = (await engine.create_conversation(temporary=temporary)).id
                 created = True
-            else:
-                await engine.get_conversation(conv_id)  # 404 before anything starts
+            # (an unknown conversation_id: Engine.send raises NotFound before anything is
+            # stored, and that comes back below as the 404 — no round trip of its own here)
             if action == "next":
                 events = engine.send(conv_id, text, options)
             elif action == "edit":
@@ -591,7 +594,8 @@ class WrenApp:
                                code=failed.kind.value)
             raise ApiError(400, "a safety rule blocked this message; it was not stored or sent", code="content_blocked",
                            extra={"safety": [event_to_dict(n) for n in outcome if isinstance(n, SafetyNotice)]})
-        return StreamingResponse(log.follow(0), media_type="text/event-stream", headers=SSE_HEADERS)
+        return StreamingResponse(log.follow(0, coalesce=self.options.coalesce), media_type="text/event-stream",
+                                 headers=SSE_HEADERS)
 
     async def _produce(self, log: AnswerLog, events: AsyncIterator, started: asyncio.Future, new: bool,
                        since: float, request_id: str) -> None:
@@ -698,7 +702,8 @@ class WrenApp:
                            code="not_found")
         if not 0 <= after_n <= len(log.chunks):
             raise ApiError(400, f"from={after_n} is beyond the {len(log.chunks)} chunks sent", param="from")
-        return StreamingResponse(log.follow(after_n), media_type="text/event-stream", headers=SSE_HEADERS)
+        return StreamingResponse(log.follow(after_n, coalesce=self.options.coalesce), media_type="text/event-stream",
+                                 headers=SSE_HEADERS)
 
     async def conversation_get(self, request: Request) -> Response:
         conv_id = request.path_params["id"]
@@ -920,6 +925,11 @@ class WrenServer:
 
         self.web = WrenApp(engine, key, options)
         config = uvicorn.Config(self.web.app, host=host, port=port, lifespan="off", access_log=False,
+                                http=self.web.options.http,
+                                # idle keep-alive connections stay open well past clients' own
+                                # expiry (httpx: 5 s), so a client never reuses one the server is
+                                # closing at that moment (a ReadError on its next request)
+                                timeout_keep_alive=KEEP_ALIVE_SECONDS,
                                 log_level="warning", timeout_graceful_shutdown=5, log_config=None)
         self.server = uvicorn.Server(config)
         self._task: asyncio.Task | None = None

@@ -118,17 +118,25 @@ class AnswerLog:
                  "conversation_id": self.conversation_id, "message_id": self.message_id}
         return HEADER + f"data: {dumps(token)}\n\n".encode()
 
-    async def follow(self, after: int = 0) -> AsyncIterator[bytes]:
+    async def follow(self, after: int = 0, *, coalesce: bool = True) -> AsyncIterator[bytes]:
         """The header, the chunks after number `after` (those there are, then live ones),
-        and [DONE] once the answer is complete."""
-        yield self.head()
+        and [DONE] once the answer is complete. With `coalesce`, everything ready at once
+        goes out as one write (the header with the chunks already there, or several chunks
+        a slow reader fell behind on), so the client wakes once for them, not once each."""
+        pending = [self.head()]
         n = max(0, after)
         while True:
             while n < len(self.chunks):
                 n += 1
-                yield self.chunks[n - 1]
+                pending.append(self.chunks[n - 1])
             if self.done:
-                yield DONE
+                pending.append(DONE)
+            if coalesce and len(pending) > 1:
+                pending = [b"".join(pending)]
+            for data in pending:
+                yield data
+            pending = []
+            if self.done:
                 return
             await self._wake.wait()
 
