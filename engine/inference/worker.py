@@ -27,6 +27,7 @@ from .constrain import Constraint
 from .generate import KVSession, common_prefix, generate_tokens
 from .output import SequenceOutput
 from .prefix_cache import MIN_GAIN, PrefixCache
+from .priority import lower_this_thread
 from .sampling import SamplingParams, sampler_for
 
 log = logging.getLogger(__name__)
@@ -116,6 +117,9 @@ class ModelWorker:
         self._thread.join(timeout)
 
     def _run(self) -> None:
+        # below the window's and the event loop's threads (priority.py says why), before
+        # the model's first parallel op creates this thread's pool of torch threads
+        lower_this_thread()
         try:
             # `slots` is part of Backend.load; left out when not asked for (None), which
             # loads the backend's default.
