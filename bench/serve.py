@@ -21,7 +21,10 @@ pays for a process start. Measured, medians over --runs:
   through HTTP. The model's KV slots are set to --parallel, so concurrent answers share it
   through the batch scheduler where the backend batches.
 - the server's overhead per streamed chunk: (HTTP first-to-last-chunk time − in-process
-  first-to-last-delta time) / chunks, from the 1-client runs.
+  first-to-last-delta time) / chunks, from the 1-client runs; and per answer token, the CPU
+  time of the event loop's thread (where the server's work runs) in-process and through
+  HTTP, and the share of one core the client process used (on a machine without a spare
+  core, the client's time comes out of the model's).
 
 --variants compares server set-ups (ServerOptions) within one run: one server per variant
 over the same engine, each with its own client, every measurement taking the in-process path
@@ -128,12 +131,14 @@ async def client_main(url: str) -> None:
             if not line:
                 return
             cmd = json.loads(line)
+            cpu0 = time.process_time()
             if cmd["phase"] == "conversation":
                 out: dict = {"ttft": await conversation(cmd.get("conversation_id"), cmd["tokens"])}
             else:  # the OpenAI path: `concurrency` streamed chat completions at once
                 t0 = time.perf_counter()
                 answers = await asyncio.gather(*(chat(cmd["tokens"]) for _ in range(cmd["concurrency"])))
                 out = {"wall": time.perf_counter() - t0, "answers": answers}
+            out["client_cpu"] = time.process_time() - cpu0  # this process's CPU seconds for it
             print(json.dumps(out), flush=True)
 
 
@@ -309,14 +314,27 @@ async def measure(engine, params, clients: dict, args) -> dict:
         direct: list[dict] = []
         runs: dict[str, list[dict]] = {name: [] for name in clients}
         for _ in range(args.runs):
+            cpu0 = time.thread_time()
             direct += await direct_stateless(engine, params, c, 1)
+            direct[-1]["loop_cpu"] = time.thread_time() - cpu0
             for name, client in clients.items():
+                cpu0 = time.thread_time()
                 runs[name].append(await client.ask(phase="chat", concurrency=c, tokens=args.tokens))
+                runs[name][-1]["loop_cpu"] = time.thread_time() - cpu0
         for name, http_runs in runs.items():
             entry = {"in_process_tok_s": throughput(direct), "http_tok_s": throughput(http_runs)}
             entry["http_vs_in_process"] = round(entry["http_tok_s"] / entry["in_process_tok_s"], 4)
             entry["http_vs_in_process_median_of_pairs"] = median(
                 [rate(h) / rate(d) for d, h in zip(direct, http_runs)])
+            # CPU per answer token: the event loop's thread (the server's own work runs there;
+            # in-process, only the engine's event delivery) and the HTTP client process, which
+            # on a machine with no spare core takes its time from the model's threads
+            entry["loop_cpu_ms_per_token"] = {
+                "in_process": median([r["loop_cpu"] * 1000 / max(1, sum(a["tokens"] for a in r["answers"]))
+                                      for r in direct]),
+                "http": median([r["loop_cpu"] * 1000 / max(1, sum(a["tokens"] for a in r["answers"]))
+                                for r in http_runs])}
+            entry["client_cpu_share_of_one_core"] = median([r["client_cpu"] / r["wall"] for r in http_runs])
             entry["ttft_ms"] = {"in_process": median([a["ttft"] * 1000 for r in direct for a in r["answers"]]),
                                 "http": median([a["ttft"] * 1000 for r in http_runs for a in r["answers"]])}
             entry["ttft_ms"]["added_ms"] = round(entry["ttft_ms"]["http"] - entry["ttft_ms"]["in_process"], 3)

@@ -39,6 +39,9 @@ def test_scripted_run_reports_every_figure_for_each_variant(tmp_path):
             assert row["http_vs_in_process"] == pytest.approx(row["http_tok_s"] / row["in_process_tok_s"], abs=1e-3)
             assert row["http_vs_in_process_median_of_pairs"] > 0
         assert entry["chunks_per_answer"] >= 2  # the scripted answer streams several chunks
+        cpu = entry["concurrent_clients"]["1"]["loop_cpu_ms_per_token"]
+        assert cpu["in_process"] > 0 and cpu["http"] > 0
+        assert 0 < entry["concurrent_clients"]["1"]["client_cpu_share_of_one_core"] < 2
 
 
 def test_an_unknown_variant_is_refused(tmp_path):
