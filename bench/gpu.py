@@ -203,6 +203,9 @@ def repeat(fn, runs: int, budget: Budget) -> list[float]:
 
 
 def summary(rates: list[float], bound: float | None = None) -> dict:
+    rates = [r for r in rates if r == r]  # NaN: a run noise made unmeasurable
+    if not rates:
+        return {"tokens_per_s": None, "runs": 0, "note": "every run was lost in timing noise"}
     out = {"tokens_per_s": round(statistics.median(rates), 1), "runs": len(rates)}
     if bound:
         out["fraction_of_bound"] = float(f"{statistics.median(rates) / bound:.3g}")
@@ -528,7 +531,13 @@ def measure_hf(name: str, folder: Path, args, report: Report, budget: Budget, bo
             generate(2)  # warm-up
 
             def once(batch=batch, generate=generate) -> float:
-                return batch * (args.tokens - 1) / (generate(args.tokens) - generate(1))
+                # the decode steps' time is a difference of two timings; on a busy machine (or
+                # with very few tokens) noise can make it negative: measure again, up to 3 times
+                for _ in range(3):
+                    steps = generate(args.tokens) - generate(1)
+                    if steps > 0:
+                        return batch * (args.tokens - 1) / steps
+                return float("nan")
 
             entry[f"decode_b{batch}"] = summary(repeat(once, args.runs, budget), bound(batch) if bound else None)
             report.put((name, "transformers"), entry)
