@@ -212,20 +212,25 @@ float dot_q45_k(const uint8_t* w, int64_t nb, const void* xv) {
     return acc;
 }
 
+// A Q6_K block's 256 signed 6-bit values (q - 32), in the dequantized order.
+void unpack_q6_k(const uint8_t* w, int8_t* q) {
+    const uint8_t* ql = w;
+    const uint8_t* qh = w + 128;
+    for (int e = 0; e < 256; ++e) {
+        const int h = e >> 7, r = e & 127;
+        const int lo = (ql[64 * h + (r & 63)] >> (4 * (r >> 6))) & 0x0f;
+        const int hi = (qh[32 * h + (r & 31)] >> (2 * (r >> 5))) & 3;
+        q[e] = (int8_t)((lo | (hi << 4)) - 32);
+    }
+}
+
 float dot_q6_k(const uint8_t* w, int64_t nb, const void* xv) {
     const BlockQ8K* x = (const BlockQ8K*)xv;
     float acc = 0.f;
     int8_t q[256];
     int sc[16];
     for (int64_t b = 0; b < nb; ++b, w += 210) {
-        const uint8_t* ql = w;
-        const uint8_t* qh = w + 128;
-        for (int e = 0; e < 256; ++e) {
-            const int h = e >> 7, r = e & 127;
-            const int lo = (ql[64 * h + (r & 63)] >> (4 * (r >> 6))) & 0x0f;
-            const int hi = (qh[32 * h + (r & 31)] >> (2 * (r >> 5))) & 3;
-            q[e] = (int8_t)((lo | (hi << 4)) - 32);
-        }
+        unpack_q6_k(w, q);
         for (int g = 0; g < 16; ++g) sc[g] = ((const int8_t*)(w + 192))[g];
         acc += x[b].d * fp16_to_fp32(load_u16(w + 208)) * (float)scaled_dot16(q, x[b].qs, sc);
     }
@@ -267,8 +272,11 @@ void xdot_rows(const uint8_t* w, int64_t nb, const float* x, int64_t xs, int n, 
     }
 }
 
-// The eight-lane sum the x86 kernels end with: ((t0+t4)+(t2+t6)) + ((t1+t5)+(t3+t7)).
-float lane_sum(const float* t) {
+// The sum the x86 kernels end with: the four accumulators added pairwise per lane, then
+// the lanes as ((t0+t4)+(t2+t6)) + ((t1+t5)+(t3+t7)).
+float lane_sum(const float (*acc)[8]) {
+    float t[8];
+    for (int l = 0; l < 8; ++l) t[l] = (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]);
     return ((t[0] + t[4]) + (t[2] + t[6])) + ((t[1] + t[5]) + (t[3] + t[7]));
 }
 
@@ -284,18 +292,9 @@ void x16dot_q6_k(const uint8_t* w, int64_t nb, const BlockX16* x, int64_t xs, in
         int8_t q[256];
         for (int64_t b = 0; b < nb; ++b) {
             const uint8_t* blk = w + b * 210;
-            const uint8_t *ql = blk, *qh = blk + 128;
             const int8_t* sc = (const int8_t*)(blk + 192);
             const float d = g_fp16_table[load_u16(blk + 208)];
-            for (int h = 0; h < 2; ++h)
-                for (int l = 0; l < 32; ++l) {
-                    const uint8_t* L = ql + 64 * h;
-                    const uint8_t H = qh[32 * h + l];
-                    q[128 * h + l] = (int8_t)(((L[l] & 15) | ((H & 3) << 4)) - 32);
-                    q[128 * h + l + 32] = (int8_t)(((L[l + 32] & 15) | (((H >> 2) & 3) << 4)) - 32);
-                    q[128 * h + l + 64] = (int8_t)(((L[l] >> 4) | (((H >> 4) & 3) << 4)) - 32);
-                    q[128 * h + l + 96] = (int8_t)(((L[l + 32] >> 4) | (((H >> 6) & 3) << 4)) - 32);
-                }
+            unpack_q6_k(blk, q);
             for (int g = 0; g < 16; ++g) {
                 const BlockX16& xb = xj[8 * b + g / 2];
                 const int16_t* xq = xb.qs + 16 * (g & 1);
@@ -307,9 +306,7 @@ void x16dot_q6_k(const uint8_t* w, int64_t nb, const BlockX16* x, int64_t xs, in
                 }
             }
         }
-        float t[8];
-        for (int l = 0; l < 8; ++l) t[l] = (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]);
-        out[j * os] = lane_sum(t);
+        out[j * os] = lane_sum(acc);
     }
 }
 
@@ -331,9 +328,7 @@ void x16dot_q8_0(const uint8_t* w, int64_t nb, const BlockX16* x, int64_t xs, in
                 acc[b & 3][l] = std::fma(s, (float)(lo + hi), acc[b & 3][l]);
             }
         }
-        float t[8];
-        for (int l = 0; l < 8; ++l) t[l] = (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]);
-        out[j * os] = lane_sum(t);
+        out[j * os] = lane_sum(acc);
     }
 }
 
