@@ -41,17 +41,24 @@ def levels() -> int:
     return min(max(value, 0), 19)
 
 
+def set_this_thread_nice(value: int) -> int | None:
+    """Set the calling thread's own nice value (Linux); the value afterwards, or None where
+    nothing changed (another system, or not permitted: a sandbox, or raising without root)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    tid = threading.get_native_id()
+    try:
+        os.setpriority(os.PRIO_PROCESS, tid, value)
+        return os.getpriority(os.PRIO_PROCESS, tid)
+    except OSError as exc:
+        log.info("could not change the compute thread's priority: %s", exc)
+        return None
+
+
 def lower_this_thread() -> int | None:
     """Lower the calling thread's priority by `levels()` (never raise it); its nice value
     afterwards, or None where nothing changed (another system, off, or not permitted)."""
     n = levels()
     if n == 0 or not sys.platform.startswith("linux"):
         return None
-    tid = threading.get_native_id()
-    try:
-        now = os.getpriority(os.PRIO_PROCESS, tid)
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, now + n))
-        return os.getpriority(os.PRIO_PROCESS, tid)
-    except OSError as exc:  # a sandbox that forbids it: run at the usual priority
-        log.info("could not lower the compute thread's priority: %s", exc)
-        return None
+    return set_this_thread_nice(min(19, os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) + n))

@@ -19,7 +19,6 @@ import contextlib
 import gc
 import logging
 import os
-import sys
 import threading
 import time
 import weakref
@@ -28,11 +27,14 @@ from pathlib import Path
 
 import torch
 
+from ..priority import set_this_thread_nice
 from ..quant.modules import layer_signature
 from .batched import batch_block
 from .llama import Transformer, _zeros_on_demand
 
 log = logging.getLogger(__name__)
+
+COMPILE_NICE = 10  # the background compile thread: below the inference thread (priority.py)
 
 # Dynamo specialises the int values 0 and 1; decoding there (after a one-token prompt)
 # would compile a second graph, so those positions run eagerly.
@@ -298,7 +300,9 @@ class BackgroundCompile:
 
     def _run(self, model: Transformer, cache_dir: Path | None) -> None:
         try:
-            _lower_thread_priority()
+            # the compile competes with the answer being decoded for the same few cores; the
+            # C++ compiler processes it starts inherit this
+            set_this_thread_nice(COMPILE_NICE)
             if not self._compile_missing and not self._saved(model, cache_dir):
                 self.skipped = True
                 return
@@ -378,16 +382,6 @@ def _no_full_collections():
             if _gc_holders == 0 and _gc_thresholds is not None:
                 gc.freeze()
                 gc.set_threshold(*_gc_thresholds)
-
-
-def _lower_thread_priority() -> None:
-    # The compile competes with the answer being decoded for the same few cores; on Linux
-    # niceness is per thread, and the C++ compiler processes it starts inherit it.
-    if hasattr(os, "setpriority") and sys.platform.startswith("linux"):
-        try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
-        except OSError:
-            pass
 
 
 def _layers_by_shape(model: Transformer) -> list[list]:

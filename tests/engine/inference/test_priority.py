@@ -71,3 +71,9 @@ def test_the_inference_thread_loads_and_runs_below_the_caller(monkeypatch, tiny_
         assert backend.load_nice == min(19, _nice() + 4)
     finally:
         worker.close()
+
+
+@linux
+def test_a_thread_sets_its_own_nice_value():
+    got = _in_thread(lambda: priority.set_this_thread_nice(min(19, _nice() + 7)))
+    assert got["value"] == got["nice"] == min(19, _nice() + 7)
