@@ -62,6 +62,19 @@ def reference_weights(raw: np.ndarray, qtype: int) -> np.ndarray:
     return gguf_quants.dequantize(raw, GGMLQuantizationType(qtype)).reshape(rows, -1)
 
 
+def per_isa(fn) -> dict:
+    """fn()'s result under each instruction set this CPU runs ("scalar" always), by name; the
+    best table is back in use afterwards."""
+    results = {}
+    try:
+        for cap in ("scalar", "avx2", "avx512-vnni"):
+            if kernels.use_isa(cap) == cap:
+                results[cap] = fn()
+    finally:
+        kernels.use_isa("")
+    return results
+
+
 def rounded_activations(x: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Tensor]:
     """x as the integer kernels see it (scale amax/127 per block, round half to even) and
     each block's scale, repeated per value."""

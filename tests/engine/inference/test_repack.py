@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.engine.inference.test_qkernels import random_raw, reference_weights, rounded_activations
+from tests.engine.inference.test_qkernels import per_isa, random_raw, reference_weights, rounded_activations
 from wren.engine.inference.quant import ggml, kernels
 from wren.engine.inference.quant.modules import QTensor, QuantLinear
 
@@ -120,13 +120,7 @@ def test_decoding_products_meet_the_file_types_bounds(qtype, n, isa):
 def test_every_instruction_set_gives_the_same_bits(qtype):
     raw, packed = _weights(qtype, 32, 512, 3)
     x = torch.randn(5, 512)
-    results = {}
-    try:
-        for cap in ("scalar", "avx2", "avx512-vnni"):
-            if kernels.use_isa(cap) == cap:
-                results[cap] = kernels.qlinear(x, packed, LAYOUTS[qtype], 32)
-    finally:
-        kernels.use_isa("")
+    results = per_isa(lambda: kernels.qlinear(x, packed, LAYOUTS[qtype], 32))
     if len(results) < 2:
         pytest.skip("this CPU runs only the scalar table")
     first = results["scalar"]

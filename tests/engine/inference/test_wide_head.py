@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.engine.inference.test_qkernels import random_raw, reference_weights
+from tests.engine.inference.test_qkernels import per_isa, random_raw, reference_weights
 from wren.engine.inference.quant import kernels
 from wren.engine.inference.quant.modules import QTensor, QuantLinear, exact_activations
 
@@ -68,13 +68,7 @@ def test_products_meet_the_16_bit_bound(qtype, n, isa):
 def test_every_instruction_set_gives_the_same_bits(qtype):
     raw, _ = _weights(qtype, 24, 512, 3)
     x = torch.randn(5, 512)
-    results = {}
-    try:
-        for cap in ("scalar", "avx2", "avx512-vnni"):
-            if kernels.use_isa(cap) == cap:
-                results[cap] = kernels.qlinear_wide(x, raw, qtype, 24)
-    finally:
-        kernels.use_isa("")
+    results = per_isa(lambda: kernels.qlinear_wide(x, raw, qtype, 24))
     if len(results) < 2:
         pytest.skip("this CPU runs only the scalar table")
     for cap, got in results.items():
