@@ -84,7 +84,7 @@ def has_wide() -> bool:
     return _C is not None and hasattr(torch.ops.wren, "qlinear_wide")
 
 
-# Whether the output head's decoding step rounds its activations to 16 bits (qlinear_wide)
+# Whether the output head's decoding step rounds its activations to 15-16 bits (qlinear_wide)
 # rather than none at all; WREN_HEAD_ACTIVATIONS=exact keeps float32 (for A/B measurements).
 WIDE_HEAD = has_wide() and os.environ.get("WREN_HEAD_ACTIVATIONS", "").strip().lower() not in ("exact", *_OFF_VALUES)
 
@@ -132,10 +132,12 @@ def qlinear_exact(x: torch.Tensor, raw: torch.Tensor, qtype: int, rows: int) -> 
 
 
 def qlinear_wide(x: torch.Tensor, raw: torch.Tensor, qtype: int, rows: int) -> torch.Tensor:
-    """qlinear_exact, but a few rows of x are rounded to 16 bits per 32 values where the
-    type has that kernel (Q6_K and Q8_0, the usual output heads): each x then moves by at
+    """qlinear_exact, but a few rows of x are rounded finely where the type has that kernel
+    (the usual output heads): for Q8_0 to 16 bits per 32 values, each x then moving by at
     most amax / 65,534 (amax: its block's largest |x|), 1/258 of the 8-bit kernels'
-    rounding, and the products are summed exactly in integers per scale group; about 1.4x
+    rounding; for Q6_K to 15 bits per 256 values, at most amax / 32,766 (1/129 of 8 bits
+    per 256, the rounding llama.cpp's Q6_K product uses). The products are summed exactly
+    in integers, then scaled in float. Q6_K at about 1.2x the 8-bit kernel's time, 1.8x
     the float path's speed. Other types, and many rows, take qlinear_exact's path."""
     _require()
     return torch.ops.wren.qlinear_wide.default(x, raw, int(qtype), int(rows))

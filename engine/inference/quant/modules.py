@@ -151,7 +151,7 @@ class QuantLinear(nn.Module):
             # pass over all the rows, no concatenation.
             everywhere = EXACT_EVERYWHERE or getattr(_exact, "on", False)
             if self.exact and not everywhere and kernels.WIDE_HEAD and len(raws) == 1:
-                # the head's step: 16-bit activations (kernels.qlinear_wide says how close)
+                # the head's step: 15-16-bit activations (kernels.qlinear_wide says how close)
                 y = kernels.qlinear_wide(rows, raws[0], self.qtypes[0], self.part_rows[0])
             else:
                 y = kernels.qlinear_parts(rows, raws, self.qtypes, self.part_rows, self.exact or everywhere)

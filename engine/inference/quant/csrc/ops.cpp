@@ -196,18 +196,19 @@ void gemv_path(const wren::TypeInfo& info, int qtype, const uint8_t* w, int64_t 
     });
 }
 
-// qlinear_wide's decoding path: x rounded to 16 bits per 32 values once, then each thread's
-// rows. False (nothing done) where the type has no such kernel.
+// qlinear_wide's decoding path: x rounded once into the type's wide blocks (Q8_0: 16 bits
+// per 32 values; Q6_K: 15 bits per 256), then each thread's rows. False (nothing done) where
+// the type has no such kernel.
 bool wide_gemv(const wren::TypeInfo& info, int qtype, const uint8_t* w, int64_t row_bytes, int64_t rows,
                const float* x, int64_t n, int64_t cols, float* out) {
     const wren::Kernels& k = wren::kernels();
     const wren::X16DotRowsFn fn = k.x16dot_rows[qtype];
-    if (fn == nullptr || k.quant_x16 == nullptr || cols % 32 != 0) return false;
-    const int64_t nb = cols / info.block, nx = cols / 32;
-    wren::BlockX16* xq = (wren::BlockX16*)xq_buffer(sizeof(wren::BlockX16) * (size_t)(nx * n));
-    for (int64_t j = 0; j < n; ++j) k.quant_x16(x + j * cols, cols, xq + j * nx);
+    if (fn == nullptr || k.quant_wide[qtype] == nullptr || cols % info.block != 0) return false;
+    const int64_t nb = cols / info.block, xs = nb * k.wide_bytes[qtype];
+    uint8_t* xq = (uint8_t*)xq_buffer((size_t)(xs * n));
+    for (int64_t j = 0; j < n; ++j) k.quant_wide[qtype](x + j * cols, cols, xq + j * xs);
     at::parallel_for(0, rows, grain_rows(rows, row_bytes * n), [&](int64_t b, int64_t e) {
-        for (int64_t r = b; r < e; ++r) fn(w + r * row_bytes, nb, xq, nx, (int)n, out + r, rows);
+        for (int64_t r = b; r < e; ++r) fn(w + r * row_bytes, nb, xq, xs, (int)n, out + r, rows);
     });
     return true;
 }

@@ -67,6 +67,33 @@ void quantize_row_x16(const float* x, int64_t cols, void* outv) {
     }
 }
 
+void quantize_row_x15k(const float* x, int64_t cols, void* outv) {
+    BlockX15K* out = (BlockX15K*)outv;
+    for (int64_t b = 0; b < cols / 256; ++b) {
+        const float* v = x + 256 * b;
+        float amax = 0.f;
+        for (int j = 0; j < 256; ++j) amax = std::fmax(amax, std::fabs(v[j]));
+        const float id = amax != 0.f ? 16383.f / amax : 0.f;
+        BlockX15K& o = out[b];
+        for (int g = 0; g < 16; ++g) {
+            int hs = 0, ls = 0;
+            for (int j = 16 * g; j < 16 * g + 16; ++j) {
+                const float r = round_even(v[j] * id);
+                const int q = (int)(r > 16383.f ? 16383.f : r < -16383.f ? -16383.f : r);
+                const int hi = q >= 0 ? q / 128 : -((-q + 127) / 128);  // floor(q / 128)
+                o.hi[j] = (int8_t)hi;
+                o.lo[j] = (int8_t)(q - 128 * hi);
+                hs += o.hi[j];
+                ls += o.lo[j];
+            }
+            o.hsum[g] = (int16_t)hs;
+            o.lsum[g] = (int16_t)ls;
+        }
+        o.d = amax / 16383.f;
+        for (float& p : o.pad) p = 0.f;
+    }
+}
+
 float dot_q4_0(const uint8_t* w, int64_t nb, const void* xv) {
     const BlockQ8* x = (const BlockQ8*)xv;
     float acc = 0.f;
@@ -280,42 +307,54 @@ float lane_sum(const float (*acc)[8]) {
     return ((t[0] + t[4]) + (t[2] + t[6])) + ((t[1] + t[5]) + (t[3] + t[7]));
 }
 
-// Q6_K against 16-bit activations, as the x86 kernels lay it out in eight lanes: per
-// 16-weight group g of a block, lane l holds the exact integer q[2l]x[2l] + q[2l+1]x[2l+1]
-// (|.| < 2^22, so its float is exact), added as acc[g % 4][l] = fma((d * sc_g) * d_x, lane,
-// acc) in group and block order (d_x: the group's 32-value activation block); the four
-// accumulators are added pairwise, then the lanes.
-void x16dot_q6_k(const uint8_t* w, int64_t nb, const BlockX16* x, int64_t xs, int n, float* out, int64_t os) {
+// Q6_K against 15-bit activations (BlockX15K), as the x86 kernels lay it out in eight
+// lanes. Per 32-weight chunk c (groups 2c and 2c + 1) lane l takes the four weights
+// 32c + 4l..4l + 3, unsigned (q + 32), times their group's scale: sh[l] += sc * sum(u * hi),
+// sl[l] += sc * sum(u * lo), all integers. The zero point comes off per lane through the
+// 16-value sums, bh[l] = sc[2l] hsum[2l] + sc[2l+1] hsum[2l+1] (bl alike), and a block adds
+// acc[l] = fma(d_w * d_x, fma(128, sh - 32 bh, sl - 32 bl), acc[l]); then the lanes as
+// hsum does. sh - 32 bh is the lane's sum of sc * (q - 32) * hi over 32 weights, at most
+// 128 * 32 * 128 * 32 = 2^24 in size (sl alike), so both convert to float exactly.
+void x16dot_q6_k(const uint8_t* w, int64_t nb, const void* xv, int64_t xs, int n, float* out, int64_t os) {
     for (int j = 0; j < n; ++j) {
-        const BlockX16* xj = x + j * xs;
-        float acc[4][8] = {};
+        const BlockX15K* xj = (const BlockX15K*)((const uint8_t*)xv + j * xs);
+        float acc[8] = {};
         int8_t q[256];
         for (int64_t b = 0; b < nb; ++b) {
             const uint8_t* blk = w + b * 210;
             const int8_t* sc = (const int8_t*)(blk + 192);
-            const float d = g_fp16_table[load_u16(blk + 208)];
+            const BlockX15K& x = xj[b];
             unpack_q6_k(blk, q);
-            for (int g = 0; g < 16; ++g) {
-                const BlockX16& xb = xj[8 * b + g / 2];
-                const int16_t* xq = xb.qs + 16 * (g & 1);
-                const float s = (d * (float)sc[g]) * xb.d;
+            int32_t sh[8] = {}, sl[8] = {};
+            for (int c = 0; c < 8; ++c)
                 for (int l = 0; l < 8; ++l) {
-                    const int e = 16 * g + 2 * l;
-                    const int32_t lane = (int32_t)q[e] * xq[2 * l] + (int32_t)q[e + 1] * xq[2 * l + 1];
-                    acc[g & 3][l] = std::fma(s, (float)lane, acc[g & 3][l]);
+                    const int g = 2 * c + (l >= 4);
+                    int32_t ph = 0, pl = 0;
+                    for (int k = 32 * c + 4 * l; k < 32 * c + 4 * l + 4; ++k) {
+                        ph += (q[k] + 32) * x.hi[k];
+                        pl += (q[k] + 32) * x.lo[k];
+                    }
+                    sh[l] += sc[g] * ph;
+                    sl[l] += sc[g] * pl;
                 }
+            const float s = g_fp16_table[load_u16(blk + 208)] * x.d;
+            for (int l = 0; l < 8; ++l) {
+                const int32_t bh = sc[2 * l] * x.hsum[2 * l] + sc[2 * l + 1] * x.hsum[2 * l + 1];
+                const int32_t bl = sc[2 * l] * x.lsum[2 * l] + sc[2 * l + 1] * x.lsum[2 * l + 1];
+                const float v = std::fma(128.f, (float)(sh[l] - 32 * bh), (float)(sl[l] - 32 * bl));
+                acc[l] = std::fma(s, v, acc[l]);
             }
         }
-        out[j * os] = lane_sum(acc);
+        out[j * os] = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
     }
 }
 
 // Q8_0 against 16-bit activations (one activation block per weight block): lane l holds the
 // exact (q[2l]x[2l] + q[2l+1]x[2l+1]) + (q[16+2l]x[16+2l] + q[17+2l]x[17+2l]), added as
 // acc[b % 4][l] = fma(d_w * d_x, lane, acc) in block order; then as x16dot_q6_k.
-void x16dot_q8_0(const uint8_t* w, int64_t nb, const BlockX16* x, int64_t xs, int n, float* out, int64_t os) {
+void x16dot_q8_0(const uint8_t* w, int64_t nb, const void* xv, int64_t xs, int n, float* out, int64_t os) {
     for (int j = 0; j < n; ++j) {
-        const BlockX16* xj = x + j * xs;
+        const BlockX16* xj = (const BlockX16*)((const uint8_t*)xv + j * xs);
         float acc[4][8] = {};
         for (int64_t b = 0; b < nb; ++b) {
             const uint8_t* blk = w + b * 34;
@@ -448,9 +487,12 @@ void fill_scalar(Kernels& k) {
         k.quant[t] = quantize_row_q8k;
         k.act_bytes[t] = (int)sizeof(BlockQ8K);
     }
-    k.quant_x16 = quantize_row_x16;
-    k.x16dot_rows[Q6_K] = x16dot_q6_k;
+    k.quant_wide[Q8_0] = quantize_row_x16;
+    k.wide_bytes[Q8_0] = (int)sizeof(BlockX16);
     k.x16dot_rows[Q8_0] = x16dot_q8_0;
+    k.quant_wide[Q6_K] = quantize_row_x15k;
+    k.wide_bytes[Q6_K] = (int)sizeof(BlockX15K);
+    k.x16dot_rows[Q6_K] = x16dot_q6_k;
 }
 
 namespace {

@@ -43,11 +43,23 @@ struct BlockQ8K {
     int16_t bsums[16];
     int8_t qs[256];
 };
-// Activations rounded to 16 bits per 32 values (qlinear_wide, the output head): x ~ d * q,
+// Activations rounded to 16 bits per 32 values (qlinear_wide against Q8_0 heads): x ~ d * q,
 // q = round_even(x * (32767 / amax)), ties to even, the same in every table.
 struct BlockX16 {
     float d;
     int16_t qs[32];
+};
+// Activations rounded to 15 bits per 256 values (qlinear_wide against Q6_K heads): x ~ d * q,
+// q = round_even(x * (16383 / amax)), stored split as q = 128 * hi + lo (hi in -128..127,
+// lo in 0..127) so each half meets the unsigned 6-bit weights in one u8 x s8 multiply, and
+// the 16-value sums of hi and lo for the weights' zero point. 608 bytes, a multiple of 32.
+struct BlockX15K {
+    int8_t hi[256];
+    int8_t lo[256];
+    int16_t hsum[16];
+    int16_t lsum[16];
+    float d;
+    float pad[7];
 };
 
 // Exact dequantization of one row of `cols` weights (equal bit for bit to gguf's numpy).
@@ -67,10 +79,11 @@ using FDotFn = float (*)(const uint8_t* w, int64_t cols, const float* x);
 // float32; out[j * os] = dot j.
 using XDotRowsFn = void (*)(const uint8_t* w, int64_t nb, const float* x, int64_t xs, int n, float* out, int64_t os);
 
-// One weight row (nb of its blocks) against n rows of 16-bit activations xs BlockX16 apart;
-// out[j * os] = dot j. Per scale group the products are summed in integers (exact), then
-// scaled in float: every table does the same float operations in the same order.
-using X16DotRowsFn = void (*)(const uint8_t* w, int64_t nb, const BlockX16* x, int64_t xs, int n, float* out,
+// One weight row (nb of its blocks) against n rows of wide activations (the type's
+// wide_bytes per weight block: BlockX16 or BlockX15K) xs bytes apart; out[j * os] = dot j.
+// The products are summed in integers, then scaled in float: every table does the same
+// float operations in the same order.
+using X16DotRowsFn = void (*)(const uint8_t* w, int64_t nb, const void* x, int64_t xs, int n, float* out,
                               int64_t os);
 
 using QuantFn = void (*)(const float* x, int64_t cols, void* out);
@@ -91,10 +104,12 @@ struct Kernels {
     QuantFn quant[kMaxType];
     int act_bytes[kMaxType];
     QDotGroupFn qdot_group[kMaxType];  // the interleaved layouts: every table fills them
-    // 16-bit activations (qlinear_wide): the types that have them (else nullptr: exact
-    // float instead), and the rounding of x into BlockX16 (cols a multiple of 32).
+    // Wide activations (qlinear_wide): the types that have them (else nullptr: exact float
+    // instead), the rounding of x into their blocks (Q8_0: BlockX16 per 32 values; Q6_K:
+    // BlockX15K per 256) and its bytes per weight block.
     X16DotRowsFn x16dot_rows[kMaxType];
-    QuantFn quant_x16;
+    QuantFn quant_wide[kMaxType];
+    int wide_bytes[kMaxType];
 };
 
 // Interleaved layouts (repack.cpp). A group is `interleave` consecutive rows, which keep
