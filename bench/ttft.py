@@ -97,7 +97,7 @@ async def main_async(args) -> dict:
         "runs": args.runs,
         "ttft_ms": {k: round(statistics.median(v) * 1000, 1) for k, v in results.items()},
         "ttft_ms_all": {k: [round(x * 1000, 1) for x in v] for k, v in results.items()},
-        "target_prewarmed_ms": 50,
+        "target_prewarmed_ms": 30,
     }
 
 
