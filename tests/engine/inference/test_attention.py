@@ -179,6 +179,33 @@ def test_one_query_attention_equals_the_softmax_formula_with_grouped_heads_and_a
     torch.testing.assert_close(sdpa[:, :1], got, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("length", [2, 17, attention._SHORT_QUERIES, attention._SHORT_QUERIES + 1])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_short_block_of_queries_attends_as_torchs_kernel_does(length, dtype):
+    """A few queries (after a cached history, or a whole short prompt) take two batched
+    products on a CPU; they agree with torch's SDPA for a float mask, causal, and grouped heads."""
+    gen = torch.Generator().manual_seed(length)
+    span, start = 300, 300 - length
+    q = torch.randn(1, length, 6, 16, generator=gen).to(dtype)
+    keys = torch.randn(1, 2, span, 16, generator=gen).to(dtype)
+    values = torch.randn(1, 2, span, 16, generator=gen).to(dtype)
+    tol = {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 2e-2}
+
+    def sdpa(k, v, **kw):
+        return torch.nn.functional.scaled_dot_product_attention(
+            q.transpose(1, 2).float(), k.float(), v.float(), enable_gqa=True, **kw).transpose(1, 2)
+
+    mask = attention.causal_mask(length, start, 0, None, q.device, dtype)
+    got = attention.attend(q, keys, values, mask)
+    assert got.dtype == dtype and got.shape == q.shape
+    torch.testing.assert_close(got.float(), sdpa(keys, values, attn_mask=mask.float()), **tol)
+    window = attention.causal_mask(length, start, 100, 64, q.device, dtype)  # a sliding window
+    got = attention.attend(q, keys[:, :, 100:], values[:, :, 100:], window)
+    torch.testing.assert_close(got.float(), sdpa(keys[:, :, 100:], values[:, :, 100:], attn_mask=window.float()), **tol)
+    got = attention.attend(q, keys[:, :, :length], values[:, :, :length], causal=True)
+    torch.testing.assert_close(got.float(), sdpa(keys[:, :, :length], values[:, :, :length], is_causal=True), **tol)
+
+
 @pytest.mark.slow
 def test_compiled_steps_give_the_logits_of_the_prompt_path(tmp_path):
     """The compiled one-sequence and batched graphs (attention's fused loop) agree with the
