@@ -252,6 +252,9 @@ async def server_main(args) -> dict:
     engine = Engine(Store(home / "wren.sqlite3"), registry, **kwargs)
     await engine.set_performance_settings(parallel_sequences=args.parallel)
     status = await engine.load_model(model, backend=None if args.backend == "scripted" else args.backend)
+    # The steady state: a model that compiles its decode step does so in a child process for
+    # tens of seconds after loading, taking a core from everything measured meanwhile.
+    decode_mode = await engine.decode_mode(wait=True)
     key = "wren-" + secrets.token_urlsafe(32)
     # One server per variant, all over the same engine, each with its own client process;
     # every measurement below runs the in-process path and each variant in turn.
@@ -261,7 +264,7 @@ async def server_main(args) -> dict:
         servers[name] = (server, f"http://127.0.0.1:{await server.start()}")
     params = SamplingParams(temperature=0.0, max_tokens=args.tokens)
     report: dict = {
-        "cpu": cpu_line(), "model": status.name, "backend": status.backend,
+        "cpu": cpu_line(), "model": status.name, "backend": status.backend, "decode_mode": decode_mode,
         "scripted_delay_s": args.delay if args.backend == "scripted" else None,
         "tokens_per_answer": args.tokens, "runs": args.runs, "kv_slots": args.parallel,
         "variants": {name: VARIANTS[name] for name in servers},
