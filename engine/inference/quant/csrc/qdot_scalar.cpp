@@ -12,12 +12,18 @@ namespace wren {
 
 namespace {
 
+// The largest |v[j]| of a block: the scale every activation rounding starts from.
+static float abs_max(const float* v, int n) {
+    float amax = 0.f;
+    for (int j = 0; j < n; ++j) amax = std::fmax(amax, std::fabs(v[j]));
+    return amax;
+}
+
 void quantize_row_q8(const float* x, int64_t cols, void* outv) {
     BlockQ8* out = (BlockQ8*)outv;
     for (int64_t b = 0; b < cols / 32; ++b) {
         const float* v = x + 32 * b;
-        float amax = 0.f;
-        for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(v[j]));
+        const float amax = abs_max(v, 32);
         const float d = amax / 127.f;
         const float id = d != 0.f ? 127.f / amax : 0.f;
         int32_t sum = 0;
@@ -35,8 +41,7 @@ void quantize_row_q8k(const float* x, int64_t cols, void* outv) {
     BlockQ8K* out = (BlockQ8K*)outv;
     for (int64_t b = 0; b < cols / 256; ++b) {
         const float* v = x + 256 * b;
-        float amax = 0.f;
-        for (int j = 0; j < 256; ++j) amax = std::fmax(amax, std::fabs(v[j]));
+        const float amax = abs_max(v, 256);
         const float d = amax / 127.f;
         const float id = d != 0.f ? 127.f / amax : 0.f;
         for (int g = 0; g < 16; ++g) {
@@ -56,8 +61,7 @@ void quantize_row_x16(const float* x, int64_t cols, void* outv) {
     BlockX16* out = (BlockX16*)outv;
     for (int64_t b = 0; b < cols / 32; ++b) {
         const float* v = x + 32 * b;
-        float amax = 0.f;
-        for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(v[j]));
+        const float amax = abs_max(v, 32);
         const float id = amax != 0.f ? 32767.f / amax : 0.f;
         for (int j = 0; j < 32; ++j) {
             const float q = round_even(v[j] * id);
@@ -71,8 +75,7 @@ void quantize_row_x15k(const float* x, int64_t cols, void* outv) {
     BlockX15K* out = (BlockX15K*)outv;
     for (int64_t b = 0; b < cols / 256; ++b) {
         const float* v = x + 256 * b;
-        float amax = 0.f;
-        for (int j = 0; j < 256; ++j) amax = std::fmax(amax, std::fabs(v[j]));
+        const float amax = abs_max(v, 256);
         const float id = amax != 0.f ? 16383.f / amax : 0.f;
         BlockX15K& o = out[b];
         for (int g = 0; g < 16; ++g) {
