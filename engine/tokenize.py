@@ -10,6 +10,7 @@ import string
 import threading
 import time
 import types
+from array import array
 from collections import OrderedDict
 from collections.abc import ItemsView, KeysView, Sequence, ValuesView
 from datetime import datetime
@@ -38,14 +39,17 @@ _GIL_FREE_CHARS = 4096
 # with a 2,000-token history that is ~5 ms an encoding and ~7 ms a chat encoding.
 _MEMO_CHARS = 1024
 _MEMO_SIZE = 8
+_MEMO_BUDGET = 4_000_000  # characters of keys kept, all entries together (a few long chats)
 
 
 class _Memo:
-    """The last few results of a pure computation, by key; safe across threads."""
+    """The last few results of a pure computation, by key; safe across threads. An entry
+    costs the characters its caller says (its key's text); the oldest go past the budget."""
 
-    def __init__(self, size: int = _MEMO_SIZE) -> None:
-        self.size = size
-        self._items: OrderedDict[Any, tuple[int, ...]] = OrderedDict()
+    def __init__(self, size: int = _MEMO_SIZE, budget: int = _MEMO_BUDGET) -> None:
+        self.size, self.budget = size, budget
+        self._items: OrderedDict[Any, tuple[array, int]] = OrderedDict()
+        self._used = 0
         self._lock = threading.Lock()
 
     def get(self, key: Any) -> list[int] | None:
@@ -54,14 +58,21 @@ class _Memo:
             if found is None:
                 return None
             self._items.move_to_end(key)
-        return list(found)
+        return found[0].tolist()
 
-    def put(self, key: Any, ids: Sequence[int]) -> None:
+    def put(self, key: Any, ids: Sequence[int], chars: int) -> None:
+        if chars > self.budget:
+            return
         with self._lock:
-            self._items[key] = tuple(ids)
-            self._items.move_to_end(key)
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._used -= old[1]
+            self._items[key] = (array("q", ids), chars)
+            self._used += chars
+            while len(self._items) > self.size or self._used > self.budget:
+                self._used -= self._items.popitem(last=False)[1][1]
+
+
 # Private-use characters no real message carries, bracketing a message index.
 _MARK_OPEN, _MARK_CLOSE = "\U000F0000", "\U000F0001"
 _MARKER = re.compile(f"{_MARK_OPEN}(\\d+){_MARK_CLOSE}")
@@ -142,7 +153,7 @@ class Tokenizer:
             ids = tok.encode(text, add_special_tokens=False).ids
         ids = self._with_bos(ids)
         if memo:
-            self._encoded.put((text, special), ids)
+            self._encoded.put((text, special), ids, len(text))
         return ids
 
     def count(self, text: str) -> int:
@@ -182,7 +193,7 @@ class Tokenizer:
             ids = self._prompt.encode(prompt, add_special_tokens=False).ids
         ids = self._with_bos(ids)
         if key is not None:
-            self._chats.put(key, ids)
+            self._chats.put(key, ids, len(key[0]) + len(key[1]))
         return ids
 
     def _encode_template_and_content(self, prompt: str, messages: list[dict[str, Any]],

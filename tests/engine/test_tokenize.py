@@ -259,3 +259,19 @@ def test_a_remembered_chat_encoding_follows_the_date_the_template_prints(tmp_pat
     assert tok.render_chat(messages).startswith("28 ")
     assert on_27th[0] == 5 and tok.encode_chat(messages)[0] == 6
     assert tok.encode_chat(messages) == tok._with_bos(tok._prompt.encode(tok.render_chat(messages)).ids)
+
+
+def test_the_memo_keeps_its_size_and_character_budget():
+    from wren.engine.tokenize import _Memo
+
+    memo = _Memo(size=3, budget=100)
+    for i in range(5):
+        memo.put(f"k{i}", [i, i + 1], chars=10)
+    assert memo.get("k0") is None and memo.get("k1") is None  # the oldest went past the size
+    assert memo.get("k4") == [4, 5]
+    memo.put("big", [1], chars=101)  # over the whole budget: never kept
+    assert memo.get("big") is None and memo.get("k4") == [4, 5]
+    memo.put("k5", [5], chars=85)  # 10 + 10 + 85 > 100: the least recently used goes
+    assert memo.get("k5") == [5] and memo.get("k4") == [4, 5] and memo.get("k2") is None and memo.get("k3") is None
+    memo.put("k4", [9], chars=10)  # replacing an entry frees its old share
+    assert memo.get("k4") == [9] and memo.get("k5") == [5]
