@@ -624,7 +624,7 @@ class Turns:
                  events: asyncio.Queue, tools: _ToolSession | None, rounds: list[RoundRecord],
                  messages: list[dict] | None) -> GenerationRequest:
         request = GenerationRequest(ids, params, lambda ev: loop.call_soon_threadsafe(events.put_nowait, ev))
-        if messages is not None and hasattr(request, "messages"):
+        if messages is not None:
             # a model that takes messages (a remote server) gets the chat, calls and results included
             request.messages = tools.plan.messages(tools.base, rounds) if tools is not None else messages
         return request
