@@ -19,6 +19,13 @@ static float abs_max(const float* v, int n) {
     return amax;
 }
 
+// v rounded half to even and held within +-levels (v * (levels / amax) can exceed it by a
+// rounding of the division): the wide activations' level.
+static float clamped_round(float v, float levels) {
+    const float q = round_even(v);
+    return q > levels ? levels : q < -levels ? -levels : q;
+}
+
 void quantize_row_q8(const float* x, int64_t cols, void* outv) {
     BlockQ8* out = (BlockQ8*)outv;
     for (int64_t b = 0; b < cols / 32; ++b) {
@@ -64,8 +71,7 @@ void quantize_row_x16(const float* x, int64_t cols, void* outv) {
         const float amax = abs_max(v, 32);
         const float id = amax != 0.f ? 32767.f / amax : 0.f;
         for (int j = 0; j < 32; ++j) {
-            const float q = round_even(v[j] * id);
-            out[b].qs[j] = (int16_t)(q > 32767.f ? 32767.f : q < -32767.f ? -32767.f : q);
+            out[b].qs[j] = (int16_t)clamped_round(v[j] * id, 32767.f);
         }
         out[b].d = amax / 32767.f;
     }
@@ -81,8 +87,7 @@ void quantize_row_x15k(const float* x, int64_t cols, void* outv) {
         for (int g = 0; g < 16; ++g) {
             int hs = 0, ls = 0;
             for (int j = 16 * g; j < 16 * g + 16; ++j) {
-                const float r = round_even(v[j] * id);
-                const int q = (int)(r > 16383.f ? 16383.f : r < -16383.f ? -16383.f : r);
+                const int q = (int)clamped_round(v[j] * id, 16383.f);
                 const int hi = q >= 0 ? q / 128 : -((-q + 127) / 128);  // floor(q / 128)
                 o.hi[j] = (int8_t)hi;
                 o.lo[j] = (int8_t)(q - 128 * hi);
@@ -302,12 +307,17 @@ void xdot_rows(const uint8_t* w, int64_t nb, const float* x, int64_t xs, int n, 
     }
 }
 
-// The sum the x86 kernels end with: the four accumulators added pairwise per lane, then
-// the lanes as ((t0+t4)+(t2+t6)) + ((t1+t5)+(t3+t7)).
+// Eight lanes summed as the x86 hsum does: ((t0+t4)+(t2+t6)) + ((t1+t5)+(t3+t7)).
+float hsum8(const float* t) {
+    return ((t[0] + t[4]) + (t[2] + t[6])) + ((t[1] + t[5]) + (t[3] + t[7]));
+}
+
+// The sum the x86 kernels with four accumulators end with: added pairwise per lane, then
+// the lanes as hsum8.
 float lane_sum(const float (*acc)[8]) {
     float t[8];
     for (int l = 0; l < 8; ++l) t[l] = (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]);
-    return ((t[0] + t[4]) + (t[2] + t[6])) + ((t[1] + t[5]) + (t[3] + t[7]));
+    return hsum8(t);
 }
 
 // Q6_K against 15-bit activations (BlockX15K), as the x86 kernels lay it out in eight
@@ -316,7 +326,7 @@ float lane_sum(const float (*acc)[8]) {
 // sl[l] += sc * sum(u * lo), all integers. The zero point comes off per lane through the
 // 16-value sums, bh[l] = sc[2l] hsum[2l] + sc[2l+1] hsum[2l+1] (bl alike), and a block adds
 // acc[l] = fma(d_w * d_x, fma(128, sh - 32 bh, sl - 32 bl), acc[l]); then the lanes as
-// hsum does. sh - 32 bh is the lane's sum of sc * (q - 32) * hi over 32 weights, at most
+// hsum8. sh - 32 bh is the lane's sum of sc * (q - 32) * hi over 32 weights, at most
 // 128 * 32 * 128 * 32 = 2^24 in size (sl alike), so both convert to float exactly.
 void x16dot_q6_k(const uint8_t* w, int64_t nb, const void* xv, int64_t xs, int n, float* out, int64_t os) {
     for (int j = 0; j < n; ++j) {
@@ -348,7 +358,7 @@ void x16dot_q6_k(const uint8_t* w, int64_t nb, const void* xv, int64_t xs, int n
                 acc[l] = std::fma(s, v, acc[l]);
             }
         }
-        out[j * os] = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+        out[j * os] = hsum8(acc);
     }
 }
 
