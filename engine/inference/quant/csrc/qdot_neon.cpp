@@ -1,7 +1,82 @@
-// Arm: the portable kernels for now (compiled with the baseline NEON the compiler
-// auto-vectorizes to); hand-written NEON dot-product kernels are not written yet.
+// Arm NEON kernels (arm64 with GCC or Clang: Linux, macOS, Windows on Arm through
+// clang-cl): qdot_neon.inc compiled twice, for the Armv8.0 baseline (every arm64 CPU) and
+// with the dot-product extension (FEAT_DotProd: vdotq_s32), which fill_neon_dotprod installs
+// only where the CPU reports it. Both give the scalar table's bits (tests/engine/inference/
+// neon runs them against it under qemu). Elsewhere (x86, MSVC) both fills return false.
 #include "wren_quant.h"
 
+#if defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
+#include <arm_neon.h>
+
+#if defined(__linux__)
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20)
+#endif
+#elif defined(__APPLE__)
+#include <sys/sysctl.h>
+#elif defined(_WIN32)
+#include <windows.h>
+#ifndef PF_ARM_V82_DP_INSTRUCTIONS_AVAILABLE
+#define PF_ARM_V82_DP_INSTRUCTIONS_AVAILABLE 43
+#endif
+#endif
+
+#define TGT
+#define NS neon
+#define WREN_NEON_DOT 0
+#include "qdot_neon.inc"
+#undef TGT
+#undef NS
+#undef WREN_NEON_DOT
+
+// GCC 12's arm_neon.h declares vdotq_s32 under "arch=armv8.2-a+dotprod" and will not inline
+// it into a function marked only "+dotprod"; Clang spells the feature "dotprod".
+#if defined(__clang__)
+#define TGT __attribute__((target("dotprod")))
+#else
+#define TGT __attribute__((target("arch=armv8.2-a+dotprod")))
+#endif
+#define NS neon_dot
+#define WREN_NEON_DOT 1
+#include "qdot_neon.inc"
+#undef TGT
+#undef NS
+#undef WREN_NEON_DOT
+
+namespace wren {
+namespace {
+bool cpu_has_dotprod() {
+#if defined(__linux__)
+    return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+#elif defined(__APPLE__)
+    int v = 0;
+    size_t n = sizeof(v);
+    return sysctlbyname("hw.optional.arm.FEAT_DotProd", &v, &n, nullptr, 0) == 0 && v != 0;
+#elif defined(_WIN32)
+    return IsProcessorFeaturePresent(PF_ARM_V82_DP_INSTRUCTIONS_AVAILABLE) != 0;
+#else
+    return false;
+#endif
+}
+}  // namespace
+
+bool fill_neon(Kernels& k) {
+    neon::fill(k);
+    k.isa = "neon";
+    return true;
+}
+
+bool fill_neon_dotprod(Kernels& k) {
+    if (!cpu_has_dotprod()) return false;
+    neon_dot::fill(k);
+    k.isa = "neon-dotprod";
+    return true;
+}
+}  // namespace wren
+#else
 namespace wren {
 bool fill_neon(Kernels&) { return false; }
+bool fill_neon_dotprod(Kernels&) { return false; }
 }  // namespace wren
+#endif

@@ -10,6 +10,10 @@
 
 namespace wren {
 
+// qdot_neon.cpp's second arm64 table: the NEON kernels with the dot-product extension,
+// false (k untouched) where the CPU lacks it or the build is not for arm64.
+bool fill_neon_dotprod(Kernels& k);
+
 namespace {
 
 // The largest |v[j]| of a block: the scale every activation rounding starts from.
@@ -452,7 +456,8 @@ Kernels build_best(const char* cap) {
     // Each fill_* checks the CPU itself; the later, wider ones override the earlier.
     if (allowed("avx2") || allowed("avx512-vnni")) fill_avx2(k);
     if (allowed("avx512-vnni")) fill_avx512vnni(k);
-    if (allowed("neon")) fill_neon(k);
+    if (allowed("neon") || allowed("neon-dotprod")) fill_neon(k);
+    if (allowed("neon-dotprod")) fill_neon_dotprod(k);
     return k;
 }
 }  // namespace
@@ -511,9 +516,10 @@ void fill_scalar(Kernels& k) {
 namespace {
 // One table per possible cap, built once; the active one is swapped atomically.
 struct Tables {
-    Kernels best, scalar, avx2, vnni;
+    Kernels best, scalar, avx2, vnni, neon, neon_dot;
     Tables() : best(build_best(std::getenv("WREN_ISA"))), scalar(build_best("scalar")),
-               avx2(build_best("avx2")), vnni(build_best("avx512-vnni")) {}
+               avx2(build_best("avx2")), vnni(build_best("avx512-vnni")), neon(build_best("neon")),
+               neon_dot(build_best("neon-dotprod")) {}
 };
 Tables& tables() {
     static Tables t;
@@ -538,6 +544,8 @@ const char* select_isa(const char* cap) {
         if (std::strcmp(cap, "scalar") == 0) k = &t.scalar;
         else if (std::strcmp(cap, "avx2") == 0) k = &t.avx2;
         else if (std::strcmp(cap, "avx512-vnni") == 0) k = &t.vnni;
+        else if (std::strcmp(cap, "neon") == 0) k = &t.neon;
+        else if (std::strcmp(cap, "neon-dotprod") == 0) k = &t.neon_dot;
         else return nullptr;
     }
     g_active.store(k, std::memory_order_release);
