@@ -80,6 +80,10 @@ def build_parser(extensions: bool = True) -> argparse.ArgumentParser:
                      help="attach a text file (up to 1 MB; repeat for more): files first, then "
                           "standard input, then the words")
     _save_args(ask)
+    ask.add_argument("--keep-alive", type=float, metavar="SECONDS",
+                     help="keep the model loaded this long after the answer in a resident engine, so the next "
+                          "`wren ask` starts at once (default: WREN_KEEP_ALIVE, else 300; 0: answer in this "
+                          "process and leave nothing running)")
     ask.add_argument("text", nargs="*", metavar="TEXT",
                      help="the question (its words joined by spaces, no quotes needed); standard "
                           "input, when piped or redirected (or with -), comes before it")
@@ -120,12 +124,13 @@ def _extensions():
     from .data_cli import register as data
     from .memory.cli import register as memory
     from .providers.cli import register as providers
+    from .resident import register as resident
     from .safety.cli import register as safety
     from .server.cli import register as serve
     from .tokens_cli import register as tokens
     from .tools.cli import register as tools
 
-    return [safety, memory, completion, serve, providers, tools, tokens, data, continue_answer]
+    return [safety, memory, completion, serve, providers, tools, tokens, data, continue_answer, resident]
 
 
 def _print_notices(engine) -> None:
@@ -184,21 +189,79 @@ async def _cmd_ask(args) -> int:
     from .inference.constrain import response_format_argument
 
     response_format = response_format_argument(args.schema)  # a bad schema fails before the model loads
+    from . import resident
+
+    if resident.wanted(args):  # a model kept loaded between runs answers (engine/resident.py)
+        code = await resident.ask(args, text, title, response_format)
+        if code is not None:
+            return code
+    return await _ask_here(args, text, title, response_format)
+
+
+async def ask_events(engine, args, text: str, title: str, response_format, load=_load):
+    """`wren ask`'s answer as events: the question's checks, the model, the send. Run in
+    this process (_ask_here) or by the resident engine, which passes its own `load`."""
+    await engine.check_question(text, args.model)  # empty, too long, too many tokens: before loading
+    from .tools.ask import send_options as tool_options
+
+    tool_fields = await tool_options(engine, args)  # unknown tool names: before loading
+    await load(engine, args)
+    from .api import SendOptions
+
+    params = _params(args, await engine.default_sampling())
+    if args.logprobs is not None:
+        params = params.with_(logprobs=args.logprobs)
+    saving = await _saving(engine, args)
+    # The chat is made only once the question is accepted (no empty chat is left).
+    async for event in engine.send_new(text, SendOptions(sampling=params, response_format=response_format,
+                                                         **tool_fields),
+                                       title=title, settings={ORIGIN_KEY: TERMINAL_ORIGIN}, temporary=not saving):
+        yield event
+
+
+class AskView:
+    """What `wren ask` shows of each event: the answer on standard output (a JSON line per
+    event with --json), a long prompt's progress, tool calls and errors on standard error.
+    `code` ends 1 when the answer failed."""
+
+    def __init__(self, args) -> None:
+        self.args = args
+        self.code = 0
+        self.reading = PrefillLine(sys.stderr)  # a long prompt's progress, drawn on a terminal only
+        self.out = Output(sys.stdout)  # on a terminal, without control characters
+
+    async def show(self, engine, event) -> None:
+        """`engine` answers a tool approval (the engine itself, or the resident engine's line)."""
+        from .tools.ask import on_event as tool_event
+
+        await tool_event(engine, event, self.args)  # a call shown, an approval asked
+        if self.args.json:  # JSON escapes control characters; on a terminal, C1 and DEL too
+            print(json.dumps(event_to_dict(event), ensure_ascii=not self.out.raw), flush=True)
+            if isinstance(event, Failed):  # a failed answer never exits 0
+                self.code = 1
+        elif isinstance(event, PrefillProgress):
+            self.reading.update(event.done, event.total)
+        elif isinstance(event, Delta):
+            self.reading.clear()
+            self.out.write(event.text)
+        elif isinstance(event, Failed):
+            self.reading.clear()
+            self.out.end()
+            print(shown(f"\nwren: {event.error}", sys.stderr), file=sys.stderr)
+            self.code = 1
+        elif isinstance(event, Finished) and not self.args.json:
+            self.reading.clear()
+            self.out.end()
+            print()
+
+    def close(self) -> None:
+        self.reading.clear()
+
+
+async def _ask_here(args, text: str, title: str, response_format) -> int:
     undo: list = []
     engine = _open_engine(one_shot=undo)
     try:
-        await engine.check_question(text, args.model)  # empty, too long, too many tokens: before loading
-        from .tools.ask import on_event as tool_event
-        from .tools.ask import send_options as tool_options
-
-        tool_fields = await tool_options(engine, args)  # unknown tool names: before loading
-        await _load(engine, args)
-        from .api import SendOptions
-
-        params = _params(args, await engine.default_sampling())
-        if args.logprobs is not None:
-            params = params.with_(logprobs=args.logprobs)
-        saving = await _saving(engine, args)
         loop = asyncio.get_running_loop()
         interrupted = False
 
@@ -207,41 +270,17 @@ async def _cmd_ask(args) -> int:
             interrupted = True
             engine.stop()
 
-        code = 0
         if _main_thread():
             loop.add_signal_handler(signal.SIGINT, interrupt)
-        reading = PrefillLine(sys.stderr)  # a long prompt's progress, drawn on a terminal only
-        out = Output(sys.stdout)  # on a terminal, without control characters
+        view = AskView(args)
         try:
-            # The chat is made only once the question is accepted (no empty chat is left).
-            async for event in engine.send_new(text, SendOptions(
-                    sampling=params, response_format=response_format, **tool_fields),
-                                               title=title, settings={ORIGIN_KEY: TERMINAL_ORIGIN},
-                                               temporary=not saving):
-                await tool_event(engine, event, args)  # a call shown, an approval asked
-                if args.json:  # JSON escapes control characters; on a terminal, C1 and DEL too
-                    print(json.dumps(event_to_dict(event), ensure_ascii=not out.raw), flush=True)
-                    if isinstance(event, Failed):  # a failed answer never exits 0
-                        code = 1
-                elif isinstance(event, PrefillProgress):
-                    reading.update(event.done, event.total)
-                elif isinstance(event, Delta):
-                    reading.clear()
-                    out.write(event.text)
-                elif isinstance(event, Failed):
-                    reading.clear()
-                    out.end()
-                    print(shown(f"\nwren: {event.error}", sys.stderr), file=sys.stderr)
-                    code = 1
-                elif isinstance(event, Finished) and not args.json:
-                    reading.clear()
-                    out.end()
-                    print()
+            async for event in ask_events(engine, args, text, title, response_format):
+                await view.show(engine, event)
         finally:
-            reading.clear()
+            view.close()
             if _main_thread():
                 loop.remove_signal_handler(signal.SIGINT)
-        return _INTERRUPTED if interrupted else code
+        return _INTERRUPTED if interrupted else view.code
     finally:
         # The model and its background work go before the interpreter does.
         await engine.close()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 
 class FinishReason(enum.Enum):
@@ -218,3 +220,37 @@ def event_to_dict(event: Event) -> dict:
             ]
         out[name] = value
     return out
+
+
+def _refs(values: list) -> tuple[MemoryRef, ...]:
+    return tuple(MemoryRef(int(v["id"]), str(v["text"])) for v in values)
+
+
+# How each field that event_to_dict changed comes back; the rest are taken as they are.
+_FIELD_TYPES: dict[str, Callable[[Any], Any]] = {
+    "reason": FinishReason, "kind": FailureKind, "action": SafetyAction, "span": tuple,
+    "saved": _refs, "forgotten": _refs, "refused": tuple, "unmatched_forgets": tuple, "suggestions": tuple,
+}
+_BY_TYPE = {_TYPE_NAMES.get(kind) or kind.__name__.lower(): kind for kind in Event.__args__}
+
+
+def event_from_dict(data: dict) -> Event:
+    """The event `event_to_dict` made `data` from (what crosses a socket or a pipe comes
+    back as the same typed event). An unknown type or a missing field is a ValueError."""
+    kind = _BY_TYPE.get(data.get("type"))  # type: ignore[arg-type]
+    if kind is None:
+        raise ValueError(f"not an event: type {data.get('type')!r}")
+    values: dict = {}
+    try:
+        for name in kind.__dataclass_fields__:
+            if name not in data:
+                continue  # a field with a default (a Delta without logprobs); a required one fails below
+            value = data[name]
+            if name == "logprobs":
+                value = None if value is None else tuple(TokenLogprob.from_dict(v) for v in value)
+            elif name in _FIELD_TYPES:
+                value = _FIELD_TYPES[name](value)
+            values[name] = value
+        return kind(**values)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise ValueError(f"a {data['type']} event that cannot be read: {exc}") from None

@@ -1,0 +1,522 @@
+"""A resident engine for `wren ask`: the model stays loaded between runs.
+
+A `wren ask` in a fresh process spends seconds before its first word: importing torch,
+opening the data, loading the model, and its first tokens run eagerly while the saved
+compiled graphs load. So, as a local model server does, the first `wren ask` starts one
+engine process in the background, and every `wren ask` (that one included) sends its
+question there over a Unix socket and prints the events that come back; the engine exits
+after `keep_alive` seconds with nothing to answer (300 by default; `--keep-alive`,
+`WREN_KEEP_ALIVE` or the setting `cli.keep_alive` change it, and 0 answers in the asking
+process and leaves nothing running). `wren resident` shows it and stops it.
+
+The socket is the user's alone: it sits in a folder only its owner can open (the session's
+runtime folder, else the data folder), and its name is a digest of Wren's version, its
+install and the data folder, so an engine answers only the install and data it was started
+for. Nothing else listens: no port, no key. On Windows `wren ask` answers in its own process.
+
+The line protocol (JSON, one object a line): the client sends {"resident": 1, "cmd": "ask"
+| "status" | "quit", ...}; during an answer it may send {"cmd": "approve", "id", "decision"}
+and {"cmd": "stop"}. The engine sends the answer's events (engine.events.event_to_dict),
+{"type": "notice"} lines, then {"type": "end"}, or {"type": "error", "message", "status"}.
+A client that goes away stops its answer, as Ctrl+C does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from . import __version__, paths
+from .errors import WrenError
+
+PROTOCOL = 1
+KEEP_ALIVE_ENV = "WREN_KEEP_ALIVE"
+KEEP_ALIVE_SETTING = "cli.keep_alive"
+DEFAULT_KEEP_ALIVE = 300.0
+START_TIMEOUT = 120.0  # seconds for a new engine to listen (it imports torch and opens the data)
+_LIMIT = 64 * 2**20  # longest line read: a question is at most a few MB of text
+# What `wren ask` sends of its arguments (the rest it handles itself: --json, --file, the text).
+_ASK_FIELDS = ("model", "backend", "seed", "temperature", "top_p", "top_k", "max_tokens", "logprobs", "tools",
+               "tool_choice", "approve", "save", "json")
+
+
+def supported() -> bool:
+    return os.name == "posix" and hasattr(asyncio, "open_unix_connection")
+
+
+def keep_alive(args: argparse.Namespace | None = None) -> float | None:
+    """--keep-alive, else WREN_KEEP_ALIVE, else None (the setting, else 300)."""
+    value = getattr(args, "keep_alive", None)
+    if value is None:
+        raw = os.environ.get(KEEP_ALIVE_ENV, "").strip()
+        if not raw:
+            return None
+        try:
+            value = float(raw)
+        except ValueError:
+            raise WrenError(f"{KEEP_ALIVE_ENV}={raw!r} is not a number of seconds") from None
+    if value < 0 or value != value:
+        raise WrenError(f"the keep-alive must be 0 or more seconds, not {value}")
+    return float(value)
+
+
+def wanted(args: argparse.Namespace) -> bool:
+    """Whether this `wren ask` goes to a resident engine: not with a keep-alive of 0, and
+    only where Unix sockets are."""
+    return supported() and keep_alive(args) != 0
+
+
+def socket_path(home: Path | None = None) -> Path:
+    """Where the resident engine for this install and data folder listens."""
+    home = (home or paths.data_dir()).resolve()
+    install = Path(__file__).resolve().parent
+    digest = hashlib.sha256(f"{__version__}\0{install}\0{home}".encode()).hexdigest()[:16]
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    folder = Path(runtime) / "wren" if runtime and Path(runtime).is_dir() else home / "run"
+    path = folder / f"engine-{digest}.sock"
+    if len(os.fsencode(path)) > 100:  # a socket's path has a length limit (108 bytes on Linux)
+        path = Path(f"/tmp/wren-{os.getuid()}") / f"engine-{digest}.sock"
+    return path
+
+
+def _private_folder(folder: Path) -> None:
+    """The socket's folder, made and checked: owned by this user, closed to everyone else."""
+    paths.private_dir(folder)
+    info = folder.stat()
+    if info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise WrenError(f"{folder} is not private to this user; the resident engine will not listen there")
+
+
+# -- the client: `wren ask` ----------------------------------------------------------------
+
+class _Line:
+    """The engine's side of a tool approval, for AskView.show: the decision goes down the socket."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self.writer = writer
+
+    def approve_tool(self, call_id: str, decision: str) -> None:
+        _send(self.writer, {"cmd": "approve", "id": call_id, "decision": decision})
+
+
+def _send(writer: asyncio.StreamWriter, message: dict) -> None:
+    writer.write(json.dumps(message).encode() + b"\n")
+
+
+async def _connect(path: Path) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+    try:
+        return await asyncio.open_unix_connection(str(path), limit=_LIMIT)
+    except (FileNotFoundError, ConnectionRefusedError):
+        return None
+    except OSError:
+        return None
+
+
+async def connect(start: bool = True) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+    """A line to this install's resident engine, starting one if `start` and none runs;
+    None when none runs (or one could not start: said on standard error)."""
+    path = socket_path()
+    line = await _connect(path)
+    if line is not None or not start:
+        return line
+    _private_folder(path.parent)
+    import fcntl
+
+    # One client starts the engine; the others wait on the lock, then find it listening.
+    with open(paths.private_file(path.with_suffix(".lock")), "a") as lock:
+        await asyncio.get_running_loop().run_in_executor(None, fcntl.flock, lock, fcntl.LOCK_EX)
+        try:
+            line = await _connect(path)
+            if line is not None:
+                return line
+            return await _start(path)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+async def _start(path: Path) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+    log = paths.private_file(paths.logs_dir() / "resident.err")
+    if sys.stderr.isatty():
+        print("wren: starting the resident engine (it keeps the model loaded between questions; "
+              "`wren resident stop` ends it, --keep-alive 0 answers without it)", file=sys.stderr)
+    with open(log, "w") as err:
+        process = subprocess.Popen(
+            [*_wren_command(), "resident", "serve", "--socket", str(path)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
+            close_fds=True)
+    deadline = time.monotonic() + START_TIMEOUT
+    while True:
+        line = await _connect(path)
+        if line is not None:
+            return line
+        status = process.poll()
+        if status is not None:
+            print(f"wren: the resident engine stopped as it started (status {status}; see {log}); "
+                  "answering here", file=sys.stderr)
+            return None
+        if time.monotonic() > deadline:
+            process.kill()
+            print(f"wren: the resident engine did not start within {START_TIMEOUT:.0f} s (see {log}); "
+                  "answering here", file=sys.stderr)
+            return None
+        await asyncio.sleep(0.02)
+
+
+def _wren_command() -> list[str]:
+    """How to run `wren` again: the frozen bundle's program itself, else this Python."""
+    if getattr(sys, "frozen", False):
+        return [sys.executable]
+    return [sys.executable, "-m", __package__ + ".cli"]
+
+
+async def ask(args: argparse.Namespace, text: str, title: str, response_format: dict | None) -> int | None:
+    """Ask the resident engine (started if none runs) and show its answer as `wren ask`
+    does; the exit status, or None when there is no resident engine to ask (the caller
+    answers itself)."""
+    line = await connect()
+    if line is None:
+        return None
+    reader, writer = line
+    from .cli import _INTERRUPTED, AskView, _main_thread
+    from .events import event_from_dict
+
+    request = {"resident": PROTOCOL, "cmd": "ask", "text": text, "title": title,
+               "response_format": response_format, "keep_alive": keep_alive(args),
+               "args": {name: getattr(args, name, None) for name in _ASK_FIELDS}}
+    loop = asyncio.get_running_loop()
+    interrupted = False
+
+    def interrupt() -> None:  # the answer stops within a token; what was shown is saved
+        nonlocal interrupted
+        if not interrupted:
+            interrupted = True
+            _send(writer, {"cmd": "stop"})
+
+    view = AskView(args)
+    engine = _Line(writer)
+    if _main_thread():
+        loop.add_signal_handler(signal.SIGINT, interrupt)
+    try:
+        _send(writer, request)
+        await writer.drain()
+        answered = False  # whether any event came: a line that breaks before one is asked again here
+        while True:
+            raw = await reader.readline()
+            if not raw:
+                if answered:
+                    view.close()
+                    print("\nwren: the resident engine stopped during the answer (what came is saved)",
+                          file=sys.stderr)
+                    return 1
+                print("wren: the resident engine closed the line; answering here", file=sys.stderr)
+                return None
+            message = json.loads(raw)
+            kind = message.get("type")
+            if kind == "end":
+                return _INTERRUPTED if interrupted else view.code
+            if kind == "error":
+                if message.get("refused"):  # another protocol: an engine of another build
+                    return None
+                view.close()
+                print(f"wren: {message['message']}", file=sys.stderr)
+                return int(message.get("status", 1))
+            if kind == "notice":
+                print(f"wren: {message['message']}", file=sys.stderr)
+                continue
+            answered = True
+            await view.show(engine, event_from_dict(message))
+            await writer.drain()
+    finally:
+        view.close()
+        if _main_thread():
+            loop.remove_signal_handler(signal.SIGINT)
+        writer.close()
+        with contextlib.suppress(OSError, ConnectionError):
+            await writer.wait_closed()
+
+
+async def request(cmd: str) -> dict | None:
+    """One question to a running resident engine ("status", "quit"); None when none runs."""
+    line = await connect(start=False)
+    if line is None:
+        return None
+    reader, writer = line
+    try:
+        _send(writer, {"resident": PROTOCOL, "cmd": cmd})
+        await writer.drain()
+        raw = await reader.readline()
+        return json.loads(raw) if raw else None
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError, ConnectionError):
+            await writer.wait_closed()
+
+
+# -- the engine process ----------------------------------------------------------------------
+
+class Resident:
+    """The engine process: answers `wren ask` lines until it has been idle `keep_alive` seconds."""
+
+    def __init__(self, path: Path, engine: Any) -> None:
+        self.path = path
+        self.engine = engine
+        self.keep_alive: float | None = None  # the last request's, else the setting's
+        self.active = 0
+        self.idle_since = time.monotonic()
+        self.done = asyncio.Event()
+        self._models = asyncio.Condition()  # a model change waits for the answers on the current one
+        self._answering = 0
+        self._notices_sent = 0
+        self._policy_stamp = _policy_stamp()
+
+    async def idle_limit(self) -> float:
+        if self.keep_alive is not None:
+            return self.keep_alive
+        value = await self.engine.get_setting(KEEP_ALIVE_SETTING, DEFAULT_KEEP_ALIVE)
+        try:
+            return max(0.0, float(value))
+        except (TypeError, ValueError):
+            return DEFAULT_KEEP_ALIVE
+
+    async def watch(self) -> None:
+        """Ends the process when idle past the keep-alive, or when its data folder is gone."""
+        home = paths.data_dir()
+        while not self.done.is_set():
+            await asyncio.sleep(0.25)
+            gone = not home.is_dir() or not self.path.exists()
+            if gone or (self.active == 0 and time.monotonic() - self.idle_since >= await self.idle_limit()):
+                self.done.set()
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.active += 1
+        try:
+            raw = await reader.readline()
+            message = json.loads(raw) if raw else {}
+            if message.get("resident") != PROTOCOL:
+                _send(writer, {"type": "error", "refused": True, "message": "another protocol"})
+            elif message.get("cmd") == "status":
+                status = self.engine.current_model
+                _send(writer, {"type": "status", "pid": os.getpid(), "version": __version__,
+                               "model": status.name if status else None, "backend": status.backend if status else None,
+                               "keep_alive": await self.idle_limit(), "answering": self._answering})
+            elif message.get("cmd") == "quit":
+                _send(writer, {"type": "bye", "pid": os.getpid()})
+                self.done.set()
+            elif message.get("cmd") == "ask":
+                if message.get("keep_alive") is not None:
+                    self.keep_alive = float(message["keep_alive"])
+                await self._ask(message, reader, writer)
+            else:
+                _send(writer, {"type": "error", "message": f"unknown command {message.get('cmd')!r}", "status": 2})
+            await writer.drain()
+        except (ConnectionError, json.JSONDecodeError):
+            pass
+        finally:
+            self.active -= 1
+            self.idle_since = time.monotonic()
+            writer.close()
+            with contextlib.suppress(OSError, ConnectionError):
+                await writer.wait_closed()
+
+    async def _ask(self, message: dict, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        from .cli import ask_events
+        from .events import Started, event_to_dict
+
+        args = argparse.Namespace(**{name: message["args"].get(name) for name in _ASK_FIELDS})
+        conversation: list[int] = []
+        stopped = False
+
+        def stop() -> None:
+            nonlocal stopped
+            stopped = True
+            if conversation:
+                self.engine.stop(conversation[0])
+
+        async def listen() -> None:  # approvals and Ctrl+C from the client; its going away stops the answer
+            while True:
+                raw = await reader.readline()
+                if not raw:
+                    stop()
+                    return
+                line = json.loads(raw)
+                if line.get("cmd") == "stop":
+                    stop()
+                elif line.get("cmd") == "approve":
+                    self.engine.approve_tool(str(line["id"]), str(line["decision"]))
+
+        held = False
+
+        async def load(engine, args) -> None:  # the model is counted as in use until the answer ends
+            nonlocal held
+            await self._acquire(engine, args)
+            held = True
+
+        listening = asyncio.create_task(listen())
+        try:
+            await self._fresh_policy()
+            async for event in ask_events(self.engine, args, message["text"], message["title"],
+                                          message.get("response_format"), load=load):
+                if isinstance(event, Started):
+                    conversation.append(event.conversation_id)
+                    if stopped:
+                        self.engine.stop(event.conversation_id)
+                if not writer.is_closing():
+                    _send(writer, event_to_dict(event))
+                    with contextlib.suppress(ConnectionError):
+                        await writer.drain()
+            self._send_notices(writer)
+            _send(writer, {"type": "end"})
+        except WrenError as exc:
+            self._send_notices(writer)
+            _send(writer, {"type": "error", "message": str(exc), "status": 2})
+        except Exception as exc:  # a bug: logged and written up here; the client says so
+            import logging
+
+            from .crashreport import write_crash_report
+
+            logging.getLogger("wren.resident").exception("answering a question failed")
+            report = write_crash_report(exc, program="wren", where="the resident engine")
+            where = f"; a crash report was saved at {report}" if report else ""
+            _send(writer, {"type": "error", "status": 1,
+                           "message": f"an unexpected error in the resident engine: {type(exc).__name__}{where}"})
+        finally:
+            listening.cancel()
+            if held:
+                async with self._models:
+                    self._answering -= 1
+                    self._models.notify_all()
+
+    async def _acquire(self, engine, args) -> None:
+        """The asked-for model, loaded unless it already is (answers on another model finish
+        first), and counted as answering."""
+        from .cli import _load
+
+        name, backend = await self._wanted(args)
+        async with self._models:
+            while True:
+                status = engine.current_model
+                if status is not None and status.name == name and backend in (None, status.backend):
+                    break
+                if self._answering == 0:
+                    await _load(engine, args)
+                    break
+                await self._models.wait()
+            self._answering += 1
+
+    async def _wanted(self, args) -> tuple[str, str | None]:
+        """The model's name and backend an ask means (None: whichever `auto` chose)."""
+        from .api import STARTER_MODEL
+        from .inference.select import resolve_backend
+
+        name = args.model or await self.engine.get_setting("model") or STARTER_MODEL
+        backend = args.backend or await self.engine.get_setting("backend", "auto")
+        return name, None if backend == "auto" else resolve_backend(backend).name
+
+    async def _fresh_policy(self) -> None:
+        """The safety policy as its files are now (another Wren may have changed them)."""
+        stamp = _policy_stamp()
+        if stamp != self._policy_stamp:
+            from .safety import Policy
+
+            self._policy_stamp = stamp
+            loop = asyncio.get_running_loop()
+            self.engine.policy, self.engine.policy_warnings = await loop.run_in_executor(None, Policy.load)
+
+    def _send_notices(self, writer: asyncio.StreamWriter) -> None:
+        notices = self.engine.notices()
+        for notice in notices[self._notices_sent:]:
+            _send(writer, {"type": "notice", "message": notice.message})
+        self._notices_sent = len(notices)
+
+
+def _policy_stamp() -> tuple:
+    folder = paths.data_dir() / "safety"
+    stamp = []
+    for path in sorted(folder.rglob("*")) if folder.is_dir() else ():
+        with contextlib.suppress(OSError):
+            info = path.stat()
+            stamp.append((str(path), info.st_mtime_ns, info.st_size))
+    return tuple(stamp)
+
+
+async def _serve(path: Path) -> int:
+    _private_folder(path.parent)
+    if await _connect(path) is not None:
+        return 0  # another engine listens there already
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()  # left by an engine that did not end cleanly
+    from .api import Engine
+
+    engine = Engine.open()
+    resident = Resident(path, engine)
+    old_umask = os.umask(0o177)  # the socket: its owner's alone
+    try:
+        server = await asyncio.start_unix_server(resident.handle, str(path), limit=_LIMIT)
+    finally:
+        os.umask(old_umask)
+    mine = path.stat().st_ino
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        loop.add_signal_handler(sig, resident.done.set)
+    watching = asyncio.create_task(resident.watch())
+    from .logs import log_event
+
+    log_event("resident.started", pid=os.getpid())
+    try:
+        await resident.done.wait()
+    finally:
+        server.close()
+        watching.cancel()
+        with contextlib.suppress(OSError):
+            if path.stat().st_ino == mine:
+                path.unlink()
+        await engine.close()
+        log_event("resident.stopped", pid=os.getpid())
+    return 0
+
+
+# -- `wren resident [status|stop]` -------------------------------------------------------------
+
+def register(sub) -> None:
+    p = sub.add_parser("resident", help="the engine `wren ask` keeps loaded between questions: status, stop")
+    p.add_argument("action", nargs="?", choices=("status", "stop", "serve"), default="status",
+                   help="status (the default), stop, or serve (what `wren ask` starts; not for typing)")
+    p.add_argument("--json", action="store_true", help="the engine's answer as one JSON object")
+    p.add_argument("--socket", type=Path, help=argparse.SUPPRESS)
+    p.set_defaults(func=_cmd_resident)
+
+
+async def _cmd_resident(args) -> int:
+    if args.action == "serve":
+        if args.socket is None:
+            raise WrenError("`wren resident serve` is started by `wren ask` with --socket PATH")
+        return await _serve(args.socket)
+    if not supported():
+        print("wren: no resident engine on this system: `wren ask` answers in its own process")
+        return 0
+    answer = await request("quit" if args.action == "stop" else "status")
+    if args.json:
+        print(json.dumps(answer or {"type": "none"}))
+    elif answer is None:
+        print("no resident engine is running")
+    elif answer.get("type") == "bye":
+        print(f"stopped the resident engine (pid {answer['pid']})")
+    elif answer.get("type") == "status":
+        model = f"{answer['model']} on {answer['backend']}" if answer.get("model") else "no model loaded yet"
+        print(f"resident engine: pid {answer['pid']}, {model}, answering {answer['answering']}, "
+              f"ends after {answer['keep_alive']:g} s idle")
+    else:
+        print(f"wren: the resident engine answered {answer.get('message', answer)}", file=sys.stderr)
+        return 1
+    return 0
+

@@ -1,0 +1,259 @@
+"""`wren ask` through the resident engine (engine/resident.py): the model stays loaded in
+one background process between runs, and each `wren ask` sends its question over a Unix
+socket. These run the real CLI and the real engine process over the tiny model."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from wren.engine import resident
+
+REPO = Path(__file__).resolve().parents[3]
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not resident.supported(), reason="the resident engine listens on a Unix socket"),
+]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    # WREN_HOME and WREN_TORCH_COMPILE=off come from the conftest's autouse fixture, and
+    # WREN_KEEP_ALIVE=0 too: these tests turn the resident engine on.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    env.pop("XDG_RUNTIME_DIR", None)  # the socket under this test's data folder
+    env.update({"WREN_KEEP_ALIVE": "60", **extra})
+    return env
+
+
+def _wren(*args: str, env: dict | None = None, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess:
+    kwargs.setdefault("stdin", subprocess.DEVNULL)
+    return subprocess.run([sys.executable, "-m", "wren.engine.cli", *args], cwd=REPO, env=env or _env(),
+                          capture_output=True, text=True, timeout=timeout, **kwargs)
+
+
+def _status(env: dict | None = None) -> dict:
+    done = _wren("resident", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _events(stdout: str) -> list[dict]:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def long_tiny_dir(tmp_path_factory) -> Path:
+    """The tiny model with room for answers of thousands of tokens (greedy, it never ends early)."""
+    from tests.fixtures.tiny import make_tiny_model_dir
+
+    return make_tiny_model_dir(tmp_path_factory.mktemp("long") / "tiny", max_position_embeddings=8192)
+
+
+@pytest.fixture
+def tiny_home(wren_home, long_tiny_dir, monkeypatch):
+    """A data folder with the tiny model; its resident engine is stopped after."""
+    from wren.engine.modelhub.registry import ModelRegistry
+
+    ModelRegistry(wren_home / "models").register_folder(long_tiny_dir, name="tiny")
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    yield wren_home
+    _wren("resident", "stop")
+    path = resident.socket_path(wren_home)
+    deadline = time.monotonic() + 30
+    while path.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def _ask(*words: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    return _wren("ask", "--model", "tiny", "--seed", "1", *words, env=env, timeout=timeout)
+
+
+def test_asks_share_one_engine_that_keeps_the_model_loaded(tiny_home):
+    assert _status() == {"type": "none"}
+    first = _ask("--json", "--max-tokens", "4", "hello there")
+    assert first.returncode == 0, first.stderr
+    status = _status()
+    assert status["type"] == "status" and status["model"] == "tiny" and status["keep_alive"] == 60
+    second = _ask("--json", "--max-tokens", "4", "hello there")
+    assert second.returncode == 0, second.stderr
+    assert _status()["pid"] == status["pid"]  # the same process answered
+    for done in (first, second):
+        kinds = [e["type"] for e in _events(done.stdout)]
+        assert kinds[0] == "started" and kinds[-2:] == ["usage", "finished"] and "delta" in kinds
+    # the same seed and question: the same answer, wherever it was computed
+    here = _ask("--json", "--max-tokens", "4", "hello there", env=_env(WREN_KEEP_ALIVE="0"))
+    assert here.returncode == 0, here.stderr
+
+    def text(done):
+        return "".join(e["text"] for e in _events(done.stdout) if e["type"] == "delta")
+
+    assert text(first) == text(second) == text(here)
+    # both are saved in the terminal's group, as an answer in this process is
+    listed = _wren("conversations", "list", "--json")
+    assert sum(json.loads(line)["terminal"] for line in listed.stdout.splitlines()) == 3
+
+
+def test_ten_asks_in_a_row_exit_zero(tiny_home):
+    failures = []
+    for attempt in range(10):
+        done = _ask("--max-tokens", "2", "hi")
+        if done.returncode != 0 or "terminate called" in done.stderr or not done.stdout.strip():
+            failures.append((attempt, done.returncode, done.stderr[-300:]))
+    assert failures == []
+
+
+def test_a_bad_question_is_refused_with_status_2_and_the_engine_stays(tiny_home):
+    assert _ask("--max-tokens", "2", "hi").returncode == 0
+    pid = _status()["pid"]
+    done = _ask("--max-tokens", "2", "   ")
+    assert done.returncode == 2
+    assert "empty" in done.stderr
+    done = _wren("ask", "--model", "no-such-model", "hi")
+    assert done.returncode == 2 and "no-such-model" in done.stderr
+    assert _status()["pid"] == pid
+
+
+def test_keep_alive_zero_answers_here_and_starts_nothing(tiny_home):
+    done = _ask("--keep-alive", "0", "--max-tokens", "2", "hi")
+    assert done.returncode == 0, done.stderr
+    assert _status() == {"type": "none"}
+    assert not resident.socket_path(tiny_home).exists()
+
+
+def test_an_idle_engine_ends_after_its_keep_alive_and_removes_its_socket(tiny_home):
+    assert _ask("--keep-alive", "1", "--max-tokens", "2", "hi").returncode == 0
+    path = resident.socket_path(tiny_home)
+    deadline = time.monotonic() + 30
+    while path.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not path.exists()
+    assert _status() == {"type": "none"}
+
+
+def test_a_stale_socket_is_replaced(tiny_home):
+    path = resident.socket_path(tiny_home)
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    dead = socket.socket(socket.AF_UNIX)
+    dead.bind(str(path))  # bound, never listening: what a killed engine leaves
+    dead.close()
+    done = _ask("--max-tokens", "2", "hi")
+    assert done.returncode == 0, done.stderr
+    assert _status()["type"] == "status"
+
+
+def _answer_stream(*words: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "wren.engine.cli", "ask", "--model", "tiny", "--json",
+                             "--temperature", "0", "--max-tokens", "6000", *words], cwd=REPO, env=_env(),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _until_first_delta(process: subprocess.Popen) -> list[dict]:
+    seen = []
+    for line in process.stdout:
+        seen.append(json.loads(line))
+        if seen[-1]["type"] == "delta":
+            return seen
+    pytest.fail(f"no delta before the stream ended: {seen} {process.stderr.read()}")
+
+
+def _stored_answer(conversation_id: int) -> dict:
+    export = _wren("conversations", "export", str(conversation_id), "--format", "json")
+    assert export.returncode == 0, export.stderr
+    return json.loads(export.stdout)["messages"][-1]
+
+
+def test_ctrl_c_stops_the_answer_keeps_it_and_the_engine(tiny_home):
+    assert _ask("--max-tokens", "2", "hi").returncode == 0  # the engine is up and the model loaded
+    pid = _status()["pid"]
+    process = _answer_stream("tell me a long story")
+    started = _until_first_delta(process)[0]
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert _events(out)[-1] == {"type": "finished", "reason": "cancelled", "message_id": started["assistant_message_id"]}
+    assert _stored_answer(started["conversation_id"])["status"] == "stopped"
+    assert _status()["pid"] == pid
+
+
+def test_a_client_that_goes_away_stops_its_answer(tiny_home):
+    assert _ask("--max-tokens", "2", "hi").returncode == 0
+    pid = _status()["pid"]
+    process = _answer_stream("tell me a long story")
+    started = _until_first_delta(process)[0]
+    process.kill()
+    process.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while _status()["answering"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _status()["answering"] == 0
+    stored = _stored_answer(started["conversation_id"])
+    assert stored["status"] == "stopped", stored
+    assert _ask("--max-tokens", "2", "hi").returncode == 0  # and it answers the next one
+    assert _status()["pid"] == pid
+
+
+def test_two_asks_at_once_are_both_answered(tiny_home):
+    assert _ask("--max-tokens", "2", "hi").returncode == 0
+    procs = [subprocess.Popen([sys.executable, "-m", "wren.engine.cli", "ask", "--model", "tiny", "--json",
+                               "--max-tokens", "6", f"question {i}"], cwd=REPO, env=_env(),
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(2)]
+    results = [p.communicate(timeout=120) for p in procs]
+    for p, (out, err) in zip(procs, results, strict=True):
+        assert p.returncode == 0, err
+        events = _events(out)
+        assert events[0]["type"] == "started" and events[-1]["type"] == "finished"
+        assert events[-1]["reason"] in ("stop", "length")
+    assert len({_events(out)[0]["conversation_id"] for out, _ in results}) == 2
+
+
+def test_a_safety_rule_changed_by_another_process_applies_to_the_next_ask(tiny_home):
+    from wren.engine.safety import user_policy
+
+    assert _ask("--max-tokens", "2", "tell me about pineapples").returncode == 0
+    user_policy.set_blocklist(tiny_home, ["pineapples"], [])  # as `wren safety` or the window would
+    done = _ask("--json", "--max-tokens", "2", "tell me about pineapples")
+    events = _events(done.stdout)
+    assert any(e["type"] == "safetynotice" and e["action"] == "block" for e in events), events
+    assert not any(e["type"] == "delta" for e in events)
+
+
+def test_the_socket_is_private(tiny_home):
+    assert _ask("--max-tokens", "2", "hi").returncode == 0
+    path = resident.socket_path(tiny_home)
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert path.parent.stat().st_mode & 0o777 == 0o700
+
+
+def test_socket_paths_differ_by_data_folder_and_stay_short(tmp_path, monkeypatch):
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    a, b = resident.socket_path(tmp_path / "a"), resident.socket_path(tmp_path / "b")
+    assert a != b and a.parent == (tmp_path / "a").resolve() / "run"
+    deep = tmp_path / ("x" * 120)
+    assert len(os.fsencode(resident.socket_path(deep))) <= 100
+
+
+def test_keep_alive_values(monkeypatch):
+    import argparse
+
+    from wren.engine.errors import WrenError
+
+    monkeypatch.setenv("WREN_KEEP_ALIVE", "12.5")
+    assert resident.keep_alive(argparse.Namespace(keep_alive=None)) == 12.5
+    assert resident.keep_alive(argparse.Namespace(keep_alive=3)) == 3.0  # the flag first
+    monkeypatch.setenv("WREN_KEEP_ALIVE", "soon")
+    with pytest.raises(WrenError, match="WREN_KEEP_ALIVE"):
+        resident.keep_alive(argparse.Namespace(keep_alive=None))
+    with pytest.raises(WrenError, match="0 or more"):
+        resident.keep_alive(argparse.Namespace(keep_alive=-1))
+    monkeypatch.delenv("WREN_KEEP_ALIVE")
+    assert resident.keep_alive(argparse.Namespace(keep_alive=None)) is None
