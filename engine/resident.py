@@ -71,22 +71,50 @@ def keep_alive(args: argparse.Namespace | None = None) -> float | None:
 
 
 def wanted(args: argparse.Namespace) -> bool:
-    """Whether this `wren ask` goes to a resident engine: not with a keep-alive of 0, and
-    only where Unix sockets are."""
+    """Whether this `wren ask` goes to a resident engine: not with a keep-alive of 0, not
+    when it names tools (they run where the question is asked: its folder, its MCP
+    servers), and only where Unix sockets are."""
+    tools = (getattr(args, "tools", None) or "none").strip()
+    choice = (getattr(args, "tool_choice", None) or "auto").strip()
+    if tools not in ("none", "") or choice not in ("auto", "none"):
+        return False
     return supported() and keep_alive(args) != 0
 
 
-def socket_path(home: Path | None = None) -> Path:
-    """Where the resident engine for this install and data folder listens."""
+# The environment that shapes an engine (its kernels, threads, devices, compiling): an
+# engine answers only the askers that would have started the same one.
+_ENV_PREFIXES = ("WREN_",)
+_ENV_NAMES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
+_ENV_IGNORED = (KEEP_ALIVE_ENV,)
+
+
+def _environment_digest() -> str:
+    shaping = sorted((k, v) for k, v in os.environ.items()
+                     if (k.startswith(_ENV_PREFIXES) or k in _ENV_NAMES) and k not in _ENV_IGNORED)
+    return hashlib.sha256(json.dumps(shaping).encode()).hexdigest()[:8]
+
+
+def _socket_folder_and_prefix(home: Path | None) -> tuple[Path, str]:
     home = (home or paths.data_dir()).resolve()
     install = Path(__file__).resolve().parent
-    digest = hashlib.sha256(f"{__version__}\0{install}\0{home}".encode()).hexdigest()[:16]
+    prefix = "engine-" + hashlib.sha256(f"{__version__}\0{install}\0{home}".encode()).hexdigest()[:16]
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     folder = Path(runtime) / "wren" if runtime and Path(runtime).is_dir() else home / "run"
-    path = folder / f"engine-{digest}.sock"
-    if len(os.fsencode(path)) > 100:  # a socket's path has a length limit (108 bytes on Linux)
-        path = Path(f"/tmp/wren-{os.getuid()}") / f"engine-{digest}.sock"
-    return path
+    if len(os.fsencode(folder / f"{prefix}-12345678.sock")) > 100:  # the limit is 108 bytes on Linux
+        folder = Path(f"/tmp/wren-{os.getuid()}")
+    return folder, prefix
+
+
+def socket_path(home: Path | None = None) -> Path:
+    """Where the resident engine for this install, data folder and environment listens."""
+    folder, prefix = _socket_folder_and_prefix(home)
+    return folder / f"{prefix}-{_environment_digest()}.sock"
+
+
+def sockets(home: Path | None = None) -> list[Path]:
+    """The sockets of this install and data folder, whatever environment started them."""
+    folder, prefix = _socket_folder_and_prefix(home)
+    return sorted(folder.glob(f"{prefix}-*.sock")) if folder.is_dir() else []
 
 
 def _private_folder(folder: Path) -> None:
@@ -245,21 +273,28 @@ async def ask(args: argparse.Namespace, text: str, title: str, response_format: 
             await writer.wait_closed()
 
 
-async def request(cmd: str) -> dict | None:
-    """One question to a running resident engine ("status", "quit"); None when none runs."""
-    line = await connect(start=False)
-    if line is None:
-        return None
-    reader, writer = line
-    try:
-        _send(writer, {"resident": PROTOCOL, "cmd": cmd})
-        await writer.drain()
-        raw = await reader.readline()
-        return json.loads(raw) if raw else None
-    finally:
-        writer.close()
-        with contextlib.suppress(OSError, ConnectionError):
-            await writer.wait_closed()
+async def request(cmd: str) -> list[dict]:
+    """One command ("status", "quit") to each running resident engine of this install and
+    data folder; their answers (none running: an empty list)."""
+    answers = []
+    for path in sockets():
+        line = await _connect(path)
+        if line is None:
+            continue
+        reader, writer = line
+        try:
+            _send(writer, {"resident": PROTOCOL, "cmd": cmd})
+            await writer.drain()
+            raw = await reader.readline()
+            if raw:
+                answers.append(json.loads(raw))
+        except (ConnectionError, json.JSONDecodeError):
+            continue
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError, ConnectionError):
+                await writer.wait_closed()
+    return answers
 
 
 # -- the engine process ----------------------------------------------------------------------
@@ -308,6 +343,7 @@ class Resident:
                 status = self.engine.current_model
                 _send(writer, {"type": "status", "pid": os.getpid(), "version": __version__,
                                "model": status.name if status else None, "backend": status.backend if status else None,
+                               "decode_mode": await self.engine.decode_mode() if status else None,
                                "keep_alive": await self.idle_limit(), "answering": self._answering})
             elif message.get("cmd") == "quit":
                 _send(writer, {"type": "bye", "pid": os.getpid()})
@@ -321,6 +357,10 @@ class Resident:
             await writer.drain()
         except (ConnectionError, json.JSONDecodeError):
             pass
+        except Exception:  # a malformed request: logged; the asker sees the line close
+            import logging
+
+            logging.getLogger("wren.resident").exception("a request could not be handled")
         finally:
             self.active -= 1
             self.idle_since = time.monotonic()
@@ -455,6 +495,9 @@ async def _serve(path: Path) -> int:
         return 0  # another engine listens there already
     with contextlib.suppress(FileNotFoundError):
         path.unlink()  # left by an engine that did not end cleanly
+    # Not the folder of whichever `wren ask` started it, which may go away.
+    with contextlib.suppress(OSError):
+        os.chdir(Path.home())
     from .api import Engine
 
     engine = Engine.open()
@@ -504,19 +547,21 @@ async def _cmd_resident(args) -> int:
     if not supported():
         print("wren: no resident engine on this system: `wren ask` answers in its own process")
         return 0
-    answer = await request("quit" if args.action == "stop" else "status")
+    answers = await request("quit" if args.action == "stop" else "status")
     if args.json:
-        print(json.dumps(answer or {"type": "none"}))
-    elif answer is None:
+        for answer in answers:
+            print(json.dumps(answer))
+        return 0
+    if not answers:
         print("no resident engine is running")
-    elif answer.get("type") == "bye":
-        print(f"stopped the resident engine (pid {answer['pid']})")
-    elif answer.get("type") == "status":
-        model = f"{answer['model']} on {answer['backend']}" if answer.get("model") else "no model loaded yet"
-        print(f"resident engine: pid {answer['pid']}, {model}, answering {answer['answering']}, "
-              f"ends after {answer['keep_alive']:g} s idle")
-    else:
-        print(f"wren: the resident engine answered {answer.get('message', answer)}", file=sys.stderr)
-        return 1
+    for answer in answers:
+        if answer.get("type") == "bye":
+            print(f"stopped the resident engine (pid {answer['pid']})")
+        elif answer.get("type") == "status":
+            model = (f"{answer['model']} on {answer['backend']} ({answer['decode_mode']})" if answer.get("model")
+                     else "no model loaded yet")
+            print(f"resident engine: pid {answer['pid']}, {model}, answering {answer['answering']}, "
+                  f"ends after {answer['keep_alive']:g} s idle")
+        else:
+            print(f"wren: a resident engine answered {answer.get('message', answer)}", file=sys.stderr)
     return 0
-

@@ -136,6 +136,16 @@ def test_bundled_wren_answers_from_a_clean_environment(bundle, tmp_path):
     _record(cli_first_answer_seconds=round(time.monotonic() - started, 1))
     assert done.returncode == 0, done.stderr[-4000:]
     assert "Paris" in done.stdout, done.stdout + done.stderr[-2000:]
+    # that ask started the resident engine (engine/resident.py), the bundle's own program
+    # run again; the next ask goes to it
+    started = time.monotonic()
+    again = subprocess.run([str(bundle / "wren"), "ask", "--temperature", "0", "--max-tokens", "32", QUESTION],
+                           env=env, capture_output=True, text=True, timeout=600, check=False)
+    _record(cli_second_answer_seconds=round(time.monotonic() - started, 1))
+    assert again.returncode == 0 and "Paris" in again.stdout, again.stdout + again.stderr[-2000:]
+    stopped = subprocess.run([str(bundle / "wren"), "resident", "stop", "--json"], env=env, capture_output=True,
+                             text=True, timeout=120, check=False)
+    assert json.loads(stopped.stdout)["type"] == "bye", stopped.stdout + stopped.stderr
     # the data went where a clean HOME puts it, and nowhere near the repository
     assert (tmp_path / "home" / ".local" / "share" / "Wren" / "wren.sqlite3").is_file()
 

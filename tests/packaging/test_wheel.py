@@ -5,6 +5,7 @@ from that venv alone, with a clean environment."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -61,6 +62,16 @@ def test_wheel_installs_in_a_fresh_venv_and_answers(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-4000:]
     assert "Paris" in done.stdout, done.stdout + done.stderr[-2000:]
+    # that ask started the resident engine (engine/resident.py); the next one goes to it
+    again = subprocess.run([str(wren), "ask", "--temperature", "0", "--max-tokens", "32", "What is the capital of France?"],
+                           env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert again.returncode == 0 and "Paris" in again.stdout, again.stdout + again.stderr[-2000:]
+    status = subprocess.run([str(wren), "resident", "--json"], env=env, capture_output=True, text=True, timeout=120,
+                            check=False)
+    assert json.loads(status.stdout)["type"] == "status", status.stdout + status.stderr
+    stopped = subprocess.run([str(wren), "resident", "stop", "--json"], env=env, capture_output=True, text=True,
+                             timeout=120, check=False)
+    assert json.loads(stopped.stdout)["type"] == "bye", stopped.stdout + stopped.stderr
     # the venv's own copy answered, not this checkout
     where = ("import importlib, importlib.metadata as m; (ep,) = m.entry_points(group='console_scripts', name='wren'); "
              "print(importlib.import_module(ep.module).__file__)")

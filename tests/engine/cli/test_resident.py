@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -40,10 +41,17 @@ def _wren(*args: str, env: dict | None = None, timeout: float = 120, **kwargs) -
                           capture_output=True, text=True, timeout=timeout, **kwargs)
 
 
-def _status(env: dict | None = None) -> dict:
+def _statuses(env: dict | None = None) -> list[dict]:
     done = _wren("resident", "--json", env=env)
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def _status(env: dict | None = None) -> dict:
+    """The one engine's status ({"type": "none"} when none runs)."""
+    found = _statuses(env)
+    assert len(found) <= 1, found
+    return found[0] if found else {"type": "none"}
 
 
 def _events(stdout: str) -> list[dict]:
@@ -234,10 +242,40 @@ def test_the_socket_is_private(tiny_home):
     assert path.parent.stat().st_mode & 0o777 == 0o700
 
 
-def test_socket_paths_differ_by_data_folder_and_stay_short(tmp_path, monkeypatch):
+def test_engines_started_in_other_environments_are_apart_and_all_stop(tiny_home):
+    assert _ask("--max-tokens", "2", "hi").returncode == 0
+    other = _env(WREN_ISA="scalar")  # other kernels: another engine, not the first one's
+    assert _ask("--max-tokens", "2", "hi", env=other).returncode == 0
+    found = _statuses()
+    assert len(found) == 2 and len({s["pid"] for s in found}) == 2
+    stopped = _wren("resident", "stop", "--json")
+    assert sorted(json.loads(line)["pid"] for line in stopped.stdout.splitlines()) == sorted(s["pid"] for s in found)
+    deadline = time.monotonic() + 30
+    while resident.sockets(tiny_home) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert resident.sockets(tiny_home) == []
+
+
+def test_asks_that_name_tools_answer_in_their_own_process(tiny_home):
+    done = _ask("--tools", "calculator", "--max-tokens", "2", "hi")
+    assert done.returncode == 0, done.stderr
+    assert _status() == {"type": "none"}
+
+
+def test_socket_paths_differ_by_data_folder_and_environment_and_stay_short(tmp_path, monkeypatch):
     monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
     a, b = resident.socket_path(tmp_path / "a"), resident.socket_path(tmp_path / "b")
-    assert a != b and a.parent == (tmp_path / "a").resolve() / "run"
+    assert a != b
+    short = Path(tempfile.mkdtemp(prefix="w", dir="/tmp"))
+    try:
+        assert resident.socket_path(short).parent == short.resolve() / "run"  # in the data folder
+    finally:
+        short.rmdir()
+    monkeypatch.setenv("WREN_ISA", "avx2")
+    with_isa = resident.socket_path(tmp_path / "a")
+    assert with_isa not in (a, b) and with_isa.parent == a.parent
+    monkeypatch.setenv("WREN_KEEP_ALIVE", "5")  # not the engine's shape: the same engine
+    assert resident.socket_path(tmp_path / "a") == with_isa
     deep = tmp_path / ("x" * 120)
     assert len(os.fsencode(resident.socket_path(deep))) <= 100
 
