@@ -83,7 +83,8 @@ std::vector<uint8_t> weight_blocks(int t, int64_t nb, Rng& r, int fill) {
 }
 
 // Activation rows of `cols` floats, by kind: 0 normal, 1 wide-ranging per block, 2 blocks at
-// +-amax (every value +-amax), 3 zero blocks mixed in, 4 ties (amax 127, values k + 0.5).
+// +-amax (every value +-amax), 3 zero blocks mixed in, 4 ties (amax 127, values k + 0.5),
+// 5 the 15-bit rounding's ties (amax 16383, values k + 0.5).
 std::vector<float> activations(int64_t cols, Rng& r, int kind) {
     std::vector<float> x((size_t)cols);
     for (int64_t i = 0; i < cols; ++i) {
@@ -93,7 +94,8 @@ std::vector<float> activations(int64_t cols, Rng& r, int kind) {
             case 1: v *= std::ldexp(1.0, (int)(blk * 7 % 41) - 20); break;
             case 2: v = (r.below(2) ? 1.0 : -1.0) * (blk % 2 ? 3.75 : 0.01); break;
             case 3: if (blk % 3 == 1) v = 0.0; break;
-            case 4: v = (i % 32 == 0) ? 127.0 : (double)(r.below(254) - 127) + 0.5; if (v > 127) v = 126.5; break;
+            case 4: v = (i % 32 == 0) ? 127.0 : (double)(r.below(254) - 127) + 0.5; break;
+            case 5: v = (i % 32 == 0) ? 16383.0 : (double)(r.below(32766) - 16383) + 0.5; break;
             default: break;
         }
         x[(size_t)i] = (float)v;
@@ -205,7 +207,7 @@ void check_table(Checker& c, const std::string& name, const Kernels& s, const Ke
             if (bytes != (wide ? s.wide_bytes[t] : s.act_bytes[t])) continue;
             c.begin(name, wide ? "quant_wide" : "quant", t);
             for (int64_t nb : kNb)
-                for (int xkind = 0; xkind < 5; ++xkind) {
+                for (int xkind = 0; xkind < 6; ++xkind) {
                     const int64_t cols = nb * type_info(t)->block;
                     const std::vector<float> x = activations(cols, r, xkind);
                     std::vector<uint8_t> a((size_t)(nb * bytes), 0xa5), b((size_t)(nb * bytes), 0xa5);

@@ -36,10 +36,11 @@ SYSROOT = "/usr/aarch64-linux-gnu"
 PACKAGES = "g++-aarch64-linux-gnu and qemu-user (tests/system/packages.txt)"
 
 # What each NEON table must have compared: the entries qdot_neon.inc fills.
-DOT_TYPES = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K"]
+DOT_TYPES = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"]
 EXPECTED = (
     {(e, t) for e in ("qdot", "qdot_rows", "qdot_wrows") for t in DOT_TYPES}
-    | {("quant", t) for t in DOT_TYPES + ["Q2_K", "Q3_K"]}
+    | {("quant", t) for t in DOT_TYPES}
+    | {("quant_wide", t) for t in ("Q8_0", "Q6_K")}
     | {("qdot_group", t) for t in ("Q4_0x8", "Q4_1x8", "Q4_Kx8")}
     | {("x16dot_rows", t) for t in ("Q8_0", "Q6_K")}
 )
