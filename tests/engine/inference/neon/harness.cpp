@@ -5,6 +5,7 @@
 //
 //   harness            compare every NEON table this CPU runs ("neon", "neon-dotprod")
 //   harness --sanity   the scalar table's dots against a double-precision product (any CPU)
+//   harness --dispatch the table in use at load (WREN_ISA caps it) and each cap's, no checks
 //
 // Prints one JSON line per (table, entry, type) and a summary line; exits 1 on any mismatch
 // (naming the entry, type and shape) or when nothing was compared.
@@ -362,6 +363,13 @@ int sanity(const Kernels& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    if (argc > 1 && std::strcmp(argv[1], "--dispatch") == 0) {
+        const std::string loaded = kernels().isa;  // the table in use at load: the best, capped by WREN_ISA
+        const std::string neon = select_isa("neon"), dot = select_isa("neon-dotprod"), scalar = select_isa("scalar");
+        std::printf("{\"dispatch\": true, \"loaded\": \"%s\", \"scalar\": \"%s\", \"neon\": \"%s\", \"neon-dotprod\": \"%s\"}\n",
+                    loaded.c_str(), scalar.c_str(), neon.c_str(), dot.c_str());
+        return 0;
+    }
     const char* scalar_name = select_isa("scalar");
     const Kernels scalar = kernels();
     if (scalar_name == nullptr || std::strcmp(scalar.isa, "scalar") != 0) {

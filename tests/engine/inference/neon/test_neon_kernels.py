@@ -12,6 +12,7 @@ double-precision product (the NEON files compile to stubs there).
 from __future__ import annotations
 
 import json
+import os
 import platform
 import shutil
 import subprocess
@@ -62,7 +63,8 @@ def _build(compiler: str, out: Path) -> Path:
 
 
 def _run(cmd: list[str]) -> tuple[list[dict], str]:
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    env = {k: v for k, v in os.environ.items() if k != "WREN_ISA"}  # the CPU's own best table
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     mismatches = [line for line in lines if line.get("mismatch")]
     assert proc.returncode == 0, f"{' '.join(cmd)} exited {proc.returncode}: {mismatches[:5] or proc.stdout[-2000:]}"
@@ -118,6 +120,33 @@ def test_baseline_neon_equals_scalar_on_an_armv8_0_cpu(arm_harness):
     _check(lines, ["neon"], "neon")
 
 
+@pytest.mark.skipif(NATIVE_ARM, reason="the emulated CPUs are for cross-compiled runs")
+@pytest.mark.parametrize(
+    ("cpu", "cap", "loaded", "dot"),
+    [
+        ("max", "", "neon-dotprod", "neon-dotprod"),
+        ("max", "neon", "neon", "neon-dotprod"),
+        ("max", "scalar", "scalar", "neon-dotprod"),
+        ("cortex-a53", "", "neon", "neon"),
+        ("cortex-a53", "neon-dotprod", "neon", "neon"),
+    ],
+)
+def test_dispatch_follows_the_cpu_and_wren_isa(arm_harness, cpu, cap, loaded, dot):
+    """The table in use at load is the CPU's best not above WREN_ISA; a cap the CPU cannot run
+    gives the best below it."""
+    env = {"WREN_ISA": cap} if cap else {}
+    proc = subprocess.run(
+        [QEMU, "-L", SYSROOT, "-cpu", cpu, str(arm_harness), "--dispatch"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=True,
+    )
+    got = json.loads(proc.stdout.splitlines()[-1])
+    assert got == {"dispatch": True, "loaded": loaded, "scalar": "scalar", "neon": "neon", "neon-dotprod": dot}
+
+
 @pytest.mark.skipif(not NATIVE_ARM, reason="runs on an arm64 machine")
 def test_neon_tables_equal_scalar_natively(arm_harness):
     flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
@@ -135,6 +164,7 @@ def test_harness_builds_natively_and_the_scalar_table_is_sane(tmp_path):
     exe = _build("g++", tmp_path)
     lines, _ = _run([str(exe), "--sanity"])
     assert lines[-1]["mode"] == "sanity" and lines[-1]["checks"] == 40 and lines[-1]["mismatches"] == 0
-    proc = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    env = {k: v for k, v in os.environ.items() if k != "WREN_ISA"}
+    proc = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60, env=env)
     summary = json.loads(proc.stdout.splitlines()[-1])
     assert proc.returncode == 1 and summary["tables"] == [] and summary["checks"] == 0  # zero checks is a failure
