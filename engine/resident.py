@@ -11,8 +11,10 @@ process and leaves nothing running). `wren resident` shows it and stops it.
 
 The socket is the user's alone: it sits in a folder only its owner can open (the session's
 runtime folder, else the data folder), and its name is a digest of Wren's version, its
-install and the data folder, so an engine answers only the install and data it was started
-for. Nothing else listens: no port, no key. On Windows `wren ask` answers in its own process.
+install, the data folder and the environment that shapes an engine (WREN_* variables,
+thread counts, visible GPUs), so an engine answers only the askers that would have started
+the same one. Nothing else listens: no port, no key. On Windows `wren ask` answers in its
+own process. The engine's side is engine/resident_engine.py.
 
 The line protocol (JSON, one object a line): the client sends {"resident": 1, "cmd": "ask"
 | "status" | "quit", ...}; during an answer it may send {"cmd": "approve", "id", "decision"}
@@ -34,7 +36,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from . import __version__, paths
 from .errors import WrenError
@@ -297,237 +298,6 @@ async def request(cmd: str) -> list[dict]:
     return answers
 
 
-# -- the engine process ----------------------------------------------------------------------
-
-class Resident:
-    """The engine process: answers `wren ask` lines until it has been idle `keep_alive` seconds."""
-
-    def __init__(self, path: Path, engine: Any) -> None:
-        self.path = path
-        self.engine = engine
-        self.keep_alive: float | None = None  # the last request's, else the setting's
-        self.active = 0
-        self.idle_since = time.monotonic()
-        self.done = asyncio.Event()
-        self._models = asyncio.Condition()  # a model change waits for the answers on the current one
-        self._answering = 0
-        self._notices_sent = 0
-        self._policy_stamp = _policy_stamp()
-
-    async def idle_limit(self) -> float:
-        if self.keep_alive is not None:
-            return self.keep_alive
-        value = await self.engine.get_setting(KEEP_ALIVE_SETTING, DEFAULT_KEEP_ALIVE)
-        try:
-            return max(0.0, float(value))
-        except (TypeError, ValueError):
-            return DEFAULT_KEEP_ALIVE
-
-    async def watch(self) -> None:
-        """Ends the process when idle past the keep-alive, or when its data folder is gone."""
-        home = paths.data_dir()
-        while not self.done.is_set():
-            await asyncio.sleep(0.25)
-            gone = not home.is_dir() or not self.path.exists()
-            if gone or (self.active == 0 and time.monotonic() - self.idle_since >= await self.idle_limit()):
-                self.done.set()
-
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.active += 1
-        try:
-            raw = await reader.readline()
-            message = json.loads(raw) if raw else {}
-            if message.get("resident") != PROTOCOL:
-                _send(writer, {"type": "error", "refused": True, "message": "another protocol"})
-            elif message.get("cmd") == "status":
-                status = self.engine.current_model
-                _send(writer, {"type": "status", "pid": os.getpid(), "version": __version__,
-                               "model": status.name if status else None, "backend": status.backend if status else None,
-                               "decode_mode": await self.engine.decode_mode() if status else None,
-                               "keep_alive": await self.idle_limit(), "answering": self._answering})
-            elif message.get("cmd") == "quit":
-                _send(writer, {"type": "bye", "pid": os.getpid()})
-                self.done.set()
-            elif message.get("cmd") == "ask":
-                if message.get("keep_alive") is not None:
-                    self.keep_alive = float(message["keep_alive"])
-                await self._ask(message, reader, writer)
-            else:
-                _send(writer, {"type": "error", "message": f"unknown command {message.get('cmd')!r}", "status": 2})
-            await writer.drain()
-        except (ConnectionError, json.JSONDecodeError):
-            pass
-        except Exception:  # a malformed request: logged; the asker sees the line close
-            import logging
-
-            logging.getLogger("wren.resident").exception("a request could not be handled")
-        finally:
-            self.active -= 1
-            self.idle_since = time.monotonic()
-            writer.close()
-            with contextlib.suppress(OSError, ConnectionError):
-                await writer.wait_closed()
-
-    async def _ask(self, message: dict, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        from .cli import ask_events
-        from .events import Started, event_to_dict
-
-        args = argparse.Namespace(**{name: message["args"].get(name) for name in _ASK_FIELDS})
-        conversation: list[int] = []
-        stopped = False
-
-        def stop() -> None:
-            nonlocal stopped
-            stopped = True
-            if conversation:
-                self.engine.stop(conversation[0])
-
-        async def listen() -> None:  # approvals and Ctrl+C from the client; its going away stops the answer
-            while True:
-                raw = await reader.readline()
-                if not raw:
-                    stop()
-                    return
-                line = json.loads(raw)
-                if line.get("cmd") == "stop":
-                    stop()
-                elif line.get("cmd") == "approve":
-                    self.engine.approve_tool(str(line["id"]), str(line["decision"]))
-
-        held = False
-
-        async def load(engine, args) -> None:  # the model is counted as in use until the answer ends
-            nonlocal held
-            await self._acquire(engine, args)
-            held = True
-
-        listening = asyncio.create_task(listen())
-        try:
-            await self._fresh_policy()
-            async for event in ask_events(self.engine, args, message["text"], message["title"],
-                                          message.get("response_format"), load=load):
-                if isinstance(event, Started):
-                    conversation.append(event.conversation_id)
-                    if stopped:
-                        self.engine.stop(event.conversation_id)
-                if not writer.is_closing():
-                    _send(writer, event_to_dict(event))
-                    with contextlib.suppress(ConnectionError):
-                        await writer.drain()
-            self._send_notices(writer)
-            _send(writer, {"type": "end"})
-        except WrenError as exc:
-            self._send_notices(writer)
-            _send(writer, {"type": "error", "message": str(exc), "status": 2})
-        except Exception as exc:  # a bug: logged and written up here; the client says so
-            import logging
-
-            from .crashreport import write_crash_report
-
-            logging.getLogger("wren.resident").exception("answering a question failed")
-            report = write_crash_report(exc, program="wren", where="the resident engine")
-            where = f"; a crash report was saved at {report}" if report else ""
-            _send(writer, {"type": "error", "status": 1,
-                           "message": f"an unexpected error in the resident engine: {type(exc).__name__}{where}"})
-        finally:
-            listening.cancel()
-            if held:
-                async with self._models:
-                    self._answering -= 1
-                    self._models.notify_all()
-
-    async def _acquire(self, engine, args) -> None:
-        """The asked-for model, loaded unless it already is (answers on another model finish
-        first), and counted as answering."""
-        from .cli import _load
-
-        name, backend = await self._wanted(args)
-        async with self._models:
-            while True:
-                status = engine.current_model
-                if status is not None and status.name == name and backend in (None, status.backend):
-                    break
-                if self._answering == 0:
-                    await _load(engine, args)
-                    break
-                await self._models.wait()
-            self._answering += 1
-
-    async def _wanted(self, args) -> tuple[str, str | None]:
-        """The model's name and backend an ask means (None: whichever `auto` chose)."""
-        from .api import STARTER_MODEL
-        from .inference.select import resolve_backend
-
-        name = args.model or await self.engine.get_setting("model") or STARTER_MODEL
-        backend = args.backend or await self.engine.get_setting("backend", "auto")
-        return name, None if backend == "auto" else resolve_backend(backend).name
-
-    async def _fresh_policy(self) -> None:
-        """The safety policy as its files are now (another Wren may have changed them)."""
-        stamp = _policy_stamp()
-        if stamp != self._policy_stamp:
-            from .safety import Policy
-
-            self._policy_stamp = stamp
-            loop = asyncio.get_running_loop()
-            self.engine.policy, self.engine.policy_warnings = await loop.run_in_executor(None, Policy.load)
-
-    def _send_notices(self, writer: asyncio.StreamWriter) -> None:
-        notices = self.engine.notices()
-        for notice in notices[self._notices_sent:]:
-            _send(writer, {"type": "notice", "message": notice.message})
-        self._notices_sent = len(notices)
-
-
-def _policy_stamp() -> tuple:
-    folder = paths.data_dir() / "safety"
-    stamp = []
-    for path in sorted(folder.rglob("*")) if folder.is_dir() else ():
-        with contextlib.suppress(OSError):
-            info = path.stat()
-            stamp.append((str(path), info.st_mtime_ns, info.st_size))
-    return tuple(stamp)
-
-
-async def _serve(path: Path) -> int:
-    _private_folder(path.parent)
-    if await _connect(path) is not None:
-        return 0  # another engine listens there already
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()  # left by an engine that did not end cleanly
-    # Not the folder of whichever `wren ask` started it, which may go away.
-    with contextlib.suppress(OSError):
-        os.chdir(Path.home())
-    from .api import Engine
-
-    engine = Engine.open()
-    resident = Resident(path, engine)
-    old_umask = os.umask(0o177)  # the socket: its owner's alone
-    try:
-        server = await asyncio.start_unix_server(resident.handle, str(path), limit=_LIMIT)
-    finally:
-        os.umask(old_umask)
-    mine = path.stat().st_ino
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        loop.add_signal_handler(sig, resident.done.set)
-    watching = asyncio.create_task(resident.watch())
-    from .logs import log_event
-
-    log_event("resident.started", pid=os.getpid())
-    try:
-        await resident.done.wait()
-    finally:
-        server.close()
-        watching.cancel()
-        with contextlib.suppress(OSError):
-            if path.stat().st_ino == mine:
-                path.unlink()
-        await engine.close()
-        log_event("resident.stopped", pid=os.getpid())
-    return 0
-
-
 # -- `wren resident [status|stop]` -------------------------------------------------------------
 
 def register(sub) -> None:
@@ -543,7 +313,9 @@ async def _cmd_resident(args) -> int:
     if args.action == "serve":
         if args.socket is None:
             raise WrenError("`wren resident serve` is started by `wren ask` with --socket PATH")
-        return await _serve(args.socket)
+        from .resident_engine import serve
+
+        return await serve(args.socket)
     if not supported():
         print("wren: no resident engine on this system: `wren ask` answers in its own process")
         return 0
