@@ -16,22 +16,18 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
-import math
-import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.datastructures import MutableHeaders
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ..context import ContextOverflow
-from ..errors import InvalidRequest, ModelNotFound, NotFound, WrenError
+from ..errors import InvalidRequest, WrenError
 from ..events import (
     Delta,
     Failed,
@@ -42,17 +38,16 @@ from ..events import (
     SafetyNotice,
     Started,
     TitleUpdate,
-    TokenLogprob,
     ToolCall,
     Usage,
     event_to_dict,
 )
 from ..inference.sampling import SamplingParams
 from ..logs import log_event
-from .keys import same_key
-from .logprobs import LogprobsError, chat_logprobs, completion_logprobs, requested
-from .serving import ModelBusy, PromptTooLong
+from .gate import ApiError, Busy, Gate, Limiter, error_for
+from .logprobs import requested
 from .streams import AnswerLog, AnswerLogs
+from .wire import OpenAIAnswer, check_unsupported, is_id, question_text, sampling_from, send_options, sse, stream_flags
 
 DEFAULT_PORT = 8765
 DEFAULT_MAX_QUEUE = 16
@@ -74,112 +69,6 @@ class ServerOptions:
     def __post_init__(self) -> None:
         if not isinstance(self.max_queue, int) or self.max_queue < 1:
             raise InvalidRequest(f"the request queue limit must be at least 1, got {self.max_queue!r}")
-
-
-class Busy(Exception):
-    """Over the request queue limit."""
-
-    def __init__(self, retry_after: int):
-        self.retry_after = retry_after
-
-
-class Limiter:
-    """Answers admitted (running or waiting for the model), at most `limit` at once. The
-    Retry-After it suggests is a recent answer's typical length, 1 to 60 seconds."""
-
-    def __init__(self, limit: int):
-        self.limit = limit
-        self.admitted = 0
-        self._typical = 1.0
-
-    def acquire(self) -> float:
-        if self.admitted >= self.limit:
-            raise Busy(max(1, min(60, math.ceil(self._typical))))
-        self.admitted += 1
-        return time.monotonic()
-
-    def release(self, since: float) -> None:
-        self.admitted -= 1
-        self._typical = 0.8 * self._typical + 0.2 * (time.monotonic() - since)
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, message: str, *, kind: str = "invalid_request_error", code: str | None = None,
-                 param: str | None = None, headers: dict | None = None, extra: dict | None = None):
-        super().__init__(message)
-        self.status, self.message, self.kind, self.code, self.param = status, message, kind, code, param
-        self.headers = headers or {}
-        self.extra = extra or {}
-
-    def response(self) -> JSONResponse:
-        body = {"message": self.message, "type": self.kind, "param": self.param, "code": self.code, **self.extra}
-        return JSONResponse({"error": body}, status_code=self.status, headers=self.headers)
-
-
-def _error_for(exc: BaseException) -> ApiError:
-    if isinstance(exc, ApiError):
-        return exc
-    if isinstance(exc, Busy):
-        return ApiError(429, "too many requests are running or waiting; try again after Retry-After seconds",
-                        kind="rate_limit_exceeded", code="queue_full", headers={"Retry-After": str(exc.retry_after)})
-    if isinstance(exc, (ContextOverflow, PromptTooLong)):
-        return ApiError(400, str(exc), code="context_length_exceeded")
-    if isinstance(exc, ModelNotFound):
-        return ApiError(404, str(exc), code="model_not_found", param="model")
-    if isinstance(exc, NotFound):
-        return ApiError(404, str(exc), code="not_found")
-    if isinstance(exc, InvalidRequest):
-        return ApiError(400, str(exc), param=getattr(exc, "param", None))
-    if isinstance(exc, ModelBusy):
-        return ApiError(409, str(exc), code="model_busy", param="model")
-    if isinstance(exc, WrenError):
-        return ApiError(500, str(exc), kind="server_error")
-    return ApiError(500, "the server failed; the log has the details under this request's id", kind="server_error")
-
-
-# -- the gate: request ids, auth, one log line per request ---------------------------------
-
-
-class Gate:
-    """Pure ASGI middleware (streams pass through untouched)."""
-
-    def __init__(self, app, key: str):
-        self.app = app
-        self.key = key
-
-    async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        request_id = "req_" + secrets.token_hex(12)
-        scope.setdefault("state", {})["request_id"] = request_id
-        started = time.perf_counter()
-        status = 0
-
-        async def send_with_id(message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-                MutableHeaders(scope=message).append("X-Request-Id", request_id)
-            await send(message)
-
-        try:
-            if self._authorized(scope):
-                await self.app(scope, receive, send_with_id)
-            else:
-                error = ApiError(401, "missing or wrong API key: send `Authorization: Bearer KEY` "
-                                      "(`wren serve --show-key` prints the key)", code="invalid_api_key",
-                                 headers={"WWW-Authenticate": 'Bearer realm="wren"'})
-                await error.response()(scope, receive, send_with_id)
-        finally:
-            log_event("server.request", request_id=request_id, method=scope["method"], path=scope["path"],
-                      status=status, duration_ms=round((time.perf_counter() - started) * 1000, 2))
-
-    def _authorized(self, scope) -> bool:
-        header = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
-        scheme, _, given = header.decode("latin-1").partition(" ")
-        # the comparison runs whatever was sent, so its time says nothing about the key
-        return same_key(given.strip(), self.key) and scheme.lower() == "bearer"
 
 
 # -- helpers ----------------------------------------------------------------------------
@@ -214,114 +103,6 @@ async def _until_disconnect(request: Request, work: Awaitable) -> Any:
         await asyncio.gather(task, return_exceptions=True)  # its cleanup runs (the sequence stops)
         raise ApiError(499, "the client closed the connection", code="client_closed")
     return task.result()
-
-
-def _sse(payload) -> bytes:
-    return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n".encode()
-
-
-def _openai_usage(usage: Usage | None) -> dict:
-    prompt = usage.prompt_tokens if usage else 0
-    completion = usage.completion_tokens if usage else 0
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-            "prompt_tokens_details": {"cached_tokens": usage.cached_tokens if usage else 0}}
-
-
-_FINISH = {FinishReason.STOP: "stop", FinishReason.LENGTH: "length", FinishReason.BLOCKED: "content_filter",
-           FinishReason.CANCELLED: "stop", FinishReason.ERROR: "stop"}
-
-
-def _engine_supports(option: str) -> bool:
-    from ..api import SendOptions
-
-    return option in {f.name for f in fields(SendOptions)}
-
-
-# OpenAI request fields with a meaning Wren does not have (yet): refused, never ignored.
-_REFUSED = {
-    "functions": "functions (the old form of tools) are not supported",
-    "function_call": "function_call (the old form of tool_choice) is not supported",
-    "audio": "audio output is not supported",
-    "prediction": "predicted outputs are not supported",
-}
-
-
-def _check_unsupported(body: dict, *, chat: bool) -> None:
-    for name, why in _REFUSED.items():
-        if body.get(name) not in (None, [], {}):
-            raise ApiError(400, why, param=name, code="unsupported_parameter")
-    if body.get("n", 1) != 1:
-        raise ApiError(400, "n other than 1 is not supported: Wren writes one answer per request", param="n", code="unsupported_parameter")
-    for name in ("presence_penalty", "frequency_penalty"):
-        if body.get(name) not in (None, 0, 0.0):
-            raise ApiError(400, f"{name} is not supported; use repetition_penalty (1 is off) or dry_multiplier",
-                           param=name, code="unsupported_parameter")
-    try:
-        requested(body, chat=chat)
-    except LogprobsError as exc:
-        raise ApiError(400, str(exc), param=exc.param) from None
-    if body.get("logit_bias") not in (None, {}):
-        raise ApiError(400, "logit_bias is not supported", param="logit_bias", code="unsupported_parameter")
-    if body.get("best_of", 1) != 1 or body.get("echo") or body.get("suffix"):
-        raise ApiError(400, "best_of, echo and suffix are not supported", code="unsupported_parameter")
-    modalities = body.get("modalities")
-    if modalities not in (None, ["text"]):
-        raise ApiError(400, "only text output is supported (modalities: [\"text\"])", param="modalities",
-                       code="unsupported_parameter")
-    if not chat and (body.get("tools") not in (None, []) or body.get("tool_choice") not in (None, "none", "auto")):
-        raise ApiError(400, "tools are not supported by /v1/completions; use /v1/chat/completions", param="tools",
-                       code="unsupported_parameter")
-    if body.get("parallel_tool_calls") not in (None, True, False):
-        raise ApiError(400, "parallel_tool_calls must be true or false", param="parallel_tool_calls")
-    fmt = body.get("response_format")
-    if fmt is not None and not _engine_supports("response_format"):
-        kind = fmt.get("type") if isinstance(fmt, dict) else None
-        if kind != "text":
-            raise ApiError(400, f"response_format {kind or fmt!r} is not supported yet; only {{\"type\": \"text\"}} "
-                                "(this engine has no constrained decoding)",
-                           param="response_format", code="unsupported_parameter")
-    if fmt is not None and not chat:
-        kind = fmt.get("type") if isinstance(fmt, dict) else None
-        if kind != "text":
-            raise ApiError(400, "response_format is not supported by /v1/completions; use /v1/chat/completions",
-                           param="response_format", code="unsupported_parameter")
-    if not chat and body.get("stream_options") and not body.get("stream"):
-        raise ApiError(400, "stream_options needs stream: true", param="stream_options")
-
-
-def _sampling(body: dict, base: SamplingParams) -> SamplingParams:
-    changes: dict[str, Any] = {}
-    for name in ("temperature", "top_p", "seed", "top_k", "min_p", "repetition_penalty", "dry_multiplier"):
-        if body.get(name) is not None:
-            changes[name] = body[name]
-    limit = body.get("max_completion_tokens", body.get("max_tokens"))
-    if limit is not None:
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ApiError(400, f"max_tokens must be a whole number of at least 1, got {limit!r}", param="max_tokens")
-        changes["max_tokens"] = limit
-    stop = body.get("stop")
-    if stop is not None:
-        stop = [stop] if isinstance(stop, str) else stop
-        if not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stop) or len(stop) > 16:
-            raise ApiError(400, "stop must be a string or a list of at most 16 non-empty strings", param="stop")
-        changes["stop"] = tuple(stop)
-    try:
-        return base.with_(**changes)
-    except InvalidRequest as exc:
-        raise ApiError(400, str(exc)) from None
-
-
-def _stream_flags(body: dict) -> tuple[bool, bool]:
-    stream = body.get("stream", False)
-    if not isinstance(stream, bool):
-        raise ApiError(400, "stream must be true or false", param="stream")
-    options = body.get("stream_options") or {}
-    if not isinstance(options, dict):
-        raise ApiError(400, "stream_options must be an object", param="stream_options")
-    include = options.get("include_usage", False)
-    if not isinstance(include, bool):
-        raise ApiError(400, "stream_options.include_usage must be true or false", param="stream_options")
-    return stream, include
 
 
 # -- the app ----------------------------------------------------------------------------
@@ -375,7 +156,7 @@ class WrenApp:
         return cached[1]
 
     async def _on_error(self, request: Request, exc: Exception) -> Response:
-        error = _error_for(exc)
+        error = error_for(exc)
         if error.status >= 500:
             log_event("server.error", request_id=request.state.request_id, error=exc, level=40)
         return error.response()
@@ -411,12 +192,12 @@ class WrenApp:
 
     async def chat_completions(self, request: Request) -> Response:
         body = await _body(request)
-        _check_unsupported(body, chat=True)
+        check_unsupported(body, chat=True)
         return await self._openai(request, body, chat=True)
 
     async def completions(self, request: Request) -> Response:
         body = await _body(request)
-        _check_unsupported(body, chat=False)
+        check_unsupported(body, chat=False)
         prompt = body.get("prompt")
         if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
             prompt = prompt[0]
@@ -432,11 +213,11 @@ class WrenApp:
         model = body.get("model")
         if model is not None and not isinstance(model, str):
             raise ApiError(400, "model must be a string", param="model")
-        stream, include_usage = _stream_flags(body)
+        stream, include_usage = stream_flags(body)
         since = self.limiter.acquire()
         try:
             status = await _until_disconnect(request, self.engine.serving_model(model or None))
-            params = _sampling(body, await self._defaults(status.name))
+            params = sampling_from(body, await self._defaults(status.name))
             top = requested(body, chat=chat)
             if top is not None:  # each token's probability and its `top` likeliest alternatives
                 params = params.with_(logprobs=top)
@@ -458,14 +239,14 @@ class WrenApp:
         request_id = request.state.request_id
         ident = ("chatcmpl-" if chat else "cmpl-") + request_id.removeprefix("req_")
         created = int(time.time())
-        out = _OpenAIAnswer(ident, created, status.name, chat, logprobs=top is not None)
+        out = OpenAIAnswer(ident, created, status.name, chat, logprobs=top is not None)
 
         async def replay() -> AsyncIterator:
             yield first
             async for event in events:
                 yield event
 
-        async def finish(answer: _OpenAIAnswer) -> None:
+        async def finish(answer: OpenAIAnswer) -> None:
             self.limiter.release(since)
             log_event("server.completion", request_id=request_id, model=status.name, stream=stream,
                       reason=answer.reason.value if answer.reason else None,
@@ -476,29 +257,29 @@ class WrenApp:
             async def chunks() -> AsyncIterator[bytes]:
                 try:
                     if chat:
-                        yield _sse(out.chunk({"role": "assistant", "content": ""}, include_usage=include_usage))
+                        yield sse(out.chunk({"role": "assistant", "content": ""}, include_usage=include_usage))
                     async for event in replay():
                         if isinstance(event, Delta):
-                            yield _sse(out.chunk({"content": event.text} if chat else event.text,
+                            yield sse(out.chunk({"content": event.text} if chat else event.text,
                                                  include_usage=include_usage, logprobs=out.delta_logprobs(event)))
                         elif isinstance(event, ToolCall):
                             # OpenAI's shape: the call's index, id and name first, then its arguments
                             index = len(out.calls)
                             out.take(event)
-                            yield _sse(out.chunk({"tool_calls": [{
+                            yield sse(out.chunk({"tool_calls": [{
                                 "index": index, "id": event.id, "type": "function",
                                 "function": {"name": event.name, "arguments": ""}}]}, include_usage=include_usage))
-                            yield _sse(out.chunk({"tool_calls": [{
+                            yield sse(out.chunk({"tool_calls": [{
                                 "index": index, "function": {"arguments": out.calls[index]["function"]["arguments"]}}]},
                                 include_usage=include_usage))
                         else:
                             out.take(event)
                     if out.error is not None:
-                        yield _sse({"error": {"message": out.error, "type": "server_error", "code": out.error_code}})
+                        yield sse({"error": {"message": out.error, "type": "server_error", "code": out.error_code}})
                     else:
-                        yield _sse(out.chunk({} if chat else "", finish=out.finish_reason, include_usage=include_usage))
+                        yield sse(out.chunk({} if chat else "", finish=out.finish_reason, include_usage=include_usage))
                         if include_usage:
-                            yield _sse(out.usage_chunk())
+                            yield sse(out.usage_chunk())
                     yield b"data: [DONE]\n\n"
                 finally:
                     await events.aclose()  # a client that left: its sequence is cancelled here
@@ -534,14 +315,14 @@ class WrenApp:
             if given:
                 raise ApiError(400, f"action continue takes only message_id (the answer to go on with); "
                                     f"{', '.join(given)} cannot be given", param=given[0])
-        text = _question(body) if action not in ("variant", "continue") else None
-        options = _send_options(body)
+        text = question_text(body) if action not in ("variant", "continue") else None
+        options = send_options(body)
         conv_id = body.get("conversation_id")
         message_id = body.get("message_id")
-        if action != "next" and not _is_id(message_id):
+        if action != "next" and not is_id(message_id):
             raise ApiError(400, f"action {action} needs message_id (the message to answer again, edit or continue)",
                            param="message_id")
-        if conv_id is not None and not _is_id(conv_id):
+        if conv_id is not None and not is_id(conv_id):
             raise ApiError(400, "conversation_id must be a whole number", param="conversation_id")
         temporary = body.get("temporary", False)
         if not isinstance(temporary, bool):
@@ -727,7 +508,7 @@ class WrenApp:
     async def prepare(self, request: Request) -> Response:
         body = await _body(request)
         conv_id = body.get("conversation_id")
-        if not _is_id(conv_id):
+        if not is_id(conv_id):
             raise ApiError(400, "conversation_id is needed: a draft is warmed as the next message of a conversation",
                            param="conversation_id")
         draft = body.get("content", body.get("draft"))
@@ -735,7 +516,7 @@ class WrenApp:
             raise ApiError(400, "content must be the draft's text", param="content")
         wait = body.get("wait", False)
         await self.engine.get_conversation(conv_id)
-        tokens = await self.engine.prepare(conv_id, draft, _send_options(body))
+        tokens = await self.engine.prepare(conv_id, draft, send_options(body))
         out: dict[str, Any] = {"conversation_id": conv_id, "prompt_tokens": tokens}
         if wait is True and tokens is not None:
             out["cached_tokens"] = await self.engine.prepared()
@@ -750,158 +531,6 @@ class WrenApp:
             raise ApiError(400, "decision must be once, always or deny", param="decision")
         self.engine.approve_tool(request.path_params["call_id"], decision)
         return JSONResponse({"id": request.path_params["call_id"], "decision": decision})
-
-
-class _OpenAIAnswer:
-    """What one OpenAI-style answer has gathered, and its chunks' shapes."""
-
-    def __init__(self, ident: str, created: int, model: str, chat: bool, *, logprobs: bool = False):
-        self.ident, self.created, self.model, self.chat = ident, created, model, chat
-        self.logprobs = logprobs  # asked for: the choices carry each token's probabilities
-        self.entries: list[TokenLogprob] = []
-        self.unrated = False  # a delta came without them (a remote model): the choice says null
-        self.offset = 0  # characters streamed so far (a completion's text_offset)
-        self.parts: list[str] = []
-        self.usage: Usage | None = None
-        self.reason: FinishReason | None = None
-        self.error: str | None = None
-        self.error_code: str | None = None
-        self.calls: list[dict] = []  # the client's functions the model called
-
-    def take(self, event) -> None:
-        if isinstance(event, Delta):
-            self.parts.append(event.text)
-            if event.logprobs is None:
-                self.unrated = True
-            else:
-                self.entries.extend(event.logprobs)
-        elif isinstance(event, ToolCall):
-            self.calls.append({"id": event.id, "type": "function", "function": {
-                "name": event.name, "arguments": json.dumps(event.arguments, ensure_ascii=False)}})
-        elif isinstance(event, Usage):
-            self.usage = event
-        elif isinstance(event, Failed):
-            self.error = event.error
-            self.error_code = event.kind.value
-        elif isinstance(event, Finished):
-            self.reason = event.reason
-            if event.reason is FinishReason.ERROR and self.error is None:
-                self.error, self.error_code = "the answer failed", FailureKind.INTERNAL.value
-
-    @property
-    def finish_reason(self) -> str:
-        if self.calls and self.reason is FinishReason.STOP:
-            return "tool_calls"
-        return _FINISH[self.reason or FinishReason.CANCELLED]
-
-    def _head(self) -> dict:
-        return {"id": self.ident, "object": "chat.completion.chunk" if self.chat else "text_completion",
-                "created": self.created, "model": self.model, "system_fingerprint": None}
-
-    def delta_logprobs(self, event: Delta) -> dict | None:
-        """A streamed delta's own tokens in the endpoint's logprobs shape (None: not asked
-        for, or the model gave none)."""
-        start = self.offset
-        self.offset += len(event.text)
-        if not self.logprobs or event.logprobs is None:
-            return None
-        return chat_logprobs(event.logprobs) if self.chat else completion_logprobs(event.logprobs, start)
-
-    def chunk(self, delta, *, finish: str | None = None, include_usage: bool = False,
-              logprobs: dict | None = None) -> dict:
-        choice = ({"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish} if self.chat
-                  else {"index": 0, "text": delta, "logprobs": logprobs, "finish_reason": finish})
-        out = {**self._head(), "choices": [choice]}
-        if include_usage:
-            out["usage"] = None
-        return out
-
-    def usage_chunk(self) -> dict:
-        return {**self._head(), "choices": [], "usage": _openai_usage(self.usage)}
-
-    def whole(self) -> dict:
-        text = "".join(self.parts)
-        message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
-        if self.calls:
-            message["content"] = text or None
-            message["tool_calls"] = self.calls
-        rated = None
-        if self.logprobs and not self.unrated:
-            rated = chat_logprobs(self.entries) if self.chat else completion_logprobs(self.entries)
-        choice = ({"index": 0, "message": message,
-                   "logprobs": rated, "finish_reason": self.finish_reason} if self.chat
-                  else {"index": 0, "text": text, "logprobs": rated, "finish_reason": self.finish_reason})
-        return {"id": self.ident, "object": "chat.completion" if self.chat else "text_completion",
-                "created": self.created, "model": self.model, "system_fingerprint": None,
-                "choices": [choice], "usage": _openai_usage(self.usage)}
-
-
-def _is_id(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
-
-
-def _question(body: dict) -> str:
-    """The new message's text: `content` (a string), or the seed's shape,
-    messages[-1].content.parts (text parts joined)."""
-    if "content" in body:
-        text = body["content"]
-        if not isinstance(text, str):
-            raise ApiError(400, "content must be the message's text", param="content")
-        return text
-    messages = body.get("messages")
-    if isinstance(messages, list) and messages and isinstance(messages[-1], dict):
-        content = messages[-1].get("content")
-        parts = content.get("parts") if isinstance(content, dict) else None
-        if isinstance(parts, list) and parts and all(isinstance(p, str) for p in parts):
-            role = (messages[-1].get("author") or {}).get("role", "user")
-            if role != "user":
-                raise ApiError(400, f"the new message must be the user's, got author.role {role!r}", param="messages")
-            return "".join(parts)
-    raise ApiError(400, "the message is missing: send \"content\": \"…\" or "
-                        "\"messages\": [{\"author\": {\"role\": \"user\"}, \"content\": {\"content_type\": \"text\", "
-                        "\"parts\": [\"…\"]}}]", param="content")
-
-
-def _send_options(body: dict):
-    from ..api import SendOptions
-
-    changes: dict[str, Any] = {}
-    sampling = body.get("sampling")
-    if sampling is not None:
-        if not isinstance(sampling, dict):
-            raise ApiError(400, "sampling must be an object of sampling settings", param="sampling")
-        try:
-            changes["sampling"] = SamplingParams.from_dict(sampling)
-        except (InvalidRequest, TypeError) as exc:
-            raise ApiError(400, str(exc), param="sampling") from None
-    system = body.get("system_prompt")
-    if system is not None:
-        if not isinstance(system, str):
-            raise ApiError(400, "system_prompt must be a string", param="system_prompt")
-        changes["system_prompt"] = system
-    for name in ("tools", "tool_choice"):
-        if body.get(name) is None:
-            continue
-        if not _engine_supports(name):
-            raise ApiError(400, f"{name} is not supported yet: this engine has no tool calling",
-                           param=name, code="unsupported_parameter")
-        value = body[name]
-        if name == "tools":
-            if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
-                raise ApiError(400, "tools must be a list of Wren tool names (see the tools settings)", param="tools")
-            value = tuple(value)
-        elif not isinstance(value, str):
-            raise ApiError(400, "tool_choice must be \"auto\", \"none\" or a tool's name", param="tool_choice")
-        changes[name] = value
-    if body.get("response_format") is not None:
-        if not _engine_supports("response_format"):
-            raise ApiError(400, "response_format is not supported yet: this engine has no constrained decoding",
-                           param="response_format", code="unsupported_parameter")
-        changes["response_format"] = body["response_format"]
-    try:
-        return SendOptions(**changes)
-    except InvalidRequest as exc:  # a schema that cannot be enforced, a bad tool choice
-        raise ApiError(400, str(exc)) from None
 
 
 # -- running it -------------------------------------------------------------------------

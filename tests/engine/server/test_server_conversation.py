@@ -222,9 +222,9 @@ def test_conversation_errors_are_http_errors_before_the_stream(serving):
     assert unknown.status_code == 404
     assert too_long.status_code == 400 and too_long.json()["error"]["code"] == "context_length_exceeded"
     assert action.status_code == 400 and "dance" in action.json()["error"]["message"]
-    from wren.engine.server.app import _engine_supports
+    from wren.engine.server.wire import engine_supports
 
-    if _engine_supports("tools"):
+    if engine_supports("tools"):
         assert tools.status_code == 400 and "web_search" in tools.json()["error"]["message"], tools.text
     else:
         assert tools.status_code == 400 and "not supported yet" in tools.json()["error"]["message"]
