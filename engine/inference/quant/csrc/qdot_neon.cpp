@@ -31,7 +31,15 @@
 #undef WREN_NEON_DOT
 
 // GCC 12's arm_neon.h declares vdotq_s32 under "arch=armv8.2-a+dotprod" and will not inline
-// it into a function marked only "+dotprod"; Clang spells the feature "dotprod".
+// it into a function marked only "+dotprod"; Clang spells the feature "dotprod". Clang
+// before 16 declares the dot-product intrinsics only when the whole file is compiled for
+// them (__ARM_FEATURE_DOTPROD: Apple's default CPUs have it), so without that the kernels
+// write the instruction itself (sdot, in functions marked for it).
+#if defined(__clang__) && !defined(__ARM_FEATURE_DOTPROD)
+#define WREN_NEON_SDOT_ASM 1
+#else
+#define WREN_NEON_SDOT_ASM 0
+#endif
 #if defined(__clang__)
 #define TGT __attribute__((target("dotprod")))
 #else
