@@ -277,7 +277,7 @@ def test_pull_a_catalog_model_from_a_fake_hub_cancel_and_resume(make_engine, mon
 
     from gguf import GGMLQuantizationType
 
-    import wren.engine.api
+    import wren.engine.model_library
     from tests.engine.modelhub.conftest import TinySpec, hf_weights, write_gguf
     from wren.engine.errors import WrenError
 
@@ -291,7 +291,7 @@ def test_pull_a_catalog_model_from_a_fake_hub_cancel_and_resume(make_engine, mon
     data = write_gguf(tmp_path / "tiny.gguf", spec, hf_weights(spec), GGMLQuantizationType.Q8_0).read_bytes()
     entry = replace(load_catalog()[0], id="tiny-chat", repo="acme/tiny-GGUF", file="tiny-chat.Q8_0.gguf",
                     size_bytes=len(data))
-    monkeypatch.setattr(wren.engine.api, "load_catalog", lambda: [entry])
+    monkeypatch.setattr(wren.engine.model_library, "load_catalog", lambda: [entry])
     monkeypatch.setattr(hub_pull, "HEADER_PROBE_BYTES", 4096)
     cancel = threading.Event()
     seen: list[int] = []
