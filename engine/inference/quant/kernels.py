@@ -98,9 +98,14 @@ def available() -> bool:
     return _C is not None
 
 
+# Every kernel table, narrowest first: x86 (AVX2, AVX-512 VNNI), arm64 (NEON, NEON with the
+# dot-product extension) and the portable one. A CPU runs "scalar" and those of its own.
+ISAS = ("scalar", "avx2", "avx512-vnni", "neon", "neon-dotprod")
+
+
 def isa() -> str:
-    """The instruction set the kernels picked for this CPU: "avx512-vnni", "avx2", "neon"
-    or "scalar"; "none" without the kernels."""
+    """The instruction set the kernels picked for this CPU (one of ISAS); "none" without the
+    kernels."""
     return torch.ops.wren.isa() if _C is not None else "none"
 
 
@@ -202,8 +207,8 @@ def read_sum(t: torch.Tensor) -> int:
 
 
 def use_isa(cap: str) -> str:
-    """Run the best kernels not above `cap` ("scalar", "avx2", "avx512-vnni"; "" for the
-    best this CPU has); returns the instruction set now in use. For tests and benchmarks:
+    """Run the best kernels not above `cap` (one of ISAS; "" for the best this CPU has);
+    returns the instruction set now in use. For tests and benchmarks:
     every table gives the same activation rounding, so results differ only in float
     summation order."""
     _require()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from wren.engine.inference.quant.kernels import ISAS
+
 
 @pytest.fixture(autouse=True, scope="module")
 def _one_thread():
@@ -15,7 +17,7 @@ def _one_thread():
     torch.set_num_threads(before)
 
 
-@pytest.fixture(params=["scalar", "avx2", "avx512-vnni"])
+@pytest.fixture(params=ISAS)
 def isa(request):
     """Each instruction set's quantized kernels this CPU can run, in turn (skipped where it has none)."""
     from wren.engine.inference.quant import kernels

@@ -141,7 +141,8 @@ bool fill_avx512vnni(Kernels& k);
 bool fill_neon(Kernels& k);
 
 // The table in use: the best for this CPU, chosen at load from its flags (the environment
-// variable WREN_ISA=scalar|avx2|avx512-vnni caps it); select_isa switches it (for tests).
+// variable WREN_ISA=scalar|avx2|avx512-vnni|neon|neon-dotprod caps it); select_isa switches it
+// (for tests).
 const Kernels& kernels();
 // Switches to the best table not above `cap` ("" for the best); returns the name of the
 // table chosen (which may be lower than the cap on this CPU), nullptr for an unknown cap.
