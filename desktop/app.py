@@ -12,6 +12,7 @@ import logging
 import signal
 import sys
 import time
+from collections.abc import Awaitable, Callable
 
 import qasync
 from PySide6.QtCore import QObject, Qt, QTimer
@@ -58,6 +59,7 @@ class WrenApp(QObject):
         self.settings: SettingsDialog | None = None
         self.welcome: WelcomeDialog | None = None
         self.crash_notice: CrashNotice | None = None
+        self._stop_terminal: Callable[[], Awaitable[None]] | None = None  # `wren ask` answered here
         self.window.keep_running_in_tray = self.tray.available
         self.done: asyncio.Future = asyncio.get_running_loop().create_future()
         self._connect()
@@ -105,6 +107,10 @@ class WrenApp(QObject):
             self.window.show()
         await self.window.start()
         await self.apply_hotkey()
+        try:  # `wren ask` for the loaded model is answered here, not by a second copy of it
+            self._stop_terminal = await self.engine.answer_terminal()
+        except Exception:  # the terminal then starts its own engine: Wren itself goes on
+            log.exception("could not answer `wren ask` from the window")
         if greet:
             self.announce_crashes(in_window=shown)
             if shown and not await self.engine.get_setting(WELCOME_SEEN, False):
@@ -219,6 +225,8 @@ class WrenApp(QObject):
         except Exception:  # the layout is a convenience: closing goes on
             log.exception("could not save the window layout")
         self.hotkey.clear()
+        if self._stop_terminal is not None:
+            await self._stop_terminal()
         self.quick.hide()
         for dialog in (self.welcome, self.crash_notice):
             if dialog is not None:

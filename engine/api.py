@@ -7,7 +7,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -186,6 +186,14 @@ class Engine(ModelLibrary, Preferences, Serving, Providers, Tools, McpFacade, Ca
                 str(registry.root),
             ))
         return engine
+
+    async def answer_terminal(self) -> Callable[[], Awaitable[None]] | None:
+        """While the window runs, `wren ask` questions for the model this engine has loaded
+        are answered here rather than by a second engine with a second copy of the model
+        (engine/resident_engine.py). The call that stops it, or None where it cannot."""
+        from .resident_engine import host_for_window
+
+        return await host_for_window(self)
 
     async def close(self) -> None:
         """Stop answers, unload the model, close the database; calling it again is harmless."""

@@ -112,10 +112,20 @@ def socket_path(home: Path | None = None) -> Path:
     return folder / f"{prefix}-{_environment_digest()}.sock"
 
 
+def window_socket_path(home: Path | None = None) -> Path:
+    """Where the window's engine listens while Wren's window is open."""
+    path = socket_path(home)
+    return path.with_name("window" + path.name.removeprefix("engine"))
+
+
 def sockets(home: Path | None = None) -> list[Path]:
-    """The sockets of this install and data folder, whatever environment started them."""
+    """The sockets of this install and data folder, whatever environment started them:
+    the windows' first, then the resident engines'."""
     folder, prefix = _socket_folder_and_prefix(home)
-    return sorted(folder.glob(f"{prefix}-*.sock")) if folder.is_dir() else []
+    if not folder.is_dir():
+        return []
+    window = "window" + prefix.removeprefix("engine")
+    return sorted(folder.glob(f"{window}-*.sock")) + sorted(folder.glob(f"{prefix}-*.sock"))
 
 
 def _private_folder(folder: Path) -> None:
@@ -209,19 +219,34 @@ def _wren_command() -> list[str]:
 
 
 async def ask(args: argparse.Namespace, text: str, title: str, response_format: dict | None) -> int | None:
-    """Ask the resident engine (started if none runs) and show its answer as `wren ask`
-    does; the exit status, or None when there is no resident engine to ask (the caller
-    answers itself)."""
+    """Ask Wren's window, when it is open with the model the question means, else the
+    resident engine (started if none runs), and show the answer as `wren ask` does; the
+    exit status, or None when neither answers (the caller answers itself)."""
+    request = {"resident": PROTOCOL, "cmd": "ask", "text": text, "title": title,
+               "response_format": response_format, "keep_alive": keep_alive(args),
+               "args": {name: getattr(args, name, None) for name in _ASK_FIELDS}}
+    line = await _connect(window_socket_path())
+    if line is not None:
+        code = await _ask_on(line, args, request, "Wren's window")
+        if code is not None:
+            return code
     line = await connect()
     if line is None:
         return None
+    code = await _ask_on(line, args, request, "the resident engine")
+    if code is None:
+        print("wren: the resident engine did not take the question; answering here", file=sys.stderr)
+    return code
+
+
+async def _ask_on(line: tuple[asyncio.StreamReader, asyncio.StreamWriter], args: argparse.Namespace,
+                  request: dict, who: str) -> int | None:
+    """One question down one line; None when it was refused or the line closed before any
+    event (nothing was shown or saved: the question can go elsewhere)."""
     reader, writer = line
     from .cli import _INTERRUPTED, AskView, _main_thread
     from .events import event_from_dict
 
-    request = {"resident": PROTOCOL, "cmd": "ask", "text": text, "title": title,
-               "response_format": response_format, "keep_alive": keep_alive(args),
-               "args": {name: getattr(args, name, None) for name in _ASK_FIELDS}}
     loop = asyncio.get_running_loop()
     interrupted = False
 
@@ -238,23 +263,21 @@ async def ask(args: argparse.Namespace, text: str, title: str, response_format: 
     try:
         _send(writer, request)
         await writer.drain()
-        answered = False  # whether any event came: a line that breaks before one is asked again here
+        answered = False
         while True:
             raw = await reader.readline()
             if not raw:
-                if answered:
-                    view.close()
-                    print("\nwren: the resident engine stopped during the answer (what came is saved)",
-                          file=sys.stderr)
-                    return 1
-                print("wren: the resident engine closed the line; answering here", file=sys.stderr)
-                return None
+                if not answered:
+                    return None
+                view.close()
+                print(f"\nwren: {who} stopped during the answer (what came is saved)", file=sys.stderr)
+                return 1
             message = json.loads(raw)
             kind = message.get("type")
             if kind == "end":
                 return _INTERRUPTED if interrupted else view.code
             if kind == "error":
-                if message.get("refused"):  # another protocol: an engine of another build
+                if message.get("refused"):  # another model (the window's), another protocol
                     return None
                 view.close()
                 print(f"wren: {message['message']}", file=sys.stderr)
@@ -332,8 +355,11 @@ async def _cmd_resident(args) -> int:
         elif answer.get("type") == "status":
             model = (f"{answer['model']} on {answer['backend']} ({answer['decode_mode']})" if answer.get("model")
                      else "no model loaded yet")
-            print(f"resident engine: pid {answer['pid']}, {model}, answering {answer['answering']}, "
-                  f"ends after {answer['keep_alive']:g} s idle")
+            if answer.get("host") == "window":
+                print(f"Wren's window: pid {answer['pid']}, {model}, answering {answer['answering']}")
+            else:
+                print(f"resident engine: pid {answer['pid']}, {model}, answering {answer['answering']}, "
+                      f"ends after {answer['keep_alive']:g} s idle")
         else:
-            print(f"wren: a resident engine answered {answer.get('message', answer)}", file=sys.stderr)
+            print(f"wren: {answer.get('message', answer)}", file=sys.stderr)
     return 0

@@ -1,5 +1,8 @@
-"""The resident engine's process (`wren resident serve`, started by `wren ask`): one Engine
-that answers `wren ask` lines on a Unix socket until it has been idle `keep_alive` seconds.
+"""The engines that answer `wren ask` over a Unix socket. The resident engine's process
+(`wren resident serve`, started by `wren ask`) answers until it has been idle `keep_alive`
+seconds, loading the model each question names. While Wren's window is open, its engine
+answers too (`host_for_window`), for the model the window has loaded, so a question from the
+terminal does not load a second copy; one for another model is left to the resident engine.
 engine/resident.py is the asking side and describes the protocol."""
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import json
 import os
 import signal
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,15 +29,24 @@ from .resident import (
     _connect,
     _private_folder,
     _send,
+    supported,
+    window_socket_path,
 )
 
 
-class Resident:
-    """The engine process: answers `wren ask` lines until it has been idle `keep_alive` seconds."""
+class Refused(Exception):
+    """The window's engine leaves this question to the resident engine (another model)."""
 
-    def __init__(self, path: Path, engine: Any) -> None:
+
+class Resident:
+    """Answers `wren ask` lines on one socket: the resident engine's process (until idle
+    `keep_alive` seconds), or with `window`, the window's engine (its loaded model only;
+    never stopped from the terminal)."""
+
+    def __init__(self, path: Path, engine: Any, *, window: bool = False) -> None:
         self.path = path
         self.engine = engine
+        self.window = window
         self.keep_alive: float | None = None  # the last request's, else the setting's
         self.active = 0
         self.idle_since = time.monotonic()
@@ -73,7 +86,12 @@ class Resident:
                 _send(writer, {"type": "status", "pid": os.getpid(), "version": __version__,
                                "model": status.name if status else None, "backend": status.backend if status else None,
                                "decode_mode": await self.engine.decode_mode() if status else None,
-                               "keep_alive": await self.idle_limit(), "answering": self._answering})
+                               "keep_alive": None if self.window else await self.idle_limit(),
+                               "answering": self._answering, "host": "window" if self.window else "resident"})
+            elif message.get("cmd") == "quit" and self.window:
+                _send(writer, {"type": "error", "status": 1, "pid": os.getpid(),
+                               "message": f"Wren's window (pid {os.getpid()}) answers `wren ask` while it is open; "
+                                          "it stops when Wren quits"})
             elif message.get("cmd") == "quit":
                 _send(writer, {"type": "bye", "pid": os.getpid()})
                 self.done.set()
@@ -145,6 +163,8 @@ class Resident:
                         await writer.drain()
             self._send_notices(writer)
             _send(writer, {"type": "end"})
+        except Refused as exc:
+            _send(writer, {"type": "error", "refused": True, "message": str(exc)})
         except WrenError as exc:
             self._send_notices(writer)
             _send(writer, {"type": "error", "message": str(exc), "status": 2})
@@ -171,6 +191,12 @@ class Resident:
         from .cli import _load
 
         name, backend = await self._wanted(args)
+        if self.window:  # the window's model is the user's choice there: never switched from here
+            status = engine.current_model
+            if status is None or status.name != name or backend not in (None, status.backend):
+                raise Refused(f"the window has {status.name if status else 'no model'} loaded, not {name}")
+            self._answering += 1
+            return
         async with self._models:
             while True:
                 status = engine.current_model
@@ -231,12 +257,7 @@ async def serve(path: Path) -> int:
 
     engine = Engine.open()
     resident = Resident(path, engine)
-    old_umask = os.umask(0o177)  # the socket: its owner's alone
-    try:
-        server = await asyncio.start_unix_server(resident.handle, str(path), limit=_LIMIT)
-    finally:
-        os.umask(old_umask)
-    mine = path.stat().st_ino
+    server, mine = await _listen(path, resident)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(sig, resident.done.set)
@@ -249,9 +270,44 @@ async def serve(path: Path) -> int:
     finally:
         server.close()
         watching.cancel()
-        with contextlib.suppress(OSError):
-            if path.stat().st_ino == mine:
-                path.unlink()
+        _unlink_if_mine(path, mine)
         await engine.close()
         log_event("resident.stopped", pid=os.getpid())
     return 0
+
+
+async def _listen(path: Path, resident: Resident) -> tuple[asyncio.AbstractServer, int]:
+    """The server on `path` (its owner's alone) and the socket file's inode."""
+    old_umask = os.umask(0o177)
+    try:
+        server = await asyncio.start_unix_server(resident.handle, str(path), limit=_LIMIT)
+    finally:
+        os.umask(old_umask)
+    return server, path.stat().st_ino
+
+
+def _unlink_if_mine(path: Path, inode: int) -> None:
+    """Remove the socket file unless another engine has bound the path since."""
+    with contextlib.suppress(OSError):
+        if path.stat().st_ino == inode:
+            path.unlink()
+
+
+async def host_for_window(engine: Any) -> Callable[[], Awaitable[None]] | None:
+    """Let `wren ask` reach `engine` (the window's) while it runs: the call that stops it,
+    or None where there are no Unix sockets, or another window of these data answers."""
+    if not supported():
+        return None
+    path = window_socket_path()
+    _private_folder(path.parent)
+    if await _connect(path) is not None:
+        return None
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()  # left by a window that did not end cleanly
+    server, mine = await _listen(path, Resident(path, engine, window=True))
+
+    async def stop() -> None:
+        server.close()
+        _unlink_if_mine(path, mine)
+
+    return stop

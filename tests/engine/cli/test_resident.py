@@ -295,3 +295,51 @@ def test_keep_alive_values(monkeypatch):
         resident.keep_alive(argparse.Namespace(keep_alive=-1))
     monkeypatch.delenv("WREN_KEEP_ALIVE")
     assert resident.keep_alive(argparse.Namespace(keep_alive=None)) is None
+
+
+def test_an_open_windows_engine_answers_its_model_and_leaves_others_to_the_resident(tiny_home, tiny_model_dir):
+    """What Wren's window does while it runs (Engine.answer_terminal), with a real engine here."""
+    import asyncio
+
+    from wren.engine.api import Engine
+    from wren.engine.modelhub.registry import ModelRegistry
+
+    ModelRegistry(tiny_home / "models").register_folder(tiny_model_dir, name="other")
+
+    async def wren(*args: str) -> tuple[int, str, str]:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "wren.engine.cli", *args, cwd=REPO, env=_env(), stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        out, err = await process.communicate()
+        return process.returncode, out.decode(), err.decode()
+
+    async def scenario() -> None:
+        engine = Engine.open()
+        await engine.load_model("tiny")
+        stop = await engine.answer_terminal()
+        assert stop is not None
+        try:
+            code, out, err = await wren("ask", "--model", "tiny", "--json", "--max-tokens", "3", "hi")
+            assert code == 0, err
+            assert _events(out)[0]["model"] == "tiny" and _events(out)[-1]["type"] == "finished"
+            code, out, err = await wren("resident", "--json")
+            (window,) = [json.loads(line) for line in out.splitlines()]
+            assert window["host"] == "window" and window["pid"] == os.getpid()  # this process answered
+            # another model: the window keeps its own, and the resident engine answers
+            code, out, err = await wren("ask", "--model", "other", "--json", "--max-tokens", "3", "hi")
+            assert code == 0, err
+            assert _events(out)[0]["model"] == "other"
+            assert engine.current_model.name == "tiny"
+            code, out, err = await wren("resident", "--json")
+            hosts = {json.loads(line)["host"]: json.loads(line) for line in out.splitlines()}
+            assert set(hosts) == {"window", "resident"} and hosts["resident"]["model"] == "other"
+            # `wren resident stop` ends the resident engine and says the window's goes on
+            code, out, err = await wren("resident", "stop")
+            assert f"stopped the resident engine (pid {hosts['resident']['pid']})" in out
+            assert "window" in err
+        finally:
+            await stop()
+            await engine.close()
+
+    asyncio.run(scenario())
+    assert not resident.window_socket_path(tiny_home).exists()
