@@ -131,11 +131,17 @@ class Resident:
 
         async def listen() -> None:  # approvals and Ctrl+C from the client; its going away stops the answer
             while True:
-                raw = await reader.readline()
+                try:
+                    raw = await reader.readline()
+                except (ConnectionError, OSError):  # gone while an event was being written to it
+                    raw = b""
                 if not raw:
                     stop()
                     return
-                line = json.loads(raw)
+                try:
+                    line = json.loads(raw)
+                except json.JSONDecodeError:
+                    continue
                 if line.get("cmd") == "stop":
                     stop()
                 elif line.get("cmd") == "approve":

@@ -159,6 +159,8 @@ def test_a_stale_socket_is_replaced(tiny_home):
 
 
 def _answer_stream(*words: str) -> subprocess.Popen:
+    """A long answer (greedy, the tiny model writes 6,000 tokens to "count to ten thousand":
+    seconds, so a signal or a kill lands mid-answer)."""
     return subprocess.Popen([sys.executable, "-m", "wren.engine.cli", "ask", "--model", "tiny", "--json",
                              "--temperature", "0", "--max-tokens", "6000", *words], cwd=REPO, env=_env(),
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -182,7 +184,7 @@ def _stored_answer(conversation_id: int) -> dict:
 def test_ctrl_c_stops_the_answer_keeps_it_and_the_engine(tiny_home):
     assert _ask("--max-tokens", "2", "hi").returncode == 0  # the engine is up and the model loaded
     pid = _status()["pid"]
-    process = _answer_stream("tell me a long story")
+    process = _answer_stream("count to ten thousand")
     started = _until_first_delta(process)[0]
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=60)
@@ -195,7 +197,7 @@ def test_ctrl_c_stops_the_answer_keeps_it_and_the_engine(tiny_home):
 def test_a_client_that_goes_away_stops_its_answer(tiny_home):
     assert _ask("--max-tokens", "2", "hi").returncode == 0
     pid = _status()["pid"]
-    process = _answer_stream("tell me a long story")
+    process = _answer_stream("count to ten thousand")
     started = _until_first_delta(process)[0]
     process.kill()
     process.wait(timeout=30)
