@@ -140,24 +140,24 @@ def _print_notices(engine) -> None:
         print(f"wren: {notice.message}", file=sys.stderr)
 
 
-def _open_engine(one_shot: list | None = None):
-    """The engine over the user's data. With `one_shot` (a list), for a command that ends
-    after one answer: a torch model loads saved compiled decode graphs but compiles no
-    missing ones (a compile takes longer than such a process lives and would be killed at
-    exit, unsaved); calling what is appended to the list undoes that."""
+def _open_engine(one_shot: bool = False):
+    """The engine over the user's data. `one_shot`: for a command that ends after one
+    answer (`wren ask` answering in its own process), a torch model decodes eagerly: loading
+    the saved compiled step imports torch's compiler, which holds the GIL for seconds while
+    the answer decodes (first token 2.7-3.3 s instead of 0.3 s, bench/ask.py's question), and
+    compiling would outlive the process."""
     from .api import Engine
 
-    if one_shot is None:
+    if not one_shot:
         return Engine.open()
     from .inference.select import resolve_backend
 
     def backend(name: str):
         chosen = resolve_backend(name)
-        if chosen.name.startswith("torch"):
-            from .inference.models.decode import BackgroundCompile
+        from .inference.backends.torch import TorchBackend
 
-            previous, BackgroundCompile.compile_missing = BackgroundCompile.compile_missing, False
-            one_shot.append(lambda: setattr(BackgroundCompile, "compile_missing", previous))
+        if isinstance(chosen, TorchBackend):
+            chosen.background_compile = False
         return chosen
 
     return Engine.open(backend_factory=backend)
@@ -259,8 +259,7 @@ class AskView:
 
 
 async def _ask_here(args, text: str, title: str, response_format) -> int:
-    undo: list = []
-    engine = _open_engine(one_shot=undo)
+    engine = _open_engine(one_shot=True)
     try:
         loop = asyncio.get_running_loop()
         interrupted = False
@@ -285,8 +284,6 @@ async def _ask_here(args, text: str, title: str, response_format) -> int:
         # The model and its background work go before the interpreter does.
         await engine.close()
         _print_notices(engine)
-        for step in reversed(undo):
-            step()
 
 
 def _main_thread() -> bool:

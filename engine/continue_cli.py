@@ -31,10 +31,10 @@ def _continue(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    from .api import Engine
+    from .cli import _open_engine
     from .events import Delta, Failed, Finished, FinishReason, event_to_dict
 
-    engine = Engine.open()
+    engine = _open_engine(one_shot=True)  # one answer, then the process ends: decoded eagerly
     code = 0
     try:
         async for event in engine.continue_answer(args.message_id):

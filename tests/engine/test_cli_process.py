@@ -139,20 +139,6 @@ def test_closing_a_background_compile_kills_its_child_and_joins_its_thread(tiny_
         loaded.close()
 
 
-def test_a_one_shot_compile_loads_saved_graphs_only(tiny_model_dir, tmp_path):
-    from wren.engine.inference.backends.torch import TorchBackend
-    from wren.engine.inference.models import decode
-
-    loaded = TorchBackend("cpu").load(tiny_model_dir, compile="off")
-    try:
-        compile = decode.BackgroundCompile(loaded._model, tmp_path / "cache", compile_missing=False)
-        assert compile.wait(30)
-        assert compile.skipped and not compile.failed and compile.seconds is None
-        assert _children_compiling(os.getpid()) == []
-    finally:
-        loaded.close()
-
-
 # -- defect: a compiling child outlives a parent killed with SIGKILL ----------------------
 
 _PARENT = """

@@ -158,6 +158,9 @@ class TorchBackend:
             raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
         self.device = device
         self.name = f"torch-{device}"
+        # False for a process that ends after one answer: compile="auto" then decodes
+        # eagerly instead of loading (or compiling) the compiled step in the background.
+        self.background_compile = True
 
     def unavailable_reason(self) -> str | None:
         if torch is None:
@@ -271,7 +274,7 @@ class TorchBackend:
         if compile != "auto":
             raise ValueError(f"compile must be True, False, 'auto', 'on' or 'off', got {compile!r}")
         # CUDA graphs stay opt-in until measured on a GPU; tiny models gain nothing.
-        if self.device != "cpu" or parameters < QUANT_MIN_PARAMS:
+        if self.device != "cpu" or parameters < QUANT_MIN_PARAMS or not self.background_compile:
             return "off"
         return "background"
 

@@ -280,17 +280,9 @@ class BackgroundCompile:
     thread. A thread still inside torch while the interpreter shuts down aborts the
     process ("terminate called without an active exception", status 134)."""
 
-    # False in processes that end after one answer (`wren ask`): graphs saved by an
-    # earlier start still load, but no child is started to compile missing ones, as it
-    # would be killed at exit before it saved anything.
-    compile_missing = True
-
-    def __init__(self, model: Transformer, cache_dir: Path | None = None, *,
-                 compile_missing: bool | None = None) -> None:
+    def __init__(self, model: Transformer, cache_dir: Path | None = None) -> None:
         self.seconds: float | None = None  # the warm-up's duration, once it succeeded
         self.failed = False
-        self.skipped = False  # nothing saved, and compiling was not wanted here
-        self._compile_missing = type(self).compile_missing if compile_missing is None else compile_missing
         self._done = threading.Event()
         self._cancelled = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(model, cache_dir),
@@ -303,9 +295,6 @@ class BackgroundCompile:
             # the compile competes with the answer being decoded for the same few cores; the
             # C++ compiler processes it starts inherit this
             set_this_thread_nice(COMPILE_NICE)
-            if not self._compile_missing and not self._saved(model, cache_dir):
-                self.skipped = True
-                return
             self.seconds = compile_cpu_decode(model, cache_dir, in_subprocess=True,
                                               cancelled=self._cancelled)
             self.failed = self.seconds is None and not self._cancelled.is_set()
@@ -314,12 +303,6 @@ class BackgroundCompile:
             self.failed = True
         finally:
             self._done.set()
-
-    @staticmethod
-    def _saved(model: Transformer, cache_dir: Path | None) -> bool:
-        from . import precompile
-
-        return cache_dir is not None and precompile.Store(cache_dir, model).saved
 
     @property
     def done(self) -> bool:
