@@ -345,3 +345,35 @@ def test_an_open_windows_engine_answers_its_model_and_leaves_others_to_the_resid
 
     asyncio.run(scenario())
     assert not resident.window_socket_path(tiny_home).exists()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_stopping_the_engine_while_it_compiles_leaves_nothing_behind(wren_home, starter_models_dir, monkeypatch):
+    """The resident engine compiles the starter's decode step in a child while it answers;
+    `wren resident stop` then ends both cleanly (the abort at exit this project once had)."""
+    from tests.engine.test_cli_process import _children_compiling, _under
+
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    (wren_home / "models").mkdir(exist_ok=True)
+    (wren_home / "models" / "smollm2-135m-instruct").symlink_to(starter_models_dir / "smollm2-135m-instruct",
+                                                               target_is_directory=True)
+    env = _env(WREN_TORCH_COMPILE="auto")
+    try:
+        done = _wren("ask", "--max-tokens", "2", "hi", env=env)
+        assert done.returncode == 0, done.stderr
+        engine_pid = _status(env)["pid"]
+        deadline = time.monotonic() + 60  # the child starts once torch's compiler has imported
+        while not _children_compiling(engine_pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        children = _children_compiling(engine_pid)
+        assert children, "the resident engine started no compiling child"
+    finally:
+        stopped = _wren("resident", "stop", env=env)
+    assert f"pid {engine_pid}" in stopped.stdout
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{engine_pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not Path(f"/proc/{engine_pid}").exists()
+    assert [p for p in _children_compiling() if _under(p, wren_home)] == []
+    err = (wren_home / "logs" / "resident.err").read_text()
+    assert "terminate called" not in err and "Traceback" not in err, err[-2000:]
