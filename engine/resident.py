@@ -86,7 +86,7 @@ def wanted(args: argparse.Namespace) -> bool:
 # engine answers only the askers that would have started the same one.
 _ENV_PREFIXES = ("WREN_",)
 _ENV_NAMES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
-_ENV_IGNORED = (KEEP_ALIVE_ENV,)
+_ENV_IGNORED = (KEEP_ALIVE_ENV, "WREN_HOME")  # the data folder is in the name already, resolved
 
 
 def _environment_digest() -> str:
@@ -188,11 +188,13 @@ async def _start(path: Path) -> tuple[asyncio.StreamReader, asyncio.StreamWriter
     if sys.stderr.isatty():
         print("wren: starting the resident engine (it keeps the model loaded between questions; "
               "`wren resident stop` ends it, --keep-alive 0 answers without it)", file=sys.stderr)
+    # The engine works from the home folder, so a relative WREN_HOME is made absolute for it.
+    env = {**os.environ, "WREN_HOME": str(paths.data_dir().resolve())}
     with open(log, "w") as err:
         process = subprocess.Popen(
             [*_wren_command(), "resident", "serve", "--socket", str(path)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
-            close_fds=True)
+            close_fds=True, env=env)
     deadline = time.monotonic() + START_TIMEOUT
     while True:
         line = await _connect(path)
@@ -230,7 +232,11 @@ async def ask(args: argparse.Namespace, text: str, title: str, response_format: 
         code = await _ask_on(line, args, request, "Wren's window")
         if code is not None:
             return code
-    line = await connect()
+    try:
+        line = await connect()
+    except (WrenError, OSError) as exc:  # the socket's folder is not private, cannot be made
+        print(f"wren: no resident engine ({exc}); answering here", file=sys.stderr)
+        return None
     if line is None:
         return None
     code = await _ask_on(line, args, request, "the resident engine")

@@ -377,3 +377,42 @@ def test_stopping_the_engine_while_it_compiles_leaves_nothing_behind(wren_home, 
     assert [p for p in _children_compiling() if _under(p, wren_home)] == []
     err = (wren_home / "logs" / "resident.err").read_text()
     assert "terminate called" not in err and "Traceback" not in err, err[-2000:]
+
+
+def test_a_relative_data_folder_reaches_the_same_engine_and_data(tiny_home, tmp_path):
+    relative = os.path.relpath(tiny_home, REPO)  # the CLI runs in REPO
+    env = _env(WREN_HOME=relative)
+    done = _ask("--json", "--max-tokens", "2", "hi", env=env)
+    assert done.returncode == 0, done.stderr
+    pid = _status(env)["pid"]
+    assert _status()["pid"] == pid  # the same folder named absolutely: the same engine
+    # the engine works from the home folder, yet stored the answer in this data folder
+    listed = _wren("conversations", "list", "--json")
+    assert len(listed.stdout.splitlines()) == 1
+
+
+def test_a_socket_folder_left_open_is_closed_again(tiny_home):
+    run = resident.socket_path(tiny_home).parent
+    run.mkdir(parents=True, exist_ok=True)
+    run.chmod(0o755)
+    done = _ask("--max-tokens", "2", "hi")
+    assert done.returncode == 0, done.stderr
+    assert run.stat().st_mode & 0o777 == 0o700
+    assert _status()["type"] == "status"
+
+
+def test_a_socket_folder_of_another_user_is_refused_and_the_question_answered_here(tiny_home, monkeypatch, capsys):
+    import argparse
+    import asyncio
+    import shutil
+
+    monkeypatch.setattr(os, "getuid", lambda: 54321)  # every folder here is then someone else's
+    folder = resident.socket_path(tiny_home).parent
+    args = argparse.Namespace(**dict.fromkeys(resident._ASK_FIELDS), keep_alive=None)
+    try:
+        assert asyncio.run(resident.ask(args, "hi", "hi", None)) is None  # the caller answers itself
+    finally:
+        if folder.name == "wren-54321":
+            shutil.rmtree(folder, ignore_errors=True)
+    err = capsys.readouterr().err
+    assert "not private to this user" in err and "answering here" in err
