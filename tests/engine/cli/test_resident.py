@@ -416,3 +416,22 @@ def test_a_socket_folder_of_another_user_is_refused_and_the_question_answered_he
             shutil.rmtree(folder, ignore_errors=True)
     err = capsys.readouterr().err
     assert "not private to this user" in err and "answering here" in err
+
+
+def test_the_keep_alive_setting_applies_without_a_flag_or_variable(tiny_home):
+    import asyncio
+
+    from wren.engine.api import Engine
+
+    async def set_it() -> None:
+        engine = Engine.open()
+        try:
+            await engine.set_setting(resident.KEEP_ALIVE_SETTING, 42)
+        finally:
+            await engine.close()
+
+    asyncio.run(set_it())
+    env = _env()
+    env.pop("WREN_KEEP_ALIVE")
+    assert _ask("--max-tokens", "2", "hi", env=env).returncode == 0
+    assert _status(env)["keep_alive"] == 42
