@@ -139,6 +139,33 @@ def test_closing_a_background_compile_kills_its_child_and_joins_its_thread(tiny_
         loaded.close()
 
 
+@pytest.mark.slow
+@linux_only
+def test_a_background_compile_waits_until_the_model_is_quiet(tiny_model_dir, tmp_path):
+    """The compiler's imports hold the GIL for seconds, so the compile starts only once the
+    model has gone unused a moment (an answer decoding meanwhile got its first token ~3 s
+    late), and a compile still waiting stops at once."""
+    from wren.engine.inference.backends.torch import TorchBackend
+    from wren.engine.inference.models import decode
+
+    loaded = TorchBackend("cpu").load(tiny_model_dir, compile="off")
+    idle = {"seconds": 0.0}
+    try:
+        waiting = decode.BackgroundCompile(loaded._model, tmp_path / "cache", idle_seconds=lambda: idle["seconds"])
+        time.sleep(1.5)
+        assert not waiting.done and _children_compiling(os.getpid()) == []  # in use: nothing started
+        assert waiting.cancel(timeout=5) and waiting.done and not waiting.failed
+        started = decode.BackgroundCompile(loaded._model, tmp_path / "cache", idle_seconds=lambda: idle["seconds"])
+        idle["seconds"] = decode.QUIET_BEFORE_COMPILE  # a quiet second: the child starts
+        deadline = time.monotonic() + 60
+        while not _children_compiling(os.getpid()) and not started.done and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _children_compiling(os.getpid()) or started.done
+        assert started.cancel(timeout=30)
+    finally:
+        loaded.close()
+
+
 # -- defect: a compiling child outlives a parent killed with SIGKILL ----------------------
 
 _PARENT = """

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -63,6 +64,11 @@ class TorchModel(ModelBase):
         self.batched_decode = self.slots > 1
         self._graphs = step
         self._step = step or model.decode_one
+        self._last_used = time.monotonic()  # loading counts as use: a background compile waits a moment
+
+    def idle_seconds(self) -> float:
+        """Seconds since the model last ran (or loaded)."""
+        return time.monotonic() - self._last_used
 
     @property
     def decode_mode(self) -> str:
@@ -99,11 +105,13 @@ class TorchModel(ModelBase):
     def prefill(self, ids: Sequence[int], start: int, slot: int = 0) -> np.ndarray:
         ids = list(ids)
         self._check(len(ids), start, slot)
+        self._last_used = time.monotonic()
         with torch.inference_mode():
             return _to_numpy(self._model.prefill(ids, start, slot))
 
     def decode(self, token: int, pos: int, slot: int = 0) -> np.ndarray:
         self._check(1, pos, slot)
+        self._last_used = time.monotonic()
         if slot and self._graphs is not None:  # the CUDA graphs read slot 0 only
             return self.decode_batch([token], [pos], [slot])[0]
         with torch.inference_mode():
@@ -118,6 +126,7 @@ class TorchModel(ModelBase):
 
         if self._model is None:
             raise RuntimeError("the model is closed")
+        self._last_used = time.monotonic()
         with torch.inference_mode():
             return _to_numpy(decode_batch(self._model, tokens, positions, slots))
 
@@ -237,15 +246,13 @@ class TorchBackend:
         if quant == "file":
             _check_kernels()
         when = self.resolve_compile(compile, _parameter_count(args))
-        warmup_s, step, background = 0.0, None, None
+        warmup_s, step, cache = 0.0, None, None
         if when != "off" and self.device == "cpu":
             from ...paths import data_dir
             from ..models import decode
 
             cache = data_dir() / "cache" / "torch-inductor"
-            if when == "background":
-                background = decode.BackgroundCompile(model, cache)
-            else:
+            if when != "background":
                 warmup_s = decode.compile_cpu_decode(model, cache) or 0.0
         elif when != "off":
             from ..models.decode import CudaGraphDecode
@@ -255,7 +262,11 @@ class TorchBackend:
         loaded = TorchModel(model, self.name, model.context_length, args.vocab_size,
                             dtype=dtype, quant=quant, step=step)
         loaded.warmup_s = warmup_s
-        loaded.background = background
+        if when == "background" and cache is not None:
+            from ..models.decode import BackgroundCompile
+
+            # decoding eagerly meanwhile; it starts once the model has had a quiet second
+            loaded.background = BackgroundCompile(model, cache, idle_seconds=loaded.idle_seconds)
         _return_freed_heap()
         return loaded
 

@@ -271,6 +271,9 @@ def _compile_config():
         yield
 
 
+QUIET_BEFORE_COMPILE = 1.0  # seconds the model goes unused before a background compile starts
+
+
 class BackgroundCompile:
     """Loads or compiles (in a child process) the decode graphs on a low-priority thread
     while the model serves requests eagerly; the compiled step takes over from the next
@@ -280,11 +283,15 @@ class BackgroundCompile:
     thread. A thread still inside torch while the interpreter shuts down aborts the
     process ("terminate called without an active exception", status 134)."""
 
-    def __init__(self, model: Transformer, cache_dir: Path | None = None) -> None:
+    def __init__(self, model: Transformer, cache_dir: Path | None = None, *,
+                 idle_seconds: Callable[[], float] | None = None) -> None:
+        """`idle_seconds()`: how long the model has gone unused; the work starts once that
+        reaches QUIET_BEFORE_COMPILE."""
         self.seconds: float | None = None  # the warm-up's duration, once it succeeded
         self.failed = False
         self._done = threading.Event()
         self._cancelled = threading.Event()
+        self._idle_seconds = idle_seconds
         self._thread = threading.Thread(target=self._run, args=(model, cache_dir),
                                         name="wren-compile", daemon=True)
         _running.add(self)
@@ -295,6 +302,8 @@ class BackgroundCompile:
             # the compile competes with the answer being decoded for the same few cores; the
             # C++ compiler processes it starts inherit this
             set_this_thread_nice(COMPILE_NICE)
+            if not self._wait_quiet():
+                return
             self.seconds = compile_cpu_decode(model, cache_dir, in_subprocess=True,
                                               cancelled=self._cancelled)
             self.failed = self.seconds is None and not self._cancelled.is_set()
@@ -303,6 +312,17 @@ class BackgroundCompile:
             self.failed = True
         finally:
             self._done.set()
+
+    def _wait_quiet(self) -> bool:
+        """Until the model has been unused QUIET_BEFORE_COMPILE seconds (False: cancelled).
+        Loading the saved graphs imports torch's compiler, holding the GIL for seconds: an
+        answer decoding meanwhile got its first token ~3 s late instead of 0.3 s."""
+        if self._idle_seconds is None:
+            return not self._cancelled.is_set()
+        while self._idle_seconds() < QUIET_BEFORE_COMPILE:
+            if self._cancelled.wait(0.1):
+                return False
+        return not self._cancelled.is_set()
 
     @property
     def done(self) -> bool:
