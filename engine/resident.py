@@ -95,37 +95,41 @@ def _environment_digest() -> str:
     return hashlib.sha256(json.dumps(shaping).encode()).hexdigest()[:8]
 
 
-def _socket_folder_and_prefix(home: Path | None) -> tuple[Path, str]:
+def _socket_folder_and_digest(home: Path | None) -> tuple[Path, str]:
+    """The sockets' folder and the digest of this install and data folder in their names
+    ("engine-DIGEST-ENV.sock" for a resident engine, "window-DIGEST-ENV.sock" for a window)."""
     home = (home or paths.data_dir()).resolve()
     install = Path(__file__).resolve().parent
-    prefix = "engine-" + hashlib.sha256(f"{__version__}\0{install}\0{home}".encode()).hexdigest()[:16]
+    digest = hashlib.sha256(f"{__version__}\0{install}\0{home}".encode()).hexdigest()[:16]
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     folder = Path(runtime) / "wren" if runtime and Path(runtime).is_dir() else home / "run"
-    if len(os.fsencode(folder / f"{prefix}-12345678.sock")) > 100:  # the limit is 108 bytes on Linux
+    if len(os.fsencode(folder / f"window-{digest}-12345678.sock")) > 100:  # the limit is 108 bytes on Linux
         folder = Path(f"/tmp/wren-{os.getuid()}")
-    return folder, prefix
+    return folder, digest
+
+
+def _socket(kind: str, home: Path | None) -> Path:
+    folder, digest = _socket_folder_and_digest(home)
+    return folder / f"{kind}-{digest}-{_environment_digest()}.sock"
 
 
 def socket_path(home: Path | None = None) -> Path:
     """Where the resident engine for this install, data folder and environment listens."""
-    folder, prefix = _socket_folder_and_prefix(home)
-    return folder / f"{prefix}-{_environment_digest()}.sock"
+    return _socket("engine", home)
 
 
 def window_socket_path(home: Path | None = None) -> Path:
     """Where the window's engine listens while Wren's window is open."""
-    path = socket_path(home)
-    return path.with_name("window" + path.name.removeprefix("engine"))
+    return _socket("window", home)
 
 
 def sockets(home: Path | None = None) -> list[Path]:
     """The sockets of this install and data folder, whatever environment started them:
     the windows' first, then the resident engines'."""
-    folder, prefix = _socket_folder_and_prefix(home)
+    folder, digest = _socket_folder_and_digest(home)
     if not folder.is_dir():
         return []
-    window = "window" + prefix.removeprefix("engine")
-    return sorted(folder.glob(f"{window}-*.sock")) + sorted(folder.glob(f"{prefix}-*.sock"))
+    return [path for kind in ("window", "engine") for path in sorted(folder.glob(f"{kind}-{digest}-*.sock"))]
 
 
 def _private_folder(folder: Path) -> None:

@@ -68,10 +68,13 @@ class Resident:
     async def watch(self) -> None:
         """Ends the process when idle past the keep-alive, or when its data folder is gone."""
         home = paths.data_dir()
+        seen, limit = None, DEFAULT_KEEP_ALIVE
         while not self.done.is_set():
             await asyncio.sleep(0.25)
+            if self.idle_since != seen:  # read as the engine goes idle, not four times a second
+                seen, limit = self.idle_since, await self.idle_limit()
             gone = not home.is_dir() or not self.path.exists()
-            if gone or (self.active == 0 and time.monotonic() - self.idle_since >= await self.idle_limit()):
+            if gone or (self.active == 0 and time.monotonic() - self.idle_since >= limit):
                 self.done.set()
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -216,10 +219,9 @@ class Resident:
 
     async def _wanted(self, args) -> tuple[str, str | None]:
         """The model's name and backend an ask means (None: whichever `auto` chose)."""
-        from .api import STARTER_MODEL
         from .inference.select import resolve_backend
 
-        name = args.model or await self.engine.get_setting("model") or STARTER_MODEL
+        name = args.model or await self.engine.default_model()
         backend = args.backend or await self.engine.get_setting("backend", "auto")
         return name, None if backend == "auto" else resolve_backend(backend).name
 
