@@ -19,11 +19,9 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__
-from .cli_terminal import ORIGIN_KEY, TERMINAL_ORIGIN, Output, shown
+from .cli_terminal import ORIGIN_KEY, TERMINAL_ORIGIN, shown
 from .errors import WrenError
-from .events import Delta, Failed, Finished, PrefillProgress, event_to_dict
 from .inference.select import BACKEND_NAMES
-from .progress import PrefillLine
 
 # The commands defined here; any other is an extension's (engine.memory, engine.safety).
 _BUILTIN = ("chat", "ask", "models", "conversations")
@@ -178,112 +176,9 @@ async def _load(engine, args) -> None:
 
 
 async def _cmd_ask(args) -> int:
-    if args.logprobs is not None:
-        from .errors import InvalidRequest
-        from .inference.sampling import SamplingParams
+    from .cli_ask import run
 
-        if not args.json:
-            raise InvalidRequest("--logprobs needs --json: the probabilities come in each delta's JSON")
-        SamplingParams(logprobs=args.logprobs)  # out of range: said before anything loads
-    text, title = _question(args)
-    from .inference.constrain import response_format_argument
-
-    response_format = response_format_argument(args.schema)  # a bad schema fails before the model loads
-    from . import resident
-
-    if resident.wanted(args):  # a model kept loaded between runs answers (engine/resident.py)
-        code = await resident.ask(args, text, title, response_format)
-        if code is not None:
-            return code
-    return await _ask_here(args, text, title, response_format)
-
-
-async def ask_events(engine, args, text: str, title: str, response_format, load=_load):
-    """`wren ask`'s answer as events: the question's checks, the model, the send. Run in
-    this process (_ask_here) or by the resident engine, which passes its own `load`."""
-    await engine.check_question(text, args.model)  # empty, too long, too many tokens: before loading
-    from .tools.ask import send_options as tool_options
-
-    tool_fields = await tool_options(engine, args)  # unknown tool names: before loading
-    await load(engine, args)
-    from .api import SendOptions
-
-    params = _params(args, await engine.default_sampling())
-    if args.logprobs is not None:
-        params = params.with_(logprobs=args.logprobs)
-    saving = await _saving(engine, args)
-    # The chat is made only once the question is accepted (no empty chat is left).
-    async for event in engine.send_new(text, SendOptions(sampling=params, response_format=response_format,
-                                                         **tool_fields),
-                                       title=title, settings={ORIGIN_KEY: TERMINAL_ORIGIN}, temporary=not saving):
-        yield event
-
-
-class AskView:
-    """What `wren ask` shows of each event: the answer on standard output (a JSON line per
-    event with --json), a long prompt's progress, tool calls and errors on standard error.
-    `code` ends 1 when the answer failed."""
-
-    def __init__(self, args) -> None:
-        self.args = args
-        self.code = 0
-        self.reading = PrefillLine(sys.stderr)  # a long prompt's progress, drawn on a terminal only
-        self.out = Output(sys.stdout)  # on a terminal, without control characters
-
-    async def show(self, engine, event) -> None:
-        """`engine` answers a tool approval (the engine itself, or the resident engine's line)."""
-        from .tools.ask import on_event as tool_event
-
-        await tool_event(engine, event, self.args)  # a call shown, an approval asked
-        if self.args.json:  # JSON escapes control characters; on a terminal, C1 and DEL too
-            print(json.dumps(event_to_dict(event), ensure_ascii=not self.out.raw), flush=True)
-            if isinstance(event, Failed):  # a failed answer never exits 0
-                self.code = 1
-        elif isinstance(event, PrefillProgress):
-            self.reading.update(event.done, event.total)
-        elif isinstance(event, Delta):
-            self.reading.clear()
-            self.out.write(event.text)
-        elif isinstance(event, Failed):
-            self.reading.clear()
-            self.out.end()
-            print(shown(f"\nwren: {event.error}", sys.stderr), file=sys.stderr)
-            self.code = 1
-        elif isinstance(event, Finished) and not self.args.json:
-            self.reading.clear()
-            self.out.end()
-            print()
-
-    def close(self) -> None:
-        self.reading.clear()
-
-
-async def _ask_here(args, text: str, title: str, response_format) -> int:
-    engine = _open_engine(one_shot=True)
-    try:
-        loop = asyncio.get_running_loop()
-        interrupted = False
-
-        def interrupt() -> None:  # the answer stops within a token; what was shown is saved
-            nonlocal interrupted
-            interrupted = True
-            engine.stop()
-
-        if _main_thread():
-            loop.add_signal_handler(signal.SIGINT, interrupt)
-        view = AskView(args)
-        try:
-            async for event in ask_events(engine, args, text, title, response_format):
-                await view.show(engine, event)
-        finally:
-            view.close()
-            if _main_thread():
-                loop.remove_signal_handler(signal.SIGINT)
-        return _INTERRUPTED if interrupted else view.code
-    finally:
-        # The model and its background work go before the interpreter does.
-        await engine.close()
-        _print_notices(engine)
+    return await run(args)
 
 
 def _main_thread() -> bool:

@@ -252,7 +252,8 @@ async def _ask_on(line: tuple[asyncio.StreamReader, asyncio.StreamWriter], args:
     """One question down one line; None when it was refused or the line closed before any
     event (nothing was shown or saved: the question can go elsewhere)."""
     reader, writer = line
-    from .cli import _INTERRUPTED, AskView, _main_thread
+    from .cli import _INTERRUPTED, _main_thread
+    from .cli_ask import AskView
     from .events import event_from_dict
 
     loop = asyncio.get_running_loop()

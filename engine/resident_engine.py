@@ -119,7 +119,7 @@ class Resident:
                 await writer.wait_closed()
 
     async def _ask(self, message: dict, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        from .cli import ask_events
+        from .cli_ask import ask_events
         from .events import Started, event_to_dict
 
         args = argparse.Namespace(**{name: message["args"].get(name) for name in _ASK_FIELDS})
