@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidRequest, WrenError
 from .events import Delta, Finished, FinishReason
+from .inference.handoff import loop_sink
 from .inference.sampling import SamplingParams
 from .inference.worker import GenerationRequest
 from .logs import log_event
@@ -184,7 +185,7 @@ class GhostText:
             return empty
         events: asyncio.Queue = asyncio.Queue()
         params = SamplingParams(temperature=0.0, max_tokens=min(MAX_TOKENS, room), stop=("\n",))
-        request = GenerationRequest(ids, params, lambda ev: loop.call_soon_threadsafe(events.put_nowait, ev),
+        request = GenerationRequest(ids, params, loop_sink(events, loop),
                                     priority=GHOST_PRIORITY)
         pending.request = request
         worker.submit(request)

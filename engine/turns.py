@@ -34,6 +34,7 @@ from .events import (
     event_to_dict,
 )
 from .inference.constrain import Constraint, ConstraintError
+from .inference.handoff import loop_sink
 from .inference.sampling import SamplingParams
 from .inference.worker import GenerationRequest, ModelWorker
 from .logprobs import AnswerLogprobs
@@ -623,7 +624,7 @@ class Turns:
     def _request(self, ids: list[int], params: SamplingParams, loop: asyncio.AbstractEventLoop,
                  events: asyncio.Queue, tools: _ToolSession | None, rounds: list[RoundRecord],
                  messages: list[dict] | None) -> GenerationRequest:
-        request = GenerationRequest(ids, params, lambda ev: loop.call_soon_threadsafe(events.put_nowait, ev))
+        request = GenerationRequest(ids, params, loop_sink(events, loop))
         if messages is not None:
             # a model that takes messages (a remote server) gets the chat, calls and results included
             request.messages = tools.plan.messages(tools.base, rounds) if tools is not None else messages
@@ -673,7 +674,7 @@ class Turns:
         loop = asyncio.get_running_loop()
         ids = await loop.run_in_executor(None, worker.tokenizer.encode_chat, chat)
         events: asyncio.Queue = asyncio.Queue()
-        request = GenerationRequest(ids, params, lambda ev: loop.call_soon_threadsafe(events.put_nowait, ev),
+        request = GenerationRequest(ids, params, loop_sink(events, loop),
                                     priority=priority, messages=chat)
         worker.submit(request)
         parts = []

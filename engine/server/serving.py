@@ -33,6 +33,7 @@ from ..events import (
     Usage,
 )
 from ..inference.constrain import Constraint, ConstraintError
+from ..inference.handoff import loop_sink
 from ..inference.sampling import SamplingParams
 from ..inference.worker import GenerationRequest, ModelWorker
 from ..logprobs import AnswerLogprobs
@@ -425,10 +426,7 @@ class Serving:
         params = params.with_(max_tokens=max(1, min(params.max_tokens, room)))
         loop = asyncio.get_running_loop()
         events: asyncio.Queue = asyncio.Queue()
-
-        def sink(event: Event) -> None:  # called on the inference thread
-            loop.call_soon_threadsafe(events.put_nowait, event)
-
+        sink = loop_sink(events, loop)  # called on the inference thread
         # `messages` is what a model that takes messages (a remote provider's) is sent instead.
         request = GenerationRequest(ids, params, sink, messages=messages, constraint=constraint)
         entry = (request, STATELESS_OWNER)
