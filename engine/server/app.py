@@ -260,8 +260,7 @@ class WrenApp:
                         yield sse(out.chunk({"role": "assistant", "content": ""}, include_usage=include_usage))
                     async for event in replay():
                         if isinstance(event, Delta):
-                            yield sse(out.chunk({"content": event.text} if chat else event.text,
-                                                 include_usage=include_usage, logprobs=out.delta_logprobs(event)))
+                            yield out.delta_chunk(event, include_usage=include_usage)
                         elif isinstance(event, ToolCall):
                             # OpenAI's shape: the call's index, id and name first, then its arguments
                             index = len(out.calls)

@@ -123,6 +123,10 @@ def stream_flags(body: dict) -> tuple[bool, bool]:
     return stream, include
 
 
+# Stands for a delta's text while a chunk's frame is cut out (no model name or id holds it).
+_MARK = "\x00wren-delta\x00"
+
+
 class OpenAIAnswer:
     """What one OpenAI-style answer has gathered, and its chunks' shapes."""
 
@@ -138,6 +142,7 @@ class OpenAIAnswer:
         self.error: str | None = None
         self.error_code: str | None = None
         self.calls: list[dict] = []  # the client's functions the model called
+        self._frames: dict[bool, tuple[bytes, bytes]] = {}  # delta_chunk's, by include_usage
 
     def take(self, event) -> None:
         if isinstance(event, Delta):
@@ -177,6 +182,26 @@ class OpenAIAnswer:
         if not self.logprobs or event.logprobs is None:
             return None
         return chat_logprobs(event.logprobs) if self.chat else completion_logprobs(event.logprobs, start)
+
+    def delta_chunk(self, event: Delta, *, include_usage: bool = False) -> bytes:
+        """A streamed Delta as its SSE event: the bytes of sse(chunk(...)) for it. Only the
+        text is encoded per token; the rest of the chunk, the same for the whole answer, is
+        encoded once (a chunk a token is the server's busiest path)."""
+        logprobs = self.delta_logprobs(event)
+        frame = self._frames.get(include_usage) if logprobs is None else None
+        if frame is None and logprobs is None:
+            frame = self._frames[include_usage] = self._frame(include_usage)
+        if frame is None or not frame[0]:
+            return sse(self.chunk({"content": event.text} if self.chat else event.text,
+                                  include_usage=include_usage, logprobs=logprobs))
+        return frame[0] + json.dumps(event.text, ensure_ascii=False).encode() + frame[1]
+
+    def _frame(self, include_usage: bool) -> tuple[bytes, bytes]:
+        """The chunk's bytes before and after its text; (b"", b"") where they cannot be cut
+        out cleanly (then every chunk is encoded whole)."""
+        mark = json.dumps(_MARK).encode()
+        parts = sse(self.chunk({"content": _MARK} if self.chat else _MARK, include_usage=include_usage)).split(mark)
+        return (parts[0], parts[1]) if len(parts) == 2 else (b"", b"")
 
     def chunk(self, delta, *, finish: str | None = None, include_usage: bool = False,
               logprobs: dict | None = None) -> dict:
