@@ -2,12 +2,17 @@
 
     .venv/bin/python bench/serve.py [--backend auto|torch-cpu|scripted] [--delay 0.02]
         [--runs 5] [--tokens 32] [--clients 1,4,16] [--parallel 8]
-        [--variants default,h11,no-coalesce]
+        [--variants default,h11,no-coalesce] [--client-kinds raw,httpx] [--model FOLDER]
 
-The server (engine + uvicorn on one asyncio loop) runs in this process; the HTTP client is
-one long-lived child process (httpx, streaming, its connections kept warm), as a real
-client would be, so the client's own parsing is not charged to the server's loop and no run
-pays for a process start. Measured, medians over --runs:
+The server (engine + uvicorn on one asyncio loop) runs in this process; each HTTP client is
+one long-lived child process (streaming, its connections kept warm), as a real client would
+be, so the client's own parsing is not charged to the server's loop and no run pays for a
+process start. Two kinds of client, each measured in turn against the same in-process runs
+(entries "VARIANT+KIND" under "by_variant" when more than one): `raw`, a lean HTTP/1.1
+reader on asyncio streams that still parses every chunk's JSON, whose figures are the
+server's cost; and `httpx` (the library the openai package uses), whose pure-Python HTTP
+parsing takes several times the CPU per chunk: on a machine with no spare core that time
+comes out of the model's, which its figures include. Measured, medians over --runs:
 
 - time to first token: `Engine.send` in-process against `POST /api/conversation` (the
   same path: a stored conversation, made beforehand on both sides; and again with the new
@@ -27,12 +32,15 @@ pays for a process start. Measured, medians over --runs:
   core, the client's time comes out of the model's).
 
 --variants compares server set-ups (ServerOptions) within one run: one server per variant
-over the same engine, each with its own client, every measurement taking the in-process path
-and each variant in turn; the report then has one entry per variant under "by_variant".
+over the same engine, each with its own clients, every measurement taking the in-process path
+and each variant (and client kind) in turn; the report then has one entry per pair under
+"by_variant".
 
 --backend scripted replays a fixed answer at --delay seconds per token through the real
 tokenizer, worker, sampler and server (no model arithmetic), to show the server's own cost
-without a model's noise; any other backend uses the starter model (eager decode).
+without a model's noise; any other backend uses the starter model (eager decode), or with
+--model a model folder of Hugging Face layout (config.json, safetensors, tokenizer files), as on
+a machine without the starter's package (the device runbook in bench/README.md).
 """
 
 from __future__ import annotations
@@ -49,6 +57,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -74,6 +84,11 @@ def cpu_line() -> str:
     return f"{platform.processor() or platform.machine()}, {os.cpu_count()} logical CPUs"
 
 
+def _torch_threads() -> int | None:
+    torch = sys.modules.get("torch")  # loaded by the engine's torch backend, if that is the one
+    return torch.get_num_threads() if torch is not None else None
+
+
 def median(values: list[float]) -> float:
     return round(statistics.median(values), 3) if values else float("nan")
 
@@ -81,16 +96,72 @@ def median(values: list[float]) -> float:
 # -- the client (child process) -------------------------------------------------------------
 
 
-async def client_main(url: str) -> None:
+class RawHTTP:
+    """The lean client: HTTP/1.1 on asyncio streams, no library. Keep-alive connections,
+    chunked responses split into SSE lines; each chunk's JSON is still parsed by the caller,
+    as any client must. It costs the machine little besides the server's own bytes, so the
+    figures through it are the server's; httpx's parsing (h11, pure Python) costs a 2-core
+    machine as much again, which the `httpx` client kind shows."""
+
+    def __init__(self, url: str, key: str) -> None:
+        parts = urllib.parse.urlsplit(url)
+        self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
+        self.head = f"Host: {self.host}:{self.port}\r\nAuthorization: Bearer {key}\r\n"
+        self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+
+    async def lines(self, path: str, body: dict) -> AsyncIterator[str]:
+        reader, writer = self.idle.pop() if self.idle else await asyncio.open_connection(self.host, self.port)
+        data = json.dumps(body).encode()
+        writer.write(f"POST {path} HTTP/1.1\r\n{self.head}Content-Type: application/json\r\n"
+                     f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
+        status = await reader.readline()
+        if b" 200 " not in status:
+            raise RuntimeError(f"the server answered {status!r}")
+        headers = []
+        while (line := await reader.readline()) not in (b"\r\n", b""):
+            headers.append(line.lower())
+        if b"transfer-encoding: chunked\r\n" not in headers:
+            raise RuntimeError("expected a chunked stream")
+        pending = b""
+        while True:
+            size = int((await reader.readline()).split(b";")[0], 16)
+            if size == 0:
+                await reader.readline()
+                break
+            pending += (await reader.readexactly(size + 2))[:-2]
+            *complete, pending = pending.split(b"\n")
+            for line in complete:
+                yield line.decode()
+        self.idle.append((reader, writer))
+
+    async def close(self) -> None:
+        for _, writer in self.idle:
+            writer.close()
+
+
+async def client_main(url: str, kind: str) -> None:
     """The child: one long-lived HTTP client (its connections kept warm, as a real client
-    keeps them), doing what each line of stdin asks and answering with one JSON line."""
+    keeps them), doing what each line of stdin asks and answering with one JSON line.
+    `kind`: httpx (a typical Python client, as the openai package uses) or raw (RawHTTP)."""
     import httpx
 
-    headers = {"Authorization": f"Bearer {os.environ['WREN_BENCH_KEY']}"}
+    key = os.environ["WREN_BENCH_KEY"]
     loop = asyncio.get_running_loop()
-    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=600,
-                                 limits=httpx.Limits(max_connections=64)) as http:
-        await http.get("/v1/models")
+    async with contextlib.AsyncExitStack() as stack:
+        if kind == "raw":
+            raw = RawHTTP(url, key)
+            stack.push_async_callback(raw.close)
+            lines = raw.lines
+        else:
+            http = await stack.enter_async_context(httpx.AsyncClient(
+                base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=600,
+                limits=httpx.Limits(max_connections=64)))
+            await http.get("/v1/models")
+
+            async def lines(path: str, body: dict) -> AsyncIterator[str]:
+                async with http.stream("POST", path, json=body) as r:
+                    async for line in r.aiter_lines():
+                        yield line
 
         async def conversation(conv_id: int | None, tokens: int) -> float | None:
             body: dict = {"content": QUESTION, "sampling": {"temperature": 0, "max_tokens": tokens}}
@@ -98,10 +169,9 @@ async def client_main(url: str) -> None:
                 body["conversation_id"] = conv_id
             t0 = time.perf_counter()
             first = None
-            async with http.stream("POST", "/api/conversation", json=body) as r:
-                async for line in r.aiter_lines():
-                    if first is None and line.startswith("data: {\"p\": \"/message/content/parts/0\""):
-                        first = time.perf_counter() - t0
+            async for line in lines("/api/conversation", body):
+                if first is None and line.startswith("data: {\"p\": \"/message/content/parts/0\""):
+                    first = time.perf_counter() - t0
             return first
 
         async def chat(tokens: int) -> dict:
@@ -111,18 +181,17 @@ async def client_main(url: str) -> None:
             first = last = None
             chunks = 0
             usage = None
-            async with http.stream("POST", "/v1/chat/completions", json=body) as r:
-                async for line in r.aiter_lines():
-                    if not line.startswith("data: {"):
-                        continue
-                    data = json.loads(line[6:])
-                    if data.get("usage"):
-                        usage = data["usage"]
-                    if data["choices"] and data["choices"][0]["delta"].get("content"):
-                        now = time.perf_counter()
-                        first = first if first is not None else now - t0
-                        last = now - t0
-                        chunks += 1
+            async for line in lines("/v1/chat/completions", body):
+                if not line.startswith("data: {"):
+                    continue
+                data = json.loads(line[6:])
+                if data.get("usage"):
+                    usage = data["usage"]
+                if data["choices"] and data["choices"][0]["delta"].get("content"):
+                    now = time.perf_counter()
+                    first = first if first is not None else now - t0
+                    last = now - t0
+                    chunks += 1
             return {"ttft": first, "span": (last - first) if chunks > 1 else 0.0, "chunks": chunks,
                     "tokens": usage["completion_tokens"] if usage else 0}
 
@@ -146,13 +215,13 @@ class Client:
     """The benchmark's HTTP client: a child process started once, so no run pays for a
     process start or a cold connection, and the server's figures are like for like."""
 
-    def __init__(self, url: str, key: str):
-        self.url, self.key = url, key
+    def __init__(self, url: str, key: str, kind: str = "httpx"):
+        self.url, self.key, self.kind = url, key, kind
         self.proc: asyncio.subprocess.Process | None = None
 
     async def __aenter__(self) -> Client:
         self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, __file__, "--client", self.url, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            sys.executable, __file__, "--client", self.url, "--client-kinds", self.kind, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             env={**os.environ, "WREN_BENCH_KEY": self.key})
         return self
 
@@ -219,6 +288,11 @@ async def direct_stateless(engine, params, concurrency: int, runs: int) -> list[
     return out
 
 
+def label(variant: str, kind: str) -> str:
+    """A server variant with one client kind: "default+raw", "h11+httpx"."""
+    return f"{variant}+{kind}"
+
+
 def rate(run: dict) -> float:
     return sum(a["tokens"] for a in run["answers"]) / run["wall"]
 
@@ -247,6 +321,8 @@ async def server_main(args) -> dict:
         scripted = ScriptedBackend(SCRIPTED_ANSWER, delay=args.delay)
         kwargs["backend_factory"] = lambda name: scripted
         model = "tiny"
+    elif args.model:
+        model = registry.register_folder(args.model, name="bench-model").name
     else:
         model = None
     engine = Engine(Store(home / "wren.sqlite3"), registry, **kwargs)
@@ -266,12 +342,13 @@ async def server_main(args) -> dict:
     report: dict = {
         "cpu": cpu_line(), "model": status.name, "backend": status.backend, "decode_mode": decode_mode,
         "scripted_delay_s": args.delay if args.backend == "scripted" else None,
-        "tokens_per_answer": args.tokens, "runs": args.runs, "kv_slots": args.parallel,
-        "variants": {name: VARIANTS[name] for name in servers},
+        "torch_threads": _torch_threads(), "tokens_per_answer": args.tokens, "runs": args.runs, "kv_slots": args.parallel,
+        "variants": {name: VARIANTS[name] for name in servers}, "client_kinds": args.client_kinds,
     }
     try:
         async with contextlib.AsyncExitStack() as stack:
-            clients = {name: await stack.enter_async_context(Client(url, key)) for name, (_, url) in servers.items()}
+            clients = {label(name, kind): await stack.enter_async_context(Client(url, key, kind))
+                       for name, (_, url) in servers.items() for kind in args.client_kinds}
             # warm every path once (first-request costs: imports, allocations, connections)
             await direct_stateless(engine, params, 1, 1)
             await direct_send(engine, params, 1)
@@ -279,7 +356,7 @@ async def server_main(args) -> dict:
                 await client.ask(phase="chat", concurrency=1, tokens=4)
             print(f"bench/serve.py: {status.name} on {status.backend} loaded; time to first token", file=sys.stderr)
             for name, entry in (await measure(engine, params, clients, args)).items():
-                if len(servers) == 1:
+                if len(clients) == 1:
                     report.update(entry)
                 else:
                     report.setdefault("by_variant", {})[name] = entry
@@ -364,12 +441,18 @@ def main() -> None:
     parser.add_argument("--parallel", type=int, default=8, help="KV slots (parallel sequences) for batching")
     parser.add_argument("--variants", default="default",
                         help=f"server set-ups measured side by side, run by run: {', '.join(VARIANTS)}")
+    parser.add_argument("--model", help="a model folder (Hugging Face layout) instead of the starter")
+    parser.add_argument("--client-kinds", default="raw,httpx",
+                        help="the HTTP clients, each its own process: raw (a lean HTTP/1.1 reader), httpx")
     parser.add_argument("--client", help=argparse.SUPPRESS)  # the child: the server's URL
     args = parser.parse_args()
     if args.client:
-        asyncio.run(client_main(args.client))
+        asyncio.run(client_main(args.client, args.client_kinds))
         return
     args.clients = [int(c) for c in args.clients.split(",")]
+    args.client_kinds = [k.strip() for k in args.client_kinds.split(",") if k.strip()]
+    if not args.client_kinds or set(args.client_kinds) - {"raw", "httpx"}:
+        parser.error("--client-kinds: choose from raw, httpx")
     args.variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     unknown = [v for v in args.variants if v not in VARIANTS]
     if unknown or not args.variants:
