@@ -1,5 +1,5 @@
-"""bench/serve.py with the scripted backend: every figure comes out, for each variant compared
-in one run, and a variant it does not know is refused by name."""
+"""bench/serve.py with the scripted backend: every figure comes out, for each variant and
+client kind compared in one run, and a variant or client kind it does not know is refused by name."""
 
 from __future__ import annotations
 
@@ -23,10 +23,13 @@ def _run(tmp_path, *args: str) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_scripted_run_reports_every_figure_for_each_variant(tmp_path):
     proc = _run(tmp_path, "--delay", "0.002", "--runs", "2", "--tokens", "6", "--clients", "1,2",
-                "--variants", "default,h11")
+                "--variants", "default,h11", "--client-kinds", "raw,httpx")
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout)
-    assert set(report["by_variant"]) == {"default", "h11"}
+    assert set(report["by_variant"]) == {"default+raw", "default+httpx", "h11+raw", "h11+httpx"}
+    # the lean client reads the same stream as httpx: as many chunks in each answer
+    chunks = {name: entry["chunks_per_answer"] for name, entry in report["by_variant"].items()}
+    assert chunks["default+raw"] == chunks["default+httpx"] == chunks["h11+raw"] == chunks["h11+httpx"]
     assert report["variants"]["h11"] == {"http": "h11"}
     for entry in report["by_variant"].values():
         for key in ("ttft_conversation_ms", "ttft_new_chat_ms"):
@@ -48,3 +51,9 @@ def test_an_unknown_variant_is_refused(tmp_path):
     proc = _run(tmp_path, "--variants", "default,turbo")
     assert proc.returncode == 2
     assert "unknown variant(s) turbo" in proc.stderr and "no-coalesce" in proc.stderr
+
+
+def test_an_unknown_client_kind_is_refused(tmp_path):
+    proc = _run(tmp_path, "--client-kinds", "raw,curl")
+    assert proc.returncode == 2
+    assert "--client-kinds: choose from raw, httpx" in proc.stderr
