@@ -1,15 +1,15 @@
 """Wren's CUDA path measured in one run beside transformers and the bandwidth bound; prints JSON.
 
-Runbook for a session with the `device` tool (an H100 or H200; about 8 of its 15 minutes).
-Its machine reaches no registry; its python3 has CUDA torch, transformers and safetensors but
-not `gguf`, which Wren's model code imports, so that wheel (pure Python) travels with the call:
-  1. here: mkdir -p .git/info .whl && (grep -qx /.whl/ .git/info/exclude || echo /.whl/ >> .git/info/exclude)
-           .venv/bin/python -m pip download -q --no-deps --only-binary=:all: -d .whl gguf==0.19.0
-  2. run(carry=[".whl"], timeout_s=560, command="python3 -m pip install -q --no-index --no-deps
-       --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
-       && nvidia-smi -L && timeout 530 python3 bench/gpu.py --out $OUT/gpu.json")
-  3. read files_at/gpu.json ("complete": false if cut short: it is rewritten after every
-     figure), the SUMMARY lines at the end of output_tail; then give_back. Quote the card.
+Runbook for a session with the `device` tool (an H100 or H200; about 10 of its 15 minutes,
+this script and bench/serve.py on the machine's CPU and on CUDA):
+  1. here: bash bench/device/prepare.sh (wheels its Python 3.12 lacks, such as `gguf`, which
+     Wren's model code imports, and the starter's tokenizer, into git-ignored .whl and .dev)
+  2. run(carry=[".whl", ".dev"], timeout_s=590, command="bash bench/device/run.sh 250")
+     (it installs the wheels, maps Wren's folders under the `wren` name, as the editable
+     install does, and runs each benchmark under its own time limit)
+  3. read files_at: gpu.json ("complete": false if cut short: it is rewritten after every
+     figure), serve_cpu.json, serve_cuda.json, and the SUMMARY lines in output_tail; then
+     give_back. Quote the card.
 The run keeps to --budget-s (450 s, shared out per section; time a section leaves carries
 on), so it ends inside 8 minutes. `--device cpu --tiny` is the dry run CI does (tests/bench).
 
