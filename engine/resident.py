@@ -341,6 +341,16 @@ def register(sub) -> None:
     p.set_defaults(func=_cmd_resident)
 
 
+def status_line(answer: dict) -> str:
+    """One engine's status answer as `wren resident` prints it."""
+    mode = f" ({answer['decode_mode']})" if answer.get("decode_mode") else ""  # none for a remote model
+    model = f"{answer['model']} on {answer['backend']}{mode}" if answer.get("model") else "no model loaded yet"
+    if answer.get("host") == "window":
+        return f"Wren's window: pid {answer['pid']}, {model}, answering {answer['answering']}"
+    return (f"resident engine: pid {answer['pid']}, {model}, answering {answer['answering']}, "
+            f"ends after {answer['keep_alive']:g} s idle")
+
+
 async def _cmd_resident(args) -> int:
     if args.action == "serve":
         if args.socket is None:
@@ -362,13 +372,7 @@ async def _cmd_resident(args) -> int:
         if answer.get("type") == "bye":
             print(f"stopped the resident engine (pid {answer['pid']})")
         elif answer.get("type") == "status":
-            model = (f"{answer['model']} on {answer['backend']} ({answer['decode_mode']})" if answer.get("model")
-                     else "no model loaded yet")
-            if answer.get("host") == "window":
-                print(f"Wren's window: pid {answer['pid']}, {model}, answering {answer['answering']}")
-            else:
-                print(f"resident engine: pid {answer['pid']}, {model}, answering {answer['answering']}, "
-                      f"ends after {answer['keep_alive']:g} s idle")
+            print(status_line(answer))
         else:
             print(f"wren: {answer.get('message', answer)}", file=sys.stderr)
     return 0

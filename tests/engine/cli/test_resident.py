@@ -435,3 +435,16 @@ def test_the_keep_alive_setting_applies_without_a_flag_or_variable(tiny_home):
     env.pop("WREN_KEEP_ALIVE")
     assert _ask("--max-tokens", "2", "hi", env=env).returncode == 0
     assert _status(env)["keep_alive"] == 42
+
+
+def test_the_status_line_names_the_decode_mode_only_where_there_is_one():
+    from wren.engine.resident import status_line
+
+    local = {"pid": 7, "model": "starter", "backend": "torch-cpu", "decode_mode": "compiled", "answering": 1,
+             "keep_alive": 300.0, "host": "resident"}
+    assert status_line(local) == ("resident engine: pid 7, starter on torch-cpu (compiled), answering 1, "
+                                  "ends after 300 s idle")
+    remote = dict(local, model="mywren/starter", backend="remote", decode_mode=None)
+    assert status_line(remote) == ("resident engine: pid 7, mywren/starter on remote, answering 1, "
+                                   "ends after 300 s idle")
+    assert status_line(dict(local, model=None, host="window")) == "Wren's window: pid 7, no model loaded yet, answering 1"
