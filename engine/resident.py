@@ -36,6 +36,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from . import __version__, paths
 from .errors import WrenError
@@ -71,6 +72,26 @@ def keep_alive(args: argparse.Namespace | None = None) -> float | None:
     return float(value)
 
 
+def seconds(value: Any) -> float:
+    """The `cli.keep_alive` setting's value as seconds (the default where it is not a number)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return DEFAULT_KEEP_ALIVE
+    return max(0.0, number) if number == number else DEFAULT_KEEP_ALIVE
+
+
+def chosen_keep_alive(args: argparse.Namespace | None = None) -> float:
+    """The keep-alive this ask means: --keep-alive, else WREN_KEEP_ALIVE, else the setting
+    (read from the database file without opening the store), else 300 s."""
+    value = keep_alive(args)
+    if value is not None:
+        return value
+    from .store.store import read_setting
+
+    return seconds(read_setting(paths.database_path(), KEEP_ALIVE_SETTING, DEFAULT_KEEP_ALIVE))
+
+
 def wanted(args: argparse.Namespace) -> bool:
     """Whether this `wren ask` goes to a resident engine: not with a keep-alive of 0, not
     when it names tools (they run where the question is asked: its folder, its MCP
@@ -79,7 +100,7 @@ def wanted(args: argparse.Namespace) -> bool:
     choice = (getattr(args, "tool_choice", None) or "auto").strip()
     if tools not in ("none", "") or choice not in ("auto", "none"):
         return False
-    return supported() and keep_alive(args) != 0
+    return supported() and chosen_keep_alive(args) != 0
 
 
 # The environment that shapes an engine (its kernels, threads, devices, compiling): an

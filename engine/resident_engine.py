@@ -29,6 +29,7 @@ from .resident import (
     _connect,
     _private_folder,
     _send,
+    seconds,
     supported,
     window_socket_path,
 )
@@ -59,11 +60,7 @@ class Resident:
     async def idle_limit(self) -> float:
         if self.keep_alive is not None:
             return self.keep_alive
-        value = await self.engine.get_setting(KEEP_ALIVE_SETTING, DEFAULT_KEEP_ALIVE)
-        try:
-            return max(0.0, float(value))
-        except (TypeError, ValueError):
-            return DEFAULT_KEEP_ALIVE
+        return seconds(await self.engine.get_setting(KEEP_ALIVE_SETTING, DEFAULT_KEEP_ALIVE))
 
     async def watch(self) -> None:
         """Ends the process when idle past the keep-alive, or when its data folder is gone."""

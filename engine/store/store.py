@@ -650,6 +650,24 @@ _JOURNAL_FIELDS = frozenset({
 })
 
 
+def read_setting(path: Path | str, key: str, default: Any = None) -> Any:
+    """One setting read straight from the database file, without opening a Store (no
+    migration, no recovery, nothing written): for a short-lived process that only needs
+    to know one choice before deciding what to start. `default` when the file, the table
+    or the key is missing, or the file cannot be read."""
+    try:
+        conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=1.0)
+    except (sqlite3.Error, OSError, ValueError):
+        return default
+    try:
+        row = conn.execute(f"SELECT value FROM {Setting._meta.table_name} WHERE key = ?", (key,)).fetchone()
+        return default if row is None or row[0] is None else json.loads(row[0])
+    except (sqlite3.Error, ValueError):
+        return default
+    finally:
+        conn.close()
+
+
 def _chain(exc: BaseException) -> list[BaseException]:
     """`exc` and the errors it was raised from or during (a failed commit's rollback says
     "no transaction is active"; the disk-full error that caused it is its context)."""

@@ -171,3 +171,26 @@ def test_two_stores_in_one_process_never_cross(tmp_path):
     worker.start()
     worker.join()
     assert seen == ["in a"] and b.get_conversation(cb.id).title == "in b"
+
+
+def test_read_setting_reads_one_value_without_opening_a_store(tmp_path):
+    from wren.engine.store.store import read_setting
+
+    path = tmp_path / "wren.sqlite3"
+    assert read_setting(path, "cli.keep_alive", 300) == 300  # no database yet
+    assert not path.exists()  # and none was made
+    store = Store(path)
+    store.set_setting("cli.keep_alive", 0)
+    store.set_setting("nested", {"a": [1, "é"]})
+    store.close()
+    before = path.stat().st_mtime_ns
+    assert read_setting(path, "cli.keep_alive", 300) == 0
+    assert read_setting(path, "nested") == {"a": [1, "é"]}
+    assert read_setting(path, "missing", "fallback") == "fallback"
+    assert path.stat().st_mtime_ns == before  # read-only
+    garbage = tmp_path / "garbage.sqlite3"
+    garbage.write_bytes(b"not a database at all" * 100)
+    assert read_setting(garbage, "cli.keep_alive", 300) == 300
+    with sqlite3.connect(path) as conn:  # a value that is not JSON: the default, not a crash
+        conn.execute("UPDATE setting SET value = '{broken' WHERE key = 'nested'")
+    assert read_setting(path, "nested", "fallback") == "fallback"

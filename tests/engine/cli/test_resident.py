@@ -137,6 +137,21 @@ def test_keep_alive_zero_answers_here_and_starts_nothing(tiny_home):
     assert not resident.socket_path(tiny_home).exists()
 
 
+def test_the_setting_at_zero_answers_here_too(tiny_home):
+    """With neither --keep-alive nor WREN_KEEP_ALIVE, the setting (as Settings saves it) decides."""
+    from wren.engine.store import Store
+
+    store = Store(tiny_home / "wren.sqlite3")
+    store.set_setting(resident.KEEP_ALIVE_SETTING, 0)
+    store.close()
+    env = _env()
+    env.pop("WREN_KEEP_ALIVE")
+    done = _ask("--max-tokens", "2", "hi", env=env)
+    assert done.returncode == 0, done.stderr
+    assert _status(env) == {"type": "none"}
+    assert not resident.socket_path(tiny_home).exists()
+
+
 def test_an_idle_engine_ends_after_its_keep_alive_and_removes_its_socket(tiny_home):
     assert _ask("--keep-alive", "1", "--max-tokens", "2", "hi").returncode == 0
     path = resident.socket_path(tiny_home)
@@ -448,3 +463,23 @@ def test_the_status_line_names_the_decode_mode_only_where_there_is_one():
     assert status_line(remote) == ("resident engine: pid 7, mywren/starter on remote, answering 1, "
                                    "ends after 300 s idle")
     assert status_line(dict(local, model=None, host="window")) == "Wren's window: pid 7, no model loaded yet, answering 1"
+
+
+def test_wanted_follows_the_flag_then_the_variable_then_the_setting(wren_home, monkeypatch):
+    import argparse
+
+    from wren.engine.store import Store
+
+    monkeypatch.delenv("WREN_KEEP_ALIVE", raising=False)
+    args = argparse.Namespace(keep_alive=None, tools=None, tool_choice=None)
+    assert resident.chosen_keep_alive(args) == resident.DEFAULT_KEEP_ALIVE and resident.wanted(args)
+    store = Store(wren_home / "wren.sqlite3")
+    store.set_setting(resident.KEEP_ALIVE_SETTING, 0)
+    assert not resident.wanted(args)  # the setting alone: answered in the asking process
+    store.set_setting(resident.KEEP_ALIVE_SETTING, "not a number")
+    assert resident.chosen_keep_alive(args) == resident.DEFAULT_KEEP_ALIVE
+    store.set_setting(resident.KEEP_ALIVE_SETTING, 0)
+    monkeypatch.setenv("WREN_KEEP_ALIVE", "90")
+    assert resident.chosen_keep_alive(args) == 90 and resident.wanted(args)  # the variable beats the setting
+    assert not resident.wanted(argparse.Namespace(keep_alive=0.0, tools=None, tool_choice=None))  # the flag beats both
+    store.close()
