@@ -45,6 +45,7 @@ from wren.engine.api import (
     SamplingParams,
 )
 from wren.engine.errors import WrenError
+from wren.engine.resident import DEFAULT_KEEP_ALIVE, KEEP_ALIVE_SETTING, seconds
 
 from ..bridge import Tasks
 from ..memory.page import MemoryPage
@@ -107,6 +108,7 @@ class SettingsDialog(QDialog):
         self._saved_prompt: str | None = None
         self._loaded_backend = "auto"
         self._performance = None  # as loaded; a change reloads the model
+        self._keep_alive_minutes = round(DEFAULT_KEEP_ALIVE / 60)  # as loaded
         self.personal_page = PersonalPage(engine)
         self.memory_page = MemoryPage(engine, tasks)
         self.safety_page = SafetyPage(engine)
@@ -195,11 +197,24 @@ class SettingsDialog(QDialog):
             "Both take effect the next time the model loads.")
         speed_hint.setObjectName("speedHint")
         speed_hint.setWordWrap(True)
+        # `wren ask` in a terminal: how long its engine keeps the model loaded (engine/resident.py)
+        self.keep_alive_spin = QSpinBox(objectName="keepAliveSpin", minimum=0, maximum=24 * 60, suffix=" min")
+        self.keep_alive_spin.setSpecialValueText("Off")
+        self.keep_alive_spin.setAccessibleName("Keep the model loaded for wren ask, in minutes")
+        keep_alive_hint = QLabel(
+            "After a “wren ask” in a terminal, the model stays loaded this long, so the next "
+            "question answers in under a second. Off loads it for each question and leaves "
+            "nothing running. While this window is open, it answers “wren ask” itself for the "
+            "model it has loaded.")
+        keep_alive_hint.setObjectName("keepAliveHint")
+        keep_alive_hint.setWordWrap(True)
         form = QFormLayout()
         form.addRow("Backend", self.backend_picker)
         form.addRow("Answers at the same time", self.parallel_spin)
         form.addRow("Keep other chats ready", self.prefix_cache_spin)
         form.addRow("", speed_hint)
+        form.addRow("Keep loaded for the terminal", self.keep_alive_spin)
+        form.addRow("", keep_alive_hint)
         page = QWidget()
         layout = QVBoxLayout(page)
         layout.addWidget(QLabel("Installed models (the selected one answers):"))
@@ -299,6 +314,8 @@ class SettingsDialog(QDialog):
         self._performance = await e.performance_settings()
         self.parallel_spin.setValue(self._performance.parallel_sequences)
         self.prefix_cache_spin.setValue(self._performance.prefix_cache_mb)
+        self._keep_alive_minutes = round(seconds(await e.get_setting(KEEP_ALIVE_SETTING, DEFAULT_KEEP_ALIVE)) / 60)
+        self.keep_alive_spin.setValue(self._keep_alive_minutes)
         self._saved_prompt = await e.get_setting("system_prompt")
         self.system_prompt.setPlainText(DEFAULT_SYSTEM_PROMPT if self._saved_prompt is None else self._saved_prompt)
         self.hotkey_enabled.setChecked(bool(await e.get_setting(HOTKEY_ENABLED, True)))
@@ -384,6 +401,8 @@ class SettingsDialog(QDialog):
         except WrenError as exc:
             self._refuse(str(exc), self.tabs.widget(0))
             return None
+        if self.keep_alive_spin.value() != self._keep_alive_minutes:  # an untouched odd value (90 s) stays
+            await self.engine.set_setting(KEEP_ALIVE_SETTING, self.keep_alive_spin.value() * 60)
         await self.memory_page.save()
         model, backend = self.selected_model(), self.backend_picker.currentText()
         prompt = self.system_prompt.toPlainText().strip()
