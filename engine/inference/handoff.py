@@ -30,6 +30,9 @@ class _Inbox:
     def put(self, queue: asyncio.Queue, event: Any) -> None:
         """From any thread: `event` reaches `queue` on the loop, after everything put before it."""
         with self._lock:
+            if self._scheduled and self._loop.is_closed():  # the wake-up on its way never ran
+                self._items.clear()
+                self._scheduled = False
             self._items.append((queue, event))
             if self._scheduled:
                 return  # a wake-up is on its way and will take this one too

@@ -55,17 +55,22 @@ async def _one_wakeup(monkeypatch):
     queues = [asyncio.Queue() for _ in range(16)]
     sinks = [loop_sink(q) for q in queues]
 
-    def step() -> None:  # one batched decoding step: a token for each of 16 answers
+    def step(done: threading.Event) -> None:  # one batched decoding step: a token for each of 16 answers
         for n, sink in enumerate(sinks):
             sink(f"token {n}")
+        done.set()
 
-    await loop.run_in_executor(None, step)
-    assert [await q.get() for q in queues] == [f"token {n}" for n in range(16)]
-    deliveries = [w for w in wakeups if getattr(w, "__name__", "") == "_deliver"]  # not the executor's own
-    assert len(deliveries) == 1
-    await loop.run_in_executor(None, step)  # the next step wakes it again
-    assert [await q.get() for q in queues] == [f"token {n}" for n in range(16)]
-    assert len([w for w in wakeups if getattr(w, "__name__", "") == "_deliver"]) == 2
+    def busy_loop() -> None:
+        # runs on the loop's thread, so the loop is busy (as with another answer's work)
+        # for the whole burst: the first event's wake-up must carry all 16
+        done = threading.Event()
+        threading.Thread(target=step, args=(done,)).start()
+        assert done.wait(10)
+
+    for rounds in (1, 2):  # each step wakes the loop once more
+        loop.call_soon(busy_loop)
+        assert [await q.get() for q in queues] == [f"token {n}" for n in range(16)]
+        assert len([w for w in wakeups if getattr(w, "__name__", "") == "_deliver"]) == rounds
 
 
 def test_a_closed_loop_raises_and_keeps_nothing():
@@ -76,3 +81,15 @@ def test_a_closed_loop_raises_and_keeps_nothing():
     with pytest.raises(RuntimeError):
         sink("late")
     assert not handoff._inboxes[loop]._items and not handoff._inboxes[loop]._scheduled
+
+
+def test_a_loop_closed_with_a_wake_up_pending_raises_and_keeps_nothing():
+    loop = asyncio.new_event_loop()
+    queue: asyncio.Queue = asyncio.Queue()
+    sink = loop_sink(queue, loop)
+    sink("scheduled, never delivered")  # the loop never runs again
+    loop.close()
+    with pytest.raises(RuntimeError):
+        sink("late")
+    inbox = handoff._inboxes[loop]
+    assert not inbox._items and not inbox._scheduled
