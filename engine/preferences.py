@@ -15,6 +15,7 @@ from .events import SafetyAction
 from .memory import MemoryInfo, MemorySettings, Suggestion
 from .performance import PARALLEL_KEY, PREFIX_CACHE_KEY, PerformanceSettings
 from .records import check_unicode
+from .resident import DEFAULT_KEEP_ALIVE, KEEP_ALIVE_SETTING, seconds
 from .safety import Policy, user_policy
 
 if TYPE_CHECKING:
@@ -107,6 +108,18 @@ class Preferences:
         await self.set_setting(PARALLEL_KEY, settings.parallel_sequences)
         await self.set_setting(PREFIX_CACHE_KEY, settings.prefix_cache_mb)
         return settings
+
+    async def terminal_keep_alive(self) -> float:
+        """Seconds `wren ask`'s resident engine keeps the model loaded after a question
+        (the setting; 0: each question is answered in its own process)."""
+        return seconds(await self.get_setting(KEEP_ALIVE_SETTING, DEFAULT_KEEP_ALIVE))
+
+    async def set_terminal_keep_alive(self, value: float) -> None:
+        """Takes effect at the resident engine's next idle moment, and for every `wren ask`
+        without --keep-alive or WREN_KEEP_ALIVE."""
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
+            raise InvalidRequest(f"the terminal's keep-alive must be 0 or more seconds, got {value!r}")
+        await self.set_setting(KEEP_ALIVE_SETTING, value)
 
     # -- safety --------------------------------------------------------------------------
 

@@ -45,7 +45,6 @@ from wren.engine.api import (
     SamplingParams,
 )
 from wren.engine.errors import WrenError
-from wren.engine.resident import DEFAULT_KEEP_ALIVE, KEEP_ALIVE_SETTING, seconds
 
 from ..bridge import Tasks
 from ..memory.page import MemoryPage
@@ -108,7 +107,7 @@ class SettingsDialog(QDialog):
         self._saved_prompt: str | None = None
         self._loaded_backend = "auto"
         self._performance = None  # as loaded; a change reloads the model
-        self._keep_alive_minutes = round(DEFAULT_KEEP_ALIVE / 60)  # as loaded
+        self._keep_alive_minutes = 5  # as loaded
         self.personal_page = PersonalPage(engine)
         self.memory_page = MemoryPage(engine, tasks)
         self.safety_page = SafetyPage(engine)
@@ -314,7 +313,7 @@ class SettingsDialog(QDialog):
         self._performance = await e.performance_settings()
         self.parallel_spin.setValue(self._performance.parallel_sequences)
         self.prefix_cache_spin.setValue(self._performance.prefix_cache_mb)
-        self._keep_alive_minutes = round(seconds(await e.get_setting(KEEP_ALIVE_SETTING, DEFAULT_KEEP_ALIVE)) / 60)
+        self._keep_alive_minutes = round(await e.terminal_keep_alive() / 60)
         self.keep_alive_spin.setValue(self._keep_alive_minutes)
         self._saved_prompt = await e.get_setting("system_prompt")
         self.system_prompt.setPlainText(DEFAULT_SYSTEM_PROMPT if self._saved_prompt is None else self._saved_prompt)
@@ -402,7 +401,7 @@ class SettingsDialog(QDialog):
             self._refuse(str(exc), self.tabs.widget(0))
             return None
         if self.keep_alive_spin.value() != self._keep_alive_minutes:  # an untouched odd value (90 s) stays
-            await self.engine.set_setting(KEEP_ALIVE_SETTING, self.keep_alive_spin.value() * 60)
+            await self.engine.set_terminal_keep_alive(self.keep_alive_spin.value() * 60)
         await self.memory_page.save()
         model, backend = self.selected_model(), self.backend_picker.currentText()
         prompt = self.system_prompt.toPlainText().strip()

@@ -55,27 +55,26 @@ def test_speed_settings_show_save_and_reload_the_model(open_window, arun, qtbot)
 
 
 def test_the_terminal_keep_alive_is_shown_in_minutes_and_saved_in_seconds(open_window, arun, qtbot):
-    from wren.engine.resident import KEEP_ALIVE_SETTING
-
     window = open_window()
+    engine = window.engine
     dialog = _dialog(window, arun)
     assert dialog.keep_alive_spin.value() == 5  # the default, 300 s
     dialog.keep_alive_spin.setValue(0)
     assert dialog.keep_alive_spin.text() == "Off"
     with qtbot.waitSignal(dialog.saved):
         dialog.buttons.accepted.emit()
-    assert arun(window.engine.get_setting(KEEP_ALIVE_SETTING)) == 0
-    arun(window.engine.set_setting(KEEP_ALIVE_SETTING, 90))  # set elsewhere, not a whole minute
+    assert arun(engine.terminal_keep_alive()) == 0
+    arun(engine.set_terminal_keep_alive(90))  # set elsewhere, not a whole minute
     dialog = _dialog(window, arun)
     assert dialog.keep_alive_spin.value() == 2
     with qtbot.waitSignal(dialog.saved):
         dialog.buttons.accepted.emit()
-    assert arun(window.engine.get_setting(KEEP_ALIVE_SETTING)) == 90  # untouched: kept as it was
+    assert arun(engine.terminal_keep_alive()) == 90  # untouched: kept as it was
     dialog = _dialog(window, arun)
     dialog.keep_alive_spin.setValue(30)
     with qtbot.waitSignal(dialog.saved):
         dialog.buttons.accepted.emit()
-    assert arun(window.engine.get_setting(KEEP_ALIVE_SETTING)) == 1800
+    assert arun(engine.terminal_keep_alive()) == 1800
 
 
 def test_bad_sampling_values_are_refused_with_a_reason(open_window, arun):

@@ -55,3 +55,21 @@ def test_parallel_sequences_sets_the_loaded_models_kv_slots(wren_home, tiny_mode
         return slots, one
 
     assert asyncio.run(main()) == (3, 1)
+
+
+def test_the_terminal_keep_alive_is_checked_stored_and_read_back(make_engine):
+    async def main():
+        engine = make_engine()
+        assert await engine.terminal_keep_alive() == 300  # the default
+        await engine.set_terminal_keep_alive(0)
+        assert await engine.terminal_keep_alive() == 0
+        await engine.set_terminal_keep_alive(1800)
+        for bad in (-1, float("nan"), float("inf"), True, "ten"):
+            with pytest.raises(InvalidRequest, match="keep-alive must be 0 or more seconds"):
+                await engine.set_terminal_keep_alive(bad)
+        assert await engine.terminal_keep_alive() == 1800  # a refusal changes nothing
+        await engine.set_setting("cli.keep_alive", "lots")  # edited by hand: the default again
+        assert await engine.terminal_keep_alive() == 300
+        await engine.close()
+
+    asyncio.run(main())
