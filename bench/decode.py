@@ -36,6 +36,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -269,6 +270,7 @@ def main() -> None:
     from wren.engine.inference.select import resolve_backend
 
     names = args.backends.split(",") if args.backends != "auto-available" else ["torch-cpu", "torch-cuda", "mlx"]
+    made_home = not os.environ.get("WREN_HOME")  # a data folder of its own, removed at the end
     home = os.environ.get("WREN_HOME") or tempfile.mkdtemp(prefix="wren-bench-")
     env = dict(os.environ, WREN_HOME=home)
     os.environ["WREN_HOME"] = home  # the parent finds the starter GGUF for llama-bench there too
@@ -309,8 +311,13 @@ def main() -> None:
                 results.append(json.loads(out.stdout.strip().splitlines()[-1]))
         return results
 
+    try:
+        results = run_backends()
+    finally:
+        if made_home:  # the converted starter and compiled graphs: most of a GB each run
+            shutil.rmtree(home, ignore_errors=True)
     report = {"model": args.model or "smollm2-135m-instruct", "cpu_count": os.cpu_count(), "threads": threads,
-              "machine": machine(), "results": run_backends()}
+              "machine": machine(), "results": results}
     bandwidth = report["machine"].get("read_bandwidth_gb_s")
     for result in report["results"]:
         if bandwidth and "decode_tokens_per_s" in result:

@@ -52,6 +52,7 @@ import json
 import os
 import platform
 import secrets
+import shutil
 import statistics
 import subprocess
 import sys
@@ -364,6 +365,7 @@ async def server_main(args) -> dict:
         for server, _ in servers.values():
             await server.stop()
         await engine.close()
+        shutil.rmtree(home, ignore_errors=True)  # its own data folder: the converted starter, logs
     return report
 
 
