@@ -188,13 +188,14 @@ class OpenAIAnswer:
         text is encoded per token; the rest of the chunk, the same for the whole answer, is
         encoded once (a chunk a token is the server's busiest path)."""
         logprobs = self.delta_logprobs(event)
-        frame = self._frames.get(include_usage) if logprobs is None else None
-        if frame is None and logprobs is None:
-            frame = self._frames[include_usage] = self._frame(include_usage)
-        if frame is None or not frame[0]:
-            return sse(self.chunk({"content": event.text} if self.chat else event.text,
-                                  include_usage=include_usage, logprobs=logprobs))
-        return frame[0] + json.dumps(event.text, ensure_ascii=False).encode() + frame[1]
+        if logprobs is None:
+            if include_usage not in self._frames:
+                self._frames[include_usage] = self._frame(include_usage)
+            head, tail = self._frames[include_usage]
+            if head:
+                return head + json.dumps(event.text, ensure_ascii=False).encode() + tail
+        return sse(self.chunk({"content": event.text} if self.chat else event.text,
+                              include_usage=include_usage, logprobs=logprobs))
 
     def _frame(self, include_usage: bool) -> tuple[bytes, bytes]:
         """The chunk's bytes before and after its text; (b"", b"") where they cannot be cut
