@@ -24,12 +24,10 @@ from .resident import (
     _ASK_FIELDS,
     _LIMIT,
     DEFAULT_KEEP_ALIVE,
-    KEEP_ALIVE_SETTING,
     PROTOCOL,
     _connect,
     _private_folder,
     _send,
-    seconds,
     supported,
     window_socket_path,
 )
@@ -60,7 +58,7 @@ class Resident:
     async def idle_limit(self) -> float:
         if self.keep_alive is not None:
             return self.keep_alive
-        return seconds(await self.engine.get_setting(KEEP_ALIVE_SETTING, DEFAULT_KEEP_ALIVE))
+        return await self.engine.terminal_keep_alive()
 
     async def watch(self) -> None:
         """Ends the process when idle past the keep-alive, or when its data folder is gone."""
