@@ -144,8 +144,6 @@ async def client_main(url: str, kind: str) -> None:
     """The child: one long-lived HTTP client (its connections kept warm, as a real client
     keeps them), doing what each line of stdin asks and answering with one JSON line.
     `kind`: httpx (a typical Python client, as the openai package uses) or raw (RawHTTP)."""
-    import httpx
-
     key = os.environ["WREN_BENCH_KEY"]
     loop = asyncio.get_running_loop()
     async with contextlib.AsyncExitStack() as stack:
@@ -154,6 +152,8 @@ async def client_main(url: str, kind: str) -> None:
             stack.push_async_callback(raw.close)
             lines = raw.lines
         else:
+            import httpx
+
             http = await stack.enter_async_context(httpx.AsyncClient(
                 base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=600,
                 limits=httpx.Limits(max_connections=64)))
