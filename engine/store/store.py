@@ -460,6 +460,17 @@ class Store:
             siblings.setdefault(m.parent_id, []).append(m.id)
         return [self._info(m, siblings[m.parent_id]) for m in chain]
 
+    @_guarded
+    def tree(self, conversation_id: int) -> tuple[list[MessageInfo], int | None]:
+        """Every message of a conversation, every branch, oldest first, and the current
+        leaf (the message whose branch is shown): what an export must keep."""
+        conv = self._conversation(conversation_id)
+        rows = list(Message.select().where(Message.conversation == conv.id).order_by(Message.id))
+        siblings: dict[int | None, list[int]] = {}
+        for m in rows:
+            siblings.setdefault(m.parent_id, []).append(m.id)
+        return [self._info(m, siblings[m.parent_id]) for m in rows], conv.current_leaf
+
     _CHAIN_COLUMNS = frozenset({"id", "role", "content", "status"})
 
     @_guarded
