@@ -125,6 +125,7 @@ class SettingsDialog(QDialog):
         self.about_page = AboutPage(engine)
         self.tabs.addTab(self.about_page, "About")
         self.providers_page = ProvidersPage(engine, tasks)  # loads itself when shown
+        self.providers_page.changed.connect(self.models_changed)  # its models join the window's picker at once
         self.tabs.addTab(self.providers_page, "Providers")
         self.tools_page = ToolsPage(engine, tasks)  # loads itself when shown; changes are kept at once
         self.tabs.addTab(self.tools_page, "Tools")

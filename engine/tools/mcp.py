@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidRequest, NotFound, WrenError
+from ..threadloop import LoopThread
 from . import mcp_config
 from .mcp_config import McpServerConfig
 
@@ -575,7 +576,7 @@ class McpManager:
         self._connections: dict[str, _Connection] = {}
         self._logs: dict[str, LogRing] = {}  # by server name; kept across restarts and edits
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._thread: LoopThread | None = None
         self._guard = threading.Lock()
         self._closed = False
         self._listeners: list[Callable[[str], None]] = []
@@ -794,18 +795,11 @@ class McpManager:
                 import mcp_types  # noqa: F401
                 from mcp import Client  # noqa: F401
 
-                loop = asyncio.new_event_loop()
-                started = threading.Event()
-
-                def run() -> None:
-                    asyncio.set_event_loop(loop)
-                    loop.call_soon(started.set)
-                    loop.run_forever()
-
-                self._thread = threading.Thread(target=run, name="wren-mcp", daemon=True)
-                self._thread.start()
-                started.wait()
-                self._loop = loop
+                try:
+                    self._thread = LoopThread("wren-mcp")  # a plain loop even under qasync's policy
+                except RuntimeError as exc:
+                    raise McpFailure(str(exc)) from exc
+                self._loop = self._thread.loop
             return self._loop
 
     async def _on_thread(self, coro: Awaitable[Any]) -> Any:
@@ -847,12 +841,9 @@ class McpManager:
         self._stop_thread()
 
     def _stop_thread(self) -> None:
-        loop, thread = self._loop, self._thread
-        if loop is None or thread is None:
+        thread = self._thread
+        if thread is None:
             return
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(5)
-        if not thread.is_alive():
-            loop.close()
+        thread.stop(5)
         self._loop = self._thread = None
 

@@ -26,7 +26,13 @@ def _session_loop(qapp):
 @pytest.fixture
 def aloop(_session_loop, qtbot):
     """qasync's loop marked as running, so coroutines advance whenever Qt processes events.
-    Unmarked afterwards, so other tests in the same run can still call asyncio.run()."""
+    Unmarked afterwards, so other tests in the same run can still call asyncio.run().
+
+    qasync's loop policy is installed for the test, as `qasync.run` installs it in the real
+    window: under it `asyncio.new_event_loop()` makes a Qt loop, which froze the window when
+    an engine thread made its own loop that way (the MCP manager, remote providers)."""
+    policy = asyncio.get_event_loop_policy()
+    asyncio.set_event_loop_policy(qasync.DefaultQEventLoopPolicy())
     asyncio.set_event_loop(_session_loop)
     asyncio.events._set_running_loop(_session_loop)
     try:
@@ -39,6 +45,7 @@ def aloop(_session_loop, qtbot):
     finally:
         asyncio.events._set_running_loop(None)
         asyncio.set_event_loop(None)
+        asyncio.set_event_loop_policy(policy)
 
 
 @pytest.fixture

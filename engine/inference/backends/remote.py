@@ -26,7 +26,6 @@ import ipaddress
 import json
 import logging
 import random
-import threading
 import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
@@ -40,6 +39,7 @@ import numpy as np
 
 from ...errors import WrenError
 from ...events import Delta, Failed, FailureKind, Finished, FinishReason, Usage
+from ...threadloop import LoopThread
 from ..backend import ChatChunk, ModelBase, Unsupported
 
 log = logging.getLogger(__name__)
@@ -500,10 +500,9 @@ class RemoteWorker:
         self.model: RemoteModel | None = None
         self.sent_messages: int = 0
         self._loaded: Future = Future()
-        self._loop = asyncio.new_event_loop()
         self._tasks: set[asyncio.Task] = set()
-        self._thread = threading.Thread(target=self._loop.run_forever, name=f"wren-remote-{name}", daemon=True)
-        self._thread.start()
+        self._thread = LoopThread(f"wren-remote-{name}")  # a plain loop even under the window's qasync policy
+        self._loop = self._thread.loop
         asyncio.run_coroutine_threadsafe(self._load(), self._loop)
 
     @property
@@ -638,7 +637,4 @@ class RemoteWorker:
             asyncio.run_coroutine_threadsafe(shut(), self._loop).result(timeout)
         except Exception:
             log.exception("closing the remote worker")
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout)
-        if not self._thread.is_alive():
-            self._loop.close()
+        self._thread.stop(timeout)

@@ -21,6 +21,8 @@ import struct
 import threading
 from dataclasses import dataclass, field
 
+from wren.engine.threadloop import plain_event_loop
+
 
 @dataclass
 class Seen:
@@ -36,9 +38,10 @@ class FakeServer:
     default: tuple = ("ok", "Hello from the remote side.")
     script: list[tuple] = field(default_factory=list)
     seen: list[Seen] = field(default_factory=list)
+    delay: float = 0.0  # seconds between streamed chunks
 
     def __post_init__(self) -> None:
-        self._loop = asyncio.new_event_loop()
+        self._loop = plain_event_loop()  # a plain loop also inside the window's tests (qasync's policy)
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="fake-openai", daemon=True)
         self._hangs: list[asyncio.StreamWriter] = []
@@ -147,6 +150,8 @@ class FakeServer:
                 self._reset(writer)
                 return False
             await self._chunk(writer, f"data: {json.dumps(event)}\n\n".encode())
+            if self.delay:
+                await asyncio.sleep(self.delay)
         await self._chunk(writer, b"data: [DONE]\n\n")
         writer.write(b"0\r\n\r\n")
         await writer.drain()
