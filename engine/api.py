@@ -389,14 +389,12 @@ class Engine(ModelLibrary, Preferences, Serving, Providers, Tools, McpFacade, Ca
         return await self.switch_branch(siblings[index])
 
     async def export(self, conversation_id: int, fmt: str = "markdown") -> str:
-        """The visible branch of a conversation as Markdown or JSON text."""
+        """A conversation as Markdown or JSON text, every branch (engine/export.py)."""
         from . import export
 
         if fmt not in ("markdown", "json"):
             raise InvalidRequest(f"unknown export format {fmt!r}; use markdown or json")
-        conv = await self.get_conversation(conversation_id)
-        shown = await self.messages(conversation_id)
-        return export.to_json(conv, shown) if fmt == "json" else export.to_markdown(conv, shown)
+        return await self._db(export.render, self._store_for(conversation_id), conversation_id, fmt)
 
     async def context_report(self, message_id: int) -> ContextReport | None:
         """What the model saw for an answer: every part, its tokens, and the exact prompt."""

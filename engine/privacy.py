@@ -22,8 +22,6 @@ import logging
 import os
 import re
 import shutil
-import time
-import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -200,12 +198,9 @@ def erase_database(store) -> dict[str, int]:
 
 
 def _export_rows(store) -> dict[str, Any]:
-    from .export import to_dict, to_markdown
+    from .export_archive import conversation_files
 
-    convs = []
-    for info in store.list_conversations(limit=1_000_000):
-        shown = store.messages(info.id)
-        convs.append((info, shown, to_dict(info, shown), to_markdown(info, shown)))
+    convs = conversation_files(store)  # every branch of every chat
     db = store.db
     tables = _tables(db)
     memories = []
@@ -221,47 +216,6 @@ def _export_rows(store) -> dict[str, Any]:
             except (TypeError, ValueError):
                 settings[key] = value
     return {"conversations": convs, "memories": memories, "settings": settings}
-
-
-def _slug(title: str) -> str:
-    slug = re.sub(r"[^\w-]+", "-", title.lower(), flags=re.UNICODE).strip("-")[:40]
-    return slug or "chat"
-
-
-def write_export(path: Path, rows: dict[str, Any]) -> Path:
-    """One zip, created readable by the user alone (0600), written atomically."""
-    path = Path(path).expanduser()
-    if path.is_dir():
-        path = path / f"wren-export-{time.strftime('%Y%m%d-%H%M%S')}.zip"
-    if path.suffix.lower() != ".zip":
-        from .errors import InvalidRequest
-
-        raise InvalidRequest(f"the export must be a .zip file, not {path.name!r}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.partial")
-    fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
-    os.chmod(tmp, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zf:
-            index = []
-            for info, shown, as_dict, as_md in rows["conversations"]:
-                stem = f"conversations/{info.id:06d}-{_slug(info.title)}"
-                zf.writestr(f"{stem}.json", json.dumps(as_dict, ensure_ascii=False, indent=2) + "\n")
-                zf.writestr(f"{stem}.md", as_md)
-                index.append({"id": info.id, "title": info.title, "messages": len(shown), "file": stem})
-            zf.writestr("memories.json", json.dumps(rows["memories"], ensure_ascii=False, indent=2, default=str) + "\n")
-            zf.writestr("settings.json", json.dumps(rows["settings"], ensure_ascii=False, indent=2, default=str) + "\n")
-            zf.writestr("manifest.json", json.dumps({
-                "format": "wren-export", "version": 1,
-                "exported_at": datetime.now(UTC).isoformat(timespec="seconds"),
-                "conversations": index, "memories": len(rows["memories"]),
-                "not_included": ["models", "provider keys"],
-            }, ensure_ascii=False, indent=2) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
 
 
 # -- files -------------------------------------------------------------------------------
@@ -407,5 +361,7 @@ class Privacy:
         """Everything in one zip (0600): conversations as JSON and Markdown, memories,
         settings; no models, no keys. `path` is a .zip file or a folder to put one in."""
         rows = await self._db(_export_rows, self.store)
+        from .export_archive import write_export
+
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(None, write_export, Path(path), rows)
