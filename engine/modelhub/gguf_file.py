@@ -199,20 +199,23 @@ class GGUFFile:
     Opening checks the whole layout, so a truncated download fails here, before any work.
     """
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, *, label: Path | str | None = None) -> None:
         self.path = Path(path)
+        # the file its messages name: an import checks its private copy, but the user knows
+        # the file they picked
+        self.label = Path(label) if label is not None else self.path
         if not self.path.exists():
-            raise ModelFileError(f"{self.path} does not exist")
+            raise ModelFileError(f"{self.label} does not exist")
         if not self.path.is_file():
-            raise ModelFileError(f"{self.path} is not a file")
+            raise ModelFileError(f"{self.label} is not a file")
         try:
             with open(self.path, "rb") as fh:
                 size = self.path.stat().st_size
                 if size < 4:
-                    raise ModelFileError(f"{self.path} is not a GGUF file (it is {size} bytes long)")
+                    raise ModelFileError(f"{self.label} is not a GGUF file (it is {size} bytes long)")
                 self._map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
         except OSError as exc:
-            raise ModelFileError(f"{self.path} cannot be read: {exc.strerror or exc}") from exc
+            raise ModelFileError(f"{self.label} cannot be read: {exc.strerror or exc}") from exc
         self.file_size = len(self._map)
         self.metadata: dict[str, Any] = {}
         self.tensors: dict[str, TensorInfo] = {}
@@ -236,16 +239,16 @@ class GGUFFile:
         self.close()
 
     def _parse(self) -> None:
-        cur = _Cursor(self._map, self.path)
+        cur = _Cursor(self._map, self.label)
         magic = bytes(self._map[:4])
         if magic != _MAGIC:
-            raise ModelFileError(f"{self.path} is not a GGUF file (it starts with {magic!r}, not b'GGUF')")
+            raise ModelFileError(f"{self.label} is not a GGUF file (it starts with {magic!r}, not b'GGUF')")
         cur.pos = 4
         version = cur.u32("the version")
         if version & 0xFFFF == 0 and version != 0:
-            raise ModelFileError(f"{self.path} is a big-endian GGUF file, which Wren cannot read")
+            raise ModelFileError(f"{self.label} is a big-endian GGUF file, which Wren cannot read")
         if version not in (2, 3):
-            raise ModelFileError(f"{self.path} has GGUF version {version}; Wren reads versions 2 and 3")
+            raise ModelFileError(f"{self.label} has GGUF version {version}; Wren reads versions 2 and 3")
         n_tensors = cur.u64("the tensor count")
         n_kv = cur.u64("the metadata count")
         cur.count(n_kv, _MIN_KV_BYTES, "metadata entries")
@@ -253,7 +256,7 @@ class GGUFFile:
             key = cur.string(f"metadata key #{i}", _MAX_KEY_BYTES)
             vtype = cur.u32(f"the type of {key}")
             if key in self.metadata:
-                raise ModelFileError(f"{self.path} is corrupt: metadata key {key} appears twice")
+                raise ModelFileError(f"{self.label} is corrupt: metadata key {key} appears twice")
             self.metadata[key] = cur.value(vtype, key)
 
         cur.count(n_tensors, _MIN_TENSOR_INFO_BYTES, "tensors")
@@ -262,7 +265,7 @@ class GGUFFile:
             name = cur.string(f"tensor name #{i}", _MAX_TENSOR_NAME_BYTES)
             n_dims = cur.u32(f"tensor {name}")
             if n_dims > _MAX_DIMS:
-                raise ModelFileError(f"{self.path} is corrupt: tensor {name} has {n_dims} dimensions")
+                raise ModelFileError(f"{self.label} is corrupt: tensor {name} has {n_dims} dimensions")
             dims = [cur.u64(f"tensor {name}") for _ in range(n_dims)]
             ggml_type = cur.u32(f"tensor {name}")
             rel_offset = cur.u64(f"tensor {name}")
@@ -272,17 +275,17 @@ class GGUFFile:
         if (not isinstance(alignment, int) or isinstance(alignment, bool) or not 0 < alignment <= _MAX_ALIGNMENT
                 or alignment & (alignment - 1)):
             raise ModelFileError(
-                f"{self.path} is corrupt: general.alignment is {_short_repr(alignment)}, not a power "
+                f"{self.label} is corrupt: general.alignment is {_short_repr(alignment)}, not a power "
                 f"of two up to {_MAX_ALIGNMENT}"
             )
         data_start = -(-cur.pos // alignment) * alignment
 
         for name, shape, ggml_type, rel_offset in raw_infos:
             if name in self.tensors:
-                raise ModelFileError(f"{self.path} is corrupt: tensor {name} appears twice")
+                raise ModelFileError(f"{self.label} is corrupt: tensor {name} appears twice")
             if rel_offset % alignment:
                 raise ModelFileError(
-                    f"{self.path} is corrupt: tensor {name} starts at data offset {rel_offset}, "
+                    f"{self.label} is corrupt: tensor {name} starts at data offset {rel_offset}, "
                     f"which is not a multiple of the file's alignment {alignment}"
                 )
             info = TensorInfo(name, shape, ggml_type, data_start + rel_offset,
@@ -290,7 +293,7 @@ class GGUFFile:
             end = info.offset + info.n_bytes
             if end > self.file_size:
                 raise ModelFileError(
-                    f"{self.path} is truncated: tensor {name} needs {info.n_bytes} bytes at offset "
+                    f"{self.label} is truncated: tensor {name} needs {info.n_bytes} bytes at offset "
                     f"{info.offset}, but the file ends at byte {self.file_size}"
                 )
             self.tensors[name] = info
@@ -303,7 +306,7 @@ class GGUFFile:
                 continue
             if previous is not None and info.offset < previous.offset + previous.n_bytes:
                 raise ModelFileError(
-                    f"{self.path} is corrupt: tensors {previous.name} (bytes {previous.offset} to "
+                    f"{self.label} is corrupt: tensors {previous.name} (bytes {previous.offset} to "
                     f"{previous.offset + previous.n_bytes}) and {info.name} (from byte {info.offset}) overlap"
                 )
             previous = info
@@ -319,12 +322,12 @@ class GGUFFile:
         n_elements = math.prod(shape)  # Python ints: a product of uint64 dims cannot wrap
         if n_elements > _MAX_ELEMENTS:
             raise ModelFileError(
-                f"{self.path} is corrupt: tensor {name} has shape {list(shape)}, "
+                f"{self.label} is corrupt: tensor {name} has shape {list(shape)}, "
                 f"{n_elements} values (more than {_MAX_ELEMENTS})"
             )
         if shape and shape[-1] % block_size:
             raise ModelFileError(
-                f"{self.path} is corrupt: tensor {name} has rows of {shape[-1]} values, "
+                f"{self.label} is corrupt: tensor {name} has rows of {shape[-1]} values, "
                 f"not a multiple of the {qtype.name} block size {block_size}"
             )
         return n_elements // block_size * type_size

@@ -16,7 +16,7 @@ import shutil
 import uuid
 import zlib
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from ..errors import ModelFileError, UnsupportedArchitecture
 from ..tokenize import validate_chat_template
 from .gguf_file import GGUFFile, TensorInfo
 from .gguf_tokenizer import END_OF_TURN_TOKENS, build_tokenizer
+from .private_copy import copy_private
 from .validate import describe_os_error, validate_llama_gguf
 
 Progress = Callable[[int, int], None]
@@ -140,19 +141,44 @@ def check_runnable(source: Path | str) -> ImportSummary:
     will do."""
     with GGUFFile(source) as gguf:
         _, config, plan = _inspect(gguf)
-        _, tok_config = build_tokenizer(gguf.metadata, gguf.path, config["max_position_embeddings"])
+        _, tok_config = build_tokenizer(gguf.metadata, gguf.label, config["max_position_embeddings"])
         _validate_template(tok_config, gguf)
         return _summary(gguf, config, plan)
 
 
 def convert_gguf(source: Path | str, out_dir: Path, *, progress: Progress | None = None,
                  move: bool = False) -> ImportSummary:
-    """Write the model folder for `source` into the existing, empty `out_dir`: the GGUF
-    itself (moved there with `move`, else copied) and its config and tokenizer files."""
+    """Write the model folder for `source` into the existing, empty `out_dir`: first the GGUF
+    itself, as a private copy (or moved there with `move`), then, from that copy alone, the
+    checks and the config and tokenizer files.
+
+    The user's file is read once, front to back, and never mapped: a file cut short, rewritten
+    or deleted meanwhile cannot crash the import (a mapped file that shrinks raises SIGBUS),
+    a change during the copy is refused, and what is checked is exactly what is installed."""
     source = Path(source)
-    with GGUFFile(source) as gguf:
+    target = out_dir / GGUF_FILE
+    moved, crc = _place_file(source, target, move, progress)
+    try:
+        summary = _describe_copy(target, source, out_dir)
+    except BaseException:
+        if moved:  # give a refused download back, as it was before the move
+            with suppress(OSError):
+                os.replace(target, source)
+        raise
+    try:
+        size = target.stat().st_size
+        if crc is None:  # moved: read once for it
+            crc = int((file_checksum(target) or {"crc32": "0"})["crc32"], 16)
+    except OSError as exc:
+        raise ModelFileError(_os_error_message(exc, target)) from exc
+    return replace(summary, checksums={GGUF_FILE: {"size": size, "crc32": f"{crc:08x}"}})
+
+
+def _describe_copy(copy: Path, source: Path, out_dir: Path) -> ImportSummary:
+    """Check the copy and write its config and tokenizer files; messages name `source`."""
+    with GGUFFile(copy, label=source) as gguf:
         _, config, plan = _inspect(gguf)
-        tokenizer, tok_config = build_tokenizer(gguf.metadata, gguf.path, config["max_position_embeddings"])
+        tokenizer, tok_config = build_tokenizer(gguf.metadata, gguf.label, config["max_position_embeddings"])
         _validate_template(tok_config, gguf)
         try:
             tokenizer.save(str(out_dir / "tokenizer.json"))
@@ -164,10 +190,7 @@ def convert_gguf(source: Path | str, out_dir: Path, *, progress: Progress | None
             _write_json(out_dir / "generation_config.json", _generation_config(tokenizer, config, gguf))
         except OSError as exc:
             raise ModelFileError(_os_error_message(exc, out_dir)) from exc
-        summary = _summary(gguf, config, plan)
-    crc = _place_file(source, out_dir / GGUF_FILE, move, progress)
-    size = (out_dir / GGUF_FILE).stat().st_size
-    return replace(summary, checksums={GGUF_FILE: {"size": size, "crc32": f"{crc:08x}"}})
+        return _summary(gguf, config, plan)
 
 
 CHECK_CHUNK = 8 << 20
@@ -192,7 +215,7 @@ def _inspect(gguf: GGUFFile) -> tuple[str, dict[str, Any], list[PlannedTensor]]:
     arch = gguf.metadata.get("general.architecture")
     if arch not in ARCHITECTURES:
         raise UnsupportedArchitecture(
-            f"{gguf.path} is a {arch!r} model; Wren imports {', '.join(sorted(ARCHITECTURES))} GGUF files"
+            f"{gguf.label} is a {arch!r} model; Wren imports {', '.join(sorted(ARCHITECTURES))} GGUF files"
         )
     validate_llama_gguf(gguf, arch)
     config = _model_config(gguf, arch)
@@ -206,7 +229,7 @@ def _validate_template(tok_config: dict[str, Any], gguf: GGUFFile) -> None:
     one is reported at import with the model's name rather than at the first Send."""
     template = tok_config.get("chat_template")
     if isinstance(template, str):
-        validate_chat_template(template, gguf.metadata.get("general.name") or gguf.path.name)
+        validate_chat_template(template, gguf.metadata.get("general.name") or gguf.label.name)
 
 
 def _summary(gguf: GGUFFile, config: dict[str, Any], plan: list[PlannedTensor]) -> ImportSummary:
@@ -220,43 +243,25 @@ def _summary(gguf: GGUFFile, config: dict[str, Any], plan: list[PlannedTensor]) 
     )
 
 
-def _place_file(source: Path, dest: Path, move: bool, progress: Progress | None) -> int:
-    """Put the GGUF in the folder: a rename where `move` allows, else a copy in chunks
-    (reporting progress), whose failure (a full disk) says so plainly. Returns the file's
-    CRC-32 (computed while copying; a rename reads the file once for it)."""
-    total = source.stat().st_size
-    if progress:
-        progress(0, total)
+def _place_file(source: Path, dest: Path, move: bool, progress: Progress | None) -> tuple[bool, int | None]:
+    """Put the GGUF at `dest`: a rename where `move` allows, else a private copy in chunks
+    (reporting progress) whose failure says plainly what went wrong. Returns whether it was
+    renamed, and the copy's CRC-32 (computed from the bytes written; None after a rename)."""
     if move:
         try:
+            total = source.stat().st_size
             os.replace(source, dest)
-            moved = True
         except OSError:
-            moved = False  # another file system: copy, then remove the original below
-        if moved:
+            pass  # another file system: copy, then remove the original below
+        else:
             if progress:
+                progress(0, total)
                 progress(total, total)
-            try:
-                return int((file_checksum(dest) or {"crc32": "0"})["crc32"], 16)
-            except OSError as exc:
-                raise ModelFileError(_os_error_message(exc, dest)) from exc
-    done = 0
-    crc = 0
-    try:
-        with open(source, "rb") as src, open(dest, "wb") as out:
-            while chunk := src.read(16 << 20):
-                out.write(chunk)
-                crc = zlib.crc32(chunk, crc)
-                done += len(chunk)
-                if progress:
-                    progress(done, total)
-            out.flush()
-            os.fsync(out.fileno())
-    except OSError as exc:
-        raise ModelFileError(_os_error_message(exc, dest)) from exc
+            return True, None
+    crc = copy_private(source, dest, progress)
     if move:
         source.unlink(missing_ok=True)
-    return crc
+    return False, crc
 
 
 def _os_error_message(exc: OSError, path: Path) -> str:
@@ -269,22 +274,22 @@ def _model_config(gguf: GGUFFile, arch: str) -> dict[str, Any]:
     def need(key: str) -> Any:
         value = meta.get(f"{arch}.{key}")
         if value is None:
-            raise ModelFileError(f"{gguf.path} lacks the metadata key {arch}.{key}")
-        return _uniform(value, f"{arch}.{key}", gguf.path)
+            raise ModelFileError(f"{gguf.label} lacks the metadata key {arch}.{key}")
+        return _uniform(value, f"{arch}.{key}", gguf.label)
 
     def opt(key: str, default: Any) -> Any:
         value = meta.get(f"{arch}.{key}")
-        return default if value is None else _uniform(value, f"{arch}.{key}", gguf.path)
+        return default if value is None else _uniform(value, f"{arch}.{key}", gguf.label)
 
     if opt("expert_count", 0):
-        raise UnsupportedArchitecture(f"{gguf.path} is a mixture-of-experts {arch} model, which Wren cannot run")
+        raise UnsupportedArchitecture(f"{gguf.label} is a mixture-of-experts {arch} model, which Wren cannot run")
     hidden, heads = need("embedding_length"), need("attention.head_count")
     head_dim = opt("attention.key_length", hidden // heads)
     if opt("attention.value_length", head_dim) != head_dim or opt("rope.dimension_count", head_dim) != head_dim:
-        raise UnsupportedArchitecture(f"{gguf.path} uses partial RoPE or unequal key/value sizes")
+        raise UnsupportedArchitecture(f"{gguf.label} uses partial RoPE or unequal key/value sizes")
     embed = gguf.tensors.get("token_embd.weight")
     if embed is None:
-        raise ModelFileError(f"{gguf.path} has no token_embd.weight tensor")
+        raise ModelFileError(f"{gguf.label} has no token_embd.weight tensor")
     model_type, hf_class = ARCHITECTURES[arch]
     theta = float(opt("rope.freq_base", 10000.0))
     config: dict[str, Any] = {
@@ -330,7 +335,7 @@ def _rope_scaling(gguf: GGUFFile, arch: str, theta: float, head_dim: int) -> dic
             scaling["original_max_position_embeddings"] = original
         return scaling
     if kind not in (None, "none"):
-        raise UnsupportedArchitecture(f"{gguf.path} uses RoPE scaling {kind!r}")
+        raise UnsupportedArchitecture(f"{gguf.label} uses RoPE scaling {kind!r}")
     if "rope_freqs.weight" in gguf.tensors:
         return _llama3_scaling(gguf, theta, head_dim)
     return None
@@ -350,7 +355,7 @@ def _llama3_scaling(gguf: GGUFFile, theta: float, head_dim: int) -> dict[str, An
     expected = np.where(wavelen < window / high, 1.0,
                         np.where(wavelen > window / low, factor, 1 / ((1 - smooth) / factor + smooth)))
     if expected.shape != stored.shape or not np.allclose(expected, stored, rtol=1e-4):
-        raise UnsupportedArchitecture(f"{gguf.path} has a rope_freqs table Wren does not recognise")
+        raise UnsupportedArchitecture(f"{gguf.label} has a rope_freqs table Wren does not recognise")
     return scaling
 
 
@@ -370,10 +375,10 @@ def plan_tensors(gguf: GGUFFile, arch: str, config: dict[str, Any]) -> list[Plan
         if hf_name is None:
             match = _LAYER_RE.match(info.name)
             if match is None or match.group(2) not in LAYER_TENSORS:
-                raise UnsupportedArchitecture(f"{gguf.path} has a tensor Wren does not know: {info.name}")
+                raise UnsupportedArchitecture(f"{gguf.label} has a tensor Wren does not know: {info.name}")
             layer, part, kind = match.groups()
             hf_name = f"model.layers.{layer}.{LAYER_TENSORS[part]}.{kind}"
-        check_supported(info.ggml_type, info.name, str(gguf.path))
+        check_supported(info.ggml_type, info.name, str(gguf.label))
         unpermute = {"attn_q": heads, "attn_k": kv_heads}.get(part, 0) if permute else 0
         plan.append(PlannedTensor(hf_name, info, unpermute))
     return plan

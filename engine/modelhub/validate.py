@@ -53,7 +53,7 @@ def validate_llama_gguf(gguf: GGUFFile, arch: str) -> None:
 
 class _Checker:
     def __init__(self, gguf: GGUFFile, arch: str) -> None:
-        self.gguf, self.arch, self.meta, self.path = gguf, arch, gguf.metadata, gguf.path
+        self.gguf, self.arch, self.meta, self.path = gguf, arch, gguf.metadata, gguf.label
 
     # --- reporting --------------------------------------------------------------------------
 
