@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import json
+import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -44,10 +44,11 @@ from ..events import (
 )
 from ..inference.sampling import SamplingParams
 from ..logs import log_event
+from .body import DEFAULT_MAX_BODY, body_id, check_length, path_id, read_json, text_chars
 from .gate import ApiError, Busy, Gate, Limiter, error_for
 from .logprobs import requested
 from .streams import AnswerLog, AnswerLogs
-from .wire import OpenAIAnswer, check_unsupported, is_id, question_text, sampling_from, send_options, sse, stream_flags
+from .wire import OpenAIAnswer, check_unsupported, question_text, sampling_from, send_options, sse, stream_flags
 
 DEFAULT_PORT = 8765
 DEFAULT_MAX_QUEUE = 16
@@ -55,6 +56,7 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 KEEP_ALIVE_SECONDS = 75
 TITLE_WAIT_SECONDS = 60.0  # how long a finished answer's stream waits for its title
 SAMPLING_TTL = 5.0  # a change to the sampling settings reaches the OpenAI endpoints within this
+DEFAULT_WRITE_TIMEOUT = 30.0
 
 
 @dataclass
@@ -65,24 +67,22 @@ class ServerOptions:
     make_token: Callable[[], str] | None = None  # resume tokens (tests make them predictable)
     coalesce: bool = True  # a stream's chunks ready at the same moment go out as one write
     http: str = "auto"  # uvicorn's HTTP implementation: "auto" (httptools when installed) or "h11"
+    max_body: int = DEFAULT_MAX_BODY  # bytes; a larger request body: 413, refused before it is all read
+    # seconds one write may wait on a client that reads nothing; then its connection is dropped
+    # and what it held (a queue slot, a sequence) is freed
+    write_timeout: float = DEFAULT_WRITE_TIMEOUT
+    allow_hosts: tuple[str, ...] = ()  # Host names accepted beyond the loopback ones ("*": any)
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_queue, int) or self.max_queue < 1:
             raise InvalidRequest(f"the request queue limit must be at least 1, got {self.max_queue!r}")
+        if not isinstance(self.max_body, int) or self.max_body < 1024:
+            raise InvalidRequest(f"the request body limit must be at least 1024 bytes, got {self.max_body!r}")
+        if not (isinstance(self.write_timeout, (int, float)) and 0 < self.write_timeout < math.inf):
+            raise InvalidRequest(f"the write timeout must be a positive number of seconds, got {self.write_timeout!r}")
 
 
 # -- helpers ----------------------------------------------------------------------------
-
-
-async def _body(request: Request) -> dict:
-    raw = await request.body()
-    try:
-        body = json.loads(raw or b"null")
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ApiError(400, f"the request body is not valid JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise ApiError(400, "the request body must be a JSON object")
-    return body
 
 
 async def _until_disconnect(request: Request, work: Awaitable) -> Any:
@@ -126,9 +126,9 @@ class WrenApp:
             Route("/v1/models/{name:path}", self.model, methods=["GET"]),
             Route("/api/conversation", self.conversation, methods=["POST"]),
             Route("/api/conversation/prepare", self.prepare, methods=["POST"]),
-            Route("/api/conversation/{id:int}", self.conversation_get, methods=["GET"]),
-            Route("/api/conversation/{id:int}/stream", self.resume, methods=["GET"]),
-            Route("/api/conversation/{id:int}/stop", self.stop, methods=["POST"]),
+            Route("/api/conversation/{id:wren_id}", self.conversation_get, methods=["GET"]),
+            Route("/api/conversation/{id:wren_id}/stream", self.resume, methods=["GET"]),
+            Route("/api/conversation/{id:wren_id}/stop", self.stop, methods=["POST"]),
             Route("/api/tools/{call_id}/approve", self.approve_tool, methods=["POST"]),
         ]
         middleware = []
@@ -144,6 +144,14 @@ class WrenApp:
                              exception_handlers={
                                  ApiError: self._on_error, Busy: self._on_error, WrenError: self._on_error,
                                  Exception: self._on_error})
+
+    async def _body(self, request: Request) -> dict:
+        return await read_json(request, self.options.max_body)
+
+    def _window(self) -> int | None:
+        """The loaded model's context window in tokens (None before one is loaded)."""
+        status = getattr(self.engine, "current_model", None)
+        return getattr(status, "context_length", None)
 
     async def _defaults(self, model: str) -> SamplingParams:
         """The model's default sampling, read again at most every SAMPLING_TTL seconds
@@ -191,12 +199,12 @@ class WrenApp:
                 "context_length": info.context_length}
 
     async def chat_completions(self, request: Request) -> Response:
-        body = await _body(request)
+        body = await self._body(request)
         check_unsupported(body, chat=True)
         return await self._openai(request, body, chat=True)
 
     async def completions(self, request: Request) -> Response:
-        body = await _body(request)
+        body = await self._body(request)
         check_unsupported(body, chat=False)
         prompt = body.get("prompt")
         if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
@@ -217,6 +225,9 @@ class WrenApp:
         since = self.limiter.acquire()
         try:
             status = await _until_disconnect(request, self.engine.serving_model(model or None))
+            # cheap, before the safety scan and the tokenizer see a prompt that cannot fit
+            check_length(text_chars(body["messages"] if chat else body["prompt"]), status.context_length,
+                         "messages" if chat else "prompt")
             params = sampling_from(body, await self._defaults(status.name))
             top = requested(body, chat=chat)
             if top is not None:  # each token's probability and its `top` likeliest alternatives
@@ -302,7 +313,7 @@ class WrenApp:
     # -- Wren's conversation stream ----------------------------------------------------
 
     async def conversation(self, request: Request) -> Response:
-        body = await _body(request)
+        body = await self._body(request)
         engine = self.engine
         action = body.get("action", "next")
         if action not in ("next", "variant", "edit", "continue"):
@@ -318,11 +329,13 @@ class WrenApp:
         options = send_options(body)
         conv_id = body.get("conversation_id")
         message_id = body.get("message_id")
-        if action != "next" and not is_id(message_id):
-            raise ApiError(400, f"action {action} needs message_id (the message to answer again, edit or continue)",
-                           param="message_id")
-        if conv_id is not None and not is_id(conv_id):
-            raise ApiError(400, "conversation_id must be a whole number", param="conversation_id")
+        if action != "next":
+            message_id = body_id(message_id, "message_id",
+                                 f"action {action} needs message_id (the message to answer again, edit or continue)")
+        if conv_id is not None:
+            conv_id = body_id(conv_id, "conversation_id", "conversation_id must be a whole number")
+        if text is not None:
+            check_length(len(text), self._window(), "content")
         temporary = body.get("temporary", False)
         if not isinstance(temporary, bool):
             raise ApiError(400, "temporary must be true or false", param="temporary")
@@ -465,7 +478,7 @@ class WrenApp:
                           chunks=len(log.chunks))
 
     async def resume(self, request: Request) -> Response:
-        conv_id = request.path_params["id"]
+        conv_id = path_id(request)
         token = request.query_params.get("resume")
         if not token:
             raise ApiError(400, "resume=TOKEN is missing (the token is the first event of the stream)",
@@ -486,7 +499,7 @@ class WrenApp:
                                  headers=SSE_HEADERS)
 
     async def conversation_get(self, request: Request) -> Response:
-        conv_id = request.path_params["id"]
+        conv_id = path_id(request)
         conv = await self.engine.get_conversation(conv_id)
         shown = await self.engine.messages(conv_id)
         return JSONResponse({
@@ -499,20 +512,20 @@ class WrenApp:
         })
 
     async def stop(self, request: Request) -> Response:
-        conv_id = request.path_params["id"]
+        conv_id = path_id(request)
         await self.engine.get_conversation(conv_id)
         self.engine.stop(conv_id)
         return JSONResponse({"conversation_id": conv_id, "stopping": True})
 
     async def prepare(self, request: Request) -> Response:
-        body = await _body(request)
+        body = await self._body(request)
         conv_id = body.get("conversation_id")
-        if not is_id(conv_id):
-            raise ApiError(400, "conversation_id is needed: a draft is warmed as the next message of a conversation",
-                           param="conversation_id")
+        conv_id = body_id(conv_id, "conversation_id",
+                          "conversation_id is needed: a draft is warmed as the next message of a conversation")
         draft = body.get("content", body.get("draft"))
         if not isinstance(draft, str):
             raise ApiError(400, "content must be the draft's text", param="content")
+        check_length(len(draft), self._window(), "content")
         wait = body.get("wait", False)
         await self.engine.get_conversation(conv_id)
         tokens = await self.engine.prepare(conv_id, draft, send_options(body))
@@ -524,7 +537,7 @@ class WrenApp:
     async def approve_tool(self, request: Request) -> Response:
         if not hasattr(self.engine, "approve_tool"):
             raise ApiError(400, "this engine has no tools yet", code="unsupported")
-        body = await _body(request)
+        body = await self._body(request)
         decision = body.get("decision")
         if decision not in ("once", "always", "deny"):
             raise ApiError(400, "decision must be once, always or deny", param="decision")

@@ -42,6 +42,7 @@ from ..safety import OutputGuard, scan
 from ..tools.parse import CallParser, ParsedCall
 from ..tools.prompt import ToolPlan, plan_for
 from ..tools.registry import ToolSpec
+from .jsonsafe import UnsafeJson, loads
 
 if TYPE_CHECKING:
     from ..api import ModelStatus
@@ -154,9 +155,10 @@ def _calls_of(calls: Any, where: str) -> list[tuple[str, str, dict]]:
             raise BadField(f"{at}.function.name must be the tool's name", f"{at}.function.name")
         if isinstance(arguments, str):
             try:
-                arguments = json.loads(arguments) if arguments.strip() else {}
-            except ValueError as exc:
-                raise BadField(f"{at}.function.arguments is not valid JSON: {exc}", f"{at}.function.arguments") from None
+                arguments = loads(arguments, f"{at}.function.arguments") if arguments.strip() else {}
+            except UnsafeJson as exc:
+                inner = f" (at {exc.param})" if exc.param else ""
+                raise BadField(f"{exc}{inner}", f"{at}.function.arguments") from None
         if not isinstance(arguments, dict):
             raise BadField(f"{at}.function.arguments must be a JSON object (as a string)", f"{at}.function.arguments")
         out.append((ident, name, arguments))

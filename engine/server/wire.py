@@ -233,10 +233,6 @@ class OpenAIAnswer:
                 "choices": [choice], "usage": openai_usage(self.usage)}
 
 
-def is_id(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
-
-
 def question_text(body: dict) -> str:
     """The new message's text: `content` (a string), or the seed's shape,
     messages[-1].content.parts (text parts joined)."""
