@@ -417,11 +417,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     as_program = argv is None  # run as `wren`; a test calling main(argv) keeps its own hooks
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(extensions=not _is_builtin(argv)).parse_args(argv)  # --help, --version: exit here
-    if as_program:  # after the arguments, so --help and a usage error write nothing to the data folder
-        from .crashreport import install_crash_hooks
-
-        install_crash_hooks("wren")  # threads and fatal errors; the main thread's below
     try:
+        if as_program:  # after the arguments, so --help and a usage error write nothing to the data folder
+            from .crashreport import install_crash_hooks
+
+            install_crash_hooks("wren")  # threads and fatal errors; the main thread's below
         from .logs import setup_logging
 
         setup_logging()

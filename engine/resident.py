@@ -122,11 +122,7 @@ def _socket_folder_and_digest(home: Path | None) -> tuple[Path, str]:
     home = (home or paths.data_dir()).resolve()
     install = Path(__file__).resolve().parent
     digest = hashlib.sha256(f"{__version__}\0{install}\0{home}".encode()).hexdigest()[:16]
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    folder = Path(runtime) / "wren" if runtime and Path(runtime).is_dir() else home / "run"
-    if len(os.fsencode(folder / f"window-{digest}-12345678.sock")) > 100:  # the limit is 108 bytes on Linux
-        folder = Path(f"/tmp/wren-{os.getuid()}")
-    return folder, digest
+    return paths.runtime_dir(home), digest
 
 
 def _socket(kind: str, home: Path | None) -> Path:
@@ -155,10 +151,7 @@ def sockets(home: Path | None = None) -> list[Path]:
 
 def _private_folder(folder: Path) -> None:
     """The socket's folder, made and checked: owned by this user, closed to everyone else."""
-    paths.private_dir(folder)
-    info = folder.stat()
-    if info.st_uid != os.getuid() or info.st_mode & 0o077:
-        raise WrenError(f"{folder} is not private to this user; the resident engine will not listen there")
+    paths.private_runtime_dir(folder)
 
 
 # -- the client: `wren ask` ----------------------------------------------------------------
