@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import bisect
 import functools
 from dataclasses import dataclass
 
 from ..events import SafetyAction, SafetyNotice
 from .detector import Detector
 from .matcher import Candidate, Matcher
+from .normalize import views
 from .policy import BUILTIN_DETECTORS, Policy, check_destination, strongest
 
 # Categories `redact()` always masks, whatever the policy says about them.
@@ -121,12 +123,63 @@ def masked(text: str, spans: list[tuple[int, int, str]], upto: int | None = None
     return "".join(out)
 
 
+def candidates(text: str, detectors: tuple[Detector, ...]) -> list[Candidate]:
+    """The detectors' matches in `text` as written and in its other readings (normalized,
+    folded, decoded: engine/safety/normalize.py), each at its span in `text`. A reading's
+    match that overlaps one of the same category already found adds nothing."""
+    found = Matcher(detectors).feed(text, final=True)
+    readings = views(text)
+    if not readings:
+        return found
+    taken = Taken(found)
+    for view in readings:
+        new = []
+        for a, b in view.windows if view.windows is not None else ((0, len(view.text)),):
+            for c in Matcher(detectors).feed(view.text[a:b], final=True):
+                c.start, c.end = view.span(c.start + a, c.end + a)
+                if not taken.overlaps(c):
+                    new.append(c)
+        taken.add(new)
+        found.extend(new)
+    return found
+
+
+class Taken:
+    """The spans already found, per category, merged and sorted for a quick overlap test."""
+
+    def __init__(self, found: list[Candidate]) -> None:
+        self._spans: dict[str, tuple[list[int], list[int]]] = {}
+        self.add(found)
+
+    def add(self, found: list[Candidate]) -> None:
+        by_category: dict[str, list[tuple[int, int]]] = {}
+        for c in found:
+            by_category.setdefault(c.detector.category, []).append((c.start, c.end))
+        for category, spans in by_category.items():
+            starts, ends = self._spans.get(category, ([], []))
+            spans.extend(zip(starts, ends))
+            spans.sort()
+            merged_starts: list[int] = []
+            merged_ends: list[int] = []
+            for a, b in spans:
+                if merged_ends and a < merged_ends[-1]:
+                    merged_ends[-1] = max(merged_ends[-1], b)
+                else:
+                    merged_starts.append(a)
+                    merged_ends.append(b)
+            self._spans[category] = (merged_starts, merged_ends)
+
+    def overlaps(self, c: Candidate) -> bool:
+        starts, ends = self._spans.get(c.detector.category, ([], []))
+        i = bisect.bisect_left(starts, c.end) - 1  # the last span that starts before c ends
+        return i >= 0 and ends[i] > c.start
+
+
 def scan(text: str, policy: Policy | None = None, destination: str = "local") -> ScanResult:
     """Every finding in `text` with the action `policy` gives it for `destination`."""
     check_destination(destination)
     policy = policy or Policy.shipped()
-    matcher = Matcher(policy.detectors)
-    findings = resolve(policy, matcher.feed(text, final=True), destination)
+    findings = resolve(policy, candidates(text, policy.detectors), destination)
     hidden = (SafetyAction.REDACT, SafetyAction.BLOCK)
     spans = [(f.span[0], f.span[1], f.category) for f in findings if f.action in hidden]
     return ScanResult(
@@ -150,7 +203,7 @@ def redact(text: str, policy: Policy | None = None) -> str:
         detectors = _private_builtins()
     else:
         detectors = tuple(d for d in policy.detectors if d.category.startswith(PRIVATE_PREFIXES))
-    candidates = Matcher(detectors).feed(text, final=True)
-    if not candidates:
+    found = candidates(text, detectors)
+    if not found:
         return text
-    return masked(text, [(c.start, c.end, c.detector.category) for c in candidates])
+    return masked(text, [(c.start, c.end, c.detector.category) for c in found])
