@@ -14,7 +14,6 @@ never a prompt, an answer or a query string.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -46,6 +45,7 @@ from ..inference.sampling import SamplingParams
 from ..logs import log_event
 from .body import DEFAULT_MAX_BODY, body_id, check_length, path_id, read_json, text_chars
 from .gate import ApiError, Busy, Gate, Limiter, error_for
+from .hosts import HostPolicy
 from .logprobs import requested
 from .streams import AnswerLog, AnswerLogs
 from .wire import OpenAIAnswer, check_unsupported, question_text, sampling_from, send_options, sse, stream_flags
@@ -111,7 +111,7 @@ async def _until_disconnect(request: Request, work: Awaitable) -> Any:
 class WrenApp:
     """Routes and their shared state over one Engine."""
 
-    def __init__(self, engine, key: str, options: ServerOptions | None = None):
+    def __init__(self, engine, key: str, options: ServerOptions | None = None, *, host: str = "127.0.0.1"):
         self.engine = engine
         self.options = options or ServerOptions()
         self.limiter = Limiter(self.options.max_queue)
@@ -139,7 +139,7 @@ class WrenApp:
                                          allow_methods=["GET", "POST"],
                                          allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
                                          expose_headers=["X-Request-Id", "Retry-After"]))
-        middleware.append(Middleware(Gate, key=key))
+        middleware.append(Middleware(Gate, key=key, hosts=HostPolicy(host, self.options.allow_hosts)))
         self.app = Starlette(routes=routes, middleware=middleware,
                              exception_handlers={
                                  ApiError: self._on_error, Busy: self._on_error, WrenError: self._on_error,
@@ -548,15 +548,6 @@ class WrenApp:
 # -- running it -------------------------------------------------------------------------
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 class WrenServer:
     """uvicorn serving a WrenApp on the current asyncio loop (the engine's)."""
 
@@ -564,7 +555,7 @@ class WrenServer:
                  options: ServerOptions | None = None):
         import uvicorn
 
-        self.web = WrenApp(engine, key, options)
+        self.web = WrenApp(engine, key, options, host=host)
         config = uvicorn.Config(self.web.app, host=host, port=port, lifespan="off", access_log=False,
                                 http=self.web.options.http,
                                 # idle keep-alive connections stay open well past clients' own

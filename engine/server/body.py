@@ -34,7 +34,9 @@ def parse_json(raw: bytes) -> dict:
 
 def _too_large(limit: int) -> ApiError:
     return ApiError(413, f"the request body is larger than this server's limit of {limit:,} bytes "
-                         "(wren serve --max-body)", code="request_too_large")
+                         "(wren serve --max-body)", code="request_too_large",
+                    # the rest of the body is not read: the connection ends with this answer
+                    headers={"Connection": "close"})
 
 
 async def read_body(request: Request, limit: int) -> bytes:

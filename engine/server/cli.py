@@ -31,11 +31,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "desktop keyring); PATH defaults to keyring's data folder, never Wren's")
     p.add_argument("--max-queue", type=int, default=None,
                    help="answers running or waiting at once (default 16); beyond it: 429 with Retry-After")
+    p.add_argument("--max-body", type=_size, default=None, metavar="SIZE",
+                   help="largest request body, in bytes or with K/M (default 8M); larger: 413")
+    p.add_argument("--write-timeout", type=float, default=None, metavar="SECONDS",
+                   help="drop a client that reads nothing of its answer for this long (default 30)")
+    p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                   help="also answer requests whose Host header is NAME (repeatable; '*': any). Loopback names "
+                        "and the --host address are always answered; others are refused against DNS rebinding")
     p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
                    help="allow browser pages from ORIGIN (e.g. http://localhost:3000); repeatable; off by default")
     p.add_argument("--model", help="model to load at start (default: the default model)")
     p.add_argument("--backend", choices=BACKEND_NAMES, help="inference backend (default: setting, else auto)")
     p.set_defaults(func=_cmd_serve)
+
+
+def _size(text: str) -> int:
+    """'8388608', '512K', '8M' as bytes (argparse reports a ValueError as a usage error)."""
+    units = {"k": 1024, "m": 1024**2, "g": 1024**3}
+    text = text.strip().lower().removesuffix("b")
+    scale = units.get(text[-1:], 1)
+    digits = text[:-1] if text[-1:] in units else text
+    if not digits.isdigit() or len(digits) > 12:
+        raise ValueError(text)
+    return int(digits) * scale
+
+
+_size.__name__ = "size"  # argparse's message: "invalid size value: 'x'"
 
 
 def _keys(args):
@@ -48,12 +69,9 @@ def _keys(args):
 
 
 def _cmd_serve(args):
-    from .app import (
-        DEFAULT_MAX_QUEUE,
-        DEFAULT_PORT,
-        ServerOptions,
-        is_loopback,
-    )
+    from .app import DEFAULT_MAX_QUEUE, DEFAULT_PORT, DEFAULT_WRITE_TIMEOUT, ServerOptions
+    from .body import DEFAULT_MAX_BODY
+    from .hosts import is_loopback
 
     if not is_loopback(args.host) and not args.allow_remote:
         raise InvalidRequest(f"--host {args.host} would let other machines reach Wren; add --allow-remote if "
@@ -62,7 +80,10 @@ def _cmd_serve(args):
     if not 0 <= port <= 65535:
         raise InvalidRequest(f"--port must be between 0 and 65535, got {port}")
     options = ServerOptions(max_queue=DEFAULT_MAX_QUEUE if args.max_queue is None else args.max_queue,
-                            cors_origins=tuple(args.cors_origin))
+                            cors_origins=tuple(args.cors_origin),
+                            max_body=DEFAULT_MAX_BODY if args.max_body is None else args.max_body,
+                            write_timeout=DEFAULT_WRITE_TIMEOUT if args.write_timeout is None else args.write_timeout,
+                            allow_hosts=tuple(args.allow_host))
     keys = _keys(args)
     if args.show_key and not args.new_key:
         key = keys.get()

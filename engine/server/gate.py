@@ -13,6 +13,7 @@ from starlette.responses import JSONResponse
 from ..context import ContextOverflow
 from ..errors import InvalidRequest, ModelNotFound, NotFound, WrenError
 from ..logs import log_event
+from .hosts import HostPolicy
 from .keys import same_key
 from .serving import ModelBusy, PromptTooLong
 
@@ -81,9 +82,10 @@ def error_for(exc: BaseException) -> ApiError:
 class Gate:
     """Pure ASGI middleware (streams pass through untouched)."""
 
-    def __init__(self, app, key: str):
+    def __init__(self, app, key: str, hosts: HostPolicy | None = None):
         self.app = app
         self.key = key
+        self.hosts = hosts or HostPolicy("127.0.0.1")
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
@@ -102,7 +104,14 @@ class Gate:
             await send(message)
 
         try:
-            if self._authorized(scope):
+            host = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), None)
+            if not self.hosts.accepts(host):  # first: a rebinding page learns nothing, not even 401
+                shown = (host or "")[:100]
+                error = ApiError(421, f"this server does not answer for Host {shown!r}: it answers this computer's "
+                                      "loopback names (localhost, 127.0.0.1, [::1]) and the address it listens on; "
+                                      "`wren serve --allow-host NAME` adds a name", code="invalid_host")
+                await error.response()(scope, receive, send_with_id)
+            elif self._authorized(scope):
                 await self.app(scope, receive, send_with_id)
             else:
                 error = ApiError(401, "missing or wrong API key: send `Authorization: Bearer KEY` "
