@@ -43,6 +43,7 @@ from .memory import TurnOutcome, is_temporary
 from .records import MessageInfo, MessageStatus, Role
 from .safety import GuardStep, OutputGuard
 from .safety.care import needs_care, with_care_note
+from .safety.outgoing import guard_outgoing, typed_index
 from .titles import Titles
 from .tools import facade as tool_settings
 from .tools.builtin import READ_FILE, CallContext
@@ -471,9 +472,11 @@ class Turns:
             runner = ToolTurn(e, tools.plan, answer.id, turn.stopped, worker.tokenizer, tools.context,
                               destination=e.destination(), timeout=tools.timeout, result_tokens=tools.result_tokens)
         ids, round_params, raw_base, number = prompt_ids, params, 0, 0
+        told: set[SafetyNotice] = set()  # outgoing notices already given in an earlier round
         try:
             while True:
                 request = self._request(ids, round_params, loop, events, tools, rounds, messages)
+                outgoing = await self._outgoing(request, told)
                 if tools is not None:
                     request.constraint = tools.first_constraint if number == 0 else tools.constraint
                 else:
@@ -485,6 +488,9 @@ class Turns:
                 if number == 0:
                     # Only now: a stop() right after Started must reach a request that exists.
                     yield started
+                for notice in outgoing:
+                    notices.append(notice)
+                    yield notice
                 parser = CallParser(tools.plan.family) if tools is not None else None
                 if tools is not None and parser is not None and number == 0 and tools.plan.forced:
                     parser.feed(tools.plan.forced_prefix())
@@ -630,6 +636,20 @@ class Turns:
             request.messages = tools.plan.messages(tools.base, rounds) if tools is not None else messages
         return request
 
+    async def _outgoing(self, request: GenerationRequest, told: set[SafetyNotice] | None = None
+                        ) -> list[SafetyNotice]:
+        """A remote model gets every message, every role, through the remote policy
+        (engine/safety/outgoing.py); returns the notices not already in `told`."""
+        if request.messages is None or self.e.destination() != "remote":
+            return []
+        chat = request.messages
+        request.messages, found = await asyncio.get_running_loop().run_in_executor(
+            None, guard_outgoing, chat, self.e.policy, typed_index(chat))
+        new = [n for n in found if told is None or n not in told]
+        if told is not None:
+            told.update(new)
+        return new
+
     async def _finish(self, store, answer: MessageInfo, parts: list[str], notices: list[SafetyNotice],
                       reason: FinishReason, usage: Usage | None, error: str | None, prompt_tokens: int,
                       tool_log: list[dict] | None = None, *, interrupted: bool = False,
@@ -676,6 +696,7 @@ class Turns:
         events: asyncio.Queue = asyncio.Queue()
         request = GenerationRequest(ids, params, loop_sink(events, loop),
                                     priority=priority, messages=chat)
+        await self._outgoing(request)
         worker.submit(request)
         parts = []
         try:

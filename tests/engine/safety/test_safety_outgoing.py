@@ -1,0 +1,68 @@
+"""Everything bound for a remote model passes the remote policy: memories, the system
+prompt, earlier turns and tool results, not only the typed text. A real local
+OpenAI-compatible server stands in for the provider and records what it receives."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tests.engine.providers.fakeserver import FakeServer
+from wren.engine.api import SendOptions
+from wren.engine.events import SafetyAction, SafetyNotice
+from wren.engine.safety import Policy
+from wren.engine.safety.outgoing import guard_outgoing
+
+SECRET = "sk-proj-" + "Qw3eR5tY7uI9oP1aS3dF5gH7jK9lZ1xC3vB5nM7"
+CARD_NBSP = "4111\u00a01111\u00a01111\u00a01111"
+
+
+@pytest.fixture
+def server():
+    s = FakeServer().start()
+    yield s
+    s.stop()
+
+
+async def _ask_remote(make_engine, server, question: str, options: SendOptions | None = None):
+    engine = make_engine("a local answer")
+    await engine.add_provider("fake", server.base_url, models=("fake-chat",))
+    await engine.add_memory(f"My OpenAI API key is {SECRET}")
+    await engine.load_model("fake/fake-chat")
+    conv = await engine.create_conversation()
+    events = [e async for e in engine.send(conv.id, question, options)]
+    await engine.close()
+    return events
+
+
+def test_a_memory_holding_an_api_key_does_not_leave_verbatim(make_engine, server):
+    options = SendOptions(system_prompt=f"You are helpful. The user's card: {CARD_NBSP}.")
+    events = asyncio.run(_ask_remote(make_engine, server, "What is my OpenAI API key?", options))
+    (chat,) = server.chats()
+    sent = str(chat.body["messages"])
+    assert SECRET not in sent and "Qw3eR5tY7uI9" not in sent
+    assert "[REDACTED:secret.openai_key]" in sent
+    assert "4111" not in sent and "[REDACTED:pii.payment_card]" in sent
+    notices = [e for e in events if isinstance(e, SafetyNotice) and e.stage == "outgoing"]
+    assert {n.category for n in notices} >= {"secret.openai_key", "pii.payment_card"}
+    assert all(n.action is SafetyAction.REDACT for n in notices)
+    assert all(SECRET not in repr(e) for e in events)
+
+
+def test_what_the_user_typed_keeps_the_policys_warning():
+    """The typed question was scanned and its warning shown as it was sent: it goes as
+    typed. The same key in the system prompt is redacted (nobody saw it go)."""
+    messages = [
+        {"role": "system", "content": f"remember {SECRET}"},
+        {"role": "assistant", "content": "ok", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": f'{{"k": "{SECRET}"}}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": f"result {SECRET}"},
+        {"role": "user", "content": f"is {SECRET} still valid?"},
+    ]
+    sent, notices = guard_outgoing(messages, Policy.shipped(), typed=3)
+    assert SECRET not in str(sent[:3])
+    assert sent[1]["tool_calls"][0]["id"] == "c1" and sent[2]["tool_call_id"] == "c1"
+    assert sent[3]["content"] == messages[3]["content"]
+    assert [n.action for n in notices] == [SafetyAction.REDACT] * 3 + [SafetyAction.WARN]
+    assert messages[0]["content"] == f"remember {SECRET}"  # the caller's list is not changed
