@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import json
 import os
 import signal
@@ -20,7 +21,7 @@ from collections.abc import Sequence
 
 from . import __version__
 from .cli_terminal import ORIGIN_KEY, TERMINAL_ORIGIN, shown
-from .errors import WrenError
+from .errors import InvalidRequest, WrenError
 from .inference.select import BACKEND_NAMES
 
 # The commands defined here; any other is an extension's (engine.memory, engine.safety).
@@ -395,6 +396,7 @@ async def _cmd_models(args) -> int:
 async def _cmd_conversations(args) -> int:
     engine = _open_engine()
     try:
+        _warn_if_damaged(engine)
         if args.action == "list":
             convs = await engine.list_conversations()
             for c in convs:
@@ -413,6 +415,25 @@ async def _cmd_conversations(args) -> int:
         await engine.close()
 
 
+def _warn_if_damaged(engine) -> None:
+    """A listing read from a damaged database may be missing rows: say so before it."""
+    if engine.store.damage:
+        from .store.health import damaged_message
+
+        print(f"wren: warning: {damaged_message(engine.store.path, engine.store.damage)}", file=sys.stderr)
+
+
+_MAX_ID = 2**63 - 1  # SQLite's integers, and so every id Wren gives out, are 64-bit
+
+
+def _check_ids(args: argparse.Namespace) -> None:
+    """An id argument too large for any row is "not a valid id" before anything opens."""
+    for name, value in vars(args).items():
+        if (name == "id" or name.endswith("_id")) and isinstance(value, int) and not -_MAX_ID <= value <= _MAX_ID:
+            what = name.replace("_", " ")
+            raise InvalidRequest(f"{value} is not a valid {what}: Wren's ids are whole numbers up to {_MAX_ID}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     as_program = argv is None  # run as `wren`; a test calling main(argv) keeps its own hooks
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -425,6 +446,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .logs import setup_logging
 
         setup_logging()
+        _check_ids(args)
         result = args.func(args)
         if asyncio.iscoroutine(result):
             result = asyncio.run(result)
@@ -441,7 +463,44 @@ def main(argv: Sequence[str] | None = None) -> int:
         _discard_stdout()
         return 0
     except Exception as exc:  # a bug: the traceback as usual, and a local, redacted report
+        known = _known_failure(exc)
+        if known is not None:  # the machine around Wren, not a bug: no traceback, no report
+            print(f"wren: {known}", file=sys.stderr)
+            return 2
         return _crashed(exc, args.command)
+
+
+# A file or folder Wren may not use: the machine's settings, not a bug in Wren.
+_REFUSED = {errno.EACCES: "permission denied", errno.EPERM: "operation not permitted",
+            errno.EROFS: "read-only file system", errno.ENOSPC: "no space left on the disk",
+            errno.EDQUOT: "disk quota exceeded"}
+
+
+def _known_failure(exc: Exception) -> str | None:
+    """The sentence for a failure outside Wren (a locked keyring, a read-only or full disk, a
+    damaged database), or None for a bug."""
+    keyring_errors = sys.modules.get("keyring.errors")
+    if keyring_errors is not None and isinstance(exc, keyring_errors.KeyringError):
+        from .providers.keys import explain_keyring_error
+
+        return explain_keyring_error(exc)
+    if isinstance(exc, OSError) and exc.errno in _REFUSED:
+        where = f"{exc.filename}: " if exc.filename else ""
+        advice = ("free some space and try again" if exc.errno in (errno.ENOSPC, errno.EDQUOT)
+                  else "check that you own it and may write there (for Wren's data folder, set WREN_HOME "
+                       "to a writable folder)")
+        return f"cannot use {where}{_REFUSED[exc.errno]}; {advice}"
+    from .store.health import is_database_error
+
+    if is_database_error(exc):  # one a Store did not turn into a StoreError: is the file damaged?
+        from . import paths
+        from .store.health import check_file, damaged_message
+
+        path = paths.database_path()
+        problems = check_file(path)
+        if problems:
+            return damaged_message(path, problems)
+    return None
 
 
 def _crashed(exc: Exception, command: str) -> int:

@@ -44,11 +44,28 @@ async def _erase(args: argparse.Namespace) -> int:
     if not args.yes:
         raise InvalidRequest("`wren data erase` deletes all your conversations, memories, settings, "
                              "logs and caches and cannot be undone; run it again with --yes")
-    engine = _engine()
+    from . import paths
+    from .errors import DatabaseDamaged
+    from .store.health import check_file
+
     try:
-        report = await engine.erase_all(keep_models=not args.models)
+        engine = _engine()
+    except DatabaseDamaged as exc:  # not even readable: nothing to count, only files to delete
+        return _erase_damaged(args, exc.problems)
+    except Exception:
+        problems = check_file(paths.database_path())  # any other failure: is it the damage?
+        if not problems:
+            raise
+        return _erase_damaged(args, problems)
+    damage = engine.store.damage
+    try:
+        report = None if damage else await engine.erase_all(keep_models=not args.models)
+    except DatabaseDamaged as exc:  # found while erasing
+        damage = exc.problems
     finally:
         await engine.close()
+    if report is None:
+        return _erase_damaged(args, damage)
     if args.json:
         print(json.dumps({"rows": report.rows, "removed": report.removed, "models_kept": report.models_kept}))
     else:
@@ -57,4 +74,23 @@ async def _erase(args: argparse.Namespace) -> int:
               f"{rows.get('memory', 0)} memory(ies) and {rows.get('setting', 0)} setting(s); "
               f"logs and caches emptied; models {'kept' if report.models_kept else 'deleted'}.",
               file=sys.stdout)
+    return 0
+
+
+def _erase_damaged(args: argparse.Namespace, problems: tuple[str, ...]) -> int:
+    """Erase over a damaged database: its files are deleted unread (erase must not need to
+    read what it deletes), then logs, caches and (with --models) models as usual."""
+    from . import paths
+    from .privacy import erase_files
+    from .store.health import remove_database_files
+
+    why = "; ".join(problems[:3]) or "unreadable"
+    removed = remove_database_files(paths.database_path())
+    removed += erase_files(models=args.models)
+    if args.json:
+        print(json.dumps({"rows": {}, "removed": removed, "models_kept": not args.models, "damaged": why}))
+    else:
+        print(f"The database was damaged ({why}), so its files were deleted without reading them: every "
+              f"conversation, memory and setting is gone, uncounted; logs and caches emptied; models "
+              f"{'deleted' if args.models else 'kept'}.")
     return 0

@@ -45,3 +45,11 @@ class ModelNotLoaded(WrenError):
 
 class Cancelled(WrenError):
     """The user stopped a long operation (a download); what it had done so far is kept for the next try."""
+
+
+class DatabaseDamaged(StoreError):
+    """SQLite found the database file damaged: Wren reads what it still can and writes nothing to it."""
+
+    def __init__(self, message: str, problems: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.problems = problems  # what SQLite's check found

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import logging
@@ -17,10 +18,11 @@ from typing import Any
 import peewee as pw
 
 from .. import paths
-from ..errors import InvalidRequest, NotFound, StoreError
+from ..errors import DatabaseDamaged, InvalidRequest, NotFound, StoreError, WrenError
 from ..records import ConversationInfo, MessageInfo, MessageStatus, Role, clean_title
+from . import health
 from .locks import HeldLock, is_held, owner_token
-from .migrations import migrate
+from .migrations import applied_versions, latest_version, migrate
 from .models import TABLES, Conversation, Message, Setting, utcnow
 
 log = logging.getLogger(__name__)
@@ -56,10 +58,12 @@ def _guarded(method):
                 f"the text is not valid Unicode (a lone surrogate at position {exc.start}); "
                 "nothing was saved"
             ) from exc
+        except OverflowError as exc:  # an id beyond SQLite's 64-bit integers names no row
+            raise _oversize_id(method, args, kwargs) from exc
         except (pw.OperationalError, sqlite3.OperationalError) as exc:
             raise self._explain(exc) from exc
         except (pw.DatabaseError, sqlite3.DatabaseError) as exc:
-            if _disk_full(exc):
+            if _disk_full(exc) or self._found_damage(exc):
                 raise self._explain(exc) from exc
             raise StoreError(f"the database {self.path} is unusable: {exc}") from exc
 
@@ -127,11 +131,20 @@ class Store:
         self._pending: dict[int, dict[str, Any]] = {}  # unsaved checkpoints, by message id
         self._next_try: dict[int, tuple[float, float]] = {}  # message id -> (when, pause)
         self._streaming: set[int] = set()  # answers this store is streaming now
+        # What SQLite's check found wrong with the file (engine/store/health.py); while it
+        # holds anything, the database is open for reading only.
+        self.damage: tuple[str, ...] = ()
+        self._readable = False  # opened: what a damaged file still holds can be read
         if not in_memory:
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            paths.private_file(Path(self.path))  # 0600; SQLite gives its -wal and -shm the same
-            self.owner = owner_token()
-            self._owner_lock = HeldLock(self._owners_dir / f"{self.owner}.lock")
+            try:
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+                paths.private_file(Path(self.path))  # 0600; SQLite gives its -wal and -shm the same
+                self.owner = owner_token()
+                self._owner_lock = HeldLock(self._owners_dir / f"{self.owner}.lock")
+            except OSError as exc:  # a read-only data folder, a file of mode 000, a full disk
+                if self._owner_lock is not None:
+                    self._owner_lock.release()
+                raise self._file_problem(exc) from exc
         pragmas = dict(_PRAGMAS, busy_timeout=busy_timeout_ms)
         # An in-memory database exists per connection: share one across threads.
         self.db = _TrackedSqliteDatabase(self.path, pragmas=pragmas, check_same_thread=False,
@@ -167,15 +180,68 @@ class Store:
     @_guarded
     def _open(self, first_id: int | None) -> None:
         self.db.connect(reuse_if_open=True)
+        if self.owner is not None:  # a file: checked before anything is written to it
+            self._mark_damaged(health.quick_check(self.db))
+        if self.damage:
+            if not applied_versions(self.db) >= set(range(1, latest_version() + 1)):
+                raise DatabaseDamaged(health.damaged_message(self.path, self.damage)
+                                      + "; it also needs an upgrade, which Wren will not write into it", self.damage)
+            log.warning("%s", health.damaged_message(self.path, self.damage))
+            self._readable = True
+            return
         migrate(self.db)
         self.recover_interrupted()
+        self._readable = True
         if first_id is not None and Conversation.select().count() == 0:
             # SQLite numbers new rows after the largest id: a hidden placeholder sets the floor.
             Conversation.insert(id=first_id, title="", deleted_at=utcnow()).execute()
             Message.insert(id=first_id, conversation=first_id, role=Role.SYSTEM, content="",
                            status=MessageStatus.COMPLETE).execute()
 
+    def _file_problem(self, exc: OSError) -> StoreError:
+        """The database's file or folder cannot be made or opened (before SQLite is asked)."""
+        where = exc.filename or self.path
+        if _disk_full(exc):
+            return self._explain(exc)
+        if exc.errno == errno.EROFS:
+            return StoreError(f"the data folder {self.folder} is on a read-only file system, so Wren cannot "
+                              f"open its database there ({where}); make it writable, or set WREN_HOME to a "
+                              "writable folder")
+        if isinstance(exc, PermissionError):
+            return StoreError(f"permission denied on {where}: Wren cannot open its database {self.path} "
+                              f"in the data folder {self.folder}; check that you own them and can read and "
+                              "write them (e.g. `ls -l` that folder)")
+        return StoreError(f"cannot open the database {self.path}: {exc.strerror or exc} ({where})")
+
+    def _mark_damaged(self, problems: tuple[str, ...]) -> None:
+        """From now on this database is read, never written (SQLite refuses every write)."""
+        if not problems or self.damage:
+            return
+        self.damage = problems
+        try:
+            self.db.pragma("query_only", 1, permanent=True)  # this connection and the next ones
+        except (pw.DatabaseError, sqlite3.DatabaseError):  # not even that reads: nothing will write
+            pass
+
+    def _found_damage(self, exc: BaseException) -> bool:
+        """After a DatabaseError: is the file damaged? SQLite's check decides, before any
+        further write."""
+        if self.damage:
+            return True
+        try:
+            problems = health.quick_check(self.db)
+        except (pw.DatabaseError, sqlite3.DatabaseError):  # locked now: judge by the error alone
+            problems = ()
+        if not problems and health.is_damage(exc):
+            problems = (str(exc),)
+        self._mark_damaged(problems)
+        return bool(self.damage)
+
     def _explain(self, exc: Exception) -> StoreError:
+        if self.damage or (health.is_damage(exc) and self._found_damage(exc)):
+            # writes refused by query_only read "attempt to write a readonly database"
+            return DatabaseDamaged(health.damaged_message(self.path, self.damage, readable=self._readable),
+                                   self.damage)
         text = " ".join(str(e) for e in _chain(exc)).lower()
         if _disk_full(exc):
             return StoreError(
@@ -700,6 +766,23 @@ def _disk_full(exc: BaseException) -> bool:
         if isinstance(e, OSError) and e.errno == 28:  # ENOSPC
             return True
     return False
+
+
+def _oversize_id(method: Any, args: tuple, kwargs: dict) -> WrenError:
+    """SQLite's integers are 64-bit: a bigger id names no row (found by its parameter)."""
+    import inspect
+
+    try:
+        bound = inspect.signature(method).bind(None, *args, **kwargs).arguments
+    except TypeError:
+        bound = {}
+    for name, value in bound.items():
+        if isinstance(value, int) and not -(2**63) <= value < 2**63:
+            noun = {"conversation_id": "conversation", "message_id": "message", "parent_id": "message"}.get(name)
+            if noun:
+                return NotFound(f"no {noun} with id {value} (ids are whole numbers up to {2**63 - 1})")
+            return InvalidRequest(f"{name.replace('_', ' ')} {value} is too large (at most {2**63 - 1})")
+    return InvalidRequest(f"a number is too large for the database (at most {2**63 - 1})")
 
 
 def _locked(exc: BaseException) -> bool:
