@@ -40,11 +40,12 @@ _OS_BACKENDS = (
     ("keyring.backends.kwallet", "DBusKeyring"),
 )
 
+# The sentence a person reads first; the keyring's own words (a D-Bus error) come last.
 NO_OS_KEYRING = (
-    "No OS keyring is available here ({reason}), as on a headless Linux machine without a "
-    "Secret Service. Keep the key in an encrypted file with a passphrase (key store "
-    "\"file\"; Wren reads the passphrase from " + PASSPHRASE_ENV + " when it runs), or in "
-    "an environment variable (key store \"env\"). Wren never writes keys as plain text."
+    "No OS keyring is available here, as on a headless Linux machine without a Secret "
+    "Service. Keep the key in an encrypted file with a passphrase (key store \"file\"; Wren "
+    "reads the passphrase from " + PASSPHRASE_ENV + " when it runs), or in an environment "
+    "variable (key store \"env\"). Wren never writes keys as plain text. Details: {reason}"
 )
 
 
@@ -67,6 +68,30 @@ def system_keyring():
             return cls(), None
     secret = next((r for r in reasons if r.startswith("SecretService")), None)
     return None, (secret or "; ".join(reasons) or "no keyring backend")
+
+
+def explain_keyring_error(exc: BaseException) -> str:
+    """What a failure of the OS keyring means for the user, the keyring's own message last
+    (a locked Secret Service says "Failed to unlock the collection!", a broken one a D-Bus error)."""
+    from keyring.errors import InitError, KeyringLocked
+
+    if isinstance(exc, KeyringLocked):
+        what = ("the OS keyring is locked, so Wren cannot read or store keys in it: unlock it (log in to "
+                "the desktop again, or unlock the \"Login\" keyring in your passwords app, such as Seahorse) "
+                "and try again")
+    elif isinstance(exc, InitError):
+        what = ("the OS keyring could not be opened (its Secret Service did not answer as expected): "
+                "unlock or restart it, or keep the key elsewhere (an encrypted file or an environment variable)")
+    else:
+        what = "the OS keyring refused the request"
+    return f"{what}. Details: {type(exc).__name__}: {exc}"
+
+
+def _keyring_failure(exc: Exception, doing: str) -> KeyStoreError:
+    """A KeyStoreError for a keyring call that failed: the human reason first."""
+    if type(exc).__module__.startswith("keyring."):
+        return KeyStoreError(f"could not {doing}: {explain_keyring_error(exc)}")
+    return KeyStoreError(f"could not {doing}: {exc}")
 
 
 def keyring_status() -> str | None:
@@ -149,7 +174,7 @@ def save_key(provider: str, key: str, store: str, *, passphrase: str | None = No
     except KeyStoreError:
         raise
     except Exception as exc:
-        raise KeyStoreError(f"could not store the key for {provider!r} in the {store} key store: {exc}") from None
+        raise _keyring_failure(exc, f"store the key for {provider!r} in the {store} key store") from None
 
 
 def read_key(provider: str, store: str, *, env: str | None = None, passphrase: str | None = None) -> str | None:
@@ -168,7 +193,7 @@ def read_key(provider: str, store: str, *, env: str | None = None, passphrase: s
     except KeyStoreError:
         raise
     except Exception as exc:
-        raise KeyStoreError(f"could not read the key for {provider!r} from the {store} key store: {exc}") from None
+        raise _keyring_failure(exc, f"read the key for {provider!r} from the {store} key store") from None
     if value is None:
         raise KeyStoreError(f"no key for provider {provider!r} in the {store} key store; add the provider again")
     return value
