@@ -12,13 +12,14 @@ only drops the line being typed; during an answer it stops the answer.
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import chat_history
+from .chat_history import Entry
 from .cli_terminal import ORIGIN_KEY, TERMINAL_ORIGIN, Output, shown
 from .errors import WrenError
 from .events import (
@@ -34,8 +35,8 @@ from .records import ConversationInfo
 
 PROMPT, MORE = ">>> ", "... "
 QUOTES = '"""'
-HISTORY_FILE = "chat_history"
-HISTORY_LINES = 1000
+HISTORY_FILE = chat_history.FILE_NAME
+HISTORY_LINES = chat_history.KEEP_LINES
 
 
 @dataclass(frozen=True)
@@ -96,11 +97,13 @@ def read_message(read: Callable[[str], str], *, prompt: str = PROMPT, more: str 
 
 
 class History:
-    """readline's line editing and a history file, where readline exists."""
+    """readline's line editing, and the lines typed, tagged with their chat, saved in the
+    data folder (engine/chat_history.py), where readline exists."""
 
     def __init__(self, path: Path | None, *, save: bool = True) -> None:
         self.path, self.save = path, save
-        self._start = 0
+        self.pending: list[str] = []  # typed; their chat is not known yet
+        self.tagged: list[Entry] = []  # this session's lines and the chat each went to
         try:
             import readline
         except ImportError:  # Windows, or a Python built without it: plain lines
@@ -108,19 +111,21 @@ class History:
             return
         self.readline = readline
         readline.set_history_length(HISTORY_LINES)
-        readline.set_auto_history(save)
+        readline.set_auto_history(False)  # lines are added by `input` below, to be tagged
         readline.set_completer(self._complete)
         readline.set_completer_delims(" \t\n")
         if "libedit" in (readline.__doc__ or ""):
             readline.parse_and_bind("bind ^I rl_complete")
         else:
             readline.parse_and_bind("tab: complete")
+        readline.clear_history()
         if path is not None:
             try:
-                readline.read_history_file(str(path))
-            except (FileNotFoundError, PermissionError, OSError):
-                pass
-        self._start = readline.get_current_history_length()
+                saved = chat_history.load(path)
+            except OSError:
+                saved = []
+            for entry in saved:
+                readline.add_history(entry.text)
 
     def _complete(self, text: str, state: int) -> str | None:
         if not text.startswith("/"):
@@ -128,30 +133,33 @@ class History:
         matches = sorted(name for name in _BY_NAME if name.startswith(text))
         return matches[state] + " " if state < len(matches) else None
 
-    def close(self) -> None:
-        """Add this session's lines to the history file (only the owner may read it)."""
-        rl = self.readline
-        if rl is None or self.path is None or not self.save:
+    def input(self, prompt: str) -> str:
+        """A line from the terminal, remembered (when saving) until its chat is known."""
+        line = input(prompt)
+        if self.readline is not None and self.save and line.strip():
+            self.readline.add_history(line)
+            self.pending.append(line)
+        return line
+
+    def settle(self, conversation_id: int | None) -> None:
+        """The lines typed so far went to `conversation_id` (None: no chat yet)."""
+        if conversation_id is not None and self.pending:
+            self.tagged += [Entry(conversation_id, text) for text in self.pending]
+            self.pending = []
+
+    def close(self, exists: Callable[[int], bool] | None = None) -> None:
+        """Add this session's lines to the history file (only the owner may read it),
+        leaving out those of chats deleted meanwhile (`exists` says which are not)."""
+        if self.readline is None or self.path is None or not self.save:
             return
-        added = rl.get_current_history_length() - self._start
-        if added <= 0:
-            return
+        entries = self.tagged + [Entry(None, text) for text in self.pending]
+        if exists is not None:
+            alive = {cid: exists(cid) for cid in {e.conversation_id for e in entries} if cid is not None}
+            entries = [e for e in entries if e.conversation_id is None or alive[e.conversation_id]]
         try:
-            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
-            if hasattr(rl, "append_history_file"):
-                rl.append_history_file(added, str(self.path))
-                _truncate(rl, self.path)
-            else:
-                rl.write_history_file(str(self.path))
-            os.chmod(self.path, 0o600)
+            chat_history.append(self.path, entries)
         except OSError as exc:
             print(f"wren: the chat history was not saved to {self.path}: {exc.strerror or exc}", file=sys.stderr)
-
-
-def _truncate(rl, path: Path) -> None:
-    truncate = getattr(rl, "history_truncate_file", None)  # not every readline has it
-    if truncate is not None:
-        truncate(str(path), HISTORY_LINES)
 
 
 # -- the session ----------------------------------------------------------------------------
@@ -339,9 +347,10 @@ def run(args, open_engine: Callable, load: Callable, sampling: Callable, save_se
         print(f"Type a message; /help lists the commands, {QUOTES} starts several lines, "
               f"Ctrl+C stops an answer, Ctrl+D or /bye quits.{kept}", file=sys.stderr, flush=True)
         prompt, more = (PROMPT, MORE) if interactive else ("", "")
+        read = history.input if history is not None else input
         while True:
             try:
-                line = read_message(input, prompt=prompt, more=more)
+                line = read_message(read, prompt=prompt, more=more)
             except EOFError:
                 if interactive:
                     print(file=sys.stderr)
@@ -349,11 +358,14 @@ def run(args, open_engine: Callable, load: Callable, sampling: Callable, save_se
             except KeyboardInterrupt:  # at the prompt: drop what was typed
                 print("\n(Ctrl+D or /bye quits)", file=sys.stderr, flush=True)
                 continue
-            if not loop.run_until_complete(chat.handle(line)):
+            going_on = loop.run_until_complete(chat.handle(line))
+            if history is not None:
+                history.settle(chat.conv.id if chat.conv is not None else None)
+            if not going_on:
                 return 0
     finally:
         if history is not None:
-            history.close()
+            history.close(lambda cid: loop.run_until_complete(_exists(engine, cid)))
         try:
             loop.run_until_complete(engine.close())
             for notice in engine.notices():  # a damaged model file, disk freed at start
@@ -362,6 +374,19 @@ def run(args, open_engine: Callable, load: Callable, sampling: Callable, save_se
             loop.run_until_complete(loop.shutdown_default_executor())
         finally:
             loop.close()
+
+
+async def _exists(engine, conversation_id: int) -> bool:
+    """Whether a chat is still there (not deleted by another window or terminal meanwhile)."""
+    from .errors import NotFound
+
+    try:
+        await engine.get_conversation(conversation_id)
+    except NotFound:
+        return False
+    except WrenError:  # the database cannot say now: keep the lines
+        return True
+    return True
 
 
 def _is_tty(stream) -> bool:

@@ -104,7 +104,18 @@ def purge_conversations(store, *, older_than: float | None = None, ids: Iterable
         scrub_copies(db, messages=message_ids)
     if store.path != ":memory:":
         compact(db)
+        _forget_typed_lines(store, conv_ids)
     return len(conv_ids)
+
+
+def _forget_typed_lines(store, conv_ids: list[int]) -> None:
+    """What was typed into the purged chats in `wren chat` leaves its history file too."""
+    from .chat_history import forget
+
+    try:
+        forget(store.folder, conv_ids)
+    except OSError as exc:  # the rows are gone; `wren data erase` still removes the file
+        log.warning("could not remove purged chats' lines from the chat history: %s", exc)
 
 
 def scrub_copies(db, *, memories: dict[int, str] | None = None, messages: set[int] | None = None) -> int:
