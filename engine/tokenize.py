@@ -313,10 +313,19 @@ def _read_json(path: Path) -> dict[str, Any]:
 # bounded too: a wall-clock limit checked at every loop step and call, and a size limit on every
 # value the template builds (checked *before* a repetition, padding or join allocates it) and on
 # the output. Past either, the render stops with ChatTemplateLimit.
+#
+# Values within the size limit can still pile up: a loop that keeps a 1 MB copy in a namespace on
+# each pass, or a thousand `{% set %}`s, reached 3 GB before the clock stopped it. So a render
+# also counts what it builds in all (strings by length, containers by their measured size, slices
+# by length), and stops past BUILT_FACTOR times its size limit: memory stays tens of MB, while a
+# real template builds a few times its prompt.
 
 TEMPLATE_SECONDS = 2.0
 # A prompt may hold the whole conversation: the output limit is this plus 4x the input's text.
 TEMPLATE_BASE_CHARS = 1 << 20
+BUILT_FACTOR = 16
+_SLOT_CHARS = 4  # a container's slot, as _measure counts the least item
+_DICTS = frozenset({dict, Namespace})
 _MAX_INT_BITS = 1 << 16  # ~20,000 digits: more than any prompt prints, far below a slow multiply
 _SAMPLE_CONVERSATION = [
     {"role": "system", "content": "You are a helpful assistant."},
@@ -353,6 +362,8 @@ class _Budget:
         # characters through {{ }} anywhere, macros and blocks included: a legitimate
         # template prints each message once or twice, or a few times through nested macros
         self.printed = 0
+        # characters of values built so far, anything kept included (see built())
+        self.built_chars = 0
 
     def limit(self) -> int:
         if self._inputs is not None:
@@ -370,13 +381,30 @@ class _Budget:
                 f"the model's chat template builds {what} of {n} characters or more, past Wren's limit of {self.chars}"
             )
 
-    def value(self, value: Any, what: str = "a value") -> Any:
+    def value(self, value: Any, what: str = "a value", *, new: bool = False) -> Any:
+        """Check `value`'s size; with `new`, also count it as built (a call's or filter's result)."""
         n = _measure(value, self.chars)[0]
         if n > self.chars and self._inputs is not None:
             self.limit()
             n = _measure(value, self.chars)[0]
         self.size(n, what)
+        if new:
+            # a list of dicts (messages or tools picked by selectattr, sort, unique...) holds
+            # references: a dict is counted where it is made, by dict() or a display
+            kind = type(value)
+            shallow = (kind is list or kind is tuple) and set(map(type, value)) <= _DICTS
+            self.built(_SLOT_CHARS * len(value) if shallow else n)
         return value
+
+    def built(self, n: int) -> None:
+        """Count `n` more characters built: past BUILT_FACTOR times the size limit, however
+        little of it is alive, the template is refused (what it keeps is never measured)."""
+        self.built_chars += n
+        if self is not _NO_DEADLINE and self.built_chars > BUILT_FACTOR * self.chars and self.built_chars > BUILT_FACTOR * self.limit():
+            raise ChatTemplateLimit(
+                f"the model's chat template builds more than {BUILT_FACTOR * self.chars} characters of "
+                f"values in all ({BUILT_FACTOR} times its size limit), which bounds its memory"
+            )
 
 
 # Renders are per thread (one tokenizer serves several); outside render_limited only the
@@ -497,16 +525,25 @@ def _int_arg(value: Any) -> int:
 
 
 class _GuardedCodeGenerator(CodeGenerator):
-    """jinja2's code generator with three hooks: every for-loop iterates through
+    """jinja2's code generator with four hooks: every for-loop iterates through
     environment.wren_loop (which watches the clock), every `~` goes through
-    environment.wren_concat, and list, tuple and dict displays through
-    environment.wren_value (both check the size)."""
+    environment.wren_concat, list, tuple and dict displays through
+    environment.wren_value (both check the size), and every slice's copy through
+    environment.wren_slice (which counts it)."""
 
     def visit_For(self, node: nodes.For, frame: Any) -> None:
         guarded = nodes.Call(nodes.EnvironmentAttribute("wren_loop"), [node.iter], [], None, None,
                              lineno=node.lineno)
         super().visit_For(nodes.For(node.target, guarded, node.body, node.else_, node.test, node.recursive,
                                     lineno=node.lineno), frame)
+
+    def visit_Getitem(self, node: nodes.Getitem, frame: Any) -> None:
+        if isinstance(node.arg, nodes.Slice):  # compiled to a plain subscript: a copy to count
+            self.write("environment.wren_slice(")
+            super().visit_Getitem(node, frame)
+            self.write(")")
+        else:
+            super().visit_Getitem(node, frame)
 
     def visit_Concat(self, node: nodes.Concat, frame: Any) -> None:
         self.write("environment.wren_concat((")
@@ -561,18 +598,33 @@ class _ChatTemplateEnvironment(ImmutableSandboxedEnvironment):
             yield item
 
     def wren_value(self, value: Any) -> Any:
+        # a display's items were counted where they were built: count its slots only
+        _budget().built(_built_size(value))
         return _budget().value(value, "a list or dict")
 
     def wren_concat(self, parts: tuple, autoescape: bool) -> str:
         budget = _budget()
-        budget.size(_total_size(parts), "a string")
+        size = _total_size(parts)
+        budget.size(size, "a string")
+        budget.built(size)
         return markup_join(parts) if autoescape else str_join(parts)
+
+    def wren_slice(self, result: Any) -> Any:
+        _budget().built(_built_size(result))
+        return result
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         if operator == "+" and type(left) is str and type(right) is str:  # the common case, kept fast
-            if len(left) + len(right) > _budget().chars:
-                _budget().size(len(left) + len(right), "a string")
+            budget = _budget()
+            if len(left) + len(right) > budget.chars:
+                budget.size(len(left) + len(right), "a string")
+            budget.built(len(left) + len(right))
             return left + right
+        result = self._checked_binop(context, operator, left, right)
+        _budget().built(_built_size(result))
+        return result
+
+    def _checked_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         budget = _budget()
         if operator == "*":
             for seq, times in ((left, right), (right, left)):
@@ -602,7 +654,7 @@ class _ChatTemplateEnvironment(ImmutableSandboxedEnvironment):
         elif isinstance(__obj, types.BuiltinMethodType):
             args = _check_builtin_method(budget, __obj, args, kwargs)
         result = super().call(__context, __obj, *args, **kwargs)
-        return budget.value(result, "a call's result")
+        return budget.value(result, "a call's result", new=True)
 
     def wrap_str_format(self, value: Any) -> Any:
         wrapped = super().wrap_str_format(value)
@@ -627,6 +679,19 @@ class _ChatTemplateEnvironment(ImmutableSandboxedEnvironment):
             return wrapped(*args, **kwargs)
 
         return functools.update_wrapper(checked, wrapped)
+
+
+
+
+def _built_size(value: Any) -> int:
+    """What a new value adds when its items are references to values already counted (an
+    operator's result, a slice, a display): a string's length, a container's slots, or a
+    number's digits."""
+    if isinstance(value, (str, bytes)):
+        return len(value)
+    if isinstance(value, (list, tuple, dict)):
+        return _SLOT_CHARS * len(value)
+    return _scalar_size(value) if type(value) is int else 1
 
 
 def _int_bits(bits: int) -> None:
@@ -777,7 +842,7 @@ def _guard_filter(name: str, func: Any) -> Any:
             budget.value(value, f"the input of the {name} filter")
         if precheck is not None:
             precheck(budget, *values, **kwargs)
-        return budget.value(func(*args, **kwargs), f"the output of the {name} filter")
+        return budget.value(func(*args, **kwargs), f"the output of the {name} filter", new=True)
 
     return guarded
 
