@@ -27,6 +27,7 @@ from wren.engine.api import (
     pending_crash_reports,
     write_crash_report,
 )
+from wren.engine.errors import WrenError
 
 from .crash_notice import CrashNotice, notice_text
 from .settings.dialog import HOTKEY, HOTKEY_ENABLED, SavedSettings, SettingsDialog
@@ -291,7 +292,10 @@ def main(argv: list[str] | None = None) -> int:
 
     # JSON lines in the data folder, redacted; warnings also reach the terminal.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    setup_logging()
+    try:
+        setup_logging()  # the first look at the data folder: one open to other users is refused
+    except WrenError as exc:
+        return cannot_start(str(exc), argv)
     # Local, redacted crash reports (engine/crashreport.py). Qt sends an exception raised
     # in a slot to sys.excepthook and goes on, so those are errors, not crashes.
     install_crash_hooks("wren-desktop", fatal_excepthook=False, versions=_qt_versions)
@@ -302,9 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     app.setWindowIcon(app_icon())
     app.setQuitOnLastWindowClosed(False)  # the tray and quick prompt outlive the window
 
-    from wren.engine import paths
-
-    instance = SingleInstance(server_name(str(paths.data_dir())))
+    instance = SingleInstance(_instance_socket())
     if instance.forward(QUICK if args.quick else SHOW):
         return 0
     if not instance.listen():
@@ -321,6 +323,37 @@ def main(argv: list[str] | None = None) -> int:
         if path is not None:
             print(f"wren-desktop: a crash report was saved at {path} (it stays on this computer)", file=sys.stderr)
         return 1
+
+
+def cannot_start(text: str, argv: list[str], *, box: bool | None = None) -> int:
+    """Say why Wren cannot start: on standard error, and in a message box where there is a
+    screen to show one (started from a menu, nobody reads standard error). Status 2."""
+    print(f"wren-desktop: {text}", file=sys.stderr, flush=True)
+    if box is None:
+        import os
+
+        box = os.environ.get("QT_QPA_PLATFORM", "") not in ("offscreen", "minimal") and (
+            sys.platform in ("darwin", "win32") or bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")))
+    if box:
+        _app = QApplication.instance() or QApplication([sys.argv[0], *argv])
+        QMessageBox.critical(None, "Wren cannot start", text)
+    return 2
+
+
+def _instance_socket() -> str:
+    """The single-instance socket: a full path in the user's private runtime folder (a pipe
+    name on Windows). Where that folder is not private (another user made it), the window
+    still opens, on its own."""
+    from wren.engine import paths
+
+    if sys.platform == "win32":
+        return server_name(str(paths.data_dir()))
+    path = paths.instance_socket_path()
+    try:
+        paths.private_runtime_dir(path.parent)
+    except WrenError as exc:
+        log.warning("%s; a second start will open a second window", exc)
+    return str(path)
 
 
 def _qt_versions() -> dict[str, str]:

@@ -75,8 +75,27 @@ def test_quick_prompt_esc_stops_then_hides(wren_app, qtbot):
     assert not quick.isVisible()
 
 
-def test_single_instance_hands_requests_to_the_running_one(qtbot):
-    name = f"wren-test-{uuid.uuid4().hex[:8]}"
+def _private_socket(made: list[Path]) -> str:
+    """A socket path in a short private folder, as the runtime folder gives the window."""
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="wren-test-"))
+    made.append(folder)
+    return str(folder / f"desktop-{uuid.uuid4().hex[:8]}.sock")
+
+
+@pytest.fixture
+def private_socket():
+    import shutil
+
+    made: list[Path] = []
+    yield lambda: _private_socket(made)
+    for folder in made:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_single_instance_hands_requests_to_the_running_one(qtbot, private_socket):
+    name = private_socket()
     first, second = SingleInstance(name), SingleInstance(name)
     assert not second.forward(QUICK)  # nobody is listening yet
     assert first.listen()
@@ -91,13 +110,11 @@ def test_single_instance_hands_requests_to_the_running_one(qtbot):
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="named pipes leave no file behind")
-def test_a_stale_socket_from_a_crashed_wren_is_replaced(qtbot):
+def test_a_stale_socket_from_a_crashed_wren_is_replaced(qtbot, private_socket):
     import socket
 
-    from PySide6.QtCore import QDir
-
-    name = f"wren-test-{uuid.uuid4().hex[:8]}"
-    path = Path(QDir.tempPath()) / name
+    name = private_socket()
+    path = Path(name)
     crashed = socket.socket(socket.AF_UNIX)
     crashed.bind(str(path))  # a socket file nobody listens on, as a killed Wren leaves
     crashed.close()
@@ -112,7 +129,9 @@ def test_a_stale_socket_from_a_crashed_wren_is_replaced(qtbot):
 def test_wren_desktop_quick_reaches_the_running_instance(wren_app, qtbot, wren_home):
     from wren.engine import paths
 
-    instance = SingleInstance(server_name(str(paths.data_dir())))
+    socket_path = paths.instance_socket_path()  # where wren-desktop looks for the running one
+    paths.private_runtime_dir(socket_path.parent)
+    instance = SingleInstance(str(socket_path))
     assert instance.listen()
     app = wren_app(instance=instance)
     env = {**os.environ, "WREN_HOME": str(wren_home), "QT_QPA_PLATFORM": "offscreen"}
