@@ -12,7 +12,17 @@ import sys
 
 from .cli import _INTERRUPTED, _load, _main_thread, _open_engine, _params, _print_notices, _question, _saving
 from .cli_terminal import ORIGIN_KEY, TERMINAL_ORIGIN, Output, shown
-from .events import Delta, Failed, Finished, PrefillProgress, event_to_dict
+from .events import (
+    Delta,
+    Failed,
+    Finished,
+    FinishReason,
+    PrefillProgress,
+    SafetyAction,
+    SafetyNotice,
+    Started,
+    event_to_dict,
+)
 from .progress import PrefillLine
 
 
@@ -60,14 +70,36 @@ async def ask_events(engine, args, text: str, title: str, response_format, load=
         yield event
 
 
+# The exit status when the safety policy blocked the question or stopped the answer
+# (docs/cli.md, "Exit statuses").
+BLOCKED_STATUS = 3
+
+_DONE = {SafetyAction.WARN: "warning", SafetyAction.REDACT: "replaced by [REDACTED:{category}]",
+         SafetyAction.BLOCK: "blocked"}
+
+
+def notice_line(notice: SafetyNotice, started: bool) -> str:
+    """One line on standard error saying what a safety rule did, and where."""
+    if notice.stage == "outgoing":
+        where = "in what was sent to the remote model (memories, system prompt, earlier turns, tool results)"
+    elif notice.stage == "output":
+        where = "in the answer"
+    else:  # an input notice after the answer started is a tool's result
+        where = "in a tool's result" if started else "in your question"
+    done = _DONE.get(notice.action, notice.action.value).format(category=notice.category)
+    return f"wren: safety: {notice.category} {where}: {done} (rule {notice.rule})"
+
+
 class AskView:
     """What `wren ask` shows of each event: the answer on standard output (a JSON line per
-    event with --json), a long prompt's progress, tool calls and errors on standard error.
-    `code` ends 1 when the answer failed."""
+    event with --json), a long prompt's progress, tool calls, safety notices and errors on
+    standard error. `code` ends 1 when the answer failed, BLOCKED_STATUS when the safety
+    policy blocked the question or stopped the answer."""
 
     def __init__(self, args) -> None:
         self.args = args
         self.code = 0
+        self.started = False
         self.reading = PrefillLine(sys.stderr)  # a long prompt's progress, drawn on a terminal only
         self.out = Output(sys.stdout)  # on a terminal, without control characters
 
@@ -76,6 +108,7 @@ class AskView:
         from .tools.ask import on_event as tool_event
 
         await tool_event(engine, event, self.args)  # a call shown, an approval asked
+        self._safety(event)
         if self.args.json:  # JSON escapes control characters; on a terminal, C1 and DEL too
             print(json.dumps(event_to_dict(event), ensure_ascii=not self.out.raw), flush=True)
             if isinstance(event, Failed):  # a failed answer never exits 0
@@ -93,7 +126,28 @@ class AskView:
         elif isinstance(event, Finished) and not self.args.json:
             self.reading.clear()
             self.out.end()
-            print()
+            if self.started:  # a question blocked before any answer leaves standard output empty
+                print()
+
+    def _safety(self, event) -> None:
+        """Safety notices and a block said on standard error (also with --json, whose
+        events stay on standard output); a block ends with BLOCKED_STATUS."""
+        if isinstance(event, Started):
+            self.started = True
+        elif isinstance(event, SafetyNotice) and event.action is not SafetyAction.ALLOW:
+            self.reading.clear()
+            self.out.end()
+            print(shown(notice_line(event, self.started), sys.stderr), file=sys.stderr, flush=True)
+        elif isinstance(event, Finished) and event.reason is FinishReason.BLOCKED:
+            self.reading.clear()
+            self.out.end()
+            if self.started:
+                said = "wren: the answer was stopped: the safety policy blocks what came next"
+            else:
+                said = "wren: not sent: the safety policy blocks this question (`wren scan TEXT` says why)"
+            print(said, file=sys.stderr, flush=True)
+            if self.code == 0:
+                self.code = BLOCKED_STATUS
 
     def close(self) -> None:
         self.reading.clear()
