@@ -133,6 +133,7 @@ def test_data_files_are_readable_by_the_user_alone(make_engine, wren_home, tmp_p
     monkeypatch.setenv("WREN_HOME", str(fresh))
     assert mode(paths.data_dir()) == 0o700
     monkeypatch.setenv("WREN_HOME", str(wren_home))
+    chosen = mode(wren_home)  # an existing folder the user named keeps its mode
 
     async def main():
         engine = make_engine("Hi.")
@@ -151,7 +152,7 @@ def test_data_files_are_readable_by_the_user_alone(make_engine, wren_home, tmp_p
     finally:
         close_logging()
     assert modes == {"db": 0o600, "wal": 0o600, "export": 0o600}
-    assert mode(paths.data_dir()) == 0o700
+    assert mode(paths.data_dir()) == chosen
     assert mode(paths.logs_dir()) == 0o700 and mode(paths.models_dir()) == 0o700
     log_file = paths.logs_dir() / "wren.log"
     assert log_file.exists() and mode(log_file) == 0o600
