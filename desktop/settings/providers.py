@@ -125,7 +125,9 @@ class ProvidersPage(QWidget):
 
     async def load(self) -> None:
         problem = self.engine.key_storage_problem()
-        self.keyring_note.setText(problem or "")
+        # The sentence first; the keyring's own words (a D-Bus error) on a line of their own after it.
+        headline, _, details = (problem or "").partition(" Details: ")
+        self.keyring_note.setText(headline + (f"\nDetails: {details}" if details else ""))
         self.keyring_note.setVisible(problem is not None)
         if problem is not None and self.store_picker.currentData() == "auto":
             self.store_picker.setCurrentIndex(1)  # the encrypted file, which needs a passphrase
