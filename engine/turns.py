@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .context import REPORT_META_KEY, AssembledContext, ContextRequest, lineage, load_instructions, load_settings
+from .context.attachments import read_attached
 from .context.summary import summary_prompt
 from .errors import InvalidRequest, ModelNotLoaded, WrenError
 from .events import (
@@ -125,6 +126,13 @@ class TurnHost(ToolHost, Protocol):
     async def prepare_tool_sources(self, names: Iterable[str] | None = None) -> None: ...
 
 
+def _newest_first(known: tuple[Path, ...], new: tuple[Path, ...], message_id: int) -> tuple[tuple[Path, int | None], ...]:
+    """The chat's attached files for the prompt: this question's first, then the earlier ones
+    from the latest back (each with the question it came with, where known)."""
+    own = tuple(Path(p) for p in new)
+    return tuple((p, message_id) for p in own) + tuple((p, None) for p in reversed(known) if p not in own)
+
+
 def _loaded(host: TurnHost) -> ModelStatus:
     """The loaded model's status; a model unloaded underneath a turn is an error it reports."""
     status = host.model_status
@@ -145,11 +153,12 @@ class Turns:
     async def assemble(self, conv_id: int | None, history: list[MessageInfo], text: str, message_id: int | None,
                        options: SendOptions, worker: ModelWorker, *, allow_summarize: bool = True,
                        exclude_memories: tuple[int, ...] = (), conv_settings: dict | None = None,
+                       attached: tuple[tuple[Path, int | None], ...] = (),
                        ) -> tuple[AssembledContext, list[int]]:
         """The prompt for `text` after `history` (assemble_context), and its token ids."""
         assembled = await self.assemble_context(
             conv_id, history, text, message_id, options, worker, allow_summarize=allow_summarize,
-            exclude_memories=exclude_memories, conv_settings=conv_settings)
+            exclude_memories=exclude_memories, conv_settings=conv_settings, attached=attached)
         loop = asyncio.get_running_loop()
         # Encoded with the chat-aware encoder: markup typed by a user stays text.
         ids = await loop.run_in_executor(None, worker.tokenizer.encode_chat, assembled.messages)
@@ -158,10 +167,11 @@ class Turns:
     async def assemble_context(self, conv_id: int | None, history: list[MessageInfo], text: str,
                                message_id: int | None, options: SendOptions, worker: ModelWorker, *,
                                allow_summarize: bool = True, exclude_memories: tuple[int, ...] = (),
-                               conv_settings: dict | None = None) -> AssembledContext:
+                               conv_settings: dict | None = None,
+                               attached: tuple[tuple[Path, int | None], ...] = ()) -> AssembledContext:
         """The messages the model reads for `text`: system prompt, memories, the history
-        that fits. `conv_settings`: the conversation's settings where the caller has just
-        read them."""
+        that fits, the text of the `attached` files ((path, message id), the newest first).
+        `conv_settings`: the conversation's settings where the caller has just read them."""
         e = self.e
 
         def read() -> tuple[dict, Any, Any, Any]:
@@ -184,10 +194,11 @@ class Turns:
             conversation_id=conv_id, conversation_settings=conv_settings, exclude=exclude_memories,
             query_vector=query_vector,
         )
+        files = await asyncio.get_running_loop().run_in_executor(None, read_attached, attached, window)
         request = ContextRequest(
             window=window, new_message=text, history=history, conversation_id=conv_id,
             new_message_id=message_id, system_prompt=system, instructions=instructions,
-            retrieved=retrieved, settings=ctx,
+            retrieved=retrieved, settings=ctx, attachments=files,
         )
         return await e.assembler_for(conv_id).assemble(request, allow_summarize=allow_summarize)
 
@@ -227,7 +238,7 @@ class Turns:
         status = _loaded(e)
         saved_now = tuple(m.id for m in outcome.saved) if outcome else ()
         try:
-            attachments = await self._attachments(store, conv, user, options)
+            attachments, new_files = await self._attachments(store, conv, user, options)
             plan = await self._tool_plan(conv.settings, options, worker, bool(attachments))
         except WrenError as exc:
             yield Failed(str(exc), FailureKind.INVALID_REQUEST)
@@ -235,7 +246,7 @@ class Turns:
             return
         assembled, prompt_ids = await self.assemble(
             user.conversation_id, chain[:-1], user.content, user.id, options, worker, exclude_memories=saved_now,
-            conv_settings=conv.settings,
+            conv_settings=conv.settings, attached=_newest_first(attachments, new_files, user.id),
         )
         if plan is not None:
             tool_ids = await self._encode_round(worker, plan, assembled.messages, [], first=True)
@@ -301,8 +312,13 @@ class Turns:
         chain = await e.db(lineage, store, user.id)
         from .api import SendOptions
 
+        known = conv.settings.get(ATTACHMENTS_KEY)  # the files its prompt had, in it again
+        new = user.meta.get("attachments")
+        attached = _newest_first(tuple(Path(p) for p in known if isinstance(p, str)) if isinstance(known, list) else (),
+                                 tuple(Path(p) for p in new if isinstance(p, str)) if isinstance(new, list) else (),
+                                 user.id)
         _, prompt_ids = await self.assemble(answer.conversation_id, chain[:-1], user.content, user.id,
-                                                    SendOptions(), worker)
+                                                    SendOptions(), worker, attached=attached)
         loop = asyncio.get_running_loop()
         tokenizer = worker.tokenizer
         done = await loop.run_in_executor(None, lambda: tokenizer.encode(answer.content))
@@ -327,9 +343,11 @@ class Turns:
 
     # -- tools -------------------------------------------------------------------------
 
-    async def _attachments(self, store, conv, user: MessageInfo, options: SendOptions) -> tuple[Path, ...]:
+    async def _attachments(self, store, conv, user: MessageInfo, options: SendOptions
+                           ) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
         """The files this answer's tools may read: the ones attached to this chat so far
-        (conversation setting `attachments`) and to this question (also kept in its meta)."""
+        (conversation setting `attachments`) and to this question (also kept in its meta);
+        and the latter alone."""
         e = self.e
         new = []
         for item in getattr(options, "attachments", ()) or ():
@@ -346,7 +364,7 @@ class Turns:
             if any(p not in known for p in new):
                 known = list(dict.fromkeys([*known, *new]))
                 await e.db(store.update_conversation, conv.id, settings={**conv.settings, ATTACHMENTS_KEY: known})
-        return tuple(Path(p) for p in known)
+        return tuple(Path(p) for p in known), tuple(Path(p) for p in new)
 
     async def _tool_plan(self, conv_settings: dict, options: SendOptions, worker: ModelWorker,
                          attached: bool) -> ToolPlan | None:

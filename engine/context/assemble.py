@@ -13,6 +13,7 @@ from typing import Any
 
 from ..errors import InvalidRequest
 from ..memory.records import Retrieved, SourceKind
+from .attachments import SHARE_OF_ROOM, AttachedFile, AttachmentFit
 from .parts import (
     HEADERS,
     Msg,
@@ -59,6 +60,7 @@ class ContextRequest:
     instructions: Instructions = field(default_factory=Instructions)
     retrieved: Sequence[Retrieved] = ()  # best first, from MemoryService.retrieve
     settings: ContextSettings = field(default_factory=ContextSettings)
+    attachments: Sequence[AttachedFile] = ()  # the chat's attached files, the newest first
 
 
 @dataclass(frozen=True)
@@ -165,6 +167,11 @@ class ContextAssembler:
         new_tokens = self.count(request.new_message) + self.message_overhead
         _refuse_oversize(new_tokens, fixed, budget, window, reserve)
         room = budget - fixed - new_tokens
+        # Attached files go in with the question, before memories and older turns: the
+        # question is about them. The rest of the room stays for those.
+        files = AttachmentFit(request.attachments, self.count)
+        new_text, file_parts, file_tokens = files.fit(request.new_message, int(room * SHARE_OF_ROOM))
+        room -= file_tokens
 
         retrieved, used = self._pick_retrieved(request.retrieved, min(s.memory_budget(window), room // 2), parts)
         room -= used  # `used` goes on to count the summary too: the estimate's variable part
@@ -199,10 +206,18 @@ class ContextAssembler:
         new_part = ContextPart(PartKind.NEW_MESSAGE, PartState.INCLUDED, new_tokens,
                                ids_of(request.new_message_id), "user")
 
+        def shrink(tokens: int) -> str | None:
+            """The question with its files cut to fit `tokens` fewer, or None: nothing to cut."""
+            nonlocal file_tokens
+            if not any(p.state is PartState.INCLUDED for p in file_parts):
+                return None
+            text, file_parts[:], file_tokens = files.fit(request.new_message, max(0, file_tokens - tokens))
+            return text
+
         messages, prompt_tokens, rendered, ids = self._measure(
-            sections, retrieved, recent, recent_parts, parts, request.new_message, budget,
-            fixed + new_tokens + used)
-        all_parts = parts + recent_parts + [new_part]
+            sections, retrieved, recent, recent_parts, parts, new_text, budget,
+            fixed + new_tokens + used + file_tokens, shrink)
+        all_parts = parts + recent_parts + file_parts + [new_part]
         report = ContextReport(
             window=window, reserve=reserve, prompt_tokens=prompt_tokens,
             exact=ids is not None or self.count_chat is not None,
@@ -318,9 +333,9 @@ class ContextAssembler:
                 low = mid + 1
         return "…" + text[low:].lstrip()
 
-    def _measure(self, sections, retrieved, recent, recent_parts, parts, new_message, budget, floor):
+    def _measure(self, sections, retrieved, recent, recent_parts, parts, new_message, budget, floor, shrink=None):
         """Build the messages; with an exact counter, drop the oldest turns (then the lowest
-        ranked memories) while the real prompt is over budget."""
+        ranked memories, then attached files' text: `shrink`) while the real prompt is over budget."""
         while True:
             messages = messages_for(sections, retrieved, recent, new_message)
             ids = None
@@ -352,6 +367,8 @@ class ContextAssembler:
                         parts[i] = replace(parts[i], state=PartState.DROPPED,
                                            note="dropped: the exact count ran over the estimate")
                         break
+            elif shrink is not None and (cut := shrink(tokens - budget)) is not None:
+                new_message = cut
             else:
                 raise ContextOverflow(
                     f"the prompt is {tokens} tokens and only {budget} fit; shorten the message or "

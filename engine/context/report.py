@@ -24,6 +24,7 @@ class PartKind(enum.Enum):
     HISTORY = "history"  # older messages, grouped: folded into the summary or dropped
     TURN = "turn"  # one recent message, verbatim
     NEW_MESSAGE = "new_message"  # the message being answered
+    ATTACHMENT = "attachment"  # a file the user attached, in the prompt with the new message (`text`: its name)
 
 
 class PartState(enum.Enum):

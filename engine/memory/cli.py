@@ -175,7 +175,7 @@ def format_report(report: ContextReport, message_id: int | None = None,
             ids = f"#{p.source_ids[0]}–#{p.source_ids[1]} ({p.items} messages)"
         elif p.source_ids:
             ids = " ".join(f"#{i}" for i in p.source_ids)
-        detail = p.text if p.kind in (PartKind.MEMORY, PartKind.PAST_CHAT) else ""
+        detail = p.text if p.kind in (PartKind.MEMORY, PartKind.PAST_CHAT, PartKind.ATTACHMENT) else ""
         if (p.kind is PartKind.MEMORY and existing_memory_ids is not None
                 and p.state is PartState.INCLUDED and p.source_ids[0] not in existing_memory_ids):
             detail += " [forgotten since]"

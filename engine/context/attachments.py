@@ -1,0 +1,160 @@
+"""Attached files in the prompt: a file's text goes in with the question when it fits the
+model's window, as an excerpt when only part of it fits, and otherwise is left to the
+read_attachment tool; the prompt says which, and each file is a part of the context report."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..tools.builtin import ToolFailed, read_text_file
+from .report import ContextPart, PartKind, PartState
+
+# No tokenizer averages more characters per token than this: text past window × this can
+# never fit, so it is not read into memory or counted.
+MAX_CHARS_PER_TOKEN = 8
+MIN_EXCERPT_TOKENS = 64  # less room than this and an excerpt says too little: the file is left out
+SHARE_OF_ROOM = 0.5  # attachments may take this much of the room the question leaves: the rest
+# stays for memories, recent turns and tool results (reading on in an excerpted file needs room)
+INTRO = "The user attached {what} to this message."
+MORE_IN_TOOL = "read the rest with the read_attachment tool"
+
+
+@dataclass(frozen=True)
+class AttachedFile:
+    """One attached file as read for this prompt."""
+
+    name: str
+    text: str | None  # None: it could not be read (`error` says why)
+    chars: int = 0  # the whole text's length (`text` may hold only what could ever fit)
+    error: str = ""
+    message_id: int | None = None  # the question it was attached to, where known
+
+    @property
+    def complete(self) -> bool:
+        return self.text is not None and len(self.text) == self.chars
+
+
+def read_attached(paths: Sequence[tuple[Path, int | None]], window: int) -> tuple[AttachedFile, ...]:
+    """Each (path, message id)'s text, at most what `window` tokens could hold. Blocking:
+    run it on an executor. A file that cannot be read is kept with its reason."""
+    cap = max(1, window) * MAX_CHARS_PER_TOKEN
+    out = []
+    for path, message_id in paths:
+        try:
+            text = read_text_file(Path(path))
+        except ToolFailed as exc:
+            out.append(AttachedFile(Path(path).name, None, 0, str(exc), message_id))
+        except OSError as exc:  # gone or unreadable between the check and the read
+            out.append(AttachedFile(Path(path).name, None, 0, f"{Path(path).name} cannot be read: "
+                                    f"{exc.strerror or exc}", message_id))
+        else:
+            out.append(AttachedFile(Path(path).name, text[:cap], len(text), "", message_id))
+    return tuple(out)
+
+
+def _opening(name: str) -> str:
+    return f"[file: {name}]"
+
+
+def _closing(name: str) -> str:
+    return f"[end of {name}]"
+
+
+def _whole(f: AttachedFile) -> str:
+    return f"{_opening(f.name)}\n{f.text}\n{_closing(f.name)}"
+
+
+def _excerpt(f: AttachedFile, cut: int) -> str:
+    assert f.text is not None
+    share = 100 * cut / max(1, f.chars)
+    return (f"{_opening(f.name)}\n{f.text[:cut]}\n[… {f.name} goes on: only its first {share:.0f}% fits here; "
+            f"{MORE_IN_TOOL}]\n{_closing(f.name)}")
+
+
+def _left_out(f: AttachedFile, why: str) -> str:
+    return f"[file: {f.name} — {why}]"
+
+
+class AttachmentFit:
+    """Fits `files` (the newest first: they matter most) into a number of tokens."""
+
+    def __init__(self, files: Sequence[AttachedFile], count: Callable[[str], int]):
+        self.files = tuple(files)
+        self.count = count
+
+    def fit(self, question: str, limit: int) -> tuple[str, list[ContextPart], int]:
+        """The question with the files' block before it, a report part per file, and the
+        block's tokens. A file that does not fit whole goes in as an excerpt while at least
+        MIN_EXCERPT_TOKENS are left, else only its name goes in, with where to read it."""
+        if not self.files:
+            return question, [], 0
+        blocks, parts = [], []
+        what = "a file" if len(self.files) == 1 else f"{len(self.files)} files"
+        intro = INTRO.format(what=what)
+        used = self.count(intro) + 2
+        for f in self.files:
+            block, part, cost = self._one(f, limit - used)
+            blocks.append(block)
+            parts.append(part)
+            used += cost + 1
+        return "\n\n".join([intro, *blocks, question]), parts, used
+
+    def _one(self, f: AttachedFile, room: int) -> tuple[str, ContextPart, int]:
+        """The file's block, its report part, and the block's tokens."""
+        ids = (f.message_id,) if f.message_id is not None else ()
+        if f.text is None:
+            block = _left_out(f, f"it could not be read: {f.error}")
+            return block, ContextPart(PartKind.ATTACHMENT, PartState.DROPPED, 0, ids, "user", f.name,
+                                      note=f"could not be read: {f.error}"), self.count(block)
+        whole = _whole(f)
+        cost = self.count(whole)
+        if f.complete and cost <= room:
+            return whole, ContextPart(PartKind.ATTACHMENT, PartState.INCLUDED, cost, ids, "user", f.name,
+                                      note="the whole file"), cost
+        cut = self._cut(f, room)
+        if cut:
+            block = _excerpt(f, cut)
+            share = 100 * cut / max(1, f.chars)
+            tokens = self.count(block)
+            return block, ContextPart(
+                PartKind.ATTACHMENT, PartState.INCLUDED, tokens, ids, "user", f.name,
+                note=f"an excerpt: the first {share:.0f}% (the file is longer than the room this model's "
+                     f"window leaves); the model can read the rest with read_attachment"), tokens
+        block = _left_out(f, "too long for this model's window; read it with the read_attachment tool")
+        return block, ContextPart(PartKind.ATTACHMENT, PartState.DROPPED, cost, ids, "user", f.name,
+                                  note="too long for the room this model's window leaves; the model can "
+                                       "read it with read_attachment"), self.count(block)
+
+    def _cut(self, f: AttachedFile, room: int) -> int:
+        """How many leading characters of `f` fit `room` tokens as an excerpt (0: none useful)."""
+        assert f.text is not None
+        if room < MIN_EXCERPT_TOKENS:
+            return 0
+        frame = self.count(_excerpt(f, 0))
+        if room - frame < MIN_EXCERPT_TOKENS // 2:
+            return 0
+        low, high = 0, len(f.text)  # the longest prefix that fits: a few counts, by proportion first
+        guess = min(high, int(len(f.text) * (room - frame) / max(1, self.count(f.text))))
+        for _ in range(40):
+            if high - low <= max(16, len(f.text) // 200):
+                break
+            if self.count(_excerpt(f, guess)) <= room:
+                low = guess
+            else:
+                high = guess - 1
+            guess = (low + high + 1) // 2
+        return _at_boundary(f.text, low)
+
+
+def _at_boundary(text: str, cut: int) -> int:
+    """`cut` moved back to the end of a line (or word) when one is near, so an excerpt does not
+    stop mid-word."""
+    if cut >= len(text) or cut <= 0:
+        return max(0, cut)
+    for mark in ("\n", " "):
+        at = text.rfind(mark, max(0, cut - 400), cut)
+        if at > 0:
+            return at
+    return cut
