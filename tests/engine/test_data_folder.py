@@ -123,6 +123,42 @@ def test_a_folder_a_group_of_others_can_write_is_refused(tmp_path, monkeypatch):
     assert _mode(home) == 0o2775
 
 
+@POSIX_ONLY
+def test_a_folder_its_owners_private_group_can_write_is_used_as_it_is(tmp_path, monkeypatch):
+    import grp
+    import pwd
+
+    me = pwd.getpwuid(os.getuid())
+    members = set(grp.getgrgid(me.pw_gid).gr_mem) | {u.pw_name for u in pwd.getpwall() if u.pw_gid == me.pw_gid}
+    if members != {me.pw_name}:
+        pytest.skip("this user's group has other members")
+    home = _folder(tmp_path, 0o775)  # umask 002, usual where each user has a group of their own
+    os.chown(home, -1, me.pw_gid)
+    monkeypatch.setenv("WREN_HOME", str(home))
+    assert paths.data_dir() == home and _mode(home) == 0o775
+
+
+@POSIX_ONLY
+def test_a_symlinked_socket_folder_is_refused_and_its_target_left_alone(tmp_path, monkeypatch):
+    import shutil
+    import tempfile
+
+    from wren.engine import resident
+
+    runtime = Path(tempfile.mkdtemp(prefix="wren-rt-"))  # short: socket paths have a length limit
+    try:
+        target = _folder(tmp_path, 0o755, "someone-elses-pick")
+        (runtime / "wren").symlink_to(target, target_is_directory=True)  # as planted in /tmp/wren-UID
+        monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+        folder = resident.socket_path(tmp_path).parent
+        assert folder == runtime / "wren"
+        with pytest.raises(DataFolderError, match="not private to this user"):
+            resident._private_folder(folder)
+        assert _mode(target) == 0o755
+    finally:
+        shutil.rmtree(runtime)
+
+
 @AS_ROOT
 def test_a_folder_of_another_user_is_refused(tmp_path, monkeypatch):
     home = _folder(tmp_path, 0o755)
