@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..errors import InvalidRequest, WrenError
@@ -48,6 +49,7 @@ from .gate import ApiError, Busy, Gate, Limiter, error_for
 from .hosts import HostPolicy
 from .logprobs import requested
 from .streams import AnswerLog, AnswerLogs
+from .transport import ClosingStream, Server, WriteTimeout
 from .wire import OpenAIAnswer, check_unsupported, question_text, sampling_from, send_options, sse, stream_flags
 
 DEFAULT_PORT = 8765
@@ -295,7 +297,7 @@ class WrenApp:
                     await events.aclose()  # a client that left: its sequence is cancelled here
                     await finish(out)
 
-            return StreamingResponse(chunks(), media_type="text/event-stream", headers=SSE_HEADERS)
+            return ClosingStream(chunks(), media_type="text/event-stream", headers=SSE_HEADERS)
 
         async def collect() -> None:
             async for event in replay():
@@ -387,7 +389,7 @@ class WrenApp:
                                code=failed.kind.value)
             raise ApiError(400, "a safety rule blocked this message; it was not stored or sent", code="content_blocked",
                            extra={"safety": [event_to_dict(n) for n in outcome if isinstance(n, SafetyNotice)]})
-        return StreamingResponse(log.follow(0, coalesce=self.options.coalesce), media_type="text/event-stream",
+        return ClosingStream(log.follow(0, coalesce=self.options.coalesce), media_type="text/event-stream",
                                  headers=SSE_HEADERS)
 
     async def _produce(self, log: AnswerLog, events: AsyncIterator, started: asyncio.Future, new: bool,
@@ -495,7 +497,7 @@ class WrenApp:
                            code="not_found")
         if not 0 <= after_n <= len(log.chunks):
             raise ApiError(400, f"from={after_n} is beyond the {len(log.chunks)} chunks sent", param="from")
-        return StreamingResponse(log.follow(after_n, coalesce=self.options.coalesce), media_type="text/event-stream",
+        return ClosingStream(log.follow(after_n, coalesce=self.options.coalesce), media_type="text/event-stream",
                                  headers=SSE_HEADERS)
 
     async def conversation_get(self, request: Request) -> Response:
@@ -556,15 +558,27 @@ class WrenServer:
         import uvicorn
 
         self.web = WrenApp(engine, key, options, host=host)
-        config = uvicorn.Config(self.web.app, host=host, port=port, lifespan="off", access_log=False,
+        self.outer = WriteTimeout(self.web.app, self.web.options.write_timeout)
+        config = uvicorn.Config(self.outer, host=host, port=port, lifespan="off", access_log=False,
                                 http=self.web.options.http,
                                 # idle keep-alive connections stay open well past clients' own
                                 # expiry (httpx: 5 s), so a client never reuses one the server is
                                 # closing at that moment (a ReadError on its next request)
                                 timeout_keep_alive=KEEP_ALIVE_SECONDS,
                                 log_level="warning", timeout_graceful_shutdown=5, log_config=None)
-        self.server = uvicorn.Server(config)
+        self.server = Server(config, on_shutdown=self._stop_answers)
         self._task: asyncio.Task | None = None
+
+    def _stop_answers(self) -> None:
+        """At shutdown, before connections are closed: every answer stops within a token
+        (kept as stopped, with its text), so open streams end with their last chunk."""
+        self.outer.shutting_down = True
+        self.web.engine.stop()
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether Ctrl+C stopped the server."""
+        return signal.SIGINT in self.server.signals
 
     @property
     def port(self) -> int:

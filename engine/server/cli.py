@@ -120,6 +120,9 @@ async def _serve(args, key: str, port: int, options) -> int:
         print(f"wren serve: {status.name} ({status.backend}) at http://{host}:{server.port}  "
               "(OpenAI base URL: …/v1; Ctrl+C stops)", file=sys.stderr, flush=True)
         await server.wait()
+        if server.interrupted:  # the answers were stopped and stored; say so, as other commands do
+            print("wren serve: stopped (Ctrl+C); answers still streaming were stopped and kept", file=sys.stderr)
+            return 130
         return 0
     finally:
         await engine.close()

@@ -13,7 +13,8 @@ import pytest
 
 from wren.engine.errors import InvalidRequest
 from wren.engine.server import keys
-from wren.engine.server.app import ServerOptions, is_loopback
+from wren.engine.server.app import ServerOptions
+from wren.engine.server.hosts import is_loopback
 
 QUESTION = "What is the capital of Atlantis-7Q?"
 ANSWER = "Atlantis-7Q has no capital, it sank."
