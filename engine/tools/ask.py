@@ -9,6 +9,7 @@ import json
 import sys
 from typing import Any, TextIO
 
+from ..cli_terminal import clean, shown
 from ..errors import InvalidRequest
 from ..events import Event, ToolApprovalNeeded, ToolCall, ToolResult
 
@@ -62,14 +63,18 @@ async def send_options(engine: Any, args: argparse.Namespace) -> dict:
 async def on_event(engine: Any, event: Event, args: argparse.Namespace, err: TextIO | None = None) -> None:
     """Show a call and its result on standard error (not with --json: those are JSON lines),
     and answer an approval: --approve allows once; else the terminal asks; with no terminal
-    to ask on, the call is declined."""
+    to ask on, the call is declined. A tool's result (an MCP server's text) and the model's
+    arguments are untrusted: on a terminal they lose their control characters and escape
+    sequences, as the answer does (engine/cli_terminal.py)."""
     err = err or sys.stderr
     if isinstance(event, ToolCall) and not args.json:
-        print(f"[tool] {event.name} {json.dumps(event.arguments, ensure_ascii=False)}", file=err, flush=True)
+        line = f"[tool] {event.name} {json.dumps(event.arguments, ensure_ascii=False)}"
+        print(shown(line, err), file=err, flush=True)
     elif isinstance(event, ToolResult) and not args.json:
         text = event.content if len(event.content) <= SHOWN_CHARS else event.content[:SHOWN_CHARS] + " …"
         mark = "error" if event.is_error else "result"
-        print(f"[{mark}] {' '.join(text.split())} ({event.duration:.2f} s)", file=err, flush=True)
+        line = f"[{mark}] {' '.join(text.split())} ({event.duration:.2f} s)"
+        print(shown(line, err), file=err, flush=True)
     elif isinstance(event, ToolApprovalNeeded):
         if args.approve:
             decision = "once"
@@ -104,7 +109,7 @@ def _ask_terminal(event: ToolApprovalNeeded) -> str:
 
 def _ask(event: ToolApprovalNeeded, tty_in: TextIO, tty: TextIO) -> str:
     arguments = json.dumps(event.arguments, ensure_ascii=False, indent=2)
-    tty.write(f"\nThe model wants to run {event.name} with:\n{arguments}\n")
+    tty.write(clean(f"\nThe model wants to run {event.name} with:\n{arguments}\n"))  # always a terminal
     while True:
         tty.write("Allow? [o]nce, [a]lways for this tool, [n]o: ")
         tty.flush()

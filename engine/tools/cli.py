@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..cli_terminal import is_terminal, shown
 from ..errors import InvalidRequest
 
 ADD_USAGE = "wren mcp add NAME [--env KEY=VALUE]... -- COMMAND [ARGS...]  |  wren mcp add NAME --url URL [--header 'K: V']..."
@@ -196,7 +197,7 @@ async def _mcp_test(args) -> int:
     else:
         print(f"MCP server {args.name!r} works: {len(tools)} tool{'s' if len(tools) != 1 else ''}")
         for tool in tools:
-            print(f"  {tool.qualified:32} {_first_line(tool.description)}")
+            print(shown(f"  {tool.qualified:32} {_first_line(tool.description)}"))
     return 0
 
 
@@ -229,7 +230,7 @@ async def _tools_list(args) -> int:
                               "enabled": tool.enabled}, ensure_ascii=False))
         else:
             marks = ("" if tool.enabled else " [off]") + (" [asks first]" if tool.needs_approval else "")
-            print(f"{tool.name:32} {tool.source:14} {_first_line(tool.description)}{marks}")
+            print(shown(f"{tool.name:32} {tool.source:14} {_first_line(tool.description)}{marks}"))
     return 0
 
 
@@ -246,12 +247,14 @@ async def _tools_call(args) -> int:
         result = await engine.call_tool(args.name, arguments)
     finally:
         await engine.close()
+    # The result is the tool's (an MCP server's) text: on a terminal without control
+    # characters or escape sequences, as a model's answer; to a pipe exactly as it came.
     if args.json:
         from ..events import event_to_dict
 
-        print(json.dumps(event_to_dict(result), ensure_ascii=False))
+        print(json.dumps(event_to_dict(result), ensure_ascii=is_terminal(sys.stdout)))
     else:
-        print(result.content)
+        print(shown(result.content))
     return 1 if result.is_error else 0
 
 
