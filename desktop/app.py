@@ -351,7 +351,7 @@ def _instance_socket() -> str:
     path = paths.instance_socket_path()
     try:
         paths.private_runtime_dir(path.parent)
-    except WrenError as exc:
+    except (WrenError, OSError) as exc:  # OSError: a runtime folder this user cannot write in
         log.warning("%s; a second start will open a second window", exc)
     return str(path)
 
