@@ -292,7 +292,7 @@ def windows(changed: list[tuple[int, int]], length: int) -> tuple[tuple[int, int
     return tuple(out)
 
 
-@functools.lru_cache(maxsize=8)  # scan() and redact() of one text share the work
+@functools.lru_cache(maxsize=2)  # scan() and redact() of one text share the work
 def views(text: str) -> tuple[View, ...]:
     """Every other reading of `text` worth scanning (the text itself not included)."""
     out = _readings(text)

@@ -66,3 +66,12 @@ def test_what_the_user_typed_keeps_the_policys_warning():
     assert sent[3]["content"] == messages[3]["content"]
     assert [n.action for n in notices] == [SafetyAction.REDACT] * 3 + [SafetyAction.WARN]
     assert messages[0]["content"] == f"remember {SECRET}"  # the caller's list is not changed
+
+
+def test_a_card_number_typed_with_no_break_spaces_does_not_leave(make_engine, server):
+    events = asyncio.run(_ask_remote(make_engine, server, f"is my card {CARD_NBSP} still valid?"))
+    (chat,) = server.chats()
+    sent = str(chat.body["messages"])
+    assert "4111" not in sent and "[REDACTED:pii.payment_card]" in sent
+    typed = [e for e in events if isinstance(e, SafetyNotice) and e.stage == "input"]
+    assert [(n.category, n.action) for n in typed] == [("pii.payment_card", SafetyAction.REDACT)]
