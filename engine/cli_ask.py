@@ -153,28 +153,63 @@ class AskView:
         self.reading.clear()
 
 
+class Interrupt:
+    """Ctrl+C while `wren ask` answers in its own process. Before the model has loaded
+    (the question checked, torch imported, the weights read) the work is cancelled at once
+    and nothing is saved; from then on the answer stops within a token and is saved as
+    stopped (a press before the answer exists stops it as it starts)."""
+
+    def __init__(self, engine) -> None:
+        self.engine = engine
+        self.pressed = False
+        self.loaded = False
+        self._task: asyncio.Task | None = None
+
+    def __call__(self) -> None:  # the SIGINT handler, on the loop
+        self.pressed = True
+        self.engine.stop()
+        if not self.loaded and self._task is not None:
+            self._task.cancel()
+
+    async def load(self, engine, args) -> None:
+        await _load(engine, args)
+        self.loaded = True  # past here a chat may be made: it is stopped, not cancelled mid-write
+
+    def seen(self, event) -> None:
+        if self.pressed and isinstance(event, Started):
+            self.engine.stop(event.conversation_id)
+
+    async def run(self, work) -> None:
+        """Run `work`; a press before the model loaded ends it early, quietly."""
+        self._task = asyncio.ensure_future(work)
+        try:
+            await self._task
+        except asyncio.CancelledError:
+            if not (self.pressed and self._task.cancelled()):
+                raise
+
+
 async def _ask_here(args, text: str, title: str, response_format) -> int:
     engine = _open_engine(one_shot=True)
     try:
         loop = asyncio.get_running_loop()
-        interrupted = False
+        interrupt = Interrupt(engine)
+        view = AskView(args)
 
-        def interrupt() -> None:  # the answer stops within a token; what was shown is saved
-            nonlocal interrupted
-            interrupted = True
-            engine.stop()
+        async def answer() -> None:
+            async for event in ask_events(engine, args, text, title, response_format, load=interrupt.load):
+                interrupt.seen(event)
+                await view.show(engine, event)
 
         if _main_thread():
             loop.add_signal_handler(signal.SIGINT, interrupt)
-        view = AskView(args)
         try:
-            async for event in ask_events(engine, args, text, title, response_format):
-                await view.show(engine, event)
+            await interrupt.run(answer())
         finally:
             view.close()
             if _main_thread():
                 loop.remove_signal_handler(signal.SIGINT)
-        return _INTERRUPTED if interrupted else view.code
+        return _INTERRUPTED if interrupt.pressed else view.code
     finally:
         # The model and its background work go before the interpreter does.
         await engine.close()
