@@ -35,6 +35,7 @@ KIND_LABELS = {
     PartKind.HISTORY: "Older messages",
     PartKind.TURN: "Message",
     PartKind.NEW_MESSAGE: "Your new message",
+    PartKind.ATTACHMENT: "Attached file",
 }
 STATE_LABELS = {
     PartState.INCLUDED: "included",
@@ -49,6 +50,8 @@ def part_label(part: ContextPart) -> str:
     label = KIND_LABELS.get(part.kind, part.kind.value)
     if part.kind is PartKind.HISTORY and part.items != 1:
         return f"{label} ({part.items:,})"
+    if part.kind is PartKind.ATTACHMENT and part.text:
+        return f"{label}: {part.text}"
     if part.role and part.kind is PartKind.TURN:
         return f"{label} ({'you' if part.role == 'user' else 'Wren'})"
     return label

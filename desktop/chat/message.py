@@ -17,6 +17,7 @@ from wren.engine.records import MessageInfo, MessageStatus, Role
 from ..bridge import describe_notices
 from ..memory.notes import MemoryNotes, notice_from_meta
 from ..safety.labels import shown_notices
+from .attachments import AttachedFiles, attached_paths
 from .body import MarkdownBody
 from .probabilities import META_KEY as LOGPROBS_KEY
 from .probabilities import TokenProbabilities
@@ -156,6 +157,10 @@ class MessageWidget(QFrame):
             self.notes = MemoryNotes()
             layout.addWidget(self.notes)
         layout.addWidget(self.body)
+        self.attached: AttachedFiles | None = None  # a question's files, under its text
+        if role is Role.USER:
+            self.attached = AttachedFiles()
+            layout.addWidget(self.attached)
         if role is Role.ASSISTANT:
             layout.addWidget(self._build_footer())
         self._text = text
@@ -218,6 +223,8 @@ class MessageWidget(QFrame):
         self.version_label.setAccessibleName(f"Version {index + 1} of {count}")
         self._refresh_controls()
         self.set_status(info.status if info else None, info.error if info else None)
+        if self.attached is not None and info is not None:
+            self.attached.set_paths(attached_paths(info.meta))
         if self.notes is not None:
             self._show_provenance(info)
             self.notes.show_notice(notice_from_meta(info.meta.get("memory")) if info else None)

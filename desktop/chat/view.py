@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
@@ -150,10 +151,12 @@ class ChatView(QScrollArea):
             info = self._backlog.pop()
             self._add(MessageWidget(info.role, info.content, info), at=self._backlog_at)
 
-    def add_pending_user(self, text: str) -> MessageWidget:
-        """The user's message, shown before the store has given it an id."""
+    def add_pending_user(self, text: str, attachments: Sequence[str] = ()) -> MessageWidget:
+        """The user's message (and the files sent with it), shown before the store has given it an id."""
         self._stick = True
         widget = self._add(MessageWidget(Role.USER, text))
+        if widget.attached is not None:
+            widget.attached.set_paths(attachments)
         self._update_empty()
         return widget
 

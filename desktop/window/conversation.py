@@ -99,6 +99,7 @@ class ConversationController(QObject):
         chat.tool_cancel_requested.connect(self._cancel_tool)
         tools.refresh_requested.connect(self.load_tools)
         tools.changed.connect(self._tools_chosen)
+        tools.default_chosen.connect(self._default_tools_chosen)
 
     # -- token probabilities ----------------------------------------------------------
 
@@ -312,7 +313,7 @@ class ConversationController(QObject):
             self.current_id = conversation_id
             if temporary:
                 self._temporary_ids.add(conversation_id)
-        user = self.chat.add_pending_user(text)
+        user = self.chat.add_pending_user(text, options.attachments if options is not None else ())
         if created and options is not None and options.tools is not None:
             await self.engine.set_conversation_tools(conversation_id, list(options.tools))
         if options is not None and options.tools:
@@ -456,12 +457,14 @@ class ConversationController(QObject):
         if start_servers:  # the menu was opened: MCP servers start now, lazily, to list their tools
             await self.engine.prepare_tool_sources()
         tools = await self.engine.tools()
+        saved = await self.engine.get_setting("tools.default")
+        default = [n for n in saved if isinstance(n, str)] if isinstance(saved, list) else []
+        support = await self.engine.tool_support()
         chosen = None
         if not keep:
             chosen = await self.engine.conversation_tools(conversation_id) if conversation_id is not None else None
             if chosen is None:
-                default = await self.engine.get_setting("tools.default")
-                chosen = [n for n in default if isinstance(n, str)] if isinstance(default, list) else []
+                chosen = list(default)
             if not set(chosen) <= {t.name for t in tools}:  # MCP tools of servers not started yet
                 await self.engine.prepare_tool_sources(chosen)  # only the servers this chat uses
                 tools = await self.engine.tools()
@@ -469,7 +472,15 @@ class ConversationController(QObject):
             if keep or picked != self._tools_picked:  # the user ticked meanwhile: theirs stands
                 chosen = self.tools.chosen()
             self.tools.set_tools(tools, chosen or [])
+            self.tools.set_default(default)
+            self.tools.set_support(support.calls_tools if support else None, support.reason if support else "")
             self._tools_shown_at = shown
+
+    def _default_tools_chosen(self, names: list[str]) -> None:
+        """The composer's "Use these for new chats": the tools a new chat starts with."""
+        self.tools.set_default(names)
+        self.tasks.run(self.engine.set_setting("tools.default", list(names) or None), what="saving the tools for new chats")
+        self.status.showMessage(f"New chats will start with: {', '.join(names) or 'no tools'}", 5000)
 
     def _tools_chosen(self, names: list[str]) -> None:
         self._tools_picked += 1
