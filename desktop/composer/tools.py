@@ -1,6 +1,12 @@
 """The composer's tool controls: a "Tools" button whose menu ticks the tools this chat may
 use (kept per chat, sent as SendOptions.tools), and "Attach file" with a removable chip
-per attached file (SendOptions.attachments; the read_attachment tool reads only these)."""
+per attached file (SendOptions.attachments; their text goes into the prompt, and the
+read_attachment tool reads only these).
+
+Two layers, said in the menu: Settings → Tools switches a tool on or off everywhere; this menu
+picks, among those on, the ones this chat uses. A new chat starts from the saved default
+("Use these for new chats" here sets it). The menu also says when the loaded model does not
+call tools at all."""
 
 from __future__ import annotations
 
@@ -25,6 +31,7 @@ class ToolsButton(QToolButton):
     """Shows how many tools the chat may use; its menu has one checkbox per enabled tool."""
 
     changed = Signal(list)  # the names now chosen, in the menu's order
+    default_chosen = Signal(list)  # "Use these for new chats": the names new chats start with
     # The window should load the tools: False when first shown (no MCP server is started),
     # True when the menu opens (the chat's MCP servers start, so their tools can be listed).
     refresh_requested = Signal(bool)
@@ -41,6 +48,8 @@ class ToolsButton(QToolButton):
         self.setMenu(self.menu_)
         self.tools: list[ToolInfo] = []
         self._chosen: list[str] = []
+        self._default: list[str] = []  # what a new chat starts with (setting tools.default)
+        self._support: tuple[bool, str] | None = None  # (the model calls tools, why), once known
         self.loaded = False
         self._asked = False
         self._show()
@@ -59,10 +68,38 @@ class ToolsButton(QToolButton):
         if self.loaded and [t.name for t in tools] == [t.name for t in self.tools] and chosen == self._chosen:
             return  # the same: an open menu is not rebuilt under the user's keys
         self.tools, self._chosen, self.loaded = tools, chosen, True
+        self._rebuild()
+
+    def set_default(self, names: list[str]) -> None:
+        """The tools a new chat starts with (shown in the menu, with a way to change it)."""
+        if list(names) != self._default:
+            self._default = list(names)
+            self._rebuild()
+
+    def set_support(self, calls_tools: bool | None, reason: str = "") -> None:
+        """Whether the loaded model calls tools (None: no model is loaded yet)."""
+        support = None if calls_tools is None else (bool(calls_tools), reason)
+        if support != self._support:
+            self._support = support
+            self._rebuild()
+
+    @property
+    def model_calls_tools(self) -> bool | None:
+        return None if self._support is None else self._support[0]
+
+    def _note(self, text: str, name: str) -> QAction:
+        note = self.menu_.addAction(text)
+        note.setObjectName(name)
+        note.setEnabled(False)
+        return note
+
+    def _rebuild(self) -> None:
         self.menu_.clear()
+        if self._support is not None and not self._support[0]:
+            self._note(f"⚠ {self._support[1]}", "toolSupportNote")
+            self.menu_.addSeparator()
         if not self.tools:
-            empty = self.menu_.addAction("No tools are switched on (Settings → Tools)")
-            empty.setEnabled(False)
+            self._note("No tools are switched on (Settings → Tools)", "noToolsNote")
         for tool in self.tools:
             action = QAction(tool.name, self.menu_)
             action.setObjectName(f"toolAction_{tool.name}")
@@ -74,6 +111,15 @@ class ToolsButton(QToolButton):
             action.setStatusTip(action.toolTip())
             action.toggled.connect(lambda on, name=tool.name: self.set_chosen(name, on))
             self.menu_.addAction(action)
+        self.menu_.addSeparator()
+        known = {t.name for t in self.tools}
+        starts = ", ".join(n for n in self._default if n in known) or "no tools"
+        self._note(f"New chats start with: {starts}", "newChatToolsNote")
+        use = self.menu_.addAction("Use these for new chats")
+        use.setObjectName("useForNewChatsAction")
+        use.setToolTip("New chats will start with the tools ticked here (this chat keeps its own choice)")
+        use.triggered.connect(lambda: self.default_chosen.emit(self.chosen()))
+        self._note("Settings → Tools switches tools on or off for every chat", "toolLayersNote")
         self.menu_.setToolTipsVisible(True)
         self._show()
 
@@ -82,6 +128,9 @@ class ToolsButton(QToolButton):
 
     def actions_by_name(self) -> dict[str, QAction]:
         return {a.text(): a for a in self.menu_.actions() if a.isCheckable()}
+
+    def action_named(self, object_name: str) -> QAction | None:
+        return next((a for a in self.menu_.actions() if a.objectName() == object_name), None)
 
     def set_chosen(self, name: str, on: bool) -> None:
         was = list(self._chosen)
@@ -100,10 +149,12 @@ class ToolsButton(QToolButton):
 
     def _show(self) -> None:
         count = len(self._chosen)
+        unsupported = self._support is not None and not self._support[0]
         self.setText(f"Tools · {count}" if count else "Tools · off")
         names = ", ".join(self._chosen) or "none"
         self.setAccessibleName(f"Tools this chat may use: {names}")
-        self.setToolTip(f"Tools this chat may use: {names}. Click to change.")
+        warning = f" {self._support[1]}." if unsupported and self._support is not None else ""
+        self.setToolTip(f"Tools this chat may use: {names}. Click to change.{warning}")
 
 
 class FileChip(QFrame):

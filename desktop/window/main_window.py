@@ -98,6 +98,8 @@ class MainWindow(QMainWindow):
             engine, picker=self.model_picker, composer=self.composer, status=self.status,
             counter=self.counter, tasks=self.tasks, parent=self,
         )
+        # the Tools menu says whether the model now loaded calls tools
+        self.models.loaded.connect(lambda _status: self.conversations.load_tools())
         self.context = ContextController(
             engine, chat=self.chat, status=self.status, tasks=self.tasks,
             current_chat=lambda: self.conversations.current_id, parent=self,

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InvalidRequest
 from ..events import ToolResult
 from .builtin import BuiltinTools
+from .capability import ToolSupport, tool_support
 from .registry import ToolInfo, ToolRegistry, validate_arguments
 
 if TYPE_CHECKING:
@@ -155,6 +156,15 @@ class Tools:
         if not isinstance(content, str):
             content = json.dumps(content, ensure_ascii=False, default=str)
         return ToolResult(f"direct_{name}", content, bool(is_error), time.perf_counter() - started)
+
+    async def tool_support(self) -> ToolSupport | None:
+        """Whether the loaded model calls tools (engine/tools/capability.py); None: no model is loaded."""
+        status, worker = self.model_status, self.loaded_worker  # type: ignore[attr-defined]
+        if status is None or worker is None:
+            return None
+        tokenizer = getattr(worker, "tokenizer", None)
+        return await asyncio.get_running_loop().run_in_executor(
+            None, lambda: tool_support(status.name, tokenizer, remote=status.backend == "remote"))
 
     async def tool_timeout(self) -> float:
         value = await self.get_setting(TIMEOUT_KEY)
