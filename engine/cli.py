@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import errno
 import json
+import logging
 import os
 import signal
 import sys
@@ -396,7 +397,6 @@ async def _cmd_models(args) -> int:
 async def _cmd_conversations(args) -> int:
     engine = _open_engine()
     try:
-        _warn_if_damaged(engine)
         if args.action == "list":
             convs = await engine.list_conversations()
             for c in convs:
@@ -415,12 +415,19 @@ async def _cmd_conversations(args) -> int:
         await engine.close()
 
 
-def _warn_if_damaged(engine) -> None:
-    """A listing read from a damaged database may be missing rows: say so before it."""
-    if engine.store.damage:
-        from .store.health import damaged_message
+class _Notices(logging.Handler):
+    """The engine's notices for the user now (a database found damaged when opened: what is
+    listed may be incomplete) on standard error, before the command's output."""
 
-        print(f"wren: warning: {damaged_message(engine.store.path, engine.store.damage)}", file=sys.stderr)
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "wren_notice", False):
+            print(f"wren: warning: {record.getMessage()}", file=sys.stderr)
+
+
+def _show_notices() -> None:
+    logger = logging.getLogger("wren.engine.store")
+    if not any(isinstance(h, _Notices) for h in logger.handlers):
+        logger.addHandler(_Notices(logging.WARNING))
 
 
 _MAX_ID = 2**63 - 1  # SQLite's integers, and so every id Wren gives out, are 64-bit
@@ -446,6 +453,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .logs import setup_logging
 
         setup_logging()
+        _show_notices()
         _check_ids(args)
         result = args.func(args)
         if asyncio.iscoroutine(result):

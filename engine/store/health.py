@@ -80,6 +80,12 @@ def check_file(path: Path | str) -> tuple[str, ...]:
         conn.close()
 
 
+def refused_message(path: Path | str) -> str:
+    """A write refused because the file is damaged (its problems were named when it opened)."""
+    return (f"the database {path} is damaged, so Wren wrote nothing to it; restore a backup of that file "
+            "or start afresh with `wren data erase --yes` (installed models are kept)")
+
+
 def damaged_message(path: Path | str, problems: tuple[str, ...], *, readable: bool = True) -> str:
     """One sentence for the user: what is wrong, what Wren does about it, what to do."""
     named = "; ".join(problems[:_SHOWN]) or "unknown damage"

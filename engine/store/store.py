@@ -26,6 +26,7 @@ from .migrations import applied_versions, latest_version, migrate
 from .models import TABLES, Conversation, Message, Setting, utcnow
 
 log = logging.getLogger(__name__)
+NOTICE = "wren_notice"  # a log record with this attribute set is for the user to read now
 
 _PRAGMAS = {
     "journal_mode": "wal",
@@ -186,7 +187,8 @@ class Store:
             if not applied_versions(self.db) >= set(range(1, latest_version() + 1)):
                 raise DatabaseDamaged(health.damaged_message(self.path, self.damage)
                                       + "; it also needs an upgrade, which Wren will not write into it", self.damage)
-            log.warning("%s", health.damaged_message(self.path, self.damage))
+            # a notice: the CLI shows it on stderr before what it lists (engine/cli.py)
+            log.warning("%s", health.damaged_message(self.path, self.damage), extra={NOTICE: True})
             self._readable = True
             return
         migrate(self.db)
@@ -235,13 +237,16 @@ class Store:
         if not problems and health.is_damage(exc):
             problems = (str(exc),)
         self._mark_damaged(problems)
+        if self.damage and self._readable:
+            log.warning("%s", health.damaged_message(self.path, self.damage), extra={NOTICE: True})
         return bool(self.damage)
 
     def _explain(self, exc: Exception) -> StoreError:
         if self.damage or (health.is_damage(exc) and self._found_damage(exc)):
             # writes refused by query_only read "attempt to write a readonly database"
-            return DatabaseDamaged(health.damaged_message(self.path, self.damage, readable=self._readable),
-                                   self.damage)
+            if self._readable:  # its problems were told when it opened (logged as a notice)
+                return DatabaseDamaged(health.refused_message(self.path), self.damage)
+            return DatabaseDamaged(health.damaged_message(self.path, self.damage, readable=False), self.damage)
         text = " ".join(str(e) for e in _chain(exc)).lower()
         if _disk_full(exc):
             return StoreError(
@@ -478,9 +483,9 @@ class Store:
                   "fields": {k: v for k, v in fields.items() if k != "updated_at"}}
         path = self._journal_path(message_id)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            paths.private_dir(path.parent)  # answers' text: the user's alone, whatever the data folder's mode
             tmp = path.with_name(f".{path.name}.{self.owner}.tmp")
-            with open(tmp, "w", encoding="utf-8") as out:
+            with open(paths.private_file(tmp), "w", encoding="utf-8") as out:
                 json.dump(record, out, ensure_ascii=False, default=_json_default)
                 out.flush()
                 os.fsync(out.fileno())

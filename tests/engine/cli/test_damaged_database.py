@@ -55,7 +55,7 @@ def test_ask_writes_nothing_into_a_damaged_database(damaged):
     assert not wal.exists() or wal.stat().st_size == 0
     _clean(done)
     assert done.returncode == 2
-    assert "damaged" in done.stderr and "writes nothing" in done.stderr
+    assert "damaged" in done.stderr and "wrote nothing" in done.stderr
     assert crash_reports(damaged) == []
 
 

@@ -32,7 +32,7 @@ def test_damage_found_while_open_stops_every_later_write(tmp_path):
     with pytest.raises(DatabaseDamaged, match="is damaged"):
         store.messages(conv)
     assert store.damage
-    with pytest.raises(DatabaseDamaged, match="writes nothing"):
+    with pytest.raises(DatabaseDamaged, match="wrote nothing"):
         store.create_conversation("refused")
     with pytest.raises(DatabaseDamaged):
         store.set_setting("model", "refused")
