@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..events import SafetyAction
+from ..paths import private_dir, private_file
 from .policy import Policy, PolicyError
 
 DESTINATIONS = ("local", "remote")
@@ -81,9 +82,9 @@ def set_blocklist(data_dir: Path, words: list[str], patterns: list[str]) -> None
 def _write(path: Path, doc: dict) -> None:
     text = _dump(doc)
     Policy.from_toml(text, str(path))  # a rule Wren could not load never reaches the disk
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)  # the block list may name what the user keeps secret
     tmp = path.with_suffix(".toml.tmp")
-    tmp.write_text(text, encoding="utf-8")
+    private_file(tmp).write_text(text, encoding="utf-8")
     tmp.replace(path)
 
 

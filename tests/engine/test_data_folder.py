@@ -212,3 +212,54 @@ def test_wren_serve_refuses_a_world_writable_folder_cleanly(tmp_path):
     assert f"the data folder {home} can be written by every user" in done.stderr
     assert "Traceback" not in done.stderr
     assert _mode(home) == 0o1777 and list(home.iterdir()) == []
+
+
+# -- what Wren writes inside a data folder others may read (0755 is left as it is) -------------
+
+@POSIX_ONLY
+def test_an_answer_journaled_past_a_lock_is_private_in_an_open_data_folder(tmp_path):
+    import sqlite3
+    import threading
+
+    from wren.engine.records import MessageStatus, Role
+    from wren.engine.store import Store
+
+    home = _folder(tmp_path, 0o755)
+    store = Store(home / "wren.sqlite3", busy_timeout_ms=100, lock_retry_seconds=5)
+    conv = store.create_conversation()
+    question = store.add_message(conv.id, Role.USER, "question", parent_id=None)
+    answer = store.add_message(conv.id, Role.ASSISTANT, "", parent_id=question.id, status=MessageStatus.STREAMING)
+    held, release = threading.Event(), threading.Event()
+
+    def other_program() -> None:
+        con = sqlite3.connect(home / "wren.sqlite3", timeout=5, isolation_level=None)
+        con.execute("BEGIN EXCLUSIVE")
+        held.set()
+        release.wait(10)
+        con.execute("COMMIT")
+        con.close()
+
+    thread = threading.Thread(target=other_program, daemon=True)
+    thread.start()
+    assert held.wait(5)
+    try:
+        store.update_message(answer.id, content="my private answer")  # locked: journaled beside the database
+        journal = home / ".wren.sqlite3-journal"
+        written = list(journal.glob("*.json"))
+        assert written and "my private answer" in written[0].read_text("utf-8")
+        assert _mode(journal) == 0o700 and [_mode(p) for p in written] == [0o600]
+    finally:
+        release.set()
+        thread.join(10)
+        store.close()
+
+
+@POSIX_ONLY
+def test_the_users_block_list_is_private_in_an_open_data_folder(tmp_path):
+    from wren.engine.safety import user_policy
+
+    home = _folder(tmp_path, 0o755)
+    user_policy.set_blocklist(home, ["project-nightjar"], [])
+    path = user_policy.policy_path(home)
+    assert "project-nightjar" in path.read_text("utf-8")
+    assert _mode(path.parent) == 0o700 and _mode(path) == 0o600 and _mode(home) == 0o755
