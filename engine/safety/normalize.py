@@ -77,7 +77,6 @@ class OffsetMap:
         self._length = 0
         self.parts: list[str] = []
         self.changed: list[tuple[int, int]] = []
-        self.folds = False  # made by folded(), not normalized()
 
     def copy(self, source: str, start: int, end: int) -> None:
         if end <= start:
@@ -199,7 +198,6 @@ def folded(text: str) -> tuple[str, OffsetMap] | None:
             cuts.append(cut)
             reached = cut[1]
     m = OffsetMap()
-    m.folds = True
     pos = 0
     for a, b, pattern in cuts:
         m.copy(text, pos, a)
@@ -264,19 +262,19 @@ def decoded(text: str) -> list[tuple[str, int, int]]:
     return out
 
 
-def _readings(text: str) -> list[View]:
-    """The normalized and the folded text, each with its maps back to `text`."""
+def _readings(text: str) -> tuple[View, list[View]]:
+    """`text` as the base for decoding (normalized where that changes it), and the
+    normalized and folded readings worth scanning, each with its maps back to `text`."""
     out: list[View] = []
-    maps: tuple[OffsetMap, ...] = ()
+    base = View(text, ())
     norm = normalized(text)
     if norm is not None:
-        text, m = norm
-        maps = (m,)
-        out.append(View(text, maps, windows=windows(m.changed, len(text))))
-    fold = folded(text)
+        base = View(norm[0], (norm[1],), windows=windows(norm[1].changed, len(norm[0])))
+        out.append(base)
+    fold = folded(base.text)
     if fold is not None:
-        out.append(View(fold[0], (*maps, fold[1]), windows=windows(fold[1].changed, len(fold[0]))))
-    return out
+        out.append(View(fold[0], (*base.maps, fold[1]), windows=windows(fold[1].changed, len(fold[0]))))
+    return base, out
 
 
 def windows(changed: list[tuple[int, int]], length: int) -> tuple[tuple[int, int], ...]:
@@ -295,11 +293,10 @@ def windows(changed: list[tuple[int, int]], length: int) -> tuple[tuple[int, int
 @functools.lru_cache(maxsize=2)  # scan() and redact() of one text share the work
 def views(text: str) -> tuple[View, ...]:
     """Every other reading of `text` worth scanning (the text itself not included)."""
-    out = _readings(text)
+    base, out = _readings(text)
     # Encoded runs are looked for in the normalized text (hex pairs split by odd spaces).
-    source = out[0] if out and len(out[0].maps) == 1 and not out[0].maps[0].folds else View(text, ())
-    for plain, a, b in decoded(source.text):
-        whole = source.span(a, b)
+    for plain, a, b in decoded(base.text):
+        whole = base.span(a, b)
         out.append(View(plain, (), whole))
-        out.extend(View(v.text, (), whole) for v in _readings(plain))
+        out.extend(View(v.text, (), whole) for v in _readings(plain)[1])
     return tuple(out)
