@@ -115,7 +115,9 @@ class Server(uvicorn.Server):
         super().__init__(config)
         self.on_shutdown = on_shutdown
         self.signals: list[int] = []
-        logging.getLogger("uvicorn.error").addFilter(_QuietDrops())
+        errors = logging.getLogger("uvicorn.error")
+        if not any(isinstance(f, _QuietDrops) for f in errors.filters):
+            errors.addFilter(_QuietDrops())
 
     def handle_exit(self, sig: int, frame) -> None:
         self.signals.append(sig)
