@@ -92,3 +92,17 @@ def test_warnings_and_redactions_are_said_on_standard_error(home, keep_alive):
     ], done.stderr
     assert KEY not in done.stderr and "ann.lee" not in done.stderr
     assert done.stdout.endswith("\n")  # the answer (two tokens of a random model) still came
+
+
+def test_an_answer_the_policy_stops_says_so_and_exits_3(scripted, wren_home, capsys):
+    from tests.engine.cli.conftest import set_reply
+    from wren.engine.cli import main
+
+    (wren_home / "safety").mkdir(exist_ok=True)
+    (wren_home / "safety" / "policy.toml").write_text(POLICY)
+    set_reply(scripted, "I like pineapples a lot.")
+    assert main(["ask", "--keep-alive", "0", "what fruit do you like?"]) == BLOCKED_STATUS
+    out, err = capsys.readouterr()
+    assert "pineapples" not in out
+    assert "wren: safety: user.blocklist in the answer: blocked (rule blocklist:words)" in err
+    assert "wren: the answer was stopped: the safety policy blocks what came next" in err
