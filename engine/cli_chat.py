@@ -23,6 +23,7 @@ from .chat_history import Entry
 from .cli_terminal import ORIGIN_KEY, TERMINAL_ORIGIN, Output, shown
 from .errors import WrenError
 from .events import (
+    AnswerNotice,
     Delta,
     Failed,
     Finished,
@@ -302,6 +303,10 @@ class Chat:
                     self.out.end()
                     self.out.line()
                     self.note(f"wren: {event.error}")
+                elif isinstance(event, AnswerNotice):  # e.g. a tool-shaped question answered without the tool
+                    self.out.end()
+                    self.out.line()
+                    self.note(f"wren: note: {event.text}")
                 elif isinstance(event, Finished):
                     self.out.end()
                     self.out.line(" [stopped]" if event.reason is FinishReason.CANCELLED else "")

@@ -183,6 +183,19 @@ class ToolResult:
     duration: float = 0.0  # seconds the tool ran
 
 
+class NoticeKind(enum.Enum):
+    TOOL_NOT_CALLED = "tool_not_called"  # tools were on and the question wanted one, but none was called
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerNotice:
+    """Something the user should know about this answer that is neither a safety rule nor a
+    failure; also kept in the answer's meta["notices"]."""
+
+    about: NoticeKind
+    text: str  # one sentence a front end shows as it is
+
+
 @dataclass(frozen=True, slots=True)
 class TitleUpdate:
     """The conversation's title, written (or revised) while or after the answer streams."""
@@ -193,13 +206,13 @@ class TitleUpdate:
 
 Event = (
     Started | PrefillProgress | Delta | Usage | SafetyNotice | MemoryNotice | ToolCall | ToolApprovalNeeded
-    | ToolResult | TitleUpdate | Finished | Failed
+    | ToolResult | TitleUpdate | AnswerNotice | Finished | Failed
 )
 
 # Event types whose `type` in event_to_dict is not simply the lowercased class name.
 _TYPE_NAMES = {
     PrefillProgress: "prefill_progress", ToolCall: "tool_call", ToolApprovalNeeded: "tool_approval_needed",
-    ToolResult: "tool_result", TitleUpdate: "title_update",
+    ToolResult: "tool_result", TitleUpdate: "title_update", AnswerNotice: "answer_notice",
 }
 
 
@@ -228,7 +241,7 @@ def _refs(values: list) -> tuple[MemoryRef, ...]:
 
 # How each field that event_to_dict changed comes back; the rest are taken as they are.
 _FIELD_TYPES: dict[str, Callable[[Any], Any]] = {
-    "reason": FinishReason, "kind": FailureKind, "action": SafetyAction, "span": tuple,
+    "reason": FinishReason, "kind": FailureKind, "action": SafetyAction, "span": tuple, "about": NoticeKind,
     "saved": _refs, "forgotten": _refs, "refused": tuple, "unmatched_forgets": tuple, "suggestions": tuple,
 }
 _BY_TYPE = {_TYPE_NAMES.get(kind) or kind.__name__.lower(): kind for kind in Event.__args__}

@@ -18,6 +18,7 @@ from .context.attachments import read_attached
 from .context.summary import summary_prompt
 from .errors import InvalidRequest, ModelNotLoaded, WrenError
 from .events import (
+    AnswerNotice,
     Delta,
     Event,
     Failed,
@@ -26,6 +27,7 @@ from .events import (
     FinishReason,
     MemoryNotice,
     MemoryRef,
+    NoticeKind,
     PrefillProgress,
     SafetyNotice,
     Started,
@@ -48,6 +50,7 @@ from .safety.outgoing import guard_outgoing, typed_index
 from .titles import Titles
 from .tools import facade as tool_settings
 from .tools.builtin import READ_FILE, CallContext
+from .tools.capability import expected_tool, not_called_text
 from .tools.parse import CallParser, ParsedCall
 from .tools.prompt import RoundRecord, ToolPlan, plan_for
 from .tools.runner import ToolHost, ToolTurn
@@ -124,6 +127,13 @@ class TurnHost(ToolHost, Protocol):
     def care_message(self, language: str | None = None) -> CareMessage: ...
     async def tool_timeout(self) -> float: ...
     async def prepare_tool_sources(self, names: Iterable[str] | None = None) -> None: ...
+
+
+def _keep_notice(store: Store, message_id: int, notice: AnswerNotice) -> None:
+    """On the database thread: the notice joins the answer's meta["notices"]."""
+    meta = store.get_message(message_id).meta
+    kept = [n for n in meta.get("notices", []) if isinstance(n, dict)] if isinstance(meta.get("notices"), list) else []
+    store.update_message(message_id, meta={**meta, "notices": [*kept, {"about": notice.about.value, "text": notice.text}]})
 
 
 def _newest_first(known: tuple[Path, ...], new: tuple[Path, ...], message_id: int) -> tuple[tuple[Path, int | None], ...]:
@@ -279,10 +289,29 @@ class Turns:
             await self._constrain(tools)
         events = self.stream(worker, answer, prompt_ids, params, started, tools=tools, messages=assembled.messages,
                              constraint=options.constraint if tools is None else None)
+        if plan is not None:
+            events = self._unused_tool_notice(events, user.content, [s.name for s in plan.specs], status.name, store)
         if not conv.title and len(chain) == 1 and not is_temporary(conv.settings):
             # a new chat: the engine names it beside its first answer (engine/titles.py)
             events = self.titles.around(user.conversation_id, user.content, events)
         async for event in events:
+            yield event
+
+    async def _unused_tool_notice(self, events: AsyncIterator[Event], question: str, offered: list[str],
+                                  model: str, store: Store) -> AsyncIterator[Event]:
+        """`events`, and an AnswerNotice before Finished when the question plainly wanted an
+        offered tool (arithmetic, today's date) and the model answered without calling one:
+        its answer is a guess the user should not take as computed (kept in meta["notices"])."""
+        wanted = expected_tool(question, offered)
+        called = False
+        async for event in events:
+            called = called or isinstance(event, ToolCall)
+            if (isinstance(event, Finished) and wanted and not called and event.message_id is not None
+                    and event.reason in (FinishReason.STOP, FinishReason.LENGTH)):
+                notice = AnswerNotice(NoticeKind.TOOL_NOT_CALLED, not_called_text(wanted, model))
+                log_event("tools.not_called", message_id=event.message_id, tool=wanted)
+                await self.e.db(_keep_notice, store, event.message_id, notice)
+                yield notice
             yield event
 
     # -- continuing an answer ------------------------------------------------------------

@@ -59,6 +59,22 @@ def replay_state(info: MessageInfo | None) -> tuple[bool, str]:
     return False, "This answer kept no seed (it was written before Wren recorded them), so it cannot be replayed"
 
 
+def answer_notices(meta: dict | None) -> list[str]:
+    """The texts of the notices an answer kept (meta["notices"]: the engine's AnswerNotice)."""
+    value = (meta or {}).get("notices")
+    items = value if isinstance(value, list) else []
+    return [str(n["text"]) for n in items if isinstance(n, dict) and isinstance(n.get("text"), str)]
+
+
+def _notices_label() -> QLabel:
+    label = QLabel()
+    label.setObjectName("answerNotices")
+    label.setAccessibleName("Notes about this answer")
+    label.setWordWrap(True)
+    label.hide()
+    return label
+
+
 def _tool_button(text: str, name: str, accessible: str, tip: str) -> QToolButton:
     button = QToolButton(text=text)
     button.setObjectName(name)
@@ -157,6 +173,10 @@ class MessageWidget(QFrame):
             self.notes = MemoryNotes()
             layout.addWidget(self.notes)
         layout.addWidget(self.body)
+        self.notices_label: QLabel | None = None  # an answer's notices (meta["notices"]), under its text
+        if role is Role.ASSISTANT:
+            self.notices_label = _notices_label()
+            layout.addWidget(self.notices_label)
         self.attached: AttachedFiles | None = None  # a question's files, under its text
         if role is Role.USER:
             self.attached = AttachedFiles()
@@ -225,6 +245,10 @@ class MessageWidget(QFrame):
         self.set_status(info.status if info else None, info.error if info else None)
         if self.attached is not None and info is not None:
             self.attached.set_paths(attached_paths(info.meta))
+        if self.notices_label is not None:
+            texts = answer_notices(info.meta if info is not None else None)
+            self.notices_label.setText("\n".join(f"⚠ {t}" for t in texts))
+            self.notices_label.setVisible(bool(texts))
         if self.notes is not None:
             self._show_provenance(info)
             self.notes.show_notice(notice_from_meta(info.meta.get("memory")) if info else None)

@@ -54,7 +54,10 @@ def _renders_tools(tokenizer: Tokenizer | None) -> bool:
 
 # -- questions a tool should have answered ---------------------------------------------------
 
-_ARITHMETIC = re.compile(r"\d[\d,.]*\s*(?:[-+*/×÷^%−]|\*\*)\s*\(?\s*\d")
+# Two numbers joined by an operator. A bare "-" or "/" joins dates, ranges and phone numbers
+# ("2024-05-01", "1990-2000", "12/05"), so those count only with spaces around them.
+_ARITHMETIC = re.compile(r"\d[\d,.]*\s*(?:[+*×÷^−]|\s[-/]\s)\s*\(?\s*-?\d"
+                         r"|\b(?:calculate|compute|sum of|product of|square root of)\b[^.?!]*\d", re.IGNORECASE)
 _DATE = re.compile(
     r"\b(?:today'?s date|what(?:'s| is) (?:the )?(?:date|day|time)(?: (?:today|now|it is))?|what day is (?:it|today)"
     r"|current (?:date|time)|date today|time (?:is it|now))\b", re.IGNORECASE)

@@ -70,3 +70,18 @@ def test_a_model_without_a_tool_format_is_marked_and_one_with_it_is_not(open_win
     button.set_support(support.calls_tools, support.reason)
     assert button.action_named("toolSupportNote") is None
     assert "does not call tools" not in button.toolTip()
+
+
+def test_an_answer_that_skipped_the_wanted_tool_says_so_in_the_transcript(open_window, qtbot, send):
+    window = open_window("= 690.5")  # what the starter model wrote, with no call
+    button = _open_menu(window, qtbot)
+    button.actions_by_name()["calculator"].trigger()
+    send(window, "What is 1234.5 × 87 / 3?")
+    answer = window.chat.last_answer()
+    assert answer.text() == "= 690.5"
+    label = answer.notices_label
+    assert label is not None and label.isVisible()
+    assert "without calling the calculator tool" in label.text() and "may be wrong" in label.text()
+    # a question that wants no tool gets no note
+    send(window, "Thanks, and what is the capital of France?")
+    assert not window.chat.last_answer().notices_label.isVisible()

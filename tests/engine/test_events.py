@@ -21,6 +21,7 @@ EVERY_KIND = [
     E.ToolApprovalNeeded("call_1", "shell", {"command": "ls"}),
     E.ToolResult("call_1", "4", False, 0.01),
     E.TitleUpdate(1, "Tea"),
+    E.AnswerNotice(E.NoticeKind.TOOL_NOT_CALLED, "tiny answered without calling the calculator tool"),
     E.Finished(E.FinishReason.CANCELLED, 3),
     E.Failed("the model stopped", E.FailureKind.MODEL),
 ]
