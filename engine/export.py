@@ -18,6 +18,7 @@ branch:
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from .records import ConversationInfo, MessageInfo, MessageStatus, Role
@@ -122,7 +123,10 @@ def _block(m: MessageInfo, level: str) -> list[str]:
     if m.status is not MessageStatus.COMPLETE:
         notes.append(m.status.value)
     note = f" _({', '.join(notes)})_" if notes else ""
-    return [f"{level} {_HEADINGS[m.role]}{note}", "", m.content, ""]
+    lines = [f"{level} {_HEADINGS[m.role]}{note}", "", m.content, ""]
+    files = m.meta.get("attachments")  # the files sent with a question (their names; the JSON keeps the paths)
+    names = [Path(p).name for p in files if isinstance(p, str)] if isinstance(files, list) else []
+    return lines + ([f"_Attached: {', '.join(names)}_", ""] if names else [])
 
 
 def _where(anchor: MessageInfo | None) -> str:

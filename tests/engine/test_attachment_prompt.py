@@ -145,3 +145,22 @@ def test_continuing_an_answer_keeps_the_file_in_its_prompt(make_engine, tmp_path
     question_turn, answered = seen.rsplit("<|im_start|>user\n", 1)[-1].split("<|im_start|>assistant\n")
     assert "[file: recipe.md]\nBake at 180 degrees for 25 minutes." in question_turn
     assert answered.startswith(kept)
+
+
+def test_the_transcript_names_the_attached_file(make_engine, tmp_path):
+    """`wren conversations show` prints this Markdown: the question is followed by its files."""
+    note = tmp_path / "trip-notes.md"
+    note.write_text(NOTE, encoding="utf-8")
+
+    async def main():
+        engine = make_engine("At 07:45.")
+        conv = await engine.create_conversation()
+        await _drain(engine.send(conv.id, "When do I fly?", SendOptions(attachments=(str(note),))))
+        await _drain(engine.send(conv.id, "Thanks"))
+        text = await engine.export(conv.id, "markdown")
+        await engine.close()
+        return text
+
+    text = run(main())
+    assert "When do I fly?\n\n_Attached: trip-notes.md_\n" in text
+    assert text.count("_Attached:") == 1
