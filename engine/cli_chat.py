@@ -54,6 +54,8 @@ COMMANDS = (
     Command("/system", "[TEXT]", "show the system prompt, or set it for this session; /system --clear drops it"),
     Command("/set", "[NAME VALUE]", "show the sampling settings, or set one: temperature, top-p, top-k, "
                                     "min-p, repetition-penalty, max-tokens, seed (seed off: random)"),
+    Command("/attach", "[PATH]", "attach a file to your next message (its text goes into the prompt); "
+                                 "without PATH, list the files waiting; /attach --clear drops them"),
     Command("/model", "[NAME]", "show the model, or switch to an installed one"),
     Command("/models", "", "list the installed models"),
     Command("/bye", "", "quit (Ctrl+D does too)", ("/exit", "/quit")),
@@ -176,6 +178,7 @@ class Chat:
         self.err = err or sys.stderr
         self.system: str | None = None
         self.conv: ConversationInfo | None = None  # made by the first message, so no empty chat is left
+        self.attached: list[str] = []  # files for the next message (/attach)
 
     def note(self, text: str) -> None:
         print(shown(text, self.err), file=self.err, flush=True)
@@ -214,6 +217,8 @@ class Chat:
             self.set_system(rest)
         elif command.name == "/set":
             self.set_sampling(rest)
+        elif command.name == "/attach":
+            self.attach(rest)
         elif command.name == "/model":
             await self.switch_model(rest)
         elif command.name == "/models":
@@ -231,6 +236,25 @@ class Chat:
         else:
             self.note(f"system prompt: {self.system}" if self.system else "(no system prompt set: the saved "
                       "setting, else the model's own, applies; /system TEXT sets one)")
+
+    def attach(self, text: str) -> None:
+        """/attach PATH: a file for the next message (checked now, read when it is sent)."""
+        if text == "--clear":
+            self.attached = []
+            self.note("(no files attached)")
+            return
+        if not text:
+            names = ", ".join(Path(p).name for p in self.attached)
+            self.note(f"(attached to your next message: {names})" if names else "(no files attached; /attach PATH)")
+            return
+        path = Path(text.strip().strip("'\"")).expanduser()
+        if not path.is_file():
+            self.note(f"wren: /attach: {path} is not a file")
+            return
+        resolved = str(path.resolve())
+        if resolved not in self.attached:
+            self.attached.append(resolved)
+        self.note(f"(attached {path.name} to your next message)")
 
     def set_sampling(self, text: str) -> None:
         if not text:
@@ -275,7 +299,10 @@ class Chat:
     async def send(self, text: str) -> None:
         from .api import SendOptions
 
-        options = SendOptions(sampling=self.params, system_prompt=self.system)
+        files, self.attached = tuple(self.attached), []
+        options = SendOptions(sampling=self.params, system_prompt=self.system, attachments=files)
+        if files:
+            self.note(f"(with {', '.join(Path(p).name for p in files)})")
         if self.conv is None:  # the chat is made only once its first question is accepted
             events = self.engine.send_new(text, options, title=" ".join(text.split())[:60],
                                           settings={ORIGIN_KEY: TERMINAL_ORIGIN}, temporary=not self.save)
