@@ -13,6 +13,7 @@ import threading
 import time
 
 import httpx
+import pytest
 
 from wren.engine.server.app import ServerOptions
 from wren.engine.server.body import DEFAULT_MAX_BODY
@@ -158,3 +159,18 @@ def test_the_body_limit_is_configurable_and_small_bodies_still_pass(serving):
     over, fine = run(main())
     assert over.status_code == 413 and "65,536 bytes" in over.json()["error"]["message"]
     assert fine.status_code == 200
+
+
+def test_the_limits_are_set_on_the_command_line_and_nonsense_is_refused(monkeypatch, capsys):
+    from wren.engine.cli import main
+    from wren.engine.server.cli import _size
+
+    assert (_size("8M"), _size("512k"), _size("1048576"), _size("2MB")) == (8 * MB, 512 * 1024, MB, 2 * MB)
+    monkeypatch.setenv("WREN_API_KEY", "e" * 32)
+    with pytest.raises(SystemExit):
+        main(["serve", "--max-body", "lots"])
+    assert "invalid size value: 'lots'" in capsys.readouterr().err
+    assert main(["serve", "--max-body", "100"]) == 2
+    assert "at least 1024 bytes" in capsys.readouterr().err
+    assert main(["serve", "--write-timeout", "0"]) == 2
+    assert "write timeout must be a positive number" in capsys.readouterr().err
