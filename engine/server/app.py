@@ -390,7 +390,7 @@ class WrenApp:
             raise ApiError(400, "a safety rule blocked this message; it was not stored or sent", code="content_blocked",
                            extra={"safety": [event_to_dict(n) for n in outcome if isinstance(n, SafetyNotice)]})
         return ClosingStream(log.follow(0, coalesce=self.options.coalesce), media_type="text/event-stream",
-                                 headers=SSE_HEADERS)
+                             headers=SSE_HEADERS)
 
     async def _produce(self, log: AnswerLog, events: AsyncIterator, started: asyncio.Future, new: bool,
                        since: float, request_id: str) -> None:
@@ -498,7 +498,7 @@ class WrenApp:
         if not 0 <= after_n <= len(log.chunks):
             raise ApiError(400, f"from={after_n} is beyond the {len(log.chunks)} chunks sent", param="from")
         return ClosingStream(log.follow(after_n, coalesce=self.options.coalesce), media_type="text/event-stream",
-                                 headers=SSE_HEADERS)
+                             headers=SSE_HEADERS)
 
     async def conversation_get(self, request: Request) -> Response:
         conv_id = path_id(request)
