@@ -62,7 +62,6 @@ _HEX_ONLY = re.compile(r"(?:[0-9A-Fa-f]{2})+")
 # (256 at most, plus lookbehind), and a private key block's length after it.
 BEFORE = 640
 AFTER = 12_800
-_MAX_RUNS = 256  # decoding attempts per text: a text of many long words costs little
 
 
 class OffsetMap:
@@ -246,19 +245,15 @@ def _decode(run: str) -> str | None:
 
 def decoded(text: str) -> list[tuple[str, int, int]]:
     """(decoded text, start, end) for each base64 or hex run that decodes to printable text."""
+    # The runs of one pattern do not overlap, and a base64 run (16 characters without a
+    # space or colon) cannot overlap spaced hex pairs: decoding costs at most two passes over
+    # the text, so every run is tried (a cap would let a secret hide behind decoy runs).
     out: list[tuple[str, int, int]] = []
-    tried = 0
     for pattern in (_HEX_PAIRS, _B64_RUN):
         for run in pattern.finditer(text):
-            if tried >= _MAX_RUNS:
-                return out
-            a, b = run.span()
-            if any(a < e and b > s for _, s, e in out):
-                continue
-            tried += 1
             plain = _decode(run.group())
             if plain is not None:
-                out.append((plain, a, b))
+                out.append((plain, *run.span()))
     return out
 
 

@@ -83,3 +83,22 @@ def test_a_base64_run_is_reported_whole():
     [finding] = scan(text, Policy.shipped(), "remote").findings
     assert finding.category == "pii.payment_card"
     assert text[finding.span[0]:finding.span[1]] == encoded
+
+
+def test_an_encoded_secret_behind_many_decoy_runs_is_found_in_bounded_time():
+    import base64
+    import random
+    import string
+    import time
+
+    rng = random.Random(7)
+    alphabet = string.ascii_letters + string.digits
+    decoys = " ".join("".join(rng.choice(alphabet) for _ in range(20)) for _ in range(40_000))
+    secret = "sk-proj-" + "Qw3eR5tY7uI9oP1aS3dF5gH7jK9lZ1xC3vB5nM7"
+    text = f"{decoys} {base64.b64encode(f'my key {secret}'.encode()).decode()}"
+    start = time.perf_counter()
+    result = scan(text, REDACT_ALL, "remote")
+    elapsed = time.perf_counter() - start
+    assert [f.category for f in result.findings] == ["secret.openai_key"]
+    assert result.redacted_text.endswith(" [REDACTED:secret.openai_key]")
+    assert elapsed < 5.0, elapsed
