@@ -48,6 +48,7 @@ from ..errors import InvalidRequest, NotFound, WrenError
 from ..threadloop import LoopThread
 from . import mcp_config
 from .mcp_config import McpServerConfig
+from .mcp_stdio import RESULT_TOO_LARGE
 
 log = logging.getLogger(__name__)
 
@@ -268,7 +269,9 @@ class _Connection:
         from .. import __version__
 
         if self.config.command is not None:
-            from mcp.client.stdio import StdioServerParameters, stdio_client
+            from mcp.client.stdio import StdioServerParameters
+
+            from .mcp_stdio import stdio_client  # the SDK's, with a linear reader and a size limit
 
             assert stderr_write is not None
             params = StdioServerParameters(command=self.config.command, args=list(self.config.args),
@@ -467,6 +470,9 @@ class _Connection:
             detail = _validation_summary(exc)
             self.log.add("wren", f"malformed result from {tool!r}: {detail}")
             return f"{who} sent a malformed result for {tool!r}: {detail}"
+        if isinstance(exc, MCPError) and exc.code == RESULT_TOO_LARGE:
+            self.log.add("wren", f"{tool!r} answered, but {exc}; the answer was dropped")
+            return f"{who} answered {tool!r}, but {exc}; Wren dropped the answer"
         if isinstance(exc, MCPError):
             self.log.add("wren", f"{tool!r} failed: {exc} (code {exc.code})")
             return f"{who} refused {tool!r}: {exc}"
