@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .context import REPORT_META_KEY, AssembledContext, ContextRequest, lineage, load_instructions, load_settings
-from .context.attachments import read_attached
+from .context.attachments import needs_reader, read_attached
 from .context.summary import summary_prompt
 from .errors import InvalidRequest, ModelNotLoaded, WrenError
 from .events import (
@@ -249,7 +249,6 @@ class Turns:
         saved_now = tuple(m.id for m in outcome.saved) if outcome else ()
         try:
             attachments, new_files = await self._attachments(store, conv, user, options)
-            plan = await self._tool_plan(conv.settings, options, worker, bool(attachments))
         except WrenError as exc:
             yield Failed(str(exc), FailureKind.INVALID_REQUEST)
             yield Finished(FinishReason.ERROR)
@@ -258,6 +257,12 @@ class Turns:
             user.conversation_id, chain[:-1], user.content, user.id, options, worker, exclude_memories=saved_now,
             conv_settings=conv.settings, attached=_newest_first(attachments, new_files, user.id),
         )
+        try:  # read_attachment joins the tools only for a file the prompt could not hold whole
+            plan = await self._tool_plan(conv.settings, options, worker, needs_reader(assembled.report))
+        except WrenError as exc:
+            yield Failed(str(exc), FailureKind.INVALID_REQUEST)
+            yield Finished(FinishReason.ERROR)
+            return
         if plan is not None:
             tool_ids = await self._encode_round(worker, plan, assembled.messages, [], first=True)
             if len(tool_ids) + 64 > status.context_length:

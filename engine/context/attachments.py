@@ -1,6 +1,7 @@
 """Attached files in the prompt: a file's text goes in with the question when it fits the
-model's window, as an excerpt when only part of it fits, and otherwise is left to the
-read_attachment tool; the prompt says which, and each file is a part of the context report."""
+model's window, as an excerpt when only part of it fits, and otherwise only its name; the
+prompt says which, and each file is a part of the context report. A file not in whole is
+also offered through the read_attachment tool (engine/turns.py, `needs_reader`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..tools.builtin import ToolFailed, read_text_file
-from .report import ContextPart, PartKind, PartState
+from .report import ContextPart, ContextReport, PartKind, PartState
 
 # No tokenizer averages more characters per token than this: text past window × this can
 # never fit, so it is not read into memory or counted.
@@ -18,7 +19,7 @@ MIN_EXCERPT_TOKENS = 64  # less room than this and an excerpt says too little: t
 SHARE_OF_ROOM = 0.5  # attachments may take this much of the room the question leaves: the rest
 # stays for memories, recent turns and tool results (reading on in an excerpted file needs room)
 INTRO = "The user attached {what} to this message."
-MORE_IN_TOOL = "read the rest with the read_attachment tool"
+WHOLE = "the whole file"  # the report's note for a file that is in the prompt whole
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,14 @@ def read_attached(paths: Sequence[tuple[Path, int | None]], window: int) -> tupl
     return tuple(out)
 
 
+def needs_reader(report: ContextReport) -> bool:
+    """Whether an attached file is not in the prompt whole (an excerpt, or left out), so the
+    model needs the read_attachment tool to read it. A file that is in whole needs no tool:
+    offering one anyway costs a small model room and attention it answers worse without."""
+    return any(p.state is not PartState.INCLUDED or p.note != WHOLE
+               for p in report.parts_of(PartKind.ATTACHMENT))
+
+
 def _opening(name: str) -> str:
     return f"[file: {name}]"
 
@@ -69,8 +78,8 @@ def _whole(f: AttachedFile) -> str:
 def _excerpt(f: AttachedFile, cut: int) -> str:
     assert f.text is not None
     share = 100 * cut / max(1, f.chars)
-    return (f"{_opening(f.name)}\n{f.text[:cut]}\n[… {f.name} goes on: only its first {share:.0f}% fits here; "
-            f"{MORE_IN_TOOL}]\n{_closing(f.name)}")
+    return (f"{_opening(f.name)}\n{f.text[:cut]}\n[… {f.name} goes on: only its first {share:.0f}% fits here]"
+            f"\n{_closing(f.name)}")
 
 
 def _left_out(f: AttachedFile, why: str) -> str:
@@ -112,7 +121,7 @@ class AttachmentFit:
         cost = self.count(whole)
         if f.complete and cost <= room:
             return whole, ContextPart(PartKind.ATTACHMENT, PartState.INCLUDED, cost, ids, "user", f.name,
-                                      note="the whole file"), cost
+                                      note=WHOLE), cost
         cut = self._cut(f, room)
         if cut:
             block = _excerpt(f, cut)
@@ -121,11 +130,11 @@ class AttachmentFit:
             return block, ContextPart(
                 PartKind.ATTACHMENT, PartState.INCLUDED, tokens, ids, "user", f.name,
                 note=f"an excerpt: the first {share:.0f}% (the file is longer than the room this model's "
-                     f"window leaves); the model can read the rest with read_attachment"), tokens
-        block = _left_out(f, "too long for this model's window; read it with the read_attachment tool")
+                     f"window leaves; read_attachment is offered for the rest where the tools fit)"), tokens
+        block = _left_out(f, "too long for this model's window, so its text is not here")
         return block, ContextPart(PartKind.ATTACHMENT, PartState.DROPPED, cost, ids, "user", f.name,
-                                  note="too long for the room this model's window leaves; the model can "
-                                       "read it with read_attachment"), self.count(block)
+                                  note="too long for the room this model's window leaves (read_attachment is "
+                                       "offered where the tools fit)"), self.count(block)
 
     def _cut(self, f: AttachedFile, room: int) -> int:
         """How many leading characters of `f` fit `room` tokens as an excerpt (0: none useful)."""

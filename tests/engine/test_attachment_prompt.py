@@ -56,6 +56,8 @@ def test_an_attached_markdown_note_is_in_the_prompt_and_the_report(make_engine, 
     assert "[file: trip-notes.md]" in user_turn
     assert user_turn.index("07:45") < user_turn.index("What time does my flight leave")
     assert "<|im_start|>system" not in user_turn
+    # the whole note is in the prompt: no tool is offered to read it again
+    assert "read_attachment" not in first_prompt and "You can call tools" not in first_prompt
     # the user's stored message keeps its text as typed and names its file
     question, answer = shown[0], shown[1]
     assert question.content == "What time does my flight leave, according to the attached notes?"
@@ -75,11 +77,11 @@ def test_a_file_too_long_for_the_window_goes_in_as_an_excerpt_that_says_so(make_
     from wren.engine.inference.backends.scripted import ScriptedBackend
 
     big = tmp_path / "log.md"
-    lines = [f"line {n}: the value of item {n} is {n * 7}" for n in range(3000)]
+    lines = [f"line {n}: the value of item {n} is {n * 7}" for n in range(6000)]
     big.write_text("\n".join(lines) + "\nLAST LINE OF THE FILE\n", encoding="utf-8")
 
     async def main():
-        engine = make_engine(backend=ScriptedBackend("ok", context_length=1024))
+        engine = make_engine(backend=ScriptedBackend("ok", context_length=4096))
         conv = await engine.create_conversation()
         await _drain(engine.send(conv.id, "What is item 2?", SendOptions(attachments=(str(big),))))
         prompt = engine.scripted.loaded[0].prompts[-1]
@@ -90,7 +92,8 @@ def test_a_file_too_long_for_the_window_goes_in_as_an_excerpt_that_says_so(make_
     prompt, shown = run(main())
     assert "line 2: the value of item 2 is 14" in prompt
     assert "LAST LINE OF THE FILE" not in prompt
-    assert "[… log.md goes on: only its first" in prompt and "read_attachment" in prompt
+    assert "[… log.md goes on: only its first" in prompt
+    assert '"name": "read_attachment"' in prompt  # offered, to read on
     report, parts = _attachment_parts(shown[-1].meta)
     assert len(parts) == 1 and parts[0].state is PartState.INCLUDED
     assert parts[0].note.startswith("an excerpt: the first")
