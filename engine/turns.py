@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .context import REPORT_META_KEY, AssembledContext, ContextRequest, lineage, load_instructions, load_settings
-from .context.attachments import needs_reader, read_attached
+from .context.attachments import cut_notices, needs_reader, read_attached
 from .context.summary import summary_prompt
 from .errors import InvalidRequest, ModelNotLoaded, WrenError
 from .events import (
@@ -276,6 +276,9 @@ class Turns:
         meta: dict[str, Any] = {REPORT_META_KEY: assembled.report.to_dict()}
         if outcome is not None and (not outcome.empty or (outcome.skipped and outcome.intents)):
             meta["memory"] = outcome.to_dict()
+        cut = [AnswerNotice(NoticeKind.ATTACHMENT_CUT, t) for t in cut_notices(assembled.report, user.id)]
+        if cut:  # this question's file did not fit whole: the user is told, as the model is
+            meta["notices"] = [{"about": n.about.value, "text": n.text} for n in cut]
 
         def begin() -> MessageInfo:
             e.memory.mark_used(assembled.report.memory_ids)
@@ -301,6 +304,9 @@ class Turns:
             events = self.titles.around(user.conversation_id, user.content, events)
         async for event in events:
             yield event
+            if cut and isinstance(event, Started):
+                for notice in cut:
+                    yield notice
 
     async def _unused_tool_notice(self, events: AsyncIterator[Event], question: str, offered: list[str],
                                   model: str, store: Store) -> AsyncIterator[Event]:

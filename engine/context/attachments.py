@@ -5,6 +5,7 @@ also offered through the read_attachment tool (engine/turns.py, `needs_reader`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +62,21 @@ def needs_reader(report: ContextReport) -> bool:
     offering one anyway costs a small model room and attention it answers worse without."""
     return any(p.state is not PartState.INCLUDED or p.note != WHOLE
                for p in report.parts_of(PartKind.ATTACHMENT))
+
+
+def cut_notices(report: ContextReport, message_id: int) -> list[str]:
+    """A sentence for the user per file of question `message_id` that is not in the prompt whole."""
+    out = []
+    for p in report.parts_of(PartKind.ATTACHMENT):
+        if message_id not in p.source_ids or (p.state is PartState.INCLUDED and p.note == WHOLE):
+            continue
+        if p.state is PartState.INCLUDED:
+            share = re.search(r"the first \d+%", p.note)
+            out.append(f"{p.text} is too long for this model's window: the model read only "
+                       f"{share.group(0) if share else 'part'} of it")
+        else:
+            out.append(f"The model did not get the text of {p.text}: {p.note.split(' (')[0]}")
+    return out
 
 
 def _opening(name: str) -> str:

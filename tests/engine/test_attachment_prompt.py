@@ -9,7 +9,7 @@ import asyncio
 
 from wren.engine.api import SendOptions
 from wren.engine.context import PartKind, PartState, report_from_meta
-from wren.engine.events import Delta
+from wren.engine.events import AnswerNotice, Delta, NoticeKind
 
 NOTE = """# Trip to Lisbon
 
@@ -50,6 +50,7 @@ def test_an_attached_markdown_note_is_in_the_prompt_and_the_report(make_engine, 
 
     events, later, first_prompt, second_prompt, shown = run(main())
     assert "".join(e.text for e in events if isinstance(e, Delta)) == "Your flight leaves at 07:45."
+    assert not [e for e in events if isinstance(e, AnswerNotice)]  # it fit whole: nothing to say
     # the note's text and the question, in the user's turn, in that order
     user_turn = first_prompt.split("<|im_start|>user\n")[-1]
     assert "Flight TP 1351 leaves Berlin at **07:45**" in user_turn
@@ -83,13 +84,18 @@ def test_a_file_too_long_for_the_window_goes_in_as_an_excerpt_that_says_so(make_
     async def main():
         engine = make_engine(backend=ScriptedBackend("ok", context_length=4096))
         conv = await engine.create_conversation()
-        await _drain(engine.send(conv.id, "What is item 2?", SendOptions(attachments=(str(big),))))
+        events = await _drain(engine.send(conv.id, "What is item 2?", SendOptions(attachments=(str(big),))))
         prompt = engine.scripted.loaded[0].prompts[-1]
         shown = await engine.messages(conv.id)
         await engine.close()
-        return prompt, shown
+        return events, prompt, shown
 
-    prompt, shown = run(main())
+    events, prompt, shown = run(main())
+    # the user is told too, as the answer starts, and the answer keeps it
+    notices = [e for e in events if isinstance(e, AnswerNotice)]
+    assert [n.about for n in notices] == [NoticeKind.ATTACHMENT_CUT]
+    assert notices[0].text.startswith("log.md is too long for this model's window: the model read only the first ")
+    assert shown[-1].meta["notices"] == [{"about": "attachment_cut", "text": notices[0].text}]
     assert "line 2: the value of item 2 is 14" in prompt
     assert "LAST LINE OF THE FILE" not in prompt
     assert "[… log.md goes on: only its first" in prompt
