@@ -174,3 +174,27 @@ def test_the_limits_are_set_on_the_command_line_and_nonsense_is_refused(monkeypa
     assert "at least 1024 bytes" in capsys.readouterr().err
     assert main(["serve", "--write-timeout", "0"]) == 2
     assert "write timeout must be a positive number" in capsys.readouterr().err
+
+
+def test_a_big_prompt_within_the_bound_is_tokenized_off_the_loop(serving):
+    """A guard, not a fix: a 1M-character prompt (under the character bound of a 32k-token
+    model) is scanned and tokenized on worker threads, so GET /v1/models answers at once
+    meanwhile; the prompt then gets the token-count 400."""
+    prompt = "The quick brown fox jumps over the lazy dog. " * (1_000_000 // 45)
+
+    async def main():
+        async with (serving("ok", context_length=32768) as s,
+                    httpx.AsyncClient(base_url=s.url, headers=s.headers, timeout=60) as c):
+            big = asyncio.ensure_future(c.post("/v1/completions", json={"prompt": prompt, "max_tokens": 2}))
+            waits = []
+            while not big.done():
+                started = time.monotonic()
+                assert (await c.get("/v1/models")).status_code == 200
+                waits.append(time.monotonic() - started)
+                await asyncio.sleep(0.02)
+            return await big, waits
+
+    big, waits = run(main())
+    assert big.status_code == 400 and big.json()["error"]["code"] == "context_length_exceeded"
+    assert "tokens" in big.json()["error"]["message"] and len(waits) > 5
+    assert max(waits) < 0.5, f"GET /v1/models waited {max(waits):.2f} s"
