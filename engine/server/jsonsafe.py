@@ -68,7 +68,7 @@ def _join(path: str, key: str | int) -> str:
 
 def check_value(value: Any) -> None:
     """Every string (keys too) valid Unicode, every number one Wren can hold, nesting at
-    most MAX_DEPTH: else ApiError 400 naming the first field that is wrong."""
+    most MAX_DEPTH: else UnsafeJson naming a field that is wrong (the walk is depth-first)."""
     stack: list[tuple[str, Any, int]] = [("", value, 0)]
     while stack:
         path, item, depth = stack.pop()
