@@ -46,8 +46,10 @@ async def _erase(args: argparse.Namespace) -> int:
                              "logs and caches and cannot be undone; run it again with --yes")
     from . import paths
     from .errors import DatabaseDamaged
+    from .resident import stop_for_erase
     from .store.health import check_file
 
+    await stop_for_erase()  # no engine keeps the data open or its answers going while it is deleted
     try:
         engine = _engine()
     except DatabaseDamaged as exc:  # not even readable: nothing to count, only files to delete

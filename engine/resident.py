@@ -45,6 +45,9 @@ PROTOCOL = 1
 KEEP_ALIVE_ENV = "WREN_KEEP_ALIVE"
 KEEP_ALIVE_SETTING = "cli.keep_alive"
 DEFAULT_KEEP_ALIVE = 300.0
+# The longest keep-alive: a week. A longer one (1e400 reads as infinity) would be an engine
+# that never ends, holding its model's memory; `--keep-alive` over it is refused.
+MAX_KEEP_ALIVE = 7 * 24 * 3600.0
 START_TIMEOUT = 120.0  # seconds for a new engine to listen (it imports torch and opens the data)
 _LIMIT = 64 * 2**20  # longest line read: a question is at most a few MB of text
 # What `wren ask` sends of its arguments (the rest it handles itself: --json, --file, the text).
@@ -57,28 +60,32 @@ def supported() -> bool:
 
 
 def keep_alive(args: argparse.Namespace | None = None) -> float | None:
-    """--keep-alive, else WREN_KEEP_ALIVE, else None (the setting, else 300)."""
+    """--keep-alive, else WREN_KEEP_ALIVE, else None (the setting, else 300); a value that
+    is not 0 to MAX_KEEP_ALIVE seconds is refused with what was wrong."""
     value = getattr(args, "keep_alive", None)
+    where = "--keep-alive"
     if value is None:
         raw = os.environ.get(KEEP_ALIVE_ENV, "").strip()
         if not raw:
             return None
+        where = KEEP_ALIVE_ENV
         try:
             value = float(raw)
         except ValueError:
             raise WrenError(f"{KEEP_ALIVE_ENV}={raw!r} is not a number of seconds") from None
-    if value < 0 or value != value:
-        raise WrenError(f"the keep-alive must be 0 or more seconds, not {value}")
+    if not 0 <= value <= MAX_KEEP_ALIVE:  # NaN fails both comparisons
+        raise WrenError(f"{where} must be 0 or more seconds, at most {MAX_KEEP_ALIVE:.0f} (a week), not {value}")
     return float(value)
 
 
 def seconds(value: Any) -> float:
-    """The `cli.keep_alive` setting's value as seconds (the default where it is not a number)."""
+    """A keep-alive (the `cli.keep_alive` setting's, or a question's) as seconds: the
+    default where it is not a number, at most MAX_KEEP_ALIVE."""
     try:
         number = float(value)
     except (TypeError, ValueError):
         return DEFAULT_KEEP_ALIVE
-    return max(0.0, number) if number == number else DEFAULT_KEEP_ALIVE
+    return min(max(0.0, number), MAX_KEEP_ALIVE) if number == number else DEFAULT_KEEP_ALIVE
 
 
 def chosen_keep_alive(args: argparse.Namespace | None = None) -> float:
@@ -103,17 +110,32 @@ def wanted(args: argparse.Namespace) -> bool:
     return supported() and chosen_keep_alive(args) != 0
 
 
-# The environment that shapes an engine (its kernels, threads, devices, compiling): an
-# engine answers only the askers that would have started the same one.
-_ENV_PREFIXES = ("WREN_",)
-_ENV_NAMES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
-_ENV_IGNORED = (KEEP_ALIVE_ENV, "WREN_HOME")  # the data folder is in the name already, resolved
+# The environment that shapes an engine: an engine answers only the askers that would have
+# started the same one. Only these variables count, so one that shapes nothing here
+# (WREN_API_KEY, read by `wren serve`; WREN_KEEP_ALIVE, sent with each question) starts no
+# second engine with a second copy of the model.
+_ENV_NAMES = (
+    # the quantized kernels and how they are built into the model (engine/inference/quant)
+    "WREN_ISA", "WREN_KERNELS", "WREN_REPACK", "WREN_HEAD_ACTIVATIONS", "WREN_EXACT_ACTIVATIONS",
+    "WREN_KERNEL_RMS_NORM", "WREN_QLINEAR_GEMV_ROWS",
+    # compiling, the compute threads' priority, the safety notes' language
+    "WREN_TORCH_COMPILE", "WREN_COMPUTE_NICE", "WREN_LANGUAGE",
+    # threads and devices
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
+)
+# Secrets a remote model's answer reads from the environment (engine/providers/keys.py): an
+# engine started without a shell's key must not answer that shell with another key, so they
+# count, by a hash only (the socket's folder is the user's alone, and 8 hex digits of a hash
+# of them all tell nothing of any one).
+_SECRET_NAMES = ("WREN_KEYRING_PASSPHRASE", "WREN_KEYS_PASSPHRASE")
+_SECRET_PREFIXES = ("WREN_KEY_",)
 
 
 def _environment_digest() -> str:
-    shaping = sorted((k, v) for k, v in os.environ.items()
-                     if (k.startswith(_ENV_PREFIXES) or k in _ENV_NAMES) and k not in _ENV_IGNORED)
-    return hashlib.sha256(json.dumps(shaping).encode()).hexdigest()[:8]
+    env = os.environ
+    shaping = sorted((k, env[k]) for k in _ENV_NAMES if k in env)
+    secrets = sorted((k, env[k]) for k in env if k in _SECRET_NAMES or k.startswith(_SECRET_PREFIXES))
+    return hashlib.sha256(json.dumps([shaping, secrets]).encode()).hexdigest()[:8]
 
 
 def _socket_folder_and_digest(home: Path | None) -> tuple[Path, str]:
@@ -272,23 +294,28 @@ async def _ask_on(line: tuple[asyncio.StreamReader, asyncio.StreamWriter], args:
 
     loop = asyncio.get_running_loop()
     interrupted = False
+    done = loop.create_future()  # set by a Ctrl+C before the answer began
 
     def interrupt() -> None:  # the answer stops within a token; what was shown is saved
         nonlocal interrupted
         if not interrupted:
             interrupted = True
             _send(writer, {"cmd": "stop"})
+            if not answered and not done.done():  # nothing began: no need to wait for the engine
+                done.set_result(None)
 
     view = AskView(args)
     engine = _Line(writer)
     if _main_thread():
         loop.add_signal_handler(signal.SIGINT, interrupt)
+    answered = False
     try:
         _send(writer, request)
         await writer.drain()
-        answered = False
         while True:
-            raw = await reader.readline()
+            raw = await (reader.readline() if answered else _line_or(reader, done))
+            if raw is None:  # Ctrl+C before the answer began: the engine drops the question
+                return _INTERRUPTED
             if not raw:
                 if not answered:
                     return None
@@ -303,8 +330,9 @@ async def _ask_on(line: tuple[asyncio.StreamReader, asyncio.StreamWriter], args:
                 if message.get("refused"):  # another model (the window's), another protocol
                     return None
                 view.close()
-                print(f"wren: {message['message']}", file=sys.stderr)
-                return int(message.get("status", 1))
+                gap = "\n" if answered and not getattr(args, "json", False) else ""
+                print(f"{gap}wren: {message['message']}", file=sys.stderr)
+                return _INTERRUPTED if interrupted else int(message.get("status", 1))
             if kind == "notice":
                 print(f"wren: {message['message']}", file=sys.stderr)
                 continue
@@ -320,9 +348,19 @@ async def _ask_on(line: tuple[asyncio.StreamReader, asyncio.StreamWriter], args:
             await writer.wait_closed()
 
 
-async def request(cmd: str) -> list[dict]:
-    """One command ("status", "quit") to each running resident engine of this install and
-    data folder; their answers (none running: an empty list)."""
+async def _line_or(reader: asyncio.StreamReader, done: asyncio.Future) -> bytes | None:
+    """The engine's next line, or None once `done` is set first."""
+    reading = asyncio.ensure_future(reader.readline())
+    await asyncio.wait({reading, done}, return_when=asyncio.FIRST_COMPLETED)
+    if reading.done():
+        return reading.result()
+    reading.cancel()
+    return None
+
+
+async def request(cmd: str, **fields: Any) -> list[dict]:
+    """One command ("status", "quit", "erase", "drop") to each running engine of this
+    install and data folder (the window's first); their answers (none running: an empty list)."""
     answers = []
     for path in sockets():
         line = await _connect(path)
@@ -330,7 +368,7 @@ async def request(cmd: str) -> list[dict]:
             continue
         reader, writer = line
         try:
-            _send(writer, {"resident": PROTOCOL, "cmd": cmd})
+            _send(writer, {"resident": PROTOCOL, "cmd": cmd, **fields})
             await writer.drain()
             raw = await reader.readline()
             if raw:
@@ -342,6 +380,56 @@ async def request(cmd: str) -> list[dict]:
             with contextlib.suppress(OSError, ConnectionError):
                 await writer.wait_closed()
     return answers
+
+
+# -- what other commands tell the engines: `wren data erase`, `wren models rm` -------------
+
+async def stop_for_erase(wait: float = 30.0) -> None:
+    """Before `wren data erase`: each resident engine of this data folder stops its answers
+    (their askers are told why and exit non-zero) and ends, its database and log files
+    closed, before anything is deleted; Wren's window stops the answers it gives the terminal."""
+    if not supported():
+        return
+    reason = "the answer was stopped: `wren data erase` is deleting all of Wren's data"
+    for answer in await request("erase", reason=reason):
+        if answer.get("type") == "bye":
+            pid = int(answer["pid"])
+            if not await _ended(pid, wait):
+                print(f"wren: the resident engine (pid {pid}) did not end within {wait:.0f} s; "
+                      "erasing anyway", file=sys.stderr)
+        elif answer.get("type") == "released" and answer.get("stopped"):
+            print(f"wren: Wren's window stopped {answer['stopped']} answer(s) it was giving the terminal",
+                  file=sys.stderr)
+
+
+async def _ended(pid: int, wait: float) -> bool:
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        try:  # ended, not yet reaped by the `wren ask` that started it: it holds no file any more
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return True
+        except (OSError, IndexError):
+            pass
+        await asyncio.sleep(0.05)
+    return False
+
+
+def release_model(name: str) -> None:
+    """Before `wren models rm NAME` deletes its files: a resident engine that has it
+    loaded stops its answers on it (their askers are told why) and unloads it. Refused
+    (WrenError, nothing deleted) while Wren's window has it loaded."""
+    if not supported():
+        return
+    reason = f"the answer was stopped: the model {name} is being removed (`wren models rm`)"
+    for answer in asyncio.run(request("drop", model=name, reason=reason)):
+        if answer.get("type") == "error":
+            raise WrenError(str(answer.get("message")))
 
 
 # -- `wren resident [status|stop]` -------------------------------------------------------------

@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import signal
 import time
@@ -28,9 +29,14 @@ from .resident import (
     _connect,
     _private_folder,
     _send,
+    seconds,
     supported,
     window_socket_path,
 )
+
+
+class _Stopped(Exception):
+    """An answer stopped before it began (while its model loaded)."""
 
 
 class Refused(Exception):
@@ -47,13 +53,14 @@ class Resident:
         self.engine = engine
         self.window = window
         self.keep_alive: float | None = None  # the last request's, else the setting's
-        self.active = 0
+        self.asking = 0  # questions being answered; a client that only stays connected keeps nothing alive
         self.idle_since = time.monotonic()
         self.done = asyncio.Event()
         self._models = asyncio.Condition()  # a model change waits for the answers on the current one
         self._answering = 0
         self._notices_sent = 0
         self._policy_stamp = _policy_stamp()
+        self._cuts: dict[int, Callable[[str], None]] = {}  # each answer's stop, given why
 
     async def idle_limit(self) -> float:
         if self.keep_alive is not None:
@@ -64,16 +71,45 @@ class Resident:
         """Ends the process when idle past the keep-alive, or when its data folder is gone."""
         home = paths.data_dir()
         seen, limit = None, DEFAULT_KEEP_ALIVE
+        retry = time.monotonic()
         while not self.done.is_set():
             await asyncio.sleep(0.25)
             if self.idle_since != seen:  # read as the engine goes idle, not four times a second
                 seen, limit = self.idle_since, await self.idle_limit()
-            gone = not home.is_dir() or not self.path.exists()
-            if gone or (self.active == 0 and time.monotonic() - self.idle_since >= limit):
+            if not home.is_dir():
+                self.shutdown(f"the data folder {home} was removed")
+            elif not self.path.exists():
+                self.shutdown(f"the resident engine's socket {self.path} was removed")
+            elif self.asking == 0 and time.monotonic() - self.idle_since >= limit:
                 self.done.set()
+            elif self.asking == 0 and time.monotonic() >= retry:  # an answer a full disk left unfinished
+                retry = time.monotonic() + 5.0
+                try:
+                    await self.engine.db(self.engine.store.flush_held)
+                except Exception:  # the watch goes on: it is what ends this process
+                    logging.getLogger("wren.resident").exception("retrying held answers failed")
+
+    def cut(self, reason: str) -> int:
+        """Stop every answer in progress; each asker is told `reason` and exits non-zero.
+        How many were stopped."""
+        cuts = list(self._cuts.values())
+        for cut in cuts:
+            cut(reason)
+        return len(cuts)
+
+    def shutdown(self, reason: str) -> None:
+        """End the process; the answers in progress stop, and their askers are told why."""
+        self.cut(reason)
+        self.done.set()
+
+    async def settled(self, timeout: float) -> None:
+        """Wait (at most `timeout` s) until no question is being answered."""
+        deadline = time.monotonic() + timeout
+        while self.asking and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.active += 1
+        asking = False
         try:
             raw = await reader.readline()
             message = json.loads(raw) if raw else {}
@@ -92,10 +128,16 @@ class Resident:
                                           "it stops when Wren quits"})
             elif message.get("cmd") == "quit":
                 _send(writer, {"type": "bye", "pid": os.getpid()})
-                self.done.set()
+                self.shutdown(str(message.get("reason") or "the resident engine was stopped (`wren resident stop`)"))
+            elif message.get("cmd") == "erase":
+                _send(writer, self._erase(str(message.get("reason") or "the data is being erased")))
+            elif message.get("cmd") == "drop":
+                _send(writer, await self._drop(str(message.get("model")), str(message.get("reason") or "")))
             elif message.get("cmd") == "ask":
+                asking = True
+                self.asking += 1
                 if message.get("keep_alive") is not None:
-                    self.keep_alive = float(message["keep_alive"])
+                    self.keep_alive = seconds(message["keep_alive"])  # a bad one cannot make it endless
                 await self._ask(message, reader, writer)
             else:
                 _send(writer, {"type": "error", "message": f"unknown command {message.get('cmd')!r}", "status": 2})
@@ -107,8 +149,9 @@ class Resident:
 
             logging.getLogger("wren.resident").exception("a request could not be handled")
         finally:
-            self.active -= 1
-            self.idle_since = time.monotonic()
+            if asking:
+                self.asking -= 1
+                self.idle_since = time.monotonic()
             writer.close()
             with contextlib.suppress(OSError, ConnectionError):
                 await writer.wait_closed()
@@ -120,10 +163,13 @@ class Resident:
         args = argparse.Namespace(**{name: message["args"].get(name) for name in _ASK_FIELDS})
         conversation: list[int] = []
         stopped = False
+        why: list[str] = []  # why the engine stopped this answer (not the asker): said to it
 
-        def stop() -> None:
+        def stop(reason: str | None = None) -> None:
             nonlocal stopped
             stopped = True
+            if reason and not why:
+                why.append(reason)
             if conversation:
                 self.engine.stop(conversation[0])
 
@@ -151,13 +197,18 @@ class Resident:
             nonlocal held
             await self._acquire(engine, args)
             held = True
+            if stopped:  # stopped while the model loaded: no chat is made for it
+                raise _Stopped
 
         listening = asyncio.create_task(listen())
+        self._cuts[id(stop)] = stop
+        started = False
         try:
             await self._fresh_policy()
             async for event in ask_events(self.engine, args, message["text"], message["title"],
                                           message.get("response_format"), load=load):
                 if isinstance(event, Started):
+                    started = True
                     conversation.append(event.conversation_id)
                     if stopped:
                         self.engine.stop(event.conversation_id)
@@ -166,7 +217,14 @@ class Resident:
                     with contextlib.suppress(ConnectionError):
                         await writer.drain()
             self._send_notices(writer)
-            _send(writer, {"type": "end"})
+            if why:  # cut by erase, a removed model or folder, a stop: the asker says why and fails
+                _send(writer, {"type": "error", "status": 1, "cut": started,
+                               "message": f"{why[0]}; the answer was cut there (what came is saved)"})
+            else:
+                _send(writer, {"type": "end"})
+        except _Stopped:
+            _send(writer, {"type": "error", "status": 1 if why else 130,
+                           "message": f"{why[0] if why else 'stopped'}; the question was not answered"})
         except Refused as exc:
             _send(writer, {"type": "error", "refused": True, "message": str(exc)})
         except WrenError as exc:
@@ -183,11 +241,41 @@ class Resident:
             _send(writer, {"type": "error", "status": 1,
                            "message": f"an unexpected error in the resident engine: {type(exc).__name__}{where}"})
         finally:
+            self._cuts.pop(id(stop), None)
             listening.cancel()
             if held:
                 async with self._models:
                     self._answering -= 1
                     self._models.notify_all()
+
+    def _erase(self, reason: str) -> dict:
+        """`wren data erase` is about to delete everything: a resident engine ends (its
+        database and log files closed first); the window's stops the answers it gives the
+        terminal (the window itself stays)."""
+        if self.window:
+            return {"type": "released", "pid": os.getpid(), "host": "window", "stopped": self.cut(reason)}
+        self.shutdown(reason)
+        return {"type": "bye", "pid": os.getpid()}
+
+    async def _drop(self, name: str, reason: str) -> dict:
+        """`wren models rm NAME` is about to delete a model: a resident engine that has it
+        loaded stops its answers on it and unloads it; the window keeps the model the user
+        chose there, so the removal is refused while the window has it loaded."""
+        status = self.engine.current_model
+        if status is None or status.name != name:
+            return {"type": "dropped", "pid": os.getpid(), "had": False}
+        if self.window:
+            return {"type": "error", "status": 2, "pid": os.getpid(),
+                    "message": f"{name} is loaded in Wren's window (pid {os.getpid()}); "
+                               "choose another model there before removing it"}
+        async with self._models:
+            self.cut(reason or f"the model {name} was removed (`wren models rm`)")
+            while self._answering:
+                await self._models.wait()
+            status = self.engine.current_model
+            if status is not None and status.name == name:
+                await self.engine.unload_model()
+        return {"type": "dropped", "pid": os.getpid(), "had": True}
 
     async def _acquire(self, engine, args) -> None:
         """The asked-for model, loaded unless it already is (answers on another model finish
@@ -263,7 +351,7 @@ async def serve(path: Path) -> int:
     server, mine = await _listen(path, resident)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        loop.add_signal_handler(sig, resident.done.set)
+        loop.add_signal_handler(sig, resident.shutdown, f"the resident engine was stopped ({sig.name})")
     watching = asyncio.create_task(resident.watch())
     from .logs import log_event
 
@@ -273,8 +361,9 @@ async def serve(path: Path) -> int:
     finally:
         server.close()
         watching.cancel()
-        _unlink_if_mine(path, mine)
+        await resident.settled(15.0)  # the askers cut short are told why before the data closes
         await engine.close()
+        _unlink_if_mine(path, mine)  # gone once the database is closed (`wren data erase` waits for it)
         log_event("resident.stopped", pid=os.getpid())
     return 0
 

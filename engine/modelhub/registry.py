@@ -98,9 +98,12 @@ class ModelInfo:
 
 
 class ModelRegistry:
-    def __init__(self, root: Path | str | None = None) -> None:
+    def __init__(self, root: Path | str | None = None, *, before_remove: Callable[[str], None] | None = None) -> None:
+        """`before_remove(name)`: called before a model's files go (other engines let go of
+        it there); an error it raises leaves the model installed."""
         self.root = Path(root) if root is not None else models_dir()
         self.root.mkdir(parents=True, exist_ok=True)
+        self.before_remove = before_remove
 
     def list(self) -> builtins.list[ModelInfo]:
         infos = []
@@ -177,6 +180,8 @@ class ModelRegistry:
     def remove(self, name: str) -> None:
         """Delete an installed model; a registered external folder itself is left alone."""
         self.get(name)
+        if self.before_remove is not None:
+            self.before_remove(name)
         self._discard(self.root / name)
 
     def ensure_starter(self, progress: Progress | None = None) -> ModelInfo:

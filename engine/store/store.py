@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import json
@@ -274,6 +275,11 @@ class Store:
 
     def close(self) -> None:
         """Close every connection and give up ownership of this store's answers."""
+        if self._pending:
+            try:
+                self.flush_held()  # a last try; what is still refused the next start marks interrupted
+            except Exception as exc:
+                log.warning("answers left unsaved at close: %s", exc)
         self.db.close_all()
         if self._owner_lock is not None:
             self._owner_lock.release()
@@ -386,6 +392,8 @@ class Store:
         status: MessageStatus = MessageStatus.COMPLETE,
         **fields: Any,
     ) -> MessageInfo:
+        if self._pending:
+            self.flush_held()  # an answer a full disk left unfinished, before the next one
         with self.db.atomic():
             conv = self._conversation(conversation_id)
             if parent_id is not None:
@@ -433,8 +441,7 @@ class Store:
                 break
             except (pw.OperationalError, sqlite3.OperationalError) as exc:
                 if not _locked(exc):
-                    self._hold(message_id, merged)
-                    raise self._explain(exc) from exc
+                    raise self._refused(message_id, merged, final, exc) from exc
                 left = deadline - time.monotonic()
                 if left <= 0:
                     self._hold(message_id, merged)
@@ -452,12 +459,35 @@ class Store:
             except UnicodeEncodeError as exc:
                 raise InvalidRequest(f"the text is not valid Unicode (a lone surrogate at position {exc.start})") from exc
             except (pw.DatabaseError, sqlite3.DatabaseError) as exc:
-                self._hold(message_id, merged)
-                raise self._explain(exc) from exc
+                raise self._refused(message_id, merged, final, exc) from exc
         self._next_try.pop(message_id, None)
         if final:
             self._streaming.discard(message_id)
         self._drop_journal(message_id)
+
+    def _refused(self, message_id: int, fields: dict[str, Any], final: bool, exc: Exception) -> StoreError:
+        """A write refused for a reason waiting will not cure (a full disk): kept in memory
+        and tried again (flush_held); a finishing one is then saved as interrupted, saying why."""
+        error = self._explain(exc)
+        if final:
+            fields = {**fields, "status": MessageStatus.INTERRUPTED, "error": f"not saved when it ended: {error}"}
+        self._hold(message_id, fields)
+        return error
+
+    def flush_held(self) -> int:
+        """Try again the finishing writes a full disk held back, so an answer does not stay
+        `streaming` for as long as this process lives; how many were saved now (those
+        waiting out a lock keep their journal and back-off)."""
+        saved = 0
+        for message_id, fields in list(self._pending.items()):
+            if "status" not in fields or message_id in self._next_try:
+                continue
+            try:
+                self.update_message(message_id, **{k: v for k, v in fields.items() if k != "updated_at"})
+            except (StoreError, InvalidRequest):
+                continue
+            saved += 1
+        return saved
 
     @_guarded
     def _update_plain(self, message_id: int, **fields: Any) -> None:
@@ -482,15 +512,17 @@ class Store:
         record = {"message_id": message_id, "owner": self.owner,
                   "fields": {k: v for k, v in fields.items() if k != "updated_at"}}
         path = self._journal_path(message_id)
+        tmp = path.with_name(f".{path.name}.{self.owner}.tmp")
         try:
             paths.private_dir(path.parent)  # answers' text: the user's alone, whatever the data folder's mode
-            tmp = path.with_name(f".{path.name}.{self.owner}.tmp")
             with open(paths.private_file(tmp), "w", encoding="utf-8") as out:
                 json.dump(record, out, ensure_ascii=False, default=_json_default)
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(tmp, path)
         except (OSError, TypeError, ValueError) as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)  # a full disk leaves no empty file behind
             log.warning("cannot journal message %s beside %s: %s", message_id, self.path, exc)
 
     def _journal_path(self, message_id: int) -> Path:
