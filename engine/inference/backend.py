@@ -108,6 +108,10 @@ class LoadedModel(Protocol):
         """Only where `takes_messages`: stream an answer to chat `messages` with sampling
         `params` (engine.inference.sampling.SamplingParams)."""
 
+    def rest(self) -> None:
+        """The worker has nothing more to run for now: give back what computing holds (a
+        CPU model's turn on the cores, engine.inference.cpu_share)."""
+
     def close(self) -> None:
         """Free weights and cache."""
 
@@ -124,6 +128,9 @@ class ModelBase:
 
     @property
     def decode_mode(self) -> str | None:
+        return None
+
+    def rest(self) -> None:
         return None
 
     def decode_batch(self, tokens: Sequence[int], positions: Sequence[int],

@@ -119,7 +119,7 @@ class BatchScheduler:
                 return
             try:
                 # Idle: sleep until work comes. Busy: only take what is already waiting.
-                _, _, request = self.worker._queue.get(block=not self.active and not self.paused)
+                _, _, request = self.worker.next_request(block=not self.active and not self.paused)
             except queue.Empty:
                 return
             if request is _STOP:

@@ -151,7 +151,7 @@ class ModelWorker:
     def _run_serial(self, session: KVSession) -> None:
         """One request at a time, for backends without batched decoding."""
         while True:
-            _, _, request = self._queue.get()
+            _, _, request = self.next_request()
             if request is _STOP:
                 break
             if isinstance(request, WarmRequest):
@@ -173,6 +173,13 @@ class ModelWorker:
                 session = KVSession(self.running_model)  # the cache may be half-written
                 request.sink(Failed(f"generation failed: {exc}", FailureKind.MODEL))
                 request.sink(Finished(FinishReason.ERROR))
+
+    def next_request(self, block: bool = True) -> tuple:
+        """The queue's most urgent item; before sleeping on an empty queue the model rests
+        (a CPU model gives its turn on the cores to the user's other models)."""
+        if block and self._queue.empty():
+            self.running_model.rest()
+        return self._queue.get(block=block)
 
     def _more_urgent_waiting(self, priority: int) -> bool:
         waiting = self._queue.queue  # a heap: its first item is the most urgent

@@ -7,7 +7,6 @@ that made its loop that way froze the window (MCP) or hung its answers (remote).
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 import threading
 import time

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import sys
@@ -14,6 +15,7 @@ import numpy as np
 
 from ...errors import BackendUnavailable
 from ..backend import ModelBase, check_slot
+from ..cpu_share import CpuShare
 from . import read_model_config
 
 if TYPE_CHECKING:
@@ -50,8 +52,9 @@ class TorchModel(ModelBase):
     kv_export = True
 
     def __init__(self, model, backend: str, context_length: int, vocab_size: int, *,
-                 dtype: str = "float32", quant: str = "none", step=None) -> None:
+                 dtype: str = "float32", quant: str = "none", step=None, share: CpuShare | None = None) -> None:
         self._model = model
+        self.share = share  # turns on the cores with the user's other CPU models; None on CUDA
         self.backend = backend
         self.context_length = context_length
         self.vocab_size = vocab_size
@@ -106,7 +109,7 @@ class TorchModel(ModelBase):
         ids = list(ids)
         self._check(len(ids), start, slot)
         self._last_used = time.monotonic()
-        with torch.inference_mode():
+        with self._turn(), torch.inference_mode():
             return _to_numpy(self._model.prefill(ids, start, slot))
 
     def decode(self, token: int, pos: int, slot: int = 0) -> np.ndarray:
@@ -114,7 +117,7 @@ class TorchModel(ModelBase):
         self._last_used = time.monotonic()
         if slot and self._graphs is not None:  # the CUDA graphs read slot 0 only
             return self.decode_batch([token], [pos], [slot])[0]
-        with torch.inference_mode():
+        with self._turn(), torch.inference_mode():
             if slot:
                 return _to_numpy(self._model.decode_one(int(token), pos, slot))
             return _to_numpy(self._step(int(token), pos))
@@ -127,8 +130,15 @@ class TorchModel(ModelBase):
         if self._model is None:
             raise RuntimeError("the model is closed")
         self._last_used = time.monotonic()
-        with torch.inference_mode():
+        with self._turn(), torch.inference_mode():
             return _to_numpy(decode_batch(self._model, tokens, positions, slots))
+
+    def _turn(self):
+        return self.share.step() if self.share is not None else contextlib.nullcontext()
+
+    def rest(self) -> None:
+        if self.share is not None:
+            self.share.rest()
 
     def _caches(self, slot: int):
         check_slot(slot, self.slots)
@@ -151,6 +161,9 @@ class TorchModel(ModelBase):
     def close(self) -> None:
         if self.background is not None:
             self.background.cancel()
+        if self.share is not None:
+            self.share.close()
+            self.share = None
         model, self._model, self._step, self._graphs = self._model, None, None, None
         del model
         if torch is not None and torch.cuda.is_available():
@@ -259,8 +272,9 @@ class TorchBackend:
 
             step = CudaGraphDecode(model)
             warmup_s = step.capture()
+        share = CpuShare.for_this_user() if self.device == "cpu" else None
         loaded = TorchModel(model, self.name, model.context_length, args.vocab_size,
-                            dtype=dtype, quant=quant, step=step)
+                            dtype=dtype, quant=quant, step=step, share=share)
         loaded.warmup_s = warmup_s
         if when == "background" and cache is not None:
             from ..models.decode import BackgroundCompile
