@@ -44,22 +44,21 @@ except ImportError:  # Windows: no flock; models there compute as before
 
 
 def runtime_folder() -> Path | None:
-    """The user's private folder for the turns' lock files, or None where there is none
+    """The user's private folder for the turns' lock files, one for every data folder
+    (two engines on different WREN_HOMEs share the same cores), or None where there is none
     that is safe (a folder other users could write to would let them stall Wren)."""
+    from ..paths import DataFolderError, private_runtime_dir
+
     base = os.environ.get("XDG_RUNTIME_DIR")
     if base and Path(base).is_dir():
         folder = Path(base) / "wren"
     else:
         folder = Path(tempfile.gettempdir()) / f"wren-{os.getuid()}"
     try:
-        folder.mkdir(mode=0o700, exist_ok=True)
-        info = folder.stat()
-    except OSError:
+        return private_runtime_dir(folder)
+    except (DataFolderError, OSError) as exc:
+        log.warning("models here will not share the CPU: %s", exc)
         return None
-    if info.st_uid != os.getuid() or info.st_mode & 0o077:
-        log.warning("%s is not private to this user: models here will not share the CPU", folder)
-        return None
-    return folder
 
 
 class CpuShare:

@@ -158,9 +158,14 @@ def test_turned_off_by_the_variable(monkeypatch, tmp_path):
     assert (tmp_path / "wren").stat().st_mode & 0o777 == 0o700
 
 
-def test_no_turns_in_a_folder_others_can_write(monkeypatch, tmp_path):
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to make another user's folder")
+def test_no_turns_in_a_folder_another_user_owns(monkeypatch, tmp_path):
+    import pwd
+
+    nobody = pwd.getpwnam("nobody")
     (tmp_path / "wren").mkdir(mode=0o777)
     os.chmod(tmp_path / "wren", 0o777)
+    os.chown(tmp_path / "wren", nobody.pw_uid, nobody.pw_gid)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     assert runtime_folder() is None
     assert CpuShare.for_this_user() is None
