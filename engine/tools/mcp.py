@@ -571,6 +571,38 @@ def result_text(result: Any) -> str:
     return text
 
 
+def _import_sdk() -> None:
+    """The SDK's modules, before the MCP thread uses them: imported there while the
+    caller's thread ran Qt's event loop, the import was seen to hang in a test run."""
+    import mcp.client.stdio
+    import mcp.client.streamable_http  # noqa: F401
+    import mcp_types  # noqa: F401
+    from mcp import Client  # noqa: F401
+
+
+_sdk_import: concurrent.futures.Future | None = None
+
+
+async def _sdk_imported() -> None:
+    """Import the SDK on a short-lived thread of its own and wait for it without blocking
+    the caller's loop: the first import takes 0.5-2 s, which froze the window's loop."""
+    global _sdk_import
+    if _sdk_import is None:
+        future: concurrent.futures.Future = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                _import_sdk()
+            except BaseException as exc:
+                future.set_exception(exc)
+            else:
+                future.set_result(None)
+
+        _sdk_import = future
+        threading.Thread(target=run, name="wren-mcp-import", daemon=True).start()
+    await asyncio.wrap_future(_sdk_import)
+
+
 class McpManager:
     """Every configured server, used from any asyncio loop (see the module's note)."""
 
@@ -793,14 +825,7 @@ class McpManager:
             if self._closed:
                 raise McpFailure("MCP servers are stopped: Wren is closing")
             if self._loop is None:
-                # The SDK is imported here, on the caller's thread, before the MCP thread
-                # starts: importing it on that thread while the caller's thread runs Qt's
-                # event loop was seen to hang the import in a test run.
-                import mcp.client.stdio
-                import mcp.client.streamable_http  # noqa: F401
-                import mcp_types  # noqa: F401
-                from mcp import Client  # noqa: F401
-
+                _import_sdk()  # already done by _on_thread's callers; here for the others
                 try:
                     self._thread = LoopThread("wren-mcp")  # a plain loop even under qasync's policy
                 except RuntimeError as exc:
@@ -810,6 +835,8 @@ class McpManager:
 
     async def _on_thread(self, coro: Awaitable[Any]) -> Any:
         try:
+            if self._loop is None:
+                await _sdk_imported()
             loop = self._ensure_loop()
         except McpFailure:
             coro.close()  # type: ignore[attr-defined]

@@ -175,3 +175,70 @@ def test_a_remote_provider_answers_in_the_window_stops_and_gives_way_to_the_loca
         assert _texts(window)[-1] == "Local answer."
     finally:
         server.stop()
+
+
+def _wren_ask_in_thread(*args: str) -> tuple[threading.Thread, dict]:
+    """`wren ask` as a real process, run from a thread so the window's loop keeps going."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    result: dict = {}
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+
+    def run() -> None:
+        done = subprocess.run([sys.executable, "-m", "wren.engine.cli", "ask", *args],
+                              cwd=Path(__file__).resolve().parents[2], env=env, stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=60)
+        result.update(code=done.returncode, out=done.stdout, err=done.stderr)
+
+    thread = threading.Thread(target=run, name="test-wren-ask", daemon=True)
+    thread.start()
+    return thread, result
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="`wren ask` reaches the window over a Unix socket")
+def test_wren_ask_for_the_remote_model_is_answered_by_the_window(wren_app, arun, qtbot, monkeypatch):
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)  # the window's socket where the asker looks
+    server = FakeServer().start()
+    try:
+        app = wren_app()
+        _add_provider(app, arun, qtbot, server)
+        _pick(app.window, qtbot, "fake/fake-chat")
+        thread, result = _wren_ask_in_thread("--model", "fake/fake-chat", "--keep-alive", "60", "Hello", "there")
+        qtbot.waitUntil(lambda: not thread.is_alive(), timeout=60000)
+        assert result["code"] == 0, result
+        assert result["out"].strip() == "Hello from the remote side.", result
+        assert server.chats()[-1].body["messages"][-1]["content"] == "Hello there"
+    finally:
+        server.stop()
+
+
+def test_quitting_ends_the_engine_threads(wren_app, arun, qtbot, send):
+    """Ctrl+Q after a remote answer and an MCP server: the engine closes (the process used
+    to stay, hidden, with no tray icon, waiting on a remote thread's Qt loop)."""
+    server = FakeServer().start()
+    try:
+        app = wren_app()
+        _add_provider(app, arun, qtbot, server)
+        _pick(app.window, qtbot, "fake/fake-chat")
+        send(app.window, "Hi", timeout=30000)
+        arun(app.engine.add_mcp_server("helper", command=sys.executable, args=[str(SERVER)]))
+        assert "helper__add" in {t.name for t in arun(app.engine.test_mcp_server("helper"), timeout=60)}
+        assert any(name.startswith("wren-mcp") for name in _engine_threads())
+        arun(app.shutdown(), timeout=30)
+        app.shutdown = _already_shut  # the fixture's own shutdown: nothing left to do
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and _engine_threads():
+            time.sleep(0.05)
+        assert _engine_threads() == []
+    finally:
+        server.stop()
+
+
+async def _already_shut() -> None:
+    return None
+
+
+def _engine_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.is_alive() and t.name.startswith(("wren-remote", "wren-mcp"))]
