@@ -172,7 +172,9 @@ class Engine(ModelLibrary, Preferences, Serving, Providers, Tools, McpFacade, Ca
         """The engine over the user's data dir (or `home`)."""
         if home is not None:
             os.environ["WREN_HOME"] = str(home)
-        registry = ModelRegistry(paths.models_dir())
+        from .resident import release_model
+
+        registry = ModelRegistry(paths.models_dir(), before_remove=release_model)  # resident engines let go first
         leftovers = registry.sweep_leftovers()
         engine = cls(Store(paths.database_path()), registry, **kwargs)
         engine.leftovers = leftovers

@@ -11,15 +11,18 @@ process and leaves nothing running). `wren resident` shows it and stops it.
 
 The socket is the user's alone: it sits in a folder only its owner can open (the session's
 runtime folder, else the data folder), and its name is a digest of Wren's version, its
-install, the data folder and the environment that shapes an engine (WREN_* variables,
-thread counts, visible GPUs), so an engine answers only the askers that would have started
-the same one. Nothing else listens: no port, no key. On Windows `wren ask` answers in its
+install, the data folder and the environment that shapes an engine (the variables listed in
+_ENV_NAMES, thread counts, visible GPUs), so an engine answers only the askers that would
+have started the same one. `wren data erase` and `wren models rm` tell the engines first
+(stop_for_erase, release_model); an answer the engine cuts short ends in an error line that
+says why. Nothing else listens: no port, no key. On Windows `wren ask` answers in its
 own process. The engine's side is engine/resident_engine.py.
 
 The line protocol (JSON, one object a line): the client sends {"resident": 1, "cmd": "ask"
 | "status" | "quit", ...}; during an answer it may send {"cmd": "approve", "id", "decision"}
 and {"cmd": "stop"}. The engine sends the answer's events (engine.events.event_to_dict),
 {"type": "notice"} lines, then {"type": "end"}, or {"type": "error", "message", "status"}.
+Other commands: "erase" and "drop" (with "model"), each with a "reason" to give the askers.
 A client that goes away stops its answer, as Ctrl+C does.
 """
 

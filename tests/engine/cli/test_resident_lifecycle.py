@@ -205,3 +205,25 @@ def test_a_full_disk_mid_answer_is_said_and_the_answer_finished_once_there_is_ro
     assert _status()["pid"] == pid  # while the same engine runs
     assert ("streaming", None) not in rows, rows
     assert any(status == "interrupted" and "disk is full" in (error or "") for status, error in rows), rows
+
+
+@pytest.mark.usefixtures("tiny_home")
+def test_removing_a_model_through_the_engine_api_unloads_it_from_the_resident_engine():
+    """What the window's Models page does (Engine.remove_model)."""
+    import asyncio
+
+    from wren.engine.api import Engine
+
+    assert _ask("--max-tokens", "2", "hi").returncode == 0
+    pid = _status()["pid"]
+
+    async def remove() -> None:
+        engine = Engine.open()
+        try:
+            await engine.remove_model("tiny")
+        finally:
+            await engine.close()
+
+    asyncio.run(remove())
+    status = _status()
+    assert status["pid"] == pid and status["model"] is None
