@@ -13,6 +13,7 @@ import sys
 from .cli import _INTERRUPTED, _load, _main_thread, _open_engine, _params, _print_notices, _question, _saving
 from .cli_terminal import ORIGIN_KEY, TERMINAL_ORIGIN, Output, shown
 from .events import (
+    AnswerNotice,
     Delta,
     Failed,
     Finished,
@@ -123,6 +124,10 @@ class AskView:
             self.out.end()
             print(shown(f"\nwren: {event.error}", sys.stderr), file=sys.stderr)
             self.code = 1
+        elif isinstance(event, AnswerNotice):  # a file cut to fit, a tool the model did not call
+            self.reading.clear()
+            self.out.end()
+            print(shown(f"\nwren: note: {event.text}", sys.stderr), file=sys.stderr, flush=True)
         elif isinstance(event, Finished) and not self.args.json:
             self.reading.clear()
             self.out.end()
