@@ -31,13 +31,14 @@ def _saved_statuses() -> list[str]:
 
 
 @pytest.mark.usefixtures("tiny_home")
-@pytest.mark.parametrize("delay", [0.8, 2.0, 4.0])
-def test_ctrl_c_at_any_moment_stops_promptly_and_saves_no_complete_answer(delay):
+@pytest.mark.parametrize(("keep_alive", "delay"), [("0", 0.8), ("0", 2.0), ("0", 4.0), ("60", 2.5)])
+def test_ctrl_c_at_any_moment_stops_promptly_and_saves_no_complete_answer(keep_alive, delay):
+    """keep_alive 60: the same through a resident engine the ask starts (and which loads the model)."""
     # greedy, the tiny model writes thousands of tokens here: far longer than any delay
     process = subprocess.Popen(
-        [sys.executable, "-m", "wren.engine.cli", "ask", "--keep-alive", "0", "--model", "tiny", "--json",
+        [sys.executable, "-m", "wren.engine.cli", "ask", "--keep-alive", keep_alive, "--model", "tiny", "--json",
          "--temperature", "0", "--max-tokens", "6000", "count to ten thousand"],
-        cwd=REPO, env=_env(WREN_KEEP_ALIVE="0"), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        cwd=REPO, env=_env(WREN_KEEP_ALIVE=keep_alive), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
     time.sleep(delay)
     if process.poll() is not None:
@@ -54,4 +55,8 @@ def test_ctrl_c_at_any_moment_stops_promptly_and_saves_no_complete_answer(delay)
     assert "Traceback" not in err, err[-2000:]
     events = [json.loads(line) for line in out.splitlines() if line.strip()]
     assert all(e.get("reason") != "length" for e in events if e["type"] == "finished"), events[-3:]
+    if keep_alive != "0":  # the engine may still be writing what it stopped
+        deadline = time.monotonic() + 30
+        while "streaming" in _saved_statuses() and time.monotonic() < deadline:
+            time.sleep(0.2)
     assert "complete" not in _saved_statuses()
