@@ -5,6 +5,7 @@ also offered through the read_attachment tool (engine/turns.py, `needs_reader`).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -45,15 +46,25 @@ def read_attached(paths: Sequence[tuple[Path, int | None]], window: int) -> tupl
     out = []
     for path, message_id in paths:
         try:
-            text = read_text_file(Path(path))
+            info = Path(path).stat()
+            text, chars = _read_capped(str(path), info.st_mtime_ns, info.st_size, cap)
         except ToolFailed as exc:
             out.append(AttachedFile(Path(path).name, None, 0, str(exc), message_id))
         except OSError as exc:  # gone or unreadable between the check and the read
             out.append(AttachedFile(Path(path).name, None, 0, f"{Path(path).name} cannot be read: "
                                     f"{exc.strerror or exc}", message_id))
         else:
-            out.append(AttachedFile(Path(path).name, text[:cap], len(text), "", message_id))
+            out.append(AttachedFile(Path(path).name, text, chars, "", message_id))
     return tuple(out)
+
+
+@functools.lru_cache(maxsize=16)
+def _read_capped(path: str, mtime_ns: int, size: int, cap: int) -> tuple[str, int]:
+    """A file's text cut to `cap` characters, and its whole length. Kept while the file is
+    unchanged (its time and size are in the key): every question of a chat reads its files
+    again, and a PDF's text takes seconds to extract."""
+    text = read_text_file(Path(path))
+    return text[:cap], len(text)
 
 
 def needs_reader(report: ContextReport) -> bool:

@@ -173,3 +173,23 @@ def test_the_transcript_names_the_attached_file(make_engine, tmp_path):
     text = run(main())
     assert "When do I fly?\n\n_Attached: trip-notes.md_\n" in text
     assert text.count("_Attached:") == 1
+
+
+def test_a_file_changed_between_questions_is_read_again(make_engine, tmp_path):
+    note = tmp_path / "todo.md"
+    note.write_text("- buy milk\n", encoding="utf-8")
+
+    async def main():
+        engine = make_engine("ok")
+        conv = await engine.create_conversation()
+        await _drain(engine.send(conv.id, "what is on my list?", SendOptions(attachments=(str(note),))))
+        first = engine.scripted.loaded[0].prompts[-1]
+        note.write_text("- buy milk\n- call the plumber about the leaking tap\n", encoding="utf-8")
+        await _drain(engine.send(conv.id, "and now?"))
+        second = engine.scripted.loaded[0].prompts[-1]
+        await engine.close()
+        return first, second
+
+    first, second = run(main())
+    assert "buy milk" in first and "plumber" not in first
+    assert "call the plumber" in second.split("<|im_start|>user\n")[-1]
