@@ -131,7 +131,7 @@ class SafetyNotice:
     action: SafetyAction
     span: tuple[int, int]  # character offsets in the scanned text
     rule: str  # the rule's id, for "why did this fire"
-    stage: str = "input"  # "input" or "output"
+    stage: str = "input"  # "input", "output", or "outgoing" (masked on its way to a remote model)
 
 
 @dataclass(frozen=True, slots=True)

@@ -414,7 +414,7 @@ class ConversationController(QObject):
     def _safety_notice(self, conversation_id: int, notice: SafetyNotice) -> None:
         if not shown_notices([notice]):
             return  # met with care (the composer's care panel), not with a safety line
-        where = "the answer" if notice.stage == "output" else "your message"
+        where = {"output": "the answer", "outgoing": "what was sent to the remote model"}.get(notice.stage, "your message")
         self.status.showMessage(f"Safety, in {where}: {describe_notices([notice])}", 10000)
         widget = self._live.get(conversation_id)
         if widget is not None and notice.stage == "output":

@@ -242,3 +242,20 @@ async def _already_shut() -> None:
 
 def _engine_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.is_alive() and t.name.startswith(("wren-remote", "wren-mcp"))]
+
+
+def test_a_secret_masked_on_its_way_to_the_remote_model_is_said_as_such(wren_app, arun, qtbot, send):
+    secret = "sk-proj-" + "Qw3eR5tY7uI9oP1aS3dF5gH7jK9lZ1xC3vB5nM7"
+    server = FakeServer().start()
+    try:
+        app = wren_app()
+        arun(app.engine.add_memory(f"My OpenAI API key is {secret}"))
+        _add_provider(app, arun, qtbot, server)
+        _pick(app.window, qtbot, "fake/fake-chat")
+        messages: list[str] = []
+        app.window.status.messageChanged.connect(messages.append)
+        send(app.window, "What is my OpenAI API key?", timeout=30000)
+        assert secret not in str(server.chats()[-1].body["messages"])
+        assert any(m.startswith("Safety, in what was sent to the remote model:") for m in messages), messages
+    finally:
+        server.stop()
