@@ -64,7 +64,10 @@ class McpToolSource:
         self.manager = manager
         self.server = server
         self.name = SOURCE_PREFIX + server
-        self._checked: tuple[tuple[McpTool, ...], list[McpTool]] | None = None
+        # the listing last checked, its usable tools and their specs (made once per listing:
+        # a server may have thousands, and the registry asks for them per name looked up)
+        self._checked: tuple[tuple[McpTool, ...], list[McpTool], list[ToolSpec]] | None = None
+        self.revision = 0  # goes up with each new listing (the registry's index follows it)
 
     @property
     def timeout(self) -> float:
@@ -78,19 +81,25 @@ class McpToolSource:
     def tools(self) -> list[McpTool]:
         """Its listed tools that make usable specs (a name too long for a model, or a
         schema that is not JSON schema, is left out and noted in the server's log)."""
+        return list(self._check()[1])
+
+    def _check(self) -> tuple[tuple[McpTool, ...], list[McpTool], list[ToolSpec]]:
         listed = self.manager.cached_tools(self.server)
         if self._checked is not None and self._checked[0] is listed:  # checked this listing already
-            return list(self._checked[1])
-        out = []
+            return self._checked
+        out, specs = [], []
         for tool in listed:
+            spec = self._spec(tool)
             try:
-                check_spec(self._spec(tool))
+                check_spec(spec)
             except InvalidRequest as exc:
                 self.manager.note(self.server, f"tool {tool.name!r} left out: {exc}")
                 continue
             out.append(tool)
-        self._checked = (listed, out)
-        return list(out)
+            specs.append(spec)
+        self._checked = (listed, out, specs)
+        self.revision += 1
+        return self._checked
 
     @staticmethod
     def _spec(tool: McpTool) -> ToolSpec:
@@ -99,7 +108,12 @@ class McpToolSource:
         return ToolSpec(tool.qualified, tool.description, parameters, needs_approval=True)
 
     def specs(self) -> list[ToolSpec]:
-        return [self._spec(tool) for tool in self.tools()]
+        return list(self._check()[2])
+
+    def current_revision(self) -> int:
+        """The registry's key for this source's specs: it changes when they may have."""
+        self._check()
+        return self.revision
 
     async def call(self, name: str, arguments: dict, cancel: asyncio.Event) -> tuple[str, bool]:
         call = asyncio.ensure_future(self.manager.call(name, arguments))
