@@ -9,6 +9,7 @@ import asyncio
 import json
 import signal
 import sys
+import time
 
 from .cli import _INTERRUPTED, _load, _main_thread, _open_engine, _params, _print_notices, _question, _saving
 from .cli_terminal import ORIGIN_KEY, TERMINAL_ORIGIN, Output, shown
@@ -25,6 +26,10 @@ from .events import (
     event_to_dict,
 )
 from .progress import PrefillLine
+
+# How long a question waits for a database another program holds locked before it is
+# refused (the store's busy timeout alone is 3 s; an answer's last write waits 60 s).
+QUESTION_LOCK_WAIT = 30.0
 
 
 async def run(args) -> int:
@@ -57,13 +62,15 @@ async def ask_events(engine, args, text: str, title: str, response_format, load=
     from .tools.ask import send_options as tool_options
 
     tool_fields = await tool_options(engine, args)  # unknown tool names: before loading
+    saving = await _saving(engine, args)
+    if saving:
+        await _writable(engine)
     await (load or _load)(engine, args)
     from .api import SendOptions
 
     params = _params(args, await engine.default_sampling())
     if args.logprobs is not None:
         params = params.with_(logprobs=args.logprobs)
-    saving = await _saving(engine, args)
     # The chat is made only once the question is accepted (no empty chat is left).
     async for event in engine.send_new(text, SendOptions(sampling=params, response_format=response_format,
                                                          **tool_fields),
@@ -89,6 +96,15 @@ def notice_line(notice: SafetyNotice, started: bool) -> str:
         where = "in a tool's result" if started else "in your question"
     done = _DONE.get(notice.action, notice.action.value).format(category=notice.category)
     return f"wren: safety: {notice.category} {where}: {done} (rule {notice.rule})"
+
+
+async def _writable(engine) -> None:
+    """Wait (at most QUESTION_LOCK_WAIT s, in short steps Ctrl+C can cut) while another
+    program holds the database locked, so a question is treated alike here and in a resident
+    engine, whose model is loaded already; still locked, the first write says so."""
+    deadline = time.monotonic() + QUESTION_LOCK_WAIT
+    while not await engine.db(engine.store.writable, 0.25) and time.monotonic() < deadline:
+        pass
 
 
 class AskView:

@@ -465,6 +465,24 @@ class Store:
             self._streaming.discard(message_id)
         self._drop_journal(message_id)
 
+    def writable(self, wait: float) -> bool:
+        """Whether the database takes a write within `wait` seconds (False: another program
+        holds it locked); nothing is written. Any other failure raises as a write's would."""
+        if self.owner is None:
+            return True  # in memory: no other program
+        self.bind()
+        self.db.execute_sql(f"PRAGMA busy_timeout = {int(wait * 1000)}")
+        try:
+            self.db.execute_sql("BEGIN IMMEDIATE")
+            self.db.execute_sql("ROLLBACK")
+            return True
+        except (pw.OperationalError, sqlite3.OperationalError) as exc:
+            if _locked(exc):
+                return False
+            raise self._explain(exc) from exc
+        finally:
+            self.db.execute_sql(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+
     def _refused(self, message_id: int, fields: dict[str, Any], final: bool, exc: Exception) -> StoreError:
         """A write refused for a reason waiting will not cure (a full disk): kept in memory
         and tried again (flush_held); a finishing one is then saved as interrupted, saying why."""

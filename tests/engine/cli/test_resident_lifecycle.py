@@ -227,3 +227,34 @@ def test_removing_a_model_through_the_engine_api_unloads_it_from_the_resident_en
     asyncio.run(remove())
     status = _status()
     assert status["pid"] == pid and status["model"] is None
+
+
+@pytest.mark.usefixtures("tiny_home")
+@pytest.mark.parametrize("keep_alive", ["60", "0"])
+def test_a_database_locked_for_a_while_is_waited_out_alike_here_and_in_the_resident_engine(wren_home, keep_alive):
+    import sqlite3
+    import threading
+
+    from tests.engine.cli.test_resident import _env
+
+    env = _env(WREN_KEEP_ALIVE=keep_alive)
+    assert _ask("--max-tokens", "2", "hi", env=env).returncode == 0  # warm: a resident engine's model is loaded
+    held = threading.Event()
+
+    def lock(seconds: float) -> None:
+        db = sqlite3.connect(str(wren_home / "wren.sqlite3"), isolation_level=None)
+        db.execute("BEGIN EXCLUSIVE")  # another program writing for a while
+        held.set()
+        time.sleep(seconds)
+        db.execute("COMMIT")
+        db.close()
+
+    holder = threading.Thread(target=lock, args=(8.0,))
+    holder.start()
+    held.wait(10)
+    started = time.monotonic()
+    done = _ask("--max-tokens", "2", "hi", env=env)
+    took = time.monotonic() - started
+    holder.join()
+    assert done.returncode == 0, done.stderr  # was: "locked by another program" after 3.6 s (resident)
+    assert took >= 7.0  # it did wait for the lock
