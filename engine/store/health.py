@@ -80,10 +80,12 @@ def check_file(path: Path | str) -> tuple[str, ...]:
         conn.close()
 
 
-def refused_message(path: Path | str) -> str:
-    """A write refused because the file is damaged (its problems were named when it opened)."""
-    return (f"the database {path} is damaged, so Wren wrote nothing to it; restore a backup of that file "
-            "or start afresh with `wren data erase --yes` (installed models are kept)")
+def refused_message(path: Path | str, *, reading: bool = False) -> str:
+    """A read that met the damage, or a write refused because of it (the problems were
+    named when the file was found damaged)."""
+    what = "what was asked for lies in its damaged part and cannot be read" if reading else "Wren wrote nothing to it"
+    return (f"the database {path} is damaged, so {what}; restore a backup of that file or start afresh with "
+            "`wren data erase --yes` (installed models are kept)")
 
 
 def damaged_message(path: Path | str, problems: tuple[str, ...], *, readable: bool = True) -> str:

@@ -246,7 +246,7 @@ class Store:
         if self.damage or (health.is_damage(exc) and self._found_damage(exc)):
             # writes refused by query_only read "attempt to write a readonly database"
             if self._readable:  # its problems were told when it opened (logged as a notice)
-                return DatabaseDamaged(health.refused_message(self.path), self.damage)
+                return DatabaseDamaged(health.refused_message(self.path, reading=health.is_damage(exc)), self.damage)
             return DatabaseDamaged(health.damaged_message(self.path, self.damage, readable=False), self.damage)
         text = " ".join(str(e) for e in _chain(exc)).lower()
         if _disk_full(exc):

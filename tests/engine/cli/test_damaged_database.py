@@ -86,3 +86,10 @@ def test_any_damage_is_reported_cleanly_and_erase_still_works(tmp_path, damage):
     assert erased.returncode == 0, erased.stderr
     assert not (home / "wren.sqlite3").exists()
     assert crash_reports(home) == []
+
+
+def test_showing_a_chat_in_the_damaged_part_says_it_cannot_be_read(damaged):
+    done = wren(damaged, "conversations", "show", "1")
+    _clean(done)
+    assert done.returncode == 2
+    assert "damaged, so what was asked for lies in its damaged part and cannot be read" in done.stderr
