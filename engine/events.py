@@ -186,6 +186,7 @@ class ToolResult:
 class NoticeKind(enum.Enum):
     TOOL_NOT_CALLED = "tool_not_called"  # tools were on and the question wanted one, but none was called
     ATTACHMENT_CUT = "attachment_cut"  # an attached file did not fit the prompt whole (an excerpt, or left out)
+    TOOLS_DROPPED = "tools_dropped"  # some or all of the tools asked for did not fit the context window
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,6 +51,7 @@ from .titles import Titles
 from .tools import facade as tool_settings
 from .tools.builtin import READ_FILE, CallContext
 from .tools.capability import expected_tool, not_called_text
+from .tools.fit import FittedTools, fit_tools
 from .tools.parse import CallParser, ParsedCall
 from .tools.prompt import RoundRecord, ToolPlan, plan_for
 from .tools.runner import ToolHost, ToolTurn
@@ -263,21 +264,23 @@ class Turns:
             yield Failed(str(exc), FailureKind.INVALID_REQUEST)
             yield Finished(FinishReason.ERROR)
             return
-        if plan is not None:
-            tool_ids = await self._encode_round(worker, plan, assembled.messages, [], first=True)
-            if len(tool_ids) + 64 > status.context_length:
-                log_event("tools.dropped", conversation_id=user.conversation_id, prompt_tokens=len(tool_ids),
-                          reason="the tools' descriptions do not fit the context window")
-                plan = None
-            else:
-                prompt_ids = tool_ids
+        dropped = None
+        if plan is not None:  # the tools that fit the window; the user is told of the rest
+            fitted = await self._fit_tools(worker, plan, assembled.messages, status.context_length)
+            plan, dropped = fitted.plan, fitted.note
+            if plan is not None:
+                prompt_ids = fitted.prompt_ids
+            if dropped:
+                log_event("tools.dropped", conversation_id=user.conversation_id, offered=fitted.offered,
+                          kept=len(plan.entries) if plan else 0, reason=dropped)
         room = status.context_length - len(prompt_ids)
         params = params.with_(max_tokens=max(1, min(params.max_tokens, room)))
         meta: dict[str, Any] = {REPORT_META_KEY: assembled.report.to_dict()}
         if outcome is not None and (not outcome.empty or (outcome.skipped and outcome.intents)):
             meta["memory"] = outcome.to_dict()
         cut = [AnswerNotice(NoticeKind.ATTACHMENT_CUT, t) for t in cut_notices(assembled.report, user.id)]
-        if cut:  # this question's file did not fit whole: the user is told, as the model is
+        cut += [AnswerNotice(NoticeKind.TOOLS_DROPPED, dropped)] if dropped else []
+        if cut:  # a file or tools that did not fit whole: the user is told, as the model is
             meta["notices"] = [{"about": n.about.value, "text": n.text} for n in cut]
 
         def begin() -> MessageInfo:
@@ -490,6 +493,12 @@ class Turns:
         value = await self.e.get_setting(tool_settings.RESULT_TOKENS_KEY)
         budget = value if isinstance(value, int) and value > 0 else tool_settings.DEFAULT_RESULT_TOKENS
         return max(64, min(budget, context_length // 4))
+
+    async def _fit_tools(self, worker: ModelWorker, plan: ToolPlan, base: list[dict],
+                         context_length: int) -> FittedTools:
+        """engine/tools/fit.py's cut of `plan` to the window, off the loop (it encodes)."""
+        return await asyncio.get_running_loop().run_in_executor(None, lambda: fit_tools(
+            plan, lambda p: p.encode(worker.tokenizer, p.messages(base, []), opened=True), context_length))
 
     async def _encode_round(self, worker: ModelWorker, plan: ToolPlan, base: list[dict],
                             rounds: list[RoundRecord], *, first: bool) -> list[int]:

@@ -63,3 +63,87 @@ def test_a_changed_listing_is_followed_by_the_lookups(tmp_path):
         asyncio.run(manager.aclose())
     assert late_before is None and add_before is not None
     assert late_after is not None and late_after[1].name == "mcp:calc"
+
+
+def _engine_with_window(wren_home, tmp_path, context: int, reply: str = "Fine."):
+    from tests.fixtures.tiny import make_tiny_model_dir, tiny_engine
+    from wren.engine.inference.backends.scripted import ScriptedBackend
+
+    model = make_tiny_model_dir(tmp_path / f"tiny-{context}", max_position_embeddings=context)
+    scripted = ScriptedBackend(reply)
+    return tiny_engine(wren_home, model, backend_factory=lambda name: scripted)
+
+
+def _ask_with_every_tool(wren_home, tmp_path, tools: int, context: int):
+    from wren.engine.api import SendOptions
+    from wren.engine.events import AnswerNotice, Finished
+
+    async def main():
+        engine = _engine_with_window(wren_home, tmp_path, context)
+        try:
+            await engine.add_mcp_server("many", command=sys.executable, args=[str(SERVER)],
+                                        env={"WREN_TEST_MCP_TOOLS": str(tools)})
+            await engine.prepare_tool_sources()
+            names = tuple(t.name for t in await engine.tools() if t.source == "mcp:many")
+            conv = await engine.create_conversation()
+            started = time.monotonic()
+            events = [e async for e in engine.send(conv.id, "Hello", SendOptions(tools=names))]
+            took = time.monotonic() - started
+            stored = (await engine.messages(conv.id))[-1]
+            return names, events, took, stored
+        finally:
+            await engine.close()
+
+    names, events, took, stored = asyncio.run(main())
+    notices = [e for e in events if isinstance(e, AnswerNotice)]
+    assert isinstance(events[-1], Finished)
+    return names, notices, took, stored
+
+
+def test_tools_past_the_window_are_dropped_with_a_notice(wren_home, tmp_path):
+    """300 tools in a 4,096-token window: the first that fit are offered, and the user is
+    told how many were left out and why (every tool was dropped, and only the log said so)."""
+    names, notices, took, stored = _ask_with_every_tool(wren_home, tmp_path, 300, 4096)
+    assert len(names) == 301
+    assert len(notices) == 1 and notices[0].about.value == "tools_dropped", notices
+    text = notices[0].text
+    kept = int(text.split("the first ")[1].split(".")[0].replace(",", ""))
+    assert 1 <= kept < 301 and text.startswith(f"{301 - kept:,} of the 301 tools were left out")
+    assert "context window (4,096 tokens)" in text
+    assert stored.meta["notices"] == [{"about": "tools_dropped", "text": text}]
+    assert took < 60, took
+
+
+def test_tools_that_fit_are_all_offered_without_a_notice(wren_home, tmp_path):
+    names, notices, _, _ = _ask_with_every_tool(wren_home, tmp_path, 3, 32768)
+    assert len(names) == 4 and notices == []
+
+
+def _plan(count: int, forced: str | None = None):
+    from wren.engine.tools.prompt import ToolPlan
+    from wren.engine.tools.registry import ToolSpec
+
+    return ToolPlan([(ToolSpec(f"t{i}", "d"), None) for i in range(count)], "hermes", True, forced=forced)
+
+
+def _encode(plan) -> list[int]:  # 100 tokens of chat, 50 per tool
+    return [0] * (100 + 50 * len(plan.entries))
+
+
+def test_the_cut_keeps_the_forced_tool_and_leaves_a_quarter_of_the_window():
+    from wren.engine.tools.fit import fit_tools
+
+    fitted = fit_tools(_plan(100, forced="t99"), _encode, 1000)
+    kept = [spec.name for spec, _ in fitted.plan.entries]
+    assert kept[0] == "t99" and len(kept) == 13  # 100 + 13 x 50 <= 750, a quarter of 1,000 left
+    assert len(fitted.prompt_ids) == 750 and fitted.offered == 100
+    assert fitted.note.startswith("87 of the 100 tools were left out")
+
+
+def test_when_not_one_tool_fits_none_is_offered_and_the_note_says_so():
+    from wren.engine.tools.fit import fit_tools
+
+    fitted = fit_tools(_plan(5), _encode, 120)
+    assert fitted.plan is None and fitted.prompt_ids == []
+    assert fitted.note == ("None of the 5 tools were offered to the model: their descriptions do not fit this "
+                           "model's context window (120 tokens).")
