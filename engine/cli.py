@@ -506,7 +506,10 @@ def _known_failure(exc: Exception) -> str | None:
         from . import paths
         from .store.health import check_file, damaged_message
 
-        path = paths.database_path()
+        try:
+            path = paths.database_path()
+        except OSError:  # no data folder to look in: then it is reported as the bug it may be
+            return None
         problems = check_file(path)
         if problems:
             return damaged_message(path, problems)
