@@ -429,8 +429,10 @@ def release_model(name: str) -> None:
     (WrenError, nothing deleted) while Wren's window has it loaded."""
     if not supported():
         return
+    from .threadloop import run_plain  # the window's remove runs this on a worker thread
+
     reason = f"the answer was stopped: the model {name} is being removed (`wren models rm`)"
-    for answer in asyncio.run(request("drop", model=name, reason=reason)):
+    for answer in run_plain(request("drop", model=name, reason=reason)):
         if answer.get("type") == "error":
             raise WrenError(str(answer.get("message")))
 
