@@ -121,8 +121,8 @@ _ENV_NAMES = (
     # the quantized kernels and how they are built into the model (engine/inference/quant)
     "WREN_ISA", "WREN_KERNELS", "WREN_REPACK", "WREN_HEAD_ACTIVATIONS", "WREN_EXACT_ACTIVATIONS",
     "WREN_KERNEL_RMS_NORM", "WREN_QLINEAR_GEMV_ROWS",
-    # compiling, the compute threads' priority, the safety notes' language
-    "WREN_TORCH_COMPILE", "WREN_COMPUTE_NICE", "WREN_LANGUAGE",
+    # compiling, the compute threads' priority and core sharing, the safety notes' language
+    "WREN_TORCH_COMPILE", "WREN_COMPUTE_NICE", "WREN_CPU_SHARE", "WREN_LANGUAGE",
     # threads and devices
     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
 )
@@ -132,6 +132,10 @@ _ENV_NAMES = (
 # of them all tell nothing of any one).
 _SECRET_NAMES = ("WREN_KEYRING_PASSPHRASE", "WREN_KEYS_PASSPHRASE")
 _SECRET_PREFIXES = ("WREN_KEY_",)
+# Read by Wren but not shaping an engine (a test checks every WREN_ name is in one of these lists):
+# the data folder is in the socket's name already, the keep-alive comes with each question,
+# the server's key is `wren serve`'s alone.
+_NOT_SHAPING = ("WREN_HOME", KEEP_ALIVE_ENV, "WREN_API_KEY")
 
 
 def _environment_digest() -> str:

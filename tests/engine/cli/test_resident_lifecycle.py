@@ -258,3 +258,15 @@ def test_a_database_locked_for_a_while_is_waited_out_alike_here_and_in_the_resid
     holder.join()
     assert done.returncode == 0, done.stderr  # was: "locked by another program" after 3.6 s (resident)
     assert took >= 7.0  # it did wait for the lock
+
+
+def test_every_variable_wren_reads_is_sorted_into_shaping_or_not():
+    """A new WREN_ variable must be placed: in the engine's identity or knowingly out of it."""
+    import re
+
+    engine = Path(resident.__file__).parent
+    read = set()
+    for path in [*engine.rglob("*.py"), *engine.rglob("*.cpp")]:
+        read |= set(re.findall(r"[\"'](WREN_[A-Z0-9_]+)[\"']", path.read_text(encoding="utf-8", errors="replace")))
+    known = {*resident._ENV_NAMES, *resident._SECRET_NAMES, *resident._NOT_SHAPING, *resident._SECRET_PREFIXES}
+    assert read - known == set()
