@@ -34,11 +34,13 @@ def _saved_statuses() -> list[str]:
 @pytest.mark.parametrize(("keep_alive", "delay"), [("0", 0.8), ("0", 2.0), ("0", 4.0), ("60", 2.5)])
 def test_ctrl_c_at_any_moment_stops_promptly_and_saves_no_complete_answer(keep_alive, delay):
     """keep_alive 60: the same through a resident engine the ask starts (and which loads the model)."""
-    # greedy, the tiny model writes thousands of tokens here: far longer than any delay
+    # greedy, the tiny model writes thousands of tokens here: far longer than any delay. The
+    # machine-wide CPU turn is off: other processes' turns (other tests) would add their wait
+    # to the time measured here, which is the asker's own handling of Ctrl+C.
     process = subprocess.Popen(
         [sys.executable, "-m", "wren.engine.cli", "ask", "--keep-alive", keep_alive, "--model", "tiny", "--json",
          "--temperature", "0", "--max-tokens", "6000", "count to ten thousand"],
-        cwd=REPO, env=_env(WREN_KEEP_ALIVE=keep_alive), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        cwd=REPO, env=_env(WREN_KEEP_ALIVE=keep_alive, WREN_CPU_SHARE="0"), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
     time.sleep(delay)
     if process.poll() is not None:
