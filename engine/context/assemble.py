@@ -170,7 +170,8 @@ class ContextAssembler:
         # Attached files go in with the question, before memories and older turns: the
         # question is about them. The rest of the room stays for those.
         files = AttachmentFit(request.attachments, self.count)
-        new_text, file_parts, file_tokens = files.fit(request.new_message, int(room * SHARE_OF_ROOM))
+        file_limit = int(room * SHARE_OF_ROOM)
+        new_text, file_parts, file_tokens = files.fit(request.new_message, file_limit)
         room -= file_tokens
 
         retrieved, used = self._pick_retrieved(request.retrieved, min(s.memory_budget(window), room // 2), parts)
@@ -206,12 +207,18 @@ class ContextAssembler:
         new_part = ContextPart(PartKind.NEW_MESSAGE, PartState.INCLUDED, new_tokens,
                                ids_of(request.new_message_id), "user")
 
-        def shrink(tokens: int) -> str | None:
-            """The question with its files cut to fit `tokens` fewer, or None: nothing to cut."""
-            nonlocal file_tokens
+        def shrink(tokens: int, budget: int) -> str | None:
+            """The question with its files cut so an exact count of `tokens` comes nearer
+            `budget` (by the files' share of the overrun, as the estimate counts them), or
+            None: nothing left to cut."""
+            nonlocal file_tokens, file_limit
             if not any(p.state is PartState.INCLUDED for p in file_parts):
                 return None
-            text, file_parts[:], file_tokens = files.fit(request.new_message, max(0, file_tokens - tokens))
+            cut = max(1, (tokens - budget) * file_tokens // max(1, tokens))
+            # the limit falls by at least 1/32 every time (the files' frame can keep their cost
+            # above it), so the files end left out at worst and this ends in a few dozen steps
+            file_limit = max(0, min(file_limit - max(1, file_limit // 32), file_tokens - cut))
+            text, file_parts[:], file_tokens = files.fit(request.new_message, file_limit)
             return text
 
         messages, prompt_tokens, rendered, ids = self._measure(
@@ -367,7 +374,7 @@ class ContextAssembler:
                         parts[i] = replace(parts[i], state=PartState.DROPPED,
                                            note="dropped: the exact count ran over the estimate")
                         break
-            elif shrink is not None and (cut := shrink(tokens - budget)) is not None:
+            elif shrink is not None and (cut := shrink(tokens, budget)) is not None:
                 new_message = cut
             else:
                 raise ContextOverflow(
