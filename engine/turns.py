@@ -205,7 +205,7 @@ class Turns:
             conversation_id=conv_id, conversation_settings=conv_settings, exclude=exclude_memories,
             query_vector=query_vector,
         )
-        files = await asyncio.get_running_loop().run_in_executor(None, read_attached, attached, window)
+        files = await asyncio.get_running_loop().run_in_executor(None, read_attached, attached, window) if attached else ()
         request = ContextRequest(
             window=window, new_message=text, history=history, conversation_id=conv_id,
             new_message_id=message_id, system_prompt=system, instructions=instructions,
