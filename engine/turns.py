@@ -299,7 +299,7 @@ class Turns:
                                  await e.tool_timeout(), budget)
             await self._constrain(tools)
         events = self.stream(worker, answer, prompt_ids, params, started, tools=tools, messages=assembled.messages,
-                             constraint=options.constraint if tools is None else None)
+                             constraint=options.constraint if tools is None else None, typed=user.content)
         if plan is not None:
             events = self._unused_tool_notice(events, user.content, [s.name for s in plan.specs], status.name, store)
         if not conv.title and len(chain) == 1 and not is_temporary(conv.settings):
@@ -513,7 +513,8 @@ class Turns:
     async def stream(self, worker: ModelWorker, answer: MessageInfo, prompt_ids: list[int],
                      params: SamplingParams, started: Started, *, tools: _ToolSession | None = None,
                      messages: list[dict] | None = None,
-                     constraint: Constraint | None = None, prefix: str = "") -> AsyncIterator[Event]:
+                     constraint: Constraint | None = None, prefix: str = "",
+                     typed: str | None = None) -> AsyncIterator[Event]:
         """Generate the answer; with `tools`, each call the model writes pauses it: the call
         runs, its result joins the prompt and the same answer goes on (docs/tools.md)."""
         e = self.e
@@ -543,7 +544,7 @@ class Turns:
         try:
             while True:
                 request = self._request(ids, round_params, loop, events, tools, rounds, messages)
-                outgoing = await self._outgoing(request, told)
+                outgoing = await self._outgoing(request, told, typed)
                 if tools is not None:
                     request.constraint = tools.first_constraint if number == 0 else tools.constraint
                 else:
@@ -703,15 +704,16 @@ class Turns:
             request.messages = tools.plan.messages(tools.base, rounds) if tools is not None else messages
         return request
 
-    async def _outgoing(self, request: GenerationRequest, told: set[SafetyNotice] | None = None
-                        ) -> list[SafetyNotice]:
+    async def _outgoing(self, request: GenerationRequest, told: set[SafetyNotice] | None = None,
+                        typed: str | None = None) -> list[SafetyNotice]:
         """A remote model gets every message, every role, through the remote policy
-        (engine/safety/outgoing.py); returns the notices not already in `told`."""
+        (engine/safety/outgoing.py); returns the notices not already in `told`. `typed`: the
+        question as the user typed it (its message may hold attached files' text too)."""
         if request.messages is None or self.e.destination() != "remote":
             return []
         chat = request.messages
         request.messages, found = await asyncio.get_running_loop().run_in_executor(
-            None, guard_outgoing, chat, self.e.policy, typed_index(chat))
+            None, guard_outgoing, chat, self.e.policy, typed_index(chat), typed)
         new = [n for n in found if told is None or n not in told]
         if told is not None:
             told.update(new)

@@ -31,9 +31,12 @@ def _tightened(f: Finding) -> Finding:
     return f
 
 
-def _clean(text: str, policy: Policy, typed: bool, notices: list[SafetyNotice]) -> str:
+def _clean(text: str, policy: Policy, typed_from: int | None, notices: list[SafetyNotice]) -> str:
+    """`typed_from`: where the text the user typed now starts in `text` (None: nowhere; an
+    attached file's text before the question is not typed, and is tightened)."""
     result = scan(text, policy, "remote")
-    findings = [f if typed else _tightened(f) for f in result.findings]
+    findings = [f if typed_from is not None and f.span[0] >= typed_from else _tightened(f)
+                for f in result.findings]
     notices.extend(f.notice(STAGE) for f in findings if f.action is not SafetyAction.ALLOW)
     spans = [(f.span[0], f.span[1], f.category) for f in findings if f.action in _HIDES]
     return masked(text, spans) if spans else text
@@ -50,15 +53,16 @@ def _walk(content: Any, clean: Callable[[str], str]) -> Any:
     return content
 
 
-def guard_outgoing(messages: list[dict], policy: Policy, typed: int | None = None
+def guard_outgoing(messages: list[dict], policy: Policy, typed: int | None = None, typed_text: str | None = None
                    ) -> tuple[list[dict], list[SafetyNotice]]:
     """The messages as they may leave for a remote model, and a notice per finding.
-    `typed`: the index of the message the user typed for this answer, if any."""
+    `typed`: the index of the message the user typed for this answer, if any; `typed_text`:
+    what they typed, where that message holds more (attached files' text before it)."""
     notices: list[SafetyNotice] = []
     out = []
     for i, message in enumerate(messages):
         def clean(text: str, typed_now: bool = i == typed) -> str:
-            return _clean(text, policy, typed_now, notices)
+            return _clean(text, policy, _typed_from(text, typed_text) if typed_now else None, notices)
 
         sent = dict(message)
         if "content" in sent:
@@ -67,6 +71,15 @@ def guard_outgoing(messages: list[dict], policy: Policy, typed: int | None = Non
             sent["tool_calls"] = _walk(sent["tool_calls"], clean)
         out.append(sent)
     return out, notices
+
+
+def _typed_from(text: str, typed_text: str | None) -> int | None:
+    """Where the typed question starts in its message: the message ends with it."""
+    if typed_text is None:
+        return 0
+    if typed_text and text.endswith(typed_text):
+        return len(text) - len(typed_text)
+    return None  # another text of this message (a content part): none of it was typed now
 
 
 def typed_index(messages: list[dict]) -> int | None:

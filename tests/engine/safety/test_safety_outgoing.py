@@ -75,3 +75,38 @@ def test_a_card_number_typed_with_no_break_spaces_does_not_leave(make_engine, se
     assert "4111" not in sent and "[REDACTED:pii.payment_card]" in sent
     typed = [e for e in events if isinstance(e, SafetyNotice) and e.stage == "input"]
     assert [(n.category, n.action) for n in typed] == [("pii.payment_card", SafetyAction.REDACT)]
+
+
+def test_a_secret_in_an_attached_file_is_redacted_while_the_typed_question_keeps_its_policy(make_engine, server, tmp_path):
+    """An attached file's text goes into the question's message; only what the user typed
+    there keeps the policy's warning, the file's secret is masked like any passage."""
+    notes = tmp_path / "notes.md"
+    notes.write_text(f"Deploy notes. The API key is {SECRET}. Flight at 07:45.\n")
+
+    async def ask():
+        engine = make_engine("a local answer")
+        await engine.add_provider("fake", server.base_url, models=("fake-chat",))
+        await engine.load_model("fake/fake-chat")
+        conv = await engine.create_conversation()
+        events = [e async for e in engine.send(conv.id, "When does my flight leave?",
+                                               SendOptions(attachments=(str(notes),)))]
+        await engine.close()
+        return events
+
+    events = asyncio.run(ask())
+    sent = server.chats()[-1].body["messages"][-1]["content"]
+    assert "Flight at 07:45" in sent and sent.endswith("When does my flight leave?")
+    assert SECRET not in sent and "[REDACTED:secret.openai_key]" in sent
+    assert any(isinstance(e, SafetyNotice) and e.stage == "outgoing" for e in events)
+
+
+def test_what_is_typed_after_attached_text_keeps_its_warning():
+    from wren.engine.safety.outgoing import guard_outgoing
+    from wren.engine.safety.policy import Policy
+
+    typed = f"my key is {SECRET}"
+    message = f"[attached]\nkey {SECRET}\n\n{typed}"
+    (out,), _ = guard_outgoing([{"role": "user", "content": message}], Policy.shipped(), 0, typed)
+    text = out["content"]
+    assert text.endswith(typed)  # typed now: the policy warns, it does not mask
+    assert text.count(SECRET) == 1  # the attached copy is masked
