@@ -14,7 +14,7 @@ need no server, work across processes and threads, and vanish with a process tha
 - `waiting`: held shared by each model that waits for the turn, so the one computing can
   see, without blocking, that somebody waits.
 
-A waiter polls instead of blocking in the kernel, with a deadline: a holder that never
+A waiter sleeps in the kernel until the turn is free, with a deadline: a holder that never
 gives the turn back (a stuck process) slows the others, it never stops them.
 `WREN_CPU_SHARE=0` turns the turns off.
 """
@@ -32,7 +32,7 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-SLICE_SECONDS = 0.1  # how long a model keeps the CPU while another waits
+SLICE_SECONDS = 0.2  # how long a model keeps the CPU while another waits
 WAIT_LIMIT_SECONDS = 10.0  # past this a waiter computes anyway (and says so in the log)
 HANDOVER_SECONDS = 0.05  # how long a model that gave the turn waits to see it taken
 IDLE_SECONDS = 0.02  # a model that has not stepped for this long gives its turn back
@@ -83,6 +83,7 @@ class CpuShare:
         self._last_step = 0.0
         self._hand_over = False  # another model waited when this one gave the turn up
         self._ignore_until = 0.0  # after a holder kept the turn past wait_limit
+        self._abandoned: threading.Thread | None = None  # a wait given up on, still blocked
         self._timer: threading.Thread | None = None
         self._closed = False
         self.waited_seconds = 0.0  # totals, for benchmarks and tests
@@ -147,28 +148,59 @@ class CpuShare:
     # -- the locks -----------------------------------------------------------------------
 
     def _take(self) -> None:
+        started = time.monotonic()
+        if self._abandoned is not None and self._abandoned.is_alive():
+            return self._took(started)  # a wait given up on still blocks on the lock: compute without
         if self._hand_over:
             self._hand_over = False
             self._let_the_waiter_in()
-        started = time.monotonic()
         if not self._try(self._turn, fcntl.LOCK_EX) and started >= self._ignore_until:
             fcntl.flock(self._waiting, fcntl.LOCK_SH)  # seen by the holder's _others_wait
             try:
-                pause = 0.0002
-                while not self._try(self._turn, fcntl.LOCK_EX):
-                    if time.monotonic() - started > self.wait_limit:
-                        log.warning("another Wren model kept the CPU for over %.0f s; computing anyway",
-                                    self.wait_limit)
-                        self._ignore_until = time.monotonic() + 3 * self.wait_limit
-                        break
-                    time.sleep(pause)
-                    pause = min(pause * 2, 0.002)
+                if not self._wait_for_turn():
+                    log.warning("another Wren model kept the CPU for over %.0f s; computing anyway",
+                                self.wait_limit)
+                    self._ignore_until = time.monotonic() + 3 * self.wait_limit
             finally:
                 fcntl.flock(self._waiting, fcntl.LOCK_UN)
             self.waited_seconds += time.monotonic() - started
+        self._took(started)
+
+    def _took(self, started: float) -> None:
         with self._guard:
             self._held_since = time.monotonic()
         self.turns_taken += 1
+
+    def _wait_for_turn(self) -> bool:
+        """Block for the turn, at most wait_limit seconds. The waiting is a blocking flock
+        on a thread of its own, asleep in the kernel until the turn is free: a waiter that
+        polled took CPU from the model computing, and a thread pulled out of a parallel
+        region stalls all of that model's threads. False when the wait was given up."""
+        got = threading.Event()
+        gave_up = threading.Event()
+        decided = threading.Lock()
+
+        def block() -> None:
+            try:
+                fcntl.flock(self._turn, fcntl.LOCK_EX)
+                with decided:
+                    if gave_up.is_set():
+                        fcntl.flock(self._turn, fcntl.LOCK_UN)  # nobody wants it any more
+                    else:
+                        got.set()
+            except OSError:  # the share was closed meanwhile
+                return
+
+        waiter = threading.Thread(target=block, name="wren-cpu-wait", daemon=True)
+        waiter.start()
+        if got.wait(self.wait_limit):
+            return True
+        with decided:
+            if got.is_set():
+                return True
+            gave_up.set()
+        self._abandoned = waiter
+        return False
 
     def _give(self) -> None:
         """Unlock the turn; called with the guard held."""
