@@ -30,6 +30,8 @@ import sys
 import time
 from pathlib import Path
 
+from cpuinfo import cpu
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -48,20 +50,7 @@ QUESTION = "Find me a few classic novels about the sea, with their years."
 
 
 def machine() -> dict:
-    name = None
-    flags: set[str] = set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name") and name is None:
-                name = line.split(":", 1)[1].strip()
-            if line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    info = {"cpu": name, "cores": os.cpu_count(), "avx2": "avx2" in flags, "avx512_vnni": "avx512_vnni" in flags}
-    if hasattr(os, "getloadavg"):
-        info["load_average_1_5_15"] = [round(x, 2) for x in os.getloadavg()]
-    return info
+    return cpu()
 
 
 class _Timed:

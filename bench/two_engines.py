@@ -34,6 +34,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from cpuinfo import cpu  # noqa: E402  (bench/ is on the path when a script runs)
+
 QUESTIONS = ["Write a long story about a lighthouse keeper and a storm.",
              "Explain in detail how bread is made, step by step.",
              "Describe a walk through a city at night, with many details."]
@@ -142,7 +144,7 @@ def main() -> int:
     try:
         model_dir = _model_dir(args)
         _run(args, model_dir, "on", 1)  # compiles and saves the decode step once, unmeasured
-        report: dict = {"cpu": _cpu(), "model": str(model_dir), "compile": args.compile,
+        report: dict = {"cpu": cpu(), "model": str(model_dir), "compile": args.compile,
                         "seconds": args.seconds, "rounds": args.rounds}
         for share in [s.strip() for s in args.share.split(",") if s.strip()]:
             alone, together, ratios = [], [], []
@@ -164,20 +166,6 @@ def main() -> int:
         if made_home:
             shutil.rmtree(home, ignore_errors=True)
     return 0
-
-
-def _cpu() -> dict:
-    name, flags = None, set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name") and name is None:
-                name = line.split(":", 1)[1].strip()
-            if line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return {"name": name, "cores": os.cpu_count(), "avx2": "avx2" in flags, "avx512f": "avx512f" in flags,
-            "avx512_vnni": "avx512_vnni" in flags}
 
 
 if __name__ == "__main__":
