@@ -23,7 +23,9 @@ _SHOWN = 3  # problems named in a message; quick_check can list thousands
 _TEXTS = ("malformed", "not a database", "database corruption", "disk image")
 
 
-def _chain(exc: BaseException) -> list[BaseException]:
+def error_chain(exc: BaseException) -> list[BaseException]:
+    """`exc` and the errors it was raised from or during (a failed commit's rollback says
+    "no transaction is active"; the disk-full error that caused it is its context)."""
     seen: list[BaseException] = []
     node: BaseException | None = exc
     while node is not None and node not in seen:
@@ -34,7 +36,7 @@ def _chain(exc: BaseException) -> list[BaseException]:
 
 def is_damage(exc: BaseException) -> bool:
     """Whether SQLite said the file itself is damaged (not locked, full or read-only)."""
-    for e in _chain(exc):
+    for e in error_chain(exc):
         code = getattr(e, "sqlite_errorcode", None)
         if code is not None and code & 0xFF in (_CORRUPT, _NOTADB):
             return True
@@ -44,7 +46,7 @@ def is_damage(exc: BaseException) -> bool:
 
 
 def _locked(exc: BaseException) -> bool:
-    text = " ".join(str(e) for e in _chain(exc)).lower()
+    text = " ".join(str(e) for e in error_chain(exc)).lower()
     return "locked" in text or "busy" in text
 
 
@@ -139,4 +141,4 @@ def _zero(path: Path) -> None:
 
 def is_database_error(exc: BaseException) -> bool:
     """Whether `exc` came from SQLite (through peewee or not)."""
-    return any(isinstance(e, (sqlite3.Error, pw.DatabaseError)) for e in _chain(exc))
+    return any(isinstance(e, (sqlite3.Error, pw.DatabaseError)) for e in error_chain(exc))

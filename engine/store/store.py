@@ -248,7 +248,7 @@ class Store:
             if self._readable:  # its problems were told when it opened (logged as a notice)
                 return DatabaseDamaged(health.refused_message(self.path, reading=health.is_damage(exc)), self.damage)
             return DatabaseDamaged(health.damaged_message(self.path, self.damage, readable=False), self.damage)
-        text = " ".join(str(e) for e in _chain(exc)).lower()
+        text = " ".join(str(e) for e in health.error_chain(exc)).lower()
         if _disk_full(exc):
             return StoreError(
                 f"the disk is full: the database {self.path} in the data folder {self.folder} "
@@ -800,19 +800,8 @@ def read_setting(path: Path | str, key: str, default: Any = None) -> Any:
         conn.close()
 
 
-def _chain(exc: BaseException) -> list[BaseException]:
-    """`exc` and the errors it was raised from or during (a failed commit's rollback says
-    "no transaction is active"; the disk-full error that caused it is its context)."""
-    seen: list[BaseException] = []
-    node: BaseException | None = exc
-    while node is not None and node not in seen:
-        seen.append(node)
-        node = node.__cause__ or node.__context__
-    return seen
-
-
 def _disk_full(exc: BaseException) -> bool:
-    for e in _chain(exc):
+    for e in health.error_chain(exc):
         if getattr(e, "sqlite_errorcode", None) == _SQLITE_FULL:
             return True
         text = str(e).lower()
