@@ -54,7 +54,9 @@ class AttachedFiles(QWidget):
 
 
 def _chip(path: str) -> QLabel:
-    chip = QLabel(f"📎 {Path(path).name}")
+    # The name alone, as the composer's chip shows it: a paperclip emoji drew as an empty
+    # box where the system font has no emoji (the offscreen and many Linux fonts).
+    chip = QLabel(Path(path).name)
     chip.setObjectName("attachedFileChip")
     chip.setToolTip(f"Attached: {path}")
     chip.setAccessibleName(f"Attached file {Path(path).name}")

@@ -35,6 +35,7 @@ def test_an_attached_note_is_shown_under_the_question_and_reaches_the_prompt(
 
     question = _question(window)
     assert question.attached.isVisible() and question.attached.names() == ["trip-notes.md"]
+    _every_chip_character_is_in_its_font(question.attached)
     assert question.attached.accessibleName() == "Attached: trip-notes.md"
     assert question.text() == "What time does my flight leave, according to the attached notes?"
     prompt = window.engine.scripted.loaded[0].prompts[-1]
@@ -60,3 +61,16 @@ def test_a_question_without_files_shows_no_chips(open_window, send):
     question = _question(window)
     assert question.attached is not None and not question.attached.isVisible()
     assert question.attached.names() == []
+
+
+def _every_chip_character_is_in_its_font(bar) -> None:
+    """A chip's text draws as letters, not as the empty boxes of glyphs the font lacks."""
+    from PySide6.QtGui import QFontMetrics
+    from PySide6.QtWidgets import QLabel
+
+    chips = bar.findChildren(QLabel)
+    assert chips
+    for chip in chips:
+        metrics = QFontMetrics(chip.font())
+        missing = [ch for ch in chip.text() if not metrics.inFontUcs4(ord(ch))]
+        assert not missing, f"{chip.text()!r} has characters its font cannot draw: {missing}"
