@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.engine.cli.conftest import FakeTerminal
 from tests.engine.mcp.conftest import SERVER
 from tests.engine.tools.conftest import by_round, call
 from wren.engine.cli import main
@@ -23,25 +24,6 @@ REPO = Path(__file__).resolve().parents[3]
 HOSTILE = "\x1b]52;c;cm0gLXJmIH4=\x07safe\x1b[2J\x1b[H text\x9d0;pwned\x9c end\x1b]0;title\x1b\\"
 CONTROLS = ("\x1b", "\x07", "\x9d", "\x9c", "\x9b")
 
-
-class Terminal:
-    """A text stream that says it is a terminal, as the CLI checks with isatty."""
-
-    def __init__(self) -> None:
-        self.parts: list[str] = []
-
-    def write(self, text: str) -> int:
-        self.parts.append(text)
-        return len(text)
-
-    def flush(self) -> None:
-        pass
-
-    def isatty(self) -> bool:
-        return True
-
-    def getvalue(self) -> str:
-        return "".join(self.parts)
 
 
 def _env() -> dict[str, str]:
@@ -100,7 +82,7 @@ def calls_echo(wren_home, tiny_model_dir, monkeypatch):
 
 
 def test_ask_tools_result_line_on_a_terminal_has_no_escape_sequences(calls_echo, monkeypatch, capsys):
-    err = Terminal()
+    err = FakeTerminal()
     capsys.readouterr()
     monkeypatch.setattr(sys, "stderr", err)
     assert main(["ask", "--model", "tiny", "--tools", "t__echo", "--approve", "--keep-alive", "0", "echo it"]) == 0
