@@ -25,7 +25,7 @@ probed with hasattr or signatures:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -112,6 +112,10 @@ class LoadedModel(Protocol):
         """The worker has nothing more to run for now: give back what computing holds (a
         CPU model's turn on the cores, engine.inference.cpu_share)."""
 
+    def serving(self, cancelled: Callable[[], bool] | None) -> None:
+        """What the next steps are for: `cancelled()` says when that work was stopped, so a
+        step waiting for the cores (engine.inference.cpu_share) stops waiting."""
+
     def close(self) -> None:
         """Free weights and cache."""
 
@@ -131,6 +135,9 @@ class ModelBase:
         return None
 
     def rest(self) -> None:
+        return None
+
+    def serving(self, cancelled: Callable[[], bool] | None) -> None:
         return None
 
     def decode_batch(self, tokens: Sequence[int], positions: Sequence[int],

@@ -74,6 +74,7 @@ class BatchScheduler:
         self.stopping = False
 
     def run(self) -> None:
+        self.model.serving(self._all_cancelled)
         while True:
             self._retire_cancelled()
             self._admit()
@@ -88,6 +89,10 @@ class BatchScheduler:
                 for request in self.parked:
                     self.worker.submit(request)
                 self.parked = []
+
+    def _all_cancelled(self) -> bool:
+        """Every answer the next step serves was stopped (a pre-warm alone waits its turn)."""
+        return bool(self.active) and all(s.request.cancel.is_set() for s in self.active)
 
     # -- admission ---------------------------------------------------------------------
 

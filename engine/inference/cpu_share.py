@@ -26,7 +26,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -36,6 +36,7 @@ SLICE_SECONDS = 0.2  # how long a model keeps the CPU while another waits
 WAIT_LIMIT_SECONDS = 10.0  # past this a waiter computes anyway (and says so in the log)
 HANDOVER_SECONDS = 0.05  # how long a model that gave the turn waits to see it taken
 IDLE_SECONDS = 0.02  # a model that has not stepped for this long gives its turn back
+CANCEL_POLL_SECONDS = 0.05  # how often a waiter looks whether its work was cancelled
 
 try:
     import fcntl
@@ -84,6 +85,9 @@ class CpuShare:
         self._hand_over = False  # another model waited when this one gave the turn up
         self._ignore_until = 0.0  # after a holder kept the turn past wait_limit
         self._abandoned: threading.Thread | None = None  # a wait given up on, still blocked
+        # Whether the work that steps now was cancelled (set by the model's worker): a wait
+        # for the turn ends then, so Stop and Ctrl+C are not held up by another model's slice.
+        self.cancelled: Callable[[], bool] | None = None
         self._timer: threading.Thread | None = None
         self._closed = False
         self.waited_seconds = 0.0  # totals, for benchmarks and tests
@@ -157,7 +161,8 @@ class CpuShare:
         if not self._try(self._turn, fcntl.LOCK_EX) and started >= self._ignore_until:
             fcntl.flock(self._waiting, fcntl.LOCK_SH)  # seen by the holder's _others_wait
             try:
-                if not self._wait_for_turn():
+                waited = self._wait_for_turn()
+                if waited is None:
                     log.warning("another Wren model kept the CPU for over %.0f s; computing anyway",
                                 self.wait_limit)
                     self._ignore_until = time.monotonic() + 3 * self.wait_limit
@@ -171,11 +176,13 @@ class CpuShare:
             self._held_since = time.monotonic()
         self.turns_taken += 1
 
-    def _wait_for_turn(self) -> bool:
+    def _wait_for_turn(self) -> bool | None:
         """Block for the turn, at most wait_limit seconds. The waiting is a blocking flock
         on a thread of its own, asleep in the kernel until the turn is free: a waiter that
         polled took CPU from the model computing, and a thread pulled out of a parallel
-        region stalls all of that model's threads. False when the wait was given up."""
+        region stalls all of that model's threads. True: the turn is ours; False: the work
+        waiting for it was cancelled meanwhile (its one step runs at once, so the stop is
+        quick); None: the wait outlasted wait_limit."""
         got = threading.Event()
         gave_up = threading.Event()
         decided = threading.Lock()
@@ -193,14 +200,18 @@ class CpuShare:
 
         waiter = threading.Thread(target=block, name="wren-cpu-wait", daemon=True)
         waiter.start()
-        if got.wait(self.wait_limit):
-            return True
-        with decided:
-            if got.is_set():
-                return True
-            gave_up.set()
-        self._abandoned = waiter
-        return False
+        deadline = time.monotonic() + self.wait_limit
+        cancelled = self.cancelled
+        while not got.wait(min(CANCEL_POLL_SECONDS, max(0.0, deadline - time.monotonic()))):
+            stop = cancelled is not None and cancelled()
+            if stop or time.monotonic() >= deadline:
+                with decided:
+                    if got.is_set():
+                        return True
+                    gave_up.set()
+                self._abandoned = waiter
+                return False if stop else None
+        return True
 
     def _give(self) -> None:
         """Unlock the turn; called with the guard held."""

@@ -231,6 +231,7 @@ class ModelWorker:
         return prompt_tokens - cached > self.prefill_chunk
 
     def _warm(self, session: KVSession, request: WarmRequest) -> None:
+        self.running_model.serving(request.cancel.is_set)
         finished = self._prefill_chunks(session, request.prompt_ids, request.cancel, request.priority)
         request.prefilled = common_prefix(session.cached_ids, request.prompt_ids)
         if not finished and not request.cancel.is_set():
@@ -238,6 +239,7 @@ class ModelWorker:
             self.submit(request)  # pre-empted: carry on after the urgent work
 
     def _generate(self, session: KVSession, request: GenerationRequest) -> None:
+        self.running_model.serving(request.cancel.is_set)
         output = SequenceOutput(self.tokenizer, request)
         self._switch_prefix(session, request.prompt_ids)
         cached_before = min(common_prefix(session.cached_ids, request.prompt_ids), len(request.prompt_ids) - 1)

@@ -140,6 +140,10 @@ class TorchModel(ModelBase):
         if self.share is not None:
             self.share.rest()
 
+    def serving(self, cancelled) -> None:
+        if self.share is not None:
+            self.share.cancelled = cancelled
+
     def _caches(self, slot: int):
         check_slot(slot, self.slots)
         for layer in self._model.layers:

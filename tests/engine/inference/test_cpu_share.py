@@ -207,3 +207,39 @@ def test_a_cpu_model_takes_turns_and_rests_when_its_worker_is_idle(tmp_path, mon
         other.close()
     finally:
         worker.close()
+
+
+def test_a_stopped_answer_does_not_wait_for_another_models_turn(tmp_path, monkeypatch, tiny_model_dir):
+    """Stop (or Ctrl+C) while the model waits for the cores: the wait ends at once, the
+    answer finishes as cancelled, instead of after the holder's step or the wait limit."""
+    import queue
+
+    from wren.engine.events import Finished, FinishReason
+    from wren.engine.inference.backends.torch import TorchBackend
+    from wren.engine.inference.sampling import SamplingParams
+    from wren.engine.inference.worker import GenerationRequest, ModelWorker
+    from wren.engine.tokenize import Tokenizer
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    monkeypatch.setenv("WREN_TORCH_COMPILE", "off")
+    monkeypatch.delenv("WREN_CPU_SHARE", raising=False)
+    worker = ModelWorker("tiny", TorchBackend("cpu"), tiny_model_dir, Tokenizer.from_dir(tiny_model_dir))
+    holder = None
+    try:
+        worker.loaded.result(120)
+        holder = _holder(tmp_path / "wren")  # another model, inside a long step
+        events: queue.Queue = queue.Queue()
+        request = GenerationRequest([1, 2, 3], SamplingParams(temperature=0.0, max_tokens=50), events.put)
+        worker.submit(request)
+        time.sleep(0.5)
+        stopped = time.monotonic()
+        request.cancel.set()
+        while not isinstance(event := events.get(timeout=30), Finished):
+            pass
+        assert event.reason is FinishReason.CANCELLED
+        assert time.monotonic() - stopped < 2.0  # the wait limit is 10 s
+    finally:
+        if holder is not None:
+            holder.kill()
+            holder.wait(10)
+        worker.close()
