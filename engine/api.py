@@ -79,6 +79,7 @@ from .server.serving import Serving
 from .store import Store
 from .token_view import TokenPiece, TokenView  # noqa: F401  TokenPiece: re-exported for the desktop
 from .token_view import visible as visible
+from .threadloop import wait_event
 from .tokenize import Tokenizer
 from .tools.facade import Tools
 from .tools.mcp_facade import McpFacade, McpServerInfo  # noqa: F401  McpServerInfo: re-exported for the desktop
@@ -468,7 +469,8 @@ class Engine(ModelLibrary, Preferences, Serving, Providers, Tools, McpFacade, Ca
         if model is None:
             return None
         if wait:
-            return await asyncio.get_running_loop().run_in_executor(None, model.wait_compiled)
+            while model.decode_mode == "compiling":  # polled: a blocking wait would hold an executor thread
+                await asyncio.sleep(0.05)
         return model.decode_mode
 
     async def unload_model(self) -> None:
@@ -564,7 +566,7 @@ class Engine(ModelLibrary, Preferences, Serving, Providers, Tools, McpFacade, Ca
         warm = self._warm
         if warm is None:
             return 0
-        await asyncio.get_running_loop().run_in_executor(None, warm.done.wait, timeout)
+        await wait_event(warm.done, timeout)
         return warm.prefilled
 
     def _cancel_warm(self) -> None:

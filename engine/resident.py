@@ -218,7 +218,12 @@ async def connect(start: bool = True) -> tuple[asyncio.StreamReader, asyncio.Str
 
     # One client starts the engine; the others wait on the lock, then find it listening.
     with open(paths.private_file(path.with_suffix(".lock")), "a") as lock:
-        await asyncio.get_running_loop().run_in_executor(None, fcntl.flock, lock, fcntl.LOCK_EX)
+        while True:  # polled, not a blocking flock on an executor thread that a cancel could not free
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                await asyncio.sleep(0.05)
         try:
             line = await _connect(path)
             if line is not None:

@@ -73,3 +73,18 @@ class LoopThread(threading.Thread):
             return False
         self.loop.close()
         return True
+
+
+async def wait_event(event: threading.Event, timeout: float | None = None, *, poll: float = 0.02) -> bool:
+    """Wait for a thread's `event` from a loop without holding an executor thread: the
+    loop's default executor is small (qasync's has 10 threads), and a blocking wait whose
+    awaiting task was cancelled kept its thread until the event came, so enough of them
+    starved every later `run_in_executor` (a provider test in the window hung that way).
+    True once set, False after `timeout` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout is None else loop.time() + timeout
+    while not event.is_set():
+        if deadline is not None and loop.time() >= deadline:
+            return False
+        await asyncio.sleep(poll)
+    return True

@@ -5,6 +5,7 @@ with it every engine coroutine."""
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -54,7 +55,14 @@ def arun(aloop, qtbot) -> Callable[..., Any]:
 
     def run(coro: Awaitable[Any], timeout: float = 10.0) -> Any:
         task = asyncio.ensure_future(coro)
-        qtbot.waitUntil(task.done, timeout=int(timeout * 1000))
+        try:
+            qtbot.waitUntil(task.done, timeout=int(timeout * 1000))
+        except Exception:
+            # what every thread was doing, so a hang seen once in CI can be told apart from
+            # a slow machine
+            faulthandler.dump_traceback(all_threads=True)
+            task.print_stack()
+            raise
         return task.result()
 
     return run
