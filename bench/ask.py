@@ -35,7 +35,7 @@ TARGET_S = 3.0
 
 
 def _wren(*args: str) -> list[str]:
-    return [sys.executable, "-m", "wren.engine.cli", *args]
+    return [sys.executable, "-m", "wren.engine.terminal", *args]
 
 
 def _timed_ask(env: dict, question: str, keep_alive: str | None, seed: int = 0) -> dict:

@@ -94,7 +94,7 @@ def _env(home: Path, tag: str) -> dict[str, str]:
 
 
 def _ask(question: str, seed: int, max_tokens: int) -> list[str]:
-    return [PY, "-m", "wren.engine.cli", "ask", "--backend", "torch-cpu", "--seed", str(seed),
+    return [PY, "-m", "wren.engine.terminal", "ask", "--backend", "torch-cpu", "--seed", str(seed),
             "--temperature", "0.8", "--max-tokens", str(max_tokens), question]
 
 

@@ -28,6 +28,7 @@ from wren.engine.api import (
     write_crash_report,
 )
 from wren.engine.errors import WrenError
+from wren.engine.terminal.resident_host import host_for_window
 
 from .crash_notice import CrashNotice, notice_text
 from .settings.dialog import HOTKEY, HOTKEY_ENABLED, SavedSettings, SettingsDialog
@@ -109,7 +110,7 @@ class WrenApp(QObject):
         await self.window.start()
         await self.apply_hotkey()
         try:  # `wren ask` for the loaded model is answered here, not by a second copy of it
-            self._stop_terminal = await self.engine.answer_terminal()
+            self._stop_terminal = await host_for_window(self.engine)
         except Exception:  # the terminal then starts its own engine: Wren itself goes on
             log.exception("could not answer `wren ask` from the window")
         if greet:

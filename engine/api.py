@@ -7,7 +7,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,8 +17,6 @@ from . import paths
 
 # Plain types and constants the desktop uses, re-exported so that desktop/ imports the
 # engine through this module alone (tests/test_import_contract.py).
-from .cli_terminal import ORIGIN_KEY as ORIGIN_KEY
-from .cli_terminal import TERMINAL_ORIGIN as TERMINAL_ORIGIN
 from .context import ContextAssembler, ContextReport, MemorySummaries, SummaryStore, report_from_meta
 from .context import ContextOverflow as ContextOverflow
 from .context import ContextPart as ContextPart
@@ -70,6 +68,8 @@ from .preferences import Preferences
 from .privacy import EraseReport, Privacy, purge_conversations  # noqa: F401  EraseReport: re-exported for the desktop
 from .providers import KEY_STORES, KeyStoreError, ProviderInfo, RemoteModelInfo  # noqa: F401  re-exported for the desktop
 from .providers.facade import ProviderCheck, Providers  # noqa: F401  ProviderCheck: re-exported
+from .records import ORIGIN_KEY as ORIGIN_KEY
+from .records import TERMINAL_ORIGIN as TERMINAL_ORIGIN
 from .records import ConversationInfo, EngineNotice, MessageInfo, Role, check_unicode, clean_title
 from .safety import Finding as Finding
 from .safety import Policy, ScanResult, scan
@@ -173,7 +173,7 @@ class Engine(ModelLibrary, Preferences, Serving, Providers, Tools, McpFacade, Ca
         """The engine over the user's data dir (or `home`)."""
         if home is not None:
             os.environ["WREN_HOME"] = str(home)
-        from .resident import release_model
+        from .engine_sockets import release_model
 
         registry = ModelRegistry(paths.models_dir(), before_remove=release_model)  # resident engines let go first
         leftovers = registry.sweep_leftovers()
@@ -189,14 +189,6 @@ class Engine(ModelLibrary, Preferences, Serving, Providers, Tools, McpFacade, Ca
                 str(registry.root),
             ))
         return engine
-
-    async def answer_terminal(self) -> Callable[[], Awaitable[None]] | None:
-        """While the window runs, `wren ask` questions for the model this engine has loaded
-        are answered here rather than by a second engine with a second copy of the model
-        (engine/resident_engine.py). The call that stops it, or None where it cannot."""
-        from .resident_engine import host_for_window
-
-        return await host_for_window(self)
 
     async def close(self) -> None:
         """Stop answers, unload the model, close the database; calling it again is harmless."""

@@ -12,10 +12,10 @@ from .context import ContextSettings, Instructions, load_instructions, load_sett
 from .context.settings import SETTING_KEY as CONTEXT_KEY
 from .errors import InvalidRequest
 from .events import SafetyAction
+from .keep_alive import DEFAULT_KEEP_ALIVE, KEEP_ALIVE_SETTING, seconds
 from .memory import MemoryInfo, MemorySettings, Suggestion
 from .performance import PARALLEL_KEY, PREFIX_CACHE_KEY, PerformanceSettings
 from .records import check_unicode
-from .resident import DEFAULT_KEEP_ALIVE, KEEP_ALIVE_SETTING, seconds
 from .safety import Policy, user_policy
 
 if TYPE_CHECKING:

@@ -14,6 +14,11 @@ from .errors import InvalidRequest
 # over-long one would fail a send over something the user never typed as a title.
 TITLE_MAX_CHARS = 200
 
+# Conversations the terminal creates carry settings[ORIGIN_KEY] == TERMINAL_ORIGIN; the
+# window lists them in a group of their own, apart from its chats.
+ORIGIN_KEY = "origin"
+TERMINAL_ORIGIN = "terminal"
+
 
 class Role(enum.Enum):
     SYSTEM = "system"

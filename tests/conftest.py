@@ -23,7 +23,7 @@ def wren_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     # background; tests that want compiling ask for it.
     monkeypatch.setenv("WREN_TORCH_COMPILE", "off")
     # `wren ask` answers in its own process unless a test asks for the resident engine
-    # (engine/resident.py), so no test leaves an engine process behind.
+    # (engine/terminal/resident.py), so no test leaves an engine process behind.
     monkeypatch.setenv("WREN_KEEP_ALIVE", "0")
     return home
 

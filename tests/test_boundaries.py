@@ -39,7 +39,7 @@ def test_no_forbidden_imports_in_source(package):
 
 def test_engine_api_import_pulls_in_no_qt():
     code = (
-        "import sys, wren.engine.api, wren.engine.cli\n"
+        "import sys, wren.engine.api, wren.engine.terminal.main\n"
         "bad = [m for m in sys.modules if m.split('.')[0] in ('PySide6', 'qasync', 'shiboken6')]\n"
         "print(','.join(bad))\n"
     )

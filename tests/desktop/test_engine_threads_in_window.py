@@ -187,7 +187,7 @@ def _wren_ask_in_thread(*args: str) -> tuple[threading.Thread, dict]:
     env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
 
     def run() -> None:
-        done = subprocess.run([sys.executable, "-m", "wren.engine.cli", "ask", *args],
+        done = subprocess.run([sys.executable, "-m", "wren.engine.terminal", "ask", *args],
                               cwd=Path(__file__).resolve().parents[2], env=env, stdin=subprocess.DEVNULL,
                               capture_output=True, text=True, timeout=60)
         result.update(code=done.returncode, out=done.stdout, err=done.stderr)

@@ -1,11 +1,11 @@
 """While Wren's window runs, its engine answers `wren ask` for the model it has loaded
-(engine/resident_engine.py's host_for_window), so the terminal does not load a second copy."""
+(engine/terminal/resident_host.py's host_for_window), so the terminal does not load a second copy."""
 
 from __future__ import annotations
 
 import pytest
 
-from wren.engine import resident
+from wren.engine import engine_sockets as resident
 
 pytestmark = pytest.mark.skipif(not resident.supported(), reason="`wren ask` reaches engines over Unix sockets")
 

@@ -23,7 +23,7 @@ def test_sigkill_mid_stream_leaves_question_and_partial_answer(starter_models_di
     env = dict(os.environ, WREN_HOME=str(home), PYTHONPATH=str(REPO))
     question = "Write a long story about a lighthouse keeper and a storm."
     proc = subprocess.Popen(
-        [sys.executable, "-m", "wren.engine.cli", "ask", "--backend", "torch-cpu", "--seed", "1",
+        [sys.executable, "-m", "wren.engine.terminal", "ask", "--backend", "torch-cpu", "--seed", "1",
          "--temperature", "0.8", "--max-tokens", "2000", question],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO,
     )

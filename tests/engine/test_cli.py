@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from wren.engine.cli import main
+from wren.engine.terminal.main import main
 
 
 @pytest.fixture

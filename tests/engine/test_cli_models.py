@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from tests.fakehub import FakeHub, use_fake_hub
-from wren.engine.cli import main
 from wren.engine.modelhub.sizing import OVERHEAD_BYTES, estimate_ram
+from wren.engine.terminal.main import main
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 REPO = "acme/tiny-GGUF"
@@ -140,7 +140,7 @@ def test_ctrl_c_stops_a_pull_which_the_next_pull_resumes(wren_home, hub, tmp_pat
     size = big.stat().st_size
     hub.slow(REPO, FILE, chunk=64 << 10, delay=0.02)  # about 5 s for the whole file
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    command = [sys.executable, "-m", "wren.engine.cli", "models", "pull", f"{REPO}:{FILE}"]
+    command = [sys.executable, "-m", "wren.engine.terminal", "models", "pull", f"{REPO}:{FILE}"]
     proc = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     downloads = wren_home / "models" / ".downloads"
@@ -183,7 +183,7 @@ def test_estimate_ram_reads_the_shape_from_config(tmp_path):
 
 
 def test_progress_bar_shows_percent_megabytes_and_speed(capsys):
-    from wren.engine.cli import _ProgressBar
+    from wren.engine.terminal.main import _ProgressBar
 
     clock = iter([10.0, 10.05, 11.0, 12.0])
     bar = _ProgressBar("Downloading")

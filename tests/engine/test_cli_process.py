@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from wren.engine.cli import main
+from wren.engine.terminal.main import main
 
 REPO = Path(__file__).resolve().parents[2]
 STARTER = "smollm2-135m-instruct"
@@ -30,7 +30,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _wren(*args: str) -> list:
-    return [sys.executable, "-m", "wren.engine.cli", *args]
+    return [sys.executable, "-m", "wren.engine.terminal", *args]
 
 
 def _run(args: list, *, env: dict | None = None, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess:
@@ -298,7 +298,7 @@ def test_invalid_utf8_on_stdin_and_in_argv_is_replaced(tiny_installed, capsys):
     from_stdin = _run([*base, "-"], input=b"caf\xe9 au lait \xff\xfe?", stdin=None)
     assert from_stdin.returncode == 0, from_stdin.stderr.decode(errors="replace")
     assert b"Traceback" not in from_stdin.stderr
-    from_argv = subprocess.run([os.fsencode(sys.executable), b"-m", b"wren.engine.cli", *map(os.fsencode, base),
+    from_argv = subprocess.run([os.fsencode(sys.executable), b"-m", b"wren.engine.terminal", *map(os.fsencode, base),
                                 b"na\xefve \xff question"], cwd=REPO, env=_env(), stdin=subprocess.DEVNULL,
                                capture_output=True, timeout=120)
     assert from_argv.returncode == 0, from_argv.stderr.decode(errors="replace")

@@ -210,7 +210,7 @@ def test_a_normal_exit_leaves_nothing(wren_home, fresh_hooks):
 
 
 def test_the_wren_command_prints_where_the_report_is(wren_home, monkeypatch, capsys):
-    from wren.engine import cli
+    from wren.engine.terminal import main as cli
 
     def broken(args):
         raise RuntimeError(f"unexpected state while listing {PROMPT!r}")
@@ -231,7 +231,7 @@ def test_wren_help_and_version_write_nothing_to_the_data_folder(tmp_path):
     error leave a fresh machine's data folder unmade."""
     home = tmp_path / "fresh-machine-data"
     for args in (["--help"], ["--version"], ["no-such-command"]):
-        done = _child(f"import sys; from wren.engine.cli import main; sys.argv = ['wren', *{args!r}]; sys.exit(main())",
+        done = _child(f"import sys; from wren.engine.terminal.main import main; sys.argv = ['wren', *{args!r}]; sys.exit(main())",
                       home)
         assert done.returncode in (0, 2), (args, done.stderr)
     assert not home.exists()

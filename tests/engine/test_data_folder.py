@@ -37,7 +37,7 @@ def _folder(parent: Path, mode: int, name: str = "data") -> Path:
 def _wren(home: Path, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, WREN_HOME=str(home),
                PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-    return subprocess.run([sys.executable, "-m", "wren.engine.cli", *args], cwd=REPO, env=env,
+    return subprocess.run([sys.executable, "-m", "wren.engine.terminal", *args], cwd=REPO, env=env,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
 
 
@@ -143,17 +143,17 @@ def test_a_symlinked_socket_folder_is_refused_and_its_target_left_alone(tmp_path
     import shutil
     import tempfile
 
-    from wren.engine import resident
+    from wren.engine import engine_sockets
 
     runtime = Path(tempfile.mkdtemp(prefix="wren-rt-"))  # short: socket paths have a length limit
     try:
         target = _folder(tmp_path, 0o755, "someone-elses-pick")
         (runtime / "wren").symlink_to(target, target_is_directory=True)  # as planted in /tmp/wren-UID
         monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
-        folder = resident.socket_path(tmp_path).parent
+        folder = engine_sockets.socket_path(tmp_path).parent
         assert folder == runtime / "wren"
         with pytest.raises(DataFolderError, match="not private to this user"):
-            resident._private_folder(folder)
+            engine_sockets.private_folder(folder)
         assert _mode(target) == 0o755
     finally:
         shutil.rmtree(runtime)

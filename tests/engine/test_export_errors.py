@@ -31,7 +31,7 @@ def _wren(*args: str, limit_bytes: int | None = None) -> subprocess.CompletedPro
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
 
-    return subprocess.run([sys.executable, "-m", "wren.engine.cli", *args], cwd=REPO, env=env,
+    return subprocess.run([sys.executable, "-m", "wren.engine.terminal", *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
                           preexec_fn=limit if limit_bytes else None)
 

@@ -10,9 +10,9 @@ import asyncio
 import json
 import zipfile
 
-from wren.engine.cli import main
 from wren.engine.events import Delta, Started
 from wren.engine.inference.backends.scripted import ScriptedBackend
+from wren.engine.terminal.main import main
 
 FIRST, EDITED, SECOND = "Tell me about herons", "Tell me about egrets instead", "Now a long story"
 STORY = "Once upon a time a grey heron fished all day by the quiet river bank, and waited."

@@ -10,6 +10,7 @@ import pytest
 
 from wren.engine.api import Engine, TokenPiece
 from wren.engine.errors import InvalidRequest, WrenError
+from wren.engine.terminal.tokens import render
 from wren.engine.token_view import visible
 from wren.engine.tokens_cli import render
 
@@ -113,7 +114,7 @@ def test_render_shows_boundaries_ids_and_spaces():
 
 
 def test_cli_prints_tokens_as_json(make_engine, capsys):
-    from wren.engine.cli import main
+    from wren.engine.terminal.main import main
 
     asyncio.run(make_engine().close())  # registers the tiny model as the default in WREN_HOME
     assert main(["tokens", "Hi there", "--json"]) == 0

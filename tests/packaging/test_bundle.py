@@ -136,7 +136,7 @@ def test_bundled_wren_answers_from_a_clean_environment(bundle, tmp_path):
     _record(cli_first_answer_seconds=round(time.monotonic() - started, 1))
     assert done.returncode == 0, done.stderr[-4000:]
     assert "Paris" in done.stdout, done.stdout + done.stderr[-2000:]
-    # that ask started the resident engine (engine/resident.py), the bundle's own program
+    # that ask started the resident engine (engine/terminal/resident.py), the bundle's own program
     # run again; the next ask goes to it
     started = time.monotonic()
     again = subprocess.run([str(bundle / "wren"), "ask", "--temperature", "0", "--max-tokens", "32", QUESTION],

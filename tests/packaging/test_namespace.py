@@ -143,7 +143,7 @@ def test_the_wheel_installs_only_the_wren_namespace(wren_wheel):
     dist_info = {t for t in tops if t.endswith(".dist-info")}
     assert tops - dist_info == {"wren"}, sorted(tops)
     assert "wren/__init__.py" not in names, "wren/ is a namespace: the PyPI `wren` owns wren/__init__.py"
-    for must in ("wren/engine/__init__.py", "wren/engine/cli.py", "wren/engine/inference/quant/kernels.py",
+    for must in ("wren/engine/__init__.py", "wren/engine/terminal/main.py", "wren/engine/inference/quant/kernels.py",
                  "wren/desktop/app.py", "wren/resources/safety/policy.toml", "wren/resources/desktop/wren.svg",
                  "wren/resources/models/catalog.json"):
         assert must in names, f"{must} is missing from {wren_wheel.name}"
@@ -155,7 +155,7 @@ def test_the_wheel_installs_only_the_wren_namespace(wren_wheel):
                 assert f"wren/{rel}" in names, f"{rel} is not in the wheel"
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     text = zipfile.ZipFile(wren_wheel).read(entry_points).decode()
-    assert "wren = wren.engine.cli:main" in text and "wren-desktop = wren.desktop.app:main" in text
+    assert "wren = wren.engine.terminal.main:main" in text and "wren-desktop = wren.desktop.app:main" in text
 
 
 @pytest.mark.slow

@@ -62,7 +62,7 @@ def test_wheel_installs_in_a_fresh_venv_and_answers(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-4000:]
     assert "Paris" in done.stdout, done.stdout + done.stderr[-2000:]
-    # that ask started the resident engine (engine/resident.py); the next one goes to it
+    # that ask started the resident engine (engine/terminal/resident.py); the next one goes to it
     again = subprocess.run([str(wren), "ask", "--temperature", "0", "--max-tokens", "32", "What is the capital of France?"],
                            env=env, capture_output=True, text=True, timeout=600, check=False)
     assert again.returncode == 0 and "Paris" in again.stdout, again.stdout + again.stderr[-2000:]

@@ -126,8 +126,8 @@ def unmount(where: Path) -> None:
 def wren(home: Path, *args: str, prefix: list[str] | None = None, scripted: bool = False,
          stdin: str | None = None, timeout: float = 180, **env: str) -> subprocess.CompletedProcess:
     """`wren ARGS` over `home` as a child process: the real program (`python -m
-    wren.engine.cli`, crash hooks and all), or with the scripted backend (tests' launcher)."""
-    program = [sys.executable, str(LAUNCHER)] if scripted else [sys.executable, "-m", "wren.engine.cli"]
+    wren.engine.terminal`, crash hooks and all), or with the scripted backend (tests' launcher)."""
+    program = [sys.executable, str(LAUNCHER)] if scripted else [sys.executable, "-m", "wren.engine.terminal"]
     variables = child_env(WREN_HOME=str(home), WREN_KEEP_ALIVE="0", PYTHONDONTWRITEBYTECODE="1",
                           HOME=str(home.parent), XDG_DATA_HOME=str(home.parent / "xdg-data"), **env)
     for name in ("WREN_API_KEY", "WREN_KEYRING_PASSPHRASE", "DBUS_SESSION_BUS_ADDRESS"):

@@ -40,6 +40,7 @@ def main() -> int:
     from wren.engine import cli
     from wren.engine.api import Engine
     from wren.engine.inference.backends.scripted import ScriptedBackend
+    from wren.engine.terminal import main as cli
 
     backend = ScriptedBackend(reply, delay=float(os.environ.get("WREN_TEST_DELAY", "0")))
     original = Engine.open.__func__

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from tests.engine.cli.conftest import FakeTerminal, set_reply
-from wren.engine.cli import main
+from wren.engine.terminal.main import main
 
 ESC = "\x1b"
 HOSTILE = f"safe {ESC}[31mred{ESC}[0m {ESC}]0;pwned\x07{ESC}]52;c;aGk=\x07bell\x07 \x9b2J{ESC}[2Jend"
@@ -184,8 +184,8 @@ def test_no_save_leaves_nothing_in_the_database(scripted, capsys):
 
 
 def test_the_setting_keeps_nothing_and_save_overrides_it(scripted, capsys):
-    from wren.engine.cli import SAVE_SETTING
     from wren.engine.store import Store
+    from wren.engine.terminal.main import SAVE_SETTING
 
     store = Store(scripted_db())
     store.set_setting(SAVE_SETTING, False)
@@ -200,8 +200,8 @@ def test_the_setting_keeps_nothing_and_save_overrides_it(scripted, capsys):
 def test_engine_notices_go_to_standard_error(capsys):
     """A notice from the engine (a damaged model file) is printed on stderr, never mixed
     into the answer on stdout."""
-    from wren.engine.cli import _print_notices
     from wren.engine.records import EngineNotice
+    from wren.engine.terminal.main import _print_notices
 
     class Finished:
         def notices(self):

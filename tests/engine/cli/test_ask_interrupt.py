@@ -38,7 +38,7 @@ def test_ctrl_c_at_any_moment_stops_promptly_and_saves_no_complete_answer(keep_a
     # machine-wide CPU turn is off: other processes' turns (other tests) would add their wait
     # to the time measured here, which is the asker's own handling of Ctrl+C.
     process = subprocess.Popen(
-        [sys.executable, "-m", "wren.engine.cli", "ask", "--keep-alive", keep_alive, "--model", "tiny", "--json",
+        [sys.executable, "-m", "wren.engine.terminal", "ask", "--keep-alive", keep_alive, "--model", "tiny", "--json",
          "--temperature", "0", "--max-tokens", "6000", "count to ten thousand"],
         cwd=REPO, env=_env(WREN_KEEP_ALIVE=keep_alive, WREN_CPU_SHARE="0"), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)

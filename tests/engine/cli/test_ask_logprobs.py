@@ -6,7 +6,7 @@ import json
 import math
 
 from tests.engine.cli.conftest import set_reply
-from wren.engine.cli import main
+from wren.engine.terminal.main import main
 
 
 def test_ask_json_logprobs_prints_each_tokens_probability_and_alternatives(scripted, capsys):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from tests.engine.cli.conftest import set_reply
-from wren.engine.cli import main
+from wren.engine.terminal.main import main
 
 
 def test_an_arithmetic_answer_without_the_calculator_is_noted(scripted, capsys):

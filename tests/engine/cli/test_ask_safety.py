@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from wren.engine import resident
+from wren.engine.terminal import resident
 
 REPO = Path(__file__).resolve().parents[3]
 BLOCKED_STATUS = 3
@@ -39,7 +39,7 @@ def _env(keep_alive: str) -> dict[str, str]:
 
 
 def _wren(*args: str, keep_alive: str = "0") -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "wren.engine.cli", *args], cwd=REPO, env=_env(keep_alive),
+    return subprocess.run([sys.executable, "-m", "wren.engine.terminal", *args], cwd=REPO, env=_env(keep_alive),
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=180)
 
 
@@ -96,7 +96,7 @@ def test_warnings_and_redactions_are_said_on_standard_error(home, keep_alive):
 
 def test_an_answer_the_policy_stops_says_so_and_exits_3(scripted, wren_home, capsys):
     from tests.engine.cli.conftest import set_reply
-    from wren.engine.cli import main
+    from wren.engine.terminal.main import main
 
     (wren_home / "safety").mkdir(exist_ok=True)
     (wren_home / "safety" / "policy.toml").write_text(POLICY)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import io
 
-from wren.engine.cli_chat import Chat
-from wren.engine.cli_terminal import Output
+from wren.engine.terminal.chat import Chat
+from wren.engine.terminal.output import Output
 
 
 def test_attach_puts_the_file_in_the_next_prompt_only(make_engine, tmp_path):

@@ -14,7 +14,7 @@ import pytest
 
 from tests.engine.cli.conftest import LAUNCHER, child_env
 from tests.engine.cli.test_chat_pty import Terminal
-from wren.engine.cli import main
+from wren.engine.terminal.main import main
 
 pytestmark = [
     pytest.mark.slow,

@@ -7,8 +7,8 @@ import io
 
 import pytest
 
-from wren.engine.cli_chat import COMMANDS, Chat, help_text, read_message
-from wren.engine.cli_terminal import Output
+from wren.engine.terminal.chat import COMMANDS, Chat, help_text, read_message
+from wren.engine.terminal.output import Output
 
 
 def _lines(*lines: str):

@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from wren.engine.cli import build_parser
-from wren.engine.cli_completion import SHELLS, script, tree
+from wren.engine.terminal.completion import SHELLS, script, tree
+from wren.engine.terminal.main import build_parser
 
 PARSER = build_parser(extensions=True)
 ROOT = tree(PARSER)
@@ -108,7 +108,7 @@ def test_fish_script_is_valid_and_completes(tmp_path):
 
 
 def test_the_command_prints_a_script(capsys):
-    from wren.engine.cli import main
+    from wren.engine.terminal.main import main
 
     assert main(["completion", "bash"]) == 0
     assert "complete -o default -o bashdefault -F _wren wren" in capsys.readouterr().out

@@ -1,4 +1,4 @@
-"""`wren ask` through the resident engine (engine/resident.py): the model stays loaded in
+"""`wren ask` through the resident engine (engine/terminal/resident.py): the model stays loaded in
 one background process between runs, and each `wren ask` sends its question over a Unix
 socket. These run the real CLI and the real engine process over the tiny model."""
 
@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from wren.engine import resident
+from wren.engine import engine_sockets
+from wren.engine.terminal import resident
+from wren.engine.terminal.resident_host import host_for_window
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -37,7 +39,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 def _wren(*args: str, env: dict | None = None, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess:
     kwargs.setdefault("stdin", subprocess.DEVNULL)
-    return subprocess.run([sys.executable, "-m", "wren.engine.cli", *args], cwd=REPO, env=env or _env(),
+    return subprocess.run([sys.executable, "-m", "wren.engine.terminal", *args], cwd=REPO, env=env or _env(),
                           capture_output=True, text=True, timeout=timeout, **kwargs)
 
 
@@ -176,7 +178,7 @@ def test_a_stale_socket_is_replaced(tiny_home):
 def _answer_stream(*words: str) -> subprocess.Popen:
     """A long answer (greedy, the tiny model writes 6,000 tokens to "count to ten thousand":
     seconds, so a signal or a kill lands mid-answer)."""
-    return subprocess.Popen([sys.executable, "-m", "wren.engine.cli", "ask", "--model", "tiny", "--json",
+    return subprocess.Popen([sys.executable, "-m", "wren.engine.terminal", "ask", "--model", "tiny", "--json",
                              "--temperature", "0", "--max-tokens", "6000", *words], cwd=REPO, env=_env(),
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -228,7 +230,7 @@ def test_a_client_that_goes_away_stops_its_answer(tiny_home):
 
 def test_two_asks_at_once_are_both_answered(tiny_home):
     assert _ask("--max-tokens", "2", "hi").returncode == 0
-    procs = [subprocess.Popen([sys.executable, "-m", "wren.engine.cli", "ask", "--model", "tiny", "--json",
+    procs = [subprocess.Popen([sys.executable, "-m", "wren.engine.terminal", "ask", "--model", "tiny", "--json",
                                "--max-tokens", "6", f"question {i}"], cwd=REPO, env=_env(),
                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for i in range(2)]
@@ -268,9 +270,9 @@ def test_engines_started_in_other_environments_are_apart_and_all_stop(tiny_home)
     stopped = _wren("resident", "stop", "--json")
     assert sorted(json.loads(line)["pid"] for line in stopped.stdout.splitlines()) == sorted(s["pid"] for s in found)
     deadline = time.monotonic() + 30
-    while resident.sockets(tiny_home) and time.monotonic() < deadline:
+    while engine_sockets.sockets(tiny_home) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert resident.sockets(tiny_home) == []
+    assert engine_sockets.sockets(tiny_home) == []
 
 
 def test_asks_that_name_tools_answer_in_their_own_process(tiny_home):
@@ -315,7 +317,7 @@ def test_keep_alive_values(monkeypatch):
 
 
 def test_an_open_windows_engine_answers_its_model_and_leaves_others_to_the_resident(tiny_home, tiny_model_dir):
-    """What Wren's window does while it runs (Engine.answer_terminal), with a real engine here."""
+    """What Wren's window does while it runs (terminal.resident_host.host_for_window), with a real engine here."""
     import asyncio
 
     from wren.engine.api import Engine
@@ -325,7 +327,7 @@ def test_an_open_windows_engine_answers_its_model_and_leaves_others_to_the_resid
 
     async def wren(*args: str) -> tuple[int, str, str]:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "wren.engine.cli", *args, cwd=REPO, env=_env(), stdin=subprocess.DEVNULL,
+            sys.executable, "-m", "wren.engine.terminal", *args, cwd=REPO, env=_env(), stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         out, err = await process.communicate()
         return process.returncode, out.decode(), err.decode()
@@ -333,7 +335,7 @@ def test_an_open_windows_engine_answers_its_model_and_leaves_others_to_the_resid
     async def scenario() -> None:
         engine = Engine.open()
         await engine.load_model("tiny")
-        stop = await engine.answer_terminal()
+        stop = await host_for_window(engine)
         assert stop is not None
         try:
             code, out, err = await wren("ask", "--model", "tiny", "--json", "--max-tokens", "3", "hi")
@@ -453,7 +455,7 @@ def test_the_keep_alive_setting_applies_without_a_flag_or_variable(tiny_home):
 
 
 def test_the_status_line_names_the_decode_mode_only_where_there_is_one():
-    from wren.engine.resident import status_line
+    from wren.engine.terminal.resident import status_line
 
     local = {"pid": 7, "model": "starter", "backend": "torch-cpu", "decode_mode": "compiled", "answering": 1,
              "keep_alive": 300.0, "host": "resident"}

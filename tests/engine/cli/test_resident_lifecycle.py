@@ -24,8 +24,9 @@ from tests.engine.cli.test_resident import (  # noqa: F401
     long_tiny_dir,
     tiny_home,
 )
-from wren.engine import resident
+from wren.engine import engine_sockets
 from wren.engine.errors import WrenError
+from wren.engine.terminal import resident
 
 pytestmark = [
     pytest.mark.slow,
@@ -264,9 +265,10 @@ def test_every_variable_wren_reads_is_sorted_into_shaping_or_not():
     """A new WREN_ variable must be placed: in the engine's identity or knowingly out of it."""
     import re
 
-    engine = Path(resident.__file__).parent
+    engine = Path(engine_sockets.__file__).parent
     read = set()
     for path in [*engine.rglob("*.py"), *engine.rglob("*.cpp")]:
         read |= set(re.findall(r"[\"'](WREN_[A-Z0-9_]+)[\"']", path.read_text(encoding="utf-8", errors="replace")))
-    known = {*resident._ENV_NAMES, *resident._SECRET_NAMES, *resident._NOT_SHAPING, *resident._SECRET_PREFIXES}
+    known = {*engine_sockets.ENV_NAMES, *engine_sockets.SECRET_NAMES, *engine_sockets.NOT_SHAPING,
+             *engine_sockets.SECRET_PREFIXES}
     assert read - known == set()

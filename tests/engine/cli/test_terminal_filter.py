@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from wren.engine.cli_terminal import Output, TerminalFilter, clean, is_control
+from wren.engine.terminal.output import Output, TerminalFilter, clean, is_control
 
 ESC = "\x1b"
 CASES = [

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from wren.engine.api import SendOptions
-from wren.engine.cli import main
 from wren.engine.errors import InvalidRequest
 from wren.engine.events import Delta, Failed, FailureKind, Finished, FinishReason
 from wren.engine.inference.backends.scripted import ScriptedBackend
+from wren.engine.terminal.main import main
 
 CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 

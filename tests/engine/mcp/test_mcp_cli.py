@@ -1,4 +1,4 @@
-"""`wren mcp …` and `wren tools …` through engine.cli.main."""
+"""`wren mcp …` and `wren tools …` through engine.terminal.main.main."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from tests.engine.mcp.conftest import SERVER, server_pids
-from wren.engine.cli import main
+from wren.engine.terminal.main import main
 
 pytestmark = pytest.mark.timeout(180)
 

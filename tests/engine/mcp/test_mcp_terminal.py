@@ -16,8 +16,8 @@ import pytest
 from tests.engine.cli.conftest import FakeTerminal
 from tests.engine.mcp.conftest import SERVER
 from tests.engine.tools.conftest import by_round, call
-from wren.engine.cli import main
 from wren.engine.inference.backends.scripted import ScriptedBackend
+from wren.engine.terminal.main import main
 
 REPO = Path(__file__).resolve().parents[3]
 # OSC 52 (set the clipboard), clear screen and cursor home, a C1 OSC, a window title.
@@ -35,7 +35,7 @@ def _call_on_a_pty(*extra: str) -> str:
 
     master, slave = pty.openpty()
     args = json.dumps({"text": HOSTILE})
-    process = subprocess.Popen([sys.executable, "-m", "wren.engine.cli", "tools", "call", "t__echo", "--args", args,
+    process = subprocess.Popen([sys.executable, "-m", "wren.engine.terminal", "tools", "call", "t__echo", "--args", args,
                                 *extra], cwd=REPO, env=_env(), stdin=subprocess.DEVNULL, stdout=slave,
                                stderr=subprocess.PIPE)
     os.close(slave)
@@ -63,7 +63,7 @@ def test_tools_call_on_a_terminal_prints_no_escape_sequences(wren_home):
     shown = json.loads(_call_on_a_pty("--json"))  # JSON on a terminal: every control escaped
     assert shown["content"] == HOSTILE
     # To a pipe the result is left exactly as it came (`| cat -v` shows it).
-    piped = subprocess.run([sys.executable, "-m", "wren.engine.cli", "tools", "call", "t__echo", "--args",
+    piped = subprocess.run([sys.executable, "-m", "wren.engine.terminal", "tools", "call", "t__echo", "--args",
                             json.dumps({"text": HOSTILE})], cwd=REPO, env=_env(), stdin=subprocess.DEVNULL,
                            capture_output=True, text=True, timeout=120)
     assert piped.stdout == HOSTILE + "\n"

@@ -15,6 +15,7 @@ from wren.engine.memory import MemoryService
 from wren.engine.memory.cli import register
 from wren.engine.records import Role
 from wren.engine.store import Store
+from wren.engine.terminal.memory import register
 
 
 def wren(*argv: str) -> int:

@@ -7,10 +7,10 @@ import stat
 import zipfile
 
 from wren.engine import paths
-from wren.engine.cli import main
 from wren.engine.memory.service import MemoryService
 from wren.engine.records import Role
 from wren.engine.store import Store
+from wren.engine.terminal.main import main
 
 SECRET = "Pumblechook"
 

@@ -57,7 +57,7 @@ def test_wren_ask_works_offline_and_opens_no_internet_socket(tmp_path, tiny_mode
     home = tmp_path / "home"
     _home_with_tiny_model(home, tiny_model_dir)
     trace = tmp_path / "ask.strace"
-    done = _run_isolated([sys.executable, "-m", "wren.engine.cli", "ask", "--max-tokens", "4", "Hello there"],
+    done = _run_isolated([sys.executable, "-m", "wren.engine.terminal", "ask", "--max-tokens", "4", "Hello there"],
                          home, trace)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip(), "the tiny model should have answered something"

@@ -193,21 +193,21 @@ def test_cli_add_reads_the_key_from_stdin_and_keeps_it_out_of_the_data_folder(ke
     server = FakeServer().start()
     try:
         env = {**os.environ}
-        args = [sys.executable, "-m", "wren.engine.cli", "providers", "add", "acme", "--base-url", server.base_url,
+        args = [sys.executable, "-m", "wren.engine.terminal", "providers", "add", "acme", "--base-url", server.base_url,
                 "--key-store", key_store]
         added = subprocess.run(args, input=KEY + "\n", capture_output=True, text=True, env=env, timeout=60)
         assert added.returncode == 0, added.stderr
         assert "acme/fake-chat" in added.stdout and KEY not in added.stdout
-        listed = subprocess.run([sys.executable, "-m", "wren.engine.cli", "providers", "list"], capture_output=True,
+        listed = subprocess.run([sys.executable, "-m", "wren.engine.terminal", "providers", "list"], capture_output=True,
                                 text=True, env=env, timeout=60)
         assert "acme" in listed.stdout and KEY not in listed.stdout
-        tested = subprocess.run([sys.executable, "-m", "wren.engine.cli", "providers", "test", "acme"],
+        tested = subprocess.run([sys.executable, "-m", "wren.engine.terminal", "providers", "test", "acme"],
                                 capture_output=True, text=True, env=env, timeout=60)
         assert tested.returncode == 0, tested.stderr
         assert "Hello from the remote side." in tested.stdout
         assert server.chats()[-1].headers["authorization"] == f"Bearer {KEY}"  # read back from the store
         _assert_nowhere_in_plain_text(wren_home)
-        removed = subprocess.run([sys.executable, "-m", "wren.engine.cli", "providers", "rm", "acme"],
+        removed = subprocess.run([sys.executable, "-m", "wren.engine.terminal", "providers", "rm", "acme"],
                                  capture_output=True, text=True, env=env, timeout=60)
         assert removed.returncode == 0, removed.stderr
         with pytest.raises(keys.KeyStoreError):

@@ -9,7 +9,7 @@ import json
 import pytest
 from safety_samples import tok
 
-from wren.engine.safety import cli
+from wren.engine.terminal import safety as cli
 
 
 @pytest.fixture

@@ -128,7 +128,7 @@ def test_the_key_can_come_from_the_environment_and_never_from_a_plain_text_keyri
 
 
 def test_the_server_listens_on_loopback_unless_told_otherwise(monkeypatch, capsys, tmp_path: Path):
-    from wren.engine.cli import main
+    from wren.engine.terminal.main import main
 
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.5") and not is_loopback("example.org")
@@ -142,7 +142,7 @@ def test_the_server_listens_on_loopback_unless_told_otherwise(monkeypatch, capsy
 
 
 def test_show_key_and_new_key_with_the_encrypted_file(monkeypatch, capsys, tmp_path: Path, wren_home: Path):
-    from wren.engine.cli import main
+    from wren.engine.terminal.main import main
 
     path = tmp_path / "kr" / "key.cfg"
     monkeypatch.delenv(keys.ENV_KEY, raising=False)

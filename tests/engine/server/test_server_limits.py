@@ -162,8 +162,8 @@ def test_the_body_limit_is_configurable_and_small_bodies_still_pass(serving):
 
 
 def test_the_limits_are_set_on_the_command_line_and_nonsense_is_refused(monkeypatch, capsys):
-    from wren.engine.cli import main
-    from wren.engine.server.cli import _size
+    from wren.engine.terminal.main import main
+    from wren.engine.terminal.serve import _size
 
     assert (_size("8M"), _size("512k"), _size("1048576"), _size("2MB")) == (8 * MB, 512 * 1024, MB, 2 * MB)
     monkeypatch.setenv("WREN_API_KEY", "e" * 32)

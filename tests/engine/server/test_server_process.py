@@ -27,7 +27,7 @@ def test_wren_serve_answers_over_http_and_stops_on_ctrl_c(wren_home: Path, start
     key = "wren-process-test-key-0123456789abcdef"
     env = dict(os.environ, WREN_API_KEY=key,
                PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-    proc = subprocess.Popen([sys.executable, "-m", "wren.engine.cli", "serve", "--port", "0", "--backend", "torch-cpu"],
+    proc = subprocess.Popen([sys.executable, "-m", "wren.engine.terminal", "serve", "--port", "0", "--backend", "torch-cpu"],
                             cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:

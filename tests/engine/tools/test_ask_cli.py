@@ -9,9 +9,9 @@ from dataclasses import replace
 import pytest
 
 from tests.engine.tools.conftest import by_round, call
-from wren.engine.cli import main
 from wren.engine.inference.backends.scripted import ScriptedBackend
-from wren.engine.tools import ask as tool_ask
+from wren.engine.terminal import ask_tools as tool_ask
+from wren.engine.terminal.main import main
 from wren.engine.tools import builtin
 
 

@@ -8,7 +8,7 @@ import asyncio
 import json
 import sys
 
-from .errors import WrenError
+from ..errors import WrenError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,8 +31,8 @@ def _continue(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    from .cli import _open_engine
-    from .events import Delta, Failed, Finished, FinishReason, event_to_dict
+    from ..events import Delta, Failed, Finished, FinishReason, event_to_dict
+    from .main import _open_engine
 
     engine = _open_engine(one_shot=True)  # one answer, then the process ends: decoded eagerly
     code = 0

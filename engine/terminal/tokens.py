@@ -10,8 +10,8 @@ import asyncio
 import json
 import sys
 
-from .errors import WrenError
-from .token_view import TokenPiece, visible
+from ..errors import WrenError
+from ..token_view import TokenPiece, visible
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -50,7 +50,7 @@ def _tokens(args: argparse.Namespace) -> int:
 
 
 async def _run(text: str, args: argparse.Namespace) -> int:
-    from .api import Engine
+    from ..api import Engine
 
     engine = Engine.open()
     try:

@@ -20,10 +20,11 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from . import __version__
-from .cli_terminal import ORIGIN_KEY, TERMINAL_ORIGIN, shown
-from .errors import InvalidRequest, WrenError
-from .inference.select import BACKEND_NAMES
+from .. import __version__
+from ..errors import InvalidRequest, WrenError
+from ..inference.select import BACKEND_NAMES
+from ..records import ORIGIN_KEY, TERMINAL_ORIGIN
+from .output import shown
 
 # The commands defined here; any other is an extension's (engine.memory, engine.safety).
 _BUILTIN = ("chat", "ask", "models", "conversations")
@@ -73,7 +74,7 @@ def build_parser(extensions: bool = True) -> argparse.ArgumentParser:
                           "alternatives")
     ask.add_argument("--schema", metavar="FILE|JSON",
                      help="answer with JSON valid for this JSON schema (a file, or the schema itself)")
-    from .tools.ask import add_arguments as tool_arguments
+    from .ask_tools import add_arguments as tool_arguments
 
     tool_arguments(ask)  # --tools, --tool-choice, --approve
     ask.add_argument("--file", action="append", default=[], metavar="PATH",
@@ -119,16 +120,16 @@ async def _saving(engine, args) -> bool:
 
 def _extensions():
     """Subcommands that live beside the parts they belong to."""
-    from .cli_completion import register as completion
-    from .continue_cli import register as continue_answer
-    from .data_cli import register as data
-    from .memory.cli import register as memory
-    from .providers.cli import register as providers
+    from .completion import register as completion
+    from .continuation import register as continue_answer
+    from .data import register as data
+    from .memory import register as memory
+    from .providers import register as providers
     from .resident import register as resident
-    from .safety.cli import register as safety
-    from .server.cli import register as serve
-    from .tokens_cli import register as tokens
-    from .tools.cli import register as tools
+    from .safety import register as safety
+    from .serve import register as serve
+    from .tokens import register as tokens
+    from .tools import register as tools
 
     return [safety, memory, completion, serve, providers, tools, tokens, data, continue_answer, resident]
 
@@ -146,15 +147,15 @@ def _open_engine(one_shot: bool = False):
     the saved compiled step imports torch's compiler, which holds the GIL for seconds while
     the answer decodes (first token 2.7-3.3 s instead of 0.3 s, bench/ask.py's question), and
     compiling would outlive the process."""
-    from .api import Engine
+    from ..api import Engine
 
     if not one_shot:
         return Engine.open()
-    from .inference.select import resolve_backend
+    from ..inference.select import resolve_backend
 
     def backend(name: str):
         chosen = resolve_backend(name)
-        from .inference.backends.torch import TorchBackend
+        from ..inference.backends.torch import TorchBackend
 
         if isinstance(chosen, TorchBackend):
             chosen.background_compile = False
@@ -165,7 +166,7 @@ def _open_engine(one_shot: bool = False):
 
 def _question(args) -> tuple[str, str]:
     """The question's text and a title for it: files, then standard input, then the words."""
-    from .cli_input import question
+    from .question import question
 
     return question(args.text, getattr(args, "file", None))
 
@@ -178,7 +179,7 @@ async def _load(engine, args) -> None:
 
 
 async def _cmd_ask(args) -> int:
-    from .cli_ask import run
+    from .ask import run
 
     return await run(args)
 
@@ -190,7 +191,7 @@ def _main_thread() -> bool:
 
 
 def _cmd_chat(args) -> int:
-    from . import cli_chat
+    from . import chat
 
     async def sampling(engine, args):
         return _params(args, await engine.default_sampling())
@@ -198,7 +199,7 @@ def _cmd_chat(args) -> int:
     async def save_setting(engine):
         return bool(await engine.get_setting(SAVE_SETTING, True))
 
-    return cli_chat.run(args, _open_engine, _load, sampling, save_setting)
+    return chat.run(args, _open_engine, _load, sampling, save_setting)
 
 
 # -- wren models [list|import|pull|rm|info] ------------------------------------------------
@@ -231,7 +232,7 @@ def _models_args(sub) -> None:
 
 
 def _registry():
-    from .modelhub.registry import ModelRegistry
+    from ..modelhub.registry import ModelRegistry
 
     return ModelRegistry()
 
@@ -296,8 +297,8 @@ def _cmd_models_import(args) -> int:
 def _cmd_models_pull(args) -> int:
     import threading
 
-    from .errors import Cancelled
-    from .modelhub import pull
+    from ..errors import Cancelled
+    from ..modelhub import pull
 
     plan = pull.resolve(args.spec, quant=args.quant)
     what = f"{plan.repo}:{plan.filename}" if plan.filename else f"{plan.repo} ({len(plan.files)} files)"
@@ -327,8 +328,8 @@ def _cmd_models_pull(args) -> int:
 
 
 def _cmd_models_rm(args) -> int:
-    from .errors import InvalidRequest
-    from .modelhub.registry import ModelRegistry
+    from ..errors import InvalidRequest
+    from ..modelhub.registry import ModelRegistry
     from .resident import release_model
 
     registry = ModelRegistry(before_remove=release_model)  # a resident engine lets go of it first
@@ -350,7 +351,7 @@ INFO_CONTEXTS = (4096, 32768)
 
 
 def _cmd_models_info(args) -> int:
-    from .modelhub.sizing import estimate_ram
+    from ..modelhub.sizing import estimate_ram
 
     info = _registry().get(args.name)
     ram = {context: estimate_ram(info.path, context) for context in INFO_CONTEXTS}
@@ -377,7 +378,7 @@ def _cmd_models_info(args) -> int:
 
 
 async def _cmd_models(args) -> int:
-    from .inference.select import resolve_backend
+    from ..inference.select import resolve_backend
 
     engine = _open_engine()
     try:
@@ -449,10 +450,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser(extensions=not _is_builtin(argv)).parse_args(argv)  # --help, --version: exit here
     try:
         if as_program:  # after the arguments, so --help and a usage error write nothing to the data folder
-            from .crashreport import install_crash_hooks
+            from ..crashreport import install_crash_hooks
 
             install_crash_hooks("wren")  # threads and fatal errors; the main thread's below
-        from .logs import setup_logging
+        from ..logs import setup_logging
 
         setup_logging()
         _show_notices()
@@ -491,7 +492,7 @@ def _known_failure(exc: Exception) -> str | None:
     damaged database), or None for a bug."""
     keyring_errors = sys.modules.get("keyring.errors")
     if keyring_errors is not None and isinstance(exc, keyring_errors.KeyringError):
-        from .providers.keys import explain_keyring_error
+        from ..providers.keys import explain_keyring_error
 
         return explain_keyring_error(exc)
     if isinstance(exc, OSError) and exc.errno in _REFUSED:
@@ -500,11 +501,11 @@ def _known_failure(exc: Exception) -> str | None:
                   else "check that you own it and may write there (for Wren's data folder, set WREN_HOME "
                        "to a writable folder)")
         return f"cannot use {where}{_REFUSED[exc.errno]}; {advice}"
-    from .store.health import is_database_error
+    from ..store.health import is_database_error
 
     if is_database_error(exc):  # one a Store did not turn into a StoreError: is the file damaged?
-        from . import paths
-        from .store.health import check_file, damaged_message
+        from .. import paths
+        from ..store.health import check_file, damaged_message
 
         try:
             path = paths.database_path()
@@ -519,7 +520,7 @@ def _known_failure(exc: Exception) -> str | None:
 def _crashed(exc: Exception, command: str) -> int:
     import traceback
 
-    from .crashreport import write_crash_report
+    from ..crashreport import write_crash_report
 
     traceback.print_exception(exc)
     path = write_crash_report(exc, program="wren", where=f"wren {command}")

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from .. import paths
 from ..context.report import ContextReport, PartKind, PartState, report_from_meta
 from ..errors import InvalidRequest, NotFound
+from ..memory.records import MemoryInfo
+from ..memory.service import MemoryService
 from ..records import Role
 from ..store import Store
-from .records import MemoryInfo
-from .service import MemoryService
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

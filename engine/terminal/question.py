@@ -19,7 +19,7 @@ import stat
 import sys
 from pathlib import Path
 
-from .errors import InvalidRequest
+from ..errors import InvalidRequest
 
 MAX_FILE_BYTES = 1_000_000  # per file; a question is bounded by the model's context anyway
 _SNIFF = 8192

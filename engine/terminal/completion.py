@@ -374,7 +374,7 @@ def register(sub) -> None:
 def _cmd_completion(args) -> int:
     import sys
 
-    from .cli import build_parser
+    from .main import build_parser
 
     sys.stdout.write(script(args.shell, build_parser(extensions=True)))
     return 0

@@ -18,11 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import chat_history
-from .chat_history import Entry
-from .cli_terminal import ORIGIN_KEY, TERMINAL_ORIGIN, Output, shown
-from .errors import WrenError
-from .events import (
+from .. import chat_history
+from ..chat_history import Entry
+from ..errors import WrenError
+from ..events import (
     AnswerNotice,
     Delta,
     Failed,
@@ -31,8 +30,9 @@ from .events import (
     PrefillProgress,
     Started,
 )
-from .progress import PrefillLine
-from .records import ConversationInfo
+from ..progress import PrefillLine
+from ..records import ORIGIN_KEY, TERMINAL_ORIGIN, ConversationInfo
+from .output import Output, shown
 
 PROMPT, MORE = ">>> ", "... "
 QUOTES = '"""'
@@ -297,7 +297,7 @@ class Chat:
         self.note(f"(model {status.name} on {status.backend})" if status else "(no model loaded)")
 
     async def send(self, text: str) -> None:
-        from .api import SendOptions
+        from ..api import SendOptions
 
         files, self.attached = tuple(self.attached), []
         options = SendOptions(sampling=self.params, system_prompt=self.system, attachments=files)
@@ -355,7 +355,7 @@ def _main_thread() -> bool:
 
 
 def history_path() -> Path:
-    from . import paths
+    from .. import paths
 
     return paths.data_dir() / HISTORY_FILE
 
@@ -410,7 +410,7 @@ def run(args, open_engine: Callable, load: Callable, sampling: Callable, save_se
 
 async def _exists(engine, conversation_id: int) -> bool:
     """Whether a chat is still there (not deleted by another window or terminal meanwhile)."""
-    from .errors import NotFound
+    from ..errors import NotFound
 
     try:
         await engine.get_conversation(conversation_id)

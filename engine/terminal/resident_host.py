@@ -3,7 +3,7 @@
 seconds, loading the model each question names. While Wren's window is open, its engine
 answers too (`host_for_window`), for the model the window has loaded, so a question from the
 terminal does not load a second copy; one for another model is left to the resident engine.
-engine/resident.py is the asking side and describes the protocol."""
+engine/terminal/resident.py is the asking side and describes the protocol."""
 
 from __future__ import annotations
 
@@ -19,20 +19,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from . import __version__, paths
-from .errors import WrenError
-from .resident import (
-    _ASK_FIELDS,
-    _LIMIT,
-    DEFAULT_KEEP_ALIVE,
-    PROTOCOL,
-    _connect,
-    _private_folder,
-    _send,
-    seconds,
-    supported,
-    window_socket_path,
-)
+from .. import __version__, paths
+from ..engine_sockets import LINE_LIMIT, PROTOCOL, connect, private_folder, send, supported, window_socket_path
+from ..errors import WrenError
+from ..keep_alive import DEFAULT_KEEP_ALIVE, seconds
+from .resident import _ASK_FIELDS
 
 
 class _Stopped(Exception):
@@ -114,25 +105,25 @@ class Resident:
             raw = await reader.readline()
             message = json.loads(raw) if raw else {}
             if message.get("resident") != PROTOCOL:
-                _send(writer, {"type": "error", "refused": True, "message": "another protocol"})
+                send(writer, {"type": "error", "refused": True, "message": "another protocol"})
             elif message.get("cmd") == "status":
                 status = self.engine.current_model
-                _send(writer, {"type": "status", "pid": os.getpid(), "version": __version__,
+                send(writer, {"type": "status", "pid": os.getpid(), "version": __version__,
                                "model": status.name if status else None, "backend": status.backend if status else None,
                                "decode_mode": await self.engine.decode_mode() if status else None,
                                "keep_alive": None if self.window else await self.idle_limit(),
                                "answering": self._answering, "host": "window" if self.window else "resident"})
             elif message.get("cmd") == "quit" and self.window:
-                _send(writer, {"type": "error", "status": 1, "pid": os.getpid(),
+                send(writer, {"type": "error", "status": 1, "pid": os.getpid(),
                                "message": f"Wren's window (pid {os.getpid()}) answers `wren ask` while it is open; "
                                           "it stops when Wren quits"})
             elif message.get("cmd") == "quit":
-                _send(writer, {"type": "bye", "pid": os.getpid()})
+                send(writer, {"type": "bye", "pid": os.getpid()})
                 self.shutdown(str(message.get("reason") or "the resident engine was stopped (`wren resident stop`)"))
             elif message.get("cmd") == "erase":
-                _send(writer, self._erase(str(message.get("reason") or "the data is being erased")))
+                send(writer, self._erase(str(message.get("reason") or "the data is being erased")))
             elif message.get("cmd") == "drop":
-                _send(writer, await self._drop(str(message.get("model")), str(message.get("reason") or "")))
+                send(writer, await self._drop(str(message.get("model")), str(message.get("reason") or "")))
             elif message.get("cmd") == "ask":
                 asking = True
                 self.asking += 1
@@ -140,7 +131,7 @@ class Resident:
                     self.keep_alive = seconds(message["keep_alive"])  # a bad one cannot make it endless
                 await self._ask(message, reader, writer)
             else:
-                _send(writer, {"type": "error", "message": f"unknown command {message.get('cmd')!r}", "status": 2})
+                send(writer, {"type": "error", "message": f"unknown command {message.get('cmd')!r}", "status": 2})
             await writer.drain()
         except (ConnectionError, json.JSONDecodeError):
             pass
@@ -157,8 +148,8 @@ class Resident:
                 await writer.wait_closed()
 
     async def _ask(self, message: dict, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        from .cli_ask import ask_events
-        from .events import Started, event_to_dict
+        from ..events import Started, event_to_dict
+        from .ask import ask_events
 
         args = argparse.Namespace(**{name: message["args"].get(name) for name in _ASK_FIELDS})
         conversation: list[int] = []
@@ -213,32 +204,32 @@ class Resident:
                     if stopped:
                         self.engine.stop(event.conversation_id)
                 if not writer.is_closing():
-                    _send(writer, event_to_dict(event))
+                    send(writer, event_to_dict(event))
                     with contextlib.suppress(ConnectionError):
                         await writer.drain()
             self._send_notices(writer)
             if why:  # cut by erase, a removed model or folder, a stop: the asker says why and fails
-                _send(writer, {"type": "error", "status": 1, "cut": started,
+                send(writer, {"type": "error", "status": 1, "cut": started,
                                "message": f"{why[0]}; the answer was cut there (what came is saved)"})
             else:
-                _send(writer, {"type": "end"})
+                send(writer, {"type": "end"})
         except _Stopped:
-            _send(writer, {"type": "error", "status": 1 if why else 130,
+            send(writer, {"type": "error", "status": 1 if why else 130,
                            "message": f"{why[0] if why else 'stopped'}; the question was not answered"})
         except Refused as exc:
-            _send(writer, {"type": "error", "refused": True, "message": str(exc)})
+            send(writer, {"type": "error", "refused": True, "message": str(exc)})
         except WrenError as exc:
             self._send_notices(writer)
-            _send(writer, {"type": "error", "message": str(exc), "status": 2})
+            send(writer, {"type": "error", "message": str(exc), "status": 2})
         except Exception as exc:  # a bug: logged and written up here; the client says so
             import logging
 
-            from .crashreport import write_crash_report
+            from ..crashreport import write_crash_report
 
             logging.getLogger("wren.resident").exception("answering a question failed")
             report = write_crash_report(exc, program="wren", where="the resident engine")
             where = f"; a crash report was saved at {report}" if report else ""
-            _send(writer, {"type": "error", "status": 1,
+            send(writer, {"type": "error", "status": 1,
                            "message": f"an unexpected error in the resident engine: {type(exc).__name__}{where}"})
         finally:
             self._cuts.pop(id(stop), None)
@@ -280,7 +271,7 @@ class Resident:
     async def _acquire(self, engine, args) -> None:
         """The asked-for model, loaded unless it already is (answers on another model finish
         first), and counted as answering."""
-        from .cli import _load
+        from .main import _load
 
         name, backend = await self._wanted(args)
         if self.window:  # the window's model is the user's choice there: never switched from here
@@ -302,7 +293,7 @@ class Resident:
 
     async def _wanted(self, args) -> tuple[str, str | None]:
         """The model's name and backend an ask means (None: whichever `auto` chose)."""
-        from .inference.select import resolve_backend
+        from ..inference.select import resolve_backend
 
         name = args.model or await self.engine.default_model()
         backend = args.backend or await self.engine.get_setting("backend", "auto")
@@ -312,7 +303,7 @@ class Resident:
         """The safety policy as its files are now (another Wren may have changed them)."""
         stamp = _policy_stamp()
         if stamp != self._policy_stamp:
-            from .safety import Policy
+            from ..safety import Policy
 
             self._policy_stamp = stamp
             loop = asyncio.get_running_loop()
@@ -321,7 +312,7 @@ class Resident:
     def _send_notices(self, writer: asyncio.StreamWriter) -> None:
         notices = self.engine.notices()
         for notice in notices[self._notices_sent:]:
-            _send(writer, {"type": "notice", "message": notice.message})
+            send(writer, {"type": "notice", "message": notice.message})
         self._notices_sent = len(notices)
 
 
@@ -336,15 +327,15 @@ def _policy_stamp() -> tuple:
 
 
 async def serve(path: Path) -> int:
-    _private_folder(path.parent)
-    if await _connect(path) is not None:
+    private_folder(path.parent)
+    if await connect(path) is not None:
         return 0  # another engine listens there already
     with contextlib.suppress(FileNotFoundError):
         path.unlink()  # left by an engine that did not end cleanly
     # Not the folder of whichever `wren ask` started it, which may go away.
     with contextlib.suppress(OSError):
         os.chdir(Path.home())
-    from .api import Engine
+    from ..api import Engine
 
     engine = Engine.open()
     resident = Resident(path, engine)
@@ -353,7 +344,7 @@ async def serve(path: Path) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(sig, resident.shutdown, f"the resident engine was stopped ({sig.name})")
     watching = asyncio.create_task(resident.watch())
-    from .logs import log_event
+    from ..logs import log_event
 
     log_event("resident.started", pid=os.getpid())
     try:
@@ -372,7 +363,7 @@ async def _listen(path: Path, resident: Resident) -> tuple[asyncio.AbstractServe
     """The server on `path` (its owner's alone) and the socket file's inode."""
     old_umask = os.umask(0o177)
     try:
-        server = await asyncio.start_unix_server(resident.handle, str(path), limit=_LIMIT)
+        server = await asyncio.start_unix_server(resident.handle, str(path), limit=LINE_LIMIT)
     finally:
         os.umask(old_umask)
     return server, path.stat().st_ino
@@ -391,8 +382,8 @@ async def host_for_window(engine: Any) -> Callable[[], Awaitable[None]] | None:
     if not supported():
         return None
     path = window_socket_path()
-    _private_folder(path.parent)
-    if await _connect(path) is not None:
+    private_folder(path.parent)
+    if await connect(path) is not None:
         return None
     with contextlib.suppress(FileNotFoundError):
         path.unlink()  # left by a window that did not end cleanly

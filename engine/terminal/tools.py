@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..cli_terminal import is_terminal, shown
 from ..errors import InvalidRequest
+from .output import is_terminal, shown
 
 ADD_USAGE = "wren mcp add NAME [--env KEY=VALUE]... -- COMMAND [ARGS...]  |  wren mcp add NAME --url URL [--header 'K: V']..."
 
@@ -96,8 +96,8 @@ def _pairs(items: list[str], sep: str, what: str) -> dict[str, str]:
 
 def _manager():
     from .. import paths
-    from .mcp import McpManager
-    from .mcp_config import config_path
+    from ..tools.mcp import McpManager
+    from ..tools.mcp_config import config_path
 
     return McpManager(config_path(), log_dir=paths.logs_dir() / "mcp")
 
@@ -117,7 +117,7 @@ async def _mcp_add(args) -> int:
     if opts.url and opts.env:
         raise InvalidRequest("--env is for a command server; a URL server takes --header")
     manager = _manager()
-    from .mcp_config import server_from_entry
+    from ..tools.mcp_config import server_from_entry
 
     entry: dict[str, Any] = ({"url": opts.url, "headers": _pairs(opts.header, ":", "--header")} if opts.url else
                              {"command": command[0], "args": command[1:], "env": _pairs(opts.env, "=", "--env")})
@@ -178,7 +178,7 @@ async def _mcp_rm(args) -> int:
 
 
 async def _mcp_test(args) -> int:
-    from .mcp import McpFailure
+    from ..tools.mcp import McpFailure
 
     manager = _manager()
     try:
@@ -259,7 +259,7 @@ async def _tools_call(args) -> int:
 
 
 def _open_engine():
-    from ..cli import _open_engine as open_engine
+    from .main import _open_engine as open_engine
 
     return open_engine()
 

@@ -13,8 +13,8 @@ import json
 import sys
 
 from ..events import SafetyAction
-from .policy import DESTINATIONS, Policy
-from .scanner import scan
+from ..safety.policy import DESTINATIONS, Policy
+from ..safety.scanner import scan
 
 EXIT_OK = 0
 EXIT_BLOCKED = 1

@@ -60,7 +60,7 @@ _size.__name__ = "size"  # argparse's message: "invalid size value: 'x'"
 
 
 def _keys(args):
-    from .keys import ask_passphrase, open_keys
+    from ..server.keys import ask_passphrase, open_keys
 
     key_file = Path(args.key_file).expanduser() if args.key_file else None
     interactive = sys.stdin is not None and sys.stdin.isatty()
@@ -69,9 +69,9 @@ def _keys(args):
 
 
 def _cmd_serve(args):
-    from .app import DEFAULT_MAX_QUEUE, DEFAULT_PORT, DEFAULT_WRITE_TIMEOUT, ServerOptions
-    from .body import DEFAULT_MAX_BODY
-    from .hosts import is_loopback
+    from ..server.app import DEFAULT_MAX_QUEUE, DEFAULT_PORT, DEFAULT_WRITE_TIMEOUT, ServerOptions
+    from ..server.body import DEFAULT_MAX_BODY
+    from ..server.hosts import is_loopback
 
     if not is_loopback(args.host) and not args.allow_remote:
         raise InvalidRequest(f"--host {args.host} would let other machines reach Wren; add --allow-remote if "
@@ -109,7 +109,7 @@ def _cmd_serve(args):
 
 async def _serve(args, key: str, port: int, options) -> int:
     from ..api import Engine
-    from .app import WrenServer
+    from ..server.app import WrenServer
 
     engine = Engine.open()
     try:

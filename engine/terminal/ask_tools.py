@@ -9,9 +9,9 @@ import json
 import sys
 from typing import Any, TextIO
 
-from ..cli_terminal import clean, shown
 from ..errors import InvalidRequest
 from ..events import Event, ToolApprovalNeeded, ToolCall, ToolResult
+from .output import clean, shown
 
 SHOWN_CHARS = 300  # of a result, on the terminal (the model sees its whole budget)
 

@@ -11,9 +11,7 @@ import signal
 import sys
 import time
 
-from .cli import _INTERRUPTED, _load, _main_thread, _open_engine, _params, _print_notices, _question, _saving
-from .cli_terminal import ORIGIN_KEY, TERMINAL_ORIGIN, Output, shown
-from .events import (
+from ..events import (
     AnswerNotice,
     Delta,
     Failed,
@@ -25,7 +23,10 @@ from .events import (
     Started,
     event_to_dict,
 )
-from .progress import PrefillLine
+from ..progress import PrefillLine
+from ..records import ORIGIN_KEY, TERMINAL_ORIGIN
+from .main import _INTERRUPTED, _load, _main_thread, _open_engine, _params, _print_notices, _question, _saving
+from .output import Output, shown
 
 # How long a question waits for a database another program holds locked before it is
 # refused (the store's busy timeout alone is 3 s; an answer's last write waits 60 s).
@@ -36,14 +37,14 @@ async def run(args) -> int:
     """`wren ask`: the question from files, standard input and words; answered by Wren's
     window or the resident engine when one can (engine/resident.py), else here."""
     if args.logprobs is not None:
-        from .errors import InvalidRequest
-        from .inference.sampling import SamplingParams
+        from ..errors import InvalidRequest
+        from ..inference.sampling import SamplingParams
 
         if not args.json:
             raise InvalidRequest("--logprobs needs --json: the probabilities come in each delta's JSON")
         SamplingParams(logprobs=args.logprobs)  # out of range: said before anything loads
     text, title = _question(args)
-    from .inference.constrain import response_format_argument
+    from ..inference.constrain import response_format_argument
 
     response_format = response_format_argument(args.schema)  # a bad schema fails before the model loads
     from . import resident
@@ -59,14 +60,14 @@ async def ask_events(engine, args, text: str, title: str, response_format, load=
     """`wren ask`'s answer as events: the question's checks, the model, the send. Run in
     this process (_ask_here) or by the resident engine, which passes its own `load`."""
     await engine.check_question(text, args.model)  # empty, too long, too many tokens: before loading
-    from .tools.ask import send_options as tool_options
+    from .ask_tools import send_options as tool_options
 
     tool_fields = await tool_options(engine, args)  # unknown tool names: before loading
     saving = await _saving(engine, args)
     if saving:
         await _writable(engine)
     await (load or _load)(engine, args)
-    from .api import SendOptions
+    from ..api import SendOptions
 
     params = _params(args, await engine.default_sampling())
     if args.logprobs is not None:
@@ -122,7 +123,7 @@ class AskView:
 
     async def show(self, engine, event) -> None:
         """`engine` answers a tool approval (the engine itself, or the resident engine's line)."""
-        from .tools.ask import on_event as tool_event
+        from .ask_tools import on_event as tool_event
 
         await tool_event(engine, event, self.args)  # a call shown, an approval asked
         self._safety(event)

@@ -1,4 +1,4 @@
-"""What the CLI prints on a terminal, and how its conversations are marked.
+"""What the terminal front end prints: untrusted text made safe for a terminal.
 
 A model's answer (or a document it repeats, or a title it made) is untrusted text. Written
 to a terminal as it is, an escape sequence in it can recolour or clear the screen, move
@@ -15,11 +15,6 @@ from __future__ import annotations
 
 import sys
 from typing import TextIO
-
-# Conversations the CLI creates carry settings[ORIGIN_KEY] == TERMINAL_ORIGIN; the window
-# lists them in a group of their own, apart from its chats.
-ORIGIN_KEY = "origin"
-TERMINAL_ORIGIN = "terminal"
 
 _ESC, _BEL = "\x1b", "\x07"
 # C1 controls that open a control string (DCS, SOS, OSC, PM, APC); ST (U+009C) ends one.

@@ -15,7 +15,7 @@ import json
 import sys
 
 from ..errors import WrenError
-from .keys import KEY_STORES, PASSPHRASE_ENV, env_name, passphrase_from_env
+from ..providers.keys import KEY_STORES, PASSPHRASE_ENV, env_name, passphrase_from_env
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -81,7 +81,7 @@ def _add(args) -> int:
         args.key_env = variable
     elif store != "none":
         if store == "auto":
-            from .keys import keyring_status
+            from ..providers.keys import keyring_status
 
             problem = keyring_status()
             if problem is not None:

@@ -9,18 +9,17 @@ after `keep_alive` seconds with nothing to answer (300 by default; `--keep-alive
 `WREN_KEEP_ALIVE` or the setting `cli.keep_alive` change it, and 0 answers in the asking
 process and leaves nothing running). `wren resident` shows it and stops it.
 
-The socket is the user's alone: it sits in a folder only its owner can open (the session's
-runtime folder, else the data folder), and its name is a digest of Wren's version, its
-install, the data folder and the environment that shapes an engine (the variables listed in
-_ENV_NAMES, thread counts, visible GPUs), so an engine answers only the askers that would
-have started the same one. `wren data erase` and `wren models rm` tell the engines first
-(stop_for_erase, release_model); an answer the engine cuts short ends in an error line that
-says why. Nothing else listens: no port, no key. On Windows `wren ask` answers in its
-own process. The engine's side is engine/resident_engine.py.
+The socket is the user's alone (engine/engine_sockets.py says where it is and how it is
+named), so an engine answers only the askers that would have started the same one. `wren
+data erase` and `wren models rm` tell the engines first (stop_for_erase, release_model); an
+answer the engine cuts short ends in an error line that says why. Nothing else listens: no
+port, no key. On Windows `wren ask` answers in its own process. The engine's side is
+engine/terminal/resident_host.py.
 
 The line protocol (JSON, one object a line): the client sends {"resident": 1, "cmd": "ask"
-| "status" | "quit", ...}; during an answer it may send {"cmd": "approve", "id", "decision"}
-and {"cmd": "stop"}. The engine sends the answer's events (engine.events.event_to_dict),
+| "status" | "quit", ...}; a question's fields are engine/terminal/ask_request.py's
+AskRequest. During an answer the client may send {"cmd": "approve", "id", "decision"} and
+{"cmd": "stop"}. The engine sends the answer's events (engine.events.event_to_dict),
 {"type": "notice"} lines, then {"type": "end"}, or {"type": "error", "message", "status"}.
 Other commands: "erase" and "drop" (with "model"), each with a "reason" to give the askers.
 A client that goes away stops its answer, as Ctrl+C does.
@@ -31,7 +30,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import hashlib
 import json
 import os
 import signal
@@ -39,27 +37,29 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
-from . import __version__, paths
-from .errors import WrenError
+from .. import paths
+from ..engine_sockets import (
+    PROTOCOL,
+    private_folder,
+    request,
+    socket_path,
+    supported,
+    window_socket_path,
+)
+from ..engine_sockets import (
+    connect as _connect,
+)
+from ..engine_sockets import (
+    send as _send,
+)
+from ..errors import WrenError
+from ..keep_alive import DEFAULT_KEEP_ALIVE, KEEP_ALIVE_ENV, KEEP_ALIVE_SETTING, MAX_KEEP_ALIVE, seconds
 
-PROTOCOL = 1
-KEEP_ALIVE_ENV = "WREN_KEEP_ALIVE"
-KEEP_ALIVE_SETTING = "cli.keep_alive"
-DEFAULT_KEEP_ALIVE = 300.0
-# The longest keep-alive: a week. A longer one (1e400 reads as infinity) would be an engine
-# that never ends, holding its model's memory; `--keep-alive` over it is refused.
-MAX_KEEP_ALIVE = 7 * 24 * 3600.0
 START_TIMEOUT = 120.0  # seconds for a new engine to listen (it imports torch and opens the data)
-_LIMIT = 64 * 2**20  # longest line read: a question is at most a few MB of text
 # What `wren ask` sends of its arguments (the rest it handles itself: --json, --file, the text).
 _ASK_FIELDS = ("model", "backend", "seed", "temperature", "top_p", "top_k", "max_tokens", "logprobs", "tools",
                "tool_choice", "approve", "save", "json")
-
-
-def supported() -> bool:
-    return os.name == "posix" and hasattr(asyncio, "open_unix_connection")
 
 
 def keep_alive(args: argparse.Namespace | None = None) -> float | None:
@@ -81,23 +81,13 @@ def keep_alive(args: argparse.Namespace | None = None) -> float | None:
     return float(value)
 
 
-def seconds(value: Any) -> float:
-    """A keep-alive (the `cli.keep_alive` setting's, or a question's) as seconds: the
-    default where it is not a number, at most MAX_KEEP_ALIVE."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return DEFAULT_KEEP_ALIVE
-    return min(max(0.0, number), MAX_KEEP_ALIVE) if number == number else DEFAULT_KEEP_ALIVE
-
-
 def chosen_keep_alive(args: argparse.Namespace | None = None) -> float:
     """The keep-alive this ask means: --keep-alive, else WREN_KEEP_ALIVE, else the setting
     (read from the database file without opening the store), else 300 s."""
     value = keep_alive(args)
     if value is not None:
         return value
-    from .store.store import read_setting
+    from ..store.store import read_setting
 
     return seconds(read_setting(paths.database_path(), KEEP_ALIVE_SETTING, DEFAULT_KEEP_ALIVE))
 
@@ -113,76 +103,6 @@ def wanted(args: argparse.Namespace) -> bool:
     return supported() and chosen_keep_alive(args) != 0
 
 
-# The environment that shapes an engine: an engine answers only the askers that would have
-# started the same one. Only these variables count, so one that shapes nothing here
-# (WREN_API_KEY, read by `wren serve`; WREN_KEEP_ALIVE, sent with each question) starts no
-# second engine with a second copy of the model.
-_ENV_NAMES = (
-    # the quantized kernels and how they are built into the model (engine/inference/quant)
-    "WREN_ISA", "WREN_KERNELS", "WREN_REPACK", "WREN_HEAD_ACTIVATIONS", "WREN_EXACT_ACTIVATIONS",
-    "WREN_KERNEL_RMS_NORM", "WREN_QLINEAR_GEMV_ROWS",
-    # compiling, the compute threads' priority and core sharing, the safety notes' language
-    "WREN_TORCH_COMPILE", "WREN_COMPUTE_NICE", "WREN_CPU_SHARE", "WREN_LANGUAGE",
-    # threads and devices
-    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
-)
-# Secrets a remote model's answer reads from the environment (engine/providers/keys.py): an
-# engine started without a shell's key must not answer that shell with another key, so they
-# count, by a hash only (the socket's folder is the user's alone, and 8 hex digits of a hash
-# of them all tell nothing of any one).
-_SECRET_NAMES = ("WREN_KEYRING_PASSPHRASE", "WREN_KEYS_PASSPHRASE")
-_SECRET_PREFIXES = ("WREN_KEY_",)
-# Read by Wren but not shaping an engine (a test checks every WREN_ name is in one of these lists):
-# the data folder is in the socket's name already, the keep-alive comes with each question,
-# the server's key is `wren serve`'s alone.
-_NOT_SHAPING = ("WREN_HOME", KEEP_ALIVE_ENV, "WREN_API_KEY")
-
-
-def _environment_digest() -> str:
-    env = os.environ
-    shaping = sorted((k, env[k]) for k in _ENV_NAMES if k in env)
-    secrets = sorted((k, env[k]) for k in env if k in _SECRET_NAMES or k.startswith(_SECRET_PREFIXES))
-    return hashlib.sha256(json.dumps([shaping, secrets]).encode()).hexdigest()[:8]
-
-
-def _socket_folder_and_digest(home: Path | None) -> tuple[Path, str]:
-    """The sockets' folder and the digest of this install and data folder in their names
-    ("engine-DIGEST-ENV.sock" for a resident engine, "window-DIGEST-ENV.sock" for a window)."""
-    home = (home or paths.data_dir()).resolve()
-    install = Path(__file__).resolve().parent
-    digest = hashlib.sha256(f"{__version__}\0{install}\0{home}".encode()).hexdigest()[:16]
-    return paths.runtime_dir(home), digest
-
-
-def _socket(kind: str, home: Path | None) -> Path:
-    folder, digest = _socket_folder_and_digest(home)
-    return folder / f"{kind}-{digest}-{_environment_digest()}.sock"
-
-
-def socket_path(home: Path | None = None) -> Path:
-    """Where the resident engine for this install, data folder and environment listens."""
-    return _socket("engine", home)
-
-
-def window_socket_path(home: Path | None = None) -> Path:
-    """Where the window's engine listens while Wren's window is open."""
-    return _socket("window", home)
-
-
-def sockets(home: Path | None = None) -> list[Path]:
-    """The sockets of this install and data folder, whatever environment started them:
-    the windows' first, then the resident engines'."""
-    folder, digest = _socket_folder_and_digest(home)
-    if not folder.is_dir():
-        return []
-    return [path for kind in ("window", "engine") for path in sorted(folder.glob(f"{kind}-{digest}-*.sock"))]
-
-
-def _private_folder(folder: Path) -> None:
-    """The socket's folder, made and checked: owned by this user, closed to everyone else."""
-    paths.private_runtime_dir(folder)
-
-
 # -- the client: `wren ask` ----------------------------------------------------------------
 
 class _Line:
@@ -195,17 +115,6 @@ class _Line:
         _send(self.writer, {"cmd": "approve", "id": call_id, "decision": decision})
 
 
-def _send(writer: asyncio.StreamWriter, message: dict) -> None:
-    writer.write(json.dumps(message).encode() + b"\n")
-
-
-async def _connect(path: Path) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
-    try:
-        return await asyncio.open_unix_connection(str(path), limit=_LIMIT)
-    except OSError:  # no socket there, or nobody listening on it (an engine that died)
-        return None
-
-
 async def connect(start: bool = True) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
     """A line to this install's resident engine, starting one if `start` and none runs;
     None when none runs (or one could not start: said on standard error)."""
@@ -213,7 +122,7 @@ async def connect(start: bool = True) -> tuple[asyncio.StreamReader, asyncio.Str
     line = await _connect(path)
     if line is not None or not start:
         return line
-    _private_folder(path.parent)
+    private_folder(path.parent)
     import fcntl
 
     # One client starts the engine; the others wait on the lock, then find it listening.
@@ -267,7 +176,7 @@ def _wren_command() -> list[str]:
     """How to run `wren` again: the frozen bundle's program itself, else this Python."""
     if getattr(sys, "frozen", False):
         return [sys.executable]
-    return [sys.executable, "-m", __package__ + ".cli"]
+    return [sys.executable, "-m", __package__]
 
 
 async def ask(args: argparse.Namespace, text: str, title: str, response_format: dict | None) -> int | None:
@@ -300,9 +209,9 @@ async def _ask_on(line: tuple[asyncio.StreamReader, asyncio.StreamWriter], args:
     """One question down one line; None when it was refused or the line closed before any
     event (nothing was shown or saved: the question can go elsewhere)."""
     reader, writer = line
-    from .cli import _INTERRUPTED, _main_thread
-    from .cli_ask import AskView
-    from .events import event_from_dict
+    from ..events import event_from_dict
+    from .ask import AskView
+    from .main import _INTERRUPTED, _main_thread
 
     loop = asyncio.get_running_loop()
     interrupted = False
@@ -370,30 +279,6 @@ async def _line_or(reader: asyncio.StreamReader, done: asyncio.Future) -> bytes 
     return None
 
 
-async def request(cmd: str, **fields: Any) -> list[dict]:
-    """One command ("status", "quit", "erase", "drop") to each running engine of this
-    install and data folder (the window's first); their answers (none running: an empty list)."""
-    answers = []
-    for path in sockets():
-        line = await _connect(path)
-        if line is None:
-            continue
-        reader, writer = line
-        try:
-            _send(writer, {"resident": PROTOCOL, "cmd": cmd, **fields})
-            await writer.drain()
-            raw = await reader.readline()
-            if raw:
-                answers.append(json.loads(raw))
-        except (ConnectionError, json.JSONDecodeError):
-            continue
-        finally:
-            writer.close()
-            with contextlib.suppress(OSError, ConnectionError):
-                await writer.wait_closed()
-    return answers
-
-
 # -- what other commands tell the engines: `wren data erase`, `wren models rm` -------------
 
 async def stop_for_erase(wait: float = 30.0) -> None:
@@ -432,20 +317,6 @@ async def _ended(pid: int, wait: float) -> bool:
     return False
 
 
-def release_model(name: str) -> None:
-    """Before `wren models rm NAME` deletes its files: a resident engine that has it
-    loaded stops its answers on it (their askers are told why) and unloads it. Refused
-    (WrenError, nothing deleted) while Wren's window has it loaded."""
-    if not supported():
-        return
-    from .threadloop import run_plain  # the window's remove runs this on a worker thread
-
-    reason = f"the answer was stopped: the model {name} is being removed (`wren models rm`)"
-    for answer in run_plain(request("drop", model=name, reason=reason)):
-        if answer.get("type") == "error":
-            raise WrenError(str(answer.get("message")))
-
-
 # -- `wren resident [status|stop]` -------------------------------------------------------------
 
 def register(sub) -> None:
@@ -471,7 +342,7 @@ async def _cmd_resident(args) -> int:
     if args.action == "serve":
         if args.socket is None:
             raise WrenError("`wren resident serve` is started by `wren ask` with --socket PATH")
-        from .resident_engine import serve
+        from .resident_host import serve
 
         return await serve(args.socket)
     if not supported():

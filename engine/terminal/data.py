@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from .errors import InvalidRequest
+from ..errors import InvalidRequest
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -25,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _engine():
-    from .api import Engine
+    from ..api import Engine
 
     return Engine.open()
 
@@ -44,10 +44,10 @@ async def _erase(args: argparse.Namespace) -> int:
     if not args.yes:
         raise InvalidRequest("`wren data erase` deletes all your conversations, memories, settings, "
                              "logs and caches and cannot be undone; run it again with --yes")
-    from . import paths
-    from .errors import DatabaseDamaged
+    from .. import paths
+    from ..errors import DatabaseDamaged
+    from ..store.health import check_file
     from .resident import stop_for_erase
-    from .store.health import check_file
 
     await stop_for_erase()  # no engine keeps the data open or its answers going while it is deleted
     try:
@@ -82,9 +82,9 @@ async def _erase(args: argparse.Namespace) -> int:
 def _erase_damaged(args: argparse.Namespace, problems: tuple[str, ...]) -> int:
     """Erase over a damaged database: its files are deleted unread (erase must not need to
     read what it deletes), then logs, caches and (with --models) models as usual."""
-    from . import paths
-    from .privacy import erase_files
-    from .store.health import remove_database_files
+    from .. import paths
+    from ..privacy import erase_files
+    from ..store.health import remove_database_files
 
     why = "; ".join(problems[:3]) or "unreadable"
     removed = remove_database_files(paths.database_path())
