@@ -44,9 +44,17 @@ bootstrap-test: $(STAMP_TEST)
 run: $(STAMP_RUN)
 	$(VENV)/bin/wren-desktop
 
+# The suite on every core (pytest-xdist; tests/conftest.py keeps apart what cannot share the
+# machine), then the tests marked `serial` (wall-clock bounds) one at a time. PYTEST_ARGS go
+# to both passes; TEST_WORKERS=0 runs the first pass in one process too. Both passes always
+# run; the target fails if either failed (5: the selection left no serial test to run).
+TEST_WORKERS ?= auto
 test: $(STAMP_TEST)
 	@bash tests/system/install.sh
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q $(PYTEST_ARGS)
+	rc=0; \
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not serial" $(PYTEST_ARGS) || rc=$$?; \
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m serial $(PYTEST_ARGS) || { s=$$?; [ $$s -eq 5 ] || rc=$$s; }; \
+	exit $$rc
 
 bench: $(STAMP_TEST)
 	$(PY) bench/decode.py

@@ -1,4 +1,10 @@
-"""Shared fixtures: every test gets its own WREN_HOME; engines over a scripted backend."""
+"""Shared fixtures: every test gets its own WREN_HOME; engines over a scripted backend.
+
+`make test` runs the suite on every core with pytest-xdist (`-n auto --dist loadgroup`),
+then the tests marked `serial` one at a time. Under xdist each worker is a process of its
+own: session fixtures (the tiny model, the imported starter model, the desktop's qasync
+loop) are built once per worker, and environment changes stay in the worker. What cannot
+share the machine is kept apart here (pytest_collection_modifyitems)."""
 
 from __future__ import annotations
 
@@ -12,6 +18,21 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO / "tests" / "data" / "starter_model.json"  # a copy of the team's reference file
+# Tests that write into the checkout itself: the bundle is built in build/package-test/, and
+# `pip wheel` of the checkout uses its build/ and *.egg-info. They run on one worker, in turn
+# (xdist hands the biggest group out first, so the bundle's build starts at once).
+CHECKOUT_WRITERS = ("tests/packaging/",)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.resolve().relative_to(REPO).as_posix().startswith(CHECKOUT_WRITERS):
+            item.add_marker(pytest.mark.xdist_group("checkout"))
+        elif item.get_closest_marker("serial") is not None:
+            # `make test` runs these in a pass of their own (-m serial, no -n); a parallel run
+            # that selects them anyway at least runs them one after another on one worker
+            item.add_marker(pytest.mark.xdist_group("serial"))
 
 
 @pytest.fixture(autouse=True)

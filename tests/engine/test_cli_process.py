@@ -212,6 +212,7 @@ def test_compiling_child_never_outlives_a_killed_parent(tiny_model_dir, tmp_path
     assert outlived == []
 
 
+@pytest.mark.serial  # a wall-clock bound: runs with the machine to itself (make test)
 @pytest.mark.slow
 @linux_only
 def test_the_child_command_names_its_parent_and_a_gone_parent_ends_it_at_once(tmp_path):
@@ -230,6 +231,7 @@ def test_the_child_command_names_its_parent_and_a_gone_parent_ends_it_at_once(tm
 
 # -- defect: Ctrl+C exits 0; a closed pipe ends in a traceback ----------------------------
 
+@pytest.mark.serial  # a wall-clock bound: runs with the machine to itself (make test)
 @pytest.mark.slow
 def test_ctrl_c_during_an_answer_exits_130_and_keeps_what_was_shown(starter_home, capsys):
     process = subprocess.Popen(

@@ -140,6 +140,7 @@ def hostile_results() -> dict:
     return json.loads(done.stdout)
 
 
+@pytest.mark.serial  # a wall-clock bound: runs with the machine to itself (make test)
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(HOSTILE))
 def test_hostile_templates_fail_fast_and_small(hostile_results, name):
@@ -211,6 +212,7 @@ def test_real_templates_render_as_jinja_renders_them(template, tools):
     validate_chat_template(template, "real-model")
 
 
+@pytest.mark.serial  # a wall-clock bound: runs with the machine to itself (make test)
 def test_long_conversations_are_not_limited():
     """The size limit grows with the conversation: a 3 MB history renders, each message
     printed once, in well under the time limit."""
@@ -229,6 +231,7 @@ def test_output_past_the_limit_is_refused():
         render_limited(literal, {"messages": []})
 
 
+@pytest.mark.serial  # a wall-clock bound: runs with the machine to itself (make test)
 def test_the_time_limit_applies_per_render_and_per_thread():
     slow = compile_chat_template("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}")
     quick = compile_chat_template(CHATML)

@@ -30,6 +30,7 @@ def _saved_statuses() -> list[str]:
     return statuses
 
 
+@pytest.mark.serial  # a wall-clock bound: runs with the machine to itself (make test)
 @pytest.mark.usefixtures("tiny_home")
 @pytest.mark.parametrize(("keep_alive", "delay"), [("0", 0.8), ("0", 2.0), ("0", 4.0), ("60", 2.5)])
 def test_ctrl_c_at_any_moment_stops_promptly_and_saves_no_complete_answer(keep_alive, delay):

@@ -61,6 +61,7 @@ def _workers(tmp_path: Path, n: int, seconds: float = 1.5, step_s: float = 0.005
     return [json.loads((tmp_path / f"steps{i}.json").read_text()) for i in range(n)]
 
 
+@pytest.mark.serial  # a wall-clock bound: runs with the machine to itself (make test)
 def test_two_processes_never_compute_at_once_and_both_get_turns(tmp_path):
     first, second = _workers(tmp_path, 2)
     # No step of one overlaps a step of the other (monotonic clocks are system-wide).
@@ -76,6 +77,7 @@ def test_two_processes_never_compute_at_once_and_both_get_turns(tmp_path):
     assert switches >= 10, switches
 
 
+@pytest.mark.serial  # a wall-clock bound: runs with the machine to itself (make test)
 def test_an_idle_holder_gives_the_turn_back_by_itself(tmp_path):
     one, other = CpuShare(tmp_path), CpuShare(tmp_path, wait_limit=5)
     try:
@@ -110,6 +112,7 @@ def _holder(tmp_path: Path) -> subprocess.Popen:
     return holder
 
 
+@pytest.mark.serial  # a wall-clock bound: runs with the machine to itself (make test)
 def test_a_stuck_holder_slows_a_waiter_once_never_stops_it(tmp_path):
     holder = _holder(tmp_path)
     try:
@@ -131,6 +134,7 @@ def test_a_stuck_holder_slows_a_waiter_once_never_stops_it(tmp_path):
         holder.wait(10)
 
 
+@pytest.mark.serial  # a wall-clock bound: runs with the machine to itself (make test)
 def test_a_holder_that_dies_frees_the_turn(tmp_path):
     holder = _holder(tmp_path)
     try:
@@ -172,6 +176,7 @@ def test_no_turns_in_a_folder_another_user_owns(monkeypatch, tmp_path):
     assert (tmp_path / "wren").stat().st_mode & 0o777 == 0o777  # not Wren's to change
 
 
+@pytest.mark.serial  # a wall-clock bound: runs with the machine to itself (make test)
 def test_a_cpu_model_takes_turns_and_rests_when_its_worker_is_idle(tmp_path, monkeypatch, tiny_model_dir):
     """The torch CPU backend's model computes on the turn; its worker gives it back when
     its queue is empty, so another engine is never kept waiting by an idle one."""
@@ -209,6 +214,7 @@ def test_a_cpu_model_takes_turns_and_rests_when_its_worker_is_idle(tmp_path, mon
         worker.close()
 
 
+@pytest.mark.serial  # a wall-clock bound: runs with the machine to itself (make test)
 def test_a_stopped_answer_does_not_wait_for_another_models_turn(tmp_path, monkeypatch, tiny_model_dir):
     """Stop (or Ctrl+C) while the model waits for the cores: the wait ends at once, the
     answer finishes as cancelled, instead of after the holder's step or the wait limit."""

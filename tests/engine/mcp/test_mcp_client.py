@@ -67,6 +67,7 @@ def test_log_ring_holds_stderr_log_messages_and_what_wren_did(shared):
     assert "wren: running (" in text and "8 tools" in text
 
 
+@pytest.mark.serial  # a wall-clock bound: runs with the machine to itself (make test)
 def test_a_call_that_never_answers_times_out_and_the_server_goes_on(shared):
     run(shared.list_tools())
     started = time.monotonic()

@@ -68,6 +68,7 @@ def _run_reader(chunks: list[bytes], limit: int) -> list:
     return got
 
 
+@pytest.mark.serial  # a wall-clock bound: runs with the machine to itself (make test)
 def test_the_reader_is_linear_in_a_long_line():
     line = b'{"jsonrpc": "2.0", "id": 7, "result": "' + b"y" * (30 << 20) + b'"}\n'
     chunks = [line[i:i + 65536] for i in range(0, len(line), 65536)]

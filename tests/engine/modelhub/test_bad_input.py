@@ -310,6 +310,7 @@ def test_every_cut_and_random_damage_gives_a_model_file_error(tiny_gguf, tmp_pat
     assert time.perf_counter() - start < 20  # ~2 s
 
 
+@pytest.mark.serial  # a wall-clock bound: runs with the machine to itself (make test)
 def test_a_large_vocabulary_parses_quickly(tmp_path):
     tokens = [f"tok{i}" for i in range(128_000)]
     merges = [f"a{i} b{i}" for i in range(280_000)]

@@ -40,6 +40,7 @@ def test_starter_config(starter):
     }.items() <= config.items()
 
 
+@pytest.mark.serial  # a wall-clock bound: runs with the machine to itself (make test)
 def test_second_ensure_is_fast_and_changes_nothing(starter_registry, starter):
     stamp = (starter.path / "model.gguf").stat().st_mtime_ns
     began = time.perf_counter()

@@ -76,6 +76,7 @@ def _run_child(*args: str, template: str = "") -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.serial  # a wall-clock bound: runs with the machine to itself (make test)
 @pytest.mark.parametrize("name", list(PILING_UP))
 def test_templates_that_pile_up_values_fail_fast_and_small(name):
     outcome = _run_child("validate", "-", template=PILING_UP[name])

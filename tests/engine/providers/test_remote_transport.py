@@ -76,6 +76,7 @@ def test_streams_an_answer_with_usage_key_and_idempotency_header(server):
     assert seen.body["stream"] is True and seen.body["messages"] == CHAT and seen.body["max_tokens"] == 50
 
 
+@pytest.mark.serial  # a wall-clock bound: runs with the machine to itself (make test)
 def test_429_retry_after_is_honoured_on_the_fake_clock(server):
     server.script = [("status", 429, {"Retry-After": "7"}), ("status", 429, {"Retry-After": "2"})]
     clock = FakeClock()
@@ -169,6 +170,7 @@ def test_malformed_chunk_is_a_clear_error(server):
     assert len(server.chats()) == 1
 
 
+@pytest.mark.serial  # a wall-clock bound: runs with the machine to itself (make test)
 def test_a_server_that_never_answers_fails_within_the_chunk_timeout(server):
     server.script = [("hang",)]
 

@@ -120,6 +120,7 @@ ADVERSARIAL = {
 }
 
 
+@pytest.mark.serial  # a wall-clock bound: runs with the machine to itself (make test)
 @pytest.mark.parametrize("name", sorted(ADVERSARIAL))
 def test_adversarial_megabyte_scans_in_bounded_time(name):
     policy = Policy.from_toml('[actions]\nsecret = "redact"\npii = "redact"\n' + BLOCKLIST_POLICY)

@@ -85,6 +85,7 @@ def test_a_base64_run_is_reported_whole():
     assert text[finding.span[0]:finding.span[1]] == encoded
 
 
+@pytest.mark.serial  # a wall-clock bound: runs with the machine to itself (make test)
 def test_an_encoded_secret_behind_many_decoy_runs_is_found_in_bounded_time():
     import base64
     import random

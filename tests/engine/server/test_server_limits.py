@@ -72,6 +72,7 @@ def _port(s) -> int:
     return int(s.url.rsplit(":", 1)[1])
 
 
+@pytest.mark.serial  # a wall-clock bound: runs with the machine to itself (make test)
 def test_a_declared_length_over_the_limit_is_a_413_before_any_body_is_read(serving):
     def declare(port: int, key: str) -> tuple[bytes, float]:
         with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
@@ -121,6 +122,7 @@ def test_a_chunked_body_is_cut_off_at_the_limit_with_memory_bounded(serving):
     assert growth < 40 * MB, f"the server grew by {growth / MB:.0f} MB"
 
 
+@pytest.mark.serial  # a wall-clock bound: runs with the machine to itself (make test)
 def test_an_overlong_prompt_is_refused_before_tokenizing_while_the_loop_answers_others(serving):
     prompt = "The quick brown fox jumps over the lazy dog. " * (6 * MB // 45)  # 6 MB: under the body limit
 
@@ -176,6 +178,7 @@ def test_the_limits_are_set_on_the_command_line_and_nonsense_is_refused(monkeypa
     assert "write timeout must be a positive number" in capsys.readouterr().err
 
 
+@pytest.mark.serial  # a wall-clock bound: runs with the machine to itself (make test)
 def test_a_big_prompt_within_the_bound_is_tokenized_off_the_loop(serving):
     """A guard, not a fix: a 1M-character prompt (under the character bound of a 32k-token
     model) is scanned and tokenized on worker threads, so GET /v1/models answers at once

@@ -142,6 +142,7 @@ def test_hermes_call_without_its_closing_tag():
     assert [(c.name, c.error) for c in calls] == [("a", None)]
 
 
+@pytest.mark.serial  # a wall-clock bound: runs with the machine to itself (make test)
 def test_a_long_call_fed_in_small_deltas_parses_quickly():
     import time
 
