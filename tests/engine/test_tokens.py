@@ -12,7 +12,6 @@ from wren.engine.api import Engine, TokenPiece
 from wren.engine.errors import InvalidRequest, WrenError
 from wren.engine.terminal.tokens import render
 from wren.engine.token_view import visible
-from wren.engine.tokens_cli import render
 
 
 def _cover(text: str, pieces: list[TokenPiece]) -> None:

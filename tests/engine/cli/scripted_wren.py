@@ -37,7 +37,6 @@ def main() -> int:
         import termios
 
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-    from wren.engine import cli
     from wren.engine.api import Engine
     from wren.engine.inference.backends.scripted import ScriptedBackend
     from wren.engine.terminal import main as cli

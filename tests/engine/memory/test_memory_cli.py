@@ -12,7 +12,6 @@ from wren.engine import paths
 from wren.engine.context import ContextAssembler, ContextRequest, MemorySummaries
 from wren.engine.errors import InvalidRequest, NotFound
 from wren.engine.memory import MemoryService
-from wren.engine.memory.cli import register
 from wren.engine.records import Role
 from wren.engine.store import Store
 from wren.engine.terminal.memory import register
