@@ -328,9 +328,9 @@ def _cmd_models_pull(args) -> int:
 
 
 def _cmd_models_rm(args) -> int:
+    from ..engine_sockets import release_model
     from ..errors import InvalidRequest
     from ..modelhub.registry import ModelRegistry
-    from ..engine_sockets import release_model
 
     registry = ModelRegistry(before_remove=release_model)  # a resident engine lets go of it first
     info = registry.get(args.name)
