@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import paths
+from .store import privacy as rows
+from .store.privacy import compact
 
 if TYPE_CHECKING:
     from .store import Store
@@ -41,9 +43,6 @@ CACHE_DIRS = ("cache",)  # under the data folder: compiled graphs, prefix caches
 CHAT_HISTORY_FILES = ("chat_history",)  # the terminal chat's input history (engine/cli_chat.py)
 # Settings never exported: anything that looks like a secret (provider keys live in the keyring).
 _SECRET = re.compile(r"key|token|secret|password|passphrase", re.IGNORECASE)
-_FTS_TABLES = ("message_fts", "memory_fts")
-_USER_TABLES = ("message_vector", "memory_vector", "conversation_summary", "message", "conversation",
-                "memory", "setting")
 
 
 # -- on the database thread ------------------------------------------------------------
@@ -53,55 +52,19 @@ def _utc(seconds_ago: float) -> str:
     return str(when)  # peewee's DateTimeField stores this text form, so it compares in order
 
 
-def _tables(db) -> set[str]:
-    return {r[0] for r in db.execute_sql("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
-
-
-def compact(db) -> None:
-    """Merge the full-text indexes (dropping deleted entries from every segment), rebuild
-    the file (VACUUM: `secure_delete` zeroes freed cells and pages, but a page SQLite
-    rebalanced can keep stale bytes in its unused middle) and fold the WAL into it,
-    truncating the WAL."""
-    tables = _tables(db)
-    for fts in _FTS_TABLES:
-        if fts in tables:
-            db.execute_sql(f"INSERT INTO {fts}({fts}) VALUES ('optimize')")
-    try:
-        db.execute_sql("PRAGMA wal_checkpoint(TRUNCATE)")
-        db.execute_sql("VACUUM")
-        db.execute_sql("PRAGMA wal_checkpoint(TRUNCATE)")
-    except Exception as exc:  # another program reading the file: the rows are gone already,
-        # their bytes go at the next purge or close (the last connection folds the WAL in)
-        log.warning("could not compact %s after a purge: %s", db.database, exc)
-
-
 def purge_conversations(store, *, older_than: float | None = None, ids: Iterable[int] | None = None) -> int:
     """Delete for good the soft-deleted chats (those deleted `older_than` seconds ago or
     more, or those in `ids`), scrub their text from other answers' provenance and compact.
     Returns how many chats were purged."""
     store.bind()
     db = store.db
-    where: list[str] = ["deleted_at IS NOT NULL"]
-    args: list[Any] = []
-    if older_than is not None:
-        where.append("deleted_at <= ?")
-        args.append(_utc(older_than))
-    if ids is not None:
-        picked = [int(i) for i in ids]
-        if not picked:
-            return 0
-        where.append(f"id IN ({','.join('?' * len(picked))})")
-        args += picked
-    clause = " AND ".join(where)
-    with db.atomic():
-        conv_ids = [r[0] for r in db.execute_sql(f"SELECT id FROM conversation WHERE {clause}", args).fetchall()]
-        if not conv_ids:
-            return 0
-        marks = ",".join("?" * len(conv_ids))
-        message_ids = {r[0] for r in db.execute_sql(
-            f"SELECT id FROM message WHERE conversation_id IN ({marks})", conv_ids).fetchall()}
-        db.execute_sql(f"DELETE FROM conversation WHERE id IN ({marks})", conv_ids)  # cascades
-        scrub_copies(db, messages=message_ids)
+    picked = None if ids is None else [int(i) for i in ids]
+    conv_ids = rows.delete_deleted_conversations(
+        db, deleted_before=None if older_than is None else _utc(older_than), ids=picked,
+        then=lambda message_ids: scrub_copies(db, messages=message_ids),
+    )
+    if not conv_ids:
+        return 0
     if store.path != ":memory:":
         compact(db)
         _forget_typed_lines(store, conv_ids)
@@ -131,7 +94,7 @@ def scrub_copies(db, *, memories: dict[int, str] | None = None, messages: set[in
     needles += ['"memory"'] if memories else []
     found: dict[int, str] = {}
     for needle in needles:
-        for mid, meta in db.execute_sql("SELECT id, meta FROM message WHERE instr(meta, ?) > 0", (needle,)).fetchall():
+        for mid, meta in rows.metas_containing(db, needle):
             found[mid] = meta
     changed = 0
     for mid, raw in found.items():
@@ -141,7 +104,7 @@ def scrub_copies(db, *, memories: dict[int, str] | None = None, messages: set[in
             continue
         scrubbed = _scrub_meta(meta, memories, messages)
         if scrubbed != meta:
-            db.execute_sql("UPDATE message SET meta = ? WHERE id = ?", (json.dumps(scrubbed, ensure_ascii=False), mid))
+            rows.set_meta_text(db, mid, json.dumps(scrubbed, ensure_ascii=False))
             changed += 1
     return changed
 
@@ -185,7 +148,7 @@ def forget_memories(db, memories: dict[int, str], *, in_memory: bool = False) ->
     if not memories:
         return
     scrub_copies(db, memories=memories)
-    if not in_memory and not db.in_transaction():
+    if not in_memory and not rows.in_transaction(db):
         compact(db)
 
 
@@ -193,16 +156,7 @@ def erase_database(store) -> dict[str, int]:
     """Every user row: conversations, messages, memories, summaries, vectors, settings."""
     store.bind()
     db = store.db
-    tables = _tables(db)
-    counts: dict[str, int] = {}
-    with db.atomic():
-        for table in _USER_TABLES:
-            if table in tables:
-                counts[table] = db.execute_sql(f"SELECT count(*) FROM {table}").fetchone()[0]
-                db.execute_sql(f"DELETE FROM {table}")
-        for fts in _FTS_TABLES:
-            if fts in tables:
-                db.execute_sql(f"INSERT INTO {fts}({fts}) VALUES ('delete-all')")
+    counts = rows.delete_user_rows(db)
     if store.path != ":memory:":
         compact(db)
     return counts
@@ -212,15 +166,9 @@ def _export_rows(store) -> dict[str, Any]:
     from .export_archive import conversation_files
 
     convs = conversation_files(store)  # every branch of every chat
-    db = store.db
-    tables = _tables(db)
-    memories = []
-    if "memory" in tables:
-        cols = ("id", "text", "created_at", "updated_at", "source_conversation_id", "origin")
-        for row in db.execute_sql(f"SELECT {', '.join(cols)} FROM memory ORDER BY id").fetchall():
-            memories.append(dict(zip(cols, row)))
+    memories = rows.memories_for_export(store.db)
     settings = {}
-    for key, value in db.execute_sql("SELECT key, value FROM setting ORDER BY key").fetchall():
+    for key, value in rows.settings_text(store.db):
         if not _SECRET.search(key):
             try:
                 settings[key] = json.loads(value)

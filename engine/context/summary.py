@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..store import Store
-from ..store.memory_models import ConversationSummary
+from ..store.summaries import save_summary, summaries_of
 
 
 @dataclass(frozen=True)
@@ -35,11 +35,7 @@ class SummaryStore:
         if conversation_id is None or not lineage_ids:
             return []
         position = {mid: n for n, mid in enumerate(lineage_ids)}
-        rows = self.db.execute_sql(
-            "SELECT through_message_id, text, covered FROM conversation_summary "
-            "WHERE conversation_id = ? ORDER BY through_message_id DESC LIMIT 256",
-            (conversation_id,),
-        ).fetchall()
+        rows = summaries_of(self.db, conversation_id)
         # Only a summary whose last message is on this branch describes this branch.
         on_path = sorted((r for r in rows if r[0] in position), key=lambda r: position[r[0]])
         return [SavedSummary(*r) for r in on_path]
@@ -47,11 +43,7 @@ class SummaryStore:
     def save(self, conversation_id: int | None, summary: SavedSummary) -> None:
         if conversation_id is None:
             return
-        with self.db.bind_ctx([ConversationSummary], bind_refs=False, bind_backrefs=False):
-            ConversationSummary.insert(
-                conversation=conversation_id, through_message=summary.through_id, text=summary.text,
-                covered=summary.covered,
-            ).on_conflict_replace().execute()
+        save_summary(self.db, conversation_id, summary.through_id, summary.text, summary.covered)
 
 
 class MemorySummaries:

@@ -12,6 +12,7 @@ from datetime import datetime
 import numpy as np
 
 from ..store.models import utcnow
+from ..store.past_messages import past_messages, search_past_messages
 from . import fts
 from .embed import Embedder
 from .records import Retrieved, SourceKind
@@ -201,16 +202,8 @@ class Retriever:
         """
         if budget_tokens <= 0:
             return []
-        eligible = ("m.conversation_id IS NOT ? AND c.deleted_at IS NULL AND m.status = 'complete' "
-                    "AND coalesce(json_extract(c.settings, '$.temporary'), 0) = 0")
         match = fts.any_of(query)
-        rows = self.db.execute_sql(
-            "SELECT m.id, m.conversation_id, m.content, -bm25(message_fts) AS s "
-            "FROM message_fts f JOIN message m ON m.id = f.rowid "
-            "JOIN conversation c ON c.id = m.conversation_id "
-            f"WHERE message_fts MATCH ? AND {eligible} ORDER BY s DESC LIMIT ?",
-            (match, conversation_id, limit * 4),
-        ).fetchall() if match else []
+        rows = search_past_messages(self.db, match, conversation_id, limit * 4) if match else []
         best = max((r[3] for r in rows), default=0.0)
         lexical = {r[0]: r[3] / best for r in rows if best > 0}
         found = {r[0]: (r[1], r[2]) for r in rows}
@@ -221,12 +214,7 @@ class Retriever:
             close = self.message_vectors.nearest(cosine, limit * 4, self.settings.min_cosine)
             extra = [i for i in close if i not in found]
             if extra:
-                marks = ",".join("?" * len(extra))
-                found.update((r[0], (r[1], r[2])) for r in self.db.execute_sql(
-                    "SELECT m.id, m.conversation_id, m.content FROM message m "
-                    f"JOIN conversation c ON c.id = m.conversation_id WHERE m.id IN ({marks}) AND {eligible}",
-                    (*extra, conversation_id),
-                ).fetchall())
+                found.update((r[0], (r[1], r[2])) for r in past_messages(self.db, extra, conversation_id))
             position, w = self.message_vectors.position, self.settings.semantic_weight
             scores = {}
             for message_id in found:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from ..store import Store
-from ..store.memory_models import Memory
+from ..store import memories as memory_rows
 from . import intents
 from . import settings as memory_settings
 from .embed import Embedder
@@ -221,17 +221,17 @@ class MemoryService:
         """Undo a forget: the memory comes back with its id, so old provenance still points at it."""
         clean_text(memory.text)
         with self.memories._bound():
-            if Memory.get_or_none(Memory.id == memory.id) is not None:
+            if memory_rows.memory_row(memory.id) is not None:
                 return self.memories.get(memory.id)
             # The chat it came from may have been purged since; the memory outlives it.
-            conv = self._exists("conversation", memory.source_conversation_id)
-            msg = self._exists("message", memory.source_message_id)
-            Memory.insert(
+            memory_rows.restore_memory(
                 id=memory.id, text=memory.text, created_at=memory.created_at,
-                updated_at=memory.updated_at, source_conversation=conv, source_message=msg,
+                updated_at=memory.updated_at,
+                source_conversation_id=self._exists("conversation", memory.source_conversation_id),
+                source_message_id=self._exists("message", memory.source_message_id),
                 last_used_at=memory.last_used_at, times_used=memory.times_used,
                 origin=memory.origin.value,
-            ).execute()
+            )
             self.memories.generation += 1
         self._saved()
         return self.memories.get(memory.id)
@@ -239,5 +239,4 @@ class MemoryService:
     def _exists(self, table: str, row_id: int | None) -> int | None:
         if row_id is None:
             return None
-        found = self.store.db.execute_sql(f"SELECT 1 FROM {table} WHERE id = ?", (row_id,)).fetchone()
-        return row_id if found else None
+        return row_id if memory_rows.row_exists(self.store.db, table, row_id) else None

@@ -6,6 +6,7 @@ import json
 from dataclasses import asdict, dataclass, fields
 
 from ..errors import InvalidRequest
+from ..store.memories import setting_text
 
 SETTING_KEY = "memory"
 TEMPORARY_KEY = "temporary"  # conversation.settings[TEMPORARY_KEY] marks a temporary chat
@@ -41,9 +42,9 @@ class MemorySettings:
 
 
 def load(store) -> MemorySettings:
-    # Raw SQL: read every turn, and peewee's query building costs more than the read.
-    row = store.db.execute_sql("SELECT value FROM setting WHERE key = ?", (SETTING_KEY,)).fetchone()
-    return MemorySettings.from_dict(json.loads(row[0]) if row and row[0] else None)
+    # Raw SQL (there): read every turn, and peewee's query building costs more than the read.
+    text = setting_text(store.db, SETTING_KEY)
+    return MemorySettings.from_dict(json.loads(text) if text else None)
 
 
 def save(store, settings: MemorySettings) -> None:

@@ -1,4 +1,7 @@
-"""Every read and write of memories: add, edit, forget, clear, list, full-text search."""
+"""Every read and write of memories: add, edit, forget, clear, list, full-text search.
+
+The SQL itself is in `engine.store.memories`; this keeps what a memory may say and the
+records the rest of Wren sees."""
 
 from __future__ import annotations
 
@@ -6,15 +9,16 @@ import contextlib
 import functools
 from collections.abc import Iterable, Iterator
 from datetime import datetime
-
-import peewee as pw
+from typing import TYPE_CHECKING
 
 from ..errors import NotFound
 from ..store import Store
-from ..store.memory_models import MEMORY_TABLES, Memory, MemoryVector
-from ..store.models import utcnow
+from ..store import memories as rows
 from . import fts
 from .records import MAX_MEMORY_CHARS, MemoryInfo, MemoryRefused, Origin
+
+if TYPE_CHECKING:
+    from ..store.memory_models import Memory
 
 
 def _with_tables(method):
@@ -53,15 +57,12 @@ class MemoryStore:
     def __init__(self, store: Store):
         self.store = store
         self.db = store.db
-        self.db.bind(MEMORY_TABLES, bind_refs=False, bind_backrefs=False)
+        rows.bind_memory_tables(self.db)
         self.generation = 0  # bumped by every write here, so caches know to reload
 
     @contextlib.contextmanager
     def _bound(self) -> Iterator[None]:
-        if Memory._meta.database is self.db:
-            yield
-            return
-        with self.db.bind_ctx(MEMORY_TABLES, bind_refs=False, bind_backrefs=False):
+        with rows.memory_tables(self.db):
             yield
 
     # -- writes --------------------------------------------------------------------
@@ -74,42 +75,19 @@ class MemoryStore:
         """Save a fact; the same fact said again refreshes the old memory instead of doubling it."""
         text = clean_text(text)
         self.generation += 1
-        with self.db.atomic():
-            same = self._same_text(text)
-            if same is not None:
-                same.updated_at = utcnow()
-                same.save()
-                return _info(same)
-            row = Memory.create(
-                text=text, origin=origin.value, source_conversation=conversation_id,
-                source_message=message_id,
-            )
-        return _info(row)
-
-    def _same_text(self, text: str) -> Memory | None:
         key = text.lower().rstrip(".!")
-        query = fts.all_of(text)
-        if not query:
-            return Memory.get_or_none(pw.fn.lower(Memory.text) == text.lower())
-        rows = self.db.execute_sql(
-            "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? LIMIT 50", (query,)
-        ).fetchall()
-        for row in Memory.select().where(Memory.id.in_([r[0] for r in rows])):
-            if row.text.lower().rstrip(".!") == key:
-                return row
-        return None
+        row = rows.add_memory(
+            self.db, text, match=fts.all_of(text), same=lambda found: found.lower().rstrip(".!") == key,
+            origin=origin.value, conversation_id=conversation_id, message_id=message_id,
+        )
+        return _info(row)
 
     @_with_tables
     def edit(self, memory_id: int, text: str) -> MemoryInfo:
         text = clean_text(text)
         row = self._row(memory_id)
         self.generation += 1
-        with self.db.atomic():
-            row.text = text
-            row.updated_at = utcnow()
-            row.save()
-            # The old vector describes the old text.
-            MemoryVector.delete().where(MemoryVector.memory == memory_id).execute()
+        rows.set_memory_text(self.db, row, text)
         return _info(row)
 
     @_with_tables
@@ -117,26 +95,21 @@ class MemoryStore:
         row = self._row(memory_id)
         info = _info(row)
         self.generation += 1
-        row.delete_instance()
+        rows.delete_memory(row)
         self._forgotten({info.id: info.text})
         return info
 
     @_with_tables
     def delete_many(self, memory_ids: Iterable[int]) -> list[MemoryInfo]:
-        ids = list(memory_ids)
         self.generation += 1
-        with self.db.atomic():
-            rows = [_info(r) for r in Memory.select().where(Memory.id.in_(ids)).order_by(Memory.id)]
-            Memory.delete().where(Memory.id.in_(ids)).execute()
-        self._forgotten({m.id: m.text for m in rows})
-        return rows
+        gone = [_info(r) for r in rows.delete_memories(self.db, memory_ids)]
+        self._forgotten({m.id: m.text for m in gone})
+        return gone
 
     @_with_tables
     def clear(self) -> int:
         self.generation += 1
-        with self.db.atomic():
-            gone = {r.id: r.text for r in Memory.select(Memory.id, Memory.text)}
-            count = Memory.delete().execute()
+        gone, count = rows.delete_all_memories(self.db)
         self._forgotten(gone)
         return count
 
@@ -148,11 +121,7 @@ class MemoryStore:
 
     @_with_tables
     def mark_used(self, memory_ids: Iterable[int], when: datetime | None = None) -> None:
-        ids = list(memory_ids)
-        if ids:
-            Memory.update(last_used_at=when or utcnow(), times_used=Memory.times_used + 1).where(
-                Memory.id.in_(ids)
-            ).execute()
+        rows.mark_memories_used(memory_ids, when)
 
     # -- reads ---------------------------------------------------------------------
 
@@ -161,7 +130,7 @@ class MemoryStore:
         return _info(self._row(memory_id))
 
     def _row(self, memory_id: int) -> Memory:
-        row = Memory.get_or_none(Memory.id == memory_id)
+        row = rows.memory_row(memory_id)
         if row is None:
             raise NotFound(f"no memory with id {memory_id}; it may have been forgotten already")
         return row
@@ -169,19 +138,16 @@ class MemoryStore:
     @_with_tables
     def get_many(self, memory_ids: Iterable[int]) -> dict[int, MemoryInfo]:
         """The memories that still exist among `memory_ids` (a past answer's may be gone)."""
-        return {r.id: _info(r) for r in Memory.select().where(Memory.id.in_(list(memory_ids)))}
+        return {r.id: _info(r) for r in rows.memory_rows(memory_ids)}
 
     @_with_tables
     def count(self) -> int:
-        return Memory.select().count()
+        return rows.count_memories()
 
     @_with_tables
     def list(self, limit: int | None = None, offset: int = 0) -> list[MemoryInfo]:
         """Newest first (by last edit), as the settings page shows them."""
-        rows = Memory.select().order_by(Memory.updated_at.desc(), Memory.id.desc()).offset(offset)
-        if limit is not None:
-            rows = rows.limit(limit)
-        return [_info(r) for r in rows]
+        return [_info(r) for r in rows.newest_memories(limit, offset)]
 
     @_with_tables
     def search(self, query: str, limit: int = 50) -> list[MemoryInfo]:
@@ -189,57 +155,27 @@ class MemoryStore:
         ranked = self.bm25(query, limit)
         if not ranked:
             return []
-        rows = {r.id: r for r in Memory.select().where(Memory.id.in_([i for i, _ in ranked]))}
-        return [_info(rows[i]) for i, _ in ranked if i in rows]
+        found = {r.id: r for r in rows.memory_rows(i for i, _ in ranked)}
+        return [_info(found[i]) for i, _ in ranked if i in found]
 
     def bm25(self, query: str, limit: int) -> list[tuple[int, float]]:
         """(memory id, BM25 score — higher is better) for rows matching any word of `query`."""
         match = fts.any_of(query)
-        if not match:
-            return []
-        cursor = self.db.execute_sql(
-            "SELECT rowid, -bm25(memory_fts) AS s FROM memory_fts WHERE memory_fts MATCH ? "
-            "ORDER BY s DESC LIMIT ?",
-            (match, limit),
-        )
-        return [(r[0], r[1]) for r in cursor.fetchall()]
+        return rows.memory_bm25(self.db, match, limit) if match else []
 
-    def candidates(self, query: str, limit: int) -> list[tuple[int, float, str, str, str | None]]:
-        """(id, BM25 score, text, updated_at, last_used_at) of the best `limit` matches.
-
-        Raw SQL on purpose: this runs every turn, and building model objects costs more than
-        the search itself at 10,000 memories.
-        """
+    def candidates(self, query: str, limit: int) -> list[rows.RankedRow]:
+        """(id, BM25 score, text, updated_at, last_used_at) of the best `limit` matches."""
         match = fts.any_of(query)
-        if not match:
-            return []
-        return self.db.execute_sql(
-            "SELECT t.id, t.s, m.text, m.updated_at, m.last_used_at FROM ("
-            "SELECT rowid AS id, -bm25(memory_fts) AS s FROM memory_fts WHERE memory_fts MATCH ? "
-            "ORDER BY s DESC LIMIT ?) AS t JOIN memory AS m ON m.id = t.id ORDER BY t.s DESC",
-            (match, limit),
-        ).fetchall()
+        return rows.memory_candidates(self.db, match, limit) if match else []
 
-    def rows_raw(self, memory_ids: Iterable[int]) -> list[tuple[int, float, str, str, str | None]]:
+    def rows_raw(self, memory_ids: Iterable[int]) -> list[rows.RankedRow]:
         """Like `candidates` (score 0) for given ids: embedding-only candidates."""
-        ids = list(memory_ids)
-        if not ids:
-            return []
-        marks = ",".join("?" * len(ids))
-        return self.db.execute_sql(
-            f"SELECT id, 0.0, text, updated_at, last_used_at FROM memory WHERE id IN ({marks})", ids
-        ).fetchall()
+        return rows.memory_rows_raw(self.db, memory_ids)
 
     def matching_all(self, topic: str, limit: int = 200) -> list[int]:
         """Ids of memories containing every topic word of `topic` ("forget everything about X")."""
         match = fts.all_of(topic)
-        if not match:
-            return []
-        cursor = self.db.execute_sql(
-            "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? ORDER BY bm25(memory_fts) LIMIT ?",
-            (match, limit),
-        )
-        return [r[0] for r in cursor.fetchall()]
+        return rows.memory_ids_matching(self.db, match, limit) if match else []
 
 
 def _info(row: Memory) -> MemoryInfo:

@@ -13,23 +13,26 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .embed import from_blob, one_blas_thread, to_blob
-
-# Past messages worth finding again: finished, in a chat that is neither deleted nor temporary.
-_ELIGIBLE_MESSAGES = (
-    "SELECT m.id AS id, m.content AS text FROM message m JOIN conversation c ON c.id = m.conversation_id "
-    "WHERE m.status = 'complete' AND c.deleted_at IS NULL AND m.role IN ('user', 'assistant') "
-    "AND length(trim(m.content)) > 0 AND coalesce(json_extract(c.settings, '$.temporary'), 0) = 0"
+from ..store.vectors import (
+    MEMORY_VECTORS,
+    MESSAGE_VECTORS,
+    VectorTable,
+    count_missing_vectors,
+    data_version,
+    has_table,
+    missing_vectors,
+    save_vectors,
+    vectors_of,
 )
+from .embed import from_blob, one_blas_thread, to_blob
 
 
 class VectorIndex:
     """One kind of text (memories or messages) and its vectors, as a matrix of unit rows."""
 
-    def __init__(self, db, *, source_sql: str, table: str, key: str):
+    def __init__(self, db, kind: VectorTable):
         self.db = db
-        self.source_sql = source_sql  # SELECT id, text of everything that should have a vector
-        self.table, self.key = table, key
+        self.kind = kind
         self.ids = np.zeros(0, dtype=np.int64)
         self.matrix = np.zeros((0, 0), dtype=np.float32)
         self.position: dict[int, int] = {}
@@ -38,62 +41,38 @@ class VectorIndex:
 
     @classmethod
     def for_memories(cls, db) -> VectorIndex:
-        return cls(db, source_sql="SELECT id, text FROM memory", table="memory_vector", key="memory_id")
+        return cls(db, MEMORY_VECTORS)
 
     @classmethod
     def for_messages(cls, db) -> VectorIndex:
-        return cls(db, source_sql=_ELIGIBLE_MESSAGES, table="message_vector", key="message_id")
+        return cls(db, MESSAGE_VECTORS)
 
     def available(self) -> bool:
         """False on a database without the table (one not yet migrated)."""
-        return bool(self.db.execute_sql(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (self.table,)
-        ).fetchone())
+        return has_table(self.db, self.kind)
 
     def missing(self, model: str, limit: int | None = None) -> list[tuple[int, str]]:
         """(id, text) without a vector of `model`, newest first (most likely asked about)."""
-        sql = (f"SELECT s.id, s.text FROM ({self.source_sql}) s LEFT JOIN {self.table} v "
-               f"ON v.{self.key} = s.id WHERE v.vector IS NULL OR v.model != ? ORDER BY s.id DESC")
-        args: tuple = (model,)
-        if limit is not None:
-            sql += " LIMIT ?"
-            args = (model, limit)
-        return [(r[0], r[1]) for r in self.db.execute_sql(sql, args).fetchall()]
+        return missing_vectors(self.db, self.kind, model, limit)
 
     def count_missing(self, model: str) -> int:
-        return self.db.execute_sql(
-            f"SELECT count(*) FROM ({self.source_sql}) s LEFT JOIN {self.table} v ON v.{self.key} = s.id "
-            "WHERE v.vector IS NULL OR v.model != ?", (model,)
-        ).fetchone()[0]
+        return count_missing_vectors(self.db, self.kind, model)
 
     def save(self, model: str, ids: Sequence[int], vectors: np.ndarray) -> None:
         """Store vectors made by `model` (rows of ids that vanished meanwhile are skipped)."""
         if not len(ids):
             return
         self._saves += 1
-        rows = [(int(i), model, to_blob(v)) for i, v in zip(ids, vectors)]
-        with self.db.atomic():
-            # INSERT … SELECT: an id deleted while it was being embedded writes nothing.
-            source = "memory" if self.table == "memory_vector" else "message"
-            for row in rows:
-                self.db.execute_sql(
-                    f"INSERT OR REPLACE INTO {self.table} ({self.key}, model, vector) "
-                    f"SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM {source} WHERE id = ?)",
-                    (*row, row[0]),
-                )
+        save_vectors(self.db, self.kind, model, [(int(i), to_blob(v)) for i, v in zip(ids, vectors)])
 
     def load(self, model: str, generation: object = None) -> None:
         """Refresh `ids`/`matrix` with `model`'s vectors if anything changed since last time."""
         # No scan of the table per turn: this object's own writes, the memories' generation
         # and SQLite's data_version (bumped by other connections' commits) say what changed.
-        seen = (model, generation, self._saves, self.db.execute_sql("PRAGMA data_version").fetchone()[0])
+        seen = (model, generation, self._saves, data_version(self.db))
         if seen == self._seen:
             return
-        source = "memory" if self.table == "memory_vector" else "message"
-        rows = self.db.execute_sql(
-            f"SELECT v.{self.key}, v.vector FROM {self.table} v JOIN {source} s ON s.id = v.{self.key} "
-            f"WHERE v.model = ? ORDER BY v.{self.key}", (model,)
-        ).fetchall()
+        rows = vectors_of(self.db, self.kind, model)
         self.ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         self.position = {int(i): n for n, i in enumerate(self.ids)}
         self.matrix = (np.vstack([from_blob(r[1]) for r in rows]).astype(np.float32, copy=False)
