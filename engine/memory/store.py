@@ -9,16 +9,12 @@ import contextlib
 import functools
 from collections.abc import Iterable, Iterator
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from ..errors import NotFound
 from ..store import Store
 from ..store import memories as rows
 from . import fts
 from .records import MAX_MEMORY_CHARS, MemoryInfo, MemoryRefused, Origin
-
-if TYPE_CHECKING:
-    from ..store.memory_models import Memory
 
 
 def _with_tables(method):
@@ -129,7 +125,7 @@ class MemoryStore:
     def get(self, memory_id: int) -> MemoryInfo:
         return _info(self._row(memory_id))
 
-    def _row(self, memory_id: int) -> Memory:
+    def _row(self, memory_id: int) -> rows.MemoryRow:
         row = rows.memory_row(memory_id)
         if row is None:
             raise NotFound(f"no memory with id {memory_id}; it may have been forgotten already")
@@ -178,7 +174,7 @@ class MemoryStore:
         return rows.memory_ids_matching(self.db, match, limit) if match else []
 
 
-def _info(row: Memory) -> MemoryInfo:
+def _info(row: rows.MemoryRow) -> MemoryInfo:
     return MemoryInfo(
         id=row.id, text=row.text, created_at=row.created_at, updated_at=row.updated_at,
         source_conversation_id=row.source_conversation_id, source_message_id=row.source_message_id,

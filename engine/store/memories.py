@@ -17,6 +17,9 @@ import peewee as pw
 from .memory_models import MEMORY_TABLES, Memory, MemoryVector
 from .models import utcnow
 
+# A memory's row as these functions hand it out: read its fields; every write goes through
+# a function here.
+MemoryRow = Memory
 # A raw row for ranking: (id, score, text, updated_at, last_used_at).
 RankedRow = tuple[int, float, str, str, str | None]
 
