@@ -15,14 +15,9 @@ from __future__ import annotations
 import ipaddress
 import socket
 
+from ..loopback import is_loopback
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+__all__ = ["HostPolicy", "host_name", "is_loopback"]
 
 
 def _ip(name: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import ipaddress
 import json
 import logging
 import random
@@ -39,6 +38,7 @@ import numpy as np
 
 from ...errors import WrenError
 from ...events import Delta, Failed, FailureKind, Finished, FinishReason, Usage
+from ...loopback import is_loopback
 from ...threadloop import LoopThread
 from ..backend import ChatChunk, ModelBase, Unsupported
 
@@ -68,15 +68,6 @@ class RemoteInterrupted(RemoteError):
 
 class RemoteProtocolError(RemoteError):
     """The server sent something that is not an OpenAI-compatible stream."""
-
-
-def is_loopback(host: str) -> bool:
-    if host.lower() in ("localhost", "localhost.localdomain") or host.lower().endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def check_base_url(base_url: str, *, allow_http: bool = False) -> str:
