@@ -24,10 +24,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import wren.engine.turns as turns
-from wren.engine.api import Engine, SendOptions
+from wren.engine.api import Engine
 from wren.engine.events import Finished, Started, Usage
 from wren.engine.inference.sampling import SamplingParams
 from wren.engine.modelhub.registry import ModelRegistry
+from wren.engine.records import SendOptions
 from wren.engine.safety import OutputGuard, Policy
 from wren.engine.safety.guard import GuardStep
 from wren.engine.store import Store
@@ -51,10 +52,10 @@ async def measure(engine: Engine, tokens: int, runs: int) -> list[float]:
     rates = []
     params = SamplingParams(temperature=0.0, max_tokens=tokens)
     for _ in range(runs):
-        conv = await engine.create_conversation()
+        conv = await engine.conversations.create()
         first = None
         count = 0
-        async for event in engine.send(conv.id, PROMPT, SendOptions(sampling=params)):
+        async for event in engine.chat.send(conv.id, PROMPT, SendOptions(sampling=params)):
             if isinstance(event, Started):
                 first = time.perf_counter()
             elif isinstance(event, Usage):
@@ -71,8 +72,8 @@ async def main_async(args) -> dict:
     registry = ModelRegistry(Path(args.models) if args.models else home / "models")
     registry.ensure_starter()
     engine = Engine(Store(home / "wren.sqlite3"), registry)
-    await engine.load_model(backend=args.backend)
-    await engine.decode_mode(wait=True)  # a background compile would skew the first variant
+    await engine.models.load(backend=args.backend)
+    await engine.models.decode_mode(wait=True)  # a background compile would skew the first variant
     variants = {
         "no_guard": (NoGuard, Policy.shipped()),
         "shipped_policy": (OutputGuard, Policy.shipped()),
@@ -89,7 +90,7 @@ async def main_async(args) -> dict:
             engine.policy = policy
             results[name] += await measure(engine, args.tokens, 1)
     turns.OutputGuard = OutputGuard
-    status = engine.current_model
+    status = engine.models.current
     await engine.close()
     base = statistics.median(results["no_guard"])
     return {

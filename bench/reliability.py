@@ -48,18 +48,19 @@ STORY = "Write a long story about a lighthouse keeper and a storm."
 # The window, emulated: one Engine in its own process, as the desktop app holds one.
 WINDOW = r"""
 import asyncio, json, sys
-from wren.engine.api import Engine, SendOptions
+from wren.engine.api import Engine
+from wren.engine.records import SendOptions
 from wren.engine.events import Delta, Started
 
 async def main():
     question, max_tokens, seed, then = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     engine = Engine.open()
     try:
-        await engine.load_model(backend="torch-cpu")
-        params = (await engine.default_sampling()).with_(max_tokens=max_tokens, seed=seed, temperature=0.8)
-        conv = await engine.create_conversation("window")
+        await engine.models.load(backend="torch-cpu")
+        params = (await engine.settings.default_sampling()).with_(max_tokens=max_tokens, seed=seed, temperature=0.8)
+        conv = await engine.conversations.create("window")
         parts, answer = [], None
-        async for event in engine.send(conv.id, question, SendOptions(sampling=params)):
+        async for event in engine.chat.send(conv.id, question, SendOptions(sampling=params)):
             if isinstance(event, Started):
                 answer = event.assistant_message_id
                 print(json.dumps({"started": answer, "conversation": conv.id}), flush=True)
@@ -68,7 +69,7 @@ async def main():
         print(json.dumps({"answer": answer, "text": "".join(parts)}), flush=True)
         if then == "title":
             print(json.dumps({"title_start": True}), flush=True)
-            print(json.dumps({"title": await engine.generate_title(conv.id)}), flush=True)
+            print(json.dumps({"title": await engine.chat.generate_title(conv.id)}), flush=True)
     finally:
         await engine.close()
 

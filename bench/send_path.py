@@ -110,7 +110,7 @@ def instrument(engine, counts: Counts) -> None:
 def send_of(engine):
     """`engine.chat.send` where the engine has services, else the facade's `send`."""
     chat = getattr(engine, "chat", None)
-    return chat.send if chat is not None and hasattr(chat, "send") else engine.send
+    return chat.send if chat is not None and hasattr(chat, "send") else engine.chat.send
 
 
 async def one_send(engine, counts: Counts, conv_id: int, text: str) -> tuple[float, dict, dict]:
@@ -129,7 +129,7 @@ async def one_send(engine, counts: Counts, conv_id: int, text: str) -> tuple[flo
 
 async def new_chat(engine, n: int) -> int:
     """A chat with two earlier exchanges and a title (no title request beside the answer)."""
-    create = getattr(getattr(engine, "conversations", None), "create", None) or engine.create_conversation
+    create = getattr(getattr(engine, "conversations", None), "create", None) or engine.conversations.create
     conv = await create(f"bench {n}")
     store = engine.store
     parent = None
@@ -152,7 +152,7 @@ async def main_async(args) -> dict:
     model_dir = make_tiny_model_dir(home / "tiny-llama")
     scripted = ScriptedBackend("Hello from Wren, a short scripted answer.")
     engine = tiny_engine(home, model_dir, backend_factory=lambda name: scripted)
-    load = getattr(getattr(engine, "models", None), "load", None) or engine.load_model
+    load = getattr(getattr(engine, "models", None), "load", None) or engine.models.load
     await load()
     counts = Counts()
     instrument(engine, counts)

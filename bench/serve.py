@@ -247,17 +247,17 @@ class Client:
 async def direct_send(engine, params, runs: int, *, create: bool = False) -> list[float]:
     """`create`: the new chat is made inside the timed span, as POST /api/conversation
     without a conversation_id does."""
-    from wren.engine.api import SendOptions
     from wren.engine.events import Delta
+    from wren.engine.records import SendOptions
 
     out = []
     for _ in range(runs):
         t0 = time.perf_counter()
-        conv = await engine.create_conversation()
+        conv = await engine.conversations.create()
         if not create:
             t0 = time.perf_counter()
         first = None
-        async for event in engine.send(conv.id, QUESTION, SendOptions(sampling=params)):
+        async for event in engine.chat.send(conv.id, QUESTION, SendOptions(sampling=params)):
             if first is None and isinstance(event, Delta):
                 first = time.perf_counter() - t0
         out.append(first)
@@ -327,11 +327,11 @@ async def server_main(args) -> dict:
     else:
         model = None
     engine = Engine(Store(home / "wren.sqlite3"), registry, **kwargs)
-    await engine.set_performance_settings(parallel_sequences=args.parallel)
-    status = await engine.load_model(model, backend=None if args.backend == "scripted" else args.backend)
+    await engine.settings.set_performance(parallel_sequences=args.parallel)
+    status = await engine.models.load(model, backend=None if args.backend == "scripted" else args.backend)
     # The steady state: a model that compiles its decode step does so in a child process for
     # tens of seconds after loading, taking a core from everything measured meanwhile.
-    decode_mode = await engine.decode_mode(wait=True)
+    decode_mode = await engine.models.decode_mode(wait=True)
     key = "wren-" + secrets.token_urlsafe(32)
     # One server per variant, all over the same engine, each with its own client process;
     # every measurement below runs the in-process path and each variant in turn.
@@ -381,7 +381,7 @@ async def measure(engine, params, clients: dict, args) -> dict:
         for _ in range(args.runs):
             send += await direct_send(engine, params, 1, create=create)
             for name, client in clients.items():
-                conv_id = None if create else (await engine.create_conversation()).id
+                conv_id = None if create else (await engine.conversations.create()).id
                 http[name].append((await client.ask(phase="conversation", conversation_id=conv_id,
                                                     tokens=args.tokens))["ttft"])
         for name, times in http.items():

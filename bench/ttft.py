@@ -19,11 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from wren.engine.api import Engine, SendOptions
+from wren.engine.api import Engine
 from wren.engine.events import Delta
 from wren.engine.inference.sampling import SamplingParams
 from wren.engine.modelhub.registry import ModelRegistry
-from wren.engine.records import Role
+from wren.engine.records import Role, SendOptions
 from wren.engine.store import Store
 
 TOPICS = ["gardening", "bread baking", "cycling in the rain", "tax forms", "Roman history",
@@ -47,15 +47,15 @@ def build_history(store: Store, conv_id: int, target_tokens: int, count, run: in
 async def first_token(engine: Engine, conv_id: int, text: str, params) -> tuple[float, int]:
     t0 = time.perf_counter()
     elapsed = None
-    async for event in engine.send(conv_id, text, SendOptions(sampling=params)):
+    async for event in engine.chat.send(conv_id, text, SendOptions(sampling=params)):
         if isinstance(event, Delta) and elapsed is None:
             elapsed = time.perf_counter() - t0
-            engine.stop()
+            engine.chat.stop()
         # Read on to the end: the stopped answer is stored before the next turn is typed,
         # as it is for a person, so the next prompt (and a draft pre-warmed) starts from it.
     if elapsed is None:
         raise RuntimeError("no answer text")
-    last = (await engine.messages(conv_id))[-1]
+    last = (await engine.conversations.messages(conv_id))[-1]
     return elapsed, last.prompt_tokens or 0
 
 
@@ -66,14 +66,14 @@ async def main_async(args) -> dict:
     registry.ensure_starter()
     store = Store(home / "wren.sqlite3")
     engine = Engine(store, registry)
-    status = await engine.load_model(backend=args.backend)
-    decode_mode = await engine.decode_mode(wait=True)  # the steady state, not the first seconds
-    tokenizer = engine._worker.tokenizer
+    status = await engine.models.load(backend=args.backend)
+    decode_mode = await engine.models.decode_mode(wait=True)  # the steady state, not the first seconds
+    tokenizer = engine.loaded_worker.tokenizer
     params = SamplingParams(temperature=0.0, max_tokens=8)
     results = {"cold": [], "prefix_cached": [], "prewarmed": []}
     prompt_tokens = []
     for run in range(args.runs):
-        conv = await engine.create_conversation(f"bench {run}")
+        conv = await engine.conversations.create(f"bench {run}")
         build_history(store, conv.id, args.history_tokens, tokenizer.count, run)
         # (a) cold: the cache holds another conversation's prompt (or nothing)
         cold, n = await first_token(engine, conv.id, f"Run {run}: summarize our talk in one line.", params)
@@ -84,8 +84,8 @@ async def main_async(args) -> dict:
         results["prefix_cached"].append(cached)
         # (c) pre-warmed: the draft was prefilled while "typing"
         draft = "Which topic came up most often?"
-        await engine.prepare(conv.id, draft)
-        await engine.prepared()
+        await engine.chat.prepare(conv.id, draft)
+        await engine.chat.prepared()
         warm, _ = await first_token(engine, conv.id, draft, params)
         results["prewarmed"].append(warm)
     await engine.close()

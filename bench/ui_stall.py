@@ -135,7 +135,7 @@ async def run(tokens: int, rate: float, while_compiling: bool = False) -> dict:
     window.resize(1100, 760)
     window.show()
     await window.start()
-    while engine.current_model is None:
+    while engine.models.current is None:
         await asyncio.sleep(0.01)
 
     gaps: list[float] = []
@@ -232,15 +232,15 @@ async def run_ghost(chars: int, keys_per_second: float, pause_ms: int, starter: 
     window.resize(1100, 760)
     window.show()
     await window.start()
-    while engine.current_model is None:
+    while engine.models.current is None:
         await asyncio.sleep(0.01)
-    decode_mode = await engine.decode_mode(wait=True)  # a first-start compile is not what is measured
+    decode_mode = await engine.models.decode_mode(wait=True)  # a first-start compile is not what is measured
     if off:
-        await engine.set_setting("composer.ghost_text", False)
+        await engine.settings.set("composer.ghost_text", False)
     if not starter:
         # The scripted model answers only after the assistant cue; ghost text leaves the
         # user's turn open, so let it continue any prompt.
-        engine._worker.model._answer_cue = ""
+        engine.loaded_worker.model._answer_cue = ""
     ghost = window.ghost
     ghost.set_pause(pause_ms)
     shown: list[str] = []
@@ -283,8 +283,8 @@ async def run_ghost(chars: int, keys_per_second: float, pause_ms: int, starter: 
         if stall > 50:
             long_stalls.append([round(at, 2), round(stall, 1)])  # seconds into the typing, ms
     result = {
-        "model": engine.current_model.name if engine.current_model else None,
-        "backend": engine.current_model.backend if engine.current_model else None,
+        "model": engine.models.current.name if engine.models.current else None,
+        "backend": engine.models.current.backend if engine.models.current else None,
         "characters": len(text),
         "keys_per_second": keys_per_second,
         "seconds": round(elapsed, 2),

@@ -18,16 +18,16 @@ import qasync
 from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from wren.engine.api import (
-    Engine,
+from wren.engine.api import Engine
+from wren.engine.crashreport import (
     asyncio_exception_handler,
-    data_dir,
     install_crash_hooks,
     mark_crash_reports_seen,
     pending_crash_reports,
     write_crash_report,
 )
 from wren.engine.errors import WrenError
+from wren.engine.paths import data_dir
 from wren.engine.terminal.resident_host import host_for_window
 
 from .crash_notice import CrashNotice, notice_text
@@ -115,10 +115,10 @@ class WrenApp(QObject):
             log.exception("could not answer `wren ask` from the window")
         if greet:
             self.announce_crashes(in_window=shown)
-            if shown and not await self.engine.get_setting(WELCOME_SEEN, False):
+            if shown and not await self.engine.settings.get(WELCOME_SEEN, False):
                 try:  # hidden in the tray: at the next start that shows the window
                     await self.show_welcome()
-                    await self.engine.set_setting(WELCOME_SEEN, True)
+                    await self.engine.settings.set(WELCOME_SEEN, True)
                 except Exception:  # a greeting must never stop Wren from starting
                     log.exception("could not show the welcome")
         if quick:
@@ -174,8 +174,8 @@ class WrenApp(QObject):
 
     async def apply_hotkey(self, shortcut: str | None = None) -> None:
         if shortcut is None:
-            enabled = bool(await self.engine.get_setting(HOTKEY_ENABLED, True))
-            shortcut = (await self.engine.get_setting(HOTKEY, DEFAULT_SHORTCUT)) if enabled else None
+            enabled = bool(await self.engine.settings.get(HOTKEY_ENABLED, True))
+            shortcut = (await self.engine.settings.get(HOTKEY, DEFAULT_SHORTCUT)) if enabled else None
         self.hotkey_problem = self.hotkey.set_shortcut(shortcut) if shortcut else unsupported_reason()
         if shortcut and self.hotkey_problem:
             log.info("global shortcut %s is off: %s", shortcut, self.hotkey_problem)
@@ -209,13 +209,13 @@ class WrenApp(QObject):
         await self.apply_hotkey(saved.hotkey or "")
         if saved.hotkey and self.hotkey_problem:
             self.window.status.showMessage(f"The global shortcut {saved.hotkey} is off: {self.hotkey_problem}", 15000)
-        if saved.model_changed or self.engine.current_model is None:
+        if saved.model_changed or self.engine.models.current is None:
             await self.window.models.load(saved.model, saved.backend)
 
     async def _said_once(self) -> None:
-        if not await self.engine.get_setting(TRAY_NOTICE_SHOWN, False):
+        if not await self.engine.settings.get(TRAY_NOTICE_SHOWN, False):
             self.tray.say("Wren is still running", "Wren keeps running in the tray. Choose Quit from its menu to close it.")
-            await self.engine.set_setting(TRAY_NOTICE_SHOWN, True)
+            await self.engine.settings.set(TRAY_NOTICE_SHOWN, True)
 
     def quit(self) -> None:
         if not self.done.done():

@@ -8,7 +8,7 @@ from PySide6.QtCore import Qt, QUrl
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QMessageBox, QWidget
 
-from wren.engine.api import CrashReport
+from wren.engine.crashreport import CrashReport
 
 
 def notice_text(reports: list[CrashReport]) -> tuple[str, str]:

@@ -71,7 +71,7 @@ class Smoke(QObject):
         if finished.message_id is None:
             self._fail(f"the turn ended without an answer ({finished.reason.value})")
             return
-        message = await self.wren.engine.get_message(finished.message_id)
+        message = await self.wren.engine.conversations.message(finished.message_id)
         if self._reported:
             return
         self._reported = True

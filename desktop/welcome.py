@@ -23,7 +23,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from wren.engine.api import STARTER_MODEL, Engine
+from wren.engine.api import Engine
+from wren.engine.modelhub.registry import STARTER_NAME as STARTER_MODEL
 
 from .autostart import Autostart
 from .bridge import Tasks
@@ -120,7 +121,7 @@ class WelcomeDialog(QDialog):
 
     async def refresh(self) -> None:
         """The model that answers and the remote providers, as they are now."""
-        providers = [p.name for p in await self.engine.list_providers()]
+        providers = [p.name for p in await self.engine.providers.list()]
         if providers:
             names = ", ".join(providers)
             self.privacy_label.setText(
@@ -139,12 +140,12 @@ class WelcomeDialog(QDialog):
             self.resize(self.width(), needed)
 
     async def _model_text(self) -> str:
-        current = self.engine.current_model
+        current = self.engine.models.current
         if current is not None:
             return (f"The model answering is <b>{html.escape(current.name)}</b> ({html.escape(current.backend)}). "
                     "Larger models answer better; the Models page has more.")
-        name = await self.engine.default_model()
-        installed = {m.name for m in await self.engine.installed_models()}
+        name = await self.engine.models.default()
+        installed = {m.name for m in await self.engine.models.installed()}
         if name == STARTER_MODEL and name not in installed:
             what = (f"Wren sets up its small starter model, <b>{STARTER_MODEL}</b>, which comes with it; "
                     "nothing is downloaded.")

@@ -22,7 +22,7 @@ import logging
 import os
 import re
 import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -33,7 +33,7 @@ from .store import privacy as rows
 from .store.privacy import compact
 
 if TYPE_CHECKING:
-    from .store import Store
+    from .core import Core
 
 log = logging.getLogger(__name__)
 
@@ -241,44 +241,34 @@ class EraseReport:
 # -- the facade mixin ------------------------------------------------------------------
 
 class Privacy:
-    """Engine methods: purge after the undo window, erase everything, export everything."""
+    """`engine.privacy`: deleted chats purged after their undo window, erasing everything,
+    exporting everything."""
 
-    undo_seconds: float = UNDO_SECONDS
+    def __init__(self, core: Core):
+        self.e = core
+        self.undo_seconds: float = UNDO_SECONDS
+        self._timers: set = set()
 
-    if TYPE_CHECKING:  # provided by Engine
-        store: Store
-        _temp: Store | None
-
-        async def _db(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any: ...
-        def stop(self, conversation_id: int | None = None) -> None: ...
-        async def unload_model(self) -> None: ...
-
-    def _purge_timers(self) -> set:
-        timers = self.__dict__.get("_privacy_timers")
-        if timers is None:
-            timers = self.__dict__["_privacy_timers"] = set()
-        return timers
-
-    def _schedule_purge(self) -> None:
+    def schedule_purge(self) -> None:
         """Purge the chats whose undo window has closed, once it has."""
         loop = asyncio.get_running_loop()
-        timers = self._purge_timers()
+        timers = self._timers
 
         def fire() -> None:
             timers.discard(handle)
-            if not getattr(self, "_closed", False):
-                task = loop.create_task(self.purge_deleted_conversations(expired_only=True))
+            if not self.e.closed:
+                task = loop.create_task(self.purge_deleted(expired_only=True))
                 timers.add(task)
                 task.add_done_callback(timers.discard)
 
         handle = loop.call_later(max(0.0, float(self.undo_seconds)) + 0.01, fire)
         timers.add(handle)
 
-    async def purge_deleted_conversations(self, *, expired_only: bool = False,
+    async def purge_deleted(self, *, expired_only: bool = False,
                                           ids: Iterable[int] | None = None) -> int:
         """Delete for good the chats deleted before (all, those past the undo window, or `ids`)."""
         older = float(self.undo_seconds) if expired_only else None
-        count = await self._db(purge_conversations, self.store, older_than=older,
+        count = await self.e.db(purge_conversations, self.e.store, older_than=older,
                                ids=None if ids is None else list(ids))
         if count:
             from .logs import log_event
@@ -286,30 +276,28 @@ class Privacy:
             log_event("privacy.purged", conversations=count)
         return count
 
-    async def _close_privacy(self) -> None:
+    async def close(self) -> None:
         """At close: the chats past their undo window are purged (the rest at the next start;
         another Wren process may still be showing their undo bar)."""
-        for timer in list(self._purge_timers()):
+        for timer in list(self._timers):
             timer.cancel()
         try:
-            await self._db(purge_conversations, self.store, older_than=float(self.undo_seconds))
+            await self.e.db(purge_conversations, self.e.store, older_than=float(self.undo_seconds))
         except Exception as exc:  # the next start purges them
             log.warning("could not purge deleted chats at close: %s", exc)
 
     async def erase_all(self, *, keep_models: bool = True) -> EraseReport:
         """Delete all the user's data: conversations, memories, settings, logs, caches (and
         the installed models when `keep_models` is False). Answers in progress stop first."""
-        self.stop()
+        self.e.stop_answers()
         report = EraseReport(models_kept=keep_models)
-        report.rows = await self._db(erase_database, self.store)
-        if getattr(self, "_temp", None) is not None:
-            await self._db(erase_database, self._temp)
-        memory = getattr(self, "memory", None)
-        if memory is not None and hasattr(memory, "memories"):
-            memory.memories.generation += 1  # cached vectors describe rows that are gone
+        report.rows = await self.e.db(erase_database, self.e.store)
+        if self.e.temporary is not None:
+            await self.e.db(erase_database, self.e.temporary)
+        self.e.memory.memories.generation += 1  # cached vectors describe rows that are gone
         loop = asyncio.get_running_loop()
         if not keep_models:
-            await self.unload_model()
+            await self.e.unload()
         report.removed = await loop.run_in_executor(None, lambda: erase_files(models=not keep_models))
         from .logs import log_event
 
@@ -319,7 +307,7 @@ class Privacy:
     async def export_all(self, path: Path | str) -> Path:
         """Everything in one zip (0600): conversations as JSON and Markdown, memories,
         settings; no models, no keys. `path` is a .zip file or a folder to put one in."""
-        rows = await self._db(_export_rows, self.store)
+        rows = await self.e.db(_export_rows, self.e.store)
         from .export_archive import write_export
 
         loop = asyncio.get_running_loop()

@@ -8,11 +8,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from .errors import InvalidRequest
+from .inference.constrain import Constraint
+from .inference.sampling import SamplingParams
 
 # A conversation's title: longer ones are cut (with "…") wherever they come from, a
 # rename, a first question or a model's suggestion: a title is a label, and refusing an
 # over-long one would fail a send over something the user never typed as a title.
 TITLE_MAX_CHARS = 200
+# Empty: the model's own chat template supplies its default system text, which is what
+# small models were tuned on; a user's system prompt (settings) replaces it.
+DEFAULT_SYSTEM_PROMPT = ""
 
 # Conversations the terminal creates carry settings[ORIGIN_KEY] == TERMINAL_ORIGIN; the
 # window lists them in a group of their own, apart from its chats.
@@ -102,3 +107,44 @@ class EngineNotice:
     message: str
     path: str | None = None  # the file or folder it is about
     created_at: datetime = field(default_factory=datetime.now)
+
+
+@dataclass(frozen=True)
+class SendOptions:
+    """How one Send is answered, beside the conversation's own settings."""
+
+    sampling: SamplingParams | None = None  # None: the conversation's, else the defaults
+    system_prompt: str | None = None  # None: the conversation's, else the setting, else the model's own
+    tools: tuple[str, ...] | None = None  # tool names; None: the conversation's "tools" setting (docs/tools.md)
+    tool_choice: str = "auto"  # "auto", "none" or a tool's name (forces that call)
+    attachments: tuple[str, ...] = ()  # file paths the user attached: the read_attachment tool reads only these
+    # OpenAI's response_format: {"type": "json_schema", "json_schema": {"schema": {...}}} or
+    # {"type": "json_object"} constrains the answer to valid JSON (engine.inference.constrain);
+    # checked here, so a bad schema is refused before anything is stored.
+    response_format: dict | None = None
+    constraint: Constraint | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "constraint", Constraint.from_response_format(self.response_format))
+
+
+@dataclass(frozen=True)
+class ModelStatus:
+    """The loaded model: its name, backend, context window and how long it took to load."""
+
+    name: str
+    backend: str
+    context_length: int
+    load_seconds: float
+
+
+def can_continue(message: MessageInfo) -> bool:
+    """An answer that ended before it was done: stopped, interrupted (a crash, a broken
+    stream) or cut at its max_tokens."""
+    if message.role is not Role.ASSISTANT:
+        return False
+    if message.status in (MessageStatus.STOPPED, MessageStatus.INTERRUPTED):
+        return True
+    limit = (message.sampling or {}).get("max_tokens")
+    return (message.status is MessageStatus.COMPLETE and isinstance(limit, int)
+            and (message.completion_tokens or 0) >= limit > 0)

@@ -205,7 +205,7 @@ class Titles:
         it has a spare KV slot, so the title decodes beside the answer instead of after it;
         "always"; "off"). Without the model, the question's key words name the chat at once."""
         e = self.turns.e
-        choice = await e.get_setting(MODEL_KEY, "auto")
+        choice = await e.settings.get(MODEL_KEY, "auto")
         if choice in ("off", False):
             return False
         if choice in ("always", True):

@@ -6,7 +6,6 @@ else of `model`, else of the default one (well under a second), never the model 
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import re
 from dataclasses import asdict, dataclass
@@ -100,38 +99,3 @@ def pieces(tokenizer: Tokenizer, text: str) -> list[TokenPiece]:
         out.append(TokenPiece(token_id, _piece_text(raw, token_id), start, end))
     return out
 
-
-class TokenView:
-    """Mixed into `Engine`; relies on its `_worker`, `registry`, `_tokenizer_factory`,
-    `_question_tokenizers` and `default_model()`."""
-
-    async def tokens(self, text: str, model: str | None = None) -> list[TokenPiece]:
-        """`text` as tokens of the loaded model (or `model`, else the default one). Loads
-        only that model's tokenizer, never the model; runs off the caller's thread."""
-        loop = asyncio.get_running_loop()
-        tokenizer = await self._token_view_tokenizer(model)
-        return await loop.run_in_executor(None, pieces, tokenizer, text)
-
-    async def _token_view_tokenizer(self, model: str | None) -> Tokenizer:
-        worker = self._worker
-        if worker is not None and (model is None or model == worker.name):
-            return worker.tokenizer
-        name = model or await self.default_model()
-        loop = asyncio.get_running_loop()
-        if name == self.starter_name() and not await loop.run_in_executor(None, self._has_model, name):
-            await loop.run_in_executor(None, self.registry.ensure_starter)  # first run: import it (no model load)
-        info = await loop.run_in_executor(None, self.registry.get, name)
-        tokenizer = self._question_tokenizers.get(info.path)
-        if tokenizer is None:
-            tokenizer = await loop.run_in_executor(None, self._tokenizer_factory, info.path)
-            self._question_tokenizers = {info.path: tokenizer}
-        return tokenizer
-
-    def _has_model(self, name: str) -> bool:
-        return any(m.name == name for m in self.registry.list())
-
-    @staticmethod
-    def starter_name() -> str:
-        from .api import STARTER_MODEL
-
-        return STARTER_MODEL

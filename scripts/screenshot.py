@@ -72,13 +72,13 @@ async def _render(out: Path, dark: bool) -> None:
         store.create_conversation(title)
     engine = Engine(store, registry, backend_factory=lambda _name: backend)
     # A memory the first answer draws on, so the picture shows provenance under it.
-    await engine.add_memory("I write Python and prefer the standard library")
+    await engine.memories.add("I write Python and prefer the standard library")
 
     wren = WrenApp(engine, tray=False)
     window = wren.window
     window.resize(1180, 800)
     await wren.start()
-    while engine.current_model is None:
+    while engine.models.current is None:
         await asyncio.sleep(0.05)
 
     c = window.conversations
@@ -102,7 +102,7 @@ async def _render(out: Path, dark: bool) -> None:
     if not window.grab().save(str(out)):
         raise SystemExit(f"could not write {out}")
     print(f"wrote {out} ({window.width()}x{window.height()})")
-    engine.stop()
+    engine.chat.stop()
     await wren.shutdown()
 
 

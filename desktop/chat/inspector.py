@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from wren.engine.api import ContextPart, ContextReport, PartKind, PartState
+from wren.engine.context.report import ContextPart, ContextReport, PartKind, PartState
 
 from .tokens import TokenPanel
 
@@ -192,5 +192,5 @@ class ContextInspector(QDialog):
 
     async def load_tokens(self, engine, message_id: int) -> list:
         """Fill the Tokens tab with this message as the model's tokens."""
-        message = await engine.get_message(message_id)
+        message = await engine.conversations.message(message_id)
         return await self.token_panel.show_text(engine, message.content)

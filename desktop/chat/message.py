@@ -10,9 +10,9 @@ from PySide6.QtCore import QTimer, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
-from wren.engine.api import can_continue, report_from_meta
+from wren.engine.context.report import report_from_meta
 from wren.engine.events import MemoryNotice, SafetyNotice, ToolApprovalNeeded, ToolCall, ToolResult
-from wren.engine.records import MessageInfo, MessageStatus, Role
+from wren.engine.records import MessageInfo, MessageStatus, Role, can_continue
 
 from ..bridge import describe_notices
 from ..memory.notes import MemoryNotes, notice_from_meta

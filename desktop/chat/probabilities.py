@@ -27,7 +27,7 @@ from PySide6.QtCore import QEvent, QObject, QRect, Qt
 from PySide6.QtGui import QColor, QHelpEvent, QTextCharFormat, QTextCursor, QTextDocument
 from PySide6.QtWidgets import QTextBrowser, QToolTip, QWidget
 
-from wren.engine.api import visible
+from wren.engine.token_view import visible
 
 log = logging.getLogger(__name__)
 

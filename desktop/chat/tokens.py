@@ -8,7 +8,8 @@ from PySide6.QtCore import QPoint, QRect, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFontDatabase, QFontMetrics, QPainter, QPalette
 from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QSizePolicy, QToolTip, QVBoxLayout, QWidget
 
-from wren.engine.api import Engine, TokenPiece, visible
+from wren.engine.api import Engine
+from wren.engine.token_view import TokenPiece, visible
 
 from ..bridge import Tasks
 
@@ -136,8 +137,8 @@ class TokenPanel(QWidget):
 
     async def show_text(self, engine: Engine, text: str) -> list[TokenPiece]:
         self.count_label.setText("Counting…")
-        pieces = await engine.tokens(text)
-        model = engine.current_model.name if engine.current_model else await engine.default_model()
+        pieces = await engine.models.tokens(text)
+        model = engine.models.current.name if engine.models.current else await engine.models.default()
         self.set_pieces(pieces, model)
         return pieces
 

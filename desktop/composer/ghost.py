@@ -111,7 +111,7 @@ class GhostController(QObject):
     def _start(self) -> None:
         composer, edit = self._composer, self._edit
         if (not composer.ready or composer._streaming or composer.editing_id is not None
-                or self._engine.current_model is None or not edit.cursor_at_end()):
+                or self._engine.models.current is None or not edit.cursor_at_end()):
             return
         draft = edit.toPlainText()
         if not draft.strip():
@@ -120,7 +120,7 @@ class GhostController(QObject):
         self._task = self._tasks.run(self._run(draft), what="suggesting how the message goes on")
 
     async def _run(self, draft: str) -> None:
-        suggestion = await self._engine.suggest_continuation(
+        suggestion = await self._engine.chat.suggest_continuation(
             draft, self._conversation(), temporary=self._temporary())
         if self._edit.set_ghost(str(suggestion), suggestion.draft):
             self.shown.emit(str(suggestion))

@@ -7,7 +7,8 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from wren.engine.api import ContextOverflow, Engine
+from wren.engine.api import Engine
+from wren.engine.context.assemble import ContextOverflow
 
 from ..bridge import Tasks
 from .composer import Composer
@@ -35,12 +36,12 @@ class Prewarmer(QObject):
     def _start(self) -> None:
         conversation_id = self._conversation()
         text = self._composer.text()
-        if self._engine.current_model is None or not text.strip() or len(text) > MAX_DRAFT_CHARS:
+        if self._engine.models.current is None or not text.strip() or len(text) > MAX_DRAFT_CHARS:
             return  # (a new chat, conversation None, is warmed too)
         self._tasks.run(self._run(conversation_id, text), what="pre-warming")
 
     async def _run(self, conversation_id: int | None, text: str) -> None:
         try:
-            await self._engine.prepare(conversation_id, text)
+            await self._engine.chat.prepare(conversation_id, text)
         except ContextOverflow as exc:
             self.overflow.emit(str(exc))

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from wren.engine.api import ToolInfo
+from wren.engine.tools.registry import ToolInfo
 
 
 class ToolsButton(QToolButton):

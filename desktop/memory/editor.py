@@ -8,8 +8,8 @@ from typing import Any
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QPlainTextEdit, QVBoxLayout, QWidget
 
-from wren.engine.api import MAX_MEMORY_CHARS
 from wren.engine.errors import WrenError
+from wren.engine.memory.records import MAX_MEMORY_CHARS
 
 from ..bridge import Tasks
 

@@ -22,7 +22,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from wren.engine.api import Engine, MemoryInfo, MemorySettings
+from wren.engine.api import Engine
+from wren.engine.memory.records import MemoryInfo
+from wren.engine.memory.settings import MemorySettings
 
 from ..bridge import Tasks
 from .editor import MemoryEditor
@@ -126,7 +128,7 @@ class MemoryPage(QWidget):
     # -- load and save ----------------------------------------------------------------
 
     async def load(self) -> None:
-        self._loaded = await self.engine.memory_settings()
+        self._loaded = await self.engine.memories.settings()
         self.enabled_box.setChecked(self._loaded.enabled)
         self.history_box.setChecked(self._loaded.reference_history)
         self.suggest_box.setChecked(self._loaded.suggest)
@@ -141,7 +143,7 @@ class MemoryPage(QWidget):
         }
         changed = {k: v for k, v in wanted.items() if getattr(self._loaded, k) != v}
         if changed:
-            self._loaded = await self.engine.update_memory_settings(**changed)
+            self._loaded = await self.engine.memories.update_settings(**changed)
 
     def _sync_boxes(self) -> None:
         for box in (self.history_box, self.suggest_box):
@@ -156,7 +158,7 @@ class MemoryPage(QWidget):
         self._generation += 1
         generation = self._generation
         query = self.search_box.text().strip()
-        memories = await self.engine.list_memories(query or None)
+        memories = await self.engine.memories.list(query or None)
         if generation != self._generation:
             return  # a newer search has overtaken this one
         keep = select if select is not None else self.selected_id()
@@ -204,14 +206,14 @@ class MemoryPage(QWidget):
     # -- changes ----------------------------------------------------------------------
 
     def add(self) -> MemoryEditor:
-        return self._edit("Add a memory", "", self.engine.add_memory)
+        return self._edit("Add a memory", "", self.engine.memories.add)
 
     def edit_selected(self) -> MemoryEditor | None:
         item = self.list.currentItem()
         if item is None:
             return None
         memory_id = item.data(ID_ROLE)
-        return self._edit("Edit memory", item.text(), lambda text: self.engine.edit_memory(memory_id, text))
+        return self._edit("Edit memory", item.text(), lambda text: self.engine.memories.edit(memory_id, text))
 
     def _edit(self, title: str, text: str, save) -> MemoryEditor:
         self.editor = MemoryEditor(title, text, save, self.tasks, parent=self)
@@ -223,7 +225,7 @@ class MemoryPage(QWidget):
         memory_id = self.selected_id()
         if memory_id is None:
             return
-        self._deleted = await self.engine.delete_memory(memory_id)
+        self._deleted = await self.engine.memories.delete(memory_id)
         self.undo_label.setText(f"Deleted “{self._deleted.text[:80]}”.")
         self.undo_bar.show()
         await self.reload()
@@ -232,7 +234,7 @@ class MemoryPage(QWidget):
         info, self._deleted = self._deleted, None
         self.undo_bar.hide()
         if info is not None:
-            restored = await self.engine.restore_memory(info)
+            restored = await self.engine.memories.restore(info)
             await self.reload(select=restored.id)
 
     def confirm_clear(self) -> QMessageBox:
@@ -253,7 +255,7 @@ class MemoryPage(QWidget):
         return box
 
     async def clear(self) -> int:
-        count = await self.engine.clear_memories()
+        count = await self.engine.memories.clear()
         self._deleted = None
         self.undo_bar.hide()
         await self.reload()

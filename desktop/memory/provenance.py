@@ -17,7 +17,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from wren.engine.api import ContextReport, Engine, MemoryInfo, PartKind, PartState
+from wren.engine.api import Engine
+from wren.engine.context.report import ContextReport, PartKind, PartState
+from wren.engine.memory.records import MemoryInfo
 
 from ..bridge import Tasks
 from .editor import MemoryEditor
@@ -114,7 +116,7 @@ class ProvenanceDialog(QDialog):
         self._column.addWidget(row)
 
     async def load(self) -> None:
-        found = await self.engine.memories_by_id(list(self.rows))
+        found = await self.engine.memories.by_id(list(self.rows))
         for memory_id, row in self.rows.items():
             row.show_memory(found.get(memory_id))
 
@@ -123,7 +125,7 @@ class ProvenanceDialog(QDialog):
         if row.info is None:
             return None
         self.editor = MemoryEditor(
-            "Edit memory", row.info.text, lambda text: self.engine.edit_memory(memory_id, text), self.tasks, parent=self
+            "Edit memory", row.info.text, lambda text: self.engine.memories.edit(memory_id, text), self.tasks, parent=self
         )
         self.editor.saved.connect(lambda info: (row.show_memory(info), self.changed.emit()))
         self.editor.open()
@@ -131,7 +133,7 @@ class ProvenanceDialog(QDialog):
 
     async def forget(self, memory_id: int) -> None:
         row = self.rows[memory_id]
-        self._forgotten[memory_id] = await self.engine.delete_memory(memory_id)
+        self._forgotten[memory_id] = await self.engine.memories.delete(memory_id)
         row.show_memory(None)
         row.undo_button.show()
         self.changed.emit()
@@ -141,6 +143,6 @@ class ProvenanceDialog(QDialog):
         if info is None:
             return
         row = self.rows[memory_id]
-        row.show_memory(await self.engine.restore_memory(info))
+        row.show_memory(await self.engine.memories.restore(info))
         row.undo_button.hide()
         self.changed.emit()

@@ -27,8 +27,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from wren.engine.api import DownloadCancelled, Engine
+from wren.engine.api import Engine
 from wren.engine.errors import WrenError
+from wren.engine.models import DownloadCancelled
 
 from ..bridge import Tasks
 from ..settings.importer import import_model
@@ -155,9 +156,9 @@ class ModelsPage(QWidget):
         await self.refresh_catalog()
 
     async def refresh_installed(self) -> None:
-        models = await self.engine.installed_models()
-        default = await self.engine.default_model()
-        current = self.engine.current_model
+        models = await self.engine.models.installed()
+        default = await self.engine.models.default()
+        current = self.engine.models.current
         for row in self.installed_rows.values():
             row.setParent(None)
             row.deleteLater()
@@ -174,8 +175,8 @@ class ModelsPage(QWidget):
         self._order_tabs()
 
     async def refresh_catalog(self) -> None:
-        entries = await self.engine.model_catalog()
-        total = self.engine.system_memory_bytes()
+        entries = await self.engine.models.catalog()
+        total = self.engine.models.system_memory_bytes()
         self.memory_note.setText(
             f"This computer has {human_bytes(total)} of memory. “RAM needed” counts the model and "
             "a 4,096-token conversation." if total else
@@ -227,7 +228,7 @@ class ModelsPage(QWidget):
         self.downloads[entry_id] = cancel
         row.started()
         try:
-            info = await self.engine.pull_model(row.entry.spec, progress=relay_progress(row.set_progress),
+            info = await self.engine.models.pull(row.entry.spec, progress=relay_progress(row.set_progress),
                                                 cancel=cancel)
         except DownloadCancelled:
             row.paused()
@@ -252,7 +253,7 @@ class ModelsPage(QWidget):
 
     async def make_default(self, name: str) -> bool:
         try:
-            await self.engine.set_default_model(name)
+            await self.engine.models.set_default(name)
         except WrenError as exc:
             self._said(plain_reason(exc))
             return False
@@ -281,7 +282,7 @@ class ModelsPage(QWidget):
 
     async def delete(self, name: str) -> bool:
         try:
-            await self.engine.remove_model(name)
+            await self.engine.models.remove(name)
         except WrenError as exc:
             self._said(plain_reason(exc))
             return False

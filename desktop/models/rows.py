@@ -7,7 +7,8 @@ from enum import Enum
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
 
-from wren.engine.api import CatalogEntry, ModelInfo
+from wren.engine.modelhub.catalog import CatalogEntry
+from wren.engine.modelhub.registry import ModelInfo
 
 
 def human_bytes(n: int) -> str:

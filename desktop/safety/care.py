@@ -9,7 +9,7 @@ import html
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from wren.engine.api import CareMessage
+from wren.engine.safety.care import CareMessage
 
 
 class CarePanel(QFrame):

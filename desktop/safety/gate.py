@@ -13,8 +13,10 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from wren.engine.api import Engine, Finding, ScanResult, is_care_category
+from wren.engine.api import Engine
 from wren.engine.events import SafetyAction
+from wren.engine.safety.care import is_care_category
+from wren.engine.safety.scanner import Finding, ScanResult
 
 from ..bridge import Tasks
 from ..composer.composer import Composer
@@ -118,7 +120,7 @@ class SendGate(QObject):
 
     async def _scan(self, text: str, edit_id: int | None) -> None:
         try:
-            result = await self.engine.scan_input(text)
+            result = await self.engine.safety.scan(text)
         except Exception:
             self._restore(text, edit_id)
             raise
@@ -182,7 +184,7 @@ class SendGate(QObject):
 
     def show_care(self) -> None:
         """Supportive words and where to find help, in the user's language."""
-        self.care_panel.show_care(self.engine.care_message())
+        self.care_panel.show_care(self.engine.safety.care_message())
 
     def _select(self, finding: Finding) -> None:
         edit = self.composer.edit

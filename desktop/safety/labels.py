@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from wren.engine.api import Finding, is_care_category, placeholder
 from wren.engine.events import SafetyAction
+from wren.engine.safety.care import is_care_category
+from wren.engine.safety.scanner import Finding, placeholder
 
 NAMES = {
     "secret.openai_key": "OpenAI API key",

@@ -92,7 +92,7 @@ class SafetyPage(QWidget):
             "Your safety policy file has a problem, so Wren uses its shipped policy:\n" + "\n".join(warnings)
         )
         self.warnings_label.setVisible(bool(warnings))
-        rows = self.engine.safety_rules()
+        rows = self.engine.safety.rules()
         self.table.setRowCount(len(rows))
         self.combos.clear()
         self._loaded_actions.clear()
@@ -108,7 +108,7 @@ class SafetyPage(QWidget):
                 self._loaded_actions[(rule.category, destination)] = action
         self.table.resizeRowsToContents()
         # A small file read; the engine's reader, so the page never parses the policy itself.
-        self._loaded_blocklist = self.engine.blocklist_now()
+        self._loaded_blocklist = self.engine.safety.blocklist_now()
         self.words_edit.setPlainText("\n".join(self._loaded_blocklist[0]))
         self.patterns_edit.setPlainText("\n".join(self._loaded_blocklist[1]))
 
@@ -139,10 +139,10 @@ class SafetyPage(QWidget):
         changes = [(key, self.action(*key)) for key in self.combos if self.action(*key) != self._loaded_actions[key]]
         try:
             if (words, patterns) != self._loaded_blocklist:
-                await self.engine.set_blocklist(words, patterns)
+                await self.engine.safety.set_blocklist(words, patterns)
                 self._loaded_blocklist = (words, patterns)
             for (category, destination), action in changes:
-                await self.engine.set_safety_action(category, destination, action)
+                await self.engine.safety.set_action(category, destination, action)
                 self._loaded_actions[(category, destination)] = action
         except WrenError as exc:
             self.error_label.setText(str(exc))

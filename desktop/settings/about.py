@@ -13,8 +13,9 @@ from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QFormLayout, QLabel, QPushButton, QTextBrowser, QVBoxLayout, QWidget
 
 from wren.engine import __version__
-from wren.engine.api import Engine, data_dir
+from wren.engine.api import Engine
 from wren.engine.errors import WrenError
+from wren.engine.paths import data_dir
 
 WREN_LICENCE = "Apache-2.0"
 # What Wren is built on and ships with (shown when installed).
@@ -111,17 +112,17 @@ class AboutPage(QWidget):
         self.model_label.setText(await self._model_text())
 
     async def _model_text(self) -> str:
-        current = self.engine.current_model
-        name = current.name if current is not None else await self.engine.get_setting("model")
+        current = self.engine.models.current
+        name = current.name if current is not None else await self.engine.settings.get("model")
         if not name:
             return "No model is chosen yet."
         folder = None
-        for info in await self.engine.installed_models():
+        for info in await self.engine.models.installed():
             if info.name == name:
                 folder = Path(info.path)
         catalog = None
         try:
-            catalog = next((e.license for e in await self.engine.model_catalog() if e.id == name), None)
+            catalog = next((e.license for e in await self.engine.models.catalog() if e.id == name), None)
         except (OSError, ValueError, WrenError):  # the catalog is a convenience here
             catalog = None
         return f"{name}: {model_licence(folder, catalog)}"

@@ -58,10 +58,10 @@ class DiagnosticsPage(QWidget):
         self.bundle_button.clicked.connect(self._pick_path)
 
     def load(self) -> None:
-        self.folder_edit.setText(str(self.engine.logs_folder()))
+        self.folder_edit.setText(str(self.engine.settings.logs_folder()))
 
     def open_folder(self) -> bool:
-        folder = self.engine.logs_folder()
+        folder = self.engine.settings.logs_folder()
         opened = QDesktopServices.openUrl(QUrl.fromLocalFile(str(folder)))
         if not opened:
             self.status_label.setText(f"No file manager could open {folder}; the path above can be copied.")
@@ -77,7 +77,7 @@ class DiagnosticsPage(QWidget):
         self.bundle_button.setEnabled(False)
         self.status_label.setText("Collecting the logs…")
         try:
-            data = await self.engine.diagnostics_bundle()
+            data = await self.engine.settings.diagnostics_bundle()
             path.write_bytes(data)
         except OSError as exc:
             self.status_label.setText(f"Could not save the bundle to {path}: {exc.strerror or exc}")

@@ -36,15 +36,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from wren.engine.api import (
-    BACKEND_NAMES,
-    DEFAULT_SYSTEM_PROMPT,
-    GHOST_ENABLED_KEY,
-    GHOST_TEMPORARY_KEY,
-    Engine,
-    SamplingParams,
-)
+from wren.engine.api import Engine
 from wren.engine.errors import WrenError
+from wren.engine.ghost import ENABLED_KEY as GHOST_ENABLED_KEY
+from wren.engine.ghost import TEMPORARY_ENABLED_KEY as GHOST_TEMPORARY_KEY
+from wren.engine.inference.sampling import SamplingParams
+from wren.engine.inference.select import BACKEND_NAMES
+from wren.engine.records import DEFAULT_SYSTEM_PROMPT
 
 from ..bridge import Tasks
 from ..memory.page import MemoryPage
@@ -304,25 +302,25 @@ class SettingsDialog(QDialog):
 
     async def load(self, *, hotkey_default: str) -> None:
         e = self.engine
-        self._loaded_model = (e.current_model.name if e.current_model else None) or await e.get_setting("model")
-        self._loaded_backend = await e.get_setting("backend", "auto") or "auto"
+        self._loaded_model = (e.models.current.name if e.models.current else None) or await e.settings.get("model")
+        self._loaded_backend = await e.settings.get("backend", "auto") or "auto"
         await self.refresh_models(select=self._loaded_model)
         index = self.backend_picker.findText(self._loaded_backend)
         self.backend_picker.setCurrentIndex(max(0, index))
-        self._show_general_sampling(await e.default_sampling())
+        self._show_general_sampling(await e.settings.default_sampling())
         await self.sampling_editor.load([m.name for m in await installed_models(e)], self._loaded_model)
-        self._performance = await e.performance_settings()
+        self._performance = await e.settings.performance()
         self.parallel_spin.setValue(self._performance.parallel_sequences)
         self.prefix_cache_spin.setValue(self._performance.prefix_cache_mb)
-        self._keep_alive_minutes = round(await e.terminal_keep_alive() / 60)
+        self._keep_alive_minutes = round(await e.settings.terminal_keep_alive() / 60)
         self.keep_alive_spin.setValue(self._keep_alive_minutes)
-        self._saved_prompt = await e.get_setting("system_prompt")
+        self._saved_prompt = await e.settings.get("system_prompt")
         self.system_prompt.setPlainText(DEFAULT_SYSTEM_PROMPT if self._saved_prompt is None else self._saved_prompt)
-        self.hotkey_enabled.setChecked(bool(await e.get_setting(HOTKEY_ENABLED, True)))
-        self.ghost_text.setChecked(await e.get_setting(GHOST_ENABLED_KEY, True) is not False)
-        self.ghost_text_temporary.setChecked(await e.get_setting(GHOST_TEMPORARY_KEY, True) is not False)
+        self.hotkey_enabled.setChecked(bool(await e.settings.get(HOTKEY_ENABLED, True)))
+        self.ghost_text.setChecked(await e.settings.get(GHOST_ENABLED_KEY, True) is not False)
+        self.ghost_text_temporary.setChecked(await e.settings.get(GHOST_TEMPORARY_KEY, True) is not False)
         self.ghost_text_temporary.setEnabled(self.ghost_text.isChecked())
-        self.hotkey_edit.setKeySequence(QKeySequence(await e.get_setting(HOTKEY, hotkey_default) or hotkey_default))
+        self.hotkey_edit.setKeySequence(QKeySequence(await e.settings.get(HOTKEY, hotkey_default) or hotkey_default))
         self.hotkey_edit.setEnabled(self.hotkey_enabled.isChecked())
         await self.personal_page.load()
         await self.memory_page.load()
@@ -390,35 +388,35 @@ class SettingsDialog(QDialog):
         try:
             await self.sampling_editor.save()
             # Other fields saved there by an earlier Wren keep applying to every model.
-            everywhere = await self.engine.get_setting("sampling") or {}
-            await self.engine.set_setting("sampling", {**everywhere, **general})
+            everywhere = await self.engine.settings.get("sampling") or {}
+            await self.engine.settings.set("sampling", {**everywhere, **general})
         except WrenError as exc:
             self._refuse(str(exc), self.tabs.widget(1))
             return None
         try:
-            performance = await self.engine.set_performance_settings(
+            performance = await self.engine.settings.set_performance(
                 parallel_sequences=self.parallel_spin.value(), prefix_cache_mb=self.prefix_cache_spin.value())
         except WrenError as exc:
             self._refuse(str(exc), self.tabs.widget(0))
             return None
         if self.keep_alive_spin.value() != self._keep_alive_minutes:  # an untouched odd value (90 s) stays
-            await self.engine.set_terminal_keep_alive(self.keep_alive_spin.value() * 60)
+            await self.engine.settings.set_terminal_keep_alive(self.keep_alive_spin.value() * 60)
         await self.memory_page.save()
         model, backend = self.selected_model(), self.backend_picker.currentText()
         prompt = self.system_prompt.toPlainText().strip()
         # Unset means "Wren's default", which may improve in a later version; keep it unset
         # unless the user changed it. An empty prompt is a real choice: no system prompt.
         if not (self._saved_prompt is None and prompt == DEFAULT_SYSTEM_PROMPT):
-            await self.engine.set_setting("system_prompt", prompt)
+            await self.engine.settings.set("system_prompt", prompt)
         if model:
-            await self.engine.set_setting("model", model)
-        await self.engine.set_setting("backend", backend)
+            await self.engine.settings.set("model", model)
+        await self.engine.settings.set("backend", backend)
         hotkey = self.hotkey_edit.keySequence().toString(QKeySequence.SequenceFormat.PortableText) or None
-        await self.engine.set_setting(HOTKEY_ENABLED, self.hotkey_enabled.isChecked())
-        await self.engine.set_setting(GHOST_ENABLED_KEY, self.ghost_text.isChecked())
-        await self.engine.set_setting(GHOST_TEMPORARY_KEY, self.ghost_text_temporary.isChecked())
+        await self.engine.settings.set(HOTKEY_ENABLED, self.hotkey_enabled.isChecked())
+        await self.engine.settings.set(GHOST_ENABLED_KEY, self.ghost_text.isChecked())
+        await self.engine.settings.set(GHOST_TEMPORARY_KEY, self.ghost_text_temporary.isChecked())
         if hotkey:
-            await self.engine.set_setting(HOTKEY, hotkey)
+            await self.engine.settings.set(HOTKEY, hotkey)
         result = SavedSettings(
             model=model, backend=backend,
             model_changed=(model is not None and model != self._loaded_model) or backend != self._loaded_backend

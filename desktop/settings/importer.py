@@ -24,4 +24,4 @@ async def import_model(engine: Engine, path: Path, progress: Callable[[int, int]
             last[0] = now
             relay(done, total)
 
-    return await engine.import_model(path, progress=throttled)
+    return await engine.models.import_model(path, progress=throttled)

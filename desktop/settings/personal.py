@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QFormLayout, QLabel, QPlainTextEdit, QSpinBox, QVBoxLayout, QWidget
 
-from wren.engine.api import ContextSettings, Engine, Instructions
+from wren.engine.api import Engine
+from wren.engine.context.settings import ContextSettings, Instructions
 
 
 def _box(name: str, accessible: str, placeholder: str) -> QPlainTextEdit:
@@ -46,8 +47,8 @@ class PersonalPage(QWidget):
         layout.addLayout(form)
 
     async def load(self) -> None:
-        self._instructions = await self.engine.instructions()
-        self._context = await self.engine.context_settings()
+        self._instructions = await self.engine.settings.instructions()
+        self._context = await self.engine.settings.context()
         self.about_me.setPlainText(self._instructions.about_me)
         self.how_to_respond.setPlainText(self._instructions.how_to_respond)
         self.reserve.setValue(self._context.answer_reserve or 0)
@@ -56,7 +57,7 @@ class PersonalPage(QWidget):
         """Raises InvalidRequest (too long, bad number) before writing anything it refuses."""
         about, how = self.about_me.toPlainText().strip(), self.how_to_respond.toPlainText().strip()
         if (about, how) != (self._instructions.about_me, self._instructions.how_to_respond):
-            self._instructions = await self.engine.set_instructions(about, how)
+            self._instructions = await self.engine.settings.set_instructions(about, how)
         reserve = self.reserve.value() or None
         if reserve != self._context.answer_reserve:
-            self._context = await self.engine.set_context_settings(answer_reserve=reserve)
+            self._context = await self.engine.settings.set_context(answer_reserve=reserve)

@@ -16,8 +16,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from wren.engine.api import Engine, EraseReport
+from wren.engine.api import Engine
 from wren.engine.errors import WrenError
+from wren.engine.privacy import EraseReport
 
 from ..bridge import Tasks
 
@@ -79,7 +80,7 @@ class PrivacyPage(QWidget):
     async def export_to(self, path: str | Path) -> Path | None:
         self._busy(True, "Exporting…")
         try:
-            out = await self.engine.export_all(path)
+            out = await self.engine.privacy.export_all(path)
         except (WrenError, OSError) as exc:
             return self._fail(f"Nothing was exported: {exc}")
         finally:
@@ -112,7 +113,7 @@ class PrivacyPage(QWidget):
     async def erase(self, *, models: bool = False) -> EraseReport | None:
         self._busy(True, "Deleting…")
         try:
-            report = await self.engine.erase_all(keep_models=not models)
+            report = await self.engine.privacy.erase_all(keep_models=not models)
         except (WrenError, OSError) as exc:
             return self._fail(f"Not everything was deleted: {exc}")
         finally:

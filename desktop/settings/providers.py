@@ -21,7 +21,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from wren.engine.api import Engine, ProviderInfo
+from wren.engine.api import Engine
+from wren.engine.providers.config import ProviderInfo
 
 from ..bridge import Tasks
 
@@ -124,14 +125,14 @@ class ProvidersPage(QWidget):
         self.key_edit.setEnabled(store not in ("env", "none"))
 
     async def load(self) -> None:
-        problem = self.engine.key_storage_problem()
+        problem = self.engine.providers.key_storage_problem()
         # The sentence first; the keyring's own words (a D-Bus error) on a line of their own after it.
         headline, _, details = (problem or "").partition(" Details: ")
         self.keyring_note.setText(headline + (f"\nDetails: {details}" if details else ""))
         self.keyring_note.setVisible(problem is not None)
         if problem is not None and self.store_picker.currentData() == "auto":
             self.store_picker.setCurrentIndex(1)  # the encrypted file, which needs a passphrase
-        self._fill(await self.engine.list_providers())
+        self._fill(await self.engine.providers.list())
 
     def _fill(self, providers: list[ProviderInfo]) -> None:
         chosen = self._selected()
@@ -154,7 +155,7 @@ class ProvidersPage(QWidget):
         detail = self.secret_edit.text().strip() or None
         model = self.model_edit.text().strip()
         try:
-            info = await self.engine.add_provider(
+            info = await self.engine.providers.add(
                 self.name_edit.text().strip(), self.url_edit.text().strip(), api_key=key,
                 models=(model,) if model else (), key_store=store,
                 key_env=detail if store == "env" else None, passphrase=detail if store == "file" else None,
@@ -166,7 +167,7 @@ class ProvidersPage(QWidget):
         self.secret_edit.clear()
         self.status.setText(f"Added {info.name}: " + (", ".join(f"{info.name}/{m}" for m in info.models)
                                                        or "no models known yet (press Test)"))
-        self._fill(await self.engine.list_providers())
+        self._fill(await self.engine.providers.list())
         self.changed.emit()
         return info
 
@@ -175,9 +176,9 @@ class ProvidersPage(QWidget):
         if name is None:
             self.status.setText("Choose a provider in the list first.")
             return
-        await self.engine.remove_provider(name)
+        await self.engine.providers.remove(name)
         self.status.setText(f"Removed {name} and its stored key.")
-        self._fill(await self.engine.list_providers())
+        self._fill(await self.engine.providers.list())
         self.changed.emit()
 
     async def test(self) -> None:
@@ -187,11 +188,11 @@ class ProvidersPage(QWidget):
             return
         self.status.setText(f"Testing {name}…")
         try:
-            check = await self.engine.test_provider(name)
+            check = await self.engine.providers.test(name)
         except Exception as exc:
             self.status.setText(f"{name} failed: {exc}")
             return
         answer = f"; it answered {check.answered.strip()!r}" if check.answered is not None else ""
         self.status.setText(f"{name} works: {len(check.models)} model(s){answer} ({check.seconds:.1f} s).")
-        self._fill(await self.engine.list_providers())
+        self._fill(await self.engine.providers.list())
         self.changed.emit()

@@ -20,7 +20,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from wren.engine.api import PRESET_FIELDS, PRESETS_KEY, Engine
+from wren.engine.api import Engine
+from wren.engine.inference.presets import PRESET_FIELDS, PRESETS_KEY
 
 # One line each, in plain words: what turning the setting up or down does.
 HELP = {
@@ -99,13 +100,13 @@ class SamplingPresetEditor(QWidget):
 
     async def load(self, models: list[str], select: str | None) -> None:
         """Read every installed model's defaults and saved preset; show `select`'s."""
-        saved = await self.engine.get_setting(PRESETS_KEY) or {}
+        saved = await self.engine.settings.get(PRESETS_KEY) or {}
         self._saved = {name: dict(preset) for name, preset in saved.items() if isinstance(preset, dict)}
         self._defaults.clear()
         self._values.clear()
         for name in models:
-            defaults = await self.engine.default_sampling(name, preset=False)
-            current = await self.engine.default_sampling(name)
+            defaults = await self.engine.settings.default_sampling(name, preset=False)
+            current = await self.engine.settings.default_sampling(name)
             self._defaults[name] = {f: _shown(getattr(defaults, f)) for f in PRESET_FIELDS}
             self._values[name] = {f: _shown(getattr(current, f)) for f in PRESET_FIELDS}
         self._current = None
@@ -147,7 +148,7 @@ class SamplingPresetEditor(QWidget):
             else:
                 presets.pop(name, None)
         if presets != self._saved:
-            await self.engine.set_setting(PRESETS_KEY, presets or None)
+            await self.engine.settings.set(PRESETS_KEY, presets or None)
             self._saved = presets
 
     def _keep(self) -> None:

@@ -27,7 +27,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from wren.engine.api import Engine, McpServerInfo, ToolInfo
+from wren.engine.api import Engine
+from wren.engine.tools.mcp_facade import McpServerInfo
+from wren.engine.tools.registry import ToolInfo
 
 from ..bridge import Tasks
 
@@ -225,9 +227,9 @@ class ToolsPage(QScrollArea):
     # -- loading ------------------------------------------------------------------------
 
     async def load(self) -> None:
-        self._fill_tools(await self.engine.tools())
-        self._fill_always(await self.engine.always_allowed_tools())
-        self._fill_servers(await self.engine.mcp_servers())
+        self._fill_tools(await self.engine.tools.list())
+        self._fill_always(await self.engine.tools.always_allowed())
+        self._fill_servers(await self.engine.tools.mcp_servers())
 
     def _fill_tools(self, tools: list[ToolInfo]) -> None:
         self._filling = True
@@ -286,7 +288,7 @@ class ToolsPage(QScrollArea):
         self.tasks.run(self.set_enabled(name, on), what="switching the tool")
 
     async def set_enabled(self, name: str, enabled: bool) -> None:
-        await self.engine.set_tool_enabled(name, enabled)
+        await self.engine.tools.set_enabled(name, enabled)
         self.status.setText(f"{name} is {'on' if enabled else 'off'}.")
         self.changed.emit()
 
@@ -295,9 +297,9 @@ class ToolsPage(QScrollArea):
         name = item.data(Qt.ItemDataRole.UserRole) if item is not None else None
         if not name:
             return
-        await self.engine.revoke_tool_approval(name)
+        await self.engine.tools.revoke_approval(name)
         self.status.setText(f"{name} will ask again before each call.")
-        self._fill_always(await self.engine.always_allowed_tools())
+        self._fill_always(await self.engine.tools.always_allowed())
         self.always_list.setFocus()
 
     # -- servers ------------------------------------------------------------------------
@@ -362,18 +364,18 @@ class ToolsPage(QScrollArea):
                     args = shlex.split(self.args_edit.text())
                 except ValueError as exc:
                     raise ValueError(f"the arguments cannot be read: {exc}") from None
-                info = await self.engine.add_mcp_server(name, command=command, args=args,
+                info = await self.engine.tools.add_mcp_server(name, command=command, args=args,
                                                         env=parse_env(self.env_edit.toPlainText()), replace=replace)
             else:
                 url = self.url_edit.text().strip()
                 if not url:
                     raise ValueError("give the server's URL")
-                info = await self.engine.add_mcp_server(name, url=url, replace=replace)
+                info = await self.engine.tools.add_mcp_server(name, url=url, replace=replace)
         except Exception as exc:
             self.status.setText(f"Not saved: {exc}")
             return None
         self.status.setText(f"{'Saved' if replace else 'Added'} {info.name}. It starts when a chat uses its tools, or on Test.")
-        self._fill_servers(await self.engine.mcp_servers())
+        self._fill_servers(await self.engine.tools.mcp_servers())
         self._select(info.name)
         self.changed.emit()
         return info
@@ -388,11 +390,11 @@ class ToolsPage(QScrollArea):
         if name is None:
             self.status.setText("Choose a server in the list first.")
             return
-        await self.engine.remove_mcp_server(name)
+        await self.engine.tools.remove_mcp_server(name)
         self.status.setText(f"Removed {name}.")
         self.output.hide()
-        self._fill_servers(await self.engine.mcp_servers())
-        self._fill_tools(await self.engine.tools())
+        self._fill_servers(await self.engine.tools.mcp_servers())
+        self._fill_tools(await self.engine.tools.list())
         self.changed.emit()
 
     async def test_server(self) -> None:
@@ -403,10 +405,10 @@ class ToolsPage(QScrollArea):
         self.status.setText(f"Starting {name}…")
         self.test_button.setEnabled(False)
         try:
-            tools = await self.engine.test_mcp_server(name)
+            tools = await self.engine.tools.test_mcp_server(name)
         except Exception as exc:
             self.status.setText(str(exc))
-            self.output.setPlainText(await self.engine.mcp_server_log(name))
+            self.output.setPlainText(await self.engine.tools.mcp_server_log(name))
             self.output.show()
             return
         finally:
@@ -414,8 +416,8 @@ class ToolsPage(QScrollArea):
         self.status.setText(f"{name} works: {len(tools)} tool{'s' if len(tools) != 1 else ''}.")
         self.output.setPlainText("\n".join(f"{t.name} — {t.description}" for t in tools) or "(no tools)")
         self.output.show()
-        self._fill_servers(await self.engine.mcp_servers())
-        self._fill_tools(await self.engine.tools())
+        self._fill_servers(await self.engine.tools.mcp_servers())
+        self._fill_tools(await self.engine.tools.list())
         self.changed.emit()
 
     async def show_log(self) -> None:
@@ -423,7 +425,7 @@ class ToolsPage(QScrollArea):
         if name is None:
             self.status.setText("Choose a server in the list first.")
             return
-        text = await self.engine.mcp_server_log(name)
+        text = await self.engine.tools.mcp_server_log(name)
         self.output.setPlainText(text or f"{name} has written nothing yet.")
         self.output.show()
         self.output.verticalScrollBar().setValue(self.output.verticalScrollBar().maximum())
@@ -447,12 +449,12 @@ class ToolsPage(QScrollArea):
             self.status.setText("Paste the JSON first (or import a file).")
             return []
         try:
-            names = await self.engine.import_mcp_servers(text)
+            names = await self.engine.tools.import_mcp_servers(text)
         except Exception as exc:
             self.status.setText(f"Nothing imported: {exc}")
             return []
         self.status.setText(f"Imported {len(names)} server{'s' if len(names) != 1 else ''}: {', '.join(names)}.")
         self.import_edit.clear()
-        self._fill_servers(await self.engine.mcp_servers())
+        self._fill_servers(await self.engine.tools.mcp_servers())
         self.changed.emit()
         return names

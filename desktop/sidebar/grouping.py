@@ -8,8 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 
-from wren.engine.api import ORIGIN_KEY, TERMINAL_ORIGIN
-from wren.engine.records import ConversationInfo
+from wren.engine.records import ORIGIN_KEY, TERMINAL_ORIGIN, ConversationInfo
 
 PINNED = "Pinned"
 TERMINAL = "Terminal"

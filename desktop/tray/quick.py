@@ -15,8 +15,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from wren.engine.api import Engine, WrenError, needs_care
+from wren.engine.api import Engine
+from wren.engine.errors import WrenError
 from wren.engine.events import Finished, FinishReason
+from wren.engine.safety.care import needs_care
 
 from ..bridge import Tasks, TurnStream, describe_notices
 from ..chat.body import MarkdownBody
@@ -154,17 +156,17 @@ class QuickPrompt(QWidget):
     async def _ask(self, text: str) -> None:
         if self.conversation_id is None:
             try:  # refused before any chat exists: no empty chat, the question comes back
-                await self.engine.check_question(text)
+                await self.engine.chat.check_question(text)
             except WrenError as exc:
                 self.input.setText(text)
                 self.status.setText(str(exc))
                 return
-            self.conversation_id = (await self.engine.create_conversation()).id
+            self.conversation_id = (await self.engine.conversations.create()).id
         self.status.setText("Answering…  Esc stops")
         self.answer.begin_stream()
         self.scroll.show()
         self.adjustSize()
-        stream = TurnStream(self.engine.send(self.conversation_id, text), self.conversation_id, self)
+        stream = TurnStream(self.engine.chat.send(self.conversation_id, text), self.conversation_id, self)
         self.stream = stream
         stream.text.connect(self._append)
         stream.finished.connect(lambda fin: self.tasks.run(self._finished(stream, fin), what="quick prompt"))
@@ -187,7 +189,7 @@ class QuickPrompt(QWidget):
         elif finished.reason is FinishReason.CANCELLED:
             self.status.setText("Stopped.")
         elif needs_care(stream.notices):
-            care = self.engine.care_message()
+            care = self.engine.safety.care_message()
             lines = "; ".join(h.text + (f" {h.url}" if h.url else "") for h in care.help)
             self.status.setText(f"{care.title}. {care.message} {lines}")
         else:
@@ -203,7 +205,7 @@ class QuickPrompt(QWidget):
     def keyPressEvent(self, event: QKeyEvent) -> None:
         if event.key() == Qt.Key.Key_Escape:
             if self.stream is not None and self.conversation_id is not None:
-                self.engine.stop(self.conversation_id)
+                self.engine.chat.stop(self.conversation_id)
             else:
                 self.hide()
             return

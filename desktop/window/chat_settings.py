@@ -18,7 +18,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from wren.engine.api import CHAT_SAMPLING_PRESETS, Engine
+from wren.engine.api import Engine
+from wren.engine.ghost import CHAT_SAMPLING_PRESETS
 
 from .seams import OpenChat, StatusLine, TaskRunner
 
@@ -78,8 +79,8 @@ class ChatSettingsDialog(QDialog):
 
     async def load(self) -> None:
         engine = self.engine
-        current = await engine.chat_settings(self.conversation_id)
-        conv = await engine.get_conversation(self.conversation_id)
+        current = await engine.conversations.settings(self.conversation_id)
+        conv = await engine.conversations.get(self.conversation_id)
         self._current = current
         self.system_prompt.setPlainText(current.get("system_prompt") or "")
         name = current.get("sampling_preset")
@@ -94,7 +95,7 @@ class ChatSettingsDialog(QDialog):
         if temporary:
             self.memory.setToolTip("A temporary chat never uses or saves memories")
         chosen = current.get("tools")
-        for info in await engine.tools():
+        for info in await engine.tools.list():
             box = QCheckBox(info.name)
             box.setObjectName(f"chatTool_{info.name}")
             box.setToolTip(info.description)
@@ -131,7 +132,7 @@ class ChatSettingsDialog(QDialog):
         return out
 
     async def save(self) -> dict:
-        result = await self.engine.update_chat_settings(self.conversation_id, **self.changes())
+        result = await self.engine.conversations.update_settings(self.conversation_id, **self.changes())
         self._current = result
         self.saved.emit(result)
         return result

@@ -8,7 +8,8 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QMessageBox, QWidget
 
-from wren.engine.api import MAX_MEMORY_CHARS, Engine, MemoryInfo, MemoryRefused
+from wren.engine.api import Engine
+from wren.engine.memory.records import MAX_MEMORY_CHARS, MemoryInfo, MemoryRefused
 
 from ..chat.inspector import ContextInspector
 from ..memory.editor import MemoryEditor
@@ -57,7 +58,7 @@ class ContextController(QObject):
     # -- what the model saw -------------------------------------------------------------
 
     async def inspect(self, message_id: int) -> ContextInspector:
-        report = await self.engine.context_report(message_id)
+        report = await self.engine.conversations.context_report(message_id)
         if self.inspector is not None:
             self.inspector.close()
         self.inspector = ContextInspector(report, self._dialog_parent())
@@ -66,7 +67,7 @@ class ContextController(QObject):
         return self.inspector
 
     async def show_provenance(self, message_id: int) -> ProvenanceDialog | None:
-        report = await self.engine.context_report(message_id)
+        report = await self.engine.conversations.context_report(message_id)
         if report is None:
             return None
         if self.provenance is not None:
@@ -84,7 +85,7 @@ class ContextController(QObject):
                 for memory_id in w.notes.saved_rows]
         if not rows:
             return
-        found = await self.engine.memories_by_id(sorted({memory_id for _, memory_id in rows}))
+        found = await self.engine.memories.by_id(sorted({memory_id for _, memory_id in rows}))
         for widget, memory_id in rows:
             if memory_id not in found:
                 widget.notes.mark_removed(memory_id)
@@ -93,13 +94,13 @@ class ContextController(QObject):
 
     async def remember(self, message_id: int) -> MemoryInfo | None:
         try:
-            info = await self.engine.remember_message(message_id)
+            info = await self.engine.memories.remember_message(message_id)
         except MemoryRefused as exc:
             # Too long to be a memory: let the user cut it down to the fact worth keeping.
             widget = self.chat.widget_for(message_id)
             text = widget.text() if widget is not None else ""
             self.editor = MemoryEditor(
-                "Remember this", text[:MAX_MEMORY_CHARS], lambda t: self.engine.remember_message(message_id, t),
+                "Remember this", text[:MAX_MEMORY_CHARS], lambda t: self.engine.memories.remember_message(message_id, t),
                 self.tasks, note=f"{_sentence(str(exc))} Keep the part worth remembering:", parent=self._dialog_parent(),
             )
             self.editor.saved.connect(self._saved)
@@ -115,14 +116,14 @@ class ContextController(QObject):
     async def accept(self, answer_id: int, text: str) -> MemoryInfo:
         widget = self.chat.widget_for(answer_id)
         question = widget.info.parent_id if widget is not None and widget.info is not None else None
-        info = await self.engine.accept_suggestion(text, question, self.current_chat())
+        info = await self.engine.memories.accept_suggestion(text, question, self.current_chat())
         if widget is not None and widget.notes is not None:
             widget.notes.mark_accepted(text, info.id)
         self._saved(info)
         return info
 
     async def undo_saved(self, answer_id: int, memory_id: int) -> None:
-        info = await self.engine.delete_memory(memory_id)
+        info = await self.engine.memories.delete(memory_id)
         widget = self.chat.widget_for(answer_id)
         if widget is not None and widget.notes is not None:
             widget.notes.mark_removed(memory_id)
@@ -148,7 +149,7 @@ class ContextController(QObject):
         return box
 
     async def clear(self, answer_id: int) -> int:
-        count = await self.engine.clear_memories()
+        count = await self.engine.memories.clear()
         widget = self.chat.widget_for(answer_id)
         if widget is not None and widget.notes is not None:
             widget.notes.mark_cleared(count)

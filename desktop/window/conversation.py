@@ -10,7 +10,8 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction
 
-from wren.engine.api import Engine, SamplingParams, SendOptions, WrenError
+from wren.engine.api import Engine
+from wren.engine.errors import WrenError
 from wren.engine.events import (
     Delta,
     Event,
@@ -25,7 +26,8 @@ from wren.engine.events import (
     TitleUpdate,
     ToolApprovalNeeded,
 )
-from wren.engine.records import MessageInfo, Role
+from wren.engine.inference.sampling import SamplingParams
+from wren.engine.records import MessageInfo, Role, SendOptions
 
 from ..bridge import TurnStream, describe_notices
 from ..chat.message import MessageWidget
@@ -105,7 +107,7 @@ class ConversationController(QObject):
 
     async def load_settings(self) -> None:
         """The saved choices this controller follows (Show token probabilities)."""
-        on = await self.engine.get_setting(PROBABILITIES_KEY) is True
+        on = await self.engine.settings.get(PROBABILITIES_KEY) is True
         self.probabilities_action.blockSignals(True)
         self.probabilities_action.setChecked(on)
         self.probabilities_action.blockSignals(False)
@@ -113,7 +115,7 @@ class ConversationController(QObject):
 
     def _probabilities_toggled(self, on: bool) -> None:
         self.chat.set_probability_marks(on)
-        self.tasks.run(self.engine.set_setting(PROBABILITIES_KEY, on), what="saving the token probabilities choice")
+        self.tasks.run(self.engine.settings.set(PROBABILITIES_KEY, on), what="saving the token probabilities choice")
         if on and not _ENGINE_LOGPROBS:
             self.status.showMessage("This Wren's engine cannot report token probabilities yet: "
                                       "answers that kept them still show them on hover", 10000)
@@ -125,8 +127,8 @@ class ConversationController(QObject):
             return options
         params = options.sampling if options is not None else None
         if params is None:
-            conv = await self.engine.get_conversation(conversation_id)
-            params = await self.engine.default_sampling(overrides=conv.settings.get("sampling"))
+            conv = await self.engine.conversations.get(conversation_id)
+            params = await self.engine.settings.default_sampling(overrides=conv.settings.get("sampling"))
         params = params.with_(logprobs=TOP_COUNT)
         return replace(options, sampling=params) if options is not None else SendOptions(sampling=params)
 
@@ -146,36 +148,36 @@ class ConversationController(QObject):
     async def refresh_list(self) -> None:
         self._list_generation += 1
         generation = self._list_generation
-        convs = await self.engine.list_conversations(self.sidebar.query() or None)
+        convs = await self.engine.conversations.list(self.sidebar.query() or None)
         if generation == self._list_generation:  # a newer search has overtaken this one
             self.sidebar.set_conversations(convs, self.current_id)
             self.listed.emit()
 
     async def rename(self, conversation_id: int, title: str) -> None:
-        conv = await self.engine.rename_conversation(conversation_id, title)
+        conv = await self.engine.conversations.rename(conversation_id, title)
         if conversation_id == self.current_id:
             self.frame.set_title(conv.title)
         await self.refresh_list()
 
     async def pin(self, conversation_id: int, pinned: bool) -> None:
-        await self.engine.pin_conversation(conversation_id, pinned)
+        await self.engine.conversations.pin(conversation_id, pinned)
         await self.refresh_list()
 
     async def delete(self, conversation_id: int) -> None:
-        conv = await self.engine.get_conversation(conversation_id)
-        await self.engine.delete_conversation(conversation_id)
+        conv = await self.engine.conversations.get(conversation_id)
+        await self.engine.conversations.delete(conversation_id)
         if conversation_id == self.current_id:
             self.new_chat()
         await self.refresh_list()
         self.sidebar.show_undo(conv)
 
     async def restore(self, conversation_id: int) -> None:
-        await self.engine.restore_conversation(conversation_id)
+        await self.engine.conversations.restore(conversation_id)
         await self.refresh_list()
         await self.open(conversation_id)
 
     async def export_to(self, conversation_id: int, fmt: str, path: Path) -> Path:
-        text = await self.engine.export(conversation_id, fmt)
+        text = await self.engine.conversations.export(conversation_id, fmt)
         path.write_text(text, encoding="utf-8")
         self.status.showMessage(f"Exported to {path}", 5000)
         return path
@@ -208,8 +210,8 @@ class ConversationController(QObject):
     async def open(self, conversation_id: int) -> None:
         self._open_generation += 1
         generation = self._open_generation
-        conv = await self.engine.get_conversation(conversation_id)
-        messages = await self.engine.messages(conversation_id)
+        conv = await self.engine.conversations.get(conversation_id)
+        messages = await self.engine.conversations.messages(conversation_id)
         if generation != self._open_generation:
             return  # the user clicked another chat meanwhile
         if conversation_id != self.current_id:
@@ -241,9 +243,9 @@ class ConversationController(QObject):
     async def _drop(self, conversation_id: int) -> None:
         stream = self.streams.get(conversation_id)
         if stream is not None:
-            self.engine.stop(conversation_id)
+            self.engine.chat.stop(conversation_id)
             await stream.wait()
-        await self.engine.delete_conversation(conversation_id)
+        await self.engine.conversations.delete(conversation_id)
         self.temporary_left.emit(conversation_id)
 
     def _detach(self) -> None:
@@ -298,14 +300,14 @@ class ConversationController(QObject):
             try:
                 # A refused question (empty, too long, more tokens than the model reads) is
                 # said before any chat exists: no empty chat is left behind.
-                await self.engine.check_question(text)
+                await self.engine.chat.check_question(text)
             except WrenError as exc:
                 self._sync_busy()
                 self._refused(Failed(str(exc), FailureKind.INVALID_REQUEST), text)
                 self.turn_finished.emit(Finished(FinishReason.ERROR))
                 return
             try:
-                conversation_id = (await self.engine.create_conversation(temporary=temporary)).id
+                conversation_id = (await self.engine.conversations.create(temporary=temporary)).id
             except Exception:
                 self._sync_busy()
                 self.composer.set_text(text)
@@ -315,11 +317,11 @@ class ConversationController(QObject):
                 self._temporary_ids.add(conversation_id)
         user = self.chat.add_pending_user(text, options.attachments if options is not None else ())
         if created and options is not None and options.tools is not None:
-            await self.engine.set_conversation_tools(conversation_id, list(options.tools))
+            await self.engine.tools.set_for_conversation(conversation_id, list(options.tools))
         if options is not None and options.tools:
-            await self.engine.prepare_tool_sources(list(options.tools))  # starts the MCP servers they need
+            await self.engine.tools.prepare_sources(list(options.tools))  # starts the MCP servers they need
         self._start(conversation_id, self._asking(
-            conversation_id, options, lambda o: self.engine.send(conversation_id, text, options=o)), user, draft=text)
+            conversation_id, options, lambda o: self.engine.chat.send(conversation_id, text, options=o)), user, draft=text)
         if created and not temporary:
             await self.refresh_list()
 
@@ -327,7 +329,7 @@ class ConversationController(QObject):
         if self.current_id is None or self.current_id in self.streams:
             return
         self.chat.remove_from(message_id)
-        self._start(self.current_id, self._asking(self.current_id, None, lambda o: self.engine.regenerate(message_id, o)))
+        self._start(self.current_id, self._asking(self.current_id, None, lambda o: self.engine.chat.regenerate(message_id, o)))
 
     def replay(self, message_id: int) -> None:
         """The same answer again, as a new version beside it: its model, settings and seed
@@ -335,7 +337,7 @@ class ConversationController(QObject):
         if self.current_id is None or self.current_id in self.streams:
             return
         self.chat.remove_from(message_id)
-        self._start(self.current_id, self.engine.replay(message_id))
+        self._start(self.current_id, self.engine.chat.replay(message_id))
 
     def continue_answer(self, message_id: int) -> None:
         """Go on with an answer that was stopped, interrupted or cut at its length limit: the
@@ -348,9 +350,9 @@ class ConversationController(QObject):
     async def _continued(self, message_id: int) -> AsyncIterator[Event]:
         """The continuation's events, led by the text the answer already has (the live widget
         shows the whole answer, and the stored one keeps it)."""
-        kept = (await self.engine.get_message(message_id)).content
+        kept = (await self.engine.conversations.message(message_id)).content
         first = True
-        async for event in self.engine.continue_answer(message_id):
+        async for event in self.engine.chat.continue_answer(message_id):
             yield event
             if first and isinstance(event, Started):
                 first = False
@@ -363,19 +365,19 @@ class ConversationController(QObject):
         self.chat.remove_from(message_id)
         user = self.chat.add_pending_user(text)
         self._start(self.current_id, self._asking(
-            self.current_id, None, lambda o: self.engine.edit_and_resend(message_id, text, o)), user, draft=text)
+            self.current_id, None, lambda o: self.engine.chat.edit_and_resend(message_id, text, o)), user, draft=text)
 
     async def sibling(self, message_id: int, step: int) -> None:
         if self.current_id is None or self.current_id in self.streams:
             return
-        messages = await self.engine.sibling(message_id, step)
+        messages = await self.engine.conversations.sibling(message_id, step)
         self.chat.show_messages(messages)
         self._show_usage_of(messages)
 
     def stop(self) -> bool:
         if self.current_id is None or self.current_id not in self.streams:
             return False
-        self.engine.stop(self.current_id)
+        self.engine.chat.stop(self.current_id)
         return True
 
     def edit_last(self) -> None:
@@ -437,12 +439,12 @@ class ConversationController(QObject):
     def _approve_tool(self, call_id: str, decision: str) -> None:
         self.status.clearMessage()  # "Wren wants to run …" is answered
         try:
-            self.engine.approve_tool(call_id, decision)
+            self.engine.tools.approve(call_id, decision)
         except Exception as exc:  # the call ended meanwhile (Stop, the chat was closed)
             self.status.showMessage(f"The tool call is no longer waiting: {exc}", 8000)
 
     def _cancel_tool(self, call_id: str) -> None:
-        self.engine.cancel_tool(call_id)
+        self.engine.tools.cancel(call_id)
 
     def load_tools(self, start_servers: bool = False) -> None:
         self.tasks.run(self._load_tools(self.current_id, start_servers), what="listing the tools")
@@ -455,19 +457,19 @@ class ConversationController(QObject):
         shown = self._open_generation  # which opening of a chat this load is for
         keep = start_servers and self.tools.loaded and self._tools_shown_at == shown
         if start_servers:  # the menu was opened: MCP servers start now, lazily, to list their tools
-            await self.engine.prepare_tool_sources()
-        tools = await self.engine.tools()
-        saved = await self.engine.get_setting("tools.default")
+            await self.engine.tools.prepare_sources()
+        tools = await self.engine.tools.list()
+        saved = await self.engine.settings.get("tools.default")
         default = [n for n in saved if isinstance(n, str)] if isinstance(saved, list) else []
-        support = await self.engine.tool_support()
+        support = await self.engine.tools.support()
         chosen = None
         if not keep:
-            chosen = await self.engine.conversation_tools(conversation_id) if conversation_id is not None else None
+            chosen = await self.engine.tools.for_conversation(conversation_id) if conversation_id is not None else None
             if chosen is None:
                 chosen = list(default)
             if not set(chosen) <= {t.name for t in tools}:  # MCP tools of servers not started yet
-                await self.engine.prepare_tool_sources(chosen)  # only the servers this chat uses
-                tools = await self.engine.tools()
+                await self.engine.tools.prepare_sources(chosen)  # only the servers this chat uses
+                tools = await self.engine.tools.list()
         if generation == self._tools_generation and shown == self._open_generation:
             if keep or picked != self._tools_picked:  # the user ticked meanwhile: theirs stands
                 chosen = self.tools.chosen()
@@ -479,13 +481,13 @@ class ConversationController(QObject):
     def _default_tools_chosen(self, names: list[str]) -> None:
         """The composer's "Use these for new chats": the tools a new chat starts with."""
         self.tools.set_default(names)
-        self.tasks.run(self.engine.set_setting("tools.default", list(names) or None), what="saving the tools for new chats")
+        self.tasks.run(self.engine.settings.set("tools.default", list(names) or None), what="saving the tools for new chats")
         self.status.showMessage(f"New chats will start with: {', '.join(names) or 'no tools'}", 5000)
 
     def _tools_chosen(self, names: list[str]) -> None:
         self._tools_picked += 1
         if self.current_id is not None:
-            self.tasks.run(self.engine.set_conversation_tools(self.current_id, names), what="choosing the tools")
+            self.tasks.run(self.engine.tools.set_for_conversation(self.current_id, names), what="choosing the tools")
 
     def _prefill(self, conversation_id: int, event: PrefillProgress) -> None:
         widget = self._live.get(conversation_id)
@@ -506,7 +508,7 @@ class ConversationController(QObject):
             widget.body.finish()
         failure = stream.failure
         if conversation_id == self.current_id:
-            messages = await self.engine.messages(conversation_id)
+            messages = await self.engine.conversations.messages(conversation_id)
             if conversation_id == self.current_id:
                 self.chat.show_messages(messages)
                 self._sync_busy()
@@ -547,8 +549,8 @@ class ConversationController(QObject):
 
     async def close(self) -> None:
         """Stop every answer and let each record how it ended."""
-        self.engine.stop()
+        self.engine.chat.stop()
         for stream in list(self.streams.values()):
             await stream.wait()
         if self.temporary and self.current_id is not None:
-            await self.engine.delete_conversation(self.current_id)
+            await self.engine.conversations.delete(self.current_id)

@@ -245,7 +245,7 @@ class MainWindow(QMainWindow):
         self.sidebar.undo_delete_requested.connect(lambda cid: tasks.run(c.restore(cid), what="restoring"))
 
         async def delete_permanently(cid: int) -> None:  # no undo bar: the text is gone at once
-            await self.engine.delete_conversation(cid, permanently=True)
+            await self.engine.conversations.delete(cid, permanently=True)
             if cid == c.current_id:
                 c.new_chat()
             await c.refresh_list()
@@ -328,14 +328,14 @@ class MainWindow(QMainWindow):
     async def save_layout(self, state: dict | None = None) -> None:
         # Never overwrite the saved layout with the default one, nor write to a closed engine.
         if self._layout_restored and not getattr(self.engine, "_closed", False):
-            await self.engine.set_setting(LAYOUT_KEY, state or self.layout_state())
+            await self.engine.settings.set(LAYOUT_KEY, state or self.layout_state())
 
     async def restore_layout(self) -> None:
         """Size, position, splitter and maximized state as the last Wren left them (once)."""
         if self._layout_restored:
             return
         self._layout_restored = True
-        saved = await self.engine.get_setting(LAYOUT_KEY)
+        saved = await self.engine.settings.get(LAYOUT_KEY)
         if not isinstance(saved, dict):
             return
         try:
@@ -404,7 +404,7 @@ class MainWindow(QMainWindow):
         return self.models_dialog
 
     def _default_model_changed(self, name: str) -> None:
-        current = self.engine.current_model
+        current = self.engine.models.current
         if current is None or current.name != name:
             self.models.load_in_background(name)
 

@@ -17,12 +17,12 @@ log = logging.getLogger(__name__)
 async def installed_models(engine: Engine) -> list:
     """The installed models, without Engine.list_models' first-run starter import (a
     multi-second conversion that loading the model already does, in the background)."""
-    return await engine.installed_models()
+    return await engine.models.installed()
 
 
 class ModelController(QObject):
     loading = Signal()
-    loaded = Signal(object)  # engine.api.ModelStatus
+    loaded = Signal(object)  # engine.records.ModelStatus
     load_failed = Signal(str)  # what the dialog says
     listed = Signal(list)  # names of the installed models
 
@@ -46,7 +46,7 @@ class ModelController(QObject):
     async def refresh(self) -> list[str]:
         models = await installed_models(self.engine)
         names = [m.name for m in models]
-        names += [m.name for m in await self.engine.remote_models()]  # "provider/model", beside local ones
+        names += [m.name for m in await self.engine.providers.models()]  # "provider/model", beside local ones
         self._fill(names)
         self.listed.emit(names)
         return names
@@ -56,7 +56,7 @@ class ModelController(QObject):
         try:
             self.picker.clear()
             self.picker.addItems(names)
-            current = self.engine.current_model
+            current = self.engine.models.current
             if current is not None and current.name in names:
                 self.picker.setCurrentIndex(names.index(current.name))
             else:
@@ -67,13 +67,13 @@ class ModelController(QObject):
 
     def _picked(self, index: int) -> None:
         name = self.picker.itemText(index)
-        current = self.engine.current_model
+        current = self.engine.models.current
         if self._filling or not name or (current is not None and current.name == name):
             return
         self.tasks.run(self._choose(name), what="loading the model")
 
     async def _choose(self, name: str) -> None:
-        await self.engine.set_setting("model", name)
+        await self.engine.settings.set("model", name)
         await self.load(name)
 
     def load_in_background(self, name: str | None = None, backend: str | None = None) -> None:
@@ -81,23 +81,23 @@ class ModelController(QObject):
 
     async def load(self, name: str | None = None, backend: str | None = None) -> bool:
         """Load a model while the window stays usable; on failure, say which file and why."""
-        shown = name or await self.engine.get_setting("model") or "the starter model"
+        shown = name or await self.engine.settings.get("model") or "the starter model"
         self.is_loading = True
         self.loading.emit()
         self.composer.set_ready(False, f"Loading {shown}… Wren answers as soon as it is ready.")
         self.status.show_loading(f"Loading {shown}…")
         self.counter.set_model(None, 0)
         try:
-            status = await self.engine.load_model(name, backend=backend)
+            status = await self.engine.models.load(name, backend=backend)
         except Exception as exc:
             self.is_loading = False
-            await self._failed(name or await self.engine.get_setting("model"), exc)
+            await self._failed(name or await self.engine.settings.get("model"), exc)
             return False
         self.is_loading = False
         log.info("loaded %s on %s in %.1f s", status.name, status.backend, status.load_seconds)
         self.status.show_model(status.name, status.backend, status.context_length)
         self.composer.set_ready(True)
-        self.counter.set_model(self.engine.count_tokens, status.context_length)
+        self.counter.set_model(self.engine.models.count_tokens, status.context_length)
         try:
             await self.refresh()
         except Exception:  # the list is a convenience; the model itself is ready

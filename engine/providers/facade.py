@@ -18,6 +18,7 @@ from ..inference.backends.remote import (
     Transport,
 )
 from ..logs import log_event
+from ..records import ModelStatus
 from . import keys
 from .config import (
     ProviderInfo,
@@ -31,9 +32,8 @@ from .config import (
 )
 
 if TYPE_CHECKING:
-    from ..api import ModelStatus
-    from ..inference.worker import ModelWorker
-    from ..store import Store
+    from ..core import Core
+    from ..settings import Settings
 
 
 @dataclass(frozen=True)
@@ -48,24 +48,24 @@ class ProviderCheck:
 
 
 class Providers:
-    """Mixed into `Engine`; relies on its store, `_db`, registry, tokenizer factory,
-    policy and model state (`_worker`, `_status`, `_assemblers`, `_unload`)."""
+    """`engine.providers`: remote OpenAI-compatible servers, their keys and models, and
+    loading one of their models as the answering one."""
 
-    store: Store
-    _worker: ModelWorker | None  # Engine's; a RemoteWorker stands in for one (the same calls)
-    _status: ModelStatus | None
-    # Tests and benchmarks set these: an httpx transport and the client's patience.
-    remote_http_transport: Any = None
-    remote_transport: Transport | None = None
+    def __init__(self, core: Core, settings: Settings):
+        self.e = core
+        self.settings = settings
+        # Tests and benchmarks set these: an httpx transport and the client's patience.
+        self.remote_http_transport: Any = None
+        self.remote_transport: Transport | None = None
 
-    async def list_providers(self) -> list[ProviderInfo]:
-        return list((await self._db(load_providers, self.store)).values())
+    async def list(self) -> list[ProviderInfo]:
+        return list((await self.e.db(load_providers, self.e.store)).values())
 
     def key_storage_problem(self) -> str | None:
         """None where the OS keyring works; else what to tell the user (headless Linux)."""
         return keys.keyring_status()
 
-    async def add_provider(self, name: str, base_url: str, *, api_key: str | None = None,
+    async def add(self, name: str, base_url: str, *, api_key: str | None = None,
                            models: tuple[str, ...] | list[str] = (), key_store: str = "auto",
                            key_env: str | None = None, allow_http: bool = False,
                            context_length: int | None = None, passphrase: str | None = None,
@@ -92,25 +92,25 @@ class Providers:
             info = replace(info, models=tuple(found))
         if store in ("system", "file") and api_key:
             await loop.run_in_executor(None, lambda: keys.save_key(name, api_key, store, passphrase=passphrase))
-        saved = await self._db(save_provider, self.store, info)
+        saved = await self.e.db(save_provider, self.e.store, info)
         log_event("provider.added", provider=name, key_store=store, models=len(saved.models))
         return saved
 
-    async def remove_provider(self, name: str) -> None:
-        info = await self._db(drop_provider, self.store, name)
+    async def remove(self, name: str) -> None:
+        info = await self.e.db(drop_provider, self.e.store, name)
         if info is None:
             raise NotFound(f"there is no provider named {name!r}")
-        current = self._status
+        current = self.e.model_status
         if current is not None and current.name.startswith(name + "/"):
-            await self.unload_model()
+            await self.e.unload()
         await asyncio.get_running_loop().run_in_executor(None, lambda: keys.delete_key(name, info.key_store))
         log_event("provider.removed", provider=name)
 
-    async def test_provider(self, name: str, *, model: str | None = None, passphrase: str | None = None) -> ProviderCheck:
+    async def test(self, name: str, *, model: str | None = None, passphrase: str | None = None) -> ProviderCheck:
         """Ask the server for its models and, with a model (given, or the provider's first),
         for a very short answer. Raises RemoteError / KeyStoreError saying what failed; a
         provider with no models saved gets the server's list saved."""
-        providers = await self._db(load_providers, self.store)
+        providers = await self.e.db(load_providers, self.e.store)
         info = providers.get(name)
         if info is None:
             raise NotFound(f"there is no provider named {name!r}")
@@ -118,7 +118,7 @@ class Providers:
         started = time.perf_counter()
         found = await self._server_models(info, key)
         if not info.models and found:
-            await self._db(save_provider, self.store, replace(info, models=tuple(found)))
+            await self.e.db(save_provider, self.e.store, replace(info, models=tuple(found)))
         model = model or (info.models[0] if info.models else (found[0] if found else None))
         answered = None
         if model is not None:
@@ -135,9 +135,9 @@ class Providers:
                 await client.aclose()
         return ProviderCheck(name, tuple(found), answered, time.perf_counter() - started)
 
-    async def remote_models(self) -> list[RemoteModelInfo]:
+    async def models(self) -> list[RemoteModelInfo]:
         """Every configured provider's models, named "provider/model"."""
-        return remote_models(await self._db(load_providers, self.store), DEFAULT_CONTEXT)
+        return remote_models(await self.e.db(load_providers, self.e.store), DEFAULT_CONTEXT)
 
     # -- loading ---------------------------------------------------------------------
 
@@ -161,44 +161,40 @@ class Providers:
         the server reports none: the default local model's, else the starter's. Counts are
         approximate (another model's vocabulary)."""
         loop = asyncio.get_running_loop()
-        providers = await self._db(load_providers, self.store)
-        chosen = await self.get_setting("model")
+        providers = await self.e.db(load_providers, self.e.store)
+        chosen = await self.settings.get("model")
         info = None
         if chosen and split_remote(chosen, providers) is None:
             try:
-                info = await loop.run_in_executor(None, self.registry.get, chosen)
+                info = await loop.run_in_executor(None, self.e.registry.get, chosen)
             except WrenError:
                 info = None
         if info is None:
-            info = await loop.run_in_executor(None, self.registry.ensure_starter)
-        return await loop.run_in_executor(None, self._tokenizer_factory, info.path)
+            info = await loop.run_in_executor(None, self.e.registry.ensure_starter)
+        return await loop.run_in_executor(None, self.e.tokenizer_factory, info.path)
 
-    async def _load_remote(self, name: str | None):
+    async def load_remote(self, name: str | None) -> ModelStatus | None:
         """Load `name` as a remote model if it is "provider/model" of a configured
         provider: the ModelStatus; else None (a local model). Call under the load lock."""
-        providers = await self._db(load_providers, self.store)
+        providers = await self.e.db(load_providers, self.e.store)
         found = split_remote(name, providers)
         if found is None:
             return None
         info, model = found
-        from ..api import ModelStatus
-
         started = time.perf_counter()
         key = await self._provider_key(info)
         tokenizer = await self._remote_tokenizer()
-        await self._unload()
-        worker = RemoteWorker(name, self._backend_for(info, model, key), tokenizer, policy=self.policy)
+        await self.e.unload_current()
+        worker = RemoteWorker(name, self._backend_for(info, model, key), tokenizer, policy=self.e.policy)
         try:
             loaded = await asyncio.wrap_future(worker.loaded)
         except BaseException:
             await asyncio.get_running_loop().run_in_executor(None, worker.close)
             raise
-        loop = asyncio.get_running_loop()
-        self._assemblers = await loop.run_in_executor(None, self._make_assemblers, tokenizer)
-        self._worker = worker  # type: ignore[assignment]  # RemoteWorker: ModelWorker's interface, duck-typed
-        self._status = ModelStatus(name, loaded.backend, loaded.context_length, time.perf_counter() - started)
-        log_event("model.loaded", model=name, backend=loaded.backend, load_seconds=round(self._status.load_seconds, 3))
-        return self._status
+        status = ModelStatus(name, loaded.backend, loaded.context_length, time.perf_counter() - started)
+        await self.e.install_model(worker, status, tokenizer)  # type: ignore[arg-type]  # ModelWorker's interface, duck-typed
+        log_event("model.loaded", model=name, backend=loaded.backend, load_seconds=round(status.load_seconds, 3))
+        return status
 
 
 __all__ = ["ProviderCheck", "ProviderInfo", "Providers", "RemoteError", "RemoteModelInfo"]

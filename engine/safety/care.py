@@ -128,14 +128,3 @@ def with_care_note(system_prompt: str, note: str) -> str:
     """The system prompt with the care note after it (the note alone if there is none)."""
     return f"{system_prompt.rstrip()}\n\n{note}" if system_prompt.strip() else note
 
-
-class Care:
-    """The Engine's facade for care: the message a window shows, in the user's language."""
-
-    def care_message(self, language: str | None = None) -> CareMessage:
-        from ..paths import data_dir
-
-        cache = self.__dict__.setdefault("_care_messages", {})
-        if language not in cache:
-            cache[language] = load_care(language, data_dir())
-        return cache[language]

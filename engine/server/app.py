@@ -48,6 +48,7 @@ from .body import DEFAULT_MAX_BODY, body_id, check_length, path_id, read_json, t
 from .gate import ApiError, Busy, Gate, Limiter, error_for
 from .hosts import HostPolicy
 from .logprobs import requested
+from .serving import Serving
 from .streams import AnswerLog, AnswerLogs
 from .transport import ClosingStream, Server, WriteTimeout
 from .wire import OpenAIAnswer, check_unsupported, question_text, sampling_from, send_options, sse, stream_flags
@@ -115,6 +116,7 @@ class WrenApp:
 
     def __init__(self, engine, key: str, options: ServerOptions | None = None, *, host: str = "127.0.0.1"):
         self.engine = engine
+        self.answers = Serving(engine)  # stateless answers (nothing stored)
         self.options = options or ServerOptions()
         self.limiter = Limiter(self.options.max_queue)
         self.logs = AnswerLogs(self.options.keep_seconds, **(
@@ -152,7 +154,7 @@ class WrenApp:
 
     def _window(self) -> int | None:
         """The loaded model's context window in tokens (None before one is loaded)."""
-        status = getattr(self.engine, "current_model", None)
+        status = self.engine.models.current
         return getattr(status, "context_length", None)
 
     async def _defaults(self, model: str) -> SamplingParams:
@@ -161,7 +163,7 @@ class WrenApp:
         now = time.monotonic()
         cached = self._sampling.get(model)
         if cached is None or now - cached[0] > SAMPLING_TTL:
-            cached = (now, await self.engine.default_sampling(model))
+            cached = (now, await self.engine.settings.default_sampling(model))
             self._sampling[model] = cached
         return cached[1]
 
@@ -175,10 +177,7 @@ class WrenApp:
 
     async def _all_models(self) -> list:
         """Installed models, then the remote providers' ("provider/model")."""
-        found = list(await self.engine.installed_models())
-        if hasattr(self.engine, "remote_models"):
-            found += await self.engine.remote_models()
-        return found
+        return [*await self.engine.models.installed(), *await self.engine.providers.models()]
 
     async def models(self, request: Request) -> Response:
         return JSONResponse({"object": "list", "data": [self._model_card(m) for m in await self._all_models()]})
@@ -226,7 +225,7 @@ class WrenApp:
         stream, include_usage = stream_flags(body)
         since = self.limiter.acquire()
         try:
-            status = await _until_disconnect(request, self.engine.serving_model(model or None))
+            status = await _until_disconnect(request, self.answers.serving_model(model or None))
             # cheap, before the safety scan and the tokenizer see a prompt that cannot fit
             check_length(text_chars(body["messages"] if chat else body["prompt"]), status.context_length,
                          "messages" if chat else "prompt")
@@ -241,8 +240,8 @@ class WrenApp:
                 # client-defined functions: the calls come back to the client, who runs them
                 extra.update(tools=body.get("tools"), tool_choice=body.get("tool_choice"),
                              parallel_tool_calls=body.get("parallel_tool_calls") is not False)
-            events = (self.engine.stateless_chat(body["messages"], params, **extra)
-                      if chat else self.engine.stateless_completion(body["prompt"], params))
+            events = (self.answers.stateless_chat(body["messages"], params, **extra)
+                      if chat else self.answers.stateless_completion(body["prompt"], params))
             # The first event is awaited here, so errors before any answer (a prompt too
             # long, a bad message) are HTTP errors rather than a broken stream.
             first = await _until_disconnect(request, events.__anext__())
@@ -344,25 +343,25 @@ class WrenApp:
         if body.get("model") is not None:
             if not isinstance(body["model"], str):
                 raise ApiError(400, "model must be a string", param="model")
-            await engine.serving_model(body["model"])
+            await self.answers.serving_model(body["model"])
         since = self.limiter.acquire()
         created = False
         try:
             if action != "next":
-                conv_id = (await engine.get_message(message_id)).conversation_id
+                conv_id = (await engine.conversations.message(message_id)).conversation_id
             elif conv_id is None:
-                conv_id = (await engine.create_conversation(temporary=temporary)).id
+                conv_id = (await engine.conversations.create(temporary=temporary)).id
                 created = True
             # (an unknown conversation_id: Engine.send raises NotFound before anything is
             # stored, and that comes back below as the 404 — no round trip of its own here)
             if action == "next":
-                events = engine.send(conv_id, text, options)
+                events = engine.chat.send(conv_id, text, options)
             elif action == "edit":
-                events = engine.edit_and_resend(message_id, text, options)
+                events = engine.chat.edit_and_resend(message_id, text, options)
             elif action == "continue":  # the same message grows: the stream's append op extends its text
-                events = engine.continue_answer(message_id)
+                events = engine.chat.continue_answer(message_id)
             else:
-                events = engine.regenerate(message_id, options)
+                events = engine.chat.regenerate(message_id, options)
             log = self.logs.new(conv_id)
             started: asyncio.Future = asyncio.get_running_loop().create_future()
             task = asyncio.create_task(self._produce(log, events, started, created, since,
@@ -370,18 +369,18 @@ class WrenApp:
         except BaseException:
             self.limiter.release(since)
             if created:
-                await engine.delete_conversation(conv_id)
+                await engine.conversations.delete(conv_id)
             raise
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         outcome = await started  # Started, or the notices of a blocked message, or an error
         if isinstance(outcome, BaseException):
             if created:
-                await engine.delete_conversation(conv_id)
+                await engine.conversations.delete(conv_id)
             raise outcome
         if isinstance(outcome, list):  # ended before it started: refused, or blocked before anything was stored
             if created:
-                await engine.delete_conversation(conv_id)
+                await engine.conversations.delete(conv_id)
             failed = next((e for e in outcome if isinstance(e, Failed)), None)
             if failed is not None:
                 status = 400 if failed.kind is FailureKind.INVALID_REQUEST else 500
@@ -431,7 +430,7 @@ class WrenApp:
                     log.delta(event.text)
                     if new and title_task is None:
                         # The first words are out: name the chat beside the answer.
-                        title_task = asyncio.ensure_future(engine.generate_title(log.conversation_id))
+                        title_task = asyncio.ensure_future(engine.chat.generate_title(log.conversation_id))
                         title_task.add_done_callback(title_done)
                 elif isinstance(event, TitleUpdate):
                     emit_title(event.title)
@@ -502,8 +501,8 @@ class WrenApp:
 
     async def conversation_get(self, request: Request) -> Response:
         conv_id = path_id(request)
-        conv = await self.engine.get_conversation(conv_id)
-        shown = await self.engine.messages(conv_id)
+        conv = await self.engine.conversations.get(conv_id)
+        shown = await self.engine.conversations.messages(conv_id)
         return JSONResponse({
             "id": conv.id, "title": conv.title, "model": conv.model, "pinned": conv.pinned,
             "messages": [{
@@ -515,8 +514,8 @@ class WrenApp:
 
     async def stop(self, request: Request) -> Response:
         conv_id = path_id(request)
-        await self.engine.get_conversation(conv_id)
-        self.engine.stop(conv_id)
+        await self.engine.conversations.get(conv_id)
+        self.engine.chat.stop(conv_id)
         return JSONResponse({"conversation_id": conv_id, "stopping": True})
 
     async def prepare(self, request: Request) -> Response:
@@ -529,21 +528,19 @@ class WrenApp:
             raise ApiError(400, "content must be the draft's text", param="content")
         check_length(len(draft), self._window(), "content")
         wait = body.get("wait", False)
-        await self.engine.get_conversation(conv_id)
-        tokens = await self.engine.prepare(conv_id, draft, send_options(body))
+        await self.engine.conversations.get(conv_id)
+        tokens = await self.engine.chat.prepare(conv_id, draft, send_options(body))
         out: dict[str, Any] = {"conversation_id": conv_id, "prompt_tokens": tokens}
         if wait is True and tokens is not None:
-            out["cached_tokens"] = await self.engine.prepared()
+            out["cached_tokens"] = await self.engine.chat.prepared()
         return JSONResponse(out)
 
     async def approve_tool(self, request: Request) -> Response:
-        if not hasattr(self.engine, "approve_tool"):
-            raise ApiError(400, "this engine has no tools yet", code="unsupported")
         body = await self._body(request)
         decision = body.get("decision")
         if decision not in ("once", "always", "deny"):
             raise ApiError(400, "decision must be once, always or deny", param="decision")
-        self.engine.approve_tool(request.path_params["call_id"], decision)
+        self.engine.tools.approve(request.path_params["call_id"], decision)
         return JSONResponse({"id": request.path_params["call_id"], "decision": decision})
 
 
@@ -573,7 +570,7 @@ class WrenServer:
         """At shutdown, before connections are closed: every answer stops within a token
         (kept as stopped, with its text), so open streams end with their last chunk."""
         self.outer.shutting_down = True
-        self.web.engine.stop()
+        self.web.engine.chat.stop()
 
     @property
     def interrupted(self) -> bool:
@@ -589,7 +586,7 @@ class WrenServer:
         try:
             await self.server.serve()
         finally:
-            self.web.engine.stop()
+            self.web.engine.chat.stop()
             for task in list(self.web.tasks):
                 await asyncio.wait({task}, timeout=5)
 

@@ -1,12 +1,14 @@
-"""Stateless answers for `wren serve`'s OpenAI-compatible endpoints: a mixin `Engine` inherits.
+"""Stateless answers for `wren serve`'s OpenAI-compatible endpoints: `Serving`, which the
+server app builds over the engine's public surface.
 
 An OpenAI client sends the whole conversation with every request and expects exactly
 those messages to be the prompt. So these calls bypass conversations altogether: nothing
 is stored, no chat appears in the user's list, memory neither reads nor saves anything, and
 no Wren system prompt, instructions or summaries are added. What they share with
-`Engine.send` is everything below the prompt: the loaded model's worker (and its batch
+`engine.chat.send` is everything below the prompt: the loaded model's worker (and its batch
 scheduler, so concurrent requests decode together), the safety policy on input and
-output, and `Engine.stop()`, which stops them too.
+output, the answer text's steps (engine/turn/text.py: call parsing, the output guard,
+log-probabilities) and `engine.chat.stop()`, which stops them too.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidRequest, WrenError
+from ..errors import InvalidRequest, ModelNotLoaded, WrenError
 from ..events import (
     Delta,
     Event,
@@ -42,10 +44,12 @@ from ..safety import OutputGuard, scan
 from ..tools.parse import CallParser, ParsedCall
 from ..tools.prompt import ToolPlan, plan_for
 from ..tools.registry import ToolSpec
+from ..turn.text import AnswerText, generation
 from .jsonsafe import UnsafeJson, loads
 
 if TYPE_CHECKING:
-    from ..api import ModelStatus
+    from ..api import Engine
+    from ..records import ModelStatus
 
 # The owner recorded in Engine._active for requests that belong to no conversation.
 STATELESS_OWNER = -1
@@ -314,28 +318,38 @@ def _prepare(worker: Any, messages: list[dict], tools: ClientTools | None) -> _P
     return _Prepared(ids, plan, offered, constraint, messages=plan.instructed(chat))
 
 
+def _loaded(engine: Engine) -> ModelStatus:
+    status = engine.models.current
+    if status is None:
+        raise ModelNotLoaded("the model was unloaded while this request was being prepared")
+    return status
+
+
 class Serving:
-    """Facade methods for a server's stateless requests (mixed into `Engine`)."""
+    """A server's stateless requests (nothing stored), over the engine's public surface."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
 
     async def serving_model(self, name: str | None = None) -> ModelStatus:
         """The loaded model for a request naming `name` (None: whatever is loaded, else the
         default). Another installed model, or a remote provider's ("provider/model"), is
         loaded only while nothing streams; otherwise ModelBusy. An unknown name raises
         ModelNotFound."""
-        e: Any = self
-        status = e.current_model
+        e = self.engine
+        status = e.models.current
         if name is None or (status is not None and status.name == name):
-            await e._ensure_model()
-            return e.current_model
-        remote = hasattr(e, "remote_models") and any(m.name == name for m in await e.remote_models())
+            await e.models.ensure_loaded()
+            return _loaded(e)
+        remote = any(m.name == name for m in await e.providers.models())
         if not remote:
             info = await asyncio.get_running_loop().run_in_executor(None, e.registry.get, name)
             name = info.name
-        if e._active:
+        if e.answering():
             loaded = status.name if status else "another model"
             raise ModelBusy(f"“{loaded}” is answering other requests; “{name}” can be loaded "
                             "when they finish")
-        return await e.load_model(name)
+        return await e.models.load(name)
 
     async def stateless_chat(self, messages: list[dict], params: SamplingParams, *,
                              response_format: dict | None = None, tools: list | None = None,
@@ -360,7 +374,7 @@ class Serving:
         if notices and any(n.action.value == "block" for n in notices):
             yield Finished(FinishReason.BLOCKED)
             return
-        worker: ModelWorker = await self._ensure_model()  # type: ignore[attr-defined]
+        worker: ModelWorker = await self.engine.models.ensure_loaded()
         uses_tools = (client is not None and client.offered) or any(
             m.get("tool_calls") or m["role"] == "tool" for m in messages)
         loop = asyncio.get_running_loop()
@@ -387,7 +401,7 @@ class Serving:
         if notices and any(n.action.value == "block" for n in notices):
             yield Finished(FinishReason.BLOCKED)
             return
-        worker: ModelWorker = await self._ensure_model()  # type: ignore[attr-defined]
+        worker: ModelWorker = await self.engine.models.ensure_loaded()
         loop = asyncio.get_running_loop()
         ids = await loop.run_in_executor(None, worker.tokenizer.encode, checked[0]["content"])
         async for event in self._generate(worker, ids, params):
@@ -397,7 +411,7 @@ class Serving:
         """Every message through the input policy, as `Engine.send` scans a question; the
         string values in an assistant message's tool-call arguments too (the client wrote
         them, and they reach the model, or a remote provider, like any other text)."""
-        e: Any = self
+        e = self.engine
         policy, destination = e.policy, e.destination()
         notices: list[SafetyNotice] = []
 
@@ -419,8 +433,8 @@ class Serving:
     async def _generate(self, worker: ModelWorker, ids: list[int], params: SamplingParams, *,
                         messages: list[dict] | None = None, constraint: Constraint | None = None,
                         plan: ToolPlan | None = None, single_call: bool = False) -> AsyncIterator[Event]:
-        e: Any = self
-        window = e.current_model.context_length
+        e = self.engine
+        window = _loaded(e).context_length
         room = window - len(ids)
         if room < 1:
             raise PromptTooLong(f"the prompt is {len(ids):,} tokens; the model's context window holds {window:,}, "
@@ -432,61 +446,24 @@ class Serving:
         # `messages` is what a model that takes messages (a remote provider's) is sent instead.
         request = GenerationRequest(ids, params, sink, messages=messages, constraint=constraint)
         entry = (request, STATELESS_OWNER)
-        e._active.append(entry)
-        guard = OutputGuard(e.policy, e.destination())
+        e.answer_started(*entry)
         # With the client's tools offered, the answer's text goes through the call parser:
-        # a call's text never shows, the calls come out as ToolCall events.
+        # a call's text never shows, the calls come out as ToolCall events
+        # (engine/turn/text.py, as a stored answer's rounds).
         parser = CallParser(plan.family) if plan is not None else None
         if plan is not None and parser is not None and plan.forced:
             parser.feed(plan.forced_prefix())
-        calls: list[ParsedCall] = []
-        probs = AnswerLogprobs(params, {})  # each shown Delta carries its tokens' probabilities
-        reason = FinishReason.CANCELLED
+        # each shown Delta carries its tokens' probabilities
+        text = AnswerText(OutputGuard(e.policy, e.destination()), AnswerLogprobs(params, {}), parser)
         worker.submit(request)
         try:
-            while True:
-                event = await events.get()
-                if isinstance(event, (Delta, Finished)):
-                    final = isinstance(event, Finished)
-                    if isinstance(event, Finished):
-                        reason = event.reason
-                    text = event.text if isinstance(event, Delta) else ""
-                    if parser is None:
-                        pieces: list = [] if final else [text]
-                    elif calls and parser.done:
-                        pieces = []  # the calls are complete: what follows is not shown
-                    else:
-                        pieces = parser.finish() if final else parser.feed(text)
-                    if isinstance(event, Delta) and not (parser is not None and calls and parser.done):
-                        probs.arrived(event)
-                    steps = []
-                    for piece in pieces:
-                        if isinstance(piece, ParsedCall):
-                            calls.append(piece)
-                        else:
-                            steps.append(guard.feed(piece))
-                    if final:
-                        steps.append(guard.finish())
-                    blocked = False
-                    for step in steps:
-                        for notice in step.notices:
-                            yield notice
-                        if step.text and not step.blocked:
-                            yield Delta(step.text, probs.attach())
-                        blocked = blocked or step.blocked
-                    if blocked:
-                        reason = FinishReason.BLOCKED
-                        break
-                    if parser is not None and parser.done:
-                        request.cancel.set()  # a complete call ends the answer: the client runs it
-                    if final:
-                        break
-                elif isinstance(event, (Usage, Failed)):
+            async for event in generation(events, text, request):
+                if isinstance(event, (Delta, SafetyNotice, Usage, Failed)):
                     yield event
         finally:
             request.cancel.set()  # a consumer that walks away (client disconnect) stops the sequence
-            if entry in e._active:
-                e._active.remove(entry)
+            e.answer_ended(*entry)
+        reason, calls = (FinishReason.BLOCKED if text.blocked else text.reason), text.calls
         if reason is not FinishReason.BLOCKED and calls:
             async for event in self._calls_out(calls[:1] if single_call else calls, reason):
                 if isinstance(event, Finished):
@@ -499,7 +476,7 @@ class Serving:
         """The parsed calls as ToolCall events, their arguments through the output policy;
         a call the model could not finish (out of tokens) is dropped, one it wrote badly is
         an error."""
-        e: Any = self
+        e = self.engine
         ended = reason
         for parsed in calls:
             if parsed.error is not None:

@@ -31,7 +31,7 @@ FINISH = {FinishReason.STOP: "stop", FinishReason.LENGTH: "length", FinishReason
 
 
 def engine_supports(option: str) -> bool:
-    from ..api import SendOptions
+    from ..records import SendOptions
 
     return option in {f.name for f in fields(SendOptions)}
 
@@ -256,7 +256,7 @@ def question_text(body: dict) -> str:
 
 
 def send_options(body: dict):
-    from ..api import SendOptions
+    from ..records import SendOptions
 
     changes: dict[str, Any] = {}
     sampling = body.get("sampling")

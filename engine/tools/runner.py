@@ -25,7 +25,7 @@ from .registry import validate_arguments
 if TYPE_CHECKING:
     from ..safety import Policy
     from ..tokenize import Tokenizer
-    from .facade import ToolState
+    from .facade import Tools
 
 DECLINED = "the user declined"
 CANCELLED = "cancelled by the user"
@@ -39,9 +39,7 @@ class ToolHost(Protocol):
     @property
     def policy(self) -> Policy: ...
     @property
-    def tool_state(self) -> ToolState: ...
-    async def always_allowed_tools(self) -> list[str]: ...
-    async def allow_tool_always(self, name: str) -> None: ...
+    def tools(self) -> Tools: ...
 
 
 class ToolTurn:
@@ -70,7 +68,7 @@ class ToolTurn:
         do not run it, answer with this error (the round limit)."""
         self.count += 1
         call_id = f"call_{self.answer_id}_{self.count}"
-        state = self.e.tool_state
+        state = self.e.tools.state
         self._mine.add(call_id)
         arguments = parsed.arguments if isinstance(parsed.arguments, dict) else {}
         name = parsed.name or "(unreadable call)"
@@ -101,14 +99,14 @@ class ToolTurn:
                 content = problem
             else:
                 decision = "once"
-                if spec.needs_approval and spec.name not in await self.e.always_allowed_tools():
+                if spec.needs_approval and spec.name not in await self.e.tools.always_allowed():
                     # waiting before the event goes out: a front end may answer while handling it
                     future = asyncio.get_running_loop().create_future()
                     state.approvals[call_id] = future
                     yield ToolApprovalNeeded(call_id, spec.name, arguments)
                     decision = await self._approval(call_id, future)
                 if decision == "always":
-                    await self.e.allow_tool_always(spec.name)
+                    await self.e.tools.allow_always(spec.name)
                 if decision in ("once", "always"):
                     started = time.perf_counter()
                     content, is_error = await self._run(call_id, source, spec.name, arguments)
@@ -128,7 +126,7 @@ class ToolTurn:
         yield ToolResult(call_id, content, is_error, duration)
 
     async def _approval(self, call_id: str, future: asyncio.Future) -> str:
-        state = self.e.tool_state
+        state = self.e.tools.state
         stop = asyncio.ensure_future(self.stop.wait())
         try:
             await asyncio.wait({future, stop}, return_when=asyncio.FIRST_COMPLETED)
@@ -142,7 +140,7 @@ class ToolTurn:
         return "stop"
 
     async def _run(self, call_id: str, source: Any, name: str, arguments: dict) -> tuple[str, bool]:
-        state = self.e.tool_state
+        state = self.e.tools.state
         cancel = asyncio.Event()
         context = contextvars.copy_context()
         context.run(CALL_CONTEXT.set, self.context)
@@ -234,7 +232,7 @@ class ToolTurn:
 
     def close(self) -> None:
         """Cancel whatever of this answer's calls still waits or runs (the answer ended)."""
-        state = self.e.tool_state
+        state = self.e.tools.state
         for call_id in self._mine:
             waiting = state.approvals.pop(call_id, None)
             if waiting is not None and not waiting.done():

@@ -25,7 +25,7 @@ def test_self_harm_gets_care_and_an_answer_not_a_gate(open_window, send, qtbot, 
     assert finished.reason.value == "stop"
     assert window.chat.last_answer().text() == "I'm so sorry you're feeling this way. I'm here with you."
 
-    care, care_text = window.gate.care_panel, window.engine.care_message()
+    care, care_text = window.gate.care_panel, window.engine.safety.care_message()
     assert care.isVisible() and not window.gate.panel.isVisible()
     shown = care.visible_text()
     assert care_text.title in shown and care_text.message in shown
@@ -36,7 +36,7 @@ def test_self_harm_gets_care_and_an_answer_not_a_gate(open_window, send, qtbot, 
     for rule_word in ("rule", "content.self_harm", "wordlist", "flagged", "self harm"):
         assert rule_word not in everything.lower(), rule_word
     # Diagnostics keep what fired and why.
-    stored = arun(window.engine.messages(window.conversations.current_id))
+    stored = arun(window.engine.conversations.messages(window.conversations.current_id))
     assert stored[0].meta["safety"][0]["category"] == "content.self_harm" and stored[0].meta["safety"][0]["rule"]
 
 

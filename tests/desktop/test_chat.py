@@ -69,7 +69,7 @@ def test_stop_keeps_the_partial_answer_marked_stopped(open_window, qtbot, arun):
         qtbot.keyClick(window.composer.edit, Qt.Key.Key_Escape)
     assert blocker.args[0].reason.value == "cancelled"
     answer = window.chat.message_widgets()[1]
-    stored = arun(window.engine.messages(window.conversations.current_id))[-1]
+    stored = arun(window.engine.conversations.messages(window.conversations.current_id))[-1]
     assert stored.status is MessageStatus.STOPPED
     assert 0 < len(stored.content) < len(long_answer)
     assert long_answer.startswith(stored.content)
@@ -126,13 +126,14 @@ UNICODE = "héllo 👋🏽 👨‍👩‍👧 مرحبا بالعالم עברי
 def test_emoji_rtl_and_zero_width_round_trip_unchanged(open_window, send, arun):
     window = open_window(UNICODE)
     send(window, UNICODE)
-    stored = arun(window.engine.messages(window.conversations.current_id))
+    stored = arun(window.engine.conversations.messages(window.conversations.current_id))
     assert [m.content for m in stored] == [UNICODE, UNICODE]
     user, answer = window.chat.message_widgets()
     assert user.text() == UNICODE and answer.text() == UNICODE
     assert user.body.toPlainText() == UNICODE
 
 
+@pytest.mark.serial  # a wall-clock bound: runs with the machine to itself (make test)
 def test_a_one_megabyte_paste_keeps_the_window_responsive(open_window, qtbot):
     from PySide6.QtCore import QElapsedTimer, QTimer
     from PySide6.QtGui import QGuiApplication
@@ -177,7 +178,7 @@ def test_a_model_that_fails_to_load_says_which_file_and_why(open_window, qtbot, 
     # The composer says why it cannot send; the rest of the window works.
     assert not window.composer.edit.isEnabled() and not window.composer.send_button.isEnabled()
     assert "truncated" in window.composer.reason_label.text() and window.composer.reason_label.isVisible()
-    conv = arun(window.engine.create_conversation("Still browsable"))
+    conv = arun(window.engine.conversations.create("Still browsable"))
     with qtbot.waitSignal(window.conversations.listed):
         window.conversations.refresh()
     assert window.sidebar.conversation_ids() == [conv.id]
@@ -195,7 +196,7 @@ def test_a_ten_thousand_token_answer_streams_through_the_window(open_window, mak
         lines.append(f"line {i} has some words in it" if i % 50 else "```python\nx = 1\n```")
     reply = "\n".join(lines)
     engine = make_engine(reply, context_length=40_000)
-    arun(engine.set_setting("sampling", {"max_tokens": 30_000}))
+    arun(engine.settings.set("sampling", {"max_tokens": 30_000}))
     window = open_window(engine=engine)
     finished = send(window, "Write a lot", timeout=120000)
     assert finished.reason.value == "stop"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 
-from wren.engine.api import CHAT_SAMPLING_PRESETS
+from wren.engine.ghost import CHAT_SAMPLING_PRESETS
 
 
 def _open_panel(window, qtbot):
@@ -23,7 +23,7 @@ def test_edits_persist_and_reach_the_next_send(open_window, send, qtbot, arun):
     dialog = _open_panel(window, qtbot)
     assert dialog.system_prompt.toPlainText() == "" and dialog.preset.currentText() == "Model defaults"
     assert dialog.memory.isChecked()
-    chosen = arun(window.engine.conversation_tools(conversation_id))  # the composer's menu keeps one too
+    chosen = arun(window.engine.tools.for_conversation(conversation_id))  # the composer's menu keeps one too
     assert dialog.tools_default.isChecked() == (chosen is None)
     tool = sorted(dialog.tool_boxes)[0]
     dialog.system_prompt.setPlainText("You are a pirate. Answer like one.")
@@ -36,7 +36,7 @@ def test_edits_persist_and_reach_the_next_send(open_window, send, qtbot, arun):
     qtbot.mouseClick(dialog.buttons.button(dialog.buttons.StandardButton.Save), Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: not dialog.isVisible(), timeout=10000)
 
-    saved = arun(window.engine.chat_settings(conversation_id))
+    saved = arun(window.engine.conversations.settings(conversation_id))
     assert saved == {"system_prompt": "You are a pirate. Answer like one.", "sampling": CHAT_SAMPLING_PRESETS["Precise"],
                      "sampling_preset": "Precise", "memory": False, "tools": [tool]}
     qtbot.waitUntil(lambda: window.composer.tools_button.loaded and window.composer.tools_button.chosen() == [tool],
@@ -45,10 +45,10 @@ def test_edits_persist_and_reach_the_next_send(open_window, send, qtbot, arun):
     send(window, "Remember that I prefer metric units")
     prompt = window.engine.scripted.loaded[-1].prompts[-1]
     assert "You are a pirate. Answer like one." in prompt
-    answer = arun(window.engine.messages(conversation_id))[-1]
+    answer = arun(window.engine.conversations.messages(conversation_id))[-1]
     assert answer.sampling["temperature"] == CHAT_SAMPLING_PRESETS["Precise"]["temperature"]
     assert answer.sampling["top_p"] == CHAT_SAMPLING_PRESETS["Precise"]["top_p"]
-    assert arun(window.engine.list_memories()) == []  # memory is off for this chat
+    assert arun(window.engine.memories.list()) == []  # memory is off for this chat
 
     again = _open_panel(window, qtbot)  # what was saved is what the panel shows next time
     assert again.system_prompt.toPlainText() == "You are a pirate. Answer like one."
@@ -60,11 +60,11 @@ def test_edits_persist_and_reach_the_next_send(open_window, send, qtbot, arun):
     again.tools_default.setChecked(True)
     qtbot.mouseClick(again.buttons.button(again.buttons.StandardButton.Save), Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: not again.isVisible(), timeout=10000)
-    assert arun(window.engine.chat_settings(conversation_id)) == {
+    assert arun(window.engine.conversations.settings(conversation_id)) == {
         "system_prompt": None, "sampling": None, "sampling_preset": None, "memory": None, "tools": None}
     send(window, "Remember that I prefer metric units")
     assert "pirate" not in window.engine.scripted.loaded[-1].prompts[-1]
-    assert [m.text for m in arun(window.engine.list_memories())] == ["I prefer metric units"]
+    assert [m.text for m in arun(window.engine.memories.list())] == ["I prefer metric units"]
 
 
 def test_a_new_chat_says_to_send_first(open_window, qtbot):

@@ -10,8 +10,8 @@ from wren.engine.errors import NotFound
 
 def test_the_inspector_shows_every_part_and_the_exact_prompt(open_window, send, qtbot, arun):
     window = open_window("Use metric units.")
-    arun(window.engine.set_instructions("I am a nurse in Porto.", "Be brief."))
-    arun(window.engine.add_memory("I prefer metric units"))
+    arun(window.engine.settings.set_instructions("I am a nurse in Porto.", "Be brief."))
+    arun(window.engine.memories.add("I prefer metric units"))
     send(window, "Which units should the recipe use?")
     answer = window.chat.message_widgets()[1]
     assert answer.inspect_button.isVisible()
@@ -26,7 +26,7 @@ def test_the_inspector_shows_every_part_and_the_exact_prompt(open_window, send, 
     assert by_part["How to respond"][1] == "included"
     assert by_part["Memory"][1:2] == ("included",) and "metric units" in by_part["Memory"][4]
     assert all(int(row[2].replace(",", "")) > 0 for row in rows)
-    report = arun(window.engine.context_report(answer.message_id))
+    report = arun(window.engine.conversations.context_report(answer.message_id))
     assert len(rows) == len(report.parts)
     prompt = inspector.prompt_view.toPlainText()
     assert prompt == report.rendered_prompt and "Which units should the recipe use?" in prompt
@@ -52,9 +52,9 @@ def test_older_turns_show_as_summarized_in_the_inspector(open_window, send, qtbo
 async def _turn(window, text: str) -> None:
     conversation_id = window.conversations.current_id
     if conversation_id is None:
-        conversation_id = (await window.engine.create_conversation()).id
+        conversation_id = (await window.engine.conversations.create()).id
         await window.conversations.open(conversation_id)
-    async for _ in window.engine.send(conversation_id, text):
+    async for _ in window.engine.chat.send(conversation_id, text):
         pass
 
 
@@ -95,9 +95,9 @@ def test_a_temporary_chat_is_marked_and_leaves_nothing_behind(open_window, send,
     assert not window.temporary_banner.isVisible() and window.header.property("temporary") is False
     assert window.title_label.text() == "New chat" and not window.temporary_button.isChecked()
     with pytest.raises(NotFound):
-        arun(window.engine.get_conversation(temp_id))
-    assert arun(window.engine.list_memories()) == []
-    assert arun(window.engine.list_conversations()) == []
+        arun(window.engine.conversations.get(temp_id))
+    assert arun(window.engine.memories.list()) == []
+    assert arun(window.engine.conversations.list()) == []
     files = list(wren_home.glob("wren.sqlite3*"))
     assert files
     for path in files:
@@ -109,7 +109,7 @@ def test_a_temporary_chat_is_marked_and_leaves_nothing_behind(open_window, send,
     window.temporary_button.click()
     assert not window.conversations.temporary
     send(window, "A normal question")
-    assert len(arun(window.engine.list_conversations())) == 1
+    assert len(arun(window.engine.conversations.list())) == 1
 
 
 def test_a_message_too_big_for_the_window_is_refused_before_sending(open_window, send, arun):
@@ -120,4 +120,4 @@ def test_a_message_too_big_for_the_window_is_refused_before_sending(open_window,
     assert "nothing was sent" in window.chat.notice_label.text()
     assert window.composer.text().startswith("word0 word1")
     assert window.conversations.current_id is None  # no chat was made for it
-    assert arun(window.engine.list_conversations()) == []
+    assert arun(window.engine.conversations.list()) == []

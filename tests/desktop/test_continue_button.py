@@ -15,12 +15,12 @@ def test_continue_button_after_an_interrupted_answer(open_window, send, arun, qt
     window = open_window("Roses like sun and water.")
     send(window, "Tell me about roses")
     cid = window.conversations.current_id
-    answer = arun(window.engine.messages(cid))[-1]
+    answer = arun(window.engine.conversations.messages(cid))[-1]
     widget = _answer_widget(window)
     assert not widget.continue_button.isVisible()  # a complete answer offers no Continue
 
     # Wren died mid-answer: the stored answer is interrupted (as found on the next start)
-    arun(window.engine._db(window.engine.store.update_message, answer.id, content="Roses like",
+    arun(window.engine.db(window.engine.store.update_message, answer.id, content="Roses like",
                            status=MessageStatus.INTERRUPTED))
     window.conversations.new_chat()
     arun(window.conversations.open(cid))
@@ -30,7 +30,7 @@ def test_continue_button_after_an_interrupted_answer(open_window, send, arun, qt
 
     with qtbot.waitSignal(window.conversations.turn_finished, timeout=15000):
         qtbot.mouseClick(widget.continue_button, Qt.MouseButton.LeftButton)
-    stored = arun(window.engine.messages(cid))
+    stored = arun(window.engine.conversations.messages(cid))
     assert [m.id for m in stored] == [stored[0].id, answer.id]  # the same message, no new one
     assert stored[-1].content.startswith("Roses like")
     assert stored[-1].status is MessageStatus.COMPLETE

@@ -66,6 +66,7 @@ def test_the_mcp_manager_thread_runs_a_plain_loop_under_qasyncs_policy(aloop):
     assert not thread.is_alive()
 
 
+@pytest.mark.serial  # a wall-clock bound: runs with the machine to itself (make test)
 def test_settings_tools_test_connection_works_and_the_window_keeps_painting(open_window, arun, qtbot):
     window = open_window()
     dialog = SettingsDialog(window.engine, window.tasks, hotkey_problem="not here", parent=window)
@@ -86,9 +87,9 @@ def test_settings_tools_test_connection_works_and_the_window_keeps_painting(open
 
     # The composer's Tools menu starts the servers to list their tools (the second freeze).
     arun(window.conversations._load_tools(None, start_servers=True), timeout=60)
-    assert "helper__add" in {t.name for t in arun(window.engine.tools())}
+    assert "helper__add" in {t.name for t in arun(window.engine.tools.list())}
     # And a call runs on the manager's thread from the window's loop.
-    result = arun(window.engine.call_tool("helper__add", {"a": 2, "b": 3}), timeout=30)
+    result = arun(window.engine.tools.call("helper__add", {"a": 2, "b": 3}), timeout=30)
     assert "5" in str(result)
     dialog.close()
 
@@ -132,7 +133,7 @@ def _pick(window, qtbot, name: str) -> None:
     qtbot.waitUntil(lambda: picker.findText(name) >= 0, timeout=10000)
     picker.setCurrentIndex(picker.findText(name))
     picker.activated.emit(picker.findText(name))
-    qtbot.waitUntil(lambda: window.engine.current_model is not None and window.engine.current_model.name == name,
+    qtbot.waitUntil(lambda: window.engine.models.current is not None and window.engine.models.current.name == name,
                     timeout=20000)
     qtbot.waitUntil(lambda: not window.models.is_loading, timeout=20000)
 
@@ -223,8 +224,8 @@ def test_quitting_ends_the_engine_threads(wren_app, arun, qtbot, send):
         _add_provider(app, arun, qtbot, server)
         _pick(app.window, qtbot, "fake/fake-chat")
         send(app.window, "Hi", timeout=30000)
-        arun(app.engine.add_mcp_server("helper", command=sys.executable, args=[str(SERVER)]))
-        assert "helper__add" in {t.name for t in arun(app.engine.test_mcp_server("helper"), timeout=60)}
+        arun(app.engine.tools.add_mcp_server("helper", command=sys.executable, args=[str(SERVER)]))
+        assert "helper__add" in {t.name for t in arun(app.engine.tools.test_mcp_server("helper"), timeout=60)}
         assert any(name.startswith("wren-mcp") for name in _engine_threads())
         arun(app.shutdown(), timeout=30)
         app.shutdown = _already_shut  # the fixture's own shutdown: nothing left to do
@@ -249,7 +250,7 @@ def test_a_secret_masked_on_its_way_to_the_remote_model_is_said_as_such(wren_app
     server = FakeServer().start()
     try:
         app = wren_app()
-        arun(app.engine.add_memory(f"My OpenAI API key is {secret}"))
+        arun(app.engine.memories.add(f"My OpenAI API key is {secret}"))
         _add_provider(app, arun, qtbot, server)
         _pick(app.window, qtbot, "fake/fake-chat")
         messages: list[str] = []

@@ -24,7 +24,7 @@ def test_window_export_keeps_regenerated_and_edited_branches(open_window, send, 
     send(window, "Where do herons nest?")
     convs = window.conversations
     cid = convs.current_id
-    shown = arun(window.engine.messages(cid))
+    shown = arun(window.engine.conversations.messages(cid))
     question, answer = shown[0].id, shown[1].id
     _turn(qtbot, window, lambda: convs.regenerate(answer))
     _turn(qtbot, window, lambda: convs.edit_and_resend(question, "Where do egrets nest?"))

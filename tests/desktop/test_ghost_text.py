@@ -8,14 +8,14 @@ import asyncio
 
 from PySide6.QtCore import Qt
 
-from wren.engine.api import Suggestion
+from wren.engine.ghost import Suggestion
 
 
 def _window(open_window, qtbot, reply=" to the park. Then we went home.", **kwargs):
     window = open_window(reply, **kwargs)
     # The scripted model answers only after the assistant cue; ghost text leaves the user's
     # turn open, so let it continue any prompt.
-    window.engine._worker.model._answer_cue = ""
+    window.engine.loaded_worker.model._answer_cue = ""
     window.ghost.set_pause(30)
     window.composer.edit.setFocus()
     qtbot.waitUntil(window.composer.edit.hasFocus)
@@ -82,7 +82,7 @@ def test_a_suggestion_for_a_changed_draft_is_dropped(open_window, qtbot, arun, m
         await release.wait()
         return Suggestion(" there.", draft)
 
-    monkeypatch.setattr(window.engine, "suggest_continuation", slow)
+    monkeypatch.setattr(window.engine.chat, "suggest_continuation", slow)
     edit.setPlainText("Hello")
     edit.moveCursor(edit.textCursor().MoveOperation.End)
     task = asyncio.ensure_future(window.ghost._run("Hello"))
@@ -99,8 +99,8 @@ def test_the_next_keystroke_cancels_a_running_suggestion(open_window, qtbot):
     edit = window.composer.edit
     qtbot.keyClicks(edit, "It goes")
     engine = window.engine
-    qtbot.waitUntil(lambda: engine._ghost is not None and engine._ghost.request is not None, timeout=5000)
-    request = engine._ghost.request
+    qtbot.waitUntil(lambda: engine.chat._ghost is not None and engine.chat._ghost.request is not None, timeout=5000)
+    request = engine.chat._ghost.request
     qtbot.keyClicks(edit, " o")
     qtbot.waitUntil(request.cancel.is_set, timeout=2000)
     assert window.ghost.cancelled >= 1
@@ -111,7 +111,7 @@ def test_the_setting_turns_ghost_text_off(open_window, qtbot, arun):
     from wren.engine.ghost import ENABLED_KEY
 
     window = _window(open_window, qtbot)
-    arun(window.engine.set_setting(ENABLED_KEY, False))
+    arun(window.engine.settings.set(ENABLED_KEY, False))
     qtbot.keyClicks(window.composer.edit, "Yesterday I walked")
     qtbot.waitUntil(lambda: window.ghost.requests >= 1 and not window.ghost._task_running(), timeout=5000)
     assert not window.composer.edit.ghost_visible() and window.composer.edit.ghost_text == ""
@@ -129,7 +129,7 @@ def test_settings_generation_page_switches_ghost_text(open_window, arun):
     dialog.ghost_text.setChecked(False)
     assert not dialog.ghost_text_temporary.isEnabled()
     assert arun(dialog.save()) is not None
-    assert arun(window.engine.get_setting(ENABLED_KEY)) is False
-    assert arun(window.engine.get_setting(TEMPORARY_ENABLED_KEY)) is False
-    assert arun(window.engine.suggest_continuation("Yesterday I walked")) == ""
+    assert arun(window.engine.settings.get(ENABLED_KEY)) is False
+    assert arun(window.engine.settings.get(TEMPORARY_ENABLED_KEY)) is False
+    assert arun(window.engine.chat.suggest_continuation("Yesterday I walked")) == ""
     dialog.deleteLater()

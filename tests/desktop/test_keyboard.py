@@ -93,8 +93,8 @@ def test_a_chats_own_buttons_come_between_the_header_and_the_composer(open_windo
 
 def test_tabbing_and_arrows_in_the_chat_list_do_not_switch_chats(open_window, arun, qtbot):
     window = open_window()
-    a = arun(window.engine.create_conversation("Alpha"))
-    b = arun(window.engine.create_conversation("Beta"))
+    a = arun(window.engine.conversations.create("Alpha"))
+    b = arun(window.engine.conversations.create("Beta"))
     with qtbot.waitSignal(window.conversations.listed):
         window.conversations.refresh()
     _ready(window, qtbot)
@@ -120,9 +120,9 @@ def test_tabbing_and_arrows_in_the_chat_list_do_not_switch_chats(open_window, ar
 
 def test_search_results_open_with_the_arrow_keys_and_enter(open_window, arun, qtbot):
     window = open_window()
-    arun(window.engine.create_conversation("Roses in June"))
-    tulips = arun(window.engine.create_conversation("Tulips in June"))
-    arun(window.engine.create_conversation("Something else"))
+    arun(window.engine.conversations.create("Roses in June"))
+    tulips = arun(window.engine.conversations.create("Tulips in June"))
+    arun(window.engine.conversations.create("Something else"))
     with qtbot.waitSignal(window.conversations.listed):
         window.conversations.refresh()
     _ready(window, qtbot)

@@ -13,7 +13,7 @@ def _reply(prompt: str) -> str:
 
 def test_the_title_reaches_the_sidebar_before_the_answer_ends(open_window, arun, qtbot):
     window = open_window(_reply, delay=0.01)
-    arun(window.engine.set_setting("titles.model", "always"))  # the scripted model has one slot
+    arun(window.engine.settings.set("titles.model", "always"))  # the scripted model has one slot
     titled: list[tuple[int, str, bool]] = []
     window.conversations.titled.connect(
         lambda cid, title: titled.append((cid, title, cid in window.conversations.streams)))
@@ -27,7 +27,7 @@ def test_the_title_reaches_the_sidebar_before_the_answer_ends(open_window, arun,
     assert window.title_label.text() == "Growing healthy roses"
     qtbot.waitUntil(lambda: "Growing healthy roses" in
                     [window.sidebar.list.item(i).text() for i in range(window.sidebar.list.count())])
-    assert arun(window.engine.get_conversation(cid)).title == "Growing healthy roses"
+    assert arun(window.engine.conversations.get(cid)).title == "Growing healthy roses"
 
 
 def test_a_one_slot_model_names_the_chat_from_the_question(open_window, send, arun, qtbot):

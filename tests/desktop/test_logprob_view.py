@@ -13,7 +13,7 @@ from PySide6.QtGui import QHelpEvent, QTextCharFormat, QTextCursor, QTextDocumen
 from PySide6.QtWidgets import QApplication, QToolTip
 
 from wren.desktop.chat.probabilities import BadLogprobs, align, parse, percent
-from wren.engine.api import SamplingParams
+from wren.engine.inference.sampling import SamplingParams
 from wren.engine.records import Role
 
 ANSWER = "**Paris** is the capital of France, and [its](http://example.com/paris) river is the Seine."
@@ -44,10 +44,10 @@ def _stored_answer(open_window, send, arun, *, with_logprobs: bool = True):
     window = open_window(ANSWER)
     send(window, "What is the capital of France?")
     cid = window.conversations.current_id
-    answer = arun(window.engine.messages(cid))[-1]
+    answer = arun(window.engine.conversations.messages(cid))[-1]
     assert answer.content == ANSWER
     if with_logprobs:  # as the engine stores them for an answer asked with logprobs=5
-        arun(window.engine._db(window.engine.store.update_message, answer.id,
+        arun(window.engine.db(window.engine.store.update_message, answer.id,
                                meta={**answer.meta, "logprobs": _logprobs()}))
     window.conversations.new_chat()
     arun(window.conversations.open(cid))
@@ -128,7 +128,7 @@ def test_the_toggle_is_saved_and_underlines_unsure_tokens(open_window, send, aru
     assert underline_at("capital") == QTextCharFormat.UnderlineStyle.DotLine  # 42%: unsure
     assert underline_at("Seine") == QTextCharFormat.UnderlineStyle.DotLine  # 8%
     assert underline_at("France") == none  # 97%: sure
-    qtbot.waitUntil(lambda: arun(window.engine.get_setting("chat.token_probabilities")) is True, timeout=3000)
+    qtbot.waitUntil(lambda: arun(window.engine.settings.get("chat.token_probabilities")) is True, timeout=3000)
 
     action.setChecked(False)
     widget = _answer(window)
@@ -136,12 +136,12 @@ def test_the_toggle_is_saved_and_underlines_unsure_tokens(open_window, send, aru
     qtbot.waitUntil(lambda: _point_on(widget, "capital")[1].x() > 0, timeout=3000)  # laid out again
     view, point = _point_on(widget, "capital")
     assert "·capital" in _hover(qtbot, view, point)  # the hover stays: the answer kept them
-    qtbot.waitUntil(lambda: arun(window.engine.get_setting("chat.token_probabilities")) is False, timeout=3000)
+    qtbot.waitUntil(lambda: arun(window.engine.settings.get("chat.token_probabilities")) is False, timeout=3000)
 
 
 def test_the_saved_choice_is_restored_on_start(open_window, make_engine, arun):
     engine = make_engine("Hi.")
-    arun(engine.set_setting("chat.token_probabilities", True))
+    arun(engine.settings.set("chat.token_probabilities", True))
     window = open_window(engine=engine)
     assert window.conversations.probabilities_action.isChecked()
 
@@ -152,7 +152,7 @@ def test_with_the_toggle_on_new_answers_are_asked_for_logprobs(open_window, send
     window = open_window("Fine, thanks.")
     window.conversations.probabilities_action.setChecked(True)
     send(window, "How are you?")
-    answer = arun(window.engine.messages(window.conversations.current_id))[-1]
+    answer = arun(window.engine.conversations.messages(window.conversations.current_id))[-1]
     assert answer.sampling.get("logprobs") == 5
     kept = answer.meta.get("logprobs")
     assert isinstance(kept, list) and "".join(e["token"] for e in kept) == "Fine, thanks."
@@ -170,7 +170,7 @@ def test_with_the_toggle_on_new_answers_are_asked_for_logprobs(open_window, send
     window.conversations.probabilities_action.setChecked(False)
     with qtbot.waitSignal(window.conversations.turn_finished, timeout=15000):
         window.conversations.regenerate(answer.id)
-    again = arun(window.engine.messages(window.conversations.current_id))[-1]
+    again = arun(window.engine.conversations.messages(window.conversations.current_id))[-1]
     assert again.id != answer.id and not again.sampling.get("logprobs")
 
 

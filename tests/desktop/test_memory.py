@@ -7,7 +7,7 @@ from PySide6.QtWidgets import QMessageBox
 
 
 def _texts(engine, arun) -> list[str]:
-    return [m.text for m in arun(engine.list_memories())]
+    return [m.text for m in arun(engine.memories.list())]
 
 
 def test_remember_that_shows_a_memory_saved_notice_linking_to_it(open_window, send, qtbot, arun):
@@ -17,7 +17,7 @@ def test_remember_that_shows_a_memory_saved_notice_linking_to_it(open_window, se
     notes = answer.notes
     assert notes.isVisible()
     assert notes.texts() == ["Memory saved: “I prefer metric units”"]
-    (memory,) = arun(window.engine.list_memories())
+    (memory,) = arun(window.engine.memories.list())
     (row,) = notes.saved_rows.values()
     with qtbot.waitSignal(window.memory_requested) as opened:
         row.buttons[0].click()  # Open
@@ -50,7 +50,7 @@ def test_forget_notices_and_forget_everything_asks_first(open_window, send, qtbo
     assert "nothing was forgotten" in window.chat.message_widgets()[5].notes.texts()[0]
 
     for text in ("I prefer metric units", "I live in Lisbon"):
-        arun(window.engine.add_memory(text))
+        arun(window.engine.memories.add(text))
     send(window, "Forget everything you know about me")
     notes = window.chat.message_widgets()[7].notes
     assert notes.clear_row is not None
@@ -90,12 +90,12 @@ def test_remember_this_on_any_message_and_an_edit_box_for_a_long_one(open_window
     with qtbot.waitSignal(window.context.remembered):
         editor.buttons.accepted.emit()
     assert set(_texts(window.engine, arun)) == {"Paris is the capital of France.", "My project notes live in ~/notes"}
-    assert arun(window.engine.list_memories())[0].source_message_id in (user.message_id, answer.message_id)
+    assert arun(window.engine.memories.list())[0].source_message_id in (user.message_id, answer.message_id)
 
 
 def test_suggested_memories_are_offered_and_saved_only_when_accepted(open_window, send, qtbot, arun):
     window = open_window("Nice!")
-    arun(window.engine.update_memory_settings(suggest=True))
+    arun(window.engine.memories.update_settings(suggest=True))
     send(window, "I live in Lisbon.")
     notes = window.chat.message_widgets()[1].notes
     assert list(notes.offer_rows) == ["I live in Lisbon"]
@@ -109,8 +109,8 @@ def test_suggested_memories_are_offered_and_saved_only_when_accepted(open_window
 
 def test_an_answer_shows_the_memories_it_used_each_editable_and_forgettable(open_window, send, qtbot, arun):
     window = open_window("Use metric units.")
-    memory = arun(window.engine.add_memory("I prefer metric units"))
-    arun(window.engine.add_memory("My sister is called Ana"))
+    memory = arun(window.engine.memories.add("I prefer metric units"))
+    arun(window.engine.memories.add("My sister is called Ana"))
     send(window, "Which units should the recipe use?")
     answer = window.chat.message_widgets()[1]
     assert answer.memory_ids == (memory.id,)
@@ -134,15 +134,15 @@ def test_an_answer_shows_the_memories_it_used_each_editable_and_forgettable(open
 
     with qtbot.waitSignal(dialog.changed):
         row.forget_button.click()
-    assert memory.id not in arun(window.engine.memories_by_id([memory.id]))
+    assert memory.id not in arun(window.engine.memories.by_id([memory.id]))
     assert row.label.text() == "Deleted since. It said: “I prefer metric units”"
     with qtbot.waitSignal(dialog.changed):
         row.undo_button.click()
-    assert arun(window.engine.memories_by_id([memory.id]))[memory.id].text == "I prefer metric units and Celsius"
+    assert arun(window.engine.memories.by_id([memory.id]))[memory.id].text == "I prefer metric units and Celsius"
     dialog.close()
 
     # Deleted for good: the answer stays readable and says the memory is gone.
-    arun(window.engine.delete_memory(memory.id))
+    arun(window.engine.memories.delete(memory.id))
     conversation_id = window.conversations.current_id
     window.conversations.new_chat()
     with qtbot.waitSignal(window.conversations.opened):

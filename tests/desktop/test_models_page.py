@@ -11,8 +11,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMessageBox, QPushButton
 
 from wren.desktop.models.rows import DownloadState
-from wren.engine.api import DownloadCancelled
 from wren.engine.modelhub.catalog import load_catalog
+from wren.engine.models import DownloadCancelled
 
 GB = 10**9
 
@@ -83,7 +83,7 @@ def test_page_lists_installed_models_and_the_catalog(models_page):
 
 def test_fit_badges_follow_this_computers_memory(models_page, monkeypatch, arun):
     window, page = models_page()
-    monkeypatch.setattr(window.engine, "system_memory_bytes", lambda: 4 * GB)
+    monkeypatch.setattr(window.engine.models, "system_memory_bytes", lambda: 4 * GB)
     arun(page.refresh_catalog())
     assert page.catalog_rows["qwen2.5-0.5b-instruct"].badge.text() == "Fits this computer"
     big = page.catalog_rows["llama-3.1-8b-instruct"]
@@ -91,7 +91,7 @@ def test_fit_badges_follow_this_computers_memory(models_page, monkeypatch, arun)
     assert big.badge.text() == f"Needs {needed / GB:.1f} GB more RAM"
     assert big.badge.property("fits") is False
     assert "4.0 GB of memory" in page.memory_note.text()
-    monkeypatch.setattr(window.engine, "system_memory_bytes", lambda: 64 * GB)
+    monkeypatch.setattr(window.engine.models, "system_memory_bytes", lambda: 64 * GB)
     arun(page.refresh_catalog())
     assert all(r.badge.text() == "Fits this computer" for r in page.catalog_rows.values())
 
@@ -100,7 +100,7 @@ def test_download_shows_progress_cancel_offers_resume_and_resume_finishes(models
                                                                           tiny_model_dir):
     window, page = models_page()
     fake = FakePull(window.engine, tiny_model_dir)
-    monkeypatch.setattr(window.engine, "pull_model", fake)
+    monkeypatch.setattr(window.engine.models, "pull", fake)
     row = page.catalog_rows["qwen3-0.6b"]
 
     qtbot.mouseClick(row.download_button, Qt.MouseButton.LeftButton)
@@ -137,7 +137,7 @@ def test_a_failed_download_says_why_inline(models_page, monkeypatch, qtbot):
     async def no_network(spec, **_):
         raise ConnectionError("[Errno 111] Connection refused")
 
-    monkeypatch.setattr(window.engine, "pull_model", no_network)
+    monkeypatch.setattr(window.engine.models, "pull", no_network)
     row = page.catalog_rows["qwen3-4b"]
     row.download_button.click()
     qtbot.waitUntil(lambda: row.state is DownloadState.FAILED, timeout=5000)
@@ -159,7 +159,7 @@ def test_delete_asks_then_removes_the_model_from_the_page_and_the_picker(models_
         box.button(QMessageBox.StandardButton.Yes).click()
     assert "spare" not in page.installed_rows
     qtbot.waitUntil(lambda: picker_names(window) == ["tiny"], timeout=5000)
-    assert [m.name for m in arun(window.engine.installed_models())] == ["tiny"]
+    assert [m.name for m in arun(window.engine.models.installed())] == ["tiny"]
 
 
 def test_refused_delete_is_said_on_the_page(models_page, arun):
@@ -175,8 +175,8 @@ def test_make_default_saves_the_setting_loads_it_and_updates_the_picker(models_p
     arun(page.load())
     with qtbot.waitSignal(window.models.loaded, timeout=10000):
         page.installed_rows["second"].default_button.click()
-    assert arun(window.engine.get_setting("model")) == "second"
-    assert window.engine.current_model.name == "second"
+    assert arun(window.engine.settings.get("model")) == "second"
+    assert window.engine.models.current.name == "second"
     assert window.model_picker.currentText() == "second"
     qtbot.waitUntil(lambda: not page.installed_rows["second"].marker.isHidden(), timeout=5000)
     # the page follows the load: the old model is no longer answering, so it can be deleted
@@ -195,7 +195,7 @@ def test_import_a_file_calls_the_engine_and_lists_the_model(models_page, monkeyp
         progress(10, 10)
         return window.engine.registry.register_folder(tiny_model_dir, name="imported")
 
-    monkeypatch.setattr(window.engine, "import_model", fake_import)
+    monkeypatch.setattr(window.engine.models, "import_model", fake_import)
     gguf = tmp_path / "my-model.gguf"
     gguf.write_bytes(b"GGUF")
     info = arun(page.import_from(gguf))

@@ -8,10 +8,10 @@ def test_typing_prewarms_the_draft_and_send_reuses_it(open_window, qtbot, arun, 
     send(window, "first question")
     engine = window.engine
     window.composer.edit.setPlainText("what about the second one")
-    qtbot.waitUntil(lambda: engine._warm is not None, timeout=5000)
-    cached = arun(engine.prepared())
+    qtbot.waitUntil(lambda: engine.chat._warm is not None, timeout=5000)
+    cached = arun(engine.chat.prepared())
     send(window, "what about the second one")
-    answer = arun(engine.messages(window.conversations.current_id))[-1]
+    answer = arun(engine.conversations.messages(window.conversations.current_id))[-1]
     assert cached == answer.prompt_tokens > 0
 
 

@@ -8,10 +8,10 @@ def test_a_new_chats_draft_is_prewarmed(open_window, qtbot, arun, send):
     assert window.conversations.current_id is None
     engine = window.engine
     window.composer.edit.setPlainText("a first question for a new chat")
-    qtbot.waitUntil(lambda: engine._warm is not None, timeout=5000)
-    cached = arun(engine.prepared())
+    qtbot.waitUntil(lambda: engine.chat._warm is not None, timeout=5000)
+    cached = arun(engine.chat.prepared())
     send(window, "a first question for a new chat")
-    answer = arun(engine.messages(window.conversations.current_id))[-1]
+    answer = arun(engine.conversations.messages(window.conversations.current_id))[-1]
     assert cached == answer.prompt_tokens > 0
 
 

@@ -10,8 +10,8 @@ from wren.desktop.settings.privacy import PrivacyPage
 
 
 async def _chat(engine, text):
-    conv = await engine.create_conversation("Trip")
-    async for _ in engine.send(conv.id, text):
+    conv = await engine.conversations.create("Trip")
+    async for _ in engine.chat.send(conv.id, text):
         pass
     return conv
 
@@ -42,13 +42,13 @@ def test_erase_asks_first_and_keeps_data_when_cancelled(make_engine, arun, qtbot
     page.confirm_erase = lambda models: asked.append(models) or False
     page.erase_button.click()
     assert asked == [False] and page.status.text() == "Nothing was deleted."
-    assert len(arun(engine.list_conversations())) == 1
+    assert len(arun(engine.conversations.list())) == 1
 
     page.erase_models.setChecked(False)
     page.confirm_erase = lambda models: asked.append(models) or True
     with qtbot.waitSignal(page.erased, timeout=10000):
         page.erase_button.click()
-    assert arun(engine.list_conversations()) == []
+    assert arun(engine.conversations.list()) == []
     assert "models were kept" in page.status.text()
     arun(engine.close())
 
@@ -89,5 +89,5 @@ def test_delete_permanently_from_the_sidebar_leaves_no_text_on_disk(open_window,
     actions["Delete permanently"].trigger()
     menu.close()
     qtbot.waitUntil(lambda: not on_disk(), timeout=10000)
-    assert arun(window.engine.list_conversations()) == []
+    assert arun(window.engine.conversations.list()) == []
     qtbot.waitUntil(lambda: window.sidebar._find(conv.id) is None, timeout=5000)

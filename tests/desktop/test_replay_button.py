@@ -25,7 +25,7 @@ def test_replay_adds_a_version_with_the_same_seed(open_window, send, arun, qtbot
     window = open_window("Roses like sun and water.")
     send(window, "Tell me about roses")
     cid = window.conversations.current_id
-    first = arun(window.engine.messages(cid))[-1]
+    first = arun(window.engine.conversations.messages(cid))[-1]
     assert isinstance(first.sampling.get("seed"), int)  # a sampled answer keeps its seed
     user = [w for w in window.chat.message_widgets() if w.role is Role.USER][-1]
     assert not user.replay_button.isVisible()  # only answers replay
@@ -33,7 +33,7 @@ def test_replay_adds_a_version_with_the_same_seed(open_window, send, arun, qtbot
     assert widget.replay_button.isVisible() and str(first.sampling["seed"]) in widget.replay_button.toolTip()
 
     _click_replay(window, qtbot)
-    again = arun(window.engine.messages(cid))[-1]
+    again = arun(window.engine.conversations.messages(cid))[-1]
     assert again.id != first.id and again.parent_id == first.parent_id  # a sibling, not an edit
     assert again.sampling == first.sampling and again.content == first.content
     widget = _answer(window)
@@ -45,16 +45,16 @@ def test_replay_is_offered_only_where_the_answer_can_be_redone(open_window, send
     window = open_window("Roses like sun and water.")
     send(window, "Tell me about roses")
     cid = window.conversations.current_id
-    answer = arun(window.engine.messages(cid))[-1]
+    answer = arun(window.engine.conversations.messages(cid))[-1]
     unseeded = {k: v for k, v in answer.sampling.items() if k != "seed"}
-    arun(window.engine._db(window.engine.store.update_message, answer.id, sampling=unseeded))
+    arun(window.engine.db(window.engine.store.update_message, answer.id, sampling=unseeded))
     window.conversations.new_chat()
     arun(window.conversations.open(cid))
     widget = _answer(window)
     assert widget.replay_button.isVisible() and not widget.replay_button.isEnabled()
     assert "kept no seed" in widget.replay_button.toolTip()
 
-    greedy = arun(window.engine.get_message(answer.id))
+    greedy = arun(window.engine.conversations.message(answer.id))
     ok, why = replay_state(greedy)
     assert not ok
     ok, why = replay_state(type(greedy)(**{**greedy.__dict__, "sampling": {**unseeded, "temperature": 0.0}}))
@@ -62,8 +62,8 @@ def test_replay_is_offered_only_where_the_answer_can_be_redone(open_window, send
 
     # while an answer streams in this chat, nothing branches from it
     window.chat.set_busy(True)
-    arun(window.engine._db(window.engine.store.update_message, answer.id, sampling=answer.sampling))
-    widget.set_info(arun(window.engine.get_message(answer.id)))
+    arun(window.engine.db(window.engine.store.update_message, answer.id, sampling=answer.sampling))
+    widget.set_info(arun(window.engine.conversations.message(answer.id)))
     assert not widget.replay_button.isEnabled()
     window.chat.set_busy(False)
     assert widget.replay_button.isEnabled()
@@ -73,12 +73,12 @@ def test_a_refused_replay_says_why_and_keeps_the_answer(open_window, send, arun,
     window = open_window("Roses like sun and water.")
     send(window, "Tell me about roses")
     cid = window.conversations.current_id
-    answer = arun(window.engine.messages(cid))[-1]
-    arun(window.engine._db(window.engine.store.update_message, answer.id, model="some-other-model"))
+    answer = arun(window.engine.conversations.messages(cid))[-1]
+    arun(window.engine.db(window.engine.store.update_message, answer.id, model="some-other-model"))
     window.conversations.new_chat()
     arun(window.conversations.open(cid))
     _click_replay(window, qtbot)
-    assert [m.id for m in arun(window.engine.messages(cid))][-1] == answer.id  # nothing new
+    assert [m.id for m in arun(window.engine.conversations.messages(cid))][-1] == answer.id  # nothing new
     assert "some-other-model" in window.chat.notice_label.text()
     assert _answer(window).message_id == answer.id
 
@@ -96,15 +96,15 @@ def test_replay_on_torch_gives_the_same_text_token_for_token(open_window, arun, 
     # sampled, not greedy: the seed decides every token of a random-weight model's answer
     store.set_setting("sampling", {"temperature": 1.0, "top_p": 1.0, "max_tokens": 16})
     window = open_window(engine=Engine(store, registry), wait_model=False)
-    qtbot.waitUntil(lambda: window.engine.current_model is not None, timeout=60000)
+    qtbot.waitUntil(lambda: window.engine.models.current is not None, timeout=60000)
     send(window, "roll the dice", timeout=60000)
     cid = window.conversations.current_id
-    first = arun(window.engine.messages(cid))[-1]
+    first = arun(window.engine.conversations.messages(cid))[-1]
     assert first.status is MessageStatus.COMPLETE and first.backend.startswith("torch")
     assert first.sampling["temperature"] == 1.0 and isinstance(first.sampling["seed"], int)
 
     _click_replay(window, qtbot, timeout=60000)
-    again = arun(window.engine.messages(cid))[-1]
+    again = arun(window.engine.conversations.messages(cid))[-1]
     assert again.id != first.id and again.content == first.content
     assert again.completion_tokens == first.completion_tokens
     assert _answer(window).text() == first.content
@@ -112,6 +112,6 @@ def test_replay_on_torch_gives_the_same_text_token_for_token(open_window, arun, 
     # Regenerate draws a new seed: a different answer from the same weights and settings
     with qtbot.waitSignal(window.conversations.turn_finished, timeout=60000):
         qtbot.mouseClick(_answer(window).action_button, Qt.MouseButton.LeftButton)
-    other = arun(window.engine.messages(cid))[-1]
+    other = arun(window.engine.conversations.messages(cid))[-1]
     assert other.sampling["seed"] != first.sampling["seed"] and other.content != first.content
     assert _answer(window).version_label.text() == "3/3"

@@ -75,7 +75,7 @@ def test_a_blocked_message_is_not_sent_and_the_draft_stays(open_window, qtbot, w
     assert "Not sent" in panel.title.text() and "block list" in panel.title.text()
     assert window.composer.text() == "tell me about zorblax please"
     assert window.conversations.current_id is None and window.chat.message_widgets() == []
-    assert arun(window.engine.list_conversations()) == []
+    assert arun(window.engine.conversations.list()) == []
 
 
 def test_a_redacted_message_is_stored_masked_and_says_which_categories(open_window, qtbot, wren_home, send, arun):
@@ -88,7 +88,7 @@ def test_a_redacted_message_is_stored_masked_and_says_which_categories(open_wind
     user = window.chat.message_widgets()[0]
     assert user.text() == "write to [REDACTED:pii.email] for me"
     assert "redacted: pii.email" in user.status_label.text()
-    stored = arun(window.engine.messages(window.conversations.current_id))[0]
+    stored = arun(window.engine.conversations.messages(window.conversations.current_id))[0]
     assert "bob@wrenmail.net" not in stored.content
 
 
@@ -120,7 +120,7 @@ def test_safety_settings_change_an_action_and_it_takes_effect(open_window, qtbot
     page.set_action("pii.email", "local", SafetyAction.BLOCK)
     with qtbot.waitSignal(dialog.saved):
         dialog.buttons.accepted.emit()
-    rules = {r.category: r for r in window.engine.safety_rules()}
+    rules = {r.category: r for r in window.engine.safety.rules()}
     assert rules["pii.email"].local is SafetyAction.BLOCK and rules["pii.email"].remote is SafetyAction.WARN
 
     result = _press_enter(window, qtbot, "mail me at bob@wrenmail.net")
@@ -135,7 +135,7 @@ def test_block_list_edits_and_a_bad_pattern_is_refused_with_the_reason(open_wind
     page.words_edit.setPlainText("zorblax\n\nquux")
     page.patterns_edit.setPlainText(r"\bPRJ-\d{4}\b")
     assert arun(page.save())
-    assert arun(window.engine.scan_input("about PRJ-1234 today")).blocked
+    assert arun(window.engine.safety.scan("about PRJ-1234 today")).blocked
 
     again = _dialog(window, arun).safety_page
     assert again.words_edit.toPlainText() == "zorblax\nquux"
@@ -144,8 +144,8 @@ def test_block_list_edits_and_a_bad_pattern_is_refused_with_the_reason(open_wind
     assert not arun(again.save())
     assert "(unclosed" in again.error_label.text() and "not a valid regular expression" in again.error_label.text()
     # Refused as a whole: neither the pattern nor the action after it was written.
-    assert {r.category: r for r in window.engine.safety_rules()}["pii.phone"].local is SafetyAction.ALLOW
-    assert arun(window.engine.scan_input("about PRJ-1234 today")).blocked
+    assert {r.category: r for r in window.engine.safety.rules()}["pii.phone"].local is SafetyAction.ALLOW
+    assert arun(window.engine.safety.scan("about PRJ-1234 today")).blocked
 
 
 def test_a_broken_policy_file_is_reported_on_the_safety_page(open_window, arun, wren_home):
@@ -161,10 +161,10 @@ def test_diagnostics_saves_a_redacted_zip_and_puts_it_on_the_clipboard(open_wind
 
     window = open_window()
     page = _dialog(window, arun).diagnostics_page
-    assert page.folder_edit.text() == str(window.engine.logs_folder())
+    assert page.folder_edit.text() == str(window.engine.settings.logs_folder())
     opened = []
     monkeypatch.setattr(QDesktopServices, "openUrl", lambda url: opened.append(url.toLocalFile()) or True)
-    assert page.open_folder() and opened == [str(window.engine.logs_folder())]
+    assert page.open_folder() and opened == [str(window.engine.settings.logs_folder())]
 
     target = tmp_path / "bundle.zip"
     assert arun(page.save_bundle(target)) == target

@@ -6,7 +6,7 @@ import json
 
 from wren.desktop.settings.dialog import SettingsDialog
 from wren.desktop.settings.sampling import HELP
-from wren.engine.api import PRESET_FIELDS, PRESETS_KEY
+from wren.engine.inference.presets import PRESET_FIELDS, PRESETS_KEY
 
 
 def _dialog(window, arun) -> SettingsDialog:
@@ -20,7 +20,7 @@ def _add_model_with_config(window, arun, tmp_path, name: str, config: dict) -> N
 
     folder = make_tiny_model_dir(tmp_path / name)
     (folder / "generation_config.json").write_text(json.dumps(config))
-    arun(window.engine.import_model(folder, name=name))
+    arun(window.engine.models.import_model(folder, name=name))
 
 
 def test_every_setting_says_what_it_does(open_window, arun):
@@ -36,7 +36,7 @@ def test_editing_a_models_preset_changes_its_default_sampling(open_window, arun,
     window = open_window()
     engine = window.engine
     _add_model_with_config(window, arun, tmp_path, "configured", {"temperature": 0.4, "top_k": 12})
-    before = arun(engine.default_sampling("tiny"))
+    before = arun(engine.settings.default_sampling("tiny"))
     dialog = _dialog(window, arun)
     editor = dialog.sampling_editor
     assert editor.current_model() == "tiny"  # the loaded model
@@ -56,23 +56,23 @@ def test_editing_a_models_preset_changes_its_default_sampling(open_window, arun,
 
     with qtbot.waitSignal(dialog.saved):
         dialog.buttons.accepted.emit()
-    tiny = arun(engine.default_sampling("tiny"))
+    tiny = arun(engine.settings.default_sampling("tiny"))
     assert (tiny.temperature, tiny.min_p, tiny.repetition_penalty) == (0.35, 0.1, 1.2)
     assert (tiny.top_k, tiny.top_p) == (before.top_k, before.top_p)
-    configured = arun(engine.default_sampling("configured"))
+    configured = arun(engine.settings.default_sampling("configured"))
     assert (configured.temperature, configured.top_k, configured.top_p) == (0.4, 12, 0.8)
     # Only what differs from the model's defaults is stored.
-    assert arun(engine.get_setting(PRESETS_KEY)) == {
+    assert arun(engine.settings.get(PRESETS_KEY)) == {
         "tiny": {"temperature": 0.35, "min_p": 0.1, "repetition_penalty": 1.2}, "configured": {"top_p": 0.8},
     }
-    assert arun(engine.default_sampling()).temperature == 0.35  # the loaded model's preset answers
+    assert arun(engine.settings.default_sampling()).temperature == 0.35  # the loaded model's preset answers
 
 
 def test_reset_to_model_defaults_removes_the_preset(open_window, arun, qtbot):
     window = open_window()
     engine = window.engine
-    arun(engine.set_setting(PRESETS_KEY, {"tiny": {"temperature": 1.3, "top_k": 5}}))
-    defaults = arun(engine.default_sampling("tiny", preset=False))
+    arun(engine.settings.set(PRESETS_KEY, {"tiny": {"temperature": 1.3, "top_k": 5}}))
+    defaults = arun(engine.settings.default_sampling("tiny", preset=False))
     dialog = _dialog(window, arun)
     editor = dialog.sampling_editor
     assert (editor.temperature.value(), editor.top_k.value()) == (1.3, 5)
@@ -80,8 +80,8 @@ def test_reset_to_model_defaults_removes_the_preset(open_window, arun, qtbot):
     assert editor.values() == {f: getattr(defaults, f) for f in PRESET_FIELDS}
     with qtbot.waitSignal(dialog.saved):
         dialog.buttons.accepted.emit()
-    assert arun(engine.get_setting(PRESETS_KEY)) is None
-    assert arun(engine.default_sampling("tiny")) == defaults
+    assert arun(engine.settings.get(PRESETS_KEY)) is None
+    assert arun(engine.settings.default_sampling("tiny")) == defaults
 
 
 def test_picking_a_model_on_the_model_tab_shows_its_preset(open_window, arun, tmp_path):

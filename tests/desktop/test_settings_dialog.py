@@ -16,7 +16,7 @@ def _dialog(window, arun) -> SettingsDialog:
 
 def test_settings_show_and_save_what_the_store_holds(open_window, arun, qtbot):
     window = open_window()
-    arun(window.engine.set_setting("system_prompt", "Be brief."))
+    arun(window.engine.settings.set("system_prompt", "Be brief."))
     dialog = _dialog(window, arun)
     assert dialog.selected_model() == "tiny"
     assert dialog.backend_picker.currentText() == "auto"
@@ -33,16 +33,16 @@ def test_settings_show_and_save_what_the_store_holds(open_window, arun, qtbot):
     with qtbot.waitSignal(dialog.saved) as saved:
         dialog.buttons.accepted.emit()
     assert saved.args[0].model_changed is False and saved.args[0].hotkey is None
-    params = arun(window.engine.default_sampling())
+    params = arun(window.engine.settings.default_sampling())
     assert (params.temperature, params.top_k, params.seed, params.stop) == (0.2, 40, 7, ("END", "###"))
-    assert arun(window.engine.get_setting("system_prompt")) == "Answer in French."
-    assert arun(window.engine.get_setting(HOTKEY_ENABLED)) is False
-    assert arun(window.engine.get_setting(HOTKEY)) == "Ctrl+Alt+Space"
+    assert arun(window.engine.settings.get("system_prompt")) == "Answer in French."
+    assert arun(window.engine.settings.get(HOTKEY_ENABLED)) is False
+    assert arun(window.engine.settings.get(HOTKEY)) == "Ctrl+Alt+Space"
 
 
 def test_speed_settings_show_save_and_reload_the_model(open_window, arun, qtbot):
     window = open_window()
-    arun(window.engine.set_performance_settings(parallel_sequences=3))
+    arun(window.engine.settings.set_performance(parallel_sequences=3))
     dialog = _dialog(window, arun)
     assert (dialog.parallel_spin.value(), dialog.prefix_cache_spin.value()) == (3, 512)
     dialog.parallel_spin.setValue(4)
@@ -50,7 +50,7 @@ def test_speed_settings_show_save_and_reload_the_model(open_window, arun, qtbot)
     with qtbot.waitSignal(dialog.saved) as saved:
         dialog.buttons.accepted.emit()
     assert saved.args[0].model_changed  # slots are allocated when the model loads
-    settings = arun(window.engine.performance_settings())
+    settings = arun(window.engine.settings.performance())
     assert (settings.parallel_sequences, settings.prefix_cache_mb) == (4, 1024)
 
 
@@ -63,18 +63,18 @@ def test_the_terminal_keep_alive_is_shown_in_minutes_and_saved_in_seconds(open_w
     assert dialog.keep_alive_spin.text() == "Off"
     with qtbot.waitSignal(dialog.saved):
         dialog.buttons.accepted.emit()
-    assert arun(engine.terminal_keep_alive()) == 0
-    arun(engine.set_terminal_keep_alive(90))  # set elsewhere, not a whole minute
+    assert arun(engine.settings.terminal_keep_alive()) == 0
+    arun(engine.settings.set_terminal_keep_alive(90))  # set elsewhere, not a whole minute
     dialog = _dialog(window, arun)
     assert dialog.keep_alive_spin.value() == 2
     with qtbot.waitSignal(dialog.saved):
         dialog.buttons.accepted.emit()
-    assert arun(engine.terminal_keep_alive()) == 90  # untouched: kept as it was
+    assert arun(engine.settings.terminal_keep_alive()) == 90  # untouched: kept as it was
     dialog = _dialog(window, arun)
     dialog.keep_alive_spin.setValue(30)
     with qtbot.waitSignal(dialog.saved):
         dialog.buttons.accepted.emit()
-    assert arun(engine.terminal_keep_alive()) == 1800
+    assert arun(engine.settings.terminal_keep_alive()) == 1800
 
 
 def test_bad_sampling_values_are_refused_with_a_reason(open_window, arun):
@@ -83,7 +83,7 @@ def test_bad_sampling_values_are_refused_with_a_reason(open_window, arun):
     dialog.seed.setText("seven")
     assert arun(dialog.save()) is None
     assert not dialog.error_label.isHidden() and "seed" in dialog.error_label.text()
-    assert arun(window.engine.get_setting("sampling")) is None
+    assert arun(window.engine.settings.get("sampling")) is None
 
 
 def test_import_a_model_folder_and_pick_it(open_window, arun, qtbot, tmp_path):

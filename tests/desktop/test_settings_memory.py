@@ -15,13 +15,13 @@ def _dialog(window, arun) -> SettingsDialog:
 
 
 def _texts(engine, arun) -> list[str]:
-    return sorted(m.text for m in arun(engine.list_memories()))
+    return sorted(m.text for m in arun(engine.memories.list()))
 
 
 def test_the_memory_page_lists_searches_edits_deletes_and_clears(open_window, arun, qtbot):
     window = open_window()
     for text in ("I prefer metric units", "My sister is called Ana", "I live in Lisbon"):
-        arun(window.engine.add_memory(text))
+        arun(window.engine.memories.add(text))
     page = _dialog(window, arun).memory_page
     assert sorted(page.memory_texts()) == ["I live in Lisbon", "I prefer metric units", "My sister is called Ana"]
     assert page.count_label.text() == "3 memories."
@@ -68,9 +68,9 @@ def test_the_memory_page_lists_searches_edits_deletes_and_clears(open_window, ar
 
 def test_a_memory_opened_from_an_answer_is_selected_or_said_to_be_gone(open_window, arun):
     window = open_window()
-    keep = arun(window.engine.add_memory("I prefer metric units"))
-    gone = arun(window.engine.add_memory("I live in Lisbon"))
-    arun(window.engine.delete_memory(gone.id))
+    keep = arun(window.engine.memories.add("I prefer metric units"))
+    gone = arun(window.engine.memories.add("I live in Lisbon"))
+    arun(window.engine.memories.delete(gone.id))
     dialog = _dialog(window, arun)
     assert arun(dialog.show_memory(keep.id))
     assert dialog.tabs.currentWidget() is dialog.memory_page and dialog.memory_page.selected_id() == keep.id
@@ -93,11 +93,11 @@ def test_memory_switches_and_custom_instructions_are_saved(open_window, arun, qt
     personal.reserve.setValue(512)
     with qtbot.waitSignal(dialog.saved):
         dialog.buttons.accepted.emit()
-    settings = arun(window.engine.memory_settings())
+    settings = arun(window.engine.memories.settings())
     assert (settings.enabled, settings.reference_history, settings.suggest) == (False, True, True)
-    instructions = arun(window.engine.instructions())
+    instructions = arun(window.engine.settings.instructions())
     assert (instructions.about_me, instructions.how_to_respond) == ("I am a nurse in Porto.", "Be brief.")
-    assert arun(window.engine.context_settings()).answer_reserve == 512
+    assert arun(window.engine.settings.context()).answer_reserve == 512
 
     again = _dialog(window, arun)
     assert again.personal_page.about_me.toPlainText() == "I am a nurse in Porto."
@@ -106,4 +106,4 @@ def test_memory_switches_and_custom_instructions_are_saved(open_window, arun, qt
     again.personal_page.reserve.setValue(0)
     assert arun(again.save()) is None
     assert again.tabs.currentWidget() is again.personal_page and "3,000" in again.error_label.text()
-    assert arun(window.engine.context_settings()).answer_reserve == 512  # nothing was written
+    assert arun(window.engine.settings.context()).answer_reserve == 512  # nothing was written

@@ -44,7 +44,7 @@ def _titled(prompt: str) -> str:
 
 def test_search_finds_a_word_only_inside_a_message(open_window, send, qtbot, arun):
     window = open_window(_titled)
-    arun(window.engine.set_setting("titles.model", "always"))  # the engine names chats; the scripted model has one slot
+    arun(window.engine.settings.set("titles.model", "always"))  # the engine names chats; the scripted model has one slot
     send(window, "Why do my zygomorphic flowers wilt?")
     qtbot.waitUntil(lambda: window.title_label.text() == "Garden flowers and roses")
     first = window.conversations.current_id
@@ -67,19 +67,19 @@ def test_search_finds_a_word_only_inside_a_message(open_window, send, qtbot, aru
 
 def test_title_is_written_by_the_model_after_the_first_answer(open_window, send, qtbot, arun):
     window = open_window(_titled)
-    arun(window.engine.set_setting("titles.model", "always"))
+    arun(window.engine.settings.set("titles.model", "always"))
     with qtbot.waitSignal(window.conversations.titled, timeout=10000) as blocker:
         send(window, "Tell me about roses")
     assert blocker.args[1] == "Garden flowers and roses"
     assert window.title_label.text() == "Garden flowers and roses"
-    assert arun(window.engine.get_conversation(window.conversations.current_id)).title == "Garden flowers and roses"
+    assert arun(window.engine.conversations.get(window.conversations.current_id)).title == "Garden flowers and roses"
     qtbot.waitUntil(lambda: window.sidebar.list.item(1) is not None and window.sidebar.list.item(1).text() == "Garden flowers and roses")
 
 
 def test_rename_pin_delete_and_undo(open_window, qtbot, arun):
     window = open_window()
-    a = arun(window.engine.create_conversation("Alpha"))
-    b = arun(window.engine.create_conversation("Beta"))
+    a = arun(window.engine.conversations.create("Alpha"))
+    b = arun(window.engine.conversations.create("Beta"))
     with qtbot.waitSignal(window.conversations.listed):
         window.conversations.refresh()
     assert window.sidebar.conversation_ids() == [b.id, a.id]
@@ -89,7 +89,7 @@ def test_rename_pin_delete_and_undo(open_window, qtbot, arun):
     item = window.sidebar._find(a.id)
     with qtbot.waitSignal(window.conversations.listed):
         item.setText("Alpha renamed")
-    assert arun(window.engine.get_conversation(a.id)).title == "Alpha renamed"
+    assert arun(window.engine.conversations.get(a.id)).title == "Alpha renamed"
 
     with qtbot.waitSignal(window.conversations.listed):
         window.sidebar.pin_requested.emit(a.id, True)

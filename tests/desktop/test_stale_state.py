@@ -15,7 +15,7 @@ REPLY = " ".join(f"word{i}" for i in range(40))
 
 def test_an_old_send_error_goes_when_the_next_answer_comes(open_window, send, qtbot):
     window = open_window("A fine answer.")
-    real_send, calls = window.engine.send, []
+    real_send, calls = window.engine.chat.send, []
 
     async def send_once_refused(conversation_id, text, **kwargs):
         calls.append(text)
@@ -24,7 +24,7 @@ def test_an_old_send_error_goes_when_the_next_answer_comes(open_window, send, qt
         async for event in real_send(conversation_id, text, **kwargs):
             yield event
 
-    window.engine.send = send_once_refused
+    window.engine.chat.send = send_once_refused
     send(window, "first try")
     notice = window.chat.notice_label
     assert notice.isVisibleTo(window) and "longer than this model" in notice.text()
@@ -86,17 +86,17 @@ def test_an_imported_model_is_in_the_model_picker_at_once(app_over, tiny_model_d
 def test_a_refused_first_question_leaves_no_empty_chat(open_window, qtbot, arun, monkeypatch):
     """A new chat's question that the engine refuses (here: over the length limit, made
     small for the test) is said, kept in the composer, and no chat is created for it."""
-    import wren.engine.api
+    import wren.engine.chat
 
-    monkeypatch.setattr(wren.engine.api, "MAX_MESSAGE_CHARS", 40)
+    monkeypatch.setattr(wren.engine.chat, "MAX_MESSAGE_CHARS", 40)
     window = open_window("never shown")
-    before = len(arun(window.engine.list_conversations()))
+    before = len(arun(window.engine.conversations.list()))
     text = "a question far longer than the forty characters allowed here"
     window.composer.edit.setPlainText(text)
     qtbot.keyClick(window.composer.edit, Qt.Key.Key_Return)
     qtbot.waitUntil(lambda: "limit" in window.status.currentMessage() or window.chat.notice_label.isVisibleTo(window),
                     timeout=10000)
-    assert len(arun(window.engine.list_conversations())) == before
+    assert len(arun(window.engine.conversations.list())) == before
     assert window.composer.edit.toPlainText() == text
 
 
@@ -107,7 +107,7 @@ def test_after_delete_all_my_data_the_window_shows_no_chat_that_is_gone(app_over
     assert app.window.conversations.current_id is not None
     app.open_settings()
     qtbot.waitUntil(lambda: app.settings is not None and app.settings.isVisible(), timeout=10000)
-    arun(app.engine.erase_all())
+    arun(app.engine.privacy.erase_all())
     app.settings.privacy_page.erased.emit()
     qtbot.waitUntil(lambda: app.window.sidebar.list.count() == 0, timeout=10000)
     assert app.window.conversations.current_id is None

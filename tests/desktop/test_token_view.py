@@ -17,7 +17,7 @@ def test_the_draft_as_tokens_in_a_popover(open_window, qtbot, arun):
     popover = window.token_popover
     with qtbot.waitSignal(popover.panel.loaded, timeout=10000) as blocker:
         qtbot.mouseClick(window.composer.tokens_button, Qt.MouseButton.LeftButton)
-    expected = arun(window.engine.tokens(text))
+    expected = arun(window.engine.models.tokens(text))
     strip = popover.panel.strip
     assert popover.isVisible() and blocker.args[0] == len(expected)
     assert [(p.id, p.text) for p in strip.pieces] == [(p.id, p.text) for p in expected]
@@ -53,11 +53,11 @@ def test_the_shortcut_opens_it_too(open_window, qtbot):
 def test_any_message_as_tokens_in_the_inspector(open_window, send, qtbot, arun):
     window = open_window("The answer,\nin two lines.")
     send(window, "A question")
-    answer = arun(window.engine.messages(window.conversations.current_id))[-1]
+    answer = arun(window.engine.conversations.messages(window.conversations.current_id))[-1]
     inspector = arun(window.context.inspect(answer.id))
     panel = inspector.token_panel
     qtbot.waitUntil(lambda: bool(panel.strip.pieces), timeout=10000)
-    expected = arun(window.engine.tokens(answer.content))
+    expected = arun(window.engine.models.tokens(answer.content))
     assert [p.id for p in panel.strip.pieces] == [p.id for p in expected]
     assert "".join(p.text for p in panel.strip.pieces) == answer.content
     assert inspector.tabs.tabText(inspector.tabs.indexOf(panel)) == "Tokens"

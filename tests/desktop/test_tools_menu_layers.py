@@ -29,21 +29,21 @@ def test_new_chats_start_from_the_default_the_menu_sets_and_says(open_window, qt
     window = open_window("Plain answer.")
     button = _open_menu(window, qtbot)
     # every tool is on in Settings, yet a new chat starts with none: the menu says both layers
-    assert all(t.enabled for t in arun(window.engine.tools()))
+    assert all(t.enabled for t in arun(window.engine.tools.list()))
     assert button.chosen() == [] and button.text() == "Tools · off"
     assert _note(button, "newChatToolsNote") == "New chats start with: no tools"
     assert "Settings → Tools switches tools on or off" in _note(button, "toolLayersNote")
 
     button.actions_by_name()["calculator"].trigger()
     button.action_named("useForNewChatsAction").trigger()
-    qtbot.waitUntil(lambda: arun(window.engine.get_setting("tools.default")) == ["calculator"], timeout=5000)
+    qtbot.waitUntil(lambda: arun(window.engine.settings.get("tools.default")) == ["calculator"], timeout=5000)
     assert _note(button, "newChatToolsNote") == "New chats start with: calculator"
 
     window.conversations.new_chat()
     qtbot.waitUntil(lambda: button.loaded and button.chosen() == ["calculator"], timeout=5000)
     assert button.actions_by_name()["calculator"].isChecked() and button.text().startswith("Tools · 1")
     send(window, "a new chat")  # the chat keeps the tools it started with
-    assert arun(window.engine.conversation_tools(window.conversations.current_id)) == ["calculator"]
+    assert arun(window.engine.tools.for_conversation(window.conversations.current_id)) == ["calculator"]
 
 
 def test_a_model_without_a_tool_format_is_marked_and_one_with_it_is_not(open_window, qtbot, tiny_model_dir,

@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QApplication
 from tests.engine.tools.conftest import FakeSource, by_round, call
 from wren.desktop.chat.segments import ProseSegment
 from wren.desktop.chat.toolcard import ToolCard
-from wren.engine.api import SendOptions
+from wren.engine.records import SendOptions
 
 LIVE_MS = 15000
 
@@ -31,7 +31,7 @@ def _window(open_window, reply, *, approval=("echo",)):
     window = open_window(reply)
     source = FakeSource("test", echo=_echo, block=_block)
     source.approval = set(approval)
-    window.engine.tool_registry.add_source(source)
+    window.engine.tools.registry.add_source(source)
     return window, source
 
 
@@ -85,7 +85,7 @@ def test_allow_once_runs_the_call_and_asks_again_next_time(open_window, qtbot, a
     card = _card(window, qtbot)  # the stored answer is shown: its card replays the result
     assert card.state == "done" and card.result_section.text.toPlainText() == "echoed hi"
     assert window.chat.last_answer().text() == "Let me check. All done."
-    assert arun(window.engine.always_allowed_tools()) == []
+    assert arun(window.engine.tools.always_allowed()) == []
 
 
 def test_always_allow_is_kept_and_the_next_call_does_not_ask(open_window, qtbot, arun):
@@ -96,7 +96,7 @@ def test_always_allow_is_kept_and_the_next_call_does_not_ask(open_window, qtbot,
     qtbot.waitUntil(lambda: card.state == "approval", timeout=LIVE_MS)
     with qtbot.waitSignal(window.conversations.turn_finished, timeout=LIVE_MS):
         card.allow_always_button.click()
-    assert arun(window.engine.always_allowed_tools()) == ["echo"]
+    assert arun(window.engine.tools.always_allowed()) == ["echo"]
     # the second call runs without a prompt: the answer finishes with nobody clicking
     with qtbot.waitSignal(window.conversations.turn_finished, timeout=LIVE_MS):
         _press_send(window, qtbot, "second")
@@ -230,13 +230,13 @@ def test_returning_to_a_chat_mid_approval_still_offers_the_choice(open_window, q
 
 def _spy_send(window):
     sent: list[SendOptions | None] = []
-    original = window.engine.send
+    original = window.engine.chat.send
 
     def spy(conversation_id, text, options=None):
         sent.append(options)
         return original(conversation_id, text, options)
 
-    window.engine.send = spy
+    window.engine.chat.send = spy
     return sent
 
 
@@ -252,13 +252,13 @@ def test_the_tools_menu_sets_what_send_passes_and_is_kept_per_chat(open_window, 
     _choose(window, qtbot, "calculator", "echo")
     assert button.text() == "Tools · 2" and "calculator, echo" in button.accessibleName()
     conversation_id = window.conversations.current_id
-    qtbot.waitUntil(lambda: arun(window.engine.conversation_tools(conversation_id)) == ["calculator", "echo"],
+    qtbot.waitUntil(lambda: arun(window.engine.tools.for_conversation(conversation_id)) == ["calculator", "echo"],
                     timeout=5000)
     button.actions_by_name()["echo"].trigger()  # untick
     with qtbot.waitSignal(window.conversations.turn_finished, timeout=LIVE_MS):
         _press_send(window, qtbot, "now with one")
     assert sent[-1].tools == ("calculator",)
-    assert arun(window.engine.conversation_tools(conversation_id)) == ["calculator"]
+    assert arun(window.engine.tools.for_conversation(conversation_id)) == ["calculator"]
     # a new chat starts from the default (none); coming back shows this chat's own choice
     window.conversations.new_chat()
     qtbot.waitUntil(lambda: button.chosen() == [], timeout=5000)
@@ -269,7 +269,7 @@ def test_the_tools_menu_sets_what_send_passes_and_is_kept_per_chat(open_window, 
 
 def test_a_switched_off_tool_is_not_offered_in_the_menu(open_window, qtbot, arun):
     window, _source = _window(open_window, "Plain.")
-    arun(window.engine.set_tool_enabled("calculator", False))
+    arun(window.engine.tools.set_enabled("calculator", False))
     _reload_tools(window, qtbot)
     assert "calculator" not in window.composer.tools_button.actions_by_name()
     assert "echo" in window.composer.tools_button.actions_by_name()
@@ -326,7 +326,7 @@ def test_settings_switches_a_tool_off_and_on(tools_page, qtbot, arun):
     item.setCheckState(Qt.CheckState.Unchecked)
 
     def enabled():
-        return {t.name: t.enabled for t in arun(engine.tools())}["calculator"]
+        return {t.name: t.enabled for t in arun(engine.tools.list())}["calculator"]
     qtbot.waitUntil(lambda: enabled() is False, timeout=5000)
     _item(tools_page.tool_list, "calculator").setCheckState(Qt.CheckState.Checked)
     qtbot.waitUntil(lambda: enabled() is True, timeout=5000)
@@ -335,13 +335,13 @@ def test_settings_switches_a_tool_off_and_on(tools_page, qtbot, arun):
 def test_settings_lists_always_allowed_tools_and_revokes(tools_page, qtbot, arun):
     engine = tools_page.engine
     assert not tools_page.revoke_button.isEnabled()
-    arun(engine.allow_tool_always("echo"))
-    arun(engine.allow_tool_always("calculator"))
+    arun(engine.tools.allow_always("echo"))
+    arun(engine.tools.allow_always("calculator"))
     arun(tools_page.load())
     assert [tools_page.always_list.item(i).text() for i in range(2)] == ["calculator", "echo"]
     tools_page.always_list.setCurrentRow(1)
     arun(tools_page.revoke())
-    assert arun(engine.always_allowed_tools()) == ["calculator"]
+    assert arun(engine.tools.always_allowed()) == ["calculator"]
     assert tools_page.always_list.item(0).text() == "calculator" and "ask again" in tools_page.status.text()
 
 
@@ -362,7 +362,7 @@ def test_settings_adds_edits_and_removes_an_mcp_server_without_starting_it(tools
     # edit: the chosen server fills the form; saving replaces it
     page.args_edit.setText("-m other")
     arun(page.save_server())
-    servers = arun(engine.mcp_servers())
+    servers = arun(engine.tools.mcp_servers())
     assert [(s.name, s.args, s.state) for s in servers] == [("notes", ("-m", "other"), "stopped")]
     # a URL server, and a bad environment line named on the page
     page.new_server()
@@ -376,12 +376,12 @@ def test_settings_adds_edits_and_removes_an_mcp_server_without_starting_it(tools
     page.command_edit.setText("x")
     page.env_edit.setPlainText("NOEQUALS")
     assert arun(page.save_server()) is None and "line 1" in page.status.text()
-    assert sorted(s.name for s in arun(engine.mcp_servers())) == ["notes", "web"]
+    assert sorted(s.name for s in arun(engine.tools.mcp_servers())) == ["notes", "web"]
     # remove the chosen one
     page.server_list.setCurrentItem(_item(page.server_list, "notes"))
     assert page.name_edit.text() == "notes" and page.args_edit.text() == "-m other"
     arun(page.remove_server())
-    assert [s.name for s in arun(engine.mcp_servers())] == ["web"]
+    assert [s.name for s in arun(engine.tools.mcp_servers())] == ["web"]
 
 
 def test_settings_imports_mcp_servers_json_and_refuses_bad_json(tools_page, arun, tmp_path):

@@ -158,7 +158,7 @@ def test_hotkey_setting_is_kept_off_and_reported(wren_app, arun):
 
     app = wren_app()
     assert app.hotkey.shortcut is None and app.hotkey_problem
-    arun(app.engine.set_setting(HOTKEY_ENABLED, False))
+    arun(app.engine.settings.set(HOTKEY_ENABLED, False))
     arun(app.apply_hotkey())
     assert app.hotkey.shortcut is None
 
@@ -173,7 +173,7 @@ def test_tray_notice_is_said_once(wren_app, qtbot, arun):
     for _ in range(2):
         app.window.show()
         app.window.close()
-        qtbot.waitUntil(lambda: arun(app.engine.get_setting(TRAY_NOTICE_SHOWN, False)))
+        qtbot.waitUntil(lambda: arun(app.engine.settings.get(TRAY_NOTICE_SHOWN, False)))
     assert said == ["Wren is still running"]
     assert not app.done.done()  # closing the window did not quit
     app.tray.quit_action.trigger()
@@ -185,13 +185,13 @@ def test_quick_prompt_keeps_a_question_asked_while_the_model_loads(wren_app, qtb
 
     app = wren_app("Loaded and answering.")
     engine, gate = app.engine, asyncio.Event()
-    real_load = engine.load_model
+    real_load = engine.models.load
 
     async def slow_load(*args, **kwargs):
         await gate.wait()
         return await real_load(*args, **kwargs)
 
-    engine.load_model = slow_load
+    engine.models.load = slow_load
     quick = app.quick
     with qtbot.waitSignal(app.window.models.loading, timeout=5000):
         app.window.models.load_in_background()  # e.g. another model chosen in the picker
@@ -205,7 +205,7 @@ def test_quick_prompt_keeps_a_question_asked_while_the_model_loads(wren_app, qtb
         gate.set()
     assert finished.args[0].reason.value == "stop"
     assert quick.answer.text() == "Loaded and answering." and quick.queued is None
-    stored = arun(engine.messages(quick.conversation_id))
+    stored = arun(engine.conversations.messages(quick.conversation_id))
     assert [m.content for m in stored] == ["Asked while loading", "Loaded and answering."]
 
 
@@ -230,7 +230,7 @@ def test_quick_prompt_meets_self_harm_with_care(wren_app, qtbot):
     with qtbot.waitSignal(quick.turn_finished, timeout=15000):
         qtbot.keyClick(quick.input, Qt.Key.Key_Return)
     assert quick.answer.text() == "I'm here with you."  # answered, not held back
-    care = app.engine.care_message()
+    care = app.engine.safety.care_message()
     assert care.title in quick.status.text() and "findahelpline.com" in quick.status.text()
     assert "rule" not in quick.status.text().lower() and "self_harm" not in quick.status.text()
 
@@ -243,25 +243,25 @@ def test_engine_notices_reach_the_window(wren_app, qtbot):
     from wren.engine.records import EngineNotice
 
     app = wren_app()
-    app.engine._notify(EngineNotice("model_damaged", "model.gguf is damaged: re-import the model", "/m/model.gguf"))
+    app.engine.notify(EngineNotice("model_damaged", "model.gguf is damaged: re-import the model", "/m/model.gguf"))
     qtbot.waitUntil(lambda: app.window.findChild(QMessageBox, "modelDamagedNotice") is not None, timeout=5000)
     box = app.window.findChild(QMessageBox, "modelDamagedNotice")
     assert "re-import" in box.text() and "model.gguf" in box.text()
     box.close()
-    app.engine._notify(EngineNotice("disk_freed", "Removed 2 unfinished model folders (1.0 GB)."))
+    app.engine.notify(EngineNotice("disk_freed", "Removed 2 unfinished model folders (1.0 GB)."))
     qtbot.waitUntil(lambda: "unfinished model folders" in app.window.status.currentMessage(), timeout=5000)
 
 
 def test_quick_prompt_refused_question_leaves_no_chat(wren_app, qtbot, arun, monkeypatch):
     """A quick question the engine refuses is said and given back; no chat is made."""
-    import wren.engine.api
+    import wren.engine.chat
 
-    monkeypatch.setattr(wren.engine.api, "MAX_MESSAGE_CHARS", 20)
+    monkeypatch.setattr(wren.engine.chat, "MAX_MESSAGE_CHARS", 20)
     app = wren_app()
-    before = len(arun(app.engine.list_conversations()))
+    before = len(arun(app.engine.conversations.list()))
     app.quick.popup()
     app.quick.input.setText("a question longer than twenty characters")
     qtbot.keyClick(app.quick.input, Qt.Key.Key_Return)
     qtbot.waitUntil(lambda: "limit" in app.quick.status.text(), timeout=10000)
     assert app.quick.input.text() == "a question longer than twenty characters"
-    assert len(arun(app.engine.list_conversations())) == before
+    assert len(arun(app.engine.conversations.list())) == before

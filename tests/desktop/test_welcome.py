@@ -52,7 +52,7 @@ def test_first_start_welcomes_once(wren_app, arun, qtbot, wren_home):
     assert str(wren_home) in welcome.folder_label.text()
     assert "Nothing leaves this computer" in welcome.privacy_label.text()
     qtbot.waitUntil(lambda: "tiny" in welcome.model_label.text() and "answering" in welcome.model_label.text())
-    assert arun(app.engine.get_setting(WELCOME_SEEN)) is True
+    assert arun(app.engine.settings.get(WELCOME_SEEN)) is True
     wren_app.close(app)
 
     again = wren_app()
@@ -76,7 +76,7 @@ def test_no_welcome_for_the_start_up_check(wren_app, arun, qtbot):
     app = wren_app()
     _start(app, arun, qtbot, greet=False)
     assert app.welcome is None
-    assert arun(app.engine.get_setting(WELCOME_SEEN, False)) is False  # the user's first start still greets
+    assert arun(app.engine.settings.get(WELCOME_SEEN, False)) is False  # the user's first start still greets
 
 
 def test_models_button_opens_the_models_page(wren_app, arun, qtbot):
@@ -89,7 +89,7 @@ def test_models_button_opens_the_models_page(wren_app, arun, qtbot):
 
 def test_welcome_names_remote_providers(wren_app, arun, qtbot):
     app = wren_app()
-    arun(app.engine.add_provider("lab", "http://127.0.0.1:9/v1", models=["m"], discover=False))
+    arun(app.engine.providers.add("lab", "http://127.0.0.1:9/v1", models=["m"], discover=False))
     _start(app, arun, qtbot)
     text = app.welcome.privacy_label.text()
     assert "except what you send to the models of the remote provider you added (lab)" in text
@@ -119,7 +119,7 @@ def test_autostart_checkbox_writes_and_removes_the_login_item(wren_app, arun, qt
 def test_crash_notice_after_a_crash_report(wren_app, arun, qtbot, wren_home):
     from PySide6.QtCore import QUrl
 
-    from wren.engine.api import write_crash_report
+    from wren.engine.crashreport import write_crash_report
 
     try:
         raise RuntimeError("the model worker died")
@@ -180,10 +180,10 @@ def test_xdg_config_home_must_be_absolute(tmp_path):
 def test_welcome_says_the_starter_is_set_up_when_no_model_is_chosen(make_engine, arun, qtbot, tmp_path):
     from wren.desktop.bridge import Tasks
     from wren.desktop.welcome import WelcomeDialog
-    from wren.engine.api import STARTER_MODEL
+    from wren.engine.modelhub.registry import STARTER_NAME as STARTER_MODEL
 
     engine = make_engine()
-    arun(engine.set_setting("model", None))
+    arun(engine.settings.set("model", None))
     welcome = WelcomeDialog(engine, Tasks(), tmp_path, model_loading=lambda: True)
     qtbot.addWidget(welcome)
     arun(welcome.refresh())
@@ -200,7 +200,7 @@ def test_welcome_says_the_starter_is_set_up_when_no_model_is_chosen(make_engine,
 
 
 def test_crash_notice_shows_the_folder_and_a_hidden_start_says_it_in_the_tray(wren_app, arun, qtbot):
-    from wren.engine.api import write_crash_report
+    from wren.engine.crashreport import write_crash_report
 
     try:
         raise RuntimeError("the model worker died")

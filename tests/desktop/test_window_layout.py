@@ -48,7 +48,7 @@ def test_a_long_title_is_elided_with_the_whole_title_in_a_tooltip(open_window, s
     cid = _titled_chat(window, send, arun, qtbot)
     window.resize(800, 600)
     qtbot.waitUntil(lambda: window.width() == 800)
-    whole = arun(window.engine.get_conversation(cid)).title  # as the engine keeps it
+    whole = arun(window.engine.conversations.get(cid)).title  # as the engine keeps it
     assert len(whole) > 150
     label = window.title_label
     assert label.text() == whole  # what the window knows; what it shows is cut

@@ -14,7 +14,7 @@ def test_size_position_and_splitter_come_back(open_window, make_engine, arun, qt
     saved_sizes = first.splitter.sizes()
     with qtbot.waitSignal(first.quit_requested):
         first.close()  # what quitting does; the app also saves on shutdown
-    qtbot.waitUntil(lambda: arun(first.engine.get_setting(LAYOUT_KEY)) is not None)
+    qtbot.waitUntil(lambda: arun(first.engine.settings.get(LAYOUT_KEY)) is not None)
 
     second = open_window(engine=make_engine())  # a new Wren over the same data folder
     assert abs(second.width() - 800) <= 4 and abs(second.height() - 560) <= 4  # the offscreen frame's few pixels
@@ -35,6 +35,6 @@ def test_maximized_comes_back(open_window, make_engine, arun, qtbot):
 
 def test_a_damaged_saved_layout_is_ignored(open_window, make_engine, arun):
     first = open_window()
-    arun(first.engine.set_setting(LAYOUT_KEY, {"geometry": "not base64!", "splitter": ["x"]}))
+    arun(first.engine.settings.set(LAYOUT_KEY, {"geometry": "not base64!", "splitter": ["x"]}))
     second = open_window(engine=make_engine())
     assert second.isVisible() and second.width() > 0

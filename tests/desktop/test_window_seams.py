@@ -183,18 +183,22 @@ class Fake:
 
 
 class FakeEngine:
+    """The engine's services the controller uses here: conversations and tools."""
+
     def __init__(self):
         self.approved = []
         self.listed = []
+        self.conversations = SimpleNamespace(rename=self._rename, list=self._list)
+        self.tools = SimpleNamespace(approve=self._approve)
 
-    async def rename_conversation(self, conversation_id, title):
+    async def _rename(self, conversation_id, title):
         return SimpleNamespace(id=conversation_id, title=title.strip())
 
-    async def list_conversations(self, query=None):
+    async def _list(self, query=None):
         self.listed.append(query)
         return [SimpleNamespace(id=7, title="Birds")]
 
-    def approve_tool(self, call_id, decision):
+    def _approve(self, call_id, decision):
         self.approved.append((call_id, decision))
 
 

@@ -13,7 +13,7 @@ def test_the_starter_model_answers_the_capital_of_france(starter_models_dir, wre
     from wren.engine.store import Store
 
     engine = Engine(Store(wren_home / "wren.sqlite3"), ModelRegistry(starter_models_dir))
-    arun(engine.set_setting("sampling", {"temperature": 0.0, "max_tokens": 48}))
+    arun(engine.settings.set("sampling", {"temperature": 0.0, "max_tokens": 48}))
     window = MainWindow(engine)
     window.show()
     try:
@@ -24,7 +24,7 @@ def test_the_starter_model_answers_the_capital_of_france(starter_models_dir, wre
         answer = window.chat.message_widgets()[-1]
         assert "Paris" in answer.text()
         assert "tokens/s" in window.status.speed_label.text()
-        assert window.engine.current_model.name in window.status.model_label.text()
+        assert window.engine.models.current.name in window.status.model_label.text()
     finally:
         arun(window.conversations.close())
         arun(window.tasks.cancel_all())

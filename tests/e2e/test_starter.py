@@ -36,18 +36,18 @@ def starter_engine(starter_models_dir, wren_home):
 
 @pytest.mark.parametrize("backend", _backends())
 def test_capital_of_france_is_paris(starter_engine, backend):
-    from wren.engine.api import SendOptions
     from wren.engine.events import Delta, FinishReason
     from wren.engine.inference.sampling import SamplingParams
+    from wren.engine.records import SendOptions
 
     async def main():
         engine = starter_engine()
-        await engine.load_model(backend=backend)
-        conv = await engine.create_conversation()
+        await engine.models.load(backend=backend)
+        conv = await engine.conversations.create()
         params = SamplingParams(temperature=0.0, max_tokens=32)
         # The reference was made with the model's own default system prompt.
         options = SendOptions(sampling=params, system_prompt="")
-        events = [e async for e in engine.send(conv.id, "What is the capital of France?", options)]
+        events = [e async for e in engine.chat.send(conv.id, "What is the capital of France?", options)]
         await engine.close()
         return events
 

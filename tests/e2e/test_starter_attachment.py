@@ -19,10 +19,11 @@ NOTE = """# Trip to Lisbon
 
 
 def test_the_starter_answers_from_the_attached_note(starter_models_dir, wren_home, tmp_path):
-    from wren.engine.api import Engine, SendOptions
+    from wren.engine.api import Engine
     from wren.engine.events import Delta, ToolCall
     from wren.engine.inference.sampling import SamplingParams
     from wren.engine.modelhub.registry import ModelRegistry
+    from wren.engine.records import SendOptions
     from wren.engine.store import Store
 
     note = tmp_path / "trip-notes.md"
@@ -30,10 +31,10 @@ def test_the_starter_answers_from_the_attached_note(starter_models_dir, wren_hom
 
     async def main():
         engine = Engine(Store(wren_home / "wren.sqlite3"), ModelRegistry(starter_models_dir))
-        await engine.load_model(backend="torch-cpu")
-        conv = await engine.create_conversation()
+        await engine.models.load(backend="torch-cpu")
+        conv = await engine.conversations.create()
         options = SendOptions(sampling=SamplingParams(temperature=0.0, max_tokens=48), attachments=(str(note),))
-        events = [e async for e in engine.send(
+        events = [e async for e in engine.chat.send(
             conv.id, "What time does my flight leave, according to the attached notes?", options)]
         await engine.close()
         return events

@@ -46,15 +46,15 @@ async def _answers(models_dir, home, jobs: list[tuple[str, dict]]) -> list[str]:
 
     engine = Engine(Store(home / "wren.sqlite3"), ModelRegistry(models_dir))
     try:
-        await engine.set_performance_settings(parallel_sequences=PARALLEL)
+        await engine.settings.set_performance(parallel_sequences=PARALLEL)
         # Answers only: the chats' titles from the question's words, so no title sequence
         # shares the batch with the answers measured here.
-        await engine.set_setting("titles.model", "off")
-        await engine.load_model()
+        await engine.settings.set("titles.model", "off")
+        await engine.models.load()
 
         async def one(question: str, settings: dict) -> str:
-            conv = await engine.create_conversation(settings={"sampling": settings})
-            events = [e async for e in engine.send(conv.id, question)]
+            conv = await engine.conversations.create(settings={"sampling": settings})
+            events = [e async for e in engine.chat.send(conv.id, question)]
             return "".join(e.text for e in events if isinstance(e, Delta))
 
         return await asyncio.gather(*(one(q, s) for q, s in jobs))

@@ -16,9 +16,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 async def main(backend: str, home: Path) -> None:
     from tests.fixtures.tiny import make_tiny_model_dir
-    from wren.engine.api import Engine, SendOptions
+    from wren.engine.api import Engine
     from wren.engine.inference.sampling import SamplingParams
     from wren.engine.modelhub.registry import ModelRegistry
+    from wren.engine.records import SendOptions
     from wren.engine.store import Store
 
     registry = ModelRegistry(home / "models")
@@ -27,13 +28,13 @@ async def main(backend: str, home: Path) -> None:
     store.set_setting("model", "tiny")
     engine = Engine(store, registry)
     try:
-        await engine.load_model(backend=backend)
-        conv = await engine.create_conversation("dice")
+        await engine.models.load(backend=backend)
+        conv = await engine.conversations.create("dice")
         params = SamplingParams(temperature=1.0, max_tokens=16, logprobs=5)  # no seed: one is drawn
-        [_ async for _ in engine.send(conv.id, "roll", SendOptions(sampling=params))]
-        first = (await engine.messages(conv.id))[-1]
-        [_ async for _ in engine.replay(first.id)]
-        again = (await engine.messages(conv.id))[-1]
+        [_ async for _ in engine.chat.send(conv.id, "roll", SendOptions(sampling=params))]
+        first = (await engine.conversations.messages(conv.id))[-1]
+        [_ async for _ in engine.chat.replay(first.id)]
+        again = (await engine.conversations.messages(conv.id))[-1]
     finally:
         await engine.close()
     print(json.dumps({"answers": [{"id": m.id, "backend": m.backend, "content": m.content, "sampling": m.sampling,

@@ -6,12 +6,11 @@ import asyncio
 
 import pytest
 
-from wren.engine.api import SendOptions
 from wren.engine.context import ContextOverflow
 from wren.engine.errors import InvalidRequest, ModelNotFound, NotFound
 from wren.engine.events import Delta, Failed, FailureKind, Finished, FinishReason, Started, Usage
 from wren.engine.inference.sampling import SamplingParams
-from wren.engine.records import MessageStatus, Role
+from wren.engine.records import MessageStatus, Role, SendOptions
 from wren.engine.store import Store
 
 LONG = " ".join(f"word{i}" for i in range(400))
@@ -28,8 +27,8 @@ async def collect(stream):
 def test_send_streams_in_order_and_stores_the_answer(make_engine):
     async def main():
         engine = make_engine("The capital of France is Paris. 🥐")
-        conv = await engine.create_conversation()
-        events = await collect(engine.send(conv.id, "What is the capital of France?"))
+        conv = await engine.conversations.create()
+        events = await collect(engine.chat.send(conv.id, "What is the capital of France?"))
         await engine.close()
         return engine, conv, events
 
@@ -63,9 +62,9 @@ def test_user_message_is_committed_before_generation(make_engine):
     async def main():
         engine = make_engine(reply)
         seen["path"] = engine.store.path
-        conv = await engine.create_conversation()
+        conv = await engine.conversations.create()
         seen["conv"] = conv.id
-        await collect(engine.send(conv.id, "is it saved?"))
+        await collect(engine.chat.send(conv.id, "is it saved?"))
         await engine.close()
 
     run(main())
@@ -75,19 +74,19 @@ def test_user_message_is_committed_before_generation(make_engine):
 def test_stop_ends_within_one_token_and_keeps_the_partial_answer(make_engine):
     async def main():
         engine = make_engine(LONG, delay=0.005)
-        conv = await engine.create_conversation()
+        conv = await engine.conversations.create()
         after_stop = 0
         stopped = False
         events = []
-        async for event in engine.send(conv.id, "go"):
+        async for event in engine.chat.send(conv.id, "go"):
             events.append(event)
             if isinstance(event, Delta):
                 if stopped:
                     after_stop += 1
                 elif len(events) > 10:
-                    engine.stop()
+                    engine.chat.stop()
                     stopped = True
-        msgs = await engine.messages(conv.id)
+        msgs = await engine.conversations.messages(conv.id)
         await engine.close()
         return events, after_stop, msgs
 
@@ -102,12 +101,12 @@ def test_stop_ends_within_one_token_and_keeps_the_partial_answer(make_engine):
 def test_answer_is_checkpointed_while_it_streams(make_engine):
     async def main():
         engine = make_engine(LONG, delay=0.004)
-        conv = await engine.create_conversation()
+        conv = await engine.conversations.create()
         observed = []
-        async for event in engine.send(conv.id, "go"):
+        async for event in engine.chat.send(conv.id, "go"):
             if not isinstance(event, Delta):
                 continue
-            msgs = await engine.messages(conv.id)
+            msgs = await engine.conversations.messages(conv.id)
             if msgs[-1].status is MessageStatus.STREAMING and msgs[-1].content:
                 observed.append(len(msgs[-1].content))
         await engine.close()
@@ -123,20 +122,20 @@ def test_regenerate_makes_a_sibling_and_edit_makes_a_branch_that_survive_restart
 
     async def main():
         engine = make_engine(lambda prompt: next(answers))
-        conv = await engine.create_conversation()
-        await collect(engine.send(conv.id, "question"))
-        first = (await engine.messages(conv.id))[-1]
-        await collect(engine.regenerate(first.id))
-        shown = await engine.messages(conv.id)
+        conv = await engine.conversations.create()
+        await collect(engine.chat.send(conv.id, "question"))
+        first = (await engine.conversations.messages(conv.id))[-1]
+        await collect(engine.chat.regenerate(first.id))
+        shown = await engine.conversations.messages(conv.id)
         assert [m.content for m in shown] == ["question", "second answer"]
         assert (shown[-1].sibling_index, shown[-1].sibling_count) == (1, 2)
-        shown = await engine.sibling(shown[-1].id, -1)
+        shown = await engine.conversations.sibling(shown[-1].id, -1)
         assert shown[-1].content == "first answer"
-        await collect(engine.edit_and_resend(shown[0].id, "edited question"))
-        shown = await engine.messages(conv.id)
+        await collect(engine.chat.edit_and_resend(shown[0].id, "edited question"))
+        shown = await engine.conversations.messages(conv.id)
         assert [m.content for m in shown] == ["edited question", "edited answer"]
         assert (shown[0].sibling_index, shown[0].sibling_count) == (1, 2)
-        shown = await engine.sibling(shown[0].id, -1)
+        shown = await engine.conversations.sibling(shown[0].id, -1)
         await engine.close()
         return conv
 
@@ -144,7 +143,7 @@ def test_regenerate_makes_a_sibling_and_edit_makes_a_branch_that_survive_restart
 
     async def reopen():
         engine = make_engine("unused")
-        shown = await engine.messages(conv.id)
+        shown = await engine.conversations.messages(conv.id)
         await engine.close()
         return shown
 
@@ -155,9 +154,9 @@ def test_regenerate_makes_a_sibling_and_edit_makes_a_branch_that_survive_restart
 def test_stop_strings_end_the_answer_without_showing_them(make_engine):
     async def main():
         engine = make_engine("Sure. Here it is: 1, 2, 3. STOP and nothing after")
-        conv = await engine.create_conversation()
+        conv = await engine.conversations.create()
         params = SamplingParams(temperature=0.0, stop=("STOP",))
-        events = await collect(engine.send(conv.id, "count", SendOptions(sampling=params)))
+        events = await collect(engine.chat.send(conv.id, "count", SendOptions(sampling=params)))
         await engine.close()
         return events
 
@@ -170,8 +169,8 @@ def test_stop_strings_end_the_answer_without_showing_them(make_engine):
 def test_max_tokens_ends_with_length(make_engine):
     async def main():
         engine = make_engine(LONG)
-        conv = await engine.create_conversation()
-        events = await collect(engine.send(conv.id, "go", SendOptions(sampling=SamplingParams(max_tokens=5))))
+        conv = await engine.conversations.create()
+        events = await collect(engine.chat.send(conv.id, "go", SendOptions(sampling=SamplingParams(max_tokens=5))))
         await engine.close()
         return events
 
@@ -184,10 +183,10 @@ def test_max_tokens_ends_with_length(make_engine):
 def test_empty_message_is_refused_and_nothing_is_written(make_engine, text):
     async def main():
         engine = make_engine()
-        conv = await engine.create_conversation()
+        conv = await engine.conversations.create()
         with pytest.raises(InvalidRequest, match="empty"):
-            await collect(engine.send(conv.id, text))
-        msgs = await engine.messages(conv.id)
+            await collect(engine.chat.send(conv.id, text))
+        msgs = await engine.conversations.messages(conv.id)
         await engine.close()
         return msgs
 
@@ -209,8 +208,8 @@ def test_bad_default_sampling_is_not_saved(make_engine):
     async def main():
         engine = make_engine()
         with pytest.raises(InvalidRequest):
-            await engine.set_setting("sampling", {"temperature": 99})
-        value = await engine.get_setting("sampling")
+            await engine.settings.set("sampling", {"temperature": 99})
+        value = await engine.settings.get("sampling")
         await engine.close()
         return value
 
@@ -221,9 +220,9 @@ def test_unknown_model_and_conversation_are_clear_errors(make_engine):
     async def main():
         engine = make_engine()
         with pytest.raises(ModelNotFound, match="no-such-model"):
-            await engine.load_model("no-such-model")
+            await engine.models.load("no-such-model")
         with pytest.raises(NotFound, match="no conversation with id 999"):
-            await collect(engine.send(999, "hello"))
+            await collect(engine.chat.send(999, "hello"))
         await engine.close()
 
     run(main())
@@ -234,9 +233,9 @@ def test_model_that_fails_to_load_reports_and_keeps_the_question(make_engine):
 
     async def main():
         engine = make_engine(fail_load=ModelFileError("/models/x/model.safetensors is truncated"))
-        conv = await engine.create_conversation()
-        events = await collect(engine.send(conv.id, "still saved?"))
-        msgs = await engine.messages(conv.id)
+        conv = await engine.conversations.create()
+        events = await collect(engine.chat.send(conv.id, "still saved?"))
+        msgs = await engine.conversations.messages(conv.id)
         await engine.close()
         return events, msgs
 
@@ -250,11 +249,11 @@ def test_model_that_fails_to_load_reports_and_keeps_the_question(make_engine):
 def test_prompt_longer_than_the_window_is_refused_before_any_work(make_engine):
     async def main():
         engine = make_engine("x", context_length=64)
-        conv = await engine.create_conversation()
+        conv = await engine.conversations.create()
         with pytest.raises(ContextOverflow, match="nothing was sent"):
-            await collect(engine.send(conv.id, LONG))
+            await collect(engine.chat.send(conv.id, LONG))
         prompts = engine.scripted.loaded[0].prompts
-        stored = await engine.messages(conv.id)
+        stored = await engine.conversations.messages(conv.id)
         await engine.close()
         return prompts, stored
 
@@ -264,10 +263,10 @@ def test_prompt_longer_than_the_window_is_refused_before_any_work(make_engine):
 def test_generate_title_saves_a_short_title(make_engine):
     async def main():
         engine = make_engine(lambda prompt: "Paris facts\nmore" if "title" in prompt else "Paris.")
-        conv = await engine.create_conversation()
-        await collect(engine.send(conv.id, "Tell me about Paris"))
-        title = await engine.generate_title(conv.id)
-        saved = (await engine.get_conversation(conv.id)).title
+        conv = await engine.conversations.create()
+        await collect(engine.chat.send(conv.id, "Tell me about Paris"))
+        title = await engine.chat.generate_title(conv.id)
+        saved = (await engine.conversations.get(conv.id)).title
         await engine.close()
         return title, saved
 
@@ -280,11 +279,11 @@ def test_search_and_export(make_engine):
 
     async def main():
         engine = make_engine("an answer about zeppelins")
-        conv = await engine.create_conversation("Airships")
-        await collect(engine.send(conv.id, "tell me"))
-        found = await engine.list_conversations("zeppelins")
-        shown = await engine.messages(conv.id)
-        info = await engine.get_conversation(conv.id)
+        conv = await engine.conversations.create("Airships")
+        await collect(engine.chat.send(conv.id, "tell me"))
+        found = await engine.conversations.list("zeppelins")
+        shown = await engine.conversations.messages(conv.id)
+        info = await engine.conversations.get(conv.id)
         await engine.close()
         return conv, found, export.to_markdown(info, shown), export.to_json(info, shown)
 
@@ -299,11 +298,11 @@ def test_search_and_export(make_engine):
 def test_prepare_prewarms_the_draft_so_send_reuses_the_cache(make_engine):
     async def main():
         engine = make_engine("Answer.")
-        conv = await engine.create_conversation()
-        await collect(engine.send(conv.id, "first question"))
-        tokens = await engine.prepare(conv.id, "a second question being typed")
-        cached = await engine.prepared()
-        events = await collect(engine.send(conv.id, "a second question being typed"))
+        conv = await engine.conversations.create()
+        await collect(engine.chat.send(conv.id, "first question"))
+        tokens = await engine.chat.prepare(conv.id, "a second question being typed")
+        cached = await engine.chat.prepared()
+        events = await collect(engine.chat.send(conv.id, "a second question being typed"))
         await engine.close()
         return tokens, cached, events
 
@@ -317,11 +316,11 @@ def test_prepare_prewarms_the_draft_so_send_reuses_the_cache(make_engine):
 def test_prepare_of_an_oversized_draft_warns_early(make_engine):
     async def main():
         engine = make_engine("x", context_length=64)
-        conv = await engine.create_conversation()
-        await engine.load_model()
+        conv = await engine.conversations.create()
+        await engine.models.load()
         with pytest.raises(ContextOverflow):
-            await engine.prepare(conv.id, LONG)
-        empty = await engine.prepare(conv.id, "   ")
+            await engine.chat.prepare(conv.id, LONG)
+        empty = await engine.chat.prepare(conv.id, "   ")
         await engine.close()
         return empty
 
@@ -333,15 +332,15 @@ def test_stop_during_a_long_prefill_frees_the_worker(make_engine):
     and the next request runs normally."""
     async def main():
         engine = make_engine("fine", prefill_delay=0.05)
-        conv = await engine.create_conversation()
+        conv = await engine.conversations.create()
         events = []
-        async for event in engine.send(conv.id, LONG[:1500]):
+        async for event in engine.chat.send(conv.id, LONG[:1500]):
             events.append(event)
             if isinstance(event, Started):
                 await asyncio.sleep(0.12)  # a couple of chunks in
-                engine.stop()
+                engine.chat.stop()
         calls = engine.scripted.loaded[0].prefill_calls
-        after = await collect(engine.send(conv.id, "next"))
+        after = await collect(engine.chat.send(conv.id, "next"))
         await engine.close()
         return events, calls, after
 

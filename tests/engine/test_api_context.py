@@ -24,13 +24,13 @@ def test_remembered_fact_reaches_a_later_chat_with_provenance(make_engine):
 
     async def main():
         engine = make_engine(reply)
-        first = await engine.create_conversation()
-        events = await collect(engine.send(first.id, "Remember that I prefer metric units"))
+        first = await engine.conversations.create()
+        events = await collect(engine.chat.send(first.id, "Remember that I prefer metric units"))
         notice = next(e for e in events if isinstance(e, MemoryNotice))
-        second = await engine.create_conversation()
-        await collect(engine.send(second.id, "Which units should the recipe use?"))
-        answer = (await engine.messages(second.id))[-1]
-        report = await engine.context_report(answer.id)
+        second = await engine.conversations.create()
+        await collect(engine.chat.send(second.id, "Which units should the recipe use?"))
+        answer = (await engine.conversations.messages(second.id))[-1]
+        report = await engine.conversations.context_report(answer.id)
         await engine.close()
         return notice, report
 
@@ -46,10 +46,10 @@ def test_remembered_fact_reaches_a_later_chat_with_provenance(make_engine):
 def test_forget_removes_the_memory_and_says_which(make_engine):
     async def main():
         engine = make_engine("Okay.")
-        conv = await engine.create_conversation()
-        await collect(engine.send(conv.id, "Remember that my dog is called Biscuit"))
-        events = await collect(engine.send(conv.id, "Forget that my dog is called Biscuit"))
-        remaining = await engine._db(engine.memory.list)
+        conv = await engine.conversations.create()
+        await collect(engine.chat.send(conv.id, "Remember that my dog is called Biscuit"))
+        events = await collect(engine.chat.send(conv.id, "Forget that my dog is called Biscuit"))
+        remaining = await engine.db(engine.memory.list)
         await engine.close()
         return events, remaining
 
@@ -70,11 +70,11 @@ def test_long_conversation_is_summarized_once_and_the_summary_reused(make_engine
 
     async def main():
         engine = make_engine(reply, context_length=1024)
-        conv = await engine.create_conversation()
+        conv = await engine.conversations.create()
         for i in range(60):
-            await collect(engine.send(conv.id, f"Here is fact number {i}: the value is {i * 7}."))
-        last = (await engine.messages(conv.id))[-1]
-        report = await engine.context_report(last.id)
+            await collect(engine.chat.send(conv.id, f"Here is fact number {i}: the value is {i * 7}."))
+        last = (await engine.conversations.messages(conv.id))[-1]
+        report = await engine.conversations.context_report(last.id)
         await engine.close()
         return report
 
@@ -89,15 +89,15 @@ def test_long_conversation_is_summarized_once_and_the_summary_reused(make_engine
 def test_temporary_chat_uses_no_memories_and_leaves_nothing_on_disk(make_engine, wren_home):
     async def main():
         engine = make_engine("Sure.")
-        normal = await engine.create_conversation()
-        await collect(engine.send(normal.id, "Remember that I live in Lisbon"))
-        temp = await engine.create_conversation(temporary=True)
-        events = await collect(engine.send(temp.id, "Remember that my secret hobby is falconry"))
+        normal = await engine.conversations.create()
+        await collect(engine.chat.send(normal.id, "Remember that I live in Lisbon"))
+        temp = await engine.conversations.create(temporary=True)
+        events = await collect(engine.chat.send(temp.id, "Remember that my secret hobby is falconry"))
         prompt = engine.scripted.loaded[0].prompts[-1]
-        shown = await engine.messages(temp.id)
-        listed = await engine.list_conversations()
-        memories = await engine._db(engine.memory.list)
-        await engine.delete_conversation(temp.id)
+        shown = await engine.conversations.messages(temp.id)
+        listed = await engine.conversations.list()
+        memories = await engine.db(engine.memory.list)
+        await engine.conversations.delete(temp.id)
         await engine.close()
         return events, prompt, shown, listed, memories, temp
 
@@ -116,10 +116,10 @@ def test_temporary_chat_uses_no_memories_and_leaves_nothing_on_disk(make_engine,
 def test_remember_with_memory_off_says_why(make_engine):
     async def main():
         engine = make_engine("ok")
-        await engine.update_memory_settings(enabled=False)
-        conv = await engine.create_conversation()
-        events = await collect(engine.send(conv.id, "Remember that I like tea"))
-        memories = await engine.list_memories()
+        await engine.memories.update_settings(enabled=False)
+        conv = await engine.conversations.create()
+        events = await collect(engine.chat.send(conv.id, "Remember that I like tea"))
+        memories = await engine.memories.list()
         await engine.close()
         return events, memories
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from wren.engine.api import DownloadCancelled
 from wren.engine.errors import InvalidRequest, ModelFileError, ModelNotFound
+from wren.engine.inference import families
 from wren.engine.modelhub.catalog import FIT_SHARE, OVERHEAD_BYTES, kv_bytes, load_catalog, system_memory_bytes
-from wren.engine.modelhub.gguf_import import SUPPORTED_MODEL_TYPES
+from wren.engine.models import DownloadCancelled
 
 GB = 10**9
 
@@ -34,7 +34,7 @@ def test_catalog_lists_a_dozen_models_wren_runs_with_consistent_figures():
     assert len(entries) >= 10
     assert len({e.id for e in entries}) == len(entries)
     for e in entries:
-        assert e.architecture in SUPPORTED_MODEL_TYPES, e.id
+        assert families.find_model_type(e.architecture) is not None, e.id
         assert e.file.endswith(".gguf") and "-of-0" not in e.file, e.id  # one file, not split parts
         assert e.repo.count("/") == 1 and e.license and e.quant, e.id
         # the figure the page shows is the file + a float32 KV cache for 4k tokens + overhead
@@ -72,8 +72,8 @@ def test_catalog_says_what_fits_and_what_is_installed(make_engine, tiny_model_di
     async def main():
         engine = make_engine()
         engine.registry.register_folder(tiny_model_dir, name="qwen3-0.6b")
-        monkeypatch.setattr(engine, "system_memory_bytes", lambda: 4 * GB)
-        entries = {e.id: e for e in await engine.model_catalog()}
+        monkeypatch.setattr(engine.models, "system_memory_bytes", lambda: 4 * GB)
+        entries = {e.id: e for e in await engine.models.catalog()}
         await engine.close()
         return entries
 
@@ -145,9 +145,9 @@ def test_pull_a_catalog_model_installs_it_under_its_id(make_engine, fake_hub):
 
     async def main():
         engine = make_engine()
-        info = await engine.pull_model("llama-3.2-1b-instruct", progress=lambda d, t: seen.append((d, t)))
-        installed = [m.name for m in await engine.installed_models()]
-        entry = next(e for e in await engine.model_catalog() if e.id == "llama-3.2-1b-instruct")
+        info = await engine.models.pull("llama-3.2-1b-instruct", progress=lambda d, t: seen.append((d, t)))
+        installed = [m.name for m in await engine.models.installed()]
+        entry = next(e for e in await engine.models.catalog() if e.id == "llama-3.2-1b-instruct")
         await engine.close()
         return info, installed, entry
 
@@ -162,7 +162,7 @@ def test_pull_a_catalog_model_installs_it_under_its_id(make_engine, fake_hub):
 def test_pull_any_repo_passes_the_spec_and_quant_through(make_engine, fake_hub):
     async def main():
         engine = make_engine()
-        info = await engine.pull_model("someone/Some-Model-GGUF", quant="Q8_0", name="mine")
+        info = await engine.models.pull("someone/Some-Model-GGUF", quant="Q8_0", name="mine")
         await engine.close()
         return info
 
@@ -180,10 +180,10 @@ def test_cancelled_pull_raises_and_the_next_pull_resumes(make_engine, fake_hub):
     async def main():
         engine = make_engine()
         with pytest.raises(DownloadCancelled, match="resume"):
-            await engine.pull_model("qwen3-4b", progress=progress, cancel=cancel)
-        assert "qwen3-4b" not in [m.name for m in await engine.installed_models()]
+            await engine.models.pull("qwen3-4b", progress=progress, cancel=cancel)
+        assert "qwen3-4b" not in [m.name for m in await engine.models.installed()]
         resumed = []
-        info = await engine.pull_model("qwen3-4b", progress=lambda d, t: resumed.append(d))
+        info = await engine.models.pull("qwen3-4b", progress=lambda d, t: resumed.append(d))
         await engine.close()
         return info, resumed
 
@@ -198,7 +198,7 @@ def test_cancelling_the_awaiting_task_stops_the_download(make_engine, fake_hub):
 
     async def main():
         engine = make_engine()
-        task = asyncio.ensure_future(engine.pull_model("qwen3-8b", cancel=cancel))
+        task = asyncio.ensure_future(engine.models.pull("qwen3-8b", cancel=cancel))
         await asyncio.sleep(0.05)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -220,7 +220,7 @@ def test_a_failed_pull_says_why(make_engine, fake_hub, monkeypatch):
     async def main():
         engine = make_engine()
         try:
-            await engine.pull_model("qwen3-8b")
+            await engine.models.pull("qwen3-8b")
         finally:
             await engine.close()
 
@@ -235,17 +235,17 @@ def test_remove_refuses_the_loaded_model_and_resets_the_default(make_engine, tin
     async def main():
         engine = make_engine()
         engine.registry.register_folder(tiny_model_dir, name="other")
-        await engine.load_model()
+        await engine.models.load()
         with pytest.raises(InvalidRequest, match="answering now"):
-            await engine.remove_model("tiny")
-        await engine.set_default_model("other")
-        assert await engine.get_setting("model") == "other"
-        await engine.remove_model("other")
-        names = [m.name for m in await engine.installed_models()]
-        default = await engine.default_model()
-        setting = await engine.get_setting("model")
+            await engine.models.remove("tiny")
+        await engine.models.set_default("other")
+        assert await engine.settings.get("model") == "other"
+        await engine.models.remove("other")
+        names = [m.name for m in await engine.models.installed()]
+        default = await engine.models.default()
+        setting = await engine.settings.get("model")
         with pytest.raises(ModelNotFound):
-            await engine.remove_model("other")
+            await engine.models.remove("other")
         await engine.close()
         return names, default, setting
 
@@ -259,9 +259,9 @@ def test_set_default_model_needs_an_installed_model(make_engine):
     async def main():
         engine = make_engine()
         with pytest.raises(ModelNotFound, match="no-such-model"):
-            await engine.set_default_model("no-such-model")
-        setting = await engine.get_setting("model")
-        info = await engine.set_default_model("tiny")
+            await engine.models.set_default("no-such-model")
+        setting = await engine.settings.get("model")
+        info = await engine.models.set_default("tiny")
         await engine.close()
         return setting, info
 
@@ -277,7 +277,7 @@ def test_pull_a_catalog_model_from_a_fake_hub_cancel_and_resume(make_engine, mon
 
     from gguf import GGMLQuantizationType
 
-    import wren.engine.model_library
+    import wren.engine.models
     from tests.engine.modelhub.conftest import TinySpec, hf_weights, write_gguf
     from wren.engine.errors import WrenError
 
@@ -291,7 +291,7 @@ def test_pull_a_catalog_model_from_a_fake_hub_cancel_and_resume(make_engine, mon
     data = write_gguf(tmp_path / "tiny.gguf", spec, hf_weights(spec), GGMLQuantizationType.Q8_0).read_bytes()
     entry = replace(load_catalog()[0], id="tiny-chat", repo="acme/tiny-GGUF", file="tiny-chat.Q8_0.gguf",
                     size_bytes=len(data))
-    monkeypatch.setattr(wren.engine.model_library, "load_catalog", lambda: [entry])
+    monkeypatch.setattr(wren.engine.models, "load_catalog", lambda: [entry])
     monkeypatch.setattr(hub_pull, "HEADER_PROBE_BYTES", 4096)
     cancel = threading.Event()
     seen: list[int] = []
@@ -308,12 +308,12 @@ def test_pull_a_catalog_model_from_a_fake_hub_cancel_and_resume(make_engine, mon
         async def main():
             engine = make_engine()
             with pytest.raises(DownloadCancelled):
-                await engine.pull_model("tiny-chat", progress=stop_halfway, cancel=cancel)
-            before = (await engine.model_catalog())[0].installed
-            info = await engine.pull_model("tiny-chat")
-            after = (await engine.model_catalog())[0].installed
+                await engine.models.pull("tiny-chat", progress=stop_halfway, cancel=cancel)
+            before = (await engine.models.catalog())[0].installed
+            info = await engine.models.pull("tiny-chat")
+            after = (await engine.models.catalog())[0].installed
             with pytest.raises(WrenError, match="already installed"):
-                await engine.pull_model("tiny-chat")
+                await engine.models.pull("tiny-chat")
             await engine.close()
             return before, info, after
 

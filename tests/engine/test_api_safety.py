@@ -27,9 +27,9 @@ def test_blocked_input_is_neither_sent_nor_stored(make_engine, wren_home):
 
     async def main():
         engine = make_engine("should never run")
-        conv = await engine.create_conversation()
-        events = await collect(engine.send(conv.id, "I love Pineapple on pizza"))
-        msgs = await engine.messages(conv.id)
+        conv = await engine.conversations.create()
+        events = await collect(engine.chat.send(conv.id, "I love Pineapple on pizza"))
+        msgs = await engine.conversations.messages(conv.id)
         await engine.close()
         return events, msgs
 
@@ -47,9 +47,9 @@ def test_redacted_input_is_stored_and_sent_redacted(make_engine, wren_home):
 
     async def main():
         engine = make_engine(lambda prompt: prompts.append(prompt) or "noted")
-        conv = await engine.create_conversation()
-        events = await collect(engine.send(conv.id, f"my key is {FAKE_OPENAI_KEY} ok"))
-        msgs = await engine.messages(conv.id)
+        conv = await engine.conversations.create()
+        events = await collect(engine.chat.send(conv.id, f"my key is {FAKE_OPENAI_KEY} ok"))
+        msgs = await engine.conversations.messages(conv.id)
         await engine.close()
         return events, msgs
 
@@ -65,9 +65,9 @@ def test_blocked_output_never_reaches_the_screen_or_the_disk(make_engine, wren_h
 
     async def main():
         engine = make_engine("Sure, here is the forbidden phrase you wanted and more text after it.")
-        conv = await engine.create_conversation()
-        events = await collect(engine.send(conv.id, "go on"))
-        msgs = await engine.messages(conv.id)
+        conv = await engine.conversations.create()
+        events = await collect(engine.chat.send(conv.id, "go on"))
+        msgs = await engine.conversations.messages(conv.id)
         await engine.close()
         return events, msgs
 
@@ -87,8 +87,8 @@ def test_logs_never_contain_prompts_secrets_or_personal_data(make_engine, wren_h
     try:
         async def main():
             engine = make_engine(f"Reply mentioning {EMAIL} and {FAKE_OPENAI_KEY}")
-            conv = await engine.create_conversation()
-            await collect(engine.send(conv.id, f"email {EMAIL}, key {FAKE_OPENAI_KEY}, secret plan zebra"))
+            conv = await engine.conversations.create()
+            await collect(engine.chat.send(conv.id, f"email {EMAIL}, key {FAKE_OPENAI_KEY}, secret plan zebra"))
             await engine.close()
 
         asyncio.run(main())

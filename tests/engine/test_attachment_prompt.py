@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import asyncio
 
-from wren.engine.api import SendOptions
 from wren.engine.context import PartKind, PartState, report_from_meta
 from wren.engine.events import AnswerNotice, Delta, NoticeKind
+from wren.engine.records import SendOptions
 
 NOTE = """# Trip to Lisbon
 
@@ -38,13 +38,13 @@ def test_an_attached_markdown_note_is_in_the_prompt_and_the_report(make_engine, 
 
     async def main():
         engine = make_engine("Your flight leaves at 07:45.")
-        conv = await engine.create_conversation()
+        conv = await engine.conversations.create()
         question = "What time does my flight leave, according to the attached notes?"
-        events = await _drain(engine.send(conv.id, question, SendOptions(attachments=(str(note),))))
+        events = await _drain(engine.chat.send(conv.id, question, SendOptions(attachments=(str(note),))))
         first_prompt = engine.scripted.loaded[0].prompts[-1]
-        later = await _drain(engine.send(conv.id, "And which gate?"))
+        later = await _drain(engine.chat.send(conv.id, "And which gate?"))
         second_prompt = engine.scripted.loaded[0].prompts[-1]
-        shown = await engine.messages(conv.id)
+        shown = await engine.conversations.messages(conv.id)
         await engine.close()
         return events, later, first_prompt, second_prompt, shown
 
@@ -83,10 +83,10 @@ def test_a_file_too_long_for_the_window_goes_in_as_an_excerpt_that_says_so(make_
 
     async def main():
         engine = make_engine(backend=ScriptedBackend("ok", context_length=4096))
-        conv = await engine.create_conversation()
-        events = await _drain(engine.send(conv.id, "What is item 2?", SendOptions(attachments=(str(big),))))
+        conv = await engine.conversations.create()
+        events = await _drain(engine.chat.send(conv.id, "What is item 2?", SendOptions(attachments=(str(big),))))
         prompt = engine.scripted.loaded[0].prompts[-1]
-        shown = await engine.messages(conv.id)
+        shown = await engine.conversations.messages(conv.id)
         await engine.close()
         return events, prompt, shown
 
@@ -112,12 +112,12 @@ def test_a_file_gone_before_the_answer_is_named_with_the_reason(make_engine, tmp
 
     async def main():
         engine = make_engine("ok")
-        conv = await engine.create_conversation()
-        await _drain(engine.send(conv.id, "first", SendOptions(attachments=(str(note),))))
+        conv = await engine.conversations.create()
+        await _drain(engine.chat.send(conv.id, "first", SendOptions(attachments=(str(note),))))
         note.unlink()
-        await _drain(engine.send(conv.id, "what is the door code?"))
+        await _drain(engine.chat.send(conv.id, "what is the door code?"))
         prompt = engine.scripted.loaded[0].prompts[-1]
-        shown = await engine.messages(conv.id)
+        shown = await engine.conversations.messages(conv.id)
         await engine.close()
         return prompt, shown
 
@@ -137,13 +137,13 @@ def test_continuing_an_answer_keeps_the_file_in_its_prompt(make_engine, tmp_path
         from wren.engine.inference.sampling import SamplingParams
 
         engine = make_engine("Bake it at 180 degrees for twenty-five minutes, then let it cool.")
-        conv = await engine.create_conversation()
+        conv = await engine.conversations.create()
         options = SendOptions(attachments=(str(note),), sampling=SamplingParams(temperature=0, max_tokens=3))
-        await _drain(engine.send(conv.id, "how long?", options))
-        answer = (await engine.messages(conv.id))[-1]
+        await _drain(engine.chat.send(conv.id, "how long?", options))
+        answer = (await engine.conversations.messages(conv.id))[-1]
         model = engine.scripted.loaded[0]
         first = model.prompts[-1]
-        await _drain(engine.continue_answer(answer.id))
+        await _drain(engine.chat.continue_answer(answer.id))
         # what the model holds after the continuation: its prompt, then the answer so far
         seen = model.tokenizer.decode(model._ids, skip_special_tokens=False)
         await engine.close()
@@ -163,10 +163,10 @@ def test_the_transcript_names_the_attached_file(make_engine, tmp_path):
 
     async def main():
         engine = make_engine("At 07:45.")
-        conv = await engine.create_conversation()
-        await _drain(engine.send(conv.id, "When do I fly?", SendOptions(attachments=(str(note),))))
-        await _drain(engine.send(conv.id, "Thanks"))
-        text = await engine.export(conv.id, "markdown")
+        conv = await engine.conversations.create()
+        await _drain(engine.chat.send(conv.id, "When do I fly?", SendOptions(attachments=(str(note),))))
+        await _drain(engine.chat.send(conv.id, "Thanks"))
+        text = await engine.conversations.export(conv.id, "markdown")
         await engine.close()
         return text
 
@@ -181,11 +181,11 @@ def test_a_file_changed_between_questions_is_read_again(make_engine, tmp_path):
 
     async def main():
         engine = make_engine("ok")
-        conv = await engine.create_conversation()
-        await _drain(engine.send(conv.id, "what is on my list?", SendOptions(attachments=(str(note),))))
+        conv = await engine.conversations.create()
+        await _drain(engine.chat.send(conv.id, "what is on my list?", SendOptions(attachments=(str(note),))))
         first = engine.scripted.loaded[0].prompts[-1]
         note.write_text("- buy milk\n- call the plumber about the leaking tap\n", encoding="utf-8")
-        await _drain(engine.send(conv.id, "and now?"))
+        await _drain(engine.chat.send(conv.id, "and now?"))
         second = engine.scripted.loaded[0].prompts[-1]
         await engine.close()
         return first, second

@@ -7,11 +7,10 @@ import asyncio
 
 import pytest
 
-from wren.engine.api import SendOptions
 from wren.engine.errors import InvalidRequest
 from wren.engine.events import Delta, Finished, FinishReason, Started, Usage
 from wren.engine.inference.sampling import SamplingParams
-from wren.engine.records import MessageStatus
+from wren.engine.records import MessageStatus, SendOptions
 
 ANSWER = "one two three four five six seven eight nine ten eleven twelve."
 
@@ -32,13 +31,13 @@ def test_continue_extends_an_answer_cut_at_the_length_limit_reusing_the_cache(wr
 
     async def main():
         engine = tiny_engine(wren_home, tiny_model_dir)
-        await engine.load_model(backend="torch-cpu")
-        conv = await engine.create_conversation("counting")
+        await engine.models.load(backend="torch-cpu")
+        conv = await engine.conversations.create("counting")
         params = SamplingParams(temperature=0.0, max_tokens=6)
-        first = await collect(engine.send(conv.id, "count", SendOptions(sampling=params)))
-        cut = (await engine.messages(conv.id))[-1]
-        events = await collect(engine.continue_answer(cut.id))
-        shown = await engine.messages(conv.id)
+        first = await collect(engine.chat.send(conv.id, "count", SendOptions(sampling=params)))
+        cut = (await engine.conversations.messages(conv.id))[-1]
+        events = await collect(engine.chat.continue_answer(cut.id))
+        shown = await engine.conversations.messages(conv.id)
         await engine.close()
         return first, cut, events, shown
 
@@ -58,13 +57,13 @@ def test_continue_extends_an_answer_cut_at_the_length_limit_reusing_the_cache(wr
 def test_continue_a_stopped_answer(make_engine):
     async def main():
         engine = make_engine(ANSWER * 20, delay=0.005)
-        conv = await engine.create_conversation("counting")
-        async for event in engine.send(conv.id, "count"):
+        conv = await engine.conversations.create("counting")
+        async for event in engine.chat.send(conv.id, "count"):
             if isinstance(event, Delta):
-                engine.stop(conv.id)
-        stopped = (await engine.messages(conv.id))[-1]
-        events = await collect(engine.continue_answer(stopped.id))
-        after = (await engine.messages(conv.id))[-1]
+                engine.chat.stop(conv.id)
+        stopped = (await engine.conversations.messages(conv.id))[-1]
+        events = await collect(engine.chat.continue_answer(stopped.id))
+        after = (await engine.conversations.messages(conv.id))[-1]
         await engine.close()
         return stopped, events, after
 
@@ -78,13 +77,13 @@ def test_continue_a_stopped_answer(make_engine):
 def test_a_finished_answer_or_a_question_cannot_be_continued(make_engine):
     async def main():
         engine = make_engine("Done.")
-        conv = await engine.create_conversation("x")
-        await collect(engine.send(conv.id, "hi"))
-        question, answer = await engine.messages(conv.id)
+        conv = await engine.conversations.create("x")
+        await collect(engine.chat.send(conv.id, "hi"))
+        question, answer = await engine.conversations.messages(conv.id)
         errors = []
         for mid in (question.id, answer.id):
             with pytest.raises(InvalidRequest) as info:
-                await collect(engine.continue_answer(mid))
+                await collect(engine.chat.continue_answer(mid))
             errors.append(str(info.value))
         await engine.close()
         return errors

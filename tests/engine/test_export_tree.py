@@ -46,20 +46,20 @@ async def build_branchy_chat(engine) -> tuple[int, list[int]]:
     """Q1 → A1 | A2 (made again) → Q2 → A3 (stopped, then continued); Q1' (edited) → A4.
     Returns the chat's id and every message id the turns reported, in order."""
     made: list[int] = []
-    conv = await engine.create_conversation("Herons")
-    await _turn(engine.send(conv.id, FIRST), made)
-    await _turn(engine.regenerate(made[1]), made)
+    conv = await engine.conversations.create("Herons")
+    await _turn(engine.chat.send(conv.id, FIRST), made)
+    await _turn(engine.chat.regenerate(made[1]), made)
     engine.scripted.delay = 0.005
-    await _turn(engine.send(conv.id, SECOND), made, stop=lambda: engine.stop(conv.id))
+    await _turn(engine.chat.send(conv.id, SECOND), made, stop=lambda: engine.chat.stop(conv.id))
     engine.scripted.delay = 0.0
-    await _turn(engine.continue_answer(made[-1]), made)
-    await _turn(engine.edit_and_resend(made[0], EDITED), made)
+    await _turn(engine.chat.continue_answer(made[-1]), made)
+    await _turn(engine.chat.edit_and_resend(made[0], EDITED), made)
     return conv.id, list(dict.fromkeys(made))  # continue and regenerate repeat ids
 
 
 def _expected(engine, ids: list[int]):
     async def read():
-        return {i: await engine.get_message(i) for i in ids}
+        return {i: await engine.conversations.message(i) for i in ids}
 
     return read()
 
@@ -69,8 +69,8 @@ def test_json_export_holds_every_message_with_its_parent_and_children(make_engin
         engine = make_engine(backend=_replies())
         cid, ids = await build_branchy_chat(engine)
         truth = await _expected(engine, ids)
-        shown = await engine.messages(cid)
-        data = json.loads(await engine.export(cid, "json"))
+        shown = await engine.conversations.messages(cid)
+        data = json.loads(await engine.conversations.export(cid, "json"))
         await engine.close()
         return ids, truth, shown, data
 
@@ -98,7 +98,7 @@ def test_markdown_export_shows_the_branch_on_screen_then_every_other_branch(make
         engine = make_engine(backend=_replies())
         cid, ids = await build_branchy_chat(engine)
         truth = await _expected(engine, ids)
-        md = await engine.export(cid, "markdown")
+        md = await engine.conversations.export(cid, "markdown")
         await engine.close()
         return truth, md
 
@@ -142,9 +142,9 @@ def test_export_everything_and_the_cli_keep_every_branch(make_engine, tmp_path, 
 def test_a_chat_without_branches_exports_as_before(make_engine):
     async def scenario():
         engine = make_engine("Plain answer.")
-        conv = await engine.create_conversation("Plain")
-        await _turn(engine.send(conv.id, "One question"), [])
-        md, data = await engine.export(conv.id, "markdown"), json.loads(await engine.export(conv.id, "json"))
+        conv = await engine.conversations.create("Plain")
+        await _turn(engine.chat.send(conv.id, "One question"), [])
+        md, data = await engine.conversations.export(conv.id, "markdown"), json.loads(await engine.conversations.export(conv.id, "json"))
         await engine.close()
         return md, data
 

@@ -28,18 +28,18 @@ async def _loaded(make_engine, reply, **kwargs):
     """An engine whose scripted model also continues a prompt left inside the user's turn
     (it normally answers only after the template's assistant cue)."""
     engine = make_engine(reply, **kwargs)
-    await engine.load_model()
-    engine._worker.model._answer_cue = ""
+    await engine.models.load()
+    engine.loaded_worker.model._answer_cue = ""
     return engine
 
 
 def test_the_draft_is_continued_as_the_users_own_turn(make_engine):
     async def main():
         engine = await _loaded(make_engine, " to the park. Then we went home.")
-        conv = await engine.create_conversation()
+        conv = await engine.conversations.create()
         draft = "Yesterday I walked"
-        got = await engine.suggest_continuation(draft, conv.id)
-        prompt = engine._worker.model.prompts[-1]
+        got = await engine.chat.suggest_continuation(draft, conv.id)
+        prompt = engine.loaded_worker.model.prompts[-1]
         await engine.close()
         return draft, got, prompt
 
@@ -53,12 +53,12 @@ def test_the_draft_is_continued_as_the_users_own_turn(make_engine):
 def test_cancelling_the_caller_cancels_the_request(make_engine):
     async def main():
         engine = await _loaded(make_engine, " and on and on and on and on and on and on", delay=0.05)
-        task = asyncio.create_task(engine.suggest_continuation("This goes"))
+        task = asyncio.create_task(engine.chat.suggest_continuation("This goes"))
         for _ in range(200):
-            if engine._ghost is not None and engine._ghost.request is not None:
+            if engine.chat._ghost is not None and engine.chat._ghost.request is not None:
                 break
             await asyncio.sleep(0.01)
-        request = engine._ghost.request
+        request = engine.chat._ghost.request
         assert request.priority == GHOST_PRIORITY > WarmRequest([]).priority
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -73,9 +73,9 @@ def test_cancelling_the_caller_cancels_the_request(make_engine):
 def test_a_newer_draft_makes_the_older_result_stale(make_engine):
     async def main():
         engine = await _loaded(make_engine, " more words here. Yes.", delay=0.02)
-        first = asyncio.create_task(engine.suggest_continuation("I want"))
+        first = asyncio.create_task(engine.chat.suggest_continuation("I want"))
         await asyncio.sleep(0.05)
-        second = asyncio.create_task(engine.suggest_continuation("I want to"))
+        second = asyncio.create_task(engine.chat.suggest_continuation("I want to"))
         old, new = await asyncio.gather(first, second)
         await engine.close()
         return old, new
@@ -88,19 +88,19 @@ def test_a_newer_draft_makes_the_older_result_stale(make_engine):
 def test_settings_off_means_no_request(make_engine):
     async def main():
         engine = await _loaded(make_engine, " done.")
-        model = engine._worker.model
-        await engine.set_setting(ENABLED_KEY, False)
+        model = engine.loaded_worker.model
+        await engine.settings.set(ENABLED_KEY, False)
         before = model.prefill_calls
-        off = await engine.suggest_continuation("Hello there")
+        off = await engine.chat.suggest_continuation("Hello there")
         after_off = model.prefill_calls
-        await engine.set_setting(ENABLED_KEY, None)
-        await engine.set_setting(TEMPORARY_ENABLED_KEY, False)
-        temp = await engine.create_conversation(temporary=True)
-        in_temporary = await engine.suggest_continuation("Hello there", temp.id)
-        new_temporary = await engine.suggest_continuation("Hello there", temporary=True)
+        await engine.settings.set(ENABLED_KEY, None)
+        await engine.settings.set(TEMPORARY_ENABLED_KEY, False)
+        temp = await engine.conversations.create(temporary=True)
+        in_temporary = await engine.chat.suggest_continuation("Hello there", temp.id)
+        new_temporary = await engine.chat.suggest_continuation("Hello there", temporary=True)
         after_temp = model.prefill_calls
-        saved = await engine.create_conversation()
-        on = await engine.suggest_continuation("Hello there", saved.id)
+        saved = await engine.conversations.create()
+        on = await engine.chat.suggest_continuation("Hello there", saved.id)
         await engine.close()
         return before, after_off, off, in_temporary, new_temporary, after_temp, on
 
@@ -113,8 +113,8 @@ def test_settings_off_means_no_request(make_engine):
 def test_no_model_no_suggestion_and_no_load(make_engine):
     async def main():
         engine = make_engine(" x.")
-        got = await engine.suggest_continuation("Hello")
-        loaded = engine.current_model
+        got = await engine.chat.suggest_continuation("Hello")
+        loaded = engine.models.current
         await engine.close()
         return got, loaded
 
@@ -150,16 +150,16 @@ def test_partial_turn_keeps_typed_markup_as_text(tiny_model_dir):
 def test_chat_settings_are_checked_and_kept(make_engine):
     async def main():
         engine = make_engine("ok")
-        conv = await engine.create_conversation()
+        conv = await engine.conversations.create()
         errors = []
         for bad in ({"sampling": {"temperature": -1}}, {"memory": "no"}, {"colour": 1}, {"system_prompt": 3}):
             try:
-                await engine.update_chat_settings(conv.id, **bad)
+                await engine.conversations.update_settings(conv.id, **bad)
             except InvalidRequest as exc:
                 errors.append(str(exc))
-        got = await engine.update_chat_settings(conv.id, system_prompt="Be brief.", sampling={"temperature": 0.2},
+        got = await engine.conversations.update_settings(conv.id, system_prompt="Be brief.", sampling={"temperature": 0.2},
                                                 sampling_preset="Precise", memory=False, tools=[])
-        cleared = await engine.update_chat_settings(conv.id, system_prompt="", sampling=None, tools=None)
+        cleared = await engine.conversations.update_settings(conv.id, system_prompt="", sampling=None, tools=None)
         await engine.close()
         return errors, got, cleared
 
@@ -178,15 +178,15 @@ def test_in_a_chat_the_suggestion_shares_the_prewarmed_prompt(make_engine):
 
     async def main():
         engine = await _loaded(make_engine, " to the park. Then home.")
-        conv = await engine.create_conversation(settings={"system_prompt": "You are terse."})
-        [e async for e in engine.send(conv.id, "hello")]
-        worker = engine._worker
+        conv = await engine.conversations.create(settings={"system_prompt": "You are terse."})
+        [e async for e in engine.chat.send(conv.id, "hello")]
+        worker = engine.loaded_worker
         submitted = []
         real = worker.submit
         worker.submit = lambda request: (submitted.append(request), real(request))[1]
         draft = "Yesterday I walked"
-        await engine.prepare(conv.id, draft)
-        got = await engine.suggest_continuation(draft, conv.id)
+        await engine.chat.prepare(conv.id, draft)
+        got = await engine.chat.suggest_continuation(draft, conv.id)
         await engine.close()
         return submitted, got, worker.tokenizer
 

@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 from tests.fixtures.hash_model import HashBackend
-from wren.engine.api import SendOptions
 from wren.engine.errors import InvalidRequest
 from wren.engine.events import Delta, Finished, FinishReason, TokenLogprob, Usage, event_to_dict
 from wren.engine.inference.sampling import Sampler, SamplingParams
 from wren.engine.inference.worker import GenerationRequest, ModelWorker
 from wren.engine.logprobs import METADATA_KEY, from_metadata
+from wren.engine.records import SendOptions
 from wren.engine.tokenize import Tokenizer
 
 
@@ -195,18 +195,18 @@ def _engine(make_engine, backend):
 
 
 async def _answer(engine, conv_id: int, text: str, params: SamplingParams):
-    events = [e async for e in engine.send(conv_id, text, SendOptions(sampling=params))]
-    return events, (await engine.messages(conv_id))[-1]
+    events = [e async for e in engine.chat.send(conv_id, text, SendOptions(sampling=params))]
+    return events, (await engine.conversations.messages(conv_id))[-1]
 
 
 def test_an_answer_stores_the_entries_its_deltas_carried_and_replay_repeats_them(make_engine):
     async def main():
         engine = _engine(make_engine, HashBackend())
-        conv = await engine.create_conversation("odds")
+        conv = await engine.conversations.create("odds")
         params = SamplingParams(temperature=1.0, max_tokens=30, logprobs=5)  # no seed: one is drawn
         events, answer = await _answer(engine, conv.id, "roll the dice", params)
-        replayed = [e async for e in engine.replay(answer.id)]
-        again = (await engine.messages(conv.id))[-1]
+        replayed = [e async for e in engine.chat.replay(answer.id)]
+        again = (await engine.conversations.messages(conv.id))[-1]
         off, plain = await _answer(engine, conv.id, "and again", params.with_(logprobs=None))
         await engine.close()
         return events, answer, replayed, again, off, plain
@@ -232,7 +232,7 @@ def test_an_answer_stores_the_entries_its_deltas_carried_and_replay_repeats_them
 def test_event_json_has_the_entries_and_leaves_them_out_when_off(make_engine):
     async def main():
         engine = _engine(make_engine, HashBackend())
-        conv = await engine.create_conversation("json")
+        conv = await engine.conversations.create("json")
         events, _ = await _answer(engine, conv.id, "hi", SamplingParams(temperature=0.0, max_tokens=6, logprobs=2))
         await engine.close()
         return events
@@ -251,7 +251,7 @@ def test_stop_strings_and_split_characters_keep_the_tokens_joined_to_the_answer(
 
     async def main():
         engine = make_engine(reply)
-        conv = await engine.create_conversation("stops")
+        conv = await engine.conversations.create("stops")
         params = SamplingParams(temperature=0.0, max_tokens=60, logprobs=1, stop=("OP and",))
         events, answer = await _answer(engine, conv.id, "say it", params)
         await engine.close()
@@ -269,11 +269,11 @@ def test_stop_strings_and_split_characters_keep_the_tokens_joined_to_the_answer(
 def test_a_continued_answer_extends_its_stored_entries(make_engine):
     async def main():
         engine = _engine(make_engine, HashBackend())
-        conv = await engine.create_conversation("more")
+        conv = await engine.conversations.create("more")
         params = SamplingParams(temperature=0.7, seed=9, max_tokens=8, logprobs=3)
         first, cut = await _answer(engine, conv.id, "go on", params)
-        more = [e async for e in engine.continue_answer(cut.id)]
-        grown = await engine.get_message(cut.id)
+        more = [e async for e in engine.chat.continue_answer(cut.id)]
+        grown = await engine.conversations.message(cut.id)
         await engine.close()
         return first, cut, more, grown
 
@@ -295,12 +295,12 @@ def test_replay_with_logprobs_is_bit_identical_on_torch(wren_home, tiny_model_di
 
     async def main():
         engine = tiny_engine(wren_home, tiny_model_dir)
-        await engine.load_model(backend="torch-cpu")
-        conv = await engine.create_conversation("dice")
+        await engine.models.load(backend="torch-cpu")
+        conv = await engine.conversations.create("dice")
         params = SamplingParams(temperature=1.0, max_tokens=12, logprobs=5)
         events, first = await _answer(engine, conv.id, "roll", params)
-        [_ async for _ in engine.replay(first.id)]
-        again = (await engine.messages(conv.id))[-1]
+        [_ async for _ in engine.chat.replay(first.id)]
+        again = (await engine.conversations.messages(conv.id))[-1]
         await engine.close()
         return events, first, again
 

@@ -20,18 +20,18 @@ def run(coro):
 def test_memory_management_round_trip(make_engine):
     async def main():
         engine = make_engine()
-        a = await engine.add_memory("I prefer metric units")
-        b = await engine.add_memory("My sister is called Ana")
-        edited = await engine.edit_memory(a.id, "I prefer metric units and 24-hour time")
-        found = await engine.list_memories("sister")
-        deleted = await engine.delete_memory(b.id)
-        after_delete = await engine.list_memories()
-        await engine.restore_memory(deleted)
-        restored = await engine.list_memories()
-        cleared = await engine.clear_memories()
-        empty = await engine.list_memories()
+        a = await engine.memories.add("I prefer metric units")
+        b = await engine.memories.add("My sister is called Ana")
+        edited = await engine.memories.edit(a.id, "I prefer metric units and 24-hour time")
+        found = await engine.memories.list("sister")
+        deleted = await engine.memories.delete(b.id)
+        after_delete = await engine.memories.list()
+        await engine.memories.restore(deleted)
+        restored = await engine.memories.list()
+        cleared = await engine.memories.clear()
+        empty = await engine.memories.list()
         with pytest.raises(InvalidRequest):
-            await engine.add_memory("x" * 100_000)
+            await engine.memories.add("x" * 100_000)
         await engine.close()
         return edited, found, after_delete, restored, cleared, empty
 
@@ -44,12 +44,12 @@ def test_memory_management_round_trip(make_engine):
 def test_instructions_reach_the_prompt(make_engine):
     async def main():
         engine = make_engine("ok")
-        await engine.set_instructions("I am a nurse in Porto.", "Answer in one sentence.")
-        conv = await engine.create_conversation()
-        async for _ in engine.send(conv.id, "hello"):
+        await engine.settings.set_instructions("I am a nurse in Porto.", "Answer in one sentence.")
+        conv = await engine.conversations.create()
+        async for _ in engine.chat.send(conv.id, "hello"):
             pass
         prompt = engine.scripted.loaded[0].prompts[-1]
-        saved = await engine.instructions()
+        saved = await engine.settings.instructions()
         await engine.close()
         return prompt, saved
 
@@ -61,14 +61,14 @@ def test_instructions_reach_the_prompt(make_engine):
 def test_safety_actions_change_the_policy_in_force(make_engine, wren_home):
     async def main():
         engine = make_engine("ok")
-        before = {r.category: r for r in engine.safety_rules()}
-        await engine.set_safety_action("pii.email", "local", SafetyAction.BLOCK)
-        after = {r.category: r for r in engine.safety_rules()}
-        conv = await engine.create_conversation()
-        events = [e async for e in engine.send(conv.id, "write to jane.doe.77@mailbox-test.org please")]
+        before = {r.category: r for r in engine.safety.rules()}
+        await engine.safety.set_action("pii.email", "local", SafetyAction.BLOCK)
+        after = {r.category: r for r in engine.safety.rules()}
+        conv = await engine.conversations.create()
+        events = [e async for e in engine.chat.send(conv.id, "write to jane.doe.77@mailbox-test.org please")]
         with pytest.raises(PolicyError):
-            await engine.set_blocklist([], ["bad("])
-        await engine.set_blocklist(["pineapple"], [])
+            await engine.safety.set_blocklist([], ["bad("])
+        await engine.safety.set_blocklist(["pineapple"], [])
         await engine.close()
         return before, after, events
 
@@ -83,7 +83,7 @@ def test_safety_actions_change_the_policy_in_force(make_engine, wren_home):
 def test_diagnostics_bundle_is_a_zip(make_engine):
     async def main():
         engine = make_engine()
-        data = await engine.diagnostics_bundle()
+        data = await engine.settings.diagnostics_bundle()
         await engine.close()
         return data
 

@@ -41,9 +41,9 @@ def _check_progress(events) -> list[PrefillProgress]:
 def test_long_prompt_reports_progress_before_the_answer(make_engine):
     async def main():
         engine = make_engine("Read it all.", prefill_delay=0.01)
-        conv = await engine.create_conversation()
-        events = [e async for e in engine.send(conv.id, LONG_QUESTION)]
-        msgs = await engine.messages(conv.id)
+        conv = await engine.conversations.create()
+        events = [e async for e in engine.chat.send(conv.id, LONG_QUESTION)]
+        msgs = await engine.conversations.messages(conv.id)
         await engine.close()
         return events, msgs
 
@@ -65,11 +65,11 @@ def test_long_prompt_reports_progress_before_the_answer(make_engine):
 def test_short_prompt_and_cached_prefix_report_no_progress(make_engine):
     async def main():
         engine = make_engine("Fine.")
-        conv = await engine.create_conversation()
-        short = [e async for e in engine.send(conv.id, "hello")]
-        long_first = [e async for e in engine.send(conv.id, LONG_QUESTION)]
+        conv = await engine.conversations.create()
+        short = [e async for e in engine.chat.send(conv.id, "hello")]
+        long_first = [e async for e in engine.chat.send(conv.id, LONG_QUESTION)]
         # The next turn reuses the cached conversation: only a few new tokens to read.
-        follow_up = [e async for e in engine.send(conv.id, "and then?")]
+        follow_up = [e async for e in engine.chat.send(conv.id, "and then?")]
         await engine.close()
         return short, long_first, follow_up
 
@@ -84,13 +84,13 @@ def test_short_prompt_and_cached_prefix_report_no_progress(make_engine):
 def test_stop_while_reading_the_prompt_ends_within_a_chunk_and_keeps_the_question(make_engine):
     async def main():
         engine = make_engine("This answer must never appear.", prefill_delay=0.05)
-        conv = await engine.create_conversation()
+        conv = await engine.conversations.create()
         events = []
-        async for event in engine.send(conv.id, LONG_QUESTION):
+        async for event in engine.chat.send(conv.id, LONG_QUESTION):
             events.append(event)
             if isinstance(event, PrefillProgress) and event.done > 0:
-                engine.stop(conv.id)  # one chunk read, the next in flight
-        msgs = await engine.messages(conv.id)
+                engine.chat.stop(conv.id)  # one chunk read, the next in flight
+        msgs = await engine.conversations.messages(conv.id)
         calls = engine.scripted.loaded[0].prefill_calls
         await engine.close()
         return events, msgs, calls

@@ -30,12 +30,12 @@ def test_lru_evicts_within_its_budget_rather_than_failing():
 def test_returning_to_a_conversation_restores_its_prefix(make_engine):
     async def main():
         engine = make_engine("Answer here.")
-        a = await engine.create_conversation()
-        b = await engine.create_conversation()
+        a = await engine.conversations.create()
+        b = await engine.conversations.create()
         long_question = "Tell me about the history of " + " and ".join(f"topic {i}" for i in range(60))
-        await collect(engine.send(a.id, long_question))
-        await collect(engine.send(b.id, "Something entirely different about gardening " * 10))
-        back = await collect(engine.send(a.id, "and one more thing"))
+        await collect(engine.chat.send(a.id, long_question))
+        await collect(engine.chat.send(b.id, "Something entirely different about gardening " * 10))
+        back = await collect(engine.chat.send(a.id, "and one more thing"))
         imports = engine.scripted.loaded[0].imports
         await engine.close()
         return back, imports
@@ -49,12 +49,12 @@ def test_returning_to_a_conversation_restores_its_prefix(make_engine):
 def test_a_tiny_budget_evicts_and_answers_stay_the_same(make_engine, wren_home):
     async def run(budget_mb):
         engine = make_engine(lambda prompt: f"reply {len(prompt)}")
-        await engine.set_setting("kv_cache_budget_mb", budget_mb)
-        convs = [await engine.create_conversation() for _ in range(3)]
+        await engine.settings.set("kv_cache_budget_mb", budget_mb)
+        convs = [await engine.conversations.create() for _ in range(3)]
         texts = []
         for round_ in range(2):
             for i, conv in enumerate(convs):
-                events = await collect(engine.send(conv.id, f"conversation {i} round {round_} " + "words " * 30))
+                events = await collect(engine.chat.send(conv.id, f"conversation {i} round {round_} " + "words " * 30))
                 texts.append("".join(getattr(e, "text", "") for e in events if type(e).__name__ == "Delta"))
         await engine.close()
         return texts

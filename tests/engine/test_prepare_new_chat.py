@@ -23,14 +23,14 @@ async def collect(stream):
 def test_prepare_without_a_conversation_prewarms_the_first_message(make_engine):
     async def main():
         engine = make_engine("Answer.")
-        await engine.load_model()
-        await engine.set_setting("system_prompt", "You are a careful gardener.")
-        await engine.add_memory("The user grows roses on a balcony.")
+        await engine.models.load()
+        await engine.settings.set("system_prompt", "You are a careful gardener.")
+        await engine.memories.add("The user grows roses on a balcony.")
         draft = "how often should I water roses"
-        tokens = await engine.prepare(None, draft)
-        cached = await engine.prepared()
-        conv = await engine.create_conversation()
-        events = await collect(engine.send(conv.id, draft))
+        tokens = await engine.chat.prepare(None, draft)
+        cached = await engine.chat.prepared()
+        conv = await engine.conversations.create()
+        events = await collect(engine.chat.send(conv.id, draft))
         prompt = engine.scripted.loaded[0].prompts[0]
         await engine.close()
         return tokens, cached, events, prompt
@@ -45,11 +45,11 @@ def test_prepare_without_a_conversation_prewarms_the_first_message(make_engine):
 def test_prepare_without_a_conversation_warns_of_overflow(make_engine):
     async def main():
         engine = make_engine("x", context_length=64)
-        await engine.load_model()
+        await engine.models.load()
         with pytest.raises(ContextOverflow):
-            await engine.prepare(None, LONG)
-        empty = await engine.prepare(None, "   ")
-        listed = await engine.list_conversations()
+            await engine.chat.prepare(None, LONG)
+        empty = await engine.chat.prepare(None, "   ")
+        listed = await engine.conversations.list()
         await engine.close()
         return empty, listed
 

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from wren.engine.api import SendOptions
 from wren.engine.inference.sampling import SamplingParams
+from wren.engine.records import SendOptions
 
 
 @pytest.mark.slow  # loads the tiny model on torch
@@ -16,15 +16,15 @@ def test_replay_is_bit_identical_on_torch(wren_home, tiny_model_dir):
 
     async def main():
         engine = tiny_engine(wren_home, tiny_model_dir)
-        await engine.load_model(backend="torch-cpu")
-        conv = await engine.create_conversation("dice")
+        await engine.models.load(backend="torch-cpu")
+        conv = await engine.conversations.create("dice")
         params = SamplingParams(temperature=1.0, top_p=1.0, max_tokens=12)  # no seed given
-        [_ async for _ in engine.send(conv.id, "roll", SendOptions(sampling=params))]
-        first = (await engine.messages(conv.id))[-1]
-        [_ async for _ in engine.replay(first.id)]
-        again = (await engine.messages(conv.id))[-1]
-        [_ async for _ in engine.regenerate(first.id, SendOptions(sampling=params))]
-        other = (await engine.messages(conv.id))[-1]
+        [_ async for _ in engine.chat.send(conv.id, "roll", SendOptions(sampling=params))]
+        first = (await engine.conversations.messages(conv.id))[-1]
+        [_ async for _ in engine.chat.replay(first.id)]
+        again = (await engine.conversations.messages(conv.id))[-1]
+        [_ async for _ in engine.chat.regenerate(first.id, SendOptions(sampling=params))]
+        other = (await engine.conversations.messages(conv.id))[-1]
         await engine.close()
         return first, again, other
 

@@ -53,8 +53,8 @@ def _members(protocol: type) -> set[str]:
 
 def test_the_engine_implements_every_member_of_the_seam():
     members = _members(TurnHost)
-    assert {"db", "store_for", "model_status", "ensure_model", "answer_started", "assembler_for", "policy",
-            "tool_state"} <= members
+    assert {"db", "store_for", "model_status", "answer_started", "assembler_for", "policy", "tools", "settings",
+            "models"} <= members
     missing = sorted(n for n in members if not hasattr(Engine, n) and n not in _instance_attributes())
     assert missing == [], missing
     for name in members:
@@ -80,10 +80,14 @@ def test_what_turns_uses_of_the_engine_is_in_the_seam():
 
 
 def _instance_attributes() -> set[str]:
-    """The attributes Engine.__init__ sets on itself (`self.x = ...`), read from engine/api.py
-    (not from the live class, which another test may have patched)."""
-    tree = ast.parse((ROOT / "engine" / "api.py").read_text("utf-8"))
-    engine = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Engine")
-    init = next(n for n in engine.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
-    return {node.attr for node in ast.walk(init)
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"}
+    """The attributes Engine.__init__ and its core's (`Core.__init__`) set on the engine
+    (`self.x = ...`), read from engine/api.py and engine/core.py (not from the live class,
+    which another test may have patched)."""
+    names: set[str] = set()
+    for path, klass in (("api.py", "Engine"), ("core.py", "Core")):
+        tree = ast.parse((ROOT / "engine" / path).read_text("utf-8"))
+        cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == klass)
+        init = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
+        names |= {node.attr for node in ast.walk(init)
+                  if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"}
+    return names

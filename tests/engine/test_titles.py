@@ -27,10 +27,10 @@ def reply(title: str, answer: str = LONG):
 def test_title_arrives_before_finished_for_a_long_answer(make_engine):
     async def main():
         engine = make_engine(reply("Basil care indoors"))
-        await engine.set_setting("titles.model", "always")  # the scripted model has one slot
-        conv = await engine.create_conversation()
-        events = await collect(engine.send(conv.id, "How do I keep basil alive indoors?"))
-        saved = (await engine.get_conversation(conv.id)).title
+        await engine.settings.set("titles.model", "always")  # the scripted model has one slot
+        conv = await engine.conversations.create()
+        events = await collect(engine.chat.send(conv.id, "How do I keep basil alive indoors?"))
+        saved = (await engine.conversations.get(conv.id)).title
         await engine.close()
         return events, saved
 
@@ -48,9 +48,9 @@ def test_title_arrives_before_finished_for_a_long_answer(make_engine):
 def test_implausible_model_title_falls_back_to_the_question(make_engine):
     async def main():
         engine = make_engine(reply("I'm a dedicated vegan and proud"))
-        await engine.set_setting("titles.model", "always")
-        conv = await engine.create_conversation()
-        events = await collect(engine.send(conv.id, "Is being vegetarian healthy for teenagers?"))
+        await engine.settings.set("titles.model", "always")
+        conv = await engine.conversations.create()
+        events = await collect(engine.chat.send(conv.id, "Is being vegetarian healthy for teenagers?"))
         await engine.close()
         return [e.title for e in events if isinstance(e, TitleUpdate)]
 
@@ -69,11 +69,11 @@ def test_revised_once_when_the_answer_drifts(make_engine):
 
     async def main():
         engine = make_engine(answer)
-        await engine.set_setting("titles.model", "always")
-        conv = await engine.create_conversation()
-        events = await collect(engine.send(conv.id, "Any ideas for my weekend plans?"))
-        again = await collect(engine.send(conv.id, "And then?"))
-        saved = (await engine.get_conversation(conv.id)).title
+        await engine.settings.set("titles.model", "always")
+        conv = await engine.conversations.create()
+        events = await collect(engine.chat.send(conv.id, "Any ideas for my weekend plans?"))
+        again = await collect(engine.chat.send(conv.id, "And then?"))
+        saved = (await engine.conversations.get(conv.id)).title
         await engine.close()
         return events, again, saved
 
@@ -87,11 +87,11 @@ def test_revised_once_when_the_answer_drifts(make_engine):
 def test_no_title_for_titled_or_temporary_chats(make_engine):
     async def main():
         engine = make_engine(reply("Basil care"))
-        named = await engine.create_conversation("My basil")
-        temp = await engine.create_conversation(temporary=True)
-        a = await collect(engine.send(named.id, "How do I keep basil alive?"))
-        b = await collect(engine.send(temp.id, "How do I keep basil alive?"))
-        title = (await engine.get_conversation(named.id)).title
+        named = await engine.conversations.create("My basil")
+        temp = await engine.conversations.create(temporary=True)
+        a = await collect(engine.chat.send(named.id, "How do I keep basil alive?"))
+        b = await collect(engine.chat.send(temp.id, "How do I keep basil alive?"))
+        title = (await engine.conversations.get(named.id)).title
         await engine.close()
         return a + b, title
 
@@ -103,14 +103,14 @@ def test_no_title_for_titled_or_temporary_chats(make_engine):
 def test_stopped_answer_still_gets_a_title(make_engine):
     async def main():
         engine = make_engine(reply("Basil care", LONG * 20), delay=0.01)
-        await engine.set_setting("titles.model", "always")
-        conv = await engine.create_conversation()
+        await engine.settings.set("titles.model", "always")
+        conv = await engine.conversations.create()
         events = []
-        async for event in engine.send(conv.id, "How do I keep basil alive indoors?"):
+        async for event in engine.chat.send(conv.id, "How do I keep basil alive indoors?"):
             events.append(event)
             if isinstance(event, Delta) and len(events) == 3:
-                engine.stop(conv.id)
-        saved = (await engine.get_conversation(conv.id)).title
+                engine.chat.stop(conv.id)
+        saved = (await engine.conversations.get(conv.id)).title
         await engine.close()
         return events, saved
 
@@ -122,8 +122,8 @@ def test_stopped_answer_still_gets_a_title(make_engine):
 def test_one_slot_model_names_the_chat_from_the_question_at_once(make_engine):
     async def main():
         engine = make_engine(reply("Basil care"))  # titles.model "auto": the scripted model has no spare slot
-        conv = await engine.create_conversation()
-        events = await collect(engine.send(conv.id, "How do I keep basil alive indoors?"))
+        conv = await engine.conversations.create()
+        events = await collect(engine.chat.send(conv.id, "How do I keep basil alive indoors?"))
         prompts = list(engine.scripted.loaded[0].prompts)
         await engine.close()
         return events, prompts

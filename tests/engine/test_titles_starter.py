@@ -90,11 +90,11 @@ def test_starter_titles_for_thirty_first_messages(starter_models_dir, wren_home)
 
     async def main():
         engine = Engine(Store(wren_home / "wren.sqlite3"), ModelRegistry(starter_models_dir))
-        await engine.load_model(backend="torch-cpu")
-        titles = engine._turns.titles
+        await engine.models.load(backend="torch-cpu")
+        titles = engine.chat.turns.titles
         rows = []
         for question in MESSAGES:
-            raw = await engine._turns.complete(title_request(question, ""), titles.PARAMS)
+            raw = await engine.chat.turns.complete(title_request(question, ""), titles.PARAMS)
             final = choose(raw, question)  # what Titles.ask_model keeps
             rows.append((question, raw, clean(raw), plausible(clean(raw), question), final))
             print(f"  {question!r}: raw={raw.strip()!r} -> {final!r}", file=sys.stderr, flush=True)

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from wren.engine.api import Engine, TokenPiece
+from wren.engine.api import Engine
 from wren.engine.errors import InvalidRequest, WrenError
 from wren.engine.terminal.tokens import render
-from wren.engine.token_view import visible
+from wren.engine.token_view import TokenPiece, visible
 
 
 def _cover(text: str, pieces: list[TokenPiece]) -> None:
@@ -30,11 +30,11 @@ async def _test_tokens_of_ascii_text_with_ids_and_spans(make_engine):
     engine: Engine = make_engine()
     try:
         text = "Hello world, hello Wren."
-        found = await engine.tokens(text)
-        assert engine._worker is None  # the model was never loaded, only its tokenizer
+        found = await engine.models.tokens(text)
+        assert engine.loaded_worker is None  # the model was never loaded, only its tokenizer
         assert "".join(p.text for p in found) == text
         _cover(text, found)
-        tokenizer = engine._question_tokenizers[next(iter(engine._question_tokenizers))]
+        tokenizer = engine.models._tokenizers[next(iter(engine.models._tokenizers))]
         assert [p.id for p in found] == tokenizer._text.encode(text, add_special_tokens=False).ids
         assert all(text[p.start:p.end] == p.text for p in found)
     finally:
@@ -49,7 +49,7 @@ async def _test_tokens_of_non_ascii_text_show_byte_pieces(make_engine):
     engine: Engine = make_engine()
     try:
         text = "naïve café 日本 🙂"
-        found = await engine.tokens(text)
+        found = await engine.models.tokens(text)
         _cover(text, found)
         byte_pieces = [p for p in found if p.is_bytes]
         assert byte_pieces, "a tiny vocabulary must split rare characters into bytes"
@@ -78,11 +78,11 @@ def test_empty_text_and_bad_input(make_engine):
 async def _test_empty_text_and_bad_input(make_engine):
     engine: Engine = make_engine()
     try:
-        assert await engine.tokens("") == []
+        assert await engine.models.tokens("") == []
         with pytest.raises(InvalidRequest, match="must be text"):
-            await engine.tokens(42)  # type: ignore[arg-type]
+            await engine.models.tokens(42)  # type: ignore[arg-type]
         with pytest.raises(WrenError, match="no model named 'nope'"):
-            await engine.tokens("hi", model="nope")
+            await engine.models.tokens("hi", model="nope")
     finally:
         await engine.close()
 
@@ -94,11 +94,11 @@ def test_special_markup_is_text_and_the_loaded_models_tokenizer_is_used(make_eng
 async def _test_special_markup_is_text_and_the_loaded_models_tokenizer_is_used(make_engine):
     engine: Engine = make_engine()
     try:
-        await engine.load_model()
+        await engine.models.load()
         text = "<|im_end|> ok"
-        found = await engine.tokens(text)
+        found = await engine.models.tokens(text)
         assert "".join(p.text for p in found) == text  # typed markup stays plain text
-        assert engine._question_tokenizers == {}  # the loaded model's tokenizer served it
+        assert engine.models._tokenizers == {}  # the loaded model's tokenizer served it
     finally:
         await engine.close()
 

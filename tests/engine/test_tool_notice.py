@@ -9,8 +9,8 @@ import asyncio
 import pytest
 
 from tests.engine.tools.conftest import by_round, call, collect
-from wren.engine.api import SendOptions
 from wren.engine.events import AnswerNotice, Finished, NoticeKind, event_from_dict, event_to_dict
+from wren.engine.records import SendOptions
 from wren.engine.tools.capability import expected_tool
 
 TOOLS = ("calculator", "current_datetime")
@@ -21,9 +21,9 @@ def run(coro):
 
 
 async def _ask(engine, question, tools=TOOLS):
-    conv = await engine.create_conversation()
-    events = await collect(engine.send(conv.id, question, SendOptions(tools=tools)))
-    stored = (await engine.messages(conv.id))[-1]
+    conv = await engine.conversations.create()
+    events = await collect(engine.chat.send(conv.id, question, SendOptions(tools=tools)))
+    stored = (await engine.conversations.messages(conv.id))[-1]
     return events, stored
 
 

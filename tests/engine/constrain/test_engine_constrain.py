@@ -12,18 +12,18 @@ import jsonschema
 import numpy as np
 import pytest
 
-from wren.engine.api import SendOptions
 from wren.engine.errors import InvalidRequest
 from wren.engine.events import Delta, Failed, FailureKind, Finished, FinishReason
 from wren.engine.inference.backends.scripted import ScriptedBackend
+from wren.engine.records import SendOptions
 from wren.engine.terminal.main import main
 
 CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 
 
 async def _answer(engine, text: str, options: SendOptions | None = None) -> list:
-    conv = await engine.create_conversation()
-    events = [event async for event in engine.send(conv.id, text, options)]
+    conv = await engine.conversations.create()
+    events = [event async for event in engine.chat.send(conv.id, text, options)]
     await engine.close()
     return events
 

@@ -109,21 +109,22 @@ PERSON = {"type": "object", "properties": {
 
 
 def test_response_format_json_schema_through_engine_send(starter_models_dir, wren_home):
-    from wren.engine.api import Engine, SendOptions
+    from wren.engine.api import Engine
     from wren.engine.modelhub.registry import ModelRegistry
+    from wren.engine.records import SendOptions
     from wren.engine.store import Store
 
     fmt = {"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON, "strict": True}}
 
     async def main():
         engine = Engine(Store(wren_home / "wren.sqlite3"), ModelRegistry(starter_models_dir))
-        await engine.load_model(backend="torch-cpu")
-        conv = await engine.create_conversation()
+        await engine.models.load(backend="torch-cpu")
+        conv = await engine.conversations.create()
         answers = []
         for seed in range(2):
             options = SendOptions(sampling=SamplingParams(seed=seed, temperature=0.7, max_tokens=160),
                                   response_format=fmt)
-            events = [e async for e in engine.send(conv.id, "Describe a famous programmer as JSON.", options)]
+            events = [e async for e in engine.chat.send(conv.id, "Describe a famous programmer as JSON.", options)]
             answers.append((events, "".join(e.text for e in events if isinstance(e, Delta))))
         await engine.close()
         return answers

@@ -11,10 +11,9 @@ import json
 import pytest
 
 from tests.engine.mcp.conftest import SERVER, server_pids, stdio_entry, wait_gone
-from wren.engine.api import SendOptions
 from wren.engine.errors import InvalidRequest, NotFound
 from wren.engine.events import Delta, ToolApprovalNeeded, ToolCall, ToolResult
-from wren.engine.records import MessageStatus
+from wren.engine.records import MessageStatus, SendOptions
 from wren.engine.tools.mcp import McpFailure
 
 pytestmark = pytest.mark.timeout(180)
@@ -44,33 +43,33 @@ async def collect(engine, stream, decisions=()):
     async for event in stream:
         out.append(event)
         if isinstance(event, ToolApprovalNeeded):
-            engine.approve_tool(event.id, decisions.pop(0))
+            engine.tools.approve(event.id, decisions.pop(0))
     return out
 
 
 def test_servers_are_configured_through_the_facade_without_starting(make_engine):
     async def main():
         engine = make_engine()
-        info = await engine.add_mcp_server("calc", command="python3", args=["server.py"], env={"K": "v"})
-        web = await engine.add_mcp_server("web", url="http://127.0.0.1:9/mcp", headers={"X-Key": "k"}, timeout=5)
+        info = await engine.tools.add_mcp_server("calc", command="python3", args=["server.py"], env={"K": "v"})
+        web = await engine.tools.add_mcp_server("web", url="http://127.0.0.1:9/mcp", headers={"X-Key": "k"}, timeout=5)
         with pytest.raises(InvalidRequest, match="already exists"):
-            await engine.add_mcp_server("calc", command="other")
+            await engine.tools.add_mcp_server("calc", command="other")
         with pytest.raises(InvalidRequest, match="needs a command"):
-            await engine.add_mcp_server("none")
+            await engine.tools.add_mcp_server("none")
         with pytest.raises(InvalidRequest, match="'url' must be an http"):
-            await engine.add_mcp_server("bad", url="file:///x")
-        names = await engine.import_mcp_servers('{"mcpServers": {"fs": {"command": "npx", "args": ["-y", "fs"]}}}')
+            await engine.tools.add_mcp_server("bad", url="file:///x")
+        names = await engine.tools.import_mcp_servers('{"mcpServers": {"fs": {"command": "npx", "args": ["-y", "fs"]}}}')
         with pytest.raises(InvalidRequest, match="MCP server 'x' needs 'command'"):
-            await engine.import_mcp_servers('{"mcpServers": {"x": {"args": []}}}')
-        servers = await engine.mcp_servers()
-        off = await engine.set_mcp_server_enabled("fs", False)
-        await engine.remove_mcp_server("web")
+            await engine.tools.import_mcp_servers('{"mcpServers": {"x": {"args": []}}}')
+        servers = await engine.tools.mcp_servers()
+        off = await engine.tools.set_mcp_server_enabled("fs", False)
+        await engine.tools.remove_mcp_server("web")
         with pytest.raises(NotFound):
-            await engine.remove_mcp_server("web")
+            await engine.tools.remove_mcp_server("web")
         with pytest.raises(NotFound):
-            await engine.mcp_server_log("web")
-        left = [s.name for s in await engine.mcp_servers()]
-        started = engine.mcp._loop is not None
+            await engine.tools.mcp_server_log("web")
+        left = [s.name for s in await engine.tools.mcp_servers()]
+        started = engine.tools.mcp._loop is not None
         await engine.close()
         return info, web, names, servers, off, left, started
 
@@ -89,12 +88,12 @@ def test_servers_are_configured_through_the_facade_without_starting(make_engine)
 def test_test_lists_tools_that_need_approval_and_close_stops_every_server(make_engine):
     async def main():
         engine = make_engine()
-        await engine.import_mcp_servers(json.dumps({"mcpServers": {"a": stdio_entry(), "off": stdio_entry(disabled=True)}}))
-        tested = await engine.test_mcp_server("a")
-        await engine.prepare_tool_sources()  # a runs already; off stays off
-        tools = await engine.tools()
-        servers = await engine.mcp_servers()
-        log = await engine.mcp_server_log("a")
+        await engine.tools.import_mcp_servers(json.dumps({"mcpServers": {"a": stdio_entry(), "off": stdio_entry(disabled=True)}}))
+        tested = await engine.tools.test_mcp_server("a")
+        await engine.tools.prepare_sources()  # a runs already; off stays off
+        tools = await engine.tools.list()
+        servers = await engine.tools.mcp_servers()
+        log = await engine.tools.mcp_server_log("a")
         await engine.close()
         return tested, tools, servers, server_pids(log)
 
@@ -115,11 +114,11 @@ def test_test_lists_tools_that_need_approval_and_close_stops_every_server(make_e
 def test_a_server_that_cannot_start_is_a_clear_error_from_test(make_engine):
     async def main():
         engine = make_engine()
-        await engine.add_mcp_server("ghost", command="wren-no-such-mcp-server-command")
+        await engine.tools.add_mcp_server("ghost", command="wren-no-such-mcp-server-command")
         try:
             with pytest.raises(McpFailure, match="MCP server 'ghost' could not start: the command .* was not found"):
-                await engine.test_mcp_server("ghost")
-            return await engine.mcp_servers()
+                await engine.tools.test_mcp_server("ghost")
+            return await engine.tools.mcp_servers()
         finally:
             await engine.close()
 
@@ -137,23 +136,23 @@ def test_send_calls_an_mcp_tool_feeds_the_result_back_and_replays_it(make_engine
 
     async def main():
         engine = make_engine(by_round("Adding. " + tool_call("calc__add", a=2, b=40), "The sum is 42."))
-        await engine.add_mcp_server("calc", command=stdio_entry()["command"], args=[str(SERVER)], timeout=2)
+        await engine.tools.add_mcp_server("calc", command=stdio_entry()["command"], args=[str(SERVER)], timeout=2)
         # no prepare_tool_sources here: a Send that names the tool starts its server
-        conv = await engine.create_conversation()
-        events = await collect(engine, engine.send(conv.id, "add 2 and 40", SendOptions(tools=("calc__add",))),
+        conv = await engine.conversations.create()
+        events = await collect(engine, engine.chat.send(conv.id, "add 2 and 40", SendOptions(tools=("calc__add",))),
                                decisions=["once"])
-        shown = await engine.messages(conv.id)
+        shown = await engine.conversations.messages(conv.id)
         prompts = list(engine.scripted.loaded[0].prompts)
 
         # faults: the server crashes mid-call, then a call hangs past the timeout; the chat goes on
         engine.scripted.reply = by_round(tool_call("calc__crash"), tool_call("calc__sleep_forever"), "Still here.")
-        faults = await collect(engine, engine.send(conv.id, "break it", SendOptions(tools=("calc__crash", "calc__sleep_forever"))),
+        faults = await collect(engine, engine.chat.send(conv.id, "break it", SendOptions(tools=("calc__crash", "calc__sleep_forever"))),
                                decisions=["once", "once"])
         # and the server restarted for the next call
         engine.scripted.reply = by_round(tool_call("calc__echo", text="back"), "Done.")
-        again = await collect(engine, engine.send(conv.id, "echo", SendOptions(tools=("calc__echo",))),
+        again = await collect(engine, engine.chat.send(conv.id, "echo", SendOptions(tools=("calc__echo",))),
                               decisions=["once"])
-        pids = server_pids(await engine.mcp_server_log("calc"))
+        pids = server_pids(await engine.tools.mcp_server_log("calc"))
         await engine.close()
         return events, shown, prompts, faults, again, pids
 

@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from wren.engine.tools.mcp import McpManager
 from wren.engine.tools.mcp_config import server_from_entry
 from wren.engine.tools.mcp_facade import McpToolSource
@@ -18,6 +20,7 @@ SERVER = Path(__file__).with_name("mcp_limits_server.py")
 TEST_SERVER = Path(__file__).with_name("mcp_test_server.py")
 
 
+@pytest.mark.serial  # a wall-clock bound: runs with the machine to itself (make test)
 def test_looking_up_two_thousand_tools_by_name_is_fast(tmp_path):
     manager = McpManager(tmp_path / "mcp.json", start_timeout=120)
     entry = {"command": sys.executable, "args": [str(SERVER)], "env": {"WREN_TEST_MCP_TOOLS": "2000"}}
@@ -75,21 +78,21 @@ def _engine_with_window(wren_home, tmp_path, context: int, reply: str = "Fine.")
 
 
 def _ask_with_every_tool(wren_home, tmp_path, tools: int, context: int):
-    from wren.engine.api import SendOptions
     from wren.engine.events import AnswerNotice, Finished
+    from wren.engine.records import SendOptions
 
     async def main():
         engine = _engine_with_window(wren_home, tmp_path, context)
         try:
-            await engine.add_mcp_server("many", command=sys.executable, args=[str(SERVER)],
+            await engine.tools.add_mcp_server("many", command=sys.executable, args=[str(SERVER)],
                                         env={"WREN_TEST_MCP_TOOLS": str(tools)})
-            await engine.prepare_tool_sources()
-            names = tuple(t.name for t in await engine.tools() if t.source == "mcp:many")
-            conv = await engine.create_conversation()
+            await engine.tools.prepare_sources()
+            names = tuple(t.name for t in await engine.tools.list() if t.source == "mcp:many")
+            conv = await engine.conversations.create()
             started = time.monotonic()
-            events = [e async for e in engine.send(conv.id, "Hello", SendOptions(tools=names))]
+            events = [e async for e in engine.chat.send(conv.id, "Hello", SendOptions(tools=names))]
             took = time.monotonic() - started
-            stored = (await engine.messages(conv.id))[-1]
+            stored = (await engine.conversations.messages(conv.id))[-1]
             return names, events, took, stored
         finally:
             await engine.close()

@@ -49,11 +49,11 @@ class NamedLetters(LetterEmbedder):
 
 
 async def _answer_memories(engine: Engine, question: str) -> tuple[int, ...]:
-    conv = await engine.create_conversation("t")
-    async for event in engine.send(conv.id, question):
+    conv = await engine.conversations.create("t")
+    async for event in engine.chat.send(conv.id, question):
         if isinstance(event, Finished):
             break
-    answer = [m for m in await engine.messages(conv.id) if m.role is Role.ASSISTANT][-1]
+    answer = [m for m in await engine.conversations.messages(conv.id) if m.role is Role.ASSISTANT][-1]
     return report_from_meta(answer.meta).memory_ids
 
 
@@ -62,12 +62,12 @@ def test_prompt_path_finds_a_paraphrase_through_the_engine(make_engine):
     async def run():
         engine: Engine = make_engine()
         try:
-            ids = [m.id for m in sorted(await engine.list_memories(), key=lambda m: m.id)]
+            ids = [m.id for m in sorted(await engine.memories.list(), key=lambda m: m.id)]
             used = await _answer_memories(engine, PARAPHRASE)
-            assert await engine.memory_embedder() is not None and engine.memory.retriever.hybrid
+            assert await engine.memories.embedder() is not None and engine.memory.retriever.hybrid
             assert ids[0] in used  # penicillin, found by meaning
             assert ids[1] not in used and ids[2] not in used  # unrelated facts stay out
-            assert await engine.memory_vectors_missing() == 0
+            assert await engine.memories.vectors_missing() == 0
         finally:
             await engine.close()
 
@@ -79,7 +79,7 @@ async def _add_only(make_engine):
     engine: Engine = make_engine()
     try:
         for text in FACTS:
-            await engine.add_memory(text)
+            await engine.memories.add(text)
     finally:
         await engine.close()
 
@@ -91,12 +91,12 @@ def test_fallback_to_bm25_when_the_package_is_absent(make_engine, monkeypatch):
     async def run():
         engine: Engine = make_engine()
         try:
-            ids = {m.text: m.id for m in [await engine.add_memory(t) for t in FACTS]}
-            assert await engine.memory_embedder() is None and not engine.memory.retriever.hybrid
+            ids = {m.text: m.id for m in [await engine.memories.add(t) for t in FACTS]}
+            assert await engine.memories.embedder() is None and not engine.memory.retriever.hybrid
             assert ids[FACTS[0]] not in await _answer_memories(engine, PARAPHRASE)
             # Words still work.
             assert ids[FACTS[3]] in await _answer_memories(engine, "When do I play padel?")
-            assert await engine.memory_vectors_missing() == 0 and await engine.embed_memories() == 0
+            assert await engine.memories.vectors_missing() == 0 and await engine.memories.embed() == 0
         finally:
             await engine.close()
 
@@ -107,16 +107,16 @@ def test_vectors_are_made_off_the_event_loop_and_in_the_background_on_save(make_
     async def run():
         engine: Engine = make_engine()
         fake = NamedLetters("letters-v1")
-        engine.embedder_factory = lambda: fake
+        engine.memories.embedder_factory = lambda: fake
         loop_thread = threading.current_thread().name
         try:
-            memory = await engine.add_memory("I play padel on Thursday evenings.")
+            memory = await engine.memories.add("I play padel on Thursday evenings.")
             await asyncio.sleep(0)  # the save's callback reaches the loop
-            assert engine._embed_job is not None  # started by the save, no prompt needed
-            await engine.memory_embedding_idle()
+            assert engine.memories._embed_job is not None  # started by the save, no prompt needed
+            await engine.memories.embedding_idle()
             assert "I play padel on Thursday evenings." in fake.texts
-            assert await engine.memory_vectors_missing() == 0
-            vector = await engine.memory_query_vector("padel night")
+            assert await engine.memories.vectors_missing() == 0
+            vector = await engine.memories.query_vector("padel night")
             assert isinstance(vector, np.ndarray) and vector.shape == (256,)
             assert fake.threads and loop_thread not in fake.threads
             assert not any(name.startswith("wren-store") for name in fake.threads)  # nor the database thread
@@ -132,27 +132,27 @@ def test_vectors_are_made_off_the_event_loop_and_in_the_background_on_save(make_
 def test_changing_the_model_id_re_embeds_everything(make_engine, wren_home):
     async def fill():
         engine: Engine = make_engine()
-        engine.embedder_factory = lambda: NamedLetters("letters-v1")
+        engine.memories.embedder_factory = lambda: NamedLetters("letters-v1")
         try:
             for text in FACTS:
-                await engine.add_memory(text)
-            await engine.memory_embedding_idle()
-            assert await engine.embed_memories() == 0 and await engine.memory_vectors_missing() == 0
+                await engine.memories.add(text)
+            await engine.memories.embedding_idle()
+            assert await engine.memories.embed() == 0 and await engine.memories.vectors_missing() == 0
         finally:
             await engine.close()
 
     async def switch():
         engine: Engine = make_engine()
         fake = NamedLetters("letters-v2")
-        engine.embedder_factory = lambda: fake
+        engine.memories.embedder_factory = lambda: fake
         try:
-            assert await engine.memory_vectors_missing() == len(FACTS)  # v1's vectors do not count
-            assert await engine.embed_memories(messages=False) == len(FACTS)
+            assert await engine.memories.vectors_missing() == len(FACTS)  # v1's vectors do not count
+            assert await engine.memories.embed(messages=False) == len(FACTS)
             models = engine.store.db.execute_sql("SELECT DISTINCT model FROM memory_vector").fetchall()
             assert models == [("letters-v2",)]
             assert sorted(fake.texts) == sorted(FACTS)
-            ranked = await engine._db(engine.memory.retriever.rank, "padel on thursdays", 1)
-            padel = next(m.id for m in await engine.list_memories() if "padel" in m.text)
+            ranked = await engine.db(engine.memory.retriever.rank, "padel on thursdays", 1)
+            padel = next(m.id for m in await engine.memories.list() if "padel" in m.text)
             assert ranked and ranked[0][0] == padel
         finally:
             await engine.close()
@@ -221,16 +221,16 @@ def test_past_messages_are_embedded_in_the_background_with_their_model_id(make_e
     async def run():
         engine: Engine = make_engine("Take the seven-seat minivan.")
         fake = NamedLetters("letters-v1")
-        engine.embedder_factory = lambda: fake
+        engine.memories.embedder_factory = lambda: fake
         try:
-            await engine.update_memory_settings(reference_history=True)
+            await engine.memories.update_settings(reference_history=True)
             await _answer_memories(engine, "Which car should we buy?")
-            temporary = await engine.create_conversation("secret", temporary=True)
-            async for event in engine.send(temporary.id, "a temporary question"):
+            temporary = await engine.conversations.create("secret", temporary=True)
+            async for event in engine.chat.send(temporary.id, "a temporary question"):
                 if isinstance(event, Finished):
                     break
-            await engine.memory_query_vector("which vehicle")  # first need: starts the job
-            await engine.memory_embedding_idle()
+            await engine.memories.query_vector("which vehicle")  # first need: starts the job
+            await engine.memories.embedding_idle()
             rows = engine.store.db.execute_sql(
                 "SELECT m.content, v.model FROM message_vector v JOIN message m ON m.id = v.message_id "
                 "ORDER BY m.id").fetchall()
@@ -249,10 +249,10 @@ def test_a_failing_embedder_leaves_the_turn_to_bm25(make_engine):
 
     async def run():
         engine: Engine = make_engine()
-        engine.embedder_factory = lambda: Broken("broken")
+        engine.memories.embedder_factory = lambda: Broken("broken")
         try:
-            padel = (await engine.add_memory("I play padel on Thursday evenings.")).id
-            await engine.memory_embedding_idle()  # the background job fails and says so in the log
+            padel = (await engine.memories.add("I play padel on Thursday evenings.")).id
+            await engine.memories.embedding_idle()  # the background job fails and says so in the log
             assert padel in await _answer_memories(engine, "When do I play padel?")
         finally:
             await engine.close()

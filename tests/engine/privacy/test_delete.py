@@ -23,22 +23,22 @@ async def drain(stream):
 def test_a_deleted_chat_leaves_the_files_after_the_undo_window(make_engine, shows):
     async def main():
         engine = make_engine("They live in the hills.")
-        engine.undo_seconds = 0.2
-        conv = await engine.create_conversation()
-        await drain(engine.send(conv.id, f"Where does the {SECRET} live?"))
-        kept = await engine.create_conversation("other")
-        await drain(engine.send(kept.id, "An unrelated question"))
+        engine.privacy.undo_seconds = 0.2
+        conv = await engine.conversations.create()
+        await drain(engine.chat.send(conv.id, f"Where does the {SECRET} live?"))
+        kept = await engine.conversations.create("other")
+        await drain(engine.chat.send(kept.id, "An unrelated question"))
         before = shows(SECRET)
-        await engine.delete_conversation(conv.id)
+        await engine.conversations.delete(conv.id)
         during = shows(SECRET)
-        restored = await engine.restore_conversation(conv.id)  # the undo window is open
-        await engine.delete_conversation(conv.id)
+        restored = await engine.conversations.restore(conv.id)  # the undo window is open
+        await engine.conversations.delete(conv.id)
         await asyncio.sleep(0.6)  # the window closes and the purge runs
         after = shows(SECRET)
         with pytest.raises(NotFound):
-            await engine.restore_conversation(conv.id)
-        left = [c.id for c in await engine.list_conversations()]
-        hits = await engine.list_conversations(SECRET)
+            await engine.conversations.restore(conv.id)
+        left = [c.id for c in await engine.conversations.list()]
+        hits = await engine.conversations.list(SECRET)
         await engine.close()
         return before, during, restored, after, left, kept, hits
 
@@ -52,11 +52,11 @@ def test_a_deleted_chat_leaves_the_files_after_the_undo_window(make_engine, show
 def test_delete_permanently_purges_at_once(make_engine, shows, db_path):
     async def main():
         engine = make_engine("Noted.")
-        engine.undo_seconds = 3600  # only "permanently" can purge in this test
-        conv = await engine.create_conversation(f"About {SECRET}")
-        await drain(engine.send(conv.id, f"my {SECRET} password hint"))
+        engine.privacy.undo_seconds = 3600  # only "permanently" can purge in this test
+        conv = await engine.conversations.create(f"About {SECRET}")
+        await drain(engine.chat.send(conv.id, f"my {SECRET} password hint"))
         assert shows(SECRET)
-        await engine.delete_conversation(conv.id, permanently=True)
+        await engine.conversations.delete(conv.id, permanently=True)
         after = shows(SECRET)
         wal = db_path.with_name(db_path.name + "-wal").stat().st_size  # checkpointed, truncated
         counts = engine.store.db.execute_sql(
@@ -75,7 +75,7 @@ def test_secure_delete_is_on_for_every_connection(make_engine):
     async def main():
         engine = make_engine()
         on_loop_thread = engine.store.db.execute_sql("PRAGMA secure_delete").fetchone()[0]
-        on_db_thread = await engine._db(lambda: engine.store.db.execute_sql("PRAGMA secure_delete").fetchone()[0])
+        on_db_thread = await engine.db(lambda: engine.store.db.execute_sql("PRAGMA secure_delete").fetchone()[0])
         await engine.close()
         return on_loop_thread, on_db_thread
 
@@ -85,16 +85,16 @@ def test_secure_delete_is_on_for_every_connection(make_engine):
 def test_a_forgotten_memory_leaves_the_files_and_the_provenance(make_engine, shows):
     async def main():
         engine = make_engine("They like tuna.")
-        memory = await engine.add_memory(f"My cat {SECRET} likes tuna")
-        conv = await engine.create_conversation()
-        events = await drain(engine.send(conv.id, "What does my cat like to eat?"))
-        answer = (await engine.messages(conv.id))[-1]
+        memory = await engine.memories.add(f"My cat {SECRET} likes tuna")
+        conv = await engine.conversations.create()
+        events = await drain(engine.chat.send(conv.id, "What does my cat like to eat?"))
+        answer = (await engine.conversations.messages(conv.id))[-1]
         used = answer.meta.get("context", {})
         before = shows(SECRET)
-        await engine.delete_memory(memory.id)
+        await engine.memories.delete(memory.id)
         after = shows(SECRET)
-        answer_after = await engine.get_message(answer.id)
-        report = await engine.context_report(answer.id)
+        answer_after = await engine.conversations.message(answer.id)
+        report = await engine.conversations.context_report(answer.id)
         await engine.close()
         return events, used, before, after, answer_after, report, memory
 
@@ -110,10 +110,10 @@ def test_a_forgotten_memory_leaves_the_files_and_the_provenance(make_engine, sho
 def test_a_memory_forgotten_by_chat_and_clear_all_leave_no_copy(make_engine, shows):
     async def main():
         engine = make_engine("OK.")
-        await engine.add_memory(f"{SECRET} is my nickname")
-        await engine.add_memory("I live in Lisbon")
+        await engine.memories.add(f"{SECRET} is my nickname")
+        await engine.memories.add("I live in Lisbon")
         assert shows(SECRET)
-        count = await engine.clear_memories()
+        count = await engine.memories.clear()
         await engine.close()
         return count
 
@@ -127,20 +127,20 @@ def test_a_purged_chat_is_scrubbed_from_other_answers_provenance(make_engine):
 
     async def main():
         engine = make_engine("Fine.")
-        old = await engine.create_conversation("old")
-        await drain(engine.send(old.id, f"The {SECRET} question"))
-        old_ids = [m.id for m in await engine.messages(old.id)]
-        new = await engine.create_conversation("new")
-        await drain(engine.send(new.id, "Something else"))
-        answer = (await engine.messages(new.id))[-1]
+        old = await engine.conversations.create("old")
+        await drain(engine.chat.send(old.id, f"The {SECRET} question"))
+        old_ids = [m.id for m in await engine.conversations.messages(old.id)]
+        new = await engine.conversations.create("new")
+        await drain(engine.chat.send(new.id, "Something else"))
+        answer = (await engine.conversations.messages(new.id))[-1]
         # Provenance as reference chat history writes it: a past message's id and excerpt.
         meta = {**answer.meta, "context": {**answer.meta.get("context", {}), "rendered_prompt": f"… The {SECRET} question …",
                 "parts": [{"kind": "past_chat", "state": "included", "tokens": 5, "source_ids": [old_ids[0]],
                            "text": f"The {SECRET} question"}]}}
-        await engine._db(engine.store.update_message, answer.id, meta=meta)
-        await engine._db(engine.store.delete_conversation, old.id)
-        purged = await engine._db(purge_conversations, engine.store)
-        after = await engine.get_message(answer.id)
+        await engine.db(engine.store.update_message, answer.id, meta=meta)
+        await engine.db(engine.store.delete_conversation, old.id)
+        purged = await engine.db(purge_conversations, engine.store)
+        after = await engine.conversations.message(answer.id)
         await engine.close()
         return purged, after, old_ids
 

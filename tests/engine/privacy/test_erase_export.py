@@ -32,15 +32,15 @@ def test_erase_all_removes_conversations_memories_logs_and_caches_but_keeps_mode
     async def main():
         engine = make_engine("Sure.")
         models.extend(sorted(p.name for p in (wren_home / "models").iterdir()))
-        conv = await engine.create_conversation(f"{SECRET} plans")
-        await drain(engine.send(conv.id, f"Plan the {SECRET} trip"))
-        await engine.add_memory(f"My friend {SECRET} visits in May")
-        await engine.set_setting("about_me", f"I am {SECRET}")
+        conv = await engine.conversations.create(f"{SECRET} plans")
+        await drain(engine.chat.send(conv.id, f"Plan the {SECRET} trip"))
+        await engine.memories.add(f"My friend {SECRET} visits in May")
+        await engine.settings.set("about_me", f"I am {SECRET}")
         before = shows(SECRET)
-        report = await engine.erase_all()
+        report = await engine.privacy.erase_all()
         after = shows(SECRET)
-        left = (await engine.list_conversations(), await engine.list_memories(),
-                await engine.get_setting("about_me"))
+        left = (await engine.conversations.list(), await engine.memories.list(),
+                await engine.settings.get("about_me"))
         await engine.close()
         return before, report, after, left
 
@@ -70,7 +70,7 @@ def test_erase_all_removes_conversations_memories_logs_and_caches_but_keeps_mode
 def test_erase_all_with_models_empties_the_models_folder(make_engine, wren_home):
     async def main():
         engine = make_engine("Sure.")
-        report = await engine.erase_all(keep_models=False)
+        report = await engine.privacy.erase_all(keep_models=False)
         await engine.close()
         return report
 
@@ -82,12 +82,12 @@ def test_erase_all_with_models_empties_the_models_folder(make_engine, wren_home)
 def test_export_all_writes_one_private_zip(make_engine, tmp_path):
     async def main():
         engine = make_engine("Paris.")
-        conv = await engine.create_conversation("Capitals")
-        await drain(engine.send(conv.id, "Capital of France?"))
-        await engine.add_memory("I prefer short answers")
-        await engine.set_setting("about_me", "A geography teacher")
-        await engine.set_setting("openai_api_key", "sk-never-exported")
-        out = await engine.export_all(tmp_path / "exports" / "all.zip")
+        conv = await engine.conversations.create("Capitals")
+        await drain(engine.chat.send(conv.id, "Capital of France?"))
+        await engine.memories.add("I prefer short answers")
+        await engine.settings.set("about_me", "A geography teacher")
+        await engine.settings.set("openai_api_key", "sk-never-exported")
+        out = await engine.privacy.export_all(tmp_path / "exports" / "all.zip")
         await engine.close()
         return out
 
@@ -118,7 +118,7 @@ def test_export_refuses_a_path_that_is_not_a_zip(make_engine, tmp_path):
         engine = make_engine()
         try:
             with pytest.raises(InvalidRequest, match="zip"):
-                await engine.export_all(tmp_path / "notes.txt")
+                await engine.privacy.export_all(tmp_path / "notes.txt")
         finally:
             await engine.close()
 
@@ -137,11 +137,11 @@ def test_data_files_are_readable_by_the_user_alone(make_engine, wren_home, tmp_p
 
     async def main():
         engine = make_engine("Hi.")
-        conv = await engine.create_conversation()
-        await drain(engine.send(conv.id, "Hello"))
+        conv = await engine.conversations.create()
+        await drain(engine.chat.send(conv.id, "Hello"))
         wal = Path(f"{engine.store.path}-wal")
         modes = {"db": mode(Path(engine.store.path)), "wal": mode(wal) if wal.exists() else 0o600}
-        modes["export"] = mode(await engine.export_all(tmp_path / "out.zip"))
+        modes["export"] = mode(await engine.privacy.export_all(tmp_path / "out.zip"))
         await engine.close()
         return modes
 

@@ -36,19 +36,19 @@ async def collect(stream):
 
 async def _remote_engine(make_engine, server, **provider):
     engine = make_engine("a local answer")
-    await engine.add_provider("fake", server.base_url, models=("fake-chat",), **provider)
+    await engine.providers.add("fake", server.base_url, models=("fake-chat",), **provider)
     return engine
 
 
 def test_remote_model_answers_a_conversation(make_engine, server):
     async def main():
         engine = await _remote_engine(make_engine, server)
-        listed = [m.name for m in await engine.list_models()]
-        status = await engine.load_model("fake/fake-chat")
-        destination = engine._destination()
-        conv = await engine.create_conversation()
-        events = await collect(engine.send(conv.id, "What is up?"))
-        msgs = await engine.messages(conv.id)
+        listed = [m.name for m in await engine.models.list()]
+        status = await engine.models.load("fake/fake-chat")
+        destination = engine.destination()
+        conv = await engine.conversations.create()
+        events = await collect(engine.chat.send(conv.id, "What is up?"))
+        msgs = await engine.conversations.messages(conv.id)
         await engine.close()
         return listed, status, destination, events, msgs
 
@@ -74,12 +74,12 @@ def test_a_secret_is_redacted_before_it_leaves(make_engine, server, wren_home):
 
     async def main():
         engine = await _remote_engine(make_engine, server)
-        conv = await engine.create_conversation()
+        conv = await engine.conversations.create()
         # Said to the local model, where the policy allows it: kept as typed.
-        await collect(engine.send(conv.id, f"remember {SECRET} please"))
-        await engine.load_model("fake/fake-chat")
-        events = await collect(engine.send(conv.id, f"and this one {SECRET} too"))
-        msgs = await engine.messages(conv.id)
+        await collect(engine.chat.send(conv.id, f"remember {SECRET} please"))
+        await engine.models.load("fake/fake-chat")
+        events = await collect(engine.chat.send(conv.id, f"and this one {SECRET} too"))
+        msgs = await engine.conversations.messages(conv.id)
         await engine.close()
         return events, msgs
 
@@ -98,9 +98,9 @@ def test_a_blocked_secret_sends_nothing(make_engine, server, wren_home):
 
     async def main():
         engine = await _remote_engine(make_engine, server)
-        await engine.load_model("fake/fake-chat")
-        conv = await engine.create_conversation()
-        events = await collect(engine.send(conv.id, f"my key {SECRET}"))
+        await engine.models.load("fake/fake-chat")
+        conv = await engine.conversations.create()
+        events = await collect(engine.chat.send(conv.id, f"my key {SECRET}"))
         await engine.close()
         return events
 
@@ -114,10 +114,10 @@ def test_reset_mid_stream_stores_the_partial_answer_interrupted(make_engine, ser
 
     async def main():
         engine = await _remote_engine(make_engine, server)
-        await engine.load_model("fake/fake-chat")
-        conv = await engine.create_conversation()
-        events = await collect(engine.send(conv.id, "count"))
-        msgs = await engine.messages(conv.id)
+        await engine.models.load("fake/fake-chat")
+        conv = await engine.conversations.create()
+        events = await collect(engine.chat.send(conv.id, "count"))
+        msgs = await engine.conversations.messages(conv.id)
         await engine.close()
         return events, msgs
 
@@ -137,11 +137,11 @@ def test_usage_is_counted_locally_when_the_server_sends_none(make_engine, server
 
     async def main():
         engine = await _remote_engine(make_engine, server)
-        await engine.load_model("fake/fake-chat")
-        conv = await engine.create_conversation()
-        events = await collect(engine.send(conv.id, "words"))
-        expected = await engine.count_tokens("alpha beta gamma delta")
-        title = await engine.generate_title(conv.id)
+        await engine.models.load("fake/fake-chat")
+        conv = await engine.conversations.create()
+        events = await collect(engine.chat.send(conv.id, "words"))
+        expected = await engine.models.count_tokens("alpha beta gamma delta")
+        title = await engine.chat.generate_title(conv.id)
         await engine.close()
         return events, expected, title
 
@@ -157,13 +157,13 @@ def test_stop_cancels_a_remote_answer(make_engine, server):
 
     async def main():
         engine = await _remote_engine(make_engine, server)
-        await engine.load_model("fake/fake-chat")
-        conv = await engine.create_conversation()
+        await engine.models.load("fake/fake-chat")
+        conv = await engine.conversations.create()
         events = []
-        async for event in engine.send(conv.id, "wait"):
+        async for event in engine.chat.send(conv.id, "wait"):
             events.append(event)
             if isinstance(event, Started):
-                asyncio.get_running_loop().call_later(0.2, engine.stop)
+                asyncio.get_running_loop().call_later(0.2, engine.chat.stop)
         await engine.close()
         return events
 
@@ -176,9 +176,9 @@ def test_setting_context_length_wins_and_unknown_provider_is_local(make_engine, 
 
     async def main():
         engine = await _remote_engine(make_engine, server, context_length=2000)
-        status = await engine.load_model("fake/fake-chat")
+        status = await engine.models.load("fake/fake-chat")
         with pytest.raises(ModelNotFound):
-            await engine.load_model("nobody/fake-chat")
+            await engine.models.load("nobody/fake-chat")
         await engine.close()
         return status
 
@@ -191,16 +191,16 @@ def test_provider_crud_and_bad_input(make_engine, server):
     async def main():
         engine = make_engine()
         with pytest.raises(InvalidRequest, match="plain http:// to another machine"):
-            await engine.add_provider("far", "http://10.1.2.3:8000/v1", discover=False)
+            await engine.providers.add("far", "http://10.1.2.3:8000/v1", discover=False)
         with pytest.raises(InvalidRequest, match="provider name"):
-            await engine.add_provider("bad name", server.base_url, discover=False)
-        found = await engine.add_provider("disc", server.base_url)  # models from GET /models
-        check = await engine.test_provider("disc")
-        listed = await engine.list_providers()
-        await engine.remove_provider("disc")
+            await engine.providers.add("bad name", server.base_url, discover=False)
+        found = await engine.providers.add("disc", server.base_url)  # models from GET /models
+        check = await engine.providers.test("disc")
+        listed = await engine.providers.list()
+        await engine.providers.remove("disc")
         with pytest.raises(NotFound):
-            await engine.remove_provider("disc")
-        left = await engine.list_providers()
+            await engine.providers.remove("disc")
+        left = await engine.providers.list()
         await engine.close()
         return found, check, listed, left
 

@@ -35,22 +35,22 @@ async def collect(stream):
 def test_lone_surrogates_are_refused_clearly_at_the_boundary(make_engine, what):
     async def main():
         engine = make_engine("fine")
-        conv = await engine.create_conversation("ok")
+        conv = await engine.conversations.create("ok")
         try:
             with pytest.raises(InvalidRequest, match="not valid Unicode.*position 6"):
                 if what == "send":
-                    await collect(engine.send(conv.id, SURROGATE))
+                    await collect(engine.chat.send(conv.id, SURROGATE))
                 elif what == "rename":
-                    await engine.rename_conversation(conv.id, SURROGATE)
+                    await engine.conversations.rename(conv.id, SURROGATE)
                 elif what == "create":
-                    await engine.create_conversation(SURROGATE)
+                    await engine.conversations.create(SURROGATE)
                 elif what == "memory":
-                    await engine.add_memory(SURROGATE)
+                    await engine.memories.add(SURROGATE)
                 else:
-                    memory = await engine.add_memory("I like tea")
-                    await engine.edit_memory(memory.id, SURROGATE)
-            assert [m.content for m in await engine.messages(conv.id)] == []
-            assert engine.current_model is None  # refused before the model loaded
+                    memory = await engine.memories.add("I like tea")
+                    await engine.memories.edit(memory.id, SURROGATE)
+            assert [m.content for m in await engine.conversations.messages(conv.id)] == []
+            assert engine.models.current is None  # refused before the model loaded
         finally:
             await engine.close()
 
@@ -61,13 +61,13 @@ def test_titles_are_bounded_and_put_on_one_line(make_engine):
     async def main():
         engine = make_engine("fine")
         try:
-            conv = await engine.create_conversation("x" * 1_000_000)
+            conv = await engine.conversations.create("x" * 1_000_000)
             assert len(conv.title) == TITLE_MAX_CHARS and conv.title.endswith("…")
-            renamed = await engine.rename_conversation(conv.id, "two\nlines\x1b[31m and  spaces " + "y" * 500)
+            renamed = await engine.conversations.rename(conv.id, "two\nlines\x1b[31m and  spaces " + "y" * 500)
             assert len(renamed.title) == TITLE_MAX_CHARS
             assert renamed.title.startswith("two lines [31m and spaces y")
             with pytest.raises(InvalidRequest, match="cannot be empty"):
-                await engine.rename_conversation(conv.id, " \n\x00 ")
+                await engine.conversations.rename(conv.id, " \n\x00 ")
         finally:
             await engine.close()
 
@@ -81,9 +81,9 @@ def test_refused_questions_leave_no_conversation_and_load_no_model(make_engine, 
         engine = make_engine("fine")
         try:
             with pytest.raises(InvalidRequest, match=error):
-                await collect(engine.send_new(text))
-            assert engine.current_model is None  # the token count used the tokenizer alone
-            return await engine.list_conversations()
+                await collect(engine.chat.send_new(text))
+            assert engine.models.current is None  # the token count used the tokenizer alone
+            return await engine.conversations.list()
         finally:
             await engine.close()
 
@@ -95,12 +95,12 @@ def test_too_many_tokens_is_context_overflow_before_loading(make_engine):
         engine = make_engine("fine")
         try:
             with pytest.raises(ContextOverflow):
-                await engine.check_question("word " * 5000)
-            assert engine.current_model is None
-            conv = await engine.create_conversation("kept")
+                await engine.chat.check_question("word " * 5000)
+            assert engine.models.current is None
+            conv = await engine.conversations.create("kept")
             with pytest.raises(ContextOverflow):  # an existing chat: refused, nothing stored
-                await collect(engine.send(conv.id, "word " * 5000))
-            assert await engine.messages(conv.id) == []
+                await collect(engine.chat.send(conv.id, "word " * 5000))
+            assert await engine.conversations.messages(conv.id) == []
         finally:
             await engine.close()
 
@@ -111,12 +111,12 @@ def test_send_new_makes_the_chat_only_for_an_accepted_question(make_engine):
     async def main():
         engine = make_engine("Paris.")
         try:
-            events = await collect(engine.send_new("What is the capital of France?"))
+            events = await collect(engine.chat.send_new("What is the capital of France?"))
             started = next(e for e in events if isinstance(e, Started))
             assert isinstance(events[-1], Finished)
-            (conv,) = await engine.list_conversations()
+            (conv,) = await engine.conversations.list()
             assert conv.id == started.conversation_id and conv.title == "What is the capital of France?"
-            assert [m.content for m in await engine.messages(conv.id)] == ["What is the capital of France?", "Paris."]
+            assert [m.content for m in await engine.conversations.messages(conv.id)] == ["What is the capital of France?", "Paris."]
         finally:
             await engine.close()
 
@@ -141,8 +141,8 @@ def test_close_closes_every_database_connection(make_engine, wren_home):
 
     async def main():
         engine = make_engine("fine")  # its Store was opened on this (the main) thread
-        conv = await engine.create_conversation("t")
-        await collect(engine.send(conv.id, "hello"))  # and used on the database thread
+        conv = await engine.conversations.create("t")
+        await collect(engine.chat.send(conv.id, "hello"))  # and used on the database thread
         assert _db_fds(db.resolve())
         await engine.close()
         return engine
@@ -157,8 +157,8 @@ def test_a_fresh_process_reopens_the_file_after_close(make_engine, wren_home):
 
     async def main():
         engine = make_engine("fine")
-        conv = await engine.create_conversation("t")
-        await collect(engine.send(conv.id, "hello"))
+        conv = await engine.conversations.create("t")
+        await collect(engine.chat.send(conv.id, "hello"))
         await engine.close()
 
     run(main())

@@ -29,17 +29,17 @@ def test_damaged_weights_raise_a_notice_after_load(make_engine, tmp_path):
 
     async def main():
         engine = make_engine("fine")
-        info = await engine.import_model(source, name="imported")
+        info = await engine.models.import_model(source, name="imported")
         heard: list[EngineNotice] = []
         engine.on_notice(heard.append)
-        await engine.load_model("imported")
-        assert (await engine.weight_check()).ok is True
+        await engine.models.load("imported")
+        assert (await engine.models.weight_check()).ok is True
         gguf = info.path / "model.gguf"
         with open(gguf, "r+b") as fh:
             fh.seek(gguf.stat().st_size - 4096)
             fh.write(os.urandom(4096))
-        await engine.load_model("imported")
-        check = await engine.weight_check()
+        await engine.models.load("imported")
+        check = await engine.models.weight_check()
         await asyncio.sleep(0)  # the notice is delivered on the loop
         await engine.close()
         return gguf, check, heard, engine.notices()

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from wren.engine.api import CareMessage, Engine, needs_care
+from wren.engine.api import Engine
 from wren.engine.errors import InvalidRequest
 from wren.engine.events import Delta, Finished, FinishReason, SafetyNotice
-from wren.engine.safety.care import load_care, parse_care
+from wren.engine.safety.care import CareMessage, load_care, needs_care, parse_care
 
 HURTING = "I don't see the point any more, I want to die"
 
@@ -23,14 +23,14 @@ async def _collect(stream) -> list:
 def test_the_model_answers_with_a_care_note_in_its_prompt(make_engine):
     async def main():
         engine: Engine = make_engine("I'm really glad you told me. You matter.")
-        conv = await engine.create_conversation()
-        events = await _collect(engine.send(conv.id, HURTING))
+        conv = await engine.conversations.create()
+        events = await _collect(engine.chat.send(conv.id, HURTING))
         cared = engine.scripted.loaded[0].prompts[-1]
-        other = await engine.create_conversation()
-        await _collect(engine.send(other.id, "What is the capital of France?"))
+        other = await engine.conversations.create()
+        await _collect(engine.chat.send(other.id, "What is the capital of France?"))
         plain = engine.scripted.loaded[0].prompts[-1]
-        stored = await engine.messages(conv.id)
-        note = engine.care_message().system_note
+        stored = await engine.conversations.messages(conv.id)
+        note = engine.safety.care_message().system_note
         await engine.close()
         return events, cared, plain, stored, note
 

@@ -9,8 +9,8 @@ import asyncio
 import pytest
 
 from tests.engine.providers.fakeserver import FakeServer
-from wren.engine.api import SendOptions
 from wren.engine.events import SafetyAction, SafetyNotice
+from wren.engine.records import SendOptions
 from wren.engine.safety import Policy
 from wren.engine.safety.outgoing import guard_outgoing
 
@@ -27,11 +27,11 @@ def server():
 
 async def _ask_remote(make_engine, server, question: str, options: SendOptions | None = None):
     engine = make_engine("a local answer")
-    await engine.add_provider("fake", server.base_url, models=("fake-chat",))
-    await engine.add_memory(f"My OpenAI API key is {SECRET}")
-    await engine.load_model("fake/fake-chat")
-    conv = await engine.create_conversation()
-    events = [e async for e in engine.send(conv.id, question, options)]
+    await engine.providers.add("fake", server.base_url, models=("fake-chat",))
+    await engine.memories.add(f"My OpenAI API key is {SECRET}")
+    await engine.models.load("fake/fake-chat")
+    conv = await engine.conversations.create()
+    events = [e async for e in engine.chat.send(conv.id, question, options)]
     await engine.close()
     return events
 
@@ -85,10 +85,10 @@ def test_a_secret_in_an_attached_file_is_redacted_while_the_typed_question_keeps
 
     async def ask():
         engine = make_engine("a local answer")
-        await engine.add_provider("fake", server.base_url, models=("fake-chat",))
-        await engine.load_model("fake/fake-chat")
-        conv = await engine.create_conversation()
-        events = [e async for e in engine.send(conv.id, "When does my flight leave?",
+        await engine.providers.add("fake", server.base_url, models=("fake-chat",))
+        await engine.models.load("fake/fake-chat")
+        conv = await engine.conversations.create()
+        events = [e async for e in engine.chat.send(conv.id, "When does my flight leave?",
                                                SendOptions(attachments=(str(notes),)))]
         await engine.close()
         return events

@@ -31,7 +31,7 @@ def serving(make_engine: Callable, server_keys) -> Callable:
                     **engine_kwargs) -> AsyncIterator:
         engine = make_engine(reply, **engine_kwargs)
         key, _ = server_keys.create()
-        await engine.load_model()
+        await engine.models.load()
         server = WrenServer(engine, key, port=0, options=options)
         port = await server.start()
         s = type("Served", (), {})()

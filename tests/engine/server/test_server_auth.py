@@ -54,7 +54,7 @@ def test_every_endpoint_needs_the_right_key(serving, wren_home: Path, server_key
             chat = await http.post("/v1/chat/completions", headers=s.headers, json=ENDPOINTS[1][2])
             async with http.stream("POST", "/api/conversation", headers=s.headers, json=ENDPOINTS[3][2]) as r:
                 streamed = b"".join([c async for c in r.aiter_raw()])
-            return s.key, refused, ok, chat, streamed, await s.engine.list_conversations()
+            return s.key, refused, ok, chat, streamed, await s.engine.conversations.list()
 
     try:
         key, refused, ok, chat, streamed, listed = run(main())

@@ -61,12 +61,12 @@ def test_the_stream_matches_the_v1_delta_encoding_byte_for_byte(serving):
     async def main():
         options = ServerOptions(make_token=lambda: "RESUME-TOKEN")
         async with serving(ANSWER, options=options) as s:
-            conv = await s.engine.create_conversation("Golden")
+            conv = await s.engine.conversations.create("Golden")
             body = {"conversation_id": conv.id, "content": "Capital of France?"}
             async with httpx.AsyncClient(base_url=s.url, headers=s.headers, timeout=30) as http, \
                     http.stream("POST", "/api/conversation", json=body) as r:
                 raw = b"".join([chunk async for chunk in r.aiter_raw()])
-                return r, raw, await s.engine.messages(conv.id)
+                return r, raw, await s.engine.conversations.messages(conv.id)
 
     response, raw, stored = run(main())
     assert response.status_code == 200
@@ -93,7 +93,7 @@ def test_a_new_conversation_gets_a_title_event_and_keeps_the_title(serving):
             events = parse(raw)
             conv_id = events[1]["data"]["conversation_id"]
             shown = await http.get(f"/api/conversation/{conv_id}")
-            return events, shown.json(), await s.engine.list_conversations()
+            return events, shown.json(), await s.engine.conversations.list()
 
     events, shown, listed = run(main())
     titles = [e["data"] for e in events if isinstance(e["data"], dict) and e["data"].get("type") == "title_generation"]
@@ -155,7 +155,7 @@ def test_last_event_id_resumes_too_and_a_dropped_answer_keeps_generating(serving
             conv_id = token_event["conversation_id"]
             while s.server.web.tasks:  # nobody listens; it still runs to the end
                 await asyncio.sleep(0.02)
-            stored = await s.engine.messages(conv_id)
+            stored = await s.engine.conversations.messages(conv_id)
             async with http.stream("GET", f"/api/conversation/{conv_id}/stream",
                                    params={"resume": token_event["token"]},
                                    headers={"Last-Event-ID": "0"}) as again:
@@ -170,7 +170,7 @@ def test_last_event_id_resumes_too_and_a_dropped_answer_keeps_generating(serving
 def test_prepare_warms_a_draft_and_stop_ends_an_answer(serving):
     async def main():
         async with serving(LONG, delay=0.01) as s:
-            conv = await s.engine.create_conversation("Drafts")
+            conv = await s.engine.conversations.create("Drafts")
             async with httpx.AsyncClient(base_url=s.url, headers=s.headers, timeout=30) as http:
                 warmed = await http.post("/api/conversation/prepare", json={
                     "conversation_id": conv.id, "content": "What is the capital of France?", "wait": True})
@@ -183,7 +183,7 @@ def test_prepare_warms_a_draft_and_stop_ends_an_answer(serving):
                         if raw.count(b"event: delta\n") == 3:
                             stopped = await http.post(f"/api/conversation/{conv.id}/stop")
                 events = parse(raw)
-                return warmed, no_conv, stopped, events, await s.engine.messages(conv.id)
+                return warmed, no_conv, stopped, events, await s.engine.conversations.messages(conv.id)
 
     warmed, no_conv, stopped, events, stored = run(main())
     assert warmed.status_code == 200 and warmed.json()["prompt_tokens"] > 5
@@ -214,7 +214,7 @@ def test_conversation_errors_are_http_errors_before_the_stream(serving):
                 {"content": "hi", "action": "dance"},
                 {"content": "hi", "tools": ["web_search"], "tool_choice": "auto"},
             )]
-            return results, await s.engine.list_conversations()
+            return results, await s.engine.conversations.list()
 
     (missing, empty, unknown, too_long, action, tools), listed = run(main())
     assert missing.status_code == 400 and "content" in missing.json()["error"]["message"]
@@ -239,7 +239,7 @@ def test_a_temporary_conversation_streams_and_stays_out_of_the_list(serving):
                 async with http.stream("POST", "/api/conversation",
                                        json={"content": "Capital of France?", "temporary": True}) as r:
                     streams.append(parse(b"".join([chunk async for chunk in r.aiter_raw()])))
-            return streams, await s.engine.list_conversations()
+            return streams, await s.engine.conversations.list()
 
     streams, listed = run(main())
     for events in streams:
@@ -251,14 +251,14 @@ def test_a_temporary_conversation_streams_and_stays_out_of_the_list(serving):
 def test_a_blocked_word_stops_both_endpoints_before_anything_is_sent(serving):
     async def main():
         async with serving("You asked about pineapple pizza.") as s:
-            await s.engine.set_blocklist(["pineapple"], [])
+            await s.engine.safety.set_blocklist(["pineapple"], [])
             async with httpx.AsyncClient(base_url=s.url, headers=s.headers, timeout=30) as http:
                 conv = await http.post("/api/conversation", json={"content": "I love pineapple"})
                 chat = await http.post("/v1/chat/completions", json={
                     "messages": [{"role": "user", "content": "I love pineapple"}]})
                 answer = await http.post("/v1/chat/completions", json={
                     "messages": [{"role": "user", "content": "What do I like?"}]})
-            return conv, chat, answer, await s.engine.list_conversations(), s.engine.scripted.loaded[0].prompts
+            return conv, chat, answer, await s.engine.conversations.list(), s.engine.scripted.loaded[0].prompts
 
     conv, chat, answer, listed, prompts = run(main())
     assert conv.status_code == 400 and conv.json()["error"]["code"] == "content_blocked"

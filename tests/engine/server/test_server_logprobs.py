@@ -44,8 +44,8 @@ def test_chat_completions_give_each_tokens_probability_blocking_and_streamed(ser
             stream = await api.chat.completions.create(model="tiny", messages=QUESTION, max_tokens=16, seed=4,
                                                        temperature=1.0, logprobs=True, top_logprobs=3, stream=True)
             chunks = [c async for c in stream]
-            same = (await s.engine.default_sampling("tiny")).with_(temperature=1.0, seed=4, max_tokens=16, logprobs=3)
-            direct = [e async for e in s.engine.stateless_chat(QUESTION, same)]
+            same = (await s.engine.settings.default_sampling("tiny")).with_(temperature=1.0, seed=4, max_tokens=16, logprobs=3)
+            direct = [e async for e in s.server.web.answers.stateless_chat(QUESTION, same)]
             plain = await api.chat.completions.create(model="tiny", messages=QUESTION, max_tokens=4)
             return whole, chunks, direct, plain
 
@@ -69,7 +69,7 @@ def test_chat_completions_give_each_tokens_probability_blocking_and_streamed(ser
 def test_text_completions_give_the_legacy_logprobs_shape(serving):
     async def main():
         async with serving(ANSWER) as s, httpx.AsyncClient(base_url=s.url, headers=s.headers, timeout=30) as http:
-            prompt = s.engine._worker.tokenizer.render_chat(QUESTION)
+            prompt = s.engine.loaded_worker.tokenizer.render_chat(QUESTION)
             whole = await http.post("/v1/completions", json={"prompt": prompt, "logprobs": 2, "max_tokens": 40})
             async with http.stream("POST", "/v1/completions",
                                    json={"prompt": prompt, "logprobs": 2, "stream": True}) as r:
@@ -118,14 +118,14 @@ def test_bad_logprobs_fields_are_refused_naming_the_field(serving):
 def test_continue_streams_the_rest_of_an_answer_into_the_same_message(serving):
     async def main():
         async with serving(backend=HashBackend()) as s:
-            conv = await s.engine.create_conversation("Go on")
+            conv = await s.engine.conversations.create("Go on")
             async with httpx.AsyncClient(base_url=s.url, headers=s.headers, timeout=30) as http:
                 first = await http.post("/api/conversation", json={
                     "conversation_id": conv.id, "content": "Capital of France?",
                     "sampling": {"temperature": 0, "max_tokens": 4}})
-                cut = (await s.engine.messages(conv.id))[-1]
+                cut = (await s.engine.conversations.messages(conv.id))[-1]
                 more = await http.post("/api/conversation", json={"action": "continue", "message_id": cut.id})
-                stored = await s.engine.messages(conv.id)
+                stored = await s.engine.conversations.messages(conv.id)
                 errors = [await http.post("/api/conversation", json=body) for body in (
                     {"action": "continue"},
                     {"action": "continue", "message_id": cut.id, "content": "more"},

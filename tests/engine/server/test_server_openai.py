@@ -33,10 +33,10 @@ def test_openai_client_streams_a_chat_completion_with_usage_and_lists_models(ser
                 model="tiny", messages=[{"role": "user", "content": "What is the capital of France?"}],
                 stream=True, stream_options={"include_usage": True}, temperature=0)
             chunks = [chunk async for chunk in stream]
-            direct = [e async for e in s.engine.stateless_chat(
+            direct = [e async for e in s.server.web.answers.stateless_chat(
                 [{"role": "user", "content": "What is the capital of France?"}],
-                await s.engine.default_sampling("tiny"))]
-            listed = await s.engine.list_conversations()
+                await s.engine.settings.default_sampling("tiny"))]
+            listed = await s.engine.conversations.list()
             return models, chunks, direct, listed
 
     models, chunks, direct, listed = run(main())
@@ -66,7 +66,7 @@ def test_blocking_chat_and_text_completions_report_usage(serving):
                                         {"role": "user", "content": "Capital of France?"}], max_tokens=200)
             # A raw completion: the prompt is continued as given, no chat template; ending it
             # where the template starts an answer makes the scripted model answer.
-            tokenizer = s.engine._worker.tokenizer
+            tokenizer = s.engine.loaded_worker.tokenizer
             prompt = tokenizer.render_chat([{"role": "user", "content": "Capital of France?"}])
             text = await api.completions.create(model="tiny", prompt=prompt, max_tokens=4)
             streamed = await api.completions.create(model="tiny", prompt=prompt, stream=True,
@@ -130,6 +130,7 @@ def test_bad_requests_name_what_is_wrong(serving):
     assert too_long.status_code == 400 and too_long.json()["error"]["code"] == "context_length_exceeded"
 
 
+@pytest.mark.serial  # a wall-clock bound: runs with the machine to itself (make test)
 def test_a_client_that_disconnects_cancels_its_sequence(serving):
     async def main():
         async with serving(LONG, delay=0.01) as s, httpx.AsyncClient(base_url=s.url, headers=s.headers, timeout=30) as http:
@@ -157,6 +158,7 @@ def test_a_client_that_disconnects_cancels_its_sequence(serving):
     assert next_took < 2.0
 
 
+@pytest.mark.serial  # a wall-clock bound: runs with the machine to itself (make test)
 def test_a_blocking_request_whose_client_leaves_is_cancelled_too(serving):
     async def main():
         async with serving(LONG, delay=0.01) as s:
@@ -182,11 +184,11 @@ def test_over_the_queue_limit_is_429_with_retry_after(serving):
                 busy = await http.post("/v1/chat/completions", json={
                     "messages": [{"role": "user", "content": "me too"}]})
                 busy_conv = await http.post("/api/conversation", json={"content": "me too"})
-            s.engine.stop()
+            s.engine.chat.stop()
             await asyncio.sleep(0.2)
             after = await http.post("/v1/chat/completions", json={
                 "messages": [{"role": "user", "content": "now?"}], "max_tokens": 2})
-            return busy, busy_conv, after, await s.engine.list_conversations()
+            return busy, busy_conv, after, await s.engine.conversations.list()
 
     busy, busy_conv, after, listed = run(main())
     for refused in (busy, busy_conv):

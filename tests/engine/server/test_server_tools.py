@@ -59,7 +59,7 @@ def test_blocking_call_goes_back_to_the_client_and_its_result_gets_the_answer(se
                 "role": "tool", "tool_call_id": message.tool_calls[0].id, "content": '{"temp_c": 3, "sky": "cloudy"}'}]
             second = await api.chat.completions.create(model="tiny", messages=follow, tools=[WEATHER, TIME])
             prompts = s.engine.scripted.loaded[0].prompts
-            return first, second, prompts, await s.engine.list_conversations()
+            return first, second, prompts, await s.engine.conversations.list()
 
     first, second, prompts, listed = run(main())
     choice = first.choices[0]
@@ -193,7 +193,7 @@ def fake_openai():
 def test_remote_provider_models_are_listed_and_served(serving, fake_openai):
     async def main():
         async with serving("a local answer") as s:
-            await s.engine.add_provider("fake", fake_openai.base_url, models=("fake-chat",))
+            await s.engine.providers.add("fake", fake_openai.base_url, models=("fake-chat",))
             api = client(s)
             listed = await api.models.list()
             card = await api.models.retrieve("fake/fake-chat")
@@ -220,7 +220,7 @@ def test_a_blocked_word_in_a_calls_arguments_is_caught_before_the_model_reads_it
     same input policy as message text (here a blocklisted word)."""
     async def main():
         async with serving("It is 3 °C in Oslo.") as s:
-            await s.engine.set_blocklist(["pineapple"], [])
+            await s.engine.safety.set_blocklist(["pineapple"], [])
             history = QUESTION + [
                 {"role": "assistant", "content": "", "tool_calls": [{
                     "id": "call_1", "type": "function",
@@ -250,7 +250,7 @@ def test_a_remote_providers_model_gets_the_clients_tools_as_text_and_its_call_co
 
     async def main():
         async with serving("a local answer") as s:
-            await s.engine.add_provider("fake", remote.base_url, models=("fake-chat",))
+            await s.engine.providers.add("fake", remote.base_url, models=("fake-chat",))
             api = client(s)
             first = await api.chat.completions.create(model="fake/fake-chat", messages=QUESTION, tools=[WEATHER])
             message = first.choices[0].message

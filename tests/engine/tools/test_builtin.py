@@ -10,9 +10,9 @@ import math
 import pytest
 
 from tests.engine.tools.conftest import FakeSource, by_round, call, collect
-from wren.engine.api import SendOptions
 from wren.engine.errors import InvalidRequest
 from wren.engine.events import ToolResult
+from wren.engine.records import SendOptions
 from wren.engine.tools.builtin import CALL_CONTEXT, MAX_FILE_BYTES, READ_CHARS, CallContext, ToolFailed, read_text_file
 from wren.engine.tools.calculator import CalcError, evaluate, format_value
 from wren.engine.tools.registry import ToolRegistry, ToolSpec, validate_arguments
@@ -53,6 +53,7 @@ def test_calculator_refuses(expression, why):
         evaluate(expression)
 
 
+@pytest.mark.serial  # a wall-clock bound: runs with the machine to itself (make test)
 def test_calculator_big_products_are_bounded_and_fast():
     import time
 
@@ -157,10 +158,10 @@ def test_attachments_reach_the_read_tool_through_send(make_engine, tmp_path):
     async def main():
         engine = make_engine(by_round(call("read_attachment", file="report.txt"),
                                       call("read_attachment", file=str(secret)), "done"))
-        conv = await engine.create_conversation()
-        events = await collect(engine.send(conv.id, "summarize", SendOptions(attachments=(str(doc),))))
-        shown = await engine.messages(conv.id)
-        missing = await collect(engine.send(conv.id, "again", SendOptions(attachments=(str(tmp_path / "nope.txt"),))))
+        conv = await engine.conversations.create()
+        events = await collect(engine.chat.send(conv.id, "summarize", SendOptions(attachments=(str(doc),))))
+        shown = await engine.conversations.messages(conv.id)
+        missing = await collect(engine.chat.send(conv.id, "again", SendOptions(attachments=(str(tmp_path / "nope.txt"),))))
         await engine.close()
         return events, shown, missing
 
@@ -189,14 +190,14 @@ def test_datetime_and_search_history(make_engine):
         engine = make_engine(by_round(call("current_datetime", timezone="Asia/Tokyo"),
                                       call("current_datetime", timezone="Mars/Olympus"),
                                       call("search_history", query="pelican"), "done"))
-        old = await engine.create_conversation("Birds")
-        await engine.add_memory("My favourite bird is the pelican")
+        old = await engine.conversations.create("Birds")
+        await engine.memories.add("My favourite bird is the pelican")
         store = engine.store
         from wren.engine.records import Role
 
-        await engine._db(store.add_message, old.id, Role.USER, "Tell me about the pelican's pouch", parent_id=None)
-        conv = await engine.create_conversation(settings={"tools": ["current_datetime", "search_history"]})
-        events = await collect(engine.send(conv.id, "go"))
+        await engine.db(store.add_message, old.id, Role.USER, "Tell me about the pelican's pouch", parent_id=None)
+        conv = await engine.conversations.create(settings={"tools": ["current_datetime", "search_history"]})
+        events = await collect(engine.chat.send(conv.id, "go"))
         await engine.close()
         return old, events
 
@@ -213,26 +214,26 @@ def test_datetime_and_search_history(make_engine):
 def test_facade_lists_switches_off_and_calls_directly(make_engine):
     async def main():
         engine = make_engine("hi")
-        names = [t.name for t in await engine.tools()]
-        await engine.set_tool_enabled("calculator", False)
-        off = {t.name: t.enabled for t in await engine.tools()}
-        conv = await engine.create_conversation()
+        names = [t.name for t in await engine.tools.list()]
+        await engine.tools.set_enabled("calculator", False)
+        off = {t.name: t.enabled for t in await engine.tools.list()}
+        conv = await engine.conversations.create()
         refused = None
         try:
-            await collect(engine.send(conv.id, "x", SendOptions(tool_choice="calculator")))
+            await collect(engine.chat.send(conv.id, "x", SendOptions(tool_choice="calculator")))
         except InvalidRequest as exc:
             refused = str(exc)
-        events = await collect(engine.send(conv.id, "x", SendOptions(tool_choice="calculator")))
-        await engine.set_tool_enabled("calculator", True)
-        direct = await engine.call_tool("calculator", {"expression": "6*7"})
-        bad = await engine.call_tool("calculator", {"expression": 1})
+        events = await collect(engine.chat.send(conv.id, "x", SendOptions(tool_choice="calculator")))
+        await engine.tools.set_enabled("calculator", True)
+        direct = await engine.tools.call("calculator", {"expression": "6*7"})
+        bad = await engine.tools.call("calculator", {"expression": 1})
         with pytest.raises(InvalidRequest, match="no tool named"):
-            await engine.call_tool("nope", {})
+            await engine.tools.call("nope", {})
         with pytest.raises(InvalidRequest, match="once, always or deny"):
-            engine.approve_tool("call_1_1", "maybe")
+            engine.tools.approve("call_1_1", "maybe")
         with pytest.raises(InvalidRequest, match="waiting for approval"):
-            engine.approve_tool("call_1_1", "once")
-        engine.cancel_tool("call_unknown")  # harmless
+            engine.tools.approve("call_1_1", "once")
+        engine.tools.cancel("call_unknown")  # harmless
         await engine.close()
         return names, off, refused, events, direct, bad
 
@@ -261,10 +262,10 @@ def test_a_file_attached_earlier_stays_readable_in_the_chat(make_engine, tmp_pat
 
     async def main():
         engine = make_engine(by_round(call("read_attachment", file="notes.md"), "ok"))
-        conv = await engine.create_conversation()
-        await collect(engine.send(conv.id, "here is a file", SendOptions(attachments=(str(doc),), tool_choice="none")))
-        later = await collect(engine.send(conv.id, "what did it say?", SendOptions(tools=("read_attachment",))))
-        settings = (await engine.get_conversation(conv.id)).settings
+        conv = await engine.conversations.create()
+        await collect(engine.chat.send(conv.id, "here is a file", SendOptions(attachments=(str(doc),), tool_choice="none")))
+        later = await collect(engine.chat.send(conv.id, "what did it say?", SendOptions(tools=("read_attachment",))))
+        settings = (await engine.conversations.get(conv.id)).settings
         await engine.close()
         return later, settings
 

@@ -8,8 +8,8 @@ import json
 import shutil
 
 from tests.engine.tools.conftest import by_round, call, collect
-from wren.engine.api import SendOptions
 from wren.engine.events import Delta, ToolResult
+from wren.engine.records import SendOptions
 from wren.engine.tokenize import Tokenizer
 from wren.engine.tools.builtin import CALCULATOR
 from wren.engine.tools.prompt import plan_for
@@ -51,8 +51,8 @@ def test_send_with_a_native_template(wren_home, tiny_model_dir, tmp_path, make_e
 
     async def main():
         engine = make_engine(by_round("Sure. " + call("calculator", expression="2**8"), "256 it is."))
-        conv = await engine.create_conversation()
-        events = await collect(engine.send(conv.id, "2^8?", SendOptions(tools=("calculator",))))
+        conv = await engine.conversations.create()
+        events = await collect(engine.chat.send(conv.id, "2^8?", SendOptions(tools=("calculator",))))
         prompts = engine.scripted.loaded[0].prompts
         await engine.close()
         return events, prompts

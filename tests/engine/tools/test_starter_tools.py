@@ -8,10 +8,11 @@ import asyncio
 
 import pytest
 
-from wren.engine.api import Engine, SendOptions
+from wren.engine.api import Engine
 from wren.engine.events import Delta, Failed, Finished, ToolCall, ToolResult
 from wren.engine.inference.sampling import SamplingParams
 from wren.engine.modelhub.registry import ModelRegistry
+from wren.engine.records import SendOptions
 from wren.engine.store import Store
 from wren.engine.tools.builtin import CALCULATOR
 from wren.engine.tools.registry import validate_arguments
@@ -22,12 +23,12 @@ pytestmark = pytest.mark.slow
 def test_forced_calculator_call_in_10_of_10_seeds(starter_models_dir, wren_home):
     async def main():
         engine = Engine(Store(wren_home / "wren.sqlite3"), ModelRegistry(starter_models_dir))
-        await engine.load_model(backend="torch-cpu")
-        conv = await engine.create_conversation()
+        await engine.models.load(backend="torch-cpu")
+        conv = await engine.conversations.create()
         runs = []
         for seed in range(10):
             params = SamplingParams(seed=seed, temperature=0.7, max_tokens=256)
-            events = [e async for e in engine.send(conv.id, "What is 17 times 23?",
+            events = [e async for e in engine.chat.send(conv.id, "What is 17 times 23?",
                                                    SendOptions(sampling=params, tool_choice="calculator"))]
             runs.append(events)
         await engine.close()

@@ -7,7 +7,6 @@ import asyncio
 import json
 
 from tests.engine.tools.conftest import FakeSource, by_round, call, collect
-from wren.engine.api import SendOptions
 from wren.engine.events import (
     Delta,
     Finished,
@@ -20,7 +19,7 @@ from wren.engine.events import (
     Usage,
 )
 from wren.engine.inference.backends.scripted import ScriptedBackend
-from wren.engine.records import MessageStatus
+from wren.engine.records import MessageStatus, SendOptions
 from wren.engine.tools.runner import CANCELLED, DECLINED
 
 
@@ -35,9 +34,9 @@ def kinds(events):
 def test_call_runs_result_is_fed_back_and_the_answer_goes_on(make_engine):
     async def main():
         engine = make_engine(by_round("Let me see. " + call("calculator", expression="6*7"), "It is 42."))
-        conv = await engine.create_conversation()
-        events = await collect(engine.send(conv.id, "what is 6*7?", SendOptions(tools=("calculator",))))
-        shown = await engine.messages(conv.id)
+        conv = await engine.conversations.create()
+        events = await collect(engine.chat.send(conv.id, "what is 6*7?", SendOptions(tools=("calculator",))))
+        shown = await engine.conversations.messages(conv.id)
         prompts = list(engine.scripted.loaded[0].prompts)
         await engine.close()
         return events, shown, prompts
@@ -72,9 +71,9 @@ def test_call_runs_result_is_fed_back_and_the_answer_goes_on(make_engine):
 def test_several_rounds_up_to_the_limit(make_engine):
     async def main():
         engine = make_engine(by_round(*(call("calculator", expression=f"{i}+1") for i in range(5))))
-        await engine.set_setting("tools.max_rounds", 2)
-        conv = await engine.create_conversation(settings={"tools": ["calculator"]})
-        events = await collect(engine.send(conv.id, "count"))
+        await engine.settings.set("tools.max_rounds", 2)
+        conv = await engine.conversations.create(settings={"tools": ["calculator"]})
+        events = await collect(engine.chat.send(conv.id, "count"))
         await engine.close()
         return events
 
@@ -88,9 +87,9 @@ def test_several_rounds_up_to_the_limit(make_engine):
 def test_no_tools_by_default_and_tool_choice_none(make_engine):
     async def main():
         engine = make_engine(call("calculator", expression="1"))
-        conv = await engine.create_conversation()
-        plain = await collect(engine.send(conv.id, "hi"))
-        none = await collect(engine.send(conv.id, "hi", SendOptions(tools=("calculator",), tool_choice="none")))
+        conv = await engine.conversations.create()
+        plain = await collect(engine.chat.send(conv.id, "hi"))
+        none = await collect(engine.chat.send(conv.id, "hi", SendOptions(tools=("calculator",), tool_choice="none")))
         prompt = engine.scripted.loaded[0].prompts[0]
         await engine.close()
         return plain, none, prompt
@@ -106,11 +105,11 @@ def _approval_engine(make_engine, decisions, replies=None):
     source = FakeSource(danger=lambda args, cancel: _value(f"ran with {args['x']}"))
     source.approval.add("danger")
     engine = make_engine(by_round(*(replies or (call("danger", x="a"), "done."))))
-    engine.tool_registry.add_source(source)
+    engine.tools.registry.add_source(source)
 
     def answer(event):
         if isinstance(event, ToolApprovalNeeded):
-            engine.approve_tool(event.id, decisions.pop(0))
+            engine.tools.approve(event.id, decisions.pop(0))
 
     return engine, source, answer
 
@@ -122,14 +121,14 @@ async def _value(v):
 def test_approval_once_always_and_deny(make_engine):
     async def main():
         engine, source, answer = _approval_engine(make_engine, ["once", "deny", "always"])
-        conv = await engine.create_conversation(settings={"tools": ["danger"]})
-        once = await collect(engine.send(conv.id, "go"), answer)
-        deny = await collect(engine.send(conv.id, "go"), answer)
-        always = await collect(engine.send(conv.id, "go"), answer)
-        allowed = await engine.always_allowed_tools()
-        again = await collect(engine.send(conv.id, "go"), answer)  # no question this time
-        await engine.revoke_tool_approval("danger")
-        revoked = await engine.always_allowed_tools()
+        conv = await engine.conversations.create(settings={"tools": ["danger"]})
+        once = await collect(engine.chat.send(conv.id, "go"), answer)
+        deny = await collect(engine.chat.send(conv.id, "go"), answer)
+        always = await collect(engine.chat.send(conv.id, "go"), answer)
+        allowed = await engine.tools.always_allowed()
+        again = await collect(engine.chat.send(conv.id, "go"), answer)  # no question this time
+        await engine.tools.revoke_approval("danger")
+        revoked = await engine.tools.always_allowed()
         await engine.close()
         return source, once, deny, always, allowed, again, revoked
 
@@ -159,16 +158,16 @@ def test_injection_in_a_result_still_needs_approval(make_engine):
         source.approval.add("danger")
         # round 2: the model obeys the injected text and calls the dangerous tool
         engine = make_engine(by_round(call("fetch", x="page"), call("danger", x="steal"), "ok"))
-        engine.tool_registry.add_source(source)
-        conv = await engine.create_conversation(settings={"tools": ["fetch", "danger"]})
+        engine.tools.registry.add_source(source)
+        conv = await engine.conversations.create(settings={"tools": ["fetch", "danger"]})
         asked = []
 
         def answer(event):
             if isinstance(event, ToolApprovalNeeded):
                 asked.append(event)
-                engine.approve_tool(event.id, "deny")
+                engine.tools.approve(event.id, "deny")
 
-        events = await collect(engine.send(conv.id, "read the page"), answer)
+        events = await collect(engine.chat.send(conv.id, "read the page"), answer)
         prompt = engine.scripted.loaded[0].prompts[1]
         await engine.close()
         return source, events, asked, prompt
@@ -184,15 +183,15 @@ def test_injection_in_a_result_still_needs_approval(make_engine):
 def test_stop_during_approval_wait(make_engine):
     async def main():
         engine, source, _ = _approval_engine(make_engine, [])
-        conv = await engine.create_conversation(settings={"tools": ["danger"]})
+        conv = await engine.conversations.create(settings={"tools": ["danger"]})
 
         def stop(event):
             if isinstance(event, ToolApprovalNeeded):
-                asyncio.get_running_loop().call_later(0.05, engine.stop)
+                asyncio.get_running_loop().call_later(0.05, engine.chat.stop)
 
-        events = await asyncio.wait_for(collect(engine.send(conv.id, "go"), stop), 10)
-        shown = await engine.messages(conv.id)
-        pending = dict(engine.tool_state.approvals)
+        events = await asyncio.wait_for(collect(engine.chat.send(conv.id, "go"), stop), 10)
+        shown = await engine.conversations.messages(conv.id)
+        pending = dict(engine.tools.state.approvals)
         await engine.close()
         return source, events, shown, pending
 
@@ -210,20 +209,20 @@ def test_stop_and_cancel_during_a_running_tool(make_engine):
     async def main():
         source = FakeSource(slow=slow)
         engine = make_engine(by_round(call("slow", x="1"), "after the cancel"))
-        engine.tool_registry.add_source(source)
-        conv = await engine.create_conversation(settings={"tools": ["slow"]})
+        engine.tools.registry.add_source(source)
+        conv = await engine.conversations.create(settings={"tools": ["slow"]})
 
         def cancel(event):
             if isinstance(event, ToolCall):
-                asyncio.get_running_loop().call_later(0.05, engine.cancel_tool, event.id)
+                asyncio.get_running_loop().call_later(0.05, engine.tools.cancel, event.id)
 
         def stop(event):
             if isinstance(event, ToolCall):
-                asyncio.get_running_loop().call_later(0.05, engine.stop, conv.id)
+                asyncio.get_running_loop().call_later(0.05, engine.chat.stop, conv.id)
 
-        cancelled = await asyncio.wait_for(collect(engine.send(conv.id, "go"), cancel), 10)
-        stopped = await asyncio.wait_for(collect(engine.send(conv.id, "go"), stop), 10)
-        running = dict(engine.tool_state.running)
+        cancelled = await asyncio.wait_for(collect(engine.chat.send(conv.id, "go"), cancel), 10)
+        stopped = await asyncio.wait_for(collect(engine.chat.send(conv.id, "go"), stop), 10)
+        running = dict(engine.tools.state.running)
         await engine.close()
         return cancelled, stopped, running
 
@@ -244,10 +243,10 @@ def test_tool_that_raises_unknown_tool_and_bad_arguments(make_engine):
         engine = make_engine(by_round(
             call("boom", x="1"), call("no_such_tool", q=1), call("calculator", expression=5),
             '<tool_call>{"name": "calculator", "arguments": {"expression": }</tool_call>', "still here"))
-        engine.tool_registry.add_source(source)
-        await engine.set_setting("tools.constrain", False)  # as a model writes without constrained decoding
-        conv = await engine.create_conversation(settings={"tools": ["boom", "calculator"]})
-        events = await collect(engine.send(conv.id, "go"))
+        engine.tools.registry.add_source(source)
+        await engine.settings.set("tools.constrain", False)  # as a model writes without constrained decoding
+        conv = await engine.conversations.create(settings={"tools": ["boom", "calculator"]})
+        events = await collect(engine.chat.send(conv.id, "go"))
         await engine.close()
         return events
 
@@ -268,12 +267,12 @@ def test_a_10_mb_result_is_truncated_with_a_note(make_engine):
 
     async def main():
         engine = make_engine(by_round(call("huge", x="1"), "read it"))
-        engine.tool_registry.add_source(FakeSource(huge=huge))
-        await engine.set_setting("tools.result_tokens", 300)
-        conv = await engine.create_conversation(settings={"tools": ["huge"]})
-        events = await collect(engine.send(conv.id, "go"))
+        engine.tools.registry.add_source(FakeSource(huge=huge))
+        await engine.settings.set("tools.result_tokens", 300)
+        conv = await engine.conversations.create(settings={"tools": ["huge"]})
+        events = await collect(engine.chat.send(conv.id, "go"))
         prompt = engine.scripted.loaded[0].prompts[1]
-        shown = await engine.messages(conv.id)
+        shown = await engine.conversations.messages(conv.id)
         await engine.close()
         return events, prompt, shown
 
@@ -290,9 +289,9 @@ def test_secrets_in_results_are_redacted_and_arguments_scanned(make_engine):
 
     async def main():
         engine = make_engine(by_round(call("leak", x="1"), "ok"))
-        engine.tool_registry.add_source(FakeSource(leak=lambda a, c: _value(f"the key is {key}")))
-        conv = await engine.create_conversation(settings={"tools": ["leak"]})
-        events = await collect(engine.send(conv.id, "go"))
+        engine.tools.registry.add_source(FakeSource(leak=lambda a, c: _value(f"the key is {key}")))
+        conv = await engine.conversations.create(settings={"tools": ["leak"]})
+        events = await collect(engine.chat.send(conv.id, "go"))
         prompt = engine.scripted.loaded[0].prompts[1]
         await engine.close()
         return engine, events, prompt
@@ -313,9 +312,9 @@ def test_stored_message_replays_in_order(make_engine):
         replies = {0: "A " + call("calculator", expression="1+1") + call("current_datetime"),
                    2: "B " + call("calculator", expression="2*3"), 3: "C"}
         engine = make_engine(lambda prompt: replies[prompt.count("<tool_response>")])
-        conv = await engine.create_conversation(settings={"tools": ["calculator", "current_datetime"]})
-        events = await collect(engine.send(conv.id, "go"))
-        shown = await engine.messages(conv.id)
+        conv = await engine.conversations.create(settings={"tools": ["calculator", "current_datetime"]})
+        events = await collect(engine.chat.send(conv.id, "go"))
+        shown = await engine.conversations.messages(conv.id)
         await engine.close()
         return events, shown
 
@@ -334,8 +333,8 @@ def test_forced_tool_choice_starts_the_call(make_engine):
     async def main():
         # the scripted model writes only the arguments: the call's opening is in the prompt
         engine = make_engine(backend=ForcedScripted(by_round('{"expression": "3*3"}}\n</tool_call>', "nine")))
-        conv = await engine.create_conversation()
-        events = await collect(engine.send(conv.id, "go", SendOptions(tool_choice="calculator")))
+        conv = await engine.conversations.create()
+        events = await collect(engine.chat.send(conv.id, "go", SendOptions(tool_choice="calculator")))
         prompts = engine.scripted.loaded[0].prompts
         await engine.close()
         return events, prompts
@@ -371,8 +370,8 @@ def test_constrained_calls_name_only_offered_tools(make_engine):
 
     async def main():
         engine = make_engine(by_round(call("no_such_tool", q=1), "done"))
-        conv = await engine.create_conversation(settings={"tools": ["calculator"]})
-        events = await collect(engine.send(conv.id, "go"))
+        conv = await engine.conversations.create(settings={"tools": ["calculator"]})
+        events = await collect(engine.chat.send(conv.id, "go"))
         await engine.close()
         return events
 
