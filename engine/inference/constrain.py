@@ -18,10 +18,8 @@ The grammar engine is llguidance (chosen by measurement, bench/constrained.py
 xgrammar compiles for ~20 ms and outlines-core indexes for ~300 ms), supports lazy triggers,
 and needs neither torch nor a GPU, so the MLX path on a Mac uses it as the torch path does.
 
-Tool-call wrappers (`FAMILIES`), the text a model of that family writes for one call:
-- "hermes" (Qwen 2.5/3, Hermes, SmolLM3): `<tool_call>\\n{"name": N, "arguments": A}\\n</tool_call>`
-- "llama3" (Llama 3.1-3.3 JSON calls): `{"name": N, "parameters": A}`
-- "mistral" (`[TOOL_CALLS]` tokenizers, v3 and later): `[TOOL_CALLS][{"name": N, "arguments": A}]`
+Tool calls are written in the model family's wrapper, the text a model of that family writes
+for one call (engine.inference.families.formats: "hermes", "llama3", "mistral").
 A marker that is one special token of the model's vocabulary is matched as that token.
 """
 
@@ -39,8 +37,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidRequest
+from .families import TOOL_FORMATS
 
-FAMILIES = ("hermes", "llama3", "mistral")
 # Tool names a constraint accepts: those of OpenAI's and MCP's conventions, plus "." and ":"
 # for tools namespaced by their server.
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
@@ -57,25 +55,6 @@ class ConstraintError(InvalidRequest):
 
 class ConstraintViolation(RuntimeError):
     """The grammar engine refused a token it had allowed, or reached an error state."""
-
-
-@dataclass(frozen=True)
-class _Wrapper:
-    """How a family writes one call: `before` + `{"name": N, "<args_key>": A}` + `after`;
-    several calls (auto mode) repeat the whole; `array` wraps the call objects in [ ]."""
-
-    trigger: str  # what starts a call in free text
-    before: str
-    after: str
-    args_key: str
-    array: bool = False
-
-
-_WRAPPERS = {
-    "hermes": _Wrapper("<tool_call>", "<tool_call>\n", "\n</tool_call>", "arguments"),
-    "llama3": _Wrapper('{"name": ', "", "", "parameters"),
-    "mistral": _Wrapper("[TOOL_CALLS]", "[TOOL_CALLS]", "", "arguments", array=True),
-}
 
 
 @dataclass(frozen=True)
@@ -189,7 +168,7 @@ class Constraint:
         token that spells it in this model's vocabulary."""
         if self.kind == "json":
             return f"%llguidance {{}}\nstart: json_body\njson_body: %json {_json_arg(self.schema)}\n"
-        w = _WRAPPERS[self.family]
+        w = TOOL_FORMATS[self.family]
         rules = ["%llguidance {}"]
         names = [f"call_{i}" for i in range(len(self.tools))]
         for rule, (name, params) in zip(names, self.tools):
@@ -333,8 +312,8 @@ class ConstraintState:
 # -- helpers -------------------------------------------------------------------------------
 
 def _family(family: str) -> str:
-    if family not in FAMILIES:
-        raise ConstraintError(f"unknown tool-call family {family!r}; expected one of {', '.join(FAMILIES)}")
+    if family not in TOOL_FORMATS:
+        raise ConstraintError(f"unknown tool-call family {family!r}; expected one of {', '.join(TOOL_FORMATS)}")
     return family
 
 
@@ -479,7 +458,6 @@ def response_format_argument(value: str | None) -> dict | None:
 
 
 __all__: Sequence[str] = (
-    "FAMILIES",
     "Constraint",
     "ConstraintError",
     "ConstraintState",

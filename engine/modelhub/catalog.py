@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ModelFileError
-from .gguf_import import SUPPORTED_MODEL_TYPES
+from ..inference import families
 
 CATALOG_RESOURCE = "models/catalog.json"
 # The system and the programs already open need memory too: a model "fits" when it needs at
@@ -99,10 +99,10 @@ def _entry(raw: Any, where: str) -> CatalogEntry:
         if not isinstance(value, kind) or isinstance(value, bool) or value in ("", 0) or (kind is int and value < 0):
             raise ModelFileError(f"{where}: {key!r} must be a non-empty {kind.__name__}, got {value!r}")
         values[key] = value
-    if values["architecture"] not in SUPPORTED_MODEL_TYPES:
+    if families.find_model_type(values["architecture"]) is None:
         raise ModelFileError(
             f"{where}: architecture {values['architecture']!r} is not one Wren runs "
-            f"({', '.join(sorted(SUPPORTED_MODEL_TYPES))})"
+            f"({', '.join(families.model_types())})"
         )
     if not values["file"].endswith(".gguf") or "/" not in values["repo"]:
         raise ModelFileError(f"{where}: expected a Hugging Face repo (owner/name) and a .gguf file")

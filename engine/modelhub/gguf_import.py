@@ -25,6 +25,8 @@ import numpy as np
 from gguf.constants import LlamaFileType
 
 from ..errors import ModelFileError, UnsupportedArchitecture
+from ..inference import families
+from ..inference.families import Family
 from ..tokenize import validate_chat_template
 from .gguf_file import GGUFFile, TensorInfo
 from .gguf_tokenizer import END_OF_TURN_TOKENS, build_tokenizer
@@ -33,42 +35,12 @@ from .validate import describe_os_error, validate_llama_gguf
 
 Progress = Callable[[int, int], None]
 
-# GGUF general.architecture -> HF model_type and class
-ARCHITECTURES: dict[str, tuple[str, str]] = {
-    "llama": ("llama", "LlamaForCausalLM"),
-    "mistral": ("mistral", "MistralForCausalLM"),
-    "qwen2": ("qwen2", "Qwen2ForCausalLM"),
-    "qwen3": ("qwen3", "Qwen3ForCausalLM"),
-}
-SUPPORTED_MODEL_TYPES = frozenset(model_type for model_type, _ in ARCHITECTURES.values())
-# llama.cpp's converter permutes Q/K rows into the interleaved RoPE layout only for these;
-# qwen2/qwen3 run NEOX-style RoPE in llama.cpp and are stored in HF order.
-PERMUTED_ARCHS = frozenset({"llama", "mistral"})
-
 # Bump when the output changes, so cached imports (the starter) are rebuilt.
 # 2: the GGUF is kept as model.gguf (1 converted it to float32 safetensors); 3: the
 # starter's generation_config.json carries its card's sampling advice.
 IMPORTER_VERSION = 3
 GGUF_FILE = "model.gguf"
 
-GLOBAL_TENSORS = {
-    "token_embd.weight": "model.embed_tokens.weight",
-    "output_norm.weight": "model.norm.weight",
-    "output.weight": "lm_head.weight",
-}
-LAYER_TENSORS = {
-    "attn_norm": "input_layernorm",
-    "ffn_norm": "post_attention_layernorm",
-    "attn_q": "self_attn.q_proj",
-    "attn_k": "self_attn.k_proj",
-    "attn_v": "self_attn.v_proj",
-    "attn_output": "self_attn.o_proj",
-    "attn_q_norm": "self_attn.q_norm",
-    "attn_k_norm": "self_attn.k_norm",
-    "ffn_gate": "mlp.gate_proj",
-    "ffn_up": "mlp.up_proj",
-    "ffn_down": "mlp.down_proj",
-}
 # llama.cpp-only tensors that HF models derive from config instead
 _SKIPPED = re.compile(r"^(rope_freqs\.weight|blk\.\d+\.attn_rot_embd\.weight)$")
 _LAYER_RE = re.compile(r"^blk\.(\d+)\.([a-z_]+)\.(weight|bias)$")
@@ -213,12 +185,13 @@ def file_checksum(path: Path, cancel: Any = None) -> dict[str, Any] | None:
 
 def _inspect(gguf: GGUFFile) -> tuple[str, dict[str, Any], list[PlannedTensor]]:
     arch = gguf.metadata.get("general.architecture")
-    if arch not in ARCHITECTURES:
+    family = families.find_architecture(arch)
+    if family is None:
         raise UnsupportedArchitecture(
-            f"{gguf.label} is a {arch!r} model; Wren imports {', '.join(sorted(ARCHITECTURES))} GGUF files"
+            f"{gguf.label} is a {arch!r} model; Wren imports {', '.join(families.architectures())} GGUF files"
         )
     validate_llama_gguf(gguf, arch)
-    config = _model_config(gguf, arch)
+    config = _model_config(gguf, arch, family)
     plan = plan_tensors(gguf, arch, config)
     config["torch_dtype"] = "float32"  # the activations; the weights keep the file's blocks
     return arch, config, plan
@@ -268,7 +241,7 @@ def _os_error_message(exc: OSError, path: Path) -> str:
     return describe_os_error(exc, path) + "; the import was undone"
 
 
-def _model_config(gguf: GGUFFile, arch: str) -> dict[str, Any]:
+def _model_config(gguf: GGUFFile, arch: str, family: Family) -> dict[str, Any]:
     meta = gguf.metadata
 
     def need(key: str) -> Any:
@@ -290,11 +263,10 @@ def _model_config(gguf: GGUFFile, arch: str) -> dict[str, Any]:
     embed = gguf.tensors.get("token_embd.weight")
     if embed is None:
         raise ModelFileError(f"{gguf.label} has no token_embd.weight tensor")
-    model_type, hf_class = ARCHITECTURES[arch]
     theta = float(opt("rope.freq_base", 10000.0))
     config: dict[str, Any] = {
-        "architectures": [hf_class],
-        "model_type": model_type,
+        "architectures": [family.hf_class],
+        "model_type": family.model_type,
         "hidden_size": hidden,
         "intermediate_size": need("feed_forward_length"),
         "num_hidden_layers": need("block_count"),
@@ -311,16 +283,7 @@ def _model_config(gguf: GGUFFile, arch: str) -> dict[str, Any]:
         "tie_word_embeddings": "output.weight" not in gguf.tensors,
         "attention_dropout": 0.0,
     }
-    if model_type == "qwen2":
-        config["attention_bias"] = True
-        config["use_sliding_window"] = False
-    else:
-        config["attention_bias"] = any(
-            name.endswith(("attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias")) for name in gguf.tensors
-        )
-        config["mlp_bias"] = False
-    if model_type == "mistral":
-        config["sliding_window"] = opt("attention.sliding_window", None)
+    config.update(family.gguf_config(opt, gguf.tensors.keys()))
     return config
 
 
@@ -364,20 +327,21 @@ def plan_tensors(gguf: GGUFFile, arch: str, config: dict[str, Any]) -> list[Plan
     tensor, or a type Wren cannot compute with, names the tensor and the type."""
     from ..inference.quant.ggml import check_supported
 
+    family = families.by_architecture(arch)
     heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
-    permute = arch in PERMUTED_ARCHS
+    permute = family.permuted_qk
     plan: list[PlannedTensor] = []
     for info in gguf.tensors.values():
         if _SKIPPED.match(info.name):
             continue
-        hf_name = GLOBAL_TENSORS.get(info.name)
+        hf_name = family.global_tensors.get(info.name)
         part = None
         if hf_name is None:
             match = _LAYER_RE.match(info.name)
-            if match is None or match.group(2) not in LAYER_TENSORS:
+            if match is None or match.group(2) not in family.layer_tensors:
                 raise UnsupportedArchitecture(f"{gguf.label} has a tensor Wren does not know: {info.name}")
             layer, part, kind = match.groups()
-            hf_name = f"model.layers.{layer}.{LAYER_TENSORS[part]}.{kind}"
+            hf_name = f"model.layers.{layer}.{family.layer_tensors[part]}.{kind}"
         check_supported(info.ggml_type, info.name, str(gguf.label))
         unpermute = {"attn_q": heads, "attn_k": kv_heads}.get(part, 0) if permute else 0
         plan.append(PlannedTensor(hf_name, info, unpermute))

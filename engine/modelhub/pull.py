@@ -457,7 +457,7 @@ def _check_folder_config(plan: PullPlan, root: Path) -> None:
 
     from huggingface_hub import hf_hub_download
 
-    from .gguf_import import SUPPORTED_MODEL_TYPES
+    from ..inference import families
 
     with tempfile.TemporaryDirectory(prefix=".config-", dir=root) as tmp:
         path = _hub_call(plan.repo, lambda _api: hf_hub_download(
@@ -468,9 +468,9 @@ def _check_folder_config(plan: PullPlan, root: Path) -> None:
         except (OSError, ValueError) as exc:
             raise ModelFileError(f"the config.json of {plan.repo} cannot be read: {exc}") from exc
     model_type = config.get("model_type") if isinstance(config, dict) else None
-    if model_type not in SUPPORTED_MODEL_TYPES:
+    if families.find_model_type(model_type) is None:
         raise UnsupportedArchitecture(
-            f"{plan.repo} holds a {model_type!r} model; Wren runs {', '.join(sorted(SUPPORTED_MODEL_TYPES))}"
+            f"{plan.repo} holds a {model_type!r} model; Wren runs {', '.join(families.model_types())}"
         )
 
 

@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidRequest, ModelFileError, ModelNotFound, UnsupportedArchitecture, WrenError
+from ..inference import families
 from ..paths import models_dir
 from .gguf_import import (
     GGUF_FILE,
     IMPORTER_VERSION,
     LOCK_SUFFIX,
     PARTIAL_PREFIX,
-    SUPPORTED_MODEL_TYPES,
     convert_gguf,
     file_checksum,
     staging_dir,
@@ -373,9 +373,9 @@ def inspect_folder(folder: Path) -> dict[str, Any]:
     except (OSError, ValueError) as exc:
         raise ModelFileError(f"{folder / 'config.json'} cannot be read: {exc}") from exc
     model_type = config.get("model_type") if isinstance(config, dict) else None
-    if model_type not in SUPPORTED_MODEL_TYPES:
+    if families.find_model_type(model_type) is None:
         raise UnsupportedArchitecture(
-            f"{folder} holds a {model_type!r} model; Wren runs {', '.join(sorted(SUPPORTED_MODEL_TYPES))}"
+            f"{folder} holds a {model_type!r} model; Wren runs {', '.join(families.model_types())}"
         )
     parameters = sum(math.prod(entry["shape"]) for path in weights for entry in read_header(path).values())
     return {

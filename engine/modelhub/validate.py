@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ModelFileError, UnsupportedArchitecture
+from ..inference import families
 from .gguf_file import GGUFFile
 
 MAX_LAYERS = 1024
@@ -36,8 +37,6 @@ MAX_TOKEN_CHARS = 1 << 16
 
 _REQUIRED, _ABSENT = object(), object()
 _LAYER_RE = re.compile(r"^blk\.(\d+)\.([a-z_]+)\.(weight|bias)$")
-_LAYER_PARTS = ("attn_norm", "ffn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
-                "ffn_gate", "ffn_up", "ffn_down")
 _QK_NORM_PARTS = ("attn_q_norm", "attn_k_norm")
 # llama.cpp-only per-layer tensors the models derive from config instead
 _SKIPPED_PARTS = frozenset({"attn_rot_embd"})
@@ -54,6 +53,7 @@ def validate_llama_gguf(gguf: GGUFFile, arch: str) -> None:
 class _Checker:
     def __init__(self, gguf: GGUFFile, arch: str) -> None:
         self.gguf, self.arch, self.meta, self.path = gguf, arch, gguf.metadata, gguf.label
+        self.family = families.by_architecture(arch)
 
     # --- reporting --------------------------------------------------------------------------
 
@@ -166,15 +166,14 @@ class _Checker:
             "ffn_up": ((ffn, hidden), f"{ffn_size}, {embed}"),
             "ffn_down": ((hidden, ffn), f"{embed}, {ffn_size}"),
         }
-        if arch == "qwen3":
+        if self.family.qk_norm:
             shapes |= {part: ((head_dim,), f"head size {head_dim}") for part in _QK_NORM_PARTS}
         return shapes
 
     def tensors(self, d: dict[str, int], vocab: int) -> None:
         arch, layers, hidden = self.arch, d["layers"], d["hidden"]
         shapes = self.layer_shapes(d)
-        # qwen2 biases q/k/v only; llama, mistral and qwen3 bias all four projections or none
-        biases = {"attn_q", "attn_k", "attn_v"} | (set() if arch == "qwen2" else {"attn_output"})
+        biases = self.family.bias_parts
         rows = f"the {vocab} tokens of tokenizer.ggml.tokens, {arch}.embedding_length {hidden}"
         global_shapes = {
             "token_embd.weight": ((vocab, hidden), rows),
@@ -208,7 +207,7 @@ class _Checker:
         for name in ("token_embd.weight", "output_norm.weight"):
             if name not in self.gguf.tensors:
                 raise ModelFileError(f"{self.path} has no {name} tensor")
-        required = _LAYER_PARTS + (_QK_NORM_PARTS if arch == "qwen3" else ())
+        required = tuple(self.family.layer_tensors)
         for layer in range(layers):
             have = present.get(layer, set())
             for part in required:

@@ -22,9 +22,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..inference.families import DEFAULT_TOOL_FORMAT, TOOL_FORMATS, tool_format_for
+
 _WRITTEN_NAME = re.compile(r'\s*\[?\s*\{\s*"name"\s*:\s*"([A-Za-z0-9_.:-]{1,128})"')
 
-FAMILIES = ("hermes", "llama3", "mistral")
 MAX_CALL_CHARS = 100_000  # a call longer than this is refused, not parsed
 
 
@@ -41,7 +42,8 @@ Piece = str | ParsedCall
 
 def family_for(chat_template: str | None, model_type: str | None = None) -> str:
     """The call format a model writes, read from its chat template (then its config's
-    model_type); "hermes" when neither says."""
+    model_type, as its family in engine.inference.families declares); "hermes" when
+    neither says."""
     t = chat_template or ""
     if "<tool_call>" in t:
         return "hermes"
@@ -49,12 +51,8 @@ def family_for(chat_template: str | None, model_type: str | None = None) -> str:
         return "mistral"
     if "<|python_tag|>" in t or "<|eom_id|>" in t or ("ipython" in t and "<|start_header_id|>" in t):
         return "llama3"
-    mt = (model_type or "").lower()
-    if mt.startswith("mistral") or mt.startswith("mixtral"):
-        return "mistral"
-    if mt == "llama" and "<|start_header_id|>" in t:
-        return "llama3"
-    return "hermes"
+    declared = tool_format_for(model_type, t)
+    return (declared or DEFAULT_TOOL_FORMAT).name
 
 
 def json_end(text: str, start: int) -> int | None:
@@ -167,14 +165,14 @@ class CallParser:
     """Feed the deltas of one generation; show the text pieces; run the calls."""
 
     def __init__(self, family: str = "hermes") -> None:
-        if family not in FAMILIES:
-            raise ValueError(f"unknown tool-call family {family!r}; known: {', '.join(FAMILIES)}")
+        if family not in TOOL_FORMATS:
+            raise ValueError(f"unknown tool-call family {family!r}; known: {', '.join(TOOL_FORMATS)}")
         self.family = family
-        self.marker = {"hermes": "<tool_call>", "llama3": "<|python_tag|>", "mistral": "[TOOL_CALLS]"}[family]
+        self.marker = TOOL_FORMATS[family].marker
         self._buf = ""
         self._state = "text"  # text | start | call | after | done
         self._scan = _Scan()
-        self._at_start = family != "hermes"  # llama3/mistral calls may be the bare answer
+        self._at_start = TOOL_FORMATS[family].bare  # llama3/mistral calls may be the bare answer
         self.calls = 0
         self.done = False  # a call is complete and the model went on with other text
 

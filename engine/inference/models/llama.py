@@ -20,10 +20,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...errors import ModelFileError, UnsupportedArchitecture
+from .. import families
 from ..quant.modules import QTensor, QuantEmbedding, QuantLinear, exact_activations
 from .attention import Attention, rms_norm, rope_tables
 
-SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3")
 DEFAULT_MAX_CONTEXT = 8192
 
@@ -79,12 +79,8 @@ class ModelArgs:
 
     @classmethod
     def from_hf_config(cls, config: Mapping) -> ModelArgs:
-        model_type = config.get("model_type")
-        if model_type not in SUPPORTED_MODEL_TYPES:
-            raise UnsupportedArchitecture(
-                f"model_type {model_type!r} is not supported; Wren runs "
-                + ", ".join(SUPPORTED_MODEL_TYPES)
-            )
+        family = families.by_model_type(config.get("model_type"))
+        model_type = family.model_type
 
         def need(key: str):
             if config.get(key) is None:
@@ -124,32 +120,12 @@ class ModelArgs:
             max_position_embeddings=int(config.get("max_position_embeddings") or 2048),
             tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
             # qwen2 always biases q/k/v and never o_proj; llama's attention_bias covers all four.
-            qkv_bias=model_type == "qwen2" or attention_bias,
-            o_bias=model_type != "qwen2" and attention_bias,
+            qkv_bias=family.qkv_bias_only or attention_bias,
+            o_bias=not family.qkv_bias_only and attention_bias,
             mlp_bias=bool(config.get("mlp_bias", False)),
-            qk_norm=model_type == "qwen3",
-            sliding_windows=_sliding_windows(config, model_type, layers),
+            qk_norm=family.qk_norm,
+            sliding_windows=family.sliding_windows(config, layers),
         )
-
-
-def _sliding_windows(config: Mapping, model_type: str, layers: int) -> tuple[int | None, ...]:
-    window = config.get("sliding_window")
-    # Qwen configs carry a window they only use when use_sliding_window is set; HF llama
-    # has no sliding window unless layer_types asks for one.
-    if model_type in ("qwen2", "qwen3") and not config.get("use_sliding_window", False):
-        window = None
-    if model_type == "llama" and not config.get("layer_types"):
-        window = None
-    if not window:
-        return (None,) * layers
-    if config.get("layer_types"):
-        kinds = list(config["layer_types"])
-    elif model_type in ("qwen2", "qwen3"):
-        first = int(config.get("max_window_layers", layers))
-        kinds = ["full_attention" if i < first else "sliding_attention" for i in range(layers)]
-    else:
-        kinds = ["sliding_attention"] * layers
-    return tuple(int(window) if kind == "sliding_attention" else None for kind in kinds)
 
 
 class RMSNorm(nn.Module):

@@ -1,0 +1,75 @@
+"""What one model family declares (`Family`), and the tool-call formats (`ToolFormat`) a
+family's models write; engine.inference.families keeps the registry of both."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# A GGUF metadata reader, as the importer gives it: opt("attention.sliding_window", None)
+# reads "<arch>.attention.sliding_window", or returns the default when the file lacks it.
+MetadataReader = Callable[[str, Any], Any]
+Windows = tuple[int | None, ...]
+
+
+@dataclass(frozen=True)
+class ToolFormat:
+    """How a model writes a tool call: what the stream parser watches for (`marker`), and
+    one call's text for constrained decoding, `before` + `{"name": N, "<args_key>": A}` +
+    `after` (`array` wraps the call objects in [ ]; `trigger` starts a call in free text)."""
+
+    name: str
+    marker: str
+    trigger: str
+    before: str
+    after: str
+    args_key: str
+    array: bool = False
+    bare: bool = False  # a call may be the whole answer, without its marker
+
+
+@dataclass(frozen=True)
+class Family:
+    """One decoder family: how its GGUF files and Hugging Face folders are read, and how
+    its models write tool calls. The first model_type is the one an import writes."""
+
+    name: str
+    hf_class: str  # config.json's "architectures" entry
+    model_types: tuple[str, ...]  # Hugging Face config.json model_type values
+    gguf_architectures: tuple[str, ...]  # GGUF general.architecture values
+    # GGUF tensor name -> HF name: whole-model tensors, and each layer's parts
+    # (blk.N.<part>.weight -> model.layers.N.<name>.weight); every layer needs every part.
+    global_tensors: Mapping[str, str]
+    layer_tensors: Mapping[str, str]
+    # llama.cpp's converter interleaves Q/K rows into Meta's RoPE layout for this family;
+    # the import reads them back in HF's rotate-half order (a lossless row permutation).
+    permuted_qk: bool
+    # GGUF metadata -> the family's own config.json keys (the shared ones are the importer's)
+    gguf_config: Callable[[MetadataReader, Collection[str]], dict[str, Any]]
+    # config.json -> each layer's sliding window (None: full attention)
+    sliding_windows: Callable[[Mapping[str, Any], int], Windows]
+    tool_format: ToolFormat
+    # The chat template must hold this for `tool_format` to apply (None: always applies).
+    tool_format_needs: str | None = None
+    qkv_bias_only: bool = False  # q/k/v always biased, o_proj never
+    qk_norm: bool = False  # RMSNorm over each head of q and k before RoPE
+
+    @property
+    def model_type(self) -> str:
+        return self.model_types[0]
+
+    @property
+    def bias_parts(self) -> frozenset[str]:
+        """The layer parts a GGUF of this family may carry biases for."""
+        parts = {"attn_q", "attn_k", "attn_v"}
+        return frozenset(parts if self.qkv_bias_only else parts | {"attn_output"})
+
+
+def layer_windows(config: Mapping[str, Any], layers: int, window: Any,
+                  default_kinds: Callable[[], list[str]]) -> Windows:
+    """Each layer's window from config.json's layer_types, else the family's default kinds."""
+    if not window:
+        return (None,) * layers
+    kinds = list(config["layer_types"]) if config.get("layer_types") else default_kinds()
+    return tuple(int(window) if kind == "sliding_attention" else None for kind in kinds)
