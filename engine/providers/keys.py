@@ -13,32 +13,27 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 from pathlib import Path
 
 from .. import paths
-from ..errors import WrenError
+from ..keystore import PASSPHRASE_ENV, KeyStoreError, encrypted_file, explain_keyring_error, os_keyring
+
+__all__ = ["KEY_STORES", "PASSPHRASE_ENV", "KeyStoreError", "delete_key", "env_name", "explain_keyring_error",
+           "key_file_path", "keyring_status", "passphrase_from_env", "read_key", "resolve_store", "save_key",
+           "system_keyring"]
 
 SERVICE = "wren-providers"
 KEY_STORES = ("auto", "system", "file", "env", "none")
-PASSPHRASE_ENV = "WREN_KEYRING_PASSPHRASE"  # the same name `wren serve` reads
 _OLD_PASSPHRASE_ENV = "WREN_KEYS_PASSPHRASE"  # this build's first name for it, still read
 
 
 def passphrase_from_env() -> str | None:
     """The encrypted key file's passphrase from the environment, if set."""
     return os.environ.get(PASSPHRASE_ENV) or os.environ.get(_OLD_PASSPHRASE_ENV)
+
+
 KEY_FILE = "provider-keys.cfg"
-_REFERENCE = "password reference value"
-# The OS stores, best first; anything else keyring offers is not one.
-_OS_BACKENDS = (
-    ("keyring.backends.macOS", "Keyring"),
-    ("keyring.backends.Windows", "WinVaultKeyring"),
-    ("keyring.backends.SecretService", "Keyring"),
-    ("keyring.backends.libsecret", "Keyring"),
-    ("keyring.backends.kwallet", "DBusKeyring"),
-)
 
 # The sentence a person reads first; the keyring's own words (a D-Bus error) come last.
 NO_OS_KEYRING = (
@@ -49,42 +44,10 @@ NO_OS_KEYRING = (
 )
 
 
-class KeyStoreError(WrenError):
-    """A key could not be stored or read."""
-
-
 def system_keyring():
-    """(the OS keyring backend, None) or (None, why there is none). Looked up afresh on
-    each call: a Secret Service may start after Wren did."""
-    reasons = []
-    for module_name, class_name in _OS_BACKENDS:
-        try:
-            cls = getattr(importlib.import_module(module_name), class_name)
-            priority = cls.priority  # raises where this store cannot run
-        except Exception as exc:  # ImportError, RuntimeError, D-Bus errors...
-            reasons.append(f"{module_name.rsplit('.', 1)[1]}: {exc}")
-            continue
-        if priority > 0:
-            return cls(), None
-    secret = next((r for r in reasons if r.startswith("SecretService")), None)
-    return None, (secret or "; ".join(reasons) or "no keyring backend")
-
-
-def explain_keyring_error(exc: BaseException) -> str:
-    """What a failure of the OS keyring means for the user, the keyring's own message last
-    (a locked Secret Service says "Failed to unlock the collection!", a broken one a D-Bus error)."""
-    from keyring.errors import InitError, KeyringLocked
-
-    if isinstance(exc, KeyringLocked):
-        what = ("the OS keyring is locked, so Wren cannot read or store keys in it: unlock it (log in to "
-                "the desktop again, or unlock the \"Login\" keyring in your passwords app, such as Seahorse) "
-                "and try again")
-    elif isinstance(exc, InitError):
-        what = ("the OS keyring could not be opened (its Secret Service did not answer as expected): "
-                "unlock or restart it, or keep the key elsewhere (an encrypted file or an environment variable)")
-    else:
-        what = "the OS keyring refused the request"
-    return f"{what}. Details: {type(exc).__name__}: {exc}"
+    """(the OS keyring backend, None) or (None, why there is none), looked up afresh on each
+    call (engine/keystore.py)."""
+    return os_keyring()
 
 
 def _keyring_failure(exc: Exception, doing: str) -> KeyStoreError:
@@ -118,41 +81,10 @@ def key_file_path() -> Path:
 
 
 def _file_keyring(passphrase: str | None):
-    try:
-        from keyrings.alt.file import EncryptedKeyring
-        EncryptedKeyring._get_crypto_impl()
-    except ImportError as exc:
-        raise KeyStoreError(f"the encrypted key file needs keyrings.alt and pycryptodomex ({exc})") from None
     passphrase = passphrase if passphrase is not None else passphrase_from_env()
     if not passphrase:
         raise KeyStoreError(f"the encrypted key file needs its passphrase: set {PASSPHRASE_ENV}")
-    secret: str = passphrase  # a str from here on, for the class below
-
-    class PassphraseFile(EncryptedKeyring):
-        """EncryptedKeyring at Wren's path, unlocked with a given passphrase (not a prompt)."""
-
-        file_path = str(key_file_path())
-
-        def _get_new_password(self) -> str:
-            return secret
-
-        def _unlock(self) -> None:
-            self.keyring_key = passphrase
-            try:
-                ok = self.get_password("keyring-setting", "password reference") == _REFERENCE
-            except Exception:
-                ok = False
-            if not ok:
-                self._lock()
-                raise KeyStoreError(f"the passphrase does not open {self.file_path}")
-
-    path = key_file_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.chmod(path.parent, 0o700)
-    except OSError:
-        pass
-    return PassphraseFile()
+    return encrypted_file(key_file_path(), passphrase)
 
 
 def _backend(store: str, passphrase: str | None):

@@ -22,19 +22,17 @@ import secrets
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from ..errors import WrenError
+from ..keystore import PASSPHRASE_ENV, KeyStoreError, backend_name, encrypted_file, os_keyring
 
 SERVICE = "wren-server"
 USERNAME = "api-key"
 ENV_KEY = "WREN_API_KEY"
-ENV_PASSPHRASE = "WREN_KEYRING_PASSPHRASE"
+ENV_PASSPHRASE = PASSPHRASE_ENV  # the same name the providers' encrypted file reads
 KEY_PREFIX = "wren-"
 MIN_KEY_CHARS = 24
-_OS_BACKENDS = ("SecretService", "libsecret", "kwallet", "macOS", "Windows")
-_REFERENCE = ("keyring-setting", "password reference", "password reference value")
 
 
-class KeyStoreUnavailable(WrenError):
+class KeyStoreUnavailable(KeyStoreError):
     """No safe place to keep the server's key; the message says what the user can do."""
 
 
@@ -55,50 +53,9 @@ def default_key_file() -> Path:
 
 
 def system_keyring():
-    """The desktop's keyring backend, or None on a machine without one. Only keyring's own
-    OS backends count; keyrings.alt's file stores are never picked implicitly."""
-    import keyring
-    from keyring.backends import chainer
-
-    chosen = keyring.get_keyring()
-    candidates = chosen.backends if isinstance(chosen, chainer.ChainerBackend) else [chosen]
-    for backend in candidates:
-        module = type(backend).__module__
-        if any(module == f"keyring.backends.{name}" or module.startswith(f"keyring.backends.{name}.")
-               for name in _OS_BACKENDS):
-            return backend
-    return None
-
-
-class EncryptedFileKeyring:
-    """keyrings.alt's EncryptedKeyring at a chosen path, unlocked with a passphrase given in
-    code instead of asked for by getpass."""
-
-    def __new__(cls, path: Path, passphrase: str):
-        from keyrings.alt.file import EncryptedKeyring  # type: ignore[import-untyped]
-
-        if not passphrase or not passphrase.strip():
-            raise KeyStoreUnavailable("the passphrase for the encrypted key file is empty")
-
-        class _Keyring(EncryptedKeyring):
-            def _get_new_password(self) -> str:
-                return passphrase
-
-            def _unlock(self) -> None:
-                self.keyring_key = passphrase
-                try:
-                    reference = self.get_password(*_REFERENCE[:2])
-                except (AssertionError, ValueError, KeyError, TypeError):  # a wrong passphrase: garbage
-                    reference = None
-                if reference != _REFERENCE[2]:
-                    self._lock()
-                    raise KeyStoreUnavailable(f"the passphrase does not open {self.file_path}")
-
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        backend = _Keyring()
-        backend.file_path = str(path)
-        return backend
+    """The desktop's keyring backend, or None on a machine without one (engine/keystore.py:
+    only keyring's OS backends count; keyrings.alt's file stores are never picked)."""
+    return os_keyring()[0]
 
 
 class ServerKeys:
@@ -163,7 +120,7 @@ def open_keys(*, key_file: Path | None = None, use_key_file: bool = False,
     if not chosen_file:
         backend = system_keyring()
         if backend is not None:
-            return ServerKeys(backend, where=f"the system keyring ({type(backend).__module__.split('.')[-1]})")
+            return ServerKeys(backend, where=f"the system keyring ({backend_name(backend)})")
     if not chosen_file:
         raise KeyStoreUnavailable(
             "this machine has no desktop keyring (no Secret Service on D-Bus), so the server key has no safe "
@@ -177,7 +134,7 @@ def open_keys(*, key_file: Path | None = None, use_key_file: bool = False,
             raise KeyStoreUnavailable(f"the encrypted key file {path} needs a passphrase: set {ENV_PASSPHRASE} "
                                       "or run `wren serve` on a terminal")
         secret = passphrase(not path.exists())
-    return ServerKeys(EncryptedFileKeyring(path, secret), where=f"the encrypted key file {path}")
+    return ServerKeys(encrypted_file(path, secret, KeyStoreUnavailable), where=f"the encrypted key file {path}")
 
 
 def ask_passphrase(new: bool) -> str:
