@@ -5,18 +5,19 @@ A new family copies this file and changes what differs."""
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from .family import Family, MetadataReader, Windows, layer_windows
 from .formats import LLAMA3
 
-GLOBAL_TENSORS = {
+GLOBAL_TENSORS = MappingProxyType({
     "token_embd.weight": "model.embed_tokens.weight",
     "output_norm.weight": "model.norm.weight",
     "output.weight": "lm_head.weight",
-}
+})
 # In the order a missing one is reported.
-LAYER_TENSORS = {
+LAYER_TENSORS = MappingProxyType({
     "attn_norm": "input_layernorm",
     "ffn_norm": "post_attention_layernorm",
     "attn_q": "self_attn.q_proj",
@@ -26,7 +27,7 @@ LAYER_TENSORS = {
     "ffn_gate": "mlp.gate_proj",
     "ffn_up": "mlp.up_proj",
     "ffn_down": "mlp.down_proj",
-}
+})
 _BIASES = ("attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias")
 
 

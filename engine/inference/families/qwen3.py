@@ -3,14 +3,16 @@ RoPE (not permuted), Qwen's sliding-window rule, and hermes `<tool_call>` calls.
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from . import llama, qwen2
 from .family import Family
 from .formats import HERMES
 
-LAYER_TENSORS = llama.LAYER_TENSORS | {
+LAYER_TENSORS = MappingProxyType(dict(llama.LAYER_TENSORS) | {
     "attn_q_norm": "self_attn.q_norm",
     "attn_k_norm": "self_attn.k_norm",
-}
+})
 
 FAMILY = Family(
     name="qwen3",

@@ -1,4 +1,5 @@
-"""Llama-family decoder (llama, mistral, qwen2, qwen3, SmolLM) for the torch backend.
+"""Llama-shaped decoder for the torch backend, run for every family in engine.inference.families
+(what differs between them, its flags on `Family`).
 
 gpt-fast style: a config dataclass, weights built on `meta` and loaded with `assign=True`,
 a static KV cache allocated once per load, and separate prefill / one-token decode paths.
