@@ -19,14 +19,23 @@ import asyncio
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .events import Delta, Event, Finished, FinishReason, TitleUpdate
 from .inference.sampling import SamplingParams
 from .logs import log_event
 
 if TYPE_CHECKING:
-    from .turns import Turns
+    from .turn.host import TurnHost
+
+
+class Completer(Protocol):
+    """What titles need of the answering half (`Turns`): the engine, and a short side
+    request's text."""
+
+    e: TurnHost
+
+    async def complete(self, chat: list[dict], params: SamplingParams, *, priority: int = 1) -> str: ...
 
 TITLE_WORDS = 6  # a title is at most this many words
 TITLE_PRIORITY = 5  # behind the visible answer (0), ahead of pre-warming (10)
@@ -172,7 +181,7 @@ class Titles:
 
     PARAMS = SamplingParams(temperature=0.0, max_tokens=20, stop=("\n",))
 
-    def __init__(self, turns: Turns):
+    def __init__(self, turns: Completer):
         self.turns = turns
         self.jobs: dict[int, TitleJob] = {}
 

@@ -8,7 +8,7 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from .context import REPORT_META_KEY, AssembledContext, lineage
 from .context.summary import summary_prompt
@@ -44,7 +44,7 @@ from .tools.builtin import CallContext
 from .tools.capability import expected_tool, not_called_text
 from .tools.parse import CallParser
 from .tools.prompt import RoundRecord, ToolPlan
-from .tools.runner import ToolHost, ToolTurn
+from .tools.runner import ToolTurn
 from .turn.checkpoint import Checkpoints
 from .turn.finish import final_fields, finished_log, notice_fields
 from .turn.plan import TurnPlan, TurnReads, read_turn
@@ -54,16 +54,10 @@ from .turn.text import AnswerText, generation
 from .turn.tool_round import round_limit_note, run_calls
 
 if TYPE_CHECKING:
-    from .context import ContextAssembler
-    from .conversations import Conversations
-    from .memory import MemoryService
-    from .memory.facade import Memories
-    from .models import Models
     from .records import ConversationInfo, ModelStatus, SendOptions
     from .safety import ScanResult
-    from .safety.facade import Safety
-    from .settings import Settings
     from .store import Store
+    from .turn.host import TurnHost
 
 ATTACHMENTS_KEY = "attachments"  # conversation setting: the files attached to the chat so far
 def memory_notice(outcome: TurnOutcome) -> MemoryNotice:
@@ -77,37 +71,6 @@ def memory_notice(outcome: TurnOutcome) -> MemoryNotice:
         skipped=outcome.skipped if outcome.intents else "",
     )
 
-
-class TurnHost(ToolHost, Protocol):
-    """Everything the answering half (Turns, Titles) uses of the engine: the core's public
-    members and the services it answers with; the seam between them (docs/architecture.md,
-    "Seams"). `Engine` implements it; Turns reaches nothing else of the engine's, and no
-    private member (tests/engine/test_seams.py)."""
-
-    @property
-    def store(self) -> Store: ...
-    @property
-    def memory(self) -> MemoryService: ...
-    @property
-    def model_status(self) -> ModelStatus | None: ...  # the loaded model's name, backend, window
-    @property
-    def loaded_worker(self) -> ModelWorker | None: ...
-    async def db(self, fn: Any, *args: Any, **kwargs: Any) -> Any: ...  # on the database thread
-    def store_for(self, record_id: int) -> Store: ...  # the main store, or temporary chats' one
-    def assembler_for(self, conversation_id: int | None) -> ContextAssembler: ...
-    def destination(self) -> str: ...  # "local" or "remote": which safety policy column applies
-    def answer_started(self, request: Any, conversation_id: int) -> None: ...  # Stop can reach it
-    def answer_ended(self, request: Any, conversation_id: int) -> None: ...
-    @property
-    def settings(self) -> Settings: ...
-    @property
-    def safety(self) -> Safety: ...
-    @property
-    def memories(self) -> Memories: ...
-    @property
-    def conversations(self) -> Conversations: ...
-    @property
-    def models(self) -> Models: ...
 
 def _keep_notice(store: Store, message_id: int, notice: AnswerNotice) -> None:
     """On the database thread: the notice joins the answer's meta["notices"]."""

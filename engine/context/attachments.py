@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..tools.builtin import ToolFailed, read_text_file
+from ..tools.files import ToolFailed, read_text_file
 from .report import ContextPart, ContextReport, PartKind, PartState
 
 # No tokenizer averages more characters per token than this: text past window × this can

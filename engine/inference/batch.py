@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import queue
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -31,10 +31,11 @@ from ..events import Failed, FailureKind, Finished, FinishReason, PrefillProgres
 from ..tokenize import Tokenizer
 from .generate import KVSession, common_prefix
 from .output import SequenceOutput
+from .requests import STOP, GenerationRequest, WarmRequest
 from .sampling import sampler_for
 
 if TYPE_CHECKING:
-    from .worker import GenerationRequest, ModelWorker
+    from .backend import LoadedModel
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +61,31 @@ class _Sequence:
         return self.session.slot
 
 
+class SchedulerHost(Protocol):
+    """What the batch scheduler uses of its `ModelWorker` (engine/inference/worker.py)."""
+
+    @property
+    def running_model(self) -> LoadedModel: ...
+    @property
+    def tokenizer(self) -> Tokenizer: ...
+    @property
+    def model_dir(self) -> Any: ...
+    @property
+    def prefill_chunk(self) -> int: ...
+
+    def submit(self, request: Any) -> None: ...
+    def next_request(self, block: bool = True) -> tuple: ...
+    def more_urgent_waiting(self, priority: int, *, ignoring_stop: bool = False) -> bool: ...
+    def save_live(self, session: KVSession) -> None: ...
+    def announces_progress(self, prompt_tokens: int, cached: int) -> bool: ...
+    def warm(self, session: KVSession, request: WarmRequest) -> None: ...
+    def switch_prefix(self, session: KVSession, ids: list[int]) -> None: ...
+
+
 class BatchScheduler:
     """Runs a ModelWorker's queue on its inference thread with shared decode steps."""
 
-    def __init__(self, worker: ModelWorker, main: KVSession) -> None:
+    def __init__(self, worker: SchedulerHost, main: KVSession) -> None:
         self.worker = worker
         self.model = worker.running_model
         self.tokenizer = worker.tokenizer
@@ -111,7 +133,6 @@ class BatchScheduler:
         return [slot for slot in range(len(self.sessions)) if slot not in used]
 
     def _admit(self) -> None:
-        from .worker import _STOP, WarmRequest
 
         while True:
             if not self._free_slots():
@@ -127,7 +148,7 @@ class BatchScheduler:
                 _, _, request = self.worker.next_request(block=not self.active and not self.paused)
             except queue.Empty:
                 return
-            if request is _STOP:
+            if request is STOP:
                 self.stopping = True  # finish what runs, admit nothing more
             elif isinstance(request, WarmRequest):
                 self._warm(request)
@@ -139,9 +160,8 @@ class BatchScheduler:
     def _waiting_more_urgent(self, priority: int) -> bool:
         """A request more urgent than `priority` waits; the worker's stop does not count
         (it lets running sequences finish, so nothing is paused for it)."""
-        from .worker import _STOP
 
-        return self.worker._more_urgent_waiting(priority) and self.worker._queue.queue[0][2] is not _STOP
+        return self.worker.more_urgent_waiting(priority, ignoring_stop=True)
 
     def _preempt_for_waiting(self) -> bool:
         """Pause the least urgent running sequence if a more urgent request waits; True if
@@ -195,7 +215,7 @@ class BatchScheduler:
             self.parked.append(request)
             return
         try:
-            self.worker._warm(self.sessions[0], request)
+            self.worker.warm(self.sessions[0], request)
         except Exception:
             log.exception("pre-warming failed")
             self.sessions[0].reset()
@@ -215,7 +235,7 @@ class BatchScheduler:
         prompt = request.prompt_ids
         try:
             if session.slot == 0:
-                self.worker._switch_prefix(session, prompt)
+                self.worker.switch_prefix(session, prompt)
         except Exception as exc:
             self._fail(request, session, exc)
             return

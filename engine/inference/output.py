@@ -12,8 +12,8 @@ from ..tokenize import StreamingDetokenizer, Tokenizer
 from .stops import StopStringMatcher
 
 if TYPE_CHECKING:
+    from .requests import GenerationRequest
     from .sampling import TokenChoice
-    from .worker import GenerationRequest
 
 
 class SequenceOutput:

@@ -13,57 +13,24 @@ import itertools
 import logging
 import queue
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..events import Delta, Failed, FailureKind, Finished, FinishReason, PrefillProgress, Usage
+from ..events import Failed, FailureKind, Finished, FinishReason, PrefillProgress
 from ..tokenize import Tokenizer
 from .backend import Backend, LoadedModel
 from .batch import BatchScheduler
-from .constrain import Constraint
 from .generate import KVSession, common_prefix, generate_tokens
 from .output import SequenceOutput
 from .prefix_cache import MIN_GAIN, PrefixCache
 from .priority import lower_this_thread
-from .sampling import SamplingParams, sampler_for
+from .requests import STOP, GenerationRequest, WarmRequest
+from .sampling import sampler_for
 
 log = logging.getLogger(__name__)
 
-WorkerEvent = PrefillProgress | Delta | Usage | Finished | Failed
-
-
-@dataclass
-class GenerationRequest:
-    prompt_ids: list[int]
-    params: SamplingParams
-    sink: Callable[[WorkerEvent], object]  # called on the inference thread; what it returns is ignored
-    priority: int = 0  # lower runs first: the visible answer before a title
-    submitted_at: float = field(default_factory=time.perf_counter)
-    cancel: threading.Event = field(default_factory=threading.Event)
-    # The assembled chat the ids were encoded from: what a model that takes messages
-    # (a remote server, LoadedModel.takes_messages) is sent instead of the ids.
-    messages: list[dict] | None = None
-    # Constrained decoding (engine.inference.constrain): only tokens that keep the answer
-    # valid for a JSON schema or a tool call are sampled. None: free text.
-    constraint: Constraint | None = None
-
-
-@dataclass
-class WarmRequest:
-    """Prefill a prompt into the KV cache ahead of time (a draft being typed); any real
-    request runs first, and a newer draft cancels this one."""
-
-    prompt_ids: list[int]
-    priority: int = 10
-    cancel: threading.Event = field(default_factory=threading.Event)
-    done: threading.Event = field(default_factory=threading.Event)  # set when it ends, either way
-    prefilled: int = 0  # prompt tokens in the cache when it ended
-
-
-_STOP = object()
+_STOP = STOP
 # Prompt tokens run in one forward pass between checks for cancellation, for more urgent
 # work and (batched) the other sequences' next tokens; each chunk also reports progress.
 # Quantized weights are read (and dequantized into GEMM tiles) once per chunk, so small
@@ -156,7 +123,7 @@ class ModelWorker:
                 break
             if isinstance(request, WarmRequest):
                 try:
-                    self._warm(session, request)
+                    self.warm(session, request)
                 except Exception:
                     log.exception("pre-warming failed")
                     session = KVSession(self.running_model)
@@ -181,11 +148,15 @@ class ModelWorker:
             self.running_model.rest()
         return self._queue.get(block=block)
 
-    def _more_urgent_waiting(self, priority: int) -> bool:
+    def more_urgent_waiting(self, priority: int, *, ignoring_stop: bool = False) -> bool:
+        """Whether a request more urgent than `priority` waits (`ignoring_stop`: not the
+        close() marker, which the batch scheduler handles at its own pace)."""
         waiting = self._queue.queue  # a heap: its first item is the most urgent
-        return bool(waiting) and waiting[0][0] < priority
+        if not waiting or waiting[0][0] >= priority:
+            return False
+        return not (ignoring_stop and waiting[0][2] is STOP)
 
-    def _switch_prefix(self, session: KVSession, ids: list[int]) -> None:
+    def switch_prefix(self, session: KVSession, ids: list[int]) -> None:
         """Before `ids` overwrite much of the live cache, save it (another conversation's
         prompt, likely asked again); if a saved state shares clearly more with `ids`,
         restore it instead of recomputing."""
@@ -215,10 +186,10 @@ class ModelWorker:
         """Bring `ids` into the cache a chunk at a time; False if cancelled or pre-empted
         (what was prefilled so far stays cached and is reused). `progress(done)` is called
         before each chunk with the ids already cached."""
-        self._switch_prefix(session, ids)
+        self.switch_prefix(session, ids)
         done = min(common_prefix(session.cached_ids, ids), len(ids))
         while done < len(ids):
-            if cancel.is_set() or (priority is not None and self._more_urgent_waiting(priority)):
+            if cancel.is_set() or (priority is not None and self.more_urgent_waiting(priority)):
                 return False
             if progress is not None:
                 progress(done)
@@ -230,7 +201,7 @@ class ModelWorker:
         """Whether reading this prompt reports PrefillProgress: more than one chunk to run."""
         return prompt_tokens - cached > self.prefill_chunk
 
-    def _warm(self, session: KVSession, request: WarmRequest) -> None:
+    def warm(self, session: KVSession, request: WarmRequest) -> None:
         self.running_model.serving(request.cancel.is_set)
         finished = self._prefill_chunks(session, request.prompt_ids, request.cancel, request.priority)
         request.prefilled = common_prefix(session.cached_ids, request.prompt_ids)
@@ -241,7 +212,7 @@ class ModelWorker:
     def _generate(self, session: KVSession, request: GenerationRequest) -> None:
         self.running_model.serving(request.cancel.is_set)
         output = SequenceOutput(self.tokenizer, request)
-        self._switch_prefix(session, request.prompt_ids)
+        self.switch_prefix(session, request.prompt_ids)
         cached_before = min(common_prefix(session.cached_ids, request.prompt_ids), len(request.prompt_ids) - 1)
         total = len(request.prompt_ids)
         announce = self.announces_progress(total, cached_before)

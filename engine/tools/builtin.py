@@ -18,20 +18,13 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .calculator import MAX_CHARS as CALC_MAX_CHARS
 from .calculator import CalcError, evaluate, format_value
+from .files import ToolFailed, read_text_file
 from .registry import BUILTIN, ToolSpec
 
 if TYPE_CHECKING:
-    from ..api import Engine
+    from ..core import Core
 
-MAX_FILE_BYTES = 20 * 2**20  # an attachment larger than this is refused, not read
-MAX_PDF_PAGES = 300
 READ_CHARS = 24_000  # one read returns at most this much; `offset` reads on
-TEXT_SUFFIXES = {
-    ".txt", ".md", ".markdown", ".rst", ".csv", ".tsv", ".json", ".jsonl", ".yaml", ".yml", ".toml", ".ini",
-    ".cfg", ".conf", ".log", ".xml", ".html", ".htm", ".css", ".js", ".ts", ".tsx", ".jsx", ".py", ".pyi", ".c",
-    ".h", ".cc", ".cpp", ".hpp", ".rs", ".go", ".java", ".kt", ".swift", ".rb", ".php", ".sh", ".bash", ".zsh",
-    ".sql", ".r", ".m", ".lua", ".pl", ".tex", ".org", ".srt", ".vtt", ".env", ".gitignore", "",
-}
 
 
 @dataclass(frozen=True)
@@ -47,10 +40,6 @@ CALL_CONTEXT: contextvars.ContextVar[CallContext] = contextvars.ContextVar("wren
 
 
 CALC_PATTERN = r"^[0-9A-Za-z_.,+*/%^()×÷− \t-]*$"  # numbers, names, operators, parentheses, spaces
-
-
-class ToolFailed(Exception):
-    """A built-in tool refused its input; the message goes back to the model."""
 
 
 CALCULATOR = ToolSpec(
@@ -114,7 +103,7 @@ class BuiltinTools:
 
     name = BUILTIN
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Core) -> None:
         self._engine = engine
         self._run: dict[str, Callable[[dict], Awaitable[str]]] = {
             CALCULATOR.name: self._calculator,
@@ -185,7 +174,7 @@ class BuiltinTools:
         limit = int(arguments.get("limit", 5) or 5)
         e = self._engine
         current = CALL_CONTEXT.get().conversation_id
-        return await e._db(_search_history, e, query, limit, current)
+        return await e.db(_search_history, e, query, limit, current)
 
 
 def _attached(attachments: tuple[Path, ...], wanted: str) -> Path:
@@ -200,61 +189,7 @@ def _attached(attachments: tuple[Path, ...], wanted: str) -> Path:
     raise ToolFailed(f"{wanted!r} is not an attached file; attached: {names}")
 
 
-def read_text_file(path: Path) -> str:
-    """The text of an attached file; a clear ToolFailed for what cannot be read."""
-    try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise ToolFailed(f"{path.name} cannot be read: {exc.strerror or exc}") from None
-    if not path.is_file():
-        raise ToolFailed(f"{path.name} is not a file")
-    if size > MAX_FILE_BYTES:
-        raise ToolFailed(f"{path.name} is {size / 2**20:.1f} MB; files up to {MAX_FILE_BYTES // 2**20} MB can be read")
-    suffix = path.suffix.lower()
-    if suffix == ".pdf":
-        return _read_pdf(path)
-    data = path.read_bytes()
-    if b"\x00" in data[:8192] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise ToolFailed(f"{path.name} is a binary file, not text; text, Markdown, code, CSV and PDF can be read")
-    for encoding in ("utf-8-sig", "utf-16") if data.startswith((b"\xff\xfe", b"\xfe\xff")) else ("utf-8-sig",):
-        try:
-            return data.decode(encoding)
-        except UnicodeDecodeError:
-            continue
-    if suffix not in TEXT_SUFFIXES:
-        raise ToolFailed(f"{path.name} is not UTF-8 text; text, Markdown, code, CSV and PDF can be read")
-    return data.decode("latin-1")
-
-
-def _read_pdf(path: Path) -> str:
-    from pypdf import PdfReader
-    from pypdf.errors import PdfReadError
-
-    try:
-        reader = PdfReader(str(path))
-        if reader.is_encrypted:
-            try:
-                reader.decrypt("")
-            except Exception:
-                raise ToolFailed(f"{path.name} is a password-protected PDF") from None
-        pages = reader.pages
-        count = len(pages)
-        texts = []
-        for i in range(min(count, MAX_PDF_PAGES)):
-            texts.append(f"--- page {i + 1} ---\n{(pages[i].extract_text() or '').strip()}")
-    except ToolFailed:
-        raise
-    except (PdfReadError, ValueError, KeyError, TypeError, OSError) as exc:
-        raise ToolFailed(f"{path.name} is not a readable PDF: {exc}") from None
-    if count > MAX_PDF_PAGES:
-        texts.append(f"[… the PDF has {count} pages; the first {MAX_PDF_PAGES} were read]")
-    text = "\n\n".join(texts)
-    if not any(t.split("\n", 1)[-1] for t in texts):
-        raise ToolFailed(f"{path.name} has no text layer (a scanned PDF?); Wren cannot read images")
-    return text
-
-
-def _search_history(engine: Engine, query: str, limit: int, current: int | None) -> str:
+def _search_history(engine: Core, query: str, limit: int, current: int | None) -> str:
     """Runs on the database thread."""
     out: dict[str, Any] = {"memories": [], "conversations": []}
     for memory in engine.memory.search(query, limit):

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ..inference.worker import ModelWorker
     from ..records import SendOptions
     from ..safety import ScanResult
-    from ..turns import TurnHost
+    from .host import TurnHost
 
 Attached = tuple[tuple[Path, "int | None"], ...]
 

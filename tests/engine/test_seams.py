@@ -8,7 +8,7 @@ import inspect
 from pathlib import Path
 
 from wren.engine.api import Engine
-from wren.engine.turns import TurnHost
+from wren.engine.turn.host import TurnHost
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST_NAMES = {"e", "engine", "host"}  # how turns.py and titles.py name the engine they were given

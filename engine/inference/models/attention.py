@@ -24,8 +24,8 @@ from torch import nn
 
 from ..quant import kernels
 
-if TYPE_CHECKING:  # llama imports this module; the config class is only a type here
-    from .llama import ModelArgs
+if TYPE_CHECKING:
+    from .args import ModelArgs
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:

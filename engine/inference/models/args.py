@@ -1,0 +1,114 @@
+"""The torch model's configuration (`ModelArgs`), read from a model folder's config.json
+for every family in engine.inference.families. Its own module, so the model (llama.py) and
+its attention (attention.py) both name it without importing each other."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ...errors import ModelFileError, UnsupportedArchitecture
+from .. import families
+
+SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3")
+DEFAULT_MAX_CONTEXT = 8192
+
+
+@dataclass(frozen=True)
+class ModelArgs:
+    model_type: str
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int = 0  # 0: same as num_attention_heads (no GQA)
+    head_dim: int = 0  # 0: hidden_size // num_attention_heads
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    rope_scaling: Mapping | None = None
+    max_position_embeddings: int = 2048
+    tie_word_embeddings: bool = False
+    qkv_bias: bool = False
+    o_bias: bool = False
+    mlp_bias: bool = False
+    qk_norm: bool = False  # qwen3: RMSNorm over each head of q and k before RoPE
+    # One entry per layer; None is full attention, an int is a sliding window size.
+    sliding_windows: tuple[int | None, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.num_key_value_heads:
+            object.__setattr__(self, "num_key_value_heads", self.num_attention_heads)
+        if not self.head_dim:
+            object.__setattr__(self, "head_dim", self.hidden_size // self.num_attention_heads)
+        if not self.sliding_windows:
+            object.__setattr__(self, "sliding_windows", (None,) * self.num_hidden_layers)
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise UnsupportedArchitecture(
+                f"{self.num_attention_heads} attention heads cannot be grouped over "
+                f"{self.num_key_value_heads} key/value heads"
+            )
+        if len(self.sliding_windows) != self.num_hidden_layers:
+            raise UnsupportedArchitecture("layer_types must name every layer")
+
+    @property
+    def q_size(self) -> int:
+        return self.num_attention_heads * self.head_dim
+
+    @property
+    def kv_size(self) -> int:
+        return self.num_key_value_heads * self.head_dim
+
+    @property
+    def default_context_length(self) -> int:
+        return min(self.max_position_embeddings, DEFAULT_MAX_CONTEXT)
+
+    @classmethod
+    def from_hf_config(cls, config: Mapping) -> ModelArgs:
+        family = families.by_model_type(config.get("model_type"))
+        model_type = family.model_type
+
+        def need(key: str):
+            if config.get(key) is None:
+                raise ModelFileError(f"config.json: {model_type} model lacks {key!r}")
+            return config[key]
+
+        # transformers >= 5 nests rope settings under rope_parameters.
+        rope_params = config.get("rope_parameters") or {}
+        rope_theta = config.get("rope_theta", rope_params.get("rope_theta", 10000.0))
+        rope_scaling = config.get("rope_scaling") or (
+            rope_params if rope_params.get("rope_type", "default") != "default" else None
+        )
+        if rope_scaling is not None:
+            rope_type = rope_scaling.get("rope_type", rope_scaling.get("type", "default"))
+            if rope_type not in SUPPORTED_ROPE_TYPES:
+                raise UnsupportedArchitecture(
+                    f"rope scaling {rope_type!r} is not supported; Wren runs "
+                    + ", ".join(SUPPORTED_ROPE_TYPES)
+                )
+            if rope_type == "default":
+                rope_scaling = None
+
+        layers = int(need("num_hidden_layers"))
+        attention_bias = bool(config.get("attention_bias", False))
+        return cls(
+            model_type=model_type,
+            vocab_size=int(need("vocab_size")),
+            hidden_size=int(need("hidden_size")),
+            intermediate_size=int(need("intermediate_size")),
+            num_hidden_layers=layers,
+            num_attention_heads=int(need("num_attention_heads")),
+            num_key_value_heads=int(config.get("num_key_value_heads") or 0),
+            head_dim=int(config.get("head_dim") or 0),
+            rms_norm_eps=float(config.get("rms_norm_eps", 1e-6)),
+            rope_theta=float(rope_theta),
+            rope_scaling=dict(rope_scaling) if rope_scaling else None,
+            max_position_embeddings=int(config.get("max_position_embeddings") or 2048),
+            tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+            # qwen2 always biases q/k/v and never o_proj; llama's attention_bias covers all four.
+            qkv_bias=family.qkv_bias_only or attention_bias,
+            o_bias=not family.qkv_bias_only and attention_bias,
+            mlp_bias=bool(config.get("mlp_bias", False)),
+            qk_norm=family.qk_norm,
+            sliding_windows=family.sliding_windows(config, layers),
+        )
