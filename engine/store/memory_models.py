@@ -1,6 +1,6 @@
 """Peewee tables for long-term memories and running conversation summaries.
 
-Bound to a database by `engine.memory.MemoryStore` and `engine.context.SummaryStore`;
+Bound to a database by `engine.store.memories` and `engine.store.summaries`;
 created by migration 3 (`create_memory_schema`).
 """
 

@@ -25,5 +25,5 @@ class Broken(SecretService.Keyring):
 
 
 # The module keyring's Secret Service backend lives in, which is how Wren recognises an OS
-# keyring (engine/server/keys.py, system_keyring).
+# keyring (engine/keystore.py, os_keyring).
 Locked.__module__ = Broken.__module__ = SecretService.__name__
