@@ -31,9 +31,10 @@ from .inference.sampling import SamplingParams
 from .inference.worker import GenerationRequest, WarmRequest
 from .logs import log_event
 from .memory.settings import is_temporary
-from .records import MessageInfo, Role, SendOptions, check_unicode
+from .records import Role, SendOptions, check_unicode
 from .threadloop import wait_event
-from .turns import Turns, memory_notice, notice_fields
+from .turn.plan import LATEST
+from .turns import Turns
 
 if TYPE_CHECKING:
     from .conversations import Conversations
@@ -152,8 +153,8 @@ class Chat:
         their notices (front ends ask first with `scan_input`). A message that cannot fit
         the context window raises ContextOverflow before anything is stored."""
         _check_text(text)
-        shown = await self.conversations.messages(conversation_id)  # NotFound before any write
-        async for event in self._ask(conversation_id, shown[-1].id if shown else None, text, options):
+        # after the shown branch's last message; NotFound before any write
+        async for event in self._ask(conversation_id, LATEST, text, options):
             yield event
 
     async def edit_and_resend(self, message_id: int, text: str, options: SendOptions | None = None) -> AsyncIterator[Event]:
@@ -202,37 +203,9 @@ class Chat:
 
     async def _ask(self, conversation_id: int, parent_id: int | None, text: str,
                    options: SendOptions | None) -> AsyncIterator[Event]:
-        options = options or SendOptions()
         self._cancel_warm()  # what it cached stays cached; a stale draft must not follow
-        checked = await self.safety.scan(text)
-        notices = checked.notices("input")
-        for notice in notices:
-            yield notice
-        if checked.blocked:
-            log_event("send.blocked", conversation_id=conversation_id, safety=notice_fields(notices))
-            yield Finished(FinishReason.BLOCKED)
-            return
-        text = checked.redacted_text
-        try:
-            worker = await self.models.ensure_loaded()
-        except WrenError:
-            worker = None  # the question is still saved; the answer reports the failure
-        if worker is not None:
-            await self.turns.check_fits(conversation_id, parent_id, text, options, worker)
-        store = self.e.store_for(conversation_id)
-        meta = {"safety": notice_fields(notices)} if notices else {}
-
-        def commit() -> tuple[MessageInfo, Any]:
-            # one trip to the database thread: every trip costs the first token about a millisecond
-            user = store.add_message(conversation_id, Role.USER, text, parent_id=parent_id, meta=meta)
-            settings = store.get_conversation(conversation_id).settings
-            return user, self.e.memory.handle_message(text, conversation_id=conversation_id, message_id=user.id,
-                                                    conversation_settings=settings)
-
-        user, outcome = await self.e.db(commit)
-        if not outcome.empty or (outcome.skipped and outcome.intents):
-            yield memory_notice(outcome)
-        async for event in self.turns.answer(user, options, outcome):
+        # prepared once (engine/turns.py, engine/turn/plan.py): one read, one scan, one assembly
+        async for event in self.turns.ask(conversation_id, parent_id, text, options or SendOptions()):
             yield event
 
     async def generate_title(self, conversation_id: int) -> str:
@@ -273,32 +246,50 @@ class Chat:
         self._ghost = pending
         empty = Suggestion("", draft)
         worker = self.e.loaded_worker
-        if not draft.strip() or worker is None or self.e.answering():
+        if worker is None or not await self._ghost_wanted(draft, conversation_id, temporary):
             return empty
-        if self.e.destination() == "remote":
-            return empty  # a remote model bills by the request and cannot continue an open turn
+        ids = await self._ghost_prompt(pending, conversation_id, worker)
+        room = (self.e.model_status.context_length if self.e.model_status else 0) - len(ids or ())
+        if not ids or room < 8:
+            return empty
+        written = await self._ghost_write(pending, worker, ids, min(MAX_TOKENS, room))
+        if written is None:
+            return empty  # a newer draft came meanwhile
+        text = clean_continuation(draft, written[0], cut_short=written[1])
+        log_event("ghost.suggested", chars=len(text), prompt_tokens=len(ids))
+        return Suggestion(text, draft)
+
+    async def _ghost_wanted(self, draft: str, conversation_id: int | None, temporary: bool) -> bool:
+        """Whether this draft gets a suggestion at all: text, no answer being written, a
+        local model (a remote one bills by the request and cannot continue an open turn),
+        the settings on."""
+        if not draft.strip() or self.e.answering() or self.e.destination() == "remote":
+            return False
         if not await self.ghost_text_enabled(conversation_id):
-            return empty
-        if temporary and await self.settings.get(TEMPORARY_ENABLED_KEY, True) is False:
-            return empty
-        history = await self._ghost_history(conversation_id, draft, worker)
+            return False
+        return not (temporary and await self.settings.get(TEMPORARY_ENABLED_KEY, True) is False)
+
+    async def _ghost_prompt(self, pending: _Pending, conversation_id: int | None, worker: Any) -> list[int] | None:
+        """The ids of the chat with the draft as an open user turn, once the draft's
+        pre-warming is done; None when a newer draft or another model came meanwhile."""
+        history = await self._ghost_history(conversation_id, pending.draft, worker)
         if self._ghost is not pending or self.e.loaded_worker is not worker:
-            return empty
+            return None
         await self._after_warm(pending)
         if self._ghost is not pending:
-            return empty
+            return None
+        tail = pending.draft[-MAX_DRAFT_CHARS:]
+        ids = await asyncio.get_running_loop().run_in_executor(None, partial_turn_ids, worker.tokenizer, history, tail)
+        return ids if self._ghost is pending else None
+
+    async def _ghost_write(self, pending: _Pending, worker: Any, ids: list[int],
+                           max_tokens: int) -> tuple[str, bool] | None:
+        """What the model writes after the open turn, up to a sentence's end: (text, cut
+        short by the token limit); None when a newer draft came while it wrote."""
         loop = asyncio.get_running_loop()
-        tail = draft[-MAX_DRAFT_CHARS:]
-        ids = await loop.run_in_executor(None, partial_turn_ids, worker.tokenizer, history, tail)
-        if not ids or self._ghost is not pending:
-            return empty
-        room = (self.e.model_status.context_length if self.e.model_status else 0) - len(ids)
-        if room < 8:
-            return empty
         events: asyncio.Queue = asyncio.Queue()
-        params = SamplingParams(temperature=0.0, max_tokens=min(MAX_TOKENS, room), stop=("\n",))
-        request = GenerationRequest(ids, params, loop_sink(events, loop),
-                                    priority=GHOST_PRIORITY)
+        params = SamplingParams(temperature=0.0, max_tokens=max_tokens, stop=("\n",))
+        request = GenerationRequest(ids, params, loop_sink(events, loop), priority=GHOST_PRIORITY)
         pending.request = request
         worker.submit(request)
         parts: list[str] = []
@@ -315,14 +306,10 @@ class Chat:
                     break
         finally:
             request.cancel.set()
-            stale = self._ghost is not pending  # a newer draft came meanwhile
+            stale = self._ghost is not pending
             if not stale:
                 self._ghost = None
-        if stale:
-            return empty
-        text = clean_continuation(draft, "".join(parts), cut_short=cut_short)
-        log_event("ghost.suggested", chars=len(text), prompt_tokens=len(ids))
-        return Suggestion(text, draft)
+        return None if stale else ("".join(parts), cut_short)
 
     async def _after_warm(self, pending: _Pending) -> None:
         """Pre-warming the draft's prompt goes first: it is what makes Send fast."""

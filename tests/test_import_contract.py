@@ -261,6 +261,35 @@ def test_core_checker_flags_fake_violations():
 # -- no import circles -----------------------------------------------------------------
 
 
+def _module_level_imports(body: list[ast.stmt], pkg: str, files: dict, edges: set[str]) -> None:
+    """Add to `edges` the modules of `files` that the statements in `body` import (inside
+    `if`/`try` blocks too, not inside functions or classes); `pkg` resolves relative imports."""
+    for node in body:
+        if isinstance(node, ast.If):
+            _module_level_imports(node.body + node.orelse, pkg, files, edges)
+        elif isinstance(node, ast.Try):
+            handlers = [stmt for handler in node.handlers for stmt in handler.body]
+            _module_level_imports(node.body + handlers + node.orelse + node.finalbody, pkg, files, edges)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                name = alias.name.removeprefix("wren.")
+                while name and name not in files:
+                    name = name.rpartition(".")[0]
+                if name:
+                    edges.add(name)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = pkg.split(".")
+                parts = parts[: len(parts) - (node.level - 1)] if node.level > 1 else parts
+                base = ".".join(p for p in [*parts, node.module or ""] if p)
+            else:
+                base = (node.module or "").removeprefix("wren.")
+            subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in files]
+            edges.update(subs)
+            if base in files and len(subs) < len(node.names):
+                edges.add(base)
+
+
 def module_graph(root: Path, package: str = "engine") -> dict[str, set[str]]:
     """Each module of `root/package` -> the package's modules it imports at module level
     (inside `if`/`try` blocks too: a TYPE_CHECKING import counts). `from X import a` is an
@@ -270,38 +299,7 @@ def module_graph(root: Path, package: str = "engine") -> dict[str, set[str]]:
     for module, path in files.items():
         pkg = module if path.name == "__init__.py" else module.rpartition(".")[0]
         edges: set[str] = set()
-
-        def visit(body: list[ast.stmt]) -> None:
-            for node in body:
-                if isinstance(node, ast.If):
-                    visit(node.body)
-                    visit(node.orelse)
-                elif isinstance(node, ast.Try):
-                    visit(node.body)
-                    for handler in node.handlers:
-                        visit(handler.body)
-                    visit(node.orelse)
-                    visit(node.finalbody)
-                elif isinstance(node, ast.Import):
-                    for alias in node.names:
-                        name = alias.name.removeprefix("wren.")
-                        while name and name not in files:
-                            name = name.rpartition(".")[0]
-                        if name:
-                            edges.add(name)
-                elif isinstance(node, ast.ImportFrom):
-                    if node.level:
-                        parts = pkg.split(".")
-                        parts = parts[: len(parts) - (node.level - 1)] if node.level > 1 else parts
-                        base = ".".join(p for p in [*parts, node.module or ""] if p)
-                    else:
-                        base = (node.module or "").removeprefix("wren.")
-                    subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in files]
-                    edges.update(subs)
-                    if base in files and len(subs) < len(node.names):
-                        edges.add(base)
-
-        visit(ast.parse(path.read_text("utf-8")).body)
+        _module_level_imports(ast.parse(path.read_text("utf-8")).body, pkg, files, edges)
         edges.discard(module)
         graph[module] = edges
     return graph

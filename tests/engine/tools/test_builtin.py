@@ -14,8 +14,8 @@ from wren.engine.errors import InvalidRequest
 from wren.engine.events import ToolResult
 from wren.engine.records import SendOptions
 from wren.engine.tools.builtin import CALL_CONTEXT, READ_CHARS, CallContext
-from wren.engine.tools.files import MAX_FILE_BYTES, ToolFailed, read_text_file
 from wren.engine.tools.calculator import CalcError, evaluate, format_value
+from wren.engine.tools.files import MAX_FILE_BYTES, ToolFailed, read_text_file
 from wren.engine.tools.registry import ToolRegistry, ToolSpec, validate_arguments
 
 
