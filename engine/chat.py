@@ -5,7 +5,7 @@ pre-warming while the user types, ghost-text suggestions, Stop."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidRequest, WrenError
@@ -28,7 +28,7 @@ from .ghost import (
 )
 from .inference.handoff import loop_sink
 from .inference.sampling import SamplingParams
-from .inference.worker import GenerationRequest, WarmRequest
+from .inference.worker import GenerationRequest, ModelWorker, WarmRequest
 from .logs import log_event
 from .memory.settings import is_temporary
 from .records import Role, SendOptions, check_unicode
@@ -129,7 +129,7 @@ class Chat:
 
     async def send_new(self, text: str, options: SendOptions | None = None, *, title: str | None = None,
                        settings: dict | None = None, temporary: bool = False,
-                       model: str | None = None) -> AsyncIterator[Event]:
+                       model: str | None = None) -> AsyncGenerator[Event, None]:
         """Start a new chat with its first question: the question is checked first
         (`check_question`) and the chat is made only once it is accepted; a chat whose
         question is refused later (the whole prompt does not fit, a safety block) is
@@ -145,7 +145,7 @@ class Chat:
         finally:
             await asyncio.shield(self.e.db(store.discard_if_empty, conv.id))
 
-    async def send(self, conversation_id: int, text: str, options: SendOptions | None = None) -> AsyncIterator[Event]:
+    async def send(self, conversation_id: int, text: str, options: SendOptions | None = None) -> AsyncGenerator[Event, None]:
         """Scan and commit the user message, then stream the answer as typed events.
 
         A blocked message is not stored and nothing is sent (SafetyNotice events, then
@@ -157,7 +157,7 @@ class Chat:
         async for event in self._ask(conversation_id, LATEST, text, options):
             yield event
 
-    async def edit_and_resend(self, message_id: int, text: str, options: SendOptions | None = None) -> AsyncIterator[Event]:
+    async def edit_and_resend(self, message_id: int, text: str, options: SendOptions | None = None) -> AsyncGenerator[Event, None]:
         """A new branch: the edited question beside the original, then its answer."""
         _check_text(text)
         msg = await self.conversations.message(message_id)
@@ -166,7 +166,7 @@ class Chat:
         async for event in self._ask(msg.conversation_id, msg.parent_id, text, options):
             yield event
 
-    async def regenerate(self, message_id: int, options: SendOptions | None = None) -> AsyncIterator[Event]:
+    async def regenerate(self, message_id: int, options: SendOptions | None = None) -> AsyncGenerator[Event, None]:
         """A new sibling answer for the user message that `message_id` answered."""
         msg = await self.conversations.message(message_id)
         if msg.role is Role.ASSISTANT:
@@ -178,7 +178,7 @@ class Chat:
         async for event in self.turns.answer(msg, options or SendOptions()):
             yield event
 
-    async def replay(self, message_id: int) -> AsyncIterator[Event]:
+    async def replay(self, message_id: int) -> AsyncGenerator[Event, None]:
         """Answer the same question again with the answer's own model, settings and seed (a
         new sibling): with the same prompt, the same text, bit for bit."""
         msg = await self.conversations.message(message_id)
@@ -195,14 +195,14 @@ class Chat:
         async for event in self.turns.answer(question, SendOptions(sampling=params)):
             yield event
 
-    async def continue_answer(self, message_id: int) -> AsyncIterator[Event]:
+    async def continue_answer(self, message_id: int) -> AsyncGenerator[Event, None]:
         """Extend an answer that ended stopped, interrupted or at the length limit: the same
         message grows, its prompt and text so far reused from the KV cache (engine/turns.py)."""
         async for event in self.turns.continue_answer(message_id):
             yield event
 
     async def _ask(self, conversation_id: int, parent_id: int | None, text: str,
-                   options: SendOptions | None) -> AsyncIterator[Event]:
+                   options: SendOptions | None) -> AsyncGenerator[Event, None]:
         self._cancel_warm()  # what it cached stays cached; a stale draft must not follow
         # prepared once (engine/turns.py, engine/turn/plan.py): one read, one scan, one assembly
         async for event in self.turns.ask(conversation_id, parent_id, text, options or SendOptions()):
@@ -269,7 +269,8 @@ class Chat:
             return False
         return not (temporary and await self.settings.get(TEMPORARY_ENABLED_KEY, True) is False)
 
-    async def _ghost_prompt(self, pending: _Pending, conversation_id: int | None, worker: Any) -> list[int] | None:
+    async def _ghost_prompt(self, pending: _Pending, conversation_id: int | None,
+                            worker: ModelWorker) -> list[int] | None:
         """The ids of the chat with the draft as an open user turn, once the draft's
         pre-warming is done; None when a newer draft or another model came meanwhile."""
         history = await self._ghost_history(conversation_id, pending.draft, worker)
@@ -282,7 +283,7 @@ class Chat:
         ids = await asyncio.get_running_loop().run_in_executor(None, partial_turn_ids, worker.tokenizer, history, tail)
         return ids if self._ghost is pending else None
 
-    async def _ghost_write(self, pending: _Pending, worker: Any, ids: list[int],
+    async def _ghost_write(self, pending: _Pending, worker: ModelWorker, ids: list[int],
                            max_tokens: int) -> tuple[str, bool] | None:
         """What the model writes after the open turn, up to a sentence's end: (text, cut
         short by the token limit); None when a newer draft came while it wrote."""

@@ -5,6 +5,7 @@ what the model saw for an answer, and each chat's own settings. Asking and answe
 
 from __future__ import annotations
 
+import builtins
 from typing import TYPE_CHECKING, Any
 
 from .context import ContextReport, report_from_meta
@@ -39,7 +40,7 @@ class Conversations:
             return await self.e.db(store.create_conversation, title, model, settings)
         return await self.e.db(self.e.store.create_conversation, title, model, settings)
 
-    async def list(self, query: str | None = None) -> list[ConversationInfo]:
+    async def list(self, query: str | None = None) -> builtins.list[ConversationInfo]:
         return await self.e.db(self.e.store.list_conversations, query)
 
     async def get(self, conversation_id: int) -> ConversationInfo:
@@ -72,21 +73,21 @@ class Conversations:
     async def restore(self, conversation_id: int) -> ConversationInfo:
         return await self.e.db(self.e.store.restore_conversation, conversation_id)
 
-    async def messages(self, conversation_id: int) -> list[MessageInfo]:
+    async def messages(self, conversation_id: int) -> builtins.list[MessageInfo]:
         """The visible branch of a conversation, oldest first."""
         return await self.e.db(self.e.store_for(conversation_id).messages, conversation_id)
 
     async def message(self, message_id: int) -> MessageInfo:
         return await self.e.db(self.e.store_for(message_id).get_message, message_id)
 
-    async def switch_branch(self, message_id: int) -> list[MessageInfo]:
+    async def switch_branch(self, message_id: int) -> builtins.list[MessageInfo]:
         """Show the branch through `message_id` (a sibling picked with `< 2/3 >`)."""
         store = self.e.store_for(message_id)
         msg = await self.e.db(store.get_message, message_id)
         await self.e.db(store.switch_to, message_id)
         return await self.messages(msg.conversation_id)
 
-    async def sibling(self, message_id: int, step: int) -> list[MessageInfo]:
+    async def sibling(self, message_id: int, step: int) -> builtins.list[MessageInfo]:
         """Move to the previous (-1) or next (+1) sibling of a message and show its branch."""
         siblings = await self.e.db(self.e.store_for(message_id).siblings, message_id)
         index = min(max(siblings.index(message_id) + step, 0), len(siblings) - 1)

@@ -5,6 +5,7 @@ to answer with, its tokens, and the background check of its weights."""
 from __future__ import annotations
 
 import asyncio
+import builtins
 import json
 import logging
 import threading
@@ -48,14 +49,14 @@ class Models:
         self._weight_check: tuple[threading.Event, Any] | None = None
         self._tokenizers: dict[Path, Tokenizer] = {}  # the last tokenizer loaded without its model
 
-    async def list(self) -> list[ModelInfo | RemoteModelInfo]:
+    async def list(self) -> builtins.list[ModelInfo | RemoteModelInfo]:
         """Installed models, importing the starter model first if this is a fresh install."""
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.e.registry.ensure_starter)
         local = await loop.run_in_executor(None, self.e.registry.list)
         return [*local, *await self.providers.models()]  # providers' models, "provider/model"
 
-    async def installed(self) -> list[ModelInfo]:
+    async def installed(self) -> builtins.list[ModelInfo]:
         """Installed models as they are now (no first-run import)."""
         return await asyncio.get_running_loop().run_in_executor(None, self.e.registry.list)
 
@@ -129,14 +130,14 @@ class Models:
         """The name of the model Wren loads by default."""
         return await self.settings.get("model") or STARTER_NAME
 
-    async def catalog(self) -> list[CatalogEntry]:
+    async def catalog(self) -> builtins.list[CatalogEntry]:
         """The curated models Wren offers, each with whether it fits this computer's memory
         and whether it is installed already."""
         total = self.system_memory_bytes()
         entries, installed, origins = await asyncio.get_running_loop().run_in_executor(None, self._catalog_state)
         return [with_fit(e, total, e.id in installed or e.file in origins) for e in entries]
 
-    def _catalog_state(self) -> tuple[list[CatalogEntry], set[str], set[str]]:
+    def _catalog_state(self) -> tuple[builtins.list[CatalogEntry], set[str], set[str]]:
         names, origins = set(), set()
         for info in self.e.registry.list():
             names.add(info.name)
@@ -227,7 +228,7 @@ class Models:
             raise ModelNotLoaded("no model is loaded yet; token counts need its tokenizer")
         return await asyncio.get_running_loop().run_in_executor(None, worker.tokenizer.count, text)
 
-    async def tokens(self, text: str, model: str | None = None) -> list[TokenPiece]:
+    async def tokens(self, text: str, model: str | None = None) -> builtins.list[TokenPiece]:
         """`text` as tokens of the loaded model (or `model`, else the default one). Loads
         only that model's tokenizer, never the model; runs off the caller's thread."""
         loop = asyncio.get_running_loop()

@@ -10,6 +10,7 @@ as missing and are made again. Without the package, everything stays BM25 plus r
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import logging
 from collections.abc import Callable
@@ -57,12 +58,12 @@ class Memories:
 
     # -- memories --------------------------------------------------------------------
 
-    async def list(self, query: str | None = None, limit: int = 500) -> list[MemoryInfo]:
+    async def list(self, query: str | None = None, limit: int = 500) -> builtins.list[MemoryInfo]:
         if query and query.strip():
             return await self.e.db(self.e.memory.search, query, limit)
         return await self.e.db(self.e.memory.list, limit)
 
-    async def by_id(self, memory_ids: list[int]) -> dict[int, MemoryInfo]:
+    async def by_id(self, memory_ids: builtins.list[int]) -> dict[int, MemoryInfo]:
         """The memories that still exist among `memory_ids` (an answer's provenance)."""
         return await self.e.db(self.e.memory.get_many, memory_ids)
 

@@ -4,6 +4,7 @@ models beside the local ones, and load one as the answering model ("provider/mod
 from __future__ import annotations
 
 import asyncio
+import builtins
 import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -58,7 +59,7 @@ class Providers:
         self.remote_http_transport: Any = None
         self.remote_transport: Transport | None = None
 
-    async def list(self) -> list[ProviderInfo]:
+    async def list(self) -> builtins.list[ProviderInfo]:
         return list((await self.e.db(load_providers, self.e.store)).values())
 
     def key_storage_problem(self) -> str | None:
@@ -66,7 +67,7 @@ class Providers:
         return keys.keyring_status()
 
     async def add(self, name: str, base_url: str, *, api_key: str | None = None,
-                           models: tuple[str, ...] | list[str] = (), key_store: str = "auto",
+                           models: tuple[str, ...] | builtins.list[str] = (), key_store: str = "auto",
                            key_env: str | None = None, allow_http: bool = False,
                            context_length: int | None = None, passphrase: str | None = None,
                            discover: bool = True) -> ProviderInfo:
@@ -135,7 +136,7 @@ class Providers:
                 await client.aclose()
         return ProviderCheck(name, tuple(found), answered, time.perf_counter() - started)
 
-    async def models(self) -> list[RemoteModelInfo]:
+    async def models(self) -> builtins.list[RemoteModelInfo]:
         """Every configured provider's models, named "provider/model"."""
         return remote_models(await self.e.db(load_providers, self.e.store), DEFAULT_CONTEXT)
 
@@ -149,7 +150,7 @@ class Providers:
         return RemoteBackend(RemoteSpec(info.name, model, info.base_url, key, info.allow_http, info.context_length,
                                         self.remote_transport, self.remote_http_transport))
 
-    async def _server_models(self, info: ProviderInfo, key: str | None) -> list[str]:
+    async def _server_models(self, info: ProviderInfo, key: str | None) -> builtins.list[str]:
         client = self._backend_for(info, "", key).load(None).client
         try:
             return [m["id"] for m in await client.list_models()]

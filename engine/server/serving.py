@@ -17,7 +17,7 @@ import asyncio
 import json
 import re
 import secrets
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -353,7 +353,7 @@ class Serving:
 
     async def stateless_chat(self, messages: list[dict], params: SamplingParams, *,
                              response_format: dict | None = None, tools: list | None = None,
-                             tool_choice: Any = None, parallel_tool_calls: bool = True) -> AsyncIterator[Event]:
+                             tool_choice: Any = None, parallel_tool_calls: bool = True) -> AsyncGenerator[Event, None]:
         """Answer `messages` (as given, through the model's chat template) without storing
         anything: SafetyNotice, Delta, ToolCall, Usage, Failed and Finished events.
         `response_format` (OpenAI's: json_object or json_schema) constrains the answer to
@@ -391,7 +391,7 @@ class Serving:
                                           single_call=not parallel_tool_calls):
             yield event
 
-    async def stateless_completion(self, prompt: str, params: SamplingParams) -> AsyncIterator[Event]:
+    async def stateless_completion(self, prompt: str, params: SamplingParams) -> AsyncGenerator[Event, None]:
         """Continue raw `prompt` text (no chat template), storing nothing."""
         if not isinstance(prompt, str) or not prompt:
             raise InvalidRequest("prompt must be a non-empty string")
@@ -432,7 +432,7 @@ class Serving:
 
     async def _generate(self, worker: ModelWorker, ids: list[int], params: SamplingParams, *,
                         messages: list[dict] | None = None, constraint: Constraint | None = None,
-                        plan: ToolPlan | None = None, single_call: bool = False) -> AsyncIterator[Event]:
+                        plan: ToolPlan | None = None, single_call: bool = False) -> AsyncGenerator[Event, None]:
         e = self.engine
         window = _loaded(e).context_length
         room = window - len(ids)
@@ -472,7 +472,7 @@ class Serving:
                     yield event
         yield Finished(reason)
 
-    async def _calls_out(self, calls: list[ParsedCall], reason: FinishReason) -> AsyncIterator[Event]:
+    async def _calls_out(self, calls: list[ParsedCall], reason: FinishReason) -> AsyncGenerator[Event, None]:
         """The parsed calls as ToolCall events, their arguments through the output policy;
         a call the model could not finish (out of tokens) is dropped, one it wrote badly is
         an error."""

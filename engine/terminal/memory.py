@@ -145,6 +145,7 @@ def _context(args) -> int:
         if answer is None:
             raise NotFound(f"conversation {args.conversation_id} has no answer with a context report yet")
         report = report_from_meta(answer.meta)
+        assert report is not None  # the answer was picked for having one
         still_there = set(MemoryService(store).get_many(report.memory_ids))
     finally:
         store.close()

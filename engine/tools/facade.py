@@ -11,6 +11,7 @@ in `Engine.close`."""
 from __future__ import annotations
 
 import asyncio
+import builtins
 import json
 import logging
 import time
@@ -83,7 +84,7 @@ class Tools:
         """Where tool sources (MCP servers) register: `add_source(src)`, `remove_source(name)`."""
         return self.state.registry
 
-    async def list(self) -> list[ToolInfo]:
+    async def list(self) -> builtins.list[ToolInfo]:
         disabled = set(await self._name_list(DISABLED_KEY))
         return [
             ToolInfo(s.name, s.description, s.parameters, s.needs_approval, src.name, s.name not in disabled)
@@ -121,7 +122,7 @@ class Tools:
             state.cancelled.add(call_id)
             task.cancel()
 
-    async def always_allowed(self) -> list[str]:
+    async def always_allowed(self) -> builtins.list[str]:
         return await self._name_list(ALWAYS_KEY)
 
     async def allow_always(self, name: str) -> None:
@@ -133,14 +134,14 @@ class Tools:
         names = [n for n in await self._name_list(ALWAYS_KEY) if n != name]
         await self.settings.set(ALWAYS_KEY, names or None)
 
-    async def for_conversation(self, conversation_id: int) -> list[str] | None:
+    async def for_conversation(self, conversation_id: int) -> builtins.list[str] | None:
         """The tools this chat may use (its setting `tools`); None: it has no choice of its
         own, so `tools.default` applies."""
         conv = await self.e.db(self.e.store_for(conversation_id).get_conversation, conversation_id)
         value = conv.settings.get(CONVERSATION_KEY)
         return [n for n in value if isinstance(n, str)] if isinstance(value, list) else None
 
-    async def set_for_conversation(self, conversation_id: int, names: list[str] | tuple[str, ...] | None) -> None:
+    async def set_for_conversation(self, conversation_id: int, names: builtins.list[str] | tuple[str, ...] | None) -> None:
         """Keep this chat's choice of tools (None: back to `tools.default`); later answers,
         regenerations and edits use it when Send gives no tools of its own."""
         if names is not None and (isinstance(names, str) or not all(isinstance(n, str) for n in names)):
@@ -200,19 +201,19 @@ class Tools:
             raise InvalidRequest(f"there is no tool named {name!r}; the tools are: {known}")
         return found
 
-    async def _name_list(self, key: str) -> list[str]:
+    async def _name_list(self, key: str) -> builtins.list[str]:
         value = await self.settings.get(key)
         return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
     # -- MCP servers ---------------------------------------------------------------
 
-    async def mcp_servers(self) -> list[McpServerInfo]:
+    async def mcp_servers(self) -> builtins.list[McpServerInfo]:
         """Every configured server with its state; starts none."""
         states = await self._mcp_thread(self.mcp.states)
         disabled = await self._mcp_disabled_tools()
         return [self._server_info(state, disabled) for state in states]
 
-    async def add_mcp_server(self, name: str, *, command: str | None = None, args: tuple[str, ...] | list[str] = (),
+    async def add_mcp_server(self, name: str, *, command: str | None = None, args: tuple[str, ...] | builtins.list[str] = (),
                              env: dict[str, str] | None = None, url: str | None = None,
                              headers: dict[str, str] | None = None, timeout: float | None = None,
                              enabled: bool = True, replace: bool = False) -> McpServerInfo:
@@ -248,14 +249,14 @@ class Tools:
         self._sync_mcp_sources()
         return await self._mcp_info(name)
 
-    async def import_mcp_servers(self, json_text: str) -> list[str]:
+    async def import_mcp_servers(self, json_text: str) -> builtins.list[str]:
         """The `mcpServers` JSON of Claude desktop and other apps: every server in it is
         added (one of the same name is replaced); a bad entry is named and nothing is added."""
         names = await self.mcp.import_json(json_text)
         self._sync_mcp_sources()
         return names
 
-    async def test_mcp_server(self, name: str) -> list[ToolInfo]:
+    async def test_mcp_server(self, name: str) -> builtins.list[ToolInfo]:
         """Start the server afresh and list its tools; a failure is an McpFailure saying why."""
         try:
             await self.mcp.test(name)
