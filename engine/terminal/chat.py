@@ -222,7 +222,7 @@ class Chat:
         elif command.name == "/model":
             await self.switch_model(rest)
         elif command.name == "/models":
-            for m in await self.engine.list_models():
+            for m in await self.engine.models.list():
                 self.note(f"  {m.name}")
         return True
 
@@ -289,37 +289,37 @@ class Chat:
     async def switch_model(self, name: str) -> None:
         if name:
             try:
-                await self.engine.load_model(name, backend=self.backend)
+                await self.engine.models.load(name, backend=self.backend)
             except WrenError as exc:
                 self.note(f"wren: {exc}")
                 return
-        status = self.engine.current_model
+        status = self.engine.models.current
         self.note(f"(model {status.name} on {status.backend})" if status else "(no model loaded)")
 
     async def send(self, text: str) -> None:
-        from ..api import SendOptions
+        from ..records import SendOptions
 
         files, self.attached = tuple(self.attached), []
         options = SendOptions(sampling=self.params, system_prompt=self.system, attachments=files)
         if files:
             self.note(f"(with {', '.join(Path(p).name for p in files)})")
         if self.conv is None:  # the chat is made only once its first question is accepted
-            events = self.engine.send_new(text, options, title=" ".join(text.split())[:60],
+            events = self.engine.chat.send_new(text, options, title=" ".join(text.split())[:60],
                                           settings={ORIGIN_KEY: TERMINAL_ORIGIN}, temporary=not self.save)
         else:
-            events = self.engine.send(self.conv.id, text, options)
+            events = self.engine.chat.send(self.conv.id, text, options)
         loop = asyncio.get_running_loop()
         handled = _main_thread()
         if handled:
             try:
-                loop.add_signal_handler(signal.SIGINT, self.engine.stop)
+                loop.add_signal_handler(signal.SIGINT, self.engine.chat.stop)
             except NotImplementedError:  # Windows' loops: Ctrl+C ends the chat instead
                 handled = False
         reading = PrefillLine(self.err)
         try:
             async for event in events:
                 if isinstance(event, Started) and self.conv is None:
-                    self.conv = await self.engine.get_conversation(event.conversation_id)
+                    self.conv = await self.engine.conversations.get(event.conversation_id)
                 if isinstance(event, PrefillProgress):
                     reading.update(event.done, event.total)
                     continue
@@ -368,7 +368,7 @@ def run(args, open_engine: Callable, load: Callable, sampling: Callable, save_se
     history = None
     try:
         print("Loading the model…", file=sys.stderr, flush=True)
-        status = loop.run_until_complete(load(engine, args)) or engine.current_model
+        status = loop.run_until_complete(load(engine, args)) or engine.models.current
         print(f"(model {status.name} on {status.backend}, loaded in {status.load_seconds:.1f} s)", file=sys.stderr)
         params = loop.run_until_complete(sampling(engine, args))
         save = args.save if args.save is not None else loop.run_until_complete(save_setting(engine))
@@ -413,7 +413,7 @@ async def _exists(engine, conversation_id: int) -> bool:
     from ..errors import NotFound
 
     try:
-        await engine.get_conversation(conversation_id)
+        await engine.conversations.get(conversation_id)
     except NotFound:
         return False
     except WrenError:  # the database cannot say now: keep the lines

@@ -37,7 +37,7 @@ async def _run(args: argparse.Namespace) -> int:
     engine = _open_engine(one_shot=True)  # one answer, then the process ends: decoded eagerly
     code = 0
     try:
-        async for event in engine.continue_answer(args.message_id):
+        async for event in engine.chat.continue_answer(args.message_id):
             if args.json:
                 print(json.dumps(event_to_dict(event), ensure_ascii=False), flush=True)
             elif isinstance(event, Delta):

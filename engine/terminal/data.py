@@ -33,7 +33,7 @@ def _engine():
 async def _export(args: argparse.Namespace) -> int:
     engine = _engine()
     try:
-        path = await engine.export_all(args.path)
+        path = await engine.privacy.export_all(args.path)
     finally:
         await engine.close()
     print(path)
@@ -61,7 +61,7 @@ async def _erase(args: argparse.Namespace) -> int:
         return _erase_damaged(args, problems)
     damage = engine.store.damage
     try:
-        report = None if damage else await engine.erase_all(keep_models=not args.models)
+        report = None if damage else await engine.privacy.erase_all(keep_models=not args.models)
     except DatabaseDamaged as exc:  # found while erasing
         damage = exc.problems
     finally:

@@ -99,7 +99,7 @@ def _add(args) -> int:
                 return 1
 
     async def go(engine) -> int:
-        info = await engine.add_provider(
+        info = await engine.providers.add(
             args.name, args.base_url, api_key=key, models=args.model, key_store=store, key_env=args.key_env,
             allow_http=args.allow_http, context_length=args.context_length, passphrase=passphrase)
         where = {"system": "the OS keyring", "file": "the encrypted key file", "env": f"${info.key_env}",
@@ -116,7 +116,7 @@ def _add(args) -> int:
 
 def _list(args) -> int:
     async def go(engine) -> int:
-        providers = await engine.list_providers()
+        providers = await engine.providers.list()
         for p in providers:
             if args.json:
                 print(json.dumps(p.to_dict()))
@@ -132,7 +132,7 @@ def _list(args) -> int:
 
 def _rm(args) -> int:
     async def go(engine) -> int:
-        await engine.remove_provider(args.name)
+        await engine.providers.remove(args.name)
         print(f"Removed {args.name} and its stored key.")
         return 0
 
@@ -141,7 +141,7 @@ def _rm(args) -> int:
 
 def _test(args) -> int:
     async def go(engine) -> int:
-        check = await engine.test_provider(args.name, model=args.model)
+        check = await engine.providers.test(args.name, model=args.model)
         print(f"{check.name}: reachable; it lists {len(check.models)} model(s)"
               + (": " + ", ".join(check.models[:10]) if check.models else ""))
         if check.answered is not None:

@@ -113,7 +113,7 @@ async def _serve(args, key: str, port: int, options) -> int:
 
     engine = Engine.open()
     try:
-        status = await engine.load_model(args.model, backend=args.backend)
+        status = await engine.models.load(args.model, backend=args.backend)
         server = WrenServer(engine, key, host=args.host, port=port, options=options)
         await server.start()
         host = f"[{args.host}]" if ":" in args.host else args.host

@@ -54,8 +54,8 @@ async def _run(text: str, args: argparse.Namespace) -> int:
 
     engine = Engine.open()
     try:
-        name = args.model or await engine.default_model()
-        found = await engine.tokens(text, args.model)
+        name = args.model or await engine.models.default()
+        found = await engine.models.tokens(text, args.model)
     finally:
         await engine.close()
     if args.json:

@@ -219,8 +219,8 @@ def _mcp_log(args) -> int:
 async def _tools_list(args) -> int:
     engine = _open_engine()
     try:
-        await engine.prepare_tool_sources()
-        tools = await engine.tools()
+        await engine.tools.prepare_sources()
+        tools = await engine.tools.list()
     finally:
         await engine.close()
     for tool in tools:
@@ -243,8 +243,8 @@ async def _tools_call(args) -> int:
         raise InvalidRequest(f"--args must be a JSON object of the tool's arguments, not {type(arguments).__name__}")
     engine = _open_engine()
     try:
-        await engine.prepare_tool_sources([args.name])  # starts only the MCP server that owns it
-        result = await engine.call_tool(args.name, arguments)
+        await engine.tools.prepare_sources([args.name])  # starts only the MCP server that owns it
+        result = await engine.tools.call(args.name, arguments)
     finally:
         await engine.close()
     # The result is the tool's (an MCP server's) text: on a terminal without control

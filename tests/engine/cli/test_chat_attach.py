@@ -17,8 +17,8 @@ def test_attach_puts_the_file_in_the_next_prompt_only(make_engine, tmp_path):
     err = io.StringIO()
 
     async def scenario():
-        await engine.load_model()
-        chat = Chat(engine, await engine.default_sampling(), out=Output(io.StringIO()), err=err)
+        await engine.models.load()
+        chat = Chat(engine, await engine.settings.default_sampling(), out=Output(io.StringIO()), err=err)
         await chat.handle(f"/attach {tmp_path / 'missing.md'}")
         await chat.handle(f"/attach {note}")
         await chat.handle("/attach")
@@ -26,7 +26,7 @@ def test_attach_puts_the_file_in_the_next_prompt_only(make_engine, tmp_path):
         await chat.handle("What time does my flight leave, according to the attached notes?")
         await chat.handle("/attach")
         prompts = [p for m in engine.scripted.loaded for p in m.prompts]
-        stored = await engine.messages(chat.conv.id)
+        stored = await engine.conversations.messages(chat.conv.id)
         await engine.close()
         return prompts, stored
 

@@ -85,8 +85,8 @@ def delete(conversation_id: int, *, permanently: bool = True, undo_seconds: floa
     async def go() -> None:
         engine = Engine.open()
         if undo_seconds is not None:
-            engine.undo_seconds = undo_seconds
-        await engine.delete_conversation(conversation_id, permanently=permanently)
+            engine.privacy.undo_seconds = undo_seconds
+        await engine.conversations.delete(conversation_id, permanently=permanently)
         if undo_seconds is not None:
             await asyncio.sleep(undo_seconds + 0.5)  # the window's undo bar closes
         await engine.close()

@@ -47,8 +47,8 @@ def test_prompts_say_when_more_lines_are_wanted():
 
 def _chat(engine, err):
     async def make():
-        await engine.load_model()
-        return Chat(engine, await engine.default_sampling(), out=Output(io.StringIO()), err=err)
+        await engine.models.load()
+        return Chat(engine, await engine.settings.default_sampling(), out=Output(io.StringIO()), err=err)
 
     return make
 
@@ -66,7 +66,7 @@ def test_commands_are_never_sent_and_unknown_ones_are_errors(make_engine):
         for line in ("/nope", "/help", "/set", "/system", "/HELP", "/model", "/models", "/new"):
             assert await chat.handle(line) is True
         assert _prompts(engine) == []
-        assert await engine.list_conversations() == []  # nothing sent, no chat made
+        assert await engine.conversations.list() == []  # nothing sent, no chat made
         assert await chat.handle("//etc/hosts is a file") is True
         assert await chat.handle("/bye") is False
         assert await chat.handle("/exit") is False
@@ -120,7 +120,7 @@ def test_system_prompt_and_new_chat_reach_the_model(make_engine):
         await chat.handle("/set system You are a poet.")
         await chat.handle("second question")
         assert chat.conv.id != first
-        assert [c.title for c in await engine.list_conversations()] == ["second question", "first question"]
+        assert [c.title for c in await engine.conversations.list()] == ["second question", "first question"]
         await engine.close()
 
     asyncio.run(scenario())
@@ -144,9 +144,9 @@ def test_a_refused_first_message_leaves_no_chat(make_engine):
         chat = await _chat(engine, err)()
         await chat.handle("word " * 5000)
         assert chat.conv is None
-        assert await engine.list_conversations() == []
+        assert await engine.conversations.list() == []
         await chat.handle("a short one")
-        assert [c.title for c in await engine.list_conversations()] == ["a short one"]
+        assert [c.title for c in await engine.conversations.list()] == ["a short one"]
         await engine.close()
 
     asyncio.run(scenario())

@@ -221,7 +221,7 @@ def test_removing_a_model_through_the_engine_api_unloads_it_from_the_resident_en
     async def remove() -> None:
         engine = Engine.open()
         try:
-            await engine.remove_model("tiny")
+            await engine.models.remove("tiny")
         finally:
             await engine.close()
 
