@@ -16,7 +16,8 @@ have started the same one.
 
 The line protocol (JSON, one object a line): a client sends {"resident": PROTOCOL, "cmd":
 "ask" | "status" | "quit" | "erase" | "drop", ...}; an engine answers with one object a line
-(engine/terminal/resident_host.py describes each).
+(engine/terminal/resident.py describes each). An engine refuses a line of another PROTOCOL
+({"type": "error", "refused": true}), and its asker answers the question itself.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from . import __version__, paths
 from .errors import WrenError
 from .keep_alive import KEEP_ALIVE_ENV
 
-PROTOCOL = 1
+# 2: a question is one typed object, {"cmd": "ask", "question": AskRequest} (1 sent `wren ask`'s arguments)
+PROTOCOL = 2
 LINE_LIMIT = 64 * 2**20  # longest line read: a question is at most a few MB of text
 
 # The environment that shapes an engine: an engine answers only the askers that would have

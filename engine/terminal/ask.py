@@ -1,7 +1,7 @@
-"""`wren ask`: one question, its answer streamed to the terminal (engine/cli.py registers
-the command). The answer comes from Wren's window or the resident engine where one can give
-it (engine/resident.py), else from an engine in this process; either way AskView shows the
-events the same."""
+"""`wren ask`: one question, its answer streamed to the terminal (main.py registers the
+command). The question becomes an AskRequest (ask_request.py); the answer comes from Wren's
+window or the resident engine where one can give it (resident.py), else from an engine in
+this process; either way AskView shows the events the same."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import asyncio
 import json
 import signal
 import sys
-import time
 
 from ..events import (
     AnswerNotice,
@@ -24,13 +23,9 @@ from ..events import (
     event_to_dict,
 )
 from ..progress import PrefillLine
-from ..records import ORIGIN_KEY, TERMINAL_ORIGIN
-from .main import _INTERRUPTED, _load, _main_thread, _open_engine, _params, _print_notices, _question, _saving
+from .ask_request import AskRequest, answer, load_asked_model
+from .main import _INTERRUPTED, _main_thread, _open_engine, _print_notices, _question
 from .output import Output, shown
-
-# How long a question waits for a database another program holds locked before it is
-# refused (the store's busy timeout alone is 3 s; an answer's last write waits 60 s).
-QUESTION_LOCK_WAIT = 30.0
 
 
 async def run(args) -> int:
@@ -47,36 +42,22 @@ async def run(args) -> int:
     from ..inference.constrain import response_format_argument
 
     response_format = response_format_argument(args.schema)  # a bad schema fails before the model loads
+    request = request_from(args, text, title, response_format)
     from . import resident
 
-    if resident.wanted(args):  # a model kept loaded between runs answers (engine/resident.py)
-        code = await resident.ask(args, text, title, response_format)
+    if resident.wanted(args):  # a model kept loaded between runs answers (resident.py)
+        code = await resident.ask(args, request)
         if code is not None:
             return code
-    return await _ask_here(args, text, title, response_format)
+    return await _ask_here(args, request)
 
 
-async def ask_events(engine, args, text: str, title: str, response_format, load=None):
-    """`wren ask`'s answer as events: the question's checks, the model, the send. Run in
-    this process (_ask_here) or by the resident engine, which passes its own `load`."""
-    await engine.check_question(text, args.model)  # empty, too long, too many tokens: before loading
-    from .ask_tools import send_options as tool_options
-
-    tool_fields = await tool_options(engine, args)  # unknown tool names: before loading
-    saving = await _saving(engine, args)
-    if saving:
-        await _writable(engine)
-    await (load or _load)(engine, args)
-    from ..api import SendOptions
-
-    params = _params(args, await engine.default_sampling())
-    if args.logprobs is not None:
-        params = params.with_(logprobs=args.logprobs)
-    # The chat is made only once the question is accepted (no empty chat is left).
-    async for event in engine.send_new(text, SendOptions(sampling=params, response_format=response_format,
-                                                         **tool_fields),
-                                       title=title, settings={ORIGIN_KEY: TERMINAL_ORIGIN}, temporary=not saving):
-        yield event
+def request_from(args, text: str, title: str, response_format: dict | None) -> AskRequest:
+    """The question as `wren ask`'s command line put it."""
+    return AskRequest(text=text, title=title, model=args.model, backend=args.backend, seed=args.seed,
+                      temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
+                      max_tokens=args.max_tokens, logprobs=args.logprobs, tools=args.tools,
+                      tool_choice=args.tool_choice or "auto", response_format=response_format, save=args.save)
 
 
 # The exit status when the safety policy blocked the question or stopped the answer
@@ -97,15 +78,6 @@ def notice_line(notice: SafetyNotice, started: bool) -> str:
         where = "in a tool's result" if started else "in your question"
     done = _DONE.get(notice.action, notice.action.value).format(category=notice.category)
     return f"wren: safety: {notice.category} {where}: {done} (rule {notice.rule})"
-
-
-async def _writable(engine) -> None:
-    """Wait (at most QUESTION_LOCK_WAIT s, in short steps Ctrl+C can cut) while another
-    program holds the database locked, so a question is treated alike here and in a resident
-    engine, whose model is loaded already; still locked, the first write says so."""
-    deadline = time.monotonic() + QUESTION_LOCK_WAIT
-    while not await engine.db(engine.store.writable, 0.25) and time.monotonic() < deadline:
-        pass
 
 
 class AskView:
@@ -189,17 +161,17 @@ class Interrupt:
 
     def __call__(self) -> None:  # the SIGINT handler, on the loop
         self.pressed = True
-        self.engine.stop()
+        self.engine.chat.stop()
         if not self.loaded and self._task is not None:
             self._task.cancel()
 
-    async def load(self, engine, args) -> None:
-        await _load(engine, args)
+    async def load(self, engine, request: AskRequest) -> None:
+        await load_asked_model(engine, request)
         self.loaded = True  # past here a chat may be made: it is stopped, not cancelled mid-write
 
     def seen(self, event) -> None:
         if self.pressed and isinstance(event, Started):
-            self.engine.stop(event.conversation_id)
+            self.engine.chat.stop(event.conversation_id)
 
     async def run(self, work) -> None:
         """Run `work`; a press before the model loaded ends it early, quietly."""
@@ -211,22 +183,22 @@ class Interrupt:
                 raise
 
 
-async def _ask_here(args, text: str, title: str, response_format) -> int:
+async def _ask_here(args, request: AskRequest) -> int:
     engine = _open_engine(one_shot=True)
     try:
         loop = asyncio.get_running_loop()
         interrupt = Interrupt(engine)
         view = AskView(args)
 
-        async def answer() -> None:
-            async for event in ask_events(engine, args, text, title, response_format, load=interrupt.load):
+        async def show() -> None:
+            async for event in answer(engine, request, load=interrupt.load):
                 interrupt.seen(event)
                 await view.show(engine, event)
 
         if _main_thread():
             loop.add_signal_handler(signal.SIGINT, interrupt)
         try:
-            await interrupt.run(answer())
+            await interrupt.run(show())
         finally:
             view.close()
             if _main_thread():

@@ -1,5 +1,6 @@
 """`wren ask`'s tool options: --tools, --tool-choice and --approve, and what the terminal
-shows and asks while an answer calls tools (engine/cli.py calls these three functions)."""
+shows and asks while an answer calls tools (main.py and ask.py call these three functions;
+the checking of the names is ask_request.tool_fields)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import json
 import sys
 from typing import Any, TextIO
 
-from ..errors import InvalidRequest
 from ..events import Event, ToolApprovalNeeded, ToolCall, ToolResult
+from .ask_request import tool_fields
 from .output import clean, shown
 
 SHOWN_CHARS = 300  # of a result, on the terminal (the model sees its whole budget)
@@ -27,37 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 async def send_options(engine: Any, args: argparse.Namespace) -> dict:
     """SendOptions fields from the command line (a bad name fails before anything runs)."""
-    fields: dict = {}
-    # An MCP server's tools are in the registry once it has listed them: start the servers
-    # the command names (every enabled one for `--tools all`) before checking the names.
-    value = (args.tools or "").strip()
-    choice = (args.tool_choice or "auto").strip()
-    wanted = [n.strip() for n in value.split(",") if n.strip() and value not in ("all", "none")]
-    if choice not in ("auto", "none"):
-        wanted.append(choice)
-    if value == "all":
-        await engine.prepare_tool_sources()
-    elif wanted:
-        await engine.prepare_tool_sources(wanted)
-    known = [t.name for t in await engine.tools()]
-    if args.tools is not None:
-        value = args.tools.strip()
-        if value == "all":
-            names = [t.name for t in await engine.tools() if t.enabled]
-        elif value in ("none", ""):
-            names = []
-        else:
-            names = [n.strip() for n in value.split(",") if n.strip()]
-            unknown = [n for n in names if n not in known]
-            if unknown:
-                raise InvalidRequest(f"--tools names {', '.join(unknown)}, which {'is' if len(unknown) == 1 else 'are'} "
-                                     f"not a tool; the tools are: {', '.join(known)}")
-        fields["tools"] = tuple(names)
-    choice = (args.tool_choice or "auto").strip()
-    if choice not in ("auto", "none") and choice not in known:
-        raise InvalidRequest(f"--tool-choice {choice} is not auto, none or a tool; the tools are: {', '.join(known)}")
-    fields["tool_choice"] = choice
-    return fields
+    return await tool_fields(engine, args.tools, args.tool_choice)
 
 
 async def on_event(engine: Any, event: Event, args: argparse.Namespace, err: TextIO | None = None) -> None:
@@ -80,7 +51,7 @@ async def on_event(engine: Any, event: Event, args: argparse.Namespace, err: Tex
             decision = "once"
         else:
             decision = await asyncio.get_running_loop().run_in_executor(None, _ask_terminal, event)
-        engine.approve_tool(event.id, decision)
+        engine.tools.approve(event.id, decision)
 
 
 TTY = "/dev/tty"  # where approvals are asked (tests point it at a pseudo-terminal)

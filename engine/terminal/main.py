@@ -24,12 +24,12 @@ from .. import __version__
 from ..errors import InvalidRequest, WrenError
 from ..inference.select import BACKEND_NAMES
 from ..records import ORIGIN_KEY, TERMINAL_ORIGIN
+from .ask_request import SAVE_SETTING
 from .output import shown
 
 # The commands defined here; any other is an extension's (engine.memory, engine.safety).
 _BUILTIN = ("chat", "ask", "models", "conversations")
 _INTERRUPTED = 130  # 128 + SIGINT, as shells report a command ended by Ctrl+C
-SAVE_SETTING = "cli.save_questions"  # false: `wren ask` and `wren chat` keep nothing (as --no-save)
 
 
 def _sampling_args(p: argparse.ArgumentParser) -> None:
@@ -111,13 +111,6 @@ def _save_args(p: argparse.ArgumentParser) -> None:
                         f"nothing on disk (default: setting {SAVE_SETTING}, else save)")
 
 
-async def _saving(engine, args) -> bool:
-    """Whether this command's conversation is kept: --save/--no-save, else the setting."""
-    if args.save is not None:
-        return args.save
-    return bool(await engine.get_setting(SAVE_SETTING, True))
-
-
 def _extensions():
     """Subcommands that live beside the parts they belong to."""
     from .completion import register as completion
@@ -173,9 +166,9 @@ def _question(args) -> tuple[str, str]:
 
 async def _load(engine, args) -> None:
     if args.model or args.backend:
-        await engine.load_model(args.model, backend=args.backend)
+        await engine.models.load(args.model, backend=args.backend)
     else:
-        await engine.load_model()
+        await engine.models.load()
 
 
 async def _cmd_ask(args) -> int:
@@ -194,10 +187,10 @@ def _cmd_chat(args) -> int:
     from . import chat
 
     async def sampling(engine, args):
-        return _params(args, await engine.default_sampling())
+        return _params(args, await engine.settings.default_sampling())
 
     async def save_setting(engine):
-        return bool(await engine.get_setting(SAVE_SETTING, True))
+        return bool(await engine.settings.get(SAVE_SETTING, True))
 
     return chat.run(args, _open_engine, _load, sampling, save_setting)
 
@@ -382,7 +375,7 @@ async def _cmd_models(args) -> int:
 
     engine = _open_engine()
     try:
-        models = await engine.list_models()
+        models = await engine.models.list()
         backend = resolve_backend("auto").name
         if args.json:
             for m in models:
@@ -401,7 +394,7 @@ async def _cmd_conversations(args) -> int:
     engine = _open_engine()
     try:
         if args.action == "list":
-            convs = await engine.list_conversations()
+            convs = await engine.conversations.list()
             for c in convs:
                 if args.json:  # JSON escapes control characters itself
                     print(json.dumps({"id": c.id, "title": c.title, "updated_at": c.updated_at.isoformat(),
@@ -412,7 +405,7 @@ async def _cmd_conversations(args) -> int:
         if args.id is None:
             raise WrenError(f"`wren conversations {args.action}` needs a conversation id")
         fmt = "json" if args.action == "export" and args.format == "json" else "markdown"
-        sys.stdout.write(shown(await engine.export(args.id, fmt)))
+        sys.stdout.write(shown(await engine.conversations.export(args.id, fmt)))
         return 0
     finally:
         await engine.close()

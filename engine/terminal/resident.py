@@ -16,13 +16,14 @@ answer the engine cuts short ends in an error line that says why. Nothing else l
 port, no key. On Windows `wren ask` answers in its own process. The engine's side is
 engine/terminal/resident_host.py.
 
-The line protocol (JSON, one object a line): the client sends {"resident": 1, "cmd": "ask"
-| "status" | "quit", ...}; a question's fields are engine/terminal/ask_request.py's
-AskRequest. During an answer the client may send {"cmd": "approve", "id", "decision"} and
-{"cmd": "stop"}. The engine sends the answer's events (engine.events.event_to_dict),
-{"type": "notice"} lines, then {"type": "end"}, or {"type": "error", "message", "status"}.
-Other commands: "erase" and "drop" (with "model"), each with a "reason" to give the askers.
-A client that goes away stops its answer, as Ctrl+C does.
+The line protocol (JSON, one object a line; engine/engine_sockets.py's PROTOCOL): the client
+sends {"resident": PROTOCOL, "cmd": "ask", "question": {...}} (the question is ask_request.py's
+AskRequest, checked field by field on arrival), or "status" | "quit". During an answer it may
+send {"cmd": "approve", "id", "decision"} and {"cmd": "stop"}. The engine sends the answer's
+events (engine.events.event_to_dict), {"type": "notice"} lines, then {"type": "end"}, or
+{"type": "error", "message", "status"} (status 2 for a line it cannot read, saying what was
+wrong). Other commands: "erase" and "drop" (with "model"), each with a "reason" to give the
+askers. A client that goes away stops its answer, as Ctrl+C does.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from .. import paths
@@ -55,11 +57,9 @@ from ..engine_sockets import (
 )
 from ..errors import WrenError
 from ..keep_alive import DEFAULT_KEEP_ALIVE, KEEP_ALIVE_ENV, KEEP_ALIVE_SETTING, MAX_KEEP_ALIVE, seconds
+from .ask_request import AskRequest
 
 START_TIMEOUT = 120.0  # seconds for a new engine to listen (it imports torch and opens the data)
-# What `wren ask` sends of its arguments (the rest it handles itself: --json, --file, the text).
-_ASK_FIELDS = ("model", "backend", "seed", "temperature", "top_p", "top_k", "max_tokens", "logprobs", "tools",
-               "tool_choice", "approve", "save", "json")
 
 
 def keep_alive(args: argparse.Namespace | None = None) -> float | None:
@@ -179,13 +179,13 @@ def _wren_command() -> list[str]:
     return [sys.executable, "-m", __package__]
 
 
-async def ask(args: argparse.Namespace, text: str, title: str, response_format: dict | None) -> int | None:
+async def ask(args: argparse.Namespace, question: AskRequest) -> int | None:
     """Ask Wren's window, when it is open with the model the question means, else the
-    resident engine (started if none runs), and show the answer as `wren ask` does; the
-    exit status, or None when neither answers (the caller answers itself)."""
-    request = {"resident": PROTOCOL, "cmd": "ask", "text": text, "title": title,
-               "response_format": response_format, "keep_alive": keep_alive(args),
-               "args": {name: getattr(args, name, None) for name in _ASK_FIELDS}}
+    resident engine (started if none runs), and show the answer as `wren ask` does (`args`:
+    --json, --approve, --keep-alive); the exit status, or None when neither answers (the
+    caller answers itself)."""
+    question = replace(question, keep_alive=keep_alive(args))
+    request = {"resident": PROTOCOL, "cmd": "ask", "question": question.to_wire()}
     line = await _connect(window_socket_path())
     if line is not None:
         code = await _ask_on(line, args, request, "Wren's window")

@@ -3,11 +3,14 @@
 seconds, loading the model each question names. While Wren's window is open, its engine
 answers too (`host_for_window`), for the model the window has loaded, so a question from the
 terminal does not load a second copy; one for another model is left to the resident engine.
-engine/terminal/resident.py is the asking side and describes the protocol."""
+engine/terminal/resident.py is the asking side and describes the protocol.
+
+A question arrives as an AskRequest (ask_request.py), checked field by field before anything
+runs, and is answered with ask_request.answer over the Engine's public surface: nothing here
+imports the terminal's command line (main.py, ask.py, argparse) or prints."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
@@ -21,9 +24,9 @@ from typing import Any
 
 from .. import __version__, paths
 from ..engine_sockets import LINE_LIMIT, PROTOCOL, connect, private_folder, send, supported, window_socket_path
-from ..errors import WrenError
+from ..errors import InvalidRequest, WrenError
 from ..keep_alive import DEFAULT_KEEP_ALIVE, seconds
-from .resident import _ASK_FIELDS
+from .ask_request import AskRequest, answer, load_asked_model
 
 
 class _Stopped(Exception):
@@ -56,7 +59,7 @@ class Resident:
     async def idle_limit(self) -> float:
         if self.keep_alive is not None:
             return self.keep_alive
-        return await self.engine.terminal_keep_alive()
+        return await self.engine.settings.terminal_keep_alive()
 
     async def watch(self) -> None:
         """Ends the process when idle past the keep-alive, or when its data folder is gone."""
@@ -100,141 +103,102 @@ class Resident:
             await asyncio.sleep(0.05)
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        asking = False
+        """One client's line: a command, or a question and then its approvals and stops."""
         try:
-            raw = await reader.readline()
-            message = json.loads(raw) if raw else {}
+            message = _message(await reader.readline())
             if message.get("resident") != PROTOCOL:
                 send(writer, {"type": "error", "refused": True, "message": "another protocol"})
-            elif message.get("cmd") == "status":
-                status = self.engine.current_model
-                send(writer, {"type": "status", "pid": os.getpid(), "version": __version__,
-                               "model": status.name if status else None, "backend": status.backend if status else None,
-                               "decode_mode": await self.engine.decode_mode() if status else None,
-                               "keep_alive": None if self.window else await self.idle_limit(),
-                               "answering": self._answering, "host": "window" if self.window else "resident"})
-            elif message.get("cmd") == "quit" and self.window:
-                send(writer, {"type": "error", "status": 1, "pid": os.getpid(),
-                               "message": f"Wren's window (pid {os.getpid()}) answers `wren ask` while it is open; "
-                                          "it stops when Wren quits"})
-            elif message.get("cmd") == "quit":
-                send(writer, {"type": "bye", "pid": os.getpid()})
-                self.shutdown(str(message.get("reason") or "the resident engine was stopped (`wren resident stop`)"))
-            elif message.get("cmd") == "erase":
-                send(writer, self._erase(str(message.get("reason") or "the data is being erased")))
-            elif message.get("cmd") == "drop":
-                send(writer, await self._drop(str(message.get("model")), str(message.get("reason") or "")))
             elif message.get("cmd") == "ask":
-                asking = True
-                self.asking += 1
-                if message.get("keep_alive") is not None:
-                    self.keep_alive = seconds(message["keep_alive"])  # a bad one cannot make it endless
-                await self._ask(message, reader, writer)
+                await self._question(message, reader, writer)
             else:
-                send(writer, {"type": "error", "message": f"unknown command {message.get('cmd')!r}", "status": 2})
+                send(writer, await self._command(message))
             await writer.drain()
-        except (ConnectionError, json.JSONDecodeError):
+        except InvalidRequest as exc:  # not a JSON object: said to whoever sent it
+            with contextlib.suppress(ConnectionError):
+                send(writer, {"type": "error", "message": str(exc), "status": 2})
+                await writer.drain()
+        except ConnectionError:
             pass
-        except Exception:  # a malformed request: logged; the asker sees the line close
-            import logging
-
+        except Exception:  # a bug: logged; the asker sees the line close
             logging.getLogger("wren.resident").exception("a request could not be handled")
         finally:
-            if asking:
-                self.asking -= 1
-                self.idle_since = time.monotonic()
             writer.close()
             with contextlib.suppress(OSError, ConnectionError):
                 await writer.wait_closed()
 
-    async def _ask(self, message: dict, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _command(self, message: dict) -> dict:
+        """The answer to "status", "quit", "erase" or "drop"."""
+        cmd = message.get("cmd")
+        if cmd == "status":
+            return await self._status()
+        if cmd == "quit" and self.window:
+            return {"type": "error", "status": 1, "pid": os.getpid(),
+                    "message": f"Wren's window (pid {os.getpid()}) answers `wren ask` while it is open; "
+                               "it stops when Wren quits"}
+        if cmd == "quit":
+            self.shutdown(str(message.get("reason") or "the resident engine was stopped (`wren resident stop`)"))
+            return {"type": "bye", "pid": os.getpid()}
+        if cmd == "erase":
+            return self._erase(str(message.get("reason") or "the data is being erased"))
+        if cmd == "drop":
+            return await self._drop(str(message.get("model")), str(message.get("reason") or ""))
+        return {"type": "error", "message": f"unknown command {cmd!r}", "status": 2}
+
+    async def _status(self) -> dict:
+        status = self.engine.models.current
+        return {"type": "status", "pid": os.getpid(), "version": __version__,
+                "model": status.name if status else None, "backend": status.backend if status else None,
+                "decode_mode": await self.engine.models.decode_mode() if status else None,
+                "keep_alive": None if self.window else await self.idle_limit(),
+                "answering": self._answering, "host": "window" if self.window else "resident"}
+
+    async def _question(self, message: dict, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """A question: refused with what was wrong before anything runs, else answered."""
+        try:
+            request = AskRequest.from_wire(message.get("question"))
+        except InvalidRequest as exc:
+            send(writer, {"type": "error", "message": str(exc), "status": 2})
+            return
+        self.asking += 1
+        try:
+            if request.keep_alive is not None:
+                self.keep_alive = seconds(request.keep_alive)  # a bad one cannot make it endless
+            await self._answer(request, reader, writer)
+        finally:
+            self.asking -= 1
+            self.idle_since = time.monotonic()
+
+    async def _answer(self, request: AskRequest, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         from ..events import Started, event_to_dict
-        from .ask import ask_events
 
-        args = argparse.Namespace(**{name: message["args"].get(name) for name in _ASK_FIELDS})
-        conversation: list[int] = []
-        stopped = False
-        why: list[str] = []  # why the engine stopped this answer (not the asker): said to it
-
-        def stop(reason: str | None = None) -> None:
-            nonlocal stopped
-            stopped = True
-            if reason and not why:
-                why.append(reason)
-            if conversation:
-                self.engine.stop(conversation[0])
-
-        async def listen() -> None:  # approvals and Ctrl+C from the client; its going away stops the answer
-            while True:
-                try:
-                    raw = await reader.readline()
-                except (ConnectionError, OSError):  # gone while an event was being written to it
-                    raw = b""
-                if not raw:
-                    stop()
-                    return
-                try:
-                    line = json.loads(raw)
-                except json.JSONDecodeError:
-                    continue
-                if line.get("cmd") == "stop":
-                    stop()
-                elif line.get("cmd") == "approve":
-                    self.engine.approve_tool(str(line["id"]), str(line["decision"]))
-
-        held = False
-
-        async def load(engine, args) -> None:  # the model is counted as in use until the answer ends
-            nonlocal held
-            await self._acquire(engine, args)
-            held = True
-            if stopped:  # stopped while the model loaded: no chat is made for it
-                raise _Stopped
-
-        listening = asyncio.create_task(listen())
-        self._cuts[id(stop)] = stop
-        started = False
+        one = _Answer(self, reader)
+        listening = asyncio.create_task(one.listen())
+        self._cuts[id(one)] = one.stop
         try:
             await self._fresh_policy()
-            async for event in ask_events(self.engine, args, message["text"], message["title"],
-                                          message.get("response_format"), load=load):
+            async for event in answer(self.engine, request, load=one.load):
                 if isinstance(event, Started):
-                    started = True
-                    conversation.append(event.conversation_id)
-                    if stopped:
-                        self.engine.stop(event.conversation_id)
+                    one.started(event.conversation_id)
                 if not writer.is_closing():
                     send(writer, event_to_dict(event))
                     with contextlib.suppress(ConnectionError):
                         await writer.drain()
             self._send_notices(writer)
-            if why:  # cut by erase, a removed model or folder, a stop: the asker says why and fails
-                send(writer, {"type": "error", "status": 1, "cut": started,
-                               "message": f"{why[0]}; the answer was cut there (what came is saved)"})
-            else:
-                send(writer, {"type": "end"})
+            send(writer, one.ending())
         except _Stopped:
-            send(writer, {"type": "error", "status": 1 if why else 130,
-                           "message": f"{why[0] if why else 'stopped'}; the question was not answered"})
+            send(writer, {"type": "error", "status": 1 if one.why else 130,
+                          "message": f"{one.why[0] if one.why else 'stopped'}; the question was not answered"})
         except Refused as exc:
             send(writer, {"type": "error", "refused": True, "message": str(exc)})
         except WrenError as exc:
             self._send_notices(writer)
             send(writer, {"type": "error", "message": str(exc), "status": 2})
         except Exception as exc:  # a bug: logged and written up here; the client says so
-            import logging
-
-            from ..crashreport import write_crash_report
-
-            logging.getLogger("wren.resident").exception("answering a question failed")
-            report = write_crash_report(exc, program="wren", where="the resident engine")
-            where = f"; a crash report was saved at {report}" if report else ""
-            send(writer, {"type": "error", "status": 1,
-                           "message": f"an unexpected error in the resident engine: {type(exc).__name__}{where}"})
+            send(writer, _crashed(exc))
         finally:
-            self._cuts.pop(id(stop), None)
+            self._cuts.pop(id(one), None)
             listening.cancel()
-            if held:
+            if one.held:
                 async with self._models:
                     self._answering -= 1
                     self._models.notify_all()
@@ -252,7 +216,7 @@ class Resident:
         """`wren models rm NAME` is about to delete a model: a resident engine that has it
         loaded stops its answers on it and unloads it; the window keeps the model the user
         chose there, so the removal is refused while the window has it loaded."""
-        status = self.engine.current_model
+        status = self.engine.models.current
         if status is None or status.name != name:
             return {"type": "dropped", "pid": os.getpid(), "had": False}
         if self.window:
@@ -263,40 +227,39 @@ class Resident:
             self.cut(reason or f"the model {name} was removed (`wren models rm`)")
             while self._answering:
                 await self._models.wait()
-            status = self.engine.current_model
+            status = self.engine.models.current
             if status is not None and status.name == name:
-                await self.engine.unload_model()
+                await self.engine.models.unload()
         return {"type": "dropped", "pid": os.getpid(), "had": True}
 
-    async def _acquire(self, engine, args) -> None:
+    async def acquire(self, request: AskRequest) -> None:
         """The asked-for model, loaded unless it already is (answers on another model finish
         first), and counted as answering."""
-        from .main import _load
-
-        name, backend = await self._wanted(args)
+        engine = self.engine
+        name, backend = await self._wanted(request)
         if self.window:  # the window's model is the user's choice there: never switched from here
-            status = engine.current_model
+            status = engine.models.current
             if status is None or status.name != name or backend not in (None, status.backend):
                 raise Refused(f"the window has {status.name if status else 'no model'} loaded, not {name}")
             self._answering += 1
             return
         async with self._models:
             while True:
-                status = engine.current_model
+                status = engine.models.current
                 if status is not None and status.name == name and backend in (None, status.backend):
                     break
                 if self._answering == 0:
-                    await _load(engine, args)
+                    await load_asked_model(engine, request)
                     break
                 await self._models.wait()
             self._answering += 1
 
-    async def _wanted(self, args) -> tuple[str, str | None]:
-        """The model's name and backend an ask means (None: whichever `auto` chose)."""
+    async def _wanted(self, request: AskRequest) -> tuple[str, str | None]:
+        """The model's name and backend a question means (None: whichever `auto` chose)."""
         from ..inference.select import resolve_backend
 
-        name = args.model or await self.engine.default_model()
-        backend = args.backend or await self.engine.get_setting("backend", "auto")
+        name = request.model or await self.engine.models.default()
+        backend = request.backend or await self.engine.settings.get("backend", "auto")
         return name, None if backend == "auto" else resolve_backend(backend).name
 
     async def _fresh_policy(self) -> None:
@@ -314,6 +277,90 @@ class Resident:
         for notice in notices[self._notices_sent:]:
             send(writer, {"type": "notice", "message": notice.message})
         self._notices_sent = len(notices)
+
+
+class _Answer:
+    """One question being answered: who stopped it and why, its conversation, and whether
+    it holds the model."""
+
+    def __init__(self, host: Resident, reader: asyncio.StreamReader) -> None:
+        self.host = host
+        self.reader = reader
+        self.stopped = False
+        self.why: list[str] = []  # why the engine stopped this answer (not the asker): said to it
+        self.conversation: int | None = None
+        self.held = False  # the model is counted as in use until the answer ends
+
+    def stop(self, reason: str | None = None) -> None:
+        self.stopped = True
+        if reason and not self.why:
+            self.why.append(reason)
+        if self.conversation is not None:
+            self.host.engine.chat.stop(self.conversation)
+
+    def started(self, conversation_id: int) -> None:
+        self.conversation = conversation_id
+        if self.stopped:
+            self.host.engine.chat.stop(conversation_id)
+
+    async def load(self, engine: Any, request: AskRequest) -> None:
+        await self.host.acquire(request)
+        self.held = True
+        if self.stopped:  # stopped while the model loaded: no chat is made for it
+            raise _Stopped
+
+    async def listen(self) -> None:
+        """Approvals and Ctrl+C from the client; its going away stops the answer."""
+        while True:
+            try:
+                raw = await self.reader.readline()
+            except (ConnectionError, OSError):  # gone while an event was being written to it
+                raw = b""
+            if not raw:
+                self.stop()
+                return
+            try:
+                line = json.loads(raw)
+            except json.JSONDecodeError:
+                continue
+            if not isinstance(line, dict):
+                continue
+            if line.get("cmd") == "stop":
+                self.stop()
+            elif line.get("cmd") == "approve" and "id" in line and "decision" in line:
+                self.host.engine.tools.approve(str(line["id"]), str(line["decision"]))
+
+    def ending(self) -> dict:
+        """The answer's last line: its end, or, cut by erase, a removed model or folder or a
+        stop, an error that says why (the asker then fails)."""
+        if self.why:
+            return {"type": "error", "status": 1, "cut": self.conversation is not None,
+                    "message": f"{self.why[0]}; the answer was cut there (what came is saved)"}
+        return {"type": "end"}
+
+
+def _message(raw: bytes) -> dict:
+    """A client's first line as a JSON object (nothing at all reads as {})."""
+    if not raw:
+        return {}
+    try:
+        message = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidRequest(f"a request must be one JSON object a line: {exc}") from None
+    if not isinstance(message, dict):
+        raise InvalidRequest(f"a request must be a JSON object, not {type(message).__name__}")
+    return message
+
+
+def _crashed(exc: Exception) -> dict:
+    """A bug while answering: logged and written up here; the client says so."""
+    from ..crashreport import write_crash_report
+
+    logging.getLogger("wren.resident").exception("answering a question failed")
+    report = write_crash_report(exc, program="wren", where="the resident engine")
+    where = f"; a crash report was saved at {report}" if report else ""
+    return {"type": "error", "status": 1,
+            "message": f"an unexpected error in the resident engine: {type(exc).__name__}{where}"}
 
 
 def _policy_stamp() -> tuple:

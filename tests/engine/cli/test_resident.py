@@ -18,6 +18,7 @@ import pytest
 
 from wren.engine import engine_sockets
 from wren.engine.terminal import resident
+from wren.engine.terminal.ask_request import AskRequest
 from wren.engine.terminal.resident_host import host_for_window
 
 REPO = Path(__file__).resolve().parents[3]
@@ -334,7 +335,7 @@ def test_an_open_windows_engine_answers_its_model_and_leaves_others_to_the_resid
 
     async def scenario() -> None:
         engine = Engine.open()
-        await engine.load_model("tiny")
+        await engine.models.load("tiny")
         stop = await host_for_window(engine)
         assert stop is not None
         try:
@@ -348,7 +349,7 @@ def test_an_open_windows_engine_answers_its_model_and_leaves_others_to_the_resid
             code, out, err = await wren("ask", "--model", "other", "--json", "--max-tokens", "3", "hi")
             assert code == 0, err
             assert _events(out)[0]["model"] == "other"
-            assert engine.current_model.name == "tiny"
+            assert engine.models.current.name == "tiny"
             code, out, err = await wren("resident", "--json")
             hosts = {json.loads(line)["host"]: json.loads(line) for line in out.splitlines()}
             assert set(hosts) == {"window", "resident"} and hosts["resident"]["model"] == "other"
@@ -425,9 +426,9 @@ def test_a_socket_folder_of_another_user_is_refused_and_the_question_answered_he
 
     monkeypatch.setattr(os, "getuid", lambda: 54321)  # every folder here is then someone else's
     folder = resident.socket_path(tiny_home).parent
-    args = argparse.Namespace(**dict.fromkeys(resident._ASK_FIELDS), keep_alive=None)
+    args = argparse.Namespace(keep_alive=None, json=False, approve=False)
     try:
-        assert asyncio.run(resident.ask(args, "hi", "hi", None)) is None  # the caller answers itself
+        assert asyncio.run(resident.ask(args, AskRequest(text="hi", title="hi"))) is None  # the caller answers itself
     finally:
         if folder.name == "wren-54321":
             shutil.rmtree(folder, ignore_errors=True)
@@ -443,7 +444,7 @@ def test_the_keep_alive_setting_applies_without_a_flag_or_variable(tiny_home):
     async def set_it() -> None:
         engine = Engine.open()
         try:
-            await engine.set_setting(resident.KEEP_ALIVE_SETTING, 42)
+            await engine.settings.set(resident.KEEP_ALIVE_SETTING, 42)
         finally:
             await engine.close()
 
