@@ -107,10 +107,11 @@ def instrument(engine, counts: Counts) -> None:
     MemoryService.retrieve = counted_retrieve  # type: ignore[method-assign]
 
 
-def send_of(engine):
-    """`engine.chat.send` where the engine has services, else the facade's `send`."""
-    chat = getattr(engine, "chat", None)
-    return chat.send if chat is not None and hasattr(chat, "send") else engine.chat.send
+def method(engine, service: str, name: str, old: str):
+    """`engine.<service>.<name>`, or the engine's own method `old` (the engine before issue
+    26's services, for the baseline)."""
+    owner = getattr(engine, service, None)
+    return getattr(owner, name) if owner is not None and hasattr(owner, name) else getattr(engine, old)
 
 
 async def one_send(engine, counts: Counts, conv_id: int, text: str) -> tuple[float, dict, dict]:
@@ -118,7 +119,7 @@ async def one_send(engine, counts: Counts, conv_id: int, text: str) -> tuple[flo
     t0 = time.perf_counter()
     first: float | None = None
     before_first: dict = {}
-    async for event in send_of(engine)(conv_id, text):
+    async for event in method(engine, "chat", "send", "send")(conv_id, text):
         if isinstance(event, Delta) and first is None:
             first = time.perf_counter() - t0
             before_first = counts.snapshot()
@@ -129,7 +130,7 @@ async def one_send(engine, counts: Counts, conv_id: int, text: str) -> tuple[flo
 
 async def new_chat(engine, n: int) -> int:
     """A chat with two earlier exchanges and a title (no title request beside the answer)."""
-    create = getattr(getattr(engine, "conversations", None), "create", None) or engine.conversations.create
+    create = method(engine, "conversations", "create", "create_conversation")
     conv = await create(f"bench {n}")
     store = engine.store
     parent = None
@@ -152,7 +153,7 @@ async def main_async(args) -> dict:
     model_dir = make_tiny_model_dir(home / "tiny-llama")
     scripted = ScriptedBackend("Hello from Wren, a short scripted answer.")
     engine = tiny_engine(home, model_dir, backend_factory=lambda name: scripted)
-    load = getattr(getattr(engine, "models", None), "load", None) or engine.models.load
+    load = method(engine, "models", "load", "load_model")
     await load()
     counts = Counts()
     instrument(engine, counts)
