@@ -210,55 +210,63 @@ def check_tools(tools: Any, tool_choice: Any) -> ClientTools | None:
         raise BadField("tools must be a list of {\"type\": \"function\", \"function\": {...}}", "tools")
     specs: list[ToolSpec] = []
     for i, tool in enumerate(tools):
-        at = f"tools[{i}]"
-        if not isinstance(tool, dict):
-            raise BadField(f"{at} must be an object", at)
-        if tool.get("type") != "function":
-            raise BadField(f"{at}.type must be \"function\", got {tool.get('type')!r}", f"{at}.type")
-        function = tool.get("function")
-        if not isinstance(function, dict):
-            raise BadField(f"{at}.function must be an object with name, description and parameters", f"{at}.function")
-        name = function.get("name")
-        if not isinstance(name, str) or not TOOL_NAME.match(name):
-            raise BadField(f"{at}.function.name must be 1 to 64 letters, digits, _ or -, got {name!r}",
-                           f"{at}.function.name")
-        if any(s.name == name for s in specs):
-            raise BadField(f"{at}.function.name {name!r} is given twice", f"{at}.function.name")
-        description = function.get("description", "")
-        if description is None:
-            description = ""
-        if not isinstance(description, str):
-            raise BadField(f"{at}.function.description must be a string", f"{at}.function.description")
-        parameters = function.get("parameters")
-        if parameters is None:
-            parameters = {"type": "object", "properties": {}}
-        if not isinstance(parameters, dict):
-            raise BadField(f"{at}.function.parameters must be a JSON schema object", f"{at}.function.parameters")
-        try:  # the schema must be one the arguments can be held to
-            Constraint.tool_call(name, parameters)
-        except ConstraintError as exc:
-            raise BadField(f"{at}.function.parameters: {exc}", f"{at}.function.parameters") from None
-        specs.append(ToolSpec(name, description, parameters))
-    forced = None
+        specs.append(_function_spec(tool, f"tools[{i}]", specs))
+    choice, forced = _tool_choice(tool_choice, specs)
+    return ClientTools(tuple(specs), choice, forced)
+
+
+def _function_spec(tool: Any, at: str, earlier: list[ToolSpec]) -> ToolSpec:
+    """One of the request's `tools`, checked: a function with a new name, a description and
+    a JSON schema the arguments can be held to."""
+    if not isinstance(tool, dict):
+        raise BadField(f"{at} must be an object", at)
+    if tool.get("type") != "function":
+        raise BadField(f"{at}.type must be \"function\", got {tool.get('type')!r}", f"{at}.type")
+    function = tool.get("function")
+    if not isinstance(function, dict):
+        raise BadField(f"{at}.function must be an object with name, description and parameters", f"{at}.function")
+    name = function.get("name")
+    if not isinstance(name, str) or not TOOL_NAME.match(name):
+        raise BadField(f"{at}.function.name must be 1 to 64 letters, digits, _ or -, got {name!r}",
+                       f"{at}.function.name")
+    if any(s.name == name for s in earlier):
+        raise BadField(f"{at}.function.name {name!r} is given twice", f"{at}.function.name")
+    description = function.get("description", "")
+    if description is None:
+        description = ""
+    if not isinstance(description, str):
+        raise BadField(f"{at}.function.description must be a string", f"{at}.function.description")
+    parameters = function.get("parameters")
+    if parameters is None:
+        parameters = {"type": "object", "properties": {}}
+    if not isinstance(parameters, dict):
+        raise BadField(f"{at}.function.parameters must be a JSON schema object", f"{at}.function.parameters")
+    try:  # the schema must be one the arguments can be held to
+        Constraint.tool_call(name, parameters)
+    except ConstraintError as exc:
+        raise BadField(f"{at}.function.parameters: {exc}", f"{at}.function.parameters") from None
+    return ToolSpec(name, description, parameters)
+
+
+def _tool_choice(tool_choice: Any, specs: list[ToolSpec]) -> tuple[str, str | None]:
+    """OpenAI's `tool_choice`, checked: (auto, none, required or "function"; the forced name)."""
     if tool_choice is None:
-        choice = "auto"
-    elif isinstance(tool_choice, str):
+        return "auto", None
+    if isinstance(tool_choice, str):
         if tool_choice not in CHOICES:
             raise BadField(f"tool_choice must be one of {', '.join(CHOICES)} or "
                            f"{{\"type\": \"function\", \"function\": {{\"name\": …}}}}, got {tool_choice!r}",
                            "tool_choice")
-        choice = tool_choice
-    else:
-        function = tool_choice.get("function") if isinstance(tool_choice, dict) else None
-        name = function.get("name") if isinstance(function, dict) else None
-        if not isinstance(tool_choice, dict) or tool_choice.get("type") != "function" or not isinstance(name, str):
-            raise BadField("tool_choice must be \"auto\", \"none\", \"required\" or "
-                           "{\"type\": \"function\", \"function\": {\"name\": …}}", "tool_choice")
-        if not any(s.name == name for s in specs):
-            raise BadField(f"tool_choice names {name!r}, which is not among the request's tools "
-                           f"({', '.join(s.name for s in specs)})", "tool_choice.function.name")
-        choice, forced = "function", name
-    return ClientTools(tuple(specs), choice, forced)
+        return tool_choice, None
+    function = tool_choice.get("function") if isinstance(tool_choice, dict) else None
+    name = function.get("name") if isinstance(function, dict) else None
+    if not isinstance(tool_choice, dict) or tool_choice.get("type") != "function" or not isinstance(name, str):
+        raise BadField("tool_choice must be \"auto\", \"none\", \"required\" or "
+                       "{\"type\": \"function\", \"function\": {\"name\": …}}", "tool_choice")
+    if not any(s.name == name for s in specs):
+        raise BadField(f"tool_choice names {name!r}, which is not among the request's tools "
+                       f"({', '.join(s.name for s in specs)})", "tool_choice.function.name")
+    return "function", name
 
 
 @dataclass
