@@ -22,12 +22,19 @@ REFERENCE = REPO / "tests" / "data" / "starter_model.json"  # a copy of the team
 # `pip wheel` of the checkout uses its build/ and *.egg-info. They run on one worker, in turn
 # (xdist hands the biggest group out first, so the bundle's build starts at once).
 CHECKOUT_WRITERS = ("tests/packaging/",)
+# The longest tests, first in the order, so a worker starts them at once instead of ending the
+# run on them (the starter model on MLX's CPU backend takes minutes of CPU alone).
+LONGEST_FIRST = ("tests/e2e/",)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    def where(item: pytest.Item) -> str:
+        return item.path.resolve().relative_to(REPO).as_posix()
+
+    items.sort(key=lambda item: not where(item).startswith(LONGEST_FIRST))  # stable: the rest keep their order
     for item in items:
-        if item.path.resolve().relative_to(REPO).as_posix().startswith(CHECKOUT_WRITERS):
+        if where(item).startswith(CHECKOUT_WRITERS):
             item.add_marker(pytest.mark.xdist_group("checkout"))
         elif item.get_closest_marker("serial") is not None:
             # `make test` runs these in a pass of their own (-m serial, no -n); a parallel run
