@@ -210,7 +210,7 @@ def describe_notices(notices: list[SafetyNotice] | list[dict]) -> str:
     for notice in notices:
         category = notice["category"] if isinstance(notice, dict) else notice.category
         action = notice["action"] if isinstance(notice, dict) else notice.action.value
-        seen.setdefault(category, verbs.get(action, action))
+        seen.setdefault(category, verbs.get(action) or str(action))
     return "; ".join(f"{verb}: {category}" for category, verb in seen.items())
 
 

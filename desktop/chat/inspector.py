@@ -186,7 +186,7 @@ class ContextInspector(QDialog):
     def rows(self) -> list[tuple[str, ...]]:
         """The table as text, top to bottom (what a screen reader or a test reads)."""
         return [
-            tuple(self.table.item(r, c).text() for c in range(self.table.columnCount()))
+            tuple(item.text() if (item := self.table.item(r, c)) is not None else "" for c in range(self.table.columnCount()))
             for r in range(self.table.rowCount())
         ]
 

@@ -127,7 +127,11 @@ class ProvenanceDialog(QDialog):
         self.editor = MemoryEditor(
             "Edit memory", row.info.text, lambda text: self.engine.memories.edit(memory_id, text), self.tasks, parent=self
         )
-        self.editor.saved.connect(lambda info: (row.show_memory(info), self.changed.emit()))
+        def saved(info) -> None:
+            row.show_memory(info)
+            self.changed.emit()
+
+        self.editor.saved.connect(saved)
         self.editor.open()
         return self.editor
 

@@ -82,7 +82,8 @@ class PrivacyPage(QWidget):
         try:
             out = await self.engine.privacy.export_all(path)
         except (WrenError, OSError) as exc:
-            return self._fail(f"Nothing was exported: {exc}")
+            self._fail(f"Nothing was exported: {exc}")
+            return None
         finally:
             self._busy(False)
         self.status.setText(f"Exported to {out} (readable by you alone).")
@@ -115,7 +116,8 @@ class PrivacyPage(QWidget):
         try:
             report = await self.engine.privacy.erase_all(keep_models=not models)
         except (WrenError, OSError) as exc:
-            return self._fail(f"Not everything was deleted: {exc}")
+            self._fail(f"Not everything was deleted: {exc}")
+            return None
         finally:
             self._busy(False)
         self.status.setText("All your data was deleted" + ("." if models else "; the models were kept."))

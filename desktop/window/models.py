@@ -118,7 +118,9 @@ class ModelController(QObject):
         details = f"File: {path or 'unknown'}\nReason: {reason}"
         if self.error_dialog is not None:
             self.error_dialog.close()
-        dialog = QMessageBox(QMessageBox.Icon.Warning, "Model failed to load", text, QMessageBox.StandardButton.Ok, self.parent())
+        parent = self.parent()
+        dialog = QMessageBox(QMessageBox.Icon.Warning, "Model failed to load", text, QMessageBox.StandardButton.Ok,
+                             parent if isinstance(parent, QWidget) else None)
         dialog.setObjectName("modelErrorDialog")
         dialog.setInformativeText(details)
         dialog.setAccessibleName("Model failed to load")
