@@ -30,7 +30,7 @@ from .output import Output, shown
 
 async def run(args) -> int:
     """`wren ask`: the question from files, standard input and words; answered by Wren's
-    window or the resident engine when one can (engine/resident.py), else here."""
+    window or the resident engine when one can (resident.py), else here."""
     if args.logprobs is not None:
         from ..errors import InvalidRequest
         from ..inference.sampling import SamplingParams

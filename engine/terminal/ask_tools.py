@@ -36,7 +36,7 @@ async def on_event(engine: Any, event: Event, args: argparse.Namespace, err: Tex
     and answer an approval: --approve allows once; else the terminal asks; with no terminal
     to ask on, the call is declined. A tool's result (an MCP server's text) and the model's
     arguments are untrusted: on a terminal they lose their control characters and escape
-    sequences, as the answer does (engine/cli_terminal.py)."""
+    sequences, as the answer does (output.py)."""
     err = err or sys.stderr
     if isinstance(event, ToolCall) and not args.json:
         line = f"[tool] {event.name} {json.dumps(event.arguments, ensure_ascii=False)}"

@@ -4,7 +4,7 @@ Start-up time is most of a `wren ask`: modules that only some commands need (tor
 engine, the extensions' subcommands) are imported inside those commands.
 
 On a terminal, text that came from a model (answers, titles, exports) is printed without
-its control characters and escape sequences (engine/cli_terminal.py); to a pipe or a file
+its control characters and escape sequences (output.py); to a pipe or a file
 it goes as it came. docs/cli.md describes the commands.
 """
 

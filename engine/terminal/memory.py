@@ -1,6 +1,6 @@
 """`wren memories …` and `wren context …`: memory and context reports from the terminal.
 
-The lead's CLI adds these with `register(subparsers)`; each handler is `(args) -> int` and
+main.py adds these with `register(subparsers)`; each handler is `(args) -> int` and
 opens the user's database itself.
 """
 

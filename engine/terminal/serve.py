@@ -1,6 +1,6 @@
 """`wren serve`: Wren as an HTTP server (OpenAI-compatible and Wren's own endpoints).
 
-Registered by engine/cli.py's `_extensions()`; see docs/server.md.
+Registered by main.py's `_extensions()`; see docs/server.md.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@
     wren mcp import FILE                        (Claude desktop's mcpServers JSON; - reads stdin)
     wren mcp list [--json] | rm NAME | test NAME [--json] | log NAME [-n LINES]
 
-The lead's CLI adds these with `register(subparsers)`; each handler is `(args) -> int` or a
+main.py adds these with `register(subparsers)`; each handler is `(args) -> int` or a
 coroutine of it. Configuration commands touch only mcp.json; `test`, `tools list` and
 `tools call` start the servers they need and stop them before returning.
 """
