@@ -2,7 +2,7 @@
 
 The guard runs on the asyncio side while the model decodes on its own thread, so what it
 can cost is time on the consumer's loop and contention for the interpreter. Measured end to
-end through `Engine.send`: completion tokens ÷ seconds from the first delta to Finished,
+end through `engine.chat.send`: completion tokens ÷ seconds from the first delta to Finished,
 median over --runs, for (a) no guard (a pass-through stand-in), (b) the shipped policy and
 (c) a policy that redacts every category (the longest hold-back). Prints JSON.
 

@@ -14,7 +14,7 @@ server's cost; and `httpx` (the library the openai package uses), whose pure-Pyt
 parsing takes several times the CPU per chunk: on a machine with no spare core that time
 comes out of the model's, which its figures include. Measured, medians over --runs:
 
-- time to first token: `Engine.send` in-process against `POST /api/conversation` (the
+- time to first token: `engine.chat.send` in-process against `POST /api/conversation` (the
   same path: a stored conversation, made beforehand on both sides; and again with the new
   chat made inside the timed span, as a request without conversation_id does), interleaved
   run by run, with the median of the run-by-run differences; and `Engine.stateless_chat`
@@ -372,7 +372,7 @@ async def server_main(args) -> dict:
 async def measure(engine, params, clients: dict, args) -> dict:
     """Each variant's figures; the in-process runs are shared (one per round)."""
     out: dict = {name: {} for name in clients}
-    # Time to first token, interleaved run by run (the machine's load drifts): Engine.send
+    # Time to first token, interleaved run by run (the machine's load drifts): engine.chat.send
     # into a new empty chat against POST /api/conversation into one made the same way (the
     # same engine work), then a new chat made inside the timed span on both sides.
     for create in (False, True):

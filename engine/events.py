@@ -1,4 +1,4 @@
-"""Typed events streamed from `Engine.send` to every front end."""
+"""Typed events streamed from `engine.chat.send` to every front end."""
 
 from __future__ import annotations
 
@@ -166,7 +166,7 @@ class ToolCall:
 
 @dataclass(frozen=True, slots=True)
 class ToolApprovalNeeded:
-    """The call `id` waits for the user: Engine.approve_tool(id, "once" | "always" | "deny")."""
+    """The call `id` waits for the user: engine.tools.approve(id, "once" | "always" | "deny")."""
 
     id: str
     name: str

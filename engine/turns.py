@@ -564,7 +564,7 @@ class Turns:
 
 
 class _TurnStop:
-    """Stands in the engine's running answers (`TurnHost.answer_started`) for the whole answer: `Engine.stop` sets `cancel` (a
+    """Stands in the engine's running answers (`TurnHost.answer_started`) for the whole answer: `engine.chat.stop` sets `cancel` (a
     threading.Event, as on a GenerationRequest), which also sets the asyncio event `stopped`
     that a tool call or an approval waits on."""
 

@@ -38,8 +38,8 @@ class ChatView(QScrollArea):
     suggestion_accepted = Signal(object, str)  # answer id, suggested text
     clear_memories_requested = Signal(object)  # answer id whose question said "forget everything"
     messages_changed = Signal()  # messages were added or removed (the window re-orders Tab stops)
-    tool_decided = Signal(str, str)  # call id, "once" | "always" | "deny" (Engine.approve_tool)
-    tool_cancel_requested = Signal(str)  # call id (Engine.cancel_tool)
+    tool_decided = Signal(str, str)  # call id, "once" | "always" | "deny" (engine.tools.approve)
+    tool_cancel_requested = Signal(str)  # call id (engine.tools.cancel)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)

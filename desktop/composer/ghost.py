@@ -1,5 +1,5 @@
 """Ghost text in the composer: after a pause in typing, the engine proposes how the draft
-might go on (`Engine.suggest_continuation`), shown grey after the cursor. Tab takes it
+might go on (`engine.chat.suggest_continuation`), shown grey after the cursor. Tab takes it
 all, Ctrl+Right a word at a time, any other key dismisses it; the next keystroke cancels a
 suggestion still being written, and one made for another draft is never shown."""
 

@@ -1,6 +1,6 @@
 """This chat's own settings, from the header: its system prompt, a sampling preset, the
 tools it may use and whether it uses and saves memories. Saved in the conversation
-(`Engine.update_chat_settings`); the next Send of this chat follows them."""
+(`engine.conversations.update_settings`); the next Send of this chat follows them."""
 
 from __future__ import annotations
 

@@ -333,7 +333,7 @@ class ConversationController(QObject):
 
     def replay(self, message_id: int) -> None:
         """The same answer again, as a new version beside it: its model, settings and seed
-        (Engine.replay), so the same text token for token."""
+        (engine.chat.replay), so the same text token for token."""
         if self.current_id is None or self.current_id in self.streams:
             return
         self.chat.remove_from(message_id)
@@ -341,7 +341,7 @@ class ConversationController(QObject):
 
     def continue_answer(self, message_id: int) -> None:
         """Go on with an answer that was stopped, interrupted or cut at its length limit: the
-        same message grows (Engine.continue_answer)."""
+        same message grows (engine.chat.continue_answer)."""
         if self.current_id is None or self.current_id in self.streams:
             return
         self.chat.remove_from(message_id)

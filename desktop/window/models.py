@@ -15,7 +15,7 @@ log = logging.getLogger(__name__)
 
 
 async def installed_models(engine: Engine) -> list:
-    """The installed models, without Engine.list_models' first-run starter import (a
+    """The installed models, without engine.models.list' first-run starter import (a
     multi-second conversion that loading the model already does, in the background)."""
     return await engine.models.installed()
 

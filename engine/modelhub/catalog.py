@@ -53,7 +53,7 @@ class CatalogEntry:
 
     @property
     def spec(self) -> str:
-        """What `Engine.pull_model` takes for this entry (its id)."""
+        """What `engine.models.pull` takes for this entry (its id)."""
         return self.id
 
 

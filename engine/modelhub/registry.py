@@ -48,7 +48,7 @@ STARTER_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # The starter's default temperature, which its GGUF does not record. It is a 135M model: for
 # "What is the capital of France?" its first word is "The" or a French "L'" nearly evenly
 # (float32 logits 0.08 apart), and the French openings often wander off. Through
-# Engine.send, seeds 1-30, 64 tokens: "Paris" in 25 of 30 answers at 0.2 (its card's
+# engine.chat.send, seeds 1-30, 64 tokens: "Paris" in 25 of 30 answers at 0.2 (its card's
 # advice), 27 at 0.1, 29 at 0.05; with the repetition guard it does not loop at 0.05.
 STARTER_SAMPLING = {"temperature": 0.05}
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")

@@ -320,7 +320,7 @@ class WrenApp:
         if action not in ("next", "variant", "edit", "continue"):
             raise ApiError(400, f"action must be next, variant, edit or continue, got {action!r}", param="action")
         if action == "continue":
-            # The answer goes on with its own model settings and seed (Engine.continue_answer).
+            # The answer goes on with its own model settings and seed (engine.chat.continue_answer).
             given = [name for name in ("content", "messages", "sampling", "system_prompt", "tools", "tool_choice",
                                        "response_format") if body.get(name) is not None]
             if given:
@@ -352,7 +352,7 @@ class WrenApp:
             elif conv_id is None:
                 conv_id = (await engine.conversations.create(temporary=temporary)).id
                 created = True
-            # (an unknown conversation_id: Engine.send raises NotFound before anything is
+            # (an unknown conversation_id: engine.chat.send raises NotFound before anything is
             # stored, and that comes back below as the 404 — no round trip of its own here)
             if action == "next":
                 events = engine.chat.send(conv_id, text, options)

@@ -416,7 +416,7 @@ class Serving:
             yield event
 
     async def _scan_messages(self, messages: list[dict]) -> tuple[list[SafetyNotice], list[dict]]:
-        """Every message through the input policy, as `Engine.send` scans a question; the
+        """Every message through the input policy, as `engine.chat.send` scans a question; the
         string values in an assistant message's tool-call arguments too (the client wrote
         them, and they reach the model, or a remote provider, like any other text)."""
         e = self.engine

@@ -1,5 +1,5 @@
 """`wren continue MESSAGE_ID [--json]`: extend an answer that ended stopped, interrupted
-or at the length limit; the same message grows (Engine.continue_answer)."""
+or at the length limit; the same message grows (engine.chat.continue_answer)."""
 
 from __future__ import annotations
 

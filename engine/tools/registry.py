@@ -41,7 +41,7 @@ class ToolSpec:
 
 @dataclass(frozen=True)
 class ToolInfo:
-    """A tool as front ends see it (Engine.tools())."""
+    """A tool as front ends see it (engine.tools.list())."""
 
     name: str
     description: str

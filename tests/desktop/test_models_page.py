@@ -42,7 +42,7 @@ def picker_names(window) -> list[str]:
 
 
 class FakePull:
-    """Engine.pull_model's stand-in: reports progress in steps from a worker thread, stops
+    """engine.models.pull's stand-in: reports progress in steps from a worker thread, stops
     when its cancel event is set, and resumes from the bytes it had on the next call."""
 
     def __init__(self, engine, source, size=10 * 10**6, step=10**6):

@@ -1,5 +1,5 @@
 """The starter model (SmolLM2-135M-Instruct) at Wren's default sampling settings answers
-sensibly: through Engine.send, seeds fixed, no sampling options given with the message.
+sensibly: through engine.chat.send, seeds fixed, no sampling options given with the message.
 
 Affordable on two cores: answers run five at a time in the engine's shared decode steps; the
 capital question is asked with 30 seeds cut at 40 tokens (a right answer says "Paris" in its

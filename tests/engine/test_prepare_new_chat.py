@@ -1,4 +1,4 @@
-"""Engine.prepare for the first message of a new chat: no conversation exists yet."""
+"""engine.chat.prepare for the first message of a new chat: no conversation exists yet."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tokens you can see: Engine.tokens and `wren tokens`, on the tiny model's byte-level tokenizer."""
+"""Tokens you can see: engine.models.tokens and `wren tokens`, on the tiny model's byte-level tokenizer."""
 
 from __future__ import annotations
 

@@ -487,6 +487,7 @@ class RemoteWorker:
         self.name = name
         self.backend = backend
         self.tokenizer = tokenizer  # local: context budgeting and counting without usage
+        self.model_dir = None  # a remote model has no folder here: no card or generation_config.json to read
         self.policy = policy  # the safety policy, applied once more to what leaves (destination remote)
         self.model: RemoteModel | None = None
         self.sent_messages: int = 0

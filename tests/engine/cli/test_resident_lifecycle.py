@@ -210,7 +210,7 @@ def test_a_full_disk_mid_answer_is_said_and_the_answer_finished_once_there_is_ro
 
 @pytest.mark.usefixtures("tiny_home")
 def test_removing_a_model_through_the_engine_api_unloads_it_from_the_resident_engine():
-    """What the window's Models page does (Engine.remove_model)."""
+    """What the window's Models page does (engine.models.remove)."""
     import asyncio
 
     from wren.engine.api import Engine

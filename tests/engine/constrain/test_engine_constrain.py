@@ -1,4 +1,4 @@
-"""Constraints and damaged logits through the engine: Engine.send's response_format, `wren ask
+"""Constraints and damaged logits through the engine: engine.chat.send's response_format, `wren ask
 --schema`, and NaN logits failing the answer (scripted backend: the one-at-a-time path;
 the tiny torch model: the batched path)."""
 

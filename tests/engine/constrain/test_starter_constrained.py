@@ -1,5 +1,5 @@
 """The real starter model (SmolLM2-135M) under constraints: a forced tool call parses and
-validates in 10 of 10 seeds, and response_format gives valid JSON through Engine.send.
+validates in 10 of 10 seeds, and response_format gives valid JSON through engine.chat.send.
 (MLX under a constraint: tests/engine/constrain/test_engine_constrain.py, on the tiny model.)"""
 
 from __future__ import annotations

@@ -196,7 +196,7 @@ def _folder_with_config(root, name, config):
 
 
 def test_precedence_message_conversation_preset_everywhere_config_builtin(make_engine, tmp_path):
-    from wren.engine.api import SendOptions
+    from wren.engine.records import SendOptions
 
     async def main():
         engine = make_engine()
@@ -204,21 +204,21 @@ def test_precedence_message_conversation_preset_everywhere_config_builtin(make_e
         engine.registry.register_folder(folder, name="configured")
 
         # Built-in defaults for a model without a config ("tiny"), the config over them.
-        plain = await engine.default_sampling("tiny")
+        plain = await engine.settings.default_sampling("tiny")
         assert (plain.temperature, plain.top_k, plain.min_p) == (BUILTIN_DEFAULTS["temperature"], 40, 0.05)
-        configured = await engine.default_sampling("configured")
+        configured = await engine.settings.default_sampling("configured")
         assert (configured.temperature, configured.top_k, configured.top_p, configured.min_p) == (0.4, 10, 0.8, 0.05)
 
         # Settings for every model over the config; this model's preset over those.
-        await engine.set_setting("sampling", {"top_k": 20, "max_tokens": 300})
-        await engine.set_setting(PRESETS_KEY, {"configured": {"temperature": 0.9}})
-        params = await engine.default_sampling("configured")
+        await engine.settings.set("sampling", {"top_k": 20, "max_tokens": 300})
+        await engine.settings.set(PRESETS_KEY, {"configured": {"temperature": 0.9}})
+        params = await engine.settings.default_sampling("configured")
         assert (params.temperature, params.top_k, params.top_p, params.max_tokens) == (0.9, 20, 0.8, 300)
-        assert (await engine.default_sampling("configured", preset=False)).temperature == 0.4
-        assert (await engine.default_sampling("tiny")).temperature == BUILTIN_DEFAULTS["temperature"]
+        assert (await engine.settings.default_sampling("configured", preset=False)).temperature == 0.4
+        assert (await engine.settings.default_sampling("tiny")).temperature == BUILTIN_DEFAULTS["temperature"]
 
         # A conversation's own settings over the preset, field by field.
-        params = await engine.default_sampling("configured", overrides={"top_p": 0.5})
+        params = await engine.settings.default_sampling("configured", overrides={"top_p": 0.5})
         assert (params.temperature, params.top_p) == (0.9, 0.5)
         return engine
 
@@ -226,11 +226,11 @@ def test_precedence_message_conversation_preset_everywhere_config_builtin(make_e
         # The same order through send: the conversation's fields win, the rest come from
         # the loaded model's preset; options given with the message win over both.
         engine = make_engine()
-        await engine.set_setting(PRESETS_KEY, {"tiny": {"temperature": 0.3, "top_k": 7}})
-        conv = await engine.create_conversation(settings={"sampling": {"top_k": 3}})
-        [_ async for _ in engine.send(conv.id, "hi")]
-        [_ async for _ in engine.send(conv.id, "again", SendOptions(sampling=SamplingParams(temperature=1.5)))]
-        answers = [m for m in await engine.messages(conv.id) if m.role.value == "assistant"]
+        await engine.settings.set(PRESETS_KEY, {"tiny": {"temperature": 0.3, "top_k": 7}})
+        conv = await engine.conversations.create(settings={"sampling": {"top_k": 3}})
+        [_ async for _ in engine.chat.send(conv.id, "hi")]
+        [_ async for _ in engine.chat.send(conv.id, "again", SendOptions(sampling=SamplingParams(temperature=1.5)))]
+        answers = [m for m in await engine.conversations.messages(conv.id) if m.role.value == "assistant"]
         await engine.close()
         return [(m.sampling["temperature"], m.sampling["top_k"]) for m in answers]
 
@@ -242,10 +242,10 @@ def test_precedence_message_conversation_preset_everywhere_config_builtin(make_e
 def test_the_current_model_is_the_default(make_engine, tmp_path):
     async def main():
         engine = make_engine()
-        await engine.set_setting(PRESETS_KEY, {"tiny": {"temperature": 0.25}})
-        before = await engine.default_sampling()  # nothing loaded: the chosen model ("tiny")
-        await engine.load_model()
-        after = await engine.default_sampling()
+        await engine.settings.set(PRESETS_KEY, {"tiny": {"temperature": 0.25}})
+        before = await engine.settings.default_sampling()  # nothing loaded: the chosen model ("tiny")
+        await engine.models.load()
+        after = await engine.settings.default_sampling()
         await engine.close()
         return before.temperature, after.temperature
 
@@ -256,12 +256,12 @@ def test_bad_presets_are_refused_naming_the_model(make_engine):
     async def main():
         engine = make_engine()
         with pytest.raises(InvalidRequest, match="preset of model 'tiny'.*top_p"):
-            await engine.set_setting(PRESETS_KEY, {"tiny": {"top_p": 3}})
+            await engine.settings.set(PRESETS_KEY, {"tiny": {"top_p": 3}})
         with pytest.raises(InvalidRequest, match="unknown sampling settings: hotness"):
-            await engine.set_setting(PRESETS_KEY, {"tiny": {"hotness": 3}})
+            await engine.settings.set(PRESETS_KEY, {"tiny": {"hotness": 3}})
         with pytest.raises(InvalidRequest, match="must map model names"):
-            await engine.set_setting(PRESETS_KEY, ["tiny"])
-        saved = await engine.get_setting(PRESETS_KEY)
+            await engine.settings.set(PRESETS_KEY, ["tiny"])
+        saved = await engine.settings.get(PRESETS_KEY)
         await engine.close()
         return saved
 

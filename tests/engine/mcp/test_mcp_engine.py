@@ -1,6 +1,6 @@
 """MCP through the Engine facade (docs/tools.md): servers added, imported, tested and
 removed; their tools in the registry (needing approval); a scripted model's call to an MCP
-tool through Engine.send; faults as error results while the chat goes on; and every server
+tool through engine.chat.send; faults as error results while the chat goes on; and every server
 process gone after Engine.close."""
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def test_a_server_that_cannot_start_is_a_clear_error_from_test(make_engine):
 
 @pytest.mark.slow
 def test_send_calls_an_mcp_tool_feeds_the_result_back_and_replays_it(make_engine):
-    """The issue's "what must be shown": through Engine.send with a scripted backend that
+    """The issue's "what must be shown": through engine.chat.send with a scripted backend that
     emits a call to an MCP tool, the call waits for approval, runs on the stdio server, the
     result goes back to the model, the answer goes on, events arrive in order, and the
     stored message replays them; a crash mid-call and a hang are error results and the

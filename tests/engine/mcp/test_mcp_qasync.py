@@ -82,7 +82,7 @@ def run_in_this_process(tmp_path: Path) -> dict:
 
 def test_the_manager_works_from_a_qasync_loop(tmp_path):
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
-    proc = subprocess.run([sys.executable, "-m", "tests.engine.tools.mcp.test_mcp_qasync", str(tmp_path)], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "tests.engine.mcp.test_mcp_qasync", str(tmp_path)], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=170)
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])

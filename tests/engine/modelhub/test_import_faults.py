@@ -129,13 +129,13 @@ def test_chats_are_untouched_by_a_failed_import(make_engine, tiny_gguf, tmp_path
     async def run():
         engine = make_engine()
         try:
-            conv = await engine.create_conversation("kept")
-            before = [c.title for c in await engine.list_conversations()]
+            conv = await engine.conversations.create("kept")
+            before = [c.title for c in await engine.conversations.list()]
             with pytest.raises(WrenError):
-                await engine.import_model(_zero_heads(tiny_gguf, tmp_path), name="broken")
-            assert [c.title for c in await engine.list_conversations()] == before
-            assert (await engine.get_conversation(conv.id)).title == "kept"
-            assert all(m.name != "broken" for m in await engine.installed_models())
+                await engine.models.import_model(_zero_heads(tiny_gguf, tmp_path), name="broken")
+            assert [c.title for c in await engine.conversations.list()] == before
+            assert (await engine.conversations.get(conv.id)).title == "kept"
+            assert all(m.name != "broken" for m in await engine.models.installed())
         finally:
             await engine.close()
 

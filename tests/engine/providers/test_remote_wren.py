@@ -34,17 +34,17 @@ def test_a_second_engine_streams_from_the_first_over_http(make_engine, tiny_mode
 
     async def main():
         first = make_engine("Paris is the capital of France.")
-        await first.load_model()
+        await first.models.load()
         server = WrenServer(first, key, port=0)
         port = await server.start()
         second = _second_engine(tmp_path / "second", tiny_model_dir)
         try:
-            info = await second.add_provider("first", f"http://127.0.0.1:{port}/v1", key_store="env")
-            status = await second.load_model(f"first/{info.models[0]}")
-            conv = await second.create_conversation()
-            events = [e async for e in second.send(conv.id, "What is the capital of France?")]
-            stored = await second.messages(conv.id)
-            served = await first.list_conversations()
+            info = await second.providers.add("first", f"http://127.0.0.1:{port}/v1", key_store="env")
+            status = await second.models.load(f"first/{info.models[0]}")
+            conv = await second.conversations.create()
+            events = [e async for e in second.chat.send(conv.id, "What is the capital of France?")]
+            stored = await second.conversations.messages(conv.id)
+            served = await first.conversations.list()
         finally:
             await second.close()
             await server.stop()

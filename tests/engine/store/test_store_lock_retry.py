@@ -39,6 +39,7 @@ def _streaming(store):
     return store.add_message(conv.id, Role.ASSISTANT, "", parent_id=q.id, status=MessageStatus.STREAMING)
 
 
+@pytest.mark.serial  # a wall-clock bound: runs with the machine to itself (make test)
 def test_checkpoints_buffer_and_the_finish_waits_for_the_lock(tmp_path):
     db = tmp_path / "wren.sqlite3"
     store = Store(db, busy_timeout_ms=200, lock_retry_seconds=20)
@@ -108,14 +109,14 @@ def test_an_answer_streams_through_a_lock_and_is_kept_whole(make_engine, wren_ho
     async def main():
         engine = make_engine(reply, delay=0.03)
         engine.store.lock_retry_seconds = 20
-        conv = await engine.create_conversation()
+        conv = await engine.conversations.create()
         events, holder = [], None
-        async for event in engine.send(conv.id, "Tell me a story"):
+        async for event in engine.chat.send(conv.id, "Tell me a story"):
             events.append(event)
             if isinstance(event, Delta) and holder is None and sum(isinstance(e, Delta) for e in events) == 5:
                 holder = _hold_exclusive(wren_home / "wren.sqlite3", 3.5)  # past the 3 s busy timeout
         holder.join()
-        shown = await engine.messages(conv.id)
+        shown = await engine.conversations.messages(conv.id)
         await engine.close()
         return events, shown
 

@@ -1,4 +1,4 @@
-"""The real starter model (SmolLM2-135M) through Engine.send with a forced tool: in 10 of 10
+"""The real starter model (SmolLM2-135M) through engine.chat.send with a forced tool: in 10 of 10
 seeds the call parses and its arguments validate against the tool's schema, the tool runs
 and the answer goes on in the same message."""
 

@@ -1,4 +1,4 @@
-"""Tool calls through Engine.send with a scripted backend: the call runs, its result joins
+"""Tool calls through engine.chat.send with a scripted backend: the call runs, its result joins
 the prompt in the tool role, the same answer goes on, and the stored message replays it."""
 
 from __future__ import annotations
