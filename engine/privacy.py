@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 UNDO_SECONDS = 30.0  # a deleted chat can be restored this long (the sidebar's undo bar is shorter)
 FORGOTTEN = "[forgotten]"  # what a scrubbed copy reads
 CACHE_DIRS = ("cache",)  # under the data folder: compiled graphs, prefix caches
-CHAT_HISTORY_FILES = ("chat_history",)  # the terminal chat's input history (engine/cli_chat.py)
+CHAT_HISTORY_FILES = ("chat_history",)  # the terminal chat's input history (engine/terminal/chat.py)
 # Settings never exported: anything that looks like a secret (provider keys live in the keyring).
 _SECRET = re.compile(r"key|token|secret|password|passphrase", re.IGNORECASE)
 
@@ -238,7 +238,7 @@ class EraseReport:
     models_kept: bool = True
 
 
-# -- the facade mixin ------------------------------------------------------------------
+# -- the service ----------------------------------------------------------------------
 
 class Privacy:
     """`engine.privacy`: deleted chats purged after their undo window, erasing everything,

@@ -1,6 +1,6 @@
 """Tokens you can see: a text cut into the model's tokens, with ids and where each one sits.
 
-`engine.models.tokens(text)` (the `TokenView` mixin) loads only the tokenizer of the loaded model,
+`engine.models.tokens(text)` (engine/models.py) loads only the tokenizer of the loaded model,
 else of `model`, else of the default one (well under a second), never the model itself.
 """
 

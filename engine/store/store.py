@@ -188,7 +188,7 @@ class Store:
             if not applied_versions(self.db) >= set(range(1, latest_version() + 1)):
                 raise DatabaseDamaged(health.damaged_message(self.path, self.damage)
                                       + "; it also needs an upgrade, which Wren will not write into it", self.damage)
-            # a notice: the CLI shows it on stderr before what it lists (engine/cli.py)
+            # a notice: the CLI shows it on stderr before what it lists (engine/terminal/main.py)
             log.warning("%s", health.damaged_message(self.path, self.damage), extra={NOTICE: True})
             self._readable = True
             return
