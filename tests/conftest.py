@@ -4,7 +4,8 @@
 then the tests marked `serial` one at a time. Under xdist each worker is a process of its
 own: session fixtures (the tiny model, the imported starter model, the desktop's qasync
 loop) are built once per worker, and environment changes stay in the worker. What cannot
-share the machine is kept apart here (pytest_collection_modifyitems)."""
+share the machine is kept apart: tests with a wall-clock bound are marked `serial` (run after
+the parallel pass), and the tests that write into the checkout run in turn (below)."""
 
 from __future__ import annotations
 
@@ -19,27 +20,35 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO / "tests" / "data" / "starter_model.json"  # a copy of the team's reference file
 # Tests that write into the checkout itself: the bundle is built in build/package-test/, and
-# `pip wheel` of the checkout uses its build/ and *.egg-info. They run on one worker, in turn
-# (xdist hands the biggest group out first, so the bundle's build starts at once).
+# `pip wheel` of the checkout uses its build/ and *.egg-info. Under xdist they are one unit of
+# work, run in turn on one worker (pytest_xdist_make_scheduler below); the biggest unit is
+# handed out first, so the bundle's build starts at once.
 CHECKOUT_WRITERS = ("tests/packaging/",)
 # The longest tests, first in the order, so a worker starts them at once instead of ending the
 # run on them (the starter model on MLX's CPU backend takes minutes of CPU alone).
 LONGEST_FIRST = ("tests/e2e/",)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     def where(item: pytest.Item) -> str:
         return item.path.resolve().relative_to(REPO).as_posix()
 
     items.sort(key=lambda item: not where(item).startswith(LONGEST_FIRST))  # stable: the rest keep their order
-    for item in items:
-        if where(item).startswith(CHECKOUT_WRITERS):
-            item.add_marker(pytest.mark.xdist_group("checkout"))
-        elif item.get_closest_marker("serial") is not None:
-            # `make test` runs these in a pass of their own (-m serial, no -n); a parallel run
-            # that selects them anyway at least runs them one after another on one worker
-            item.add_marker(pytest.mark.xdist_group("serial"))
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """`--dist loadgroup` with CHECKOUT_WRITERS as one group, chosen by path. (The
+    `xdist_group` marker does not group under pytest 9: xdist 3.8 renames a marked test's
+    node id through an attribute pytest 9 no longer reads, so each test went its own way.)"""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class CheckoutInTurn(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "checkout" if nodeid.startswith(CHECKOUT_WRITERS) else super()._split_scope(nodeid)
+
+    return CheckoutInTurn(config, log)
 
 
 @pytest.fixture(autouse=True)
