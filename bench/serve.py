@@ -17,7 +17,7 @@ comes out of the model's, which its figures include. Measured, medians over --ru
 - time to first token: `engine.chat.send` in-process against `POST /api/conversation` (the
   same path: a stored conversation, made beforehand on both sides; and again with the new
   chat made inside the timed span, as a request without conversation_id does), interleaved
-  run by run, with the median of the run-by-run differences; and `Engine.stateless_chat`
+  run by run, with the median of the run-by-run differences; and `Serving.stateless_chat` (engine/server/serving.py)
   against `POST /v1/chat/completions` (the OpenAI path: nothing stored); "added_ms" is the
   difference. Target: under 5 ms.
 - aggregate answer tokens/s for 1, 4 and 16 concurrent streamed clients, in-process
@@ -266,12 +266,15 @@ async def direct_send(engine, params, runs: int, *, create: bool = False) -> lis
 
 async def direct_stateless(engine, params, concurrency: int, runs: int) -> list[dict]:
     from wren.engine.events import Delta, Usage
+    from wren.engine.server.serving import Serving
+
+    answers = Serving(engine)  # what the server answers a stateless request with
 
     async def one() -> dict:
         t0 = time.perf_counter()
         first = last = None
         chunks = tokens = 0
-        async for event in engine.stateless_chat([{"role": "user", "content": QUESTION}], params):
+        async for event in answers.stateless_chat([{"role": "user", "content": QUESTION}], params):
             if isinstance(event, Delta):
                 now = time.perf_counter()
                 first = first if first is not None else now - t0
