@@ -13,7 +13,7 @@ from . import paths
 from .context import ContextSettings, Instructions, load_instructions, load_settings, save_instructions
 from .context.settings import SETTING_KEY as CONTEXT_KEY
 from .errors import InvalidRequest, WrenError
-from .inference.presets import PRESETS_KEY, check_layer, check_presets, model_defaults, resolve
+from .inference.presets import PRESETS_KEY, check_presets, layered, model_defaults
 from .inference.sampling import SamplingParams
 from .keep_alive import DEFAULT_KEEP_ALIVE, KEEP_ALIVE_SETTING
 from .keep_alive import seconds as keep_alive_seconds
@@ -57,9 +57,8 @@ class Settings:
         except WrenError:
             folder = None  # not installed (yet): it has no config of its own to read
         generation = await loop.run_in_executor(None, model_defaults, model, folder)
-        everywhere = check_layer(await self.get("sampling"), "the saved sampling settings")
-        own = check_presets(await self.get(PRESETS_KEY)).get(model) if preset else None
-        return resolve(generation, everywhere, own, check_layer(overrides, "the conversation's sampling settings"))
+        saved = await self.e.db(self.e.store.get_settings, "sampling", PRESETS_KEY)  # both in one trip
+        return layered(model, generation, saved.get("sampling"), saved.get(PRESETS_KEY), overrides, preset=preset)
 
     # -- what the model is told --------------------------------------------------------
 

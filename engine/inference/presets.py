@@ -127,6 +127,17 @@ def resolve(*layers: Mapping[str, Any] | None) -> SamplingParams:
     return SamplingParams.from_dict(merged)
 
 
+def layered(model: str, generation: Mapping[str, Any], saved: Any, presets: Any, overrides: Any = None, *,
+            preset: bool = True) -> SamplingParams:
+    """An answer's sampling from its layers, each checked: the model's own defaults
+    (`generation`), the saved settings for every model (`saved`), this model's saved preset
+    (from `presets`; left out with preset=False, which is what "reset to model defaults"
+    shows) and `overrides` (a conversation's own)."""
+    everywhere = check_layer(saved, "the saved sampling settings")
+    own = check_presets(presets).get(model) if preset else None
+    return resolve(generation, everywhere, own, check_layer(overrides, "the conversation's sampling settings"))
+
+
 def preset_of(params: SamplingParams) -> dict[str, Any]:
     """The fields a per-model preset keeps, from full settings."""
     return {name: getattr(params, name) for name in PRESET_FIELDS}

@@ -16,7 +16,7 @@ from ..context.attachments import cut_notices, needs_reader, read_attached
 from ..errors import InvalidRequest, ModelNotLoaded, WrenError
 from ..events import AnswerNotice, NoticeKind
 from ..inference.constrain import ConstraintError
-from ..inference.presets import PRESETS_KEY, check_layer, check_presets, model_defaults, resolve
+from ..inference.presets import PRESETS_KEY, layered, model_defaults
 from ..logs import log_event
 from ..safety.care import needs_care, with_care_note
 from ..tools import facade as tool_settings
@@ -140,10 +140,8 @@ class TurnPlanner:
             # loaded from) do not change while it is loaded: read once per load
             self._defaults = (worker, await asyncio.get_running_loop().run_in_executor(
                 None, model_defaults, model, worker.model_dir))
-        everywhere = check_layer(settings.get(SAMPLING_KEY), "the saved sampling settings")
-        own = check_presets(settings.get(PRESETS_KEY)).get(model)
-        overrides = check_layer(settings.conversation.get("sampling"), "the conversation's sampling settings")
-        return resolve(self._defaults[1], everywhere, own, overrides)
+        return layered(model, self._defaults[1], settings.get(SAMPLING_KEY), settings.get(PRESETS_KEY),
+                       settings.conversation.get("sampling"))
 
     # -- tools ---------------------------------------------------------------------------
 
