@@ -196,22 +196,12 @@ def _weight_bytes(model_dir: Path) -> int:
 
 def machine() -> dict:
     """The CPU, its vector flags, the kernels' instruction set and a read-bandwidth probe."""
-    flags, name = set(), None
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name") and name is None:
-                name = line.split(":", 1)[1].strip()
-            if line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
     import torch
+    from cpuinfo import cpu
 
     from wren.engine.inference.quant import kernels
 
-    info = {"cpu": name, "avx2": "avx2" in flags, "avx512f": "avx512f" in flags,
-            "avx512_vnni": "avx512_vnni" in flags, "kernels_isa": kernels.isa(),
-            "threads": torch.get_num_threads()}
+    info = {**cpu(), "kernels_isa": kernels.isa(), "threads": torch.get_num_threads()}
     if kernels.available():
         buf = torch.ones(1 << 30, dtype=torch.uint8)  # 1 GB: far past the caches
         kernels.read_sum(buf)
