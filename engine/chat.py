@@ -116,7 +116,7 @@ class Chat:
                 info = await loop.run_in_executor(None, self.e.registry.get, name)
             except WrenError:
                 return 0  # not installed yet (the starter before its first import): checked after loading
-            tokenizer = await self.models.tokenizer_for(info.name)
+            tokenizer = await self.models.tokenizer_of(info)
             window = info.context_length
         tokens = await asyncio.get_running_loop().run_in_executor(None, tokenizer.count, text)
         if window > 0:

@@ -236,6 +236,8 @@ class Models:
         return await loop.run_in_executor(None, pieces, tokenizer, text)
 
     async def tokenizer_for(self, model: str | None) -> Tokenizer:
+        """The loaded model's tokenizer for it (or for None), else `model`'s (the default one's), loading
+        only the tokenizer; the starter is imported first on a fresh install."""
         worker = self.e.loaded_worker
         if worker is not None and (model is None or model == worker.name):
             return worker.tokenizer
@@ -244,9 +246,13 @@ class Models:
         if name == STARTER_NAME and not await loop.run_in_executor(None, self._has_model, name):
             await loop.run_in_executor(None, self.e.registry.ensure_starter)  # first run: import it (no model load)
         info = await loop.run_in_executor(None, self.e.registry.get, name)
+        return await self.tokenizer_of(info)
+
+    async def tokenizer_of(self, info: ModelInfo) -> Tokenizer:
+        """An installed model's tokenizer without the model (the last one loaded is kept)."""
         tokenizer = self._tokenizers.get(info.path)
         if tokenizer is None:
-            tokenizer = await loop.run_in_executor(None, self.e.tokenizer_factory, info.path)
+            tokenizer = await asyncio.get_running_loop().run_in_executor(None, self.e.tokenizer_factory, info.path)
             self._tokenizers = {info.path: tokenizer}
         return tokenizer
 
