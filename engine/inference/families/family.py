@@ -3,6 +3,7 @@ family's models write; engine.inference.families keeps the registry of both."""
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -11,6 +12,14 @@ from typing import Any
 # reads "<arch>.attention.sliding_window", or returns the default when the file lacks it.
 MetadataReader = Callable[[str, Any], Any]
 Windows = tuple[int | None, ...]
+
+
+class ReasoningFormat(enum.Enum):
+    """How a model writes its thinking apart from its answer (engine.inference.reasoning
+    splits a stream by it)."""
+
+    THINK_TAGS = "think_tags"  # <think>…</think> before the answer (Qwen3, DeepSeek-R1 distills, SmolLM3)
+    HARMONY = "harmony"  # gpt-oss: <|channel|>analysis<|message|>… then the final channel
 
 
 @dataclass(frozen=True)
@@ -54,6 +63,9 @@ class Family:
     tool_format_needs: str | None = None
     qkv_bias_only: bool = False  # q/k/v always biased, o_proj never
     qk_norm: bool = False  # RMSNorm over each head of q and k before RoPE
+    # How its models write their thinking; None: found from the chat template, if at all
+    # (engine.inference.reasoning.reasoning_format).
+    reasoning: ReasoningFormat | None = None
 
     @property
     def model_type(self) -> str:

@@ -1,12 +1,13 @@
 """Qwen3 (dense): llama's layout plus an RMSNorm over each head of q and k, NEOX-style
-RoPE (not permuted), Qwen's sliding-window rule, and hermes `<tool_call>` calls."""
+RoPE (not permuted), Qwen's sliding-window rule, hermes `<tool_call>` calls and
+`<think>` thinking."""
 
 from __future__ import annotations
 
 from types import MappingProxyType
 
 from . import llama, qwen2
-from .family import Family
+from .family import Family, ReasoningFormat
 from .formats import HERMES
 
 LAYER_TENSORS = MappingProxyType(dict(llama.LAYER_TENSORS) | {
@@ -26,4 +27,5 @@ FAMILY = Family(
     sliding_windows=qwen2.sliding_windows,
     tool_format=HERMES,
     qk_norm=True,
+    reasoning=ReasoningFormat.THINK_TAGS,
 )
