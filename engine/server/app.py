@@ -17,7 +17,7 @@ import asyncio
 import math
 import signal
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +34,6 @@ from ..events import (
     FailureKind,
     Finished,
     FinishReason,
-    PrefillProgress,
     SafetyNotice,
     Started,
     TitleUpdate,
@@ -106,6 +105,246 @@ async def _until_disconnect(request: Request, work: Awaitable) -> Any:
         await asyncio.gather(task, return_exceptions=True)  # its cleanup runs (the sequence stops)
         raise ApiError(499, "the client closed the connection", code="client_closed")
     return task.result()
+
+
+# -- the OpenAI endpoints' pieces -------------------------------------------------------
+
+
+def _openai_model(body: dict, *, chat: bool) -> str | None:
+    """The model a request names (None: the loaded one), after the checks before any work."""
+    if chat and not isinstance(body.get("messages"), list):
+        raise ApiError(400, "messages must be a non-empty list of {\"role\", \"content\"} objects",
+                       param="messages")
+    model = body.get("model")
+    if model is not None and not isinstance(model, str):
+        raise ApiError(400, "model must be a string", param="model")
+    return model or None
+
+
+def _client_extras(body: dict) -> dict[str, Any]:
+    """A chat request's response format and client-defined functions, for stateless_chat."""
+    extra: dict[str, Any] = {}
+    if body.get("response_format"):
+        extra["response_format"] = body["response_format"]
+    if body.get("tools") or body.get("tool_choice") is not None:
+        # client-defined functions: the calls come back to the client, who runs them
+        extra.update(tools=body.get("tools"), tool_choice=body.get("tool_choice"),
+                     parallel_tool_calls=body.get("parallel_tool_calls") is not False)
+    return extra
+
+
+async def _openai_chunks(out: OpenAIAnswer, answer: AsyncIterator, events: AsyncGenerator,
+                         finish: Callable[[OpenAIAnswer], Awaitable[None]], *, chat: bool,
+                         include_usage: bool) -> AsyncIterator[bytes]:
+    """A streamed OpenAI answer's chunks from `answer` (the events, the first one included);
+    at its end, however it ends, the events are closed and `finish` runs."""
+    try:
+        if chat:
+            yield sse(out.chunk({"role": "assistant", "content": ""}, include_usage=include_usage))
+        async for event in answer:
+            if isinstance(event, Delta):
+                yield out.delta_chunk(event, include_usage=include_usage)
+            elif isinstance(event, ToolCall):
+                for chunk in _tool_call_chunks(out, event, include_usage=include_usage):
+                    yield chunk
+            else:
+                out.take(event)
+        for chunk in _stream_end(out, chat=chat, include_usage=include_usage):
+            yield chunk
+    finally:
+        await events.aclose()  # a client that left: its sequence is cancelled here
+        await finish(out)
+
+
+def _tool_call_chunks(out: OpenAIAnswer, event: ToolCall, *, include_usage: bool) -> list[bytes]:
+    """A tool call in OpenAI's streamed shape: the call's index, id and name first, then its arguments."""
+    index = len(out.calls)
+    out.take(event)
+    return [
+        sse(out.chunk({"tool_calls": [{
+            "index": index, "id": event.id, "type": "function",
+            "function": {"name": event.name, "arguments": ""}}]}, include_usage=include_usage)),
+        sse(out.chunk({"tool_calls": [{
+            "index": index, "function": {"arguments": out.calls[index]["function"]["arguments"]}}]},
+            include_usage=include_usage)),
+    ]
+
+
+def _stream_end(out: OpenAIAnswer, *, chat: bool, include_usage: bool) -> list[bytes]:
+    """A stream's last chunks: the error, or the finish reason (and usage when asked); then [DONE]."""
+    if out.error is not None:
+        ends = [sse({"error": {"message": out.error, "type": "server_error", "code": out.error_code}})]
+    else:
+        ends = [sse(out.chunk({} if chat else "", finish=out.finish_reason, include_usage=include_usage))]
+        if include_usage:
+            ends.append(sse(out.usage_chunk()))
+    return [*ends, b"data: [DONE]\n\n"]
+
+
+# -- Wren's conversation endpoint's pieces -------------------------------------------------
+
+CONVERSATION_ACTIONS = ("next", "variant", "edit", "continue")
+# what an answer that goes on keeps from before (engine.chat.continue_answer): none of these may be given
+_NOT_WITH_CONTINUE = ("content", "messages", "sampling", "system_prompt", "tools", "tool_choice", "response_format")
+
+
+@dataclass(frozen=True)
+class _ConversationAsk:
+    """A checked POST /api/conversation body."""
+
+    action: str  # one of CONVERSATION_ACTIONS
+    text: str | None  # the question (next, edit); None for variant and continue
+    options: Any  # SendOptions
+    conversation_id: int | None
+    message_id: int | None  # the message to answer again, edit or continue (every action but next)
+    temporary: bool
+
+
+def _conversation_action(body: dict) -> str:
+    action = body.get("action", "next")
+    if action not in CONVERSATION_ACTIONS:
+        raise ApiError(400, f"action must be next, variant, edit or continue, got {action!r}", param="action")
+    if action == "continue":
+        # The answer goes on with its own model settings and seed (engine.chat.continue_answer).
+        given = [name for name in _NOT_WITH_CONTINUE if body.get(name) is not None]
+        if given:
+            raise ApiError(400, f"action continue takes only message_id (the answer to go on with); "
+                                f"{', '.join(given)} cannot be given", param=given[0])
+    return action
+
+
+def _conversation_ask(body: dict, window: int | None) -> _ConversationAsk:
+    """The body's checks, in order, before any work; `window` is the loaded model's context."""
+    action = _conversation_action(body)
+    text = question_text(body) if action not in ("variant", "continue") else None
+    options = send_options(body)
+    conv_id = body.get("conversation_id")
+    message_id = body.get("message_id")
+    if action != "next":
+        message_id = body_id(message_id, "message_id",
+                             f"action {action} needs message_id (the message to answer again, edit or continue)")
+    if conv_id is not None:
+        conv_id = body_id(conv_id, "conversation_id", "conversation_id must be a whole number")
+    if text is not None:
+        check_length(len(text), window, "content")
+    temporary = body.get("temporary", False)
+    if not isinstance(temporary, bool):
+        raise ApiError(400, "temporary must be true or false", param="temporary")
+    return _ConversationAsk(action, text, options, conv_id, message_id, temporary)
+
+
+def _refusal(outcome: BaseException | list) -> BaseException:
+    """What an answer that ended before it started raises: its error, or (a list of its early
+    events) its failure or the safety rule that blocked the message."""
+    if isinstance(outcome, BaseException):
+        return outcome
+    failed = next((e for e in outcome if isinstance(e, Failed)), None)
+    if failed is not None:
+        status = 400 if failed.kind is FailureKind.INVALID_REQUEST else 500
+        return ApiError(status, failed.error, kind="invalid_request_error" if status == 400 else "server_error",
+                        code=failed.kind.value)
+    return ApiError(400, "a safety rule blocked this message; it was not stored or sent", code="content_blocked",
+                    extra={"safety": [event_to_dict(n) for n in outcome if isinstance(n, SafetyNotice)]})
+
+
+class _AnswerRun:
+    """One stored answer on its way into its AnswerLog: what `WrenApp._produce` keeps between events.
+
+    Events before Started (safety and memory notices) are held until it comes, then written
+    first; `started` resolves to Started, to those events when the answer ended before it
+    started, or to the error that ended it."""
+
+    def __init__(self, engine, log: AnswerLog, started: asyncio.Future, new: bool):
+        self.engine = engine
+        self.log = log
+        self.started = started
+        self.new = new  # the conversation was made for this answer: it gets a title beside it
+        self.before: list = []
+        self.title_task: asyncio.Task | None = None
+        self.titled = False
+        self.usage: Usage | None = None
+        self.error: str | None = None
+        self.reason: FinishReason | None = None
+
+    def early(self, event) -> bool:
+        """An event before Started; whether the answer ended there."""
+        if isinstance(event, Started):
+            self.log.message_id = event.assistant_message_id
+            for early in self.before:
+                self.log.typed(event_to_dict(early))
+            self.started.set_result(event)
+            return False
+        self.before.append(event)
+        if isinstance(event, Finished):
+            self.started.set_result(self.before)
+            return True
+        return False
+
+    def take(self, event) -> None:
+        """An event after Started, written to the log or kept for the end."""
+        log = self.log
+        if isinstance(event, Delta):
+            log.delta(event.text)
+            if self.new and self.title_task is None:
+                self._name_chat()
+        elif isinstance(event, TitleUpdate):
+            self.emit_title(event.title)
+        elif isinstance(event, Usage):
+            self.usage = event
+        elif isinstance(event, Failed):
+            self.error = event.error
+            log.typed({"type": "error", "kind": event.kind.value, "error": event.error})
+        elif isinstance(event, Finished):
+            self.reason = event.reason
+        else:  # prefill progress, safety and memory notices, tool calls and results
+            log.typed(event_to_dict(event))
+
+    def failed(self, exc: BaseException) -> None:
+        """The events ended with `exc` after Started."""
+        self.error = self.error or (str(exc) if isinstance(exc, WrenError) else "the answer failed")
+        self.reason = FinishReason.ERROR
+
+    def emit_title(self, title: str) -> None:
+        if not self.titled and not self.log.done:
+            self.titled = True
+            self.log.typed({"type": "title_generation", "title": title, "conversation_id": self.log.conversation_id})
+
+    def _name_chat(self) -> None:
+        """The first words are out: name the chat beside the answer."""
+        self.title_task = asyncio.ensure_future(self.engine.chat.generate_title(self.log.conversation_id))
+        self.title_task.add_done_callback(self._title_done)
+
+    def _title_done(self, task: asyncio.Task) -> None:
+        if not task.cancelled() and task.exception() is None:
+            self.emit_title(task.result())
+
+    def _metadata(self) -> dict[str, Any]:
+        metadata: dict[str, Any] = {"message_id": self.log.message_id}
+        if self.usage is not None:
+            metadata["usage"] = {"prompt_tokens": self.usage.prompt_tokens,
+                                 "completion_tokens": self.usage.completion_tokens,
+                                 "cached_tokens": self.usage.cached_tokens}
+        if self.error:
+            metadata["error"] = self.error
+        return metadata
+
+    async def end(self, request_id: str) -> None:
+        """The log's last chunks (the finish, the title if it comes in time) and its close."""
+        log, started = self.log, self.started
+        if not started.done():
+            started.set_result(InvalidRequest("the answer ended before it started"))
+        if log.done or not isinstance(started.result(), Started):
+            log.close()
+            return
+        reason = self.reason or FinishReason.CANCELLED
+        log.finish(reason, self._metadata())
+        if self.title_task is not None and not self.title_task.done():
+            await asyncio.wait({self.title_task}, timeout=TITLE_WAIT_SECONDS)
+            self.title_task.cancel()  # past the wait: the stream ends without a title
+        log.typed({"type": "message_stream_complete", "conversation_id": log.conversation_id})
+        log.close()
+        log_event("server.answer", request_id=request_id, conversation_id=log.conversation_id,
+                  message_id=log.message_id, reason=reason.value, chunks=len(log.chunks))
 
 
 # -- the app ----------------------------------------------------------------------------
@@ -216,16 +455,11 @@ class WrenApp:
         return await self._openai(request, body, chat=False)
 
     async def _openai(self, request: Request, body: dict, *, chat: bool) -> Response:
-        if chat and not isinstance(body.get("messages"), list):
-            raise ApiError(400, "messages must be a non-empty list of {\"role\", \"content\"} objects",
-                           param="messages")
-        model = body.get("model")
-        if model is not None and not isinstance(model, str):
-            raise ApiError(400, "model must be a string", param="model")
+        model = _openai_model(body, chat=chat)
         stream, include_usage = stream_flags(body)
         since = self.limiter.acquire()
         try:
-            status = await _until_disconnect(request, self.answers.serving_model(model or None))
+            status = await _until_disconnect(request, self.answers.serving_model(model))
             # cheap, before the safety scan and the tokenizer see a prompt that cannot fit
             check_length(text_chars(body["messages"] if chat else body["prompt"]), status.context_length,
                          "messages" if chat else "prompt")
@@ -233,14 +467,7 @@ class WrenApp:
             top = requested(body, chat=chat)
             if top is not None:  # each token's probability and its `top` likeliest alternatives
                 params = params.with_(logprobs=top)
-            extra: dict[str, Any] = {}
-            if chat and body.get("response_format"):
-                extra["response_format"] = body["response_format"]
-            if chat and (body.get("tools") or body.get("tool_choice") is not None):
-                # client-defined functions: the calls come back to the client, who runs them
-                extra.update(tools=body.get("tools"), tool_choice=body.get("tool_choice"),
-                             parallel_tool_calls=body.get("parallel_tool_calls") is not False)
-            events = (self.answers.stateless_chat(body["messages"], params, **extra)
+            events = (self.answers.stateless_chat(body["messages"], params, **_client_extras(body))
                       if chat else self.answers.stateless_completion(body["prompt"], params))
             # The first event is awaited here, so errors before any answer (a prompt too
             # long, a bad message) are HTTP errors rather than a broken stream.
@@ -266,37 +493,8 @@ class WrenApp:
                       completion_tokens=answer.usage.completion_tokens if answer.usage else None)
 
         if stream:
-            async def chunks() -> AsyncIterator[bytes]:
-                try:
-                    if chat:
-                        yield sse(out.chunk({"role": "assistant", "content": ""}, include_usage=include_usage))
-                    async for event in replay():
-                        if isinstance(event, Delta):
-                            yield out.delta_chunk(event, include_usage=include_usage)
-                        elif isinstance(event, ToolCall):
-                            # OpenAI's shape: the call's index, id and name first, then its arguments
-                            index = len(out.calls)
-                            out.take(event)
-                            yield sse(out.chunk({"tool_calls": [{
-                                "index": index, "id": event.id, "type": "function",
-                                "function": {"name": event.name, "arguments": ""}}]}, include_usage=include_usage))
-                            yield sse(out.chunk({"tool_calls": [{
-                                "index": index, "function": {"arguments": out.calls[index]["function"]["arguments"]}}]},
-                                include_usage=include_usage))
-                        else:
-                            out.take(event)
-                    if out.error is not None:
-                        yield sse({"error": {"message": out.error, "type": "server_error", "code": out.error_code}})
-                    else:
-                        yield sse(out.chunk({} if chat else "", finish=out.finish_reason, include_usage=include_usage))
-                        if include_usage:
-                            yield sse(out.usage_chunk())
-                    yield b"data: [DONE]\n\n"
-                finally:
-                    await events.aclose()  # a client that left: its sequence is cancelled here
-                    await finish(out)
-
-            return ClosingStream(chunks(), media_type="text/event-stream", headers=SSE_HEADERS)
+            return ClosingStream(_openai_chunks(out, replay(), events, finish, chat=chat, include_usage=include_usage),
+                                 media_type="text/event-stream", headers=SSE_HEADERS)
 
         async def collect() -> None:
             async for event in replay():
@@ -315,31 +513,7 @@ class WrenApp:
 
     async def conversation(self, request: Request) -> Response:
         body = await self._body(request)
-        engine = self.engine
-        action = body.get("action", "next")
-        if action not in ("next", "variant", "edit", "continue"):
-            raise ApiError(400, f"action must be next, variant, edit or continue, got {action!r}", param="action")
-        if action == "continue":
-            # The answer goes on with its own model settings and seed (engine.chat.continue_answer).
-            given = [name for name in ("content", "messages", "sampling", "system_prompt", "tools", "tool_choice",
-                                       "response_format") if body.get(name) is not None]
-            if given:
-                raise ApiError(400, f"action continue takes only message_id (the answer to go on with); "
-                                    f"{', '.join(given)} cannot be given", param=given[0])
-        text = question_text(body) if action not in ("variant", "continue") else None
-        options = send_options(body)
-        conv_id = body.get("conversation_id")
-        message_id = body.get("message_id")
-        if action != "next":
-            message_id = body_id(message_id, "message_id",
-                                 f"action {action} needs message_id (the message to answer again, edit or continue)")
-        if conv_id is not None:
-            conv_id = body_id(conv_id, "conversation_id", "conversation_id must be a whole number")
-        if text is not None:
-            check_length(len(text), self._window(), "content")
-        temporary = body.get("temporary", False)
-        if not isinstance(temporary, bool):
-            raise ApiError(400, "temporary must be true or false", param="temporary")
+        ask = _conversation_ask(body, self._window())
         if body.get("model") is not None:
             if not isinstance(body["model"], str):
                 raise ApiError(400, "model must be a string", param="model")
@@ -347,136 +521,68 @@ class WrenApp:
         since = self.limiter.acquire()
         created = False
         try:
-            if action != "next":
-                conv_id = (await engine.conversations.message(message_id)).conversation_id
-            elif conv_id is None:
-                conv_id = (await engine.conversations.create(temporary=temporary)).id
-                created = True
-            # (an unknown conversation_id: engine.chat.send raises NotFound before anything is
-            # stored, and that comes back below as the 404 — no round trip of its own here)
-            if action == "next":
-                events = engine.chat.send(conv_id, text, options)
-            elif action == "edit":
-                events = engine.chat.edit_and_resend(message_id, text, options)
-            elif action == "continue":  # the same message grows: the stream's append op extends its text
-                events = engine.chat.continue_answer(message_id)
-            else:
-                events = engine.chat.regenerate(message_id, options)
+            conv_id, created = await self._conversation_for(ask)
             log = self.logs.new(conv_id)
             started: asyncio.Future = asyncio.get_running_loop().create_future()
-            task = asyncio.create_task(self._produce(log, events, started, created, since,
+            task = asyncio.create_task(self._produce(log, self._answer_events(ask, conv_id), started, created, since,
                                                      request.state.request_id))
         except BaseException:
             self.limiter.release(since)
             if created:
-                await engine.conversations.delete(conv_id)
+                await self.engine.conversations.delete(conv_id)
             raise
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         outcome = await started  # Started, or the notices of a blocked message, or an error
-        if isinstance(outcome, BaseException):
+        if not isinstance(outcome, Started):
             if created:
-                await engine.conversations.delete(conv_id)
-            raise outcome
-        if isinstance(outcome, list):  # ended before it started: refused, or blocked before anything was stored
-            if created:
-                await engine.conversations.delete(conv_id)
-            failed = next((e for e in outcome if isinstance(e, Failed)), None)
-            if failed is not None:
-                status = 400 if failed.kind is FailureKind.INVALID_REQUEST else 500
-                raise ApiError(status, failed.error, kind="invalid_request_error" if status == 400 else "server_error",
-                               code=failed.kind.value)
-            raise ApiError(400, "a safety rule blocked this message; it was not stored or sent", code="content_blocked",
-                           extra={"safety": [event_to_dict(n) for n in outcome if isinstance(n, SafetyNotice)]})
+                await self.engine.conversations.delete(conv_id)
+            raise _refusal(outcome)
         return ClosingStream(log.follow(0, coalesce=self.options.coalesce), media_type="text/event-stream",
                              headers=SSE_HEADERS)
+
+    async def _conversation_for(self, ask: _ConversationAsk) -> tuple[int, bool]:
+        """The conversation the answer goes into, and whether it was made for it."""
+        conversations = self.engine.conversations
+        if ask.action != "next":
+            return (await conversations.message(ask.message_id)).conversation_id, False
+        if ask.conversation_id is None:
+            return (await conversations.create(temporary=ask.temporary)).id, True
+        # (an unknown conversation_id: engine.chat.send raises NotFound before anything is
+        # stored, and that comes back as the 404 — no round trip of its own here)
+        return ask.conversation_id, False
+
+    def _answer_events(self, ask: _ConversationAsk, conv_id: int) -> AsyncIterator:
+        chat = self.engine.chat
+        if ask.action == "next":
+            return chat.send(conv_id, ask.text, ask.options)
+        if ask.action == "edit":
+            return chat.edit_and_resend(ask.message_id, ask.text, ask.options)
+        if ask.action == "continue":  # the same message grows: the stream's append op extends its text
+            return chat.continue_answer(ask.message_id)
+        return chat.regenerate(ask.message_id, ask.options)
 
     async def _produce(self, log: AnswerLog, events: AsyncIterator, started: asyncio.Future, new: bool,
                        since: float, request_id: str) -> None:
         """Runs the answer to its end whoever is listening; writes every chunk to `log`."""
-        engine = self.engine
-        before: list = []  # events before Started: safety and memory notices
-        title_task: asyncio.Task | None = None
-        titled = False
-        usage: Usage | None = None
-        error: str | None = None
-        reason: FinishReason | None = None
-
-        def emit_title(title: str) -> None:
-            nonlocal titled
-            if not titled and not log.done:
-                titled = True
-                log.typed({"type": "title_generation", "title": title, "conversation_id": log.conversation_id})
-
-        def title_done(task: asyncio.Task) -> None:
-            if not task.cancelled() and task.exception() is None:
-                emit_title(task.result())
-
+        run = _AnswerRun(self.engine, log, started, new)
         try:
             async for event in events:
-                if not started.done():
-                    if isinstance(event, Started):
-                        log.message_id = event.assistant_message_id
-                        for early in before:
-                            log.typed(event_to_dict(early))
-                        started.set_result(event)
-                        continue
-                    before.append(event)
-                    if isinstance(event, Finished):
-                        started.set_result(before)
-                        return
-                    continue
-                if isinstance(event, Delta):
-                    log.delta(event.text)
-                    if new and title_task is None:
-                        # The first words are out: name the chat beside the answer.
-                        title_task = asyncio.ensure_future(engine.chat.generate_title(log.conversation_id))
-                        title_task.add_done_callback(title_done)
-                elif isinstance(event, TitleUpdate):
-                    emit_title(event.title)
-                elif isinstance(event, Usage):
-                    usage = event
-                elif isinstance(event, Failed):
-                    error = event.error
-                    log.typed({"type": "error", "kind": event.kind.value, "error": event.error})
-                elif isinstance(event, Finished):
-                    reason = event.reason
-                elif isinstance(event, PrefillProgress):
-                    log.typed(event_to_dict(event))
-                else:  # safety and memory notices, tool calls and results
-                    log.typed(event_to_dict(event))
+                if started.done():
+                    run.take(event)
+                elif run.early(event):
+                    return  # ended before it started
         except BaseException as exc:
             if not started.done():
                 started.set_result(exc)
                 return
-            error = error or (str(exc) if isinstance(exc, WrenError) else "the answer failed")
-            reason = FinishReason.ERROR
+            run.failed(exc)
             if not isinstance(exc, Exception):
                 raise
             log_event("server.error", request_id=request_id, error=exc, level=40)
         finally:
             self.limiter.release(since)
-            if not started.done():
-                started.set_result(InvalidRequest("the answer ended before it started"))
-            if log.done or not started.done() or not isinstance(started.result(), Started):
-                log.close()
-            else:
-                metadata: dict[str, Any] = {"message_id": log.message_id}
-                if usage is not None:
-                    metadata["usage"] = {"prompt_tokens": usage.prompt_tokens,
-                                         "completion_tokens": usage.completion_tokens,
-                                         "cached_tokens": usage.cached_tokens}
-                if error:
-                    metadata["error"] = error
-                log.finish(reason or FinishReason.CANCELLED, metadata)
-                if title_task is not None and not title_task.done():
-                    await asyncio.wait({title_task}, timeout=TITLE_WAIT_SECONDS)
-                    title_task.cancel()  # past the wait: the stream ends without a title
-                log.typed({"type": "message_stream_complete", "conversation_id": log.conversation_id})
-                log.close()
-                log_event("server.answer", request_id=request_id, conversation_id=log.conversation_id,
-                          message_id=log.message_id, reason=(reason or FinishReason.CANCELLED).value,
-                          chunks=len(log.chunks))
+            await run.end(request_id)
 
     async def resume(self, request: Request) -> Response:
         conv_id = path_id(request)
