@@ -17,7 +17,7 @@ import asyncio
 import math
 import signal
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,35 +28,24 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..errors import InvalidRequest, WrenError
-from ..events import (
-    Delta,
-    Failed,
-    FailureKind,
-    Finished,
-    FinishReason,
-    SafetyNotice,
-    Started,
-    TitleUpdate,
-    ToolCall,
-    Usage,
-    event_to_dict,
-)
+from ..events import Started
 from ..inference.sampling import SamplingParams
 from ..logs import log_event
 from .body import DEFAULT_MAX_BODY, body_id, check_length, path_id, read_json, text_chars
+from .conversation import AnswerRun, ConversationAsk, conversation_ask, refusal
 from .gate import ApiError, Busy, Gate, Limiter, error_for
 from .hosts import HostPolicy
 from .logprobs import requested
+from .openai_stream import client_extras, openai_chunks, openai_model
 from .serving import Serving
 from .streams import AnswerLog, AnswerLogs
 from .transport import ClosingStream, Server, WriteTimeout
-from .wire import OpenAIAnswer, check_unsupported, question_text, sampling_from, send_options, sse, stream_flags
+from .wire import OpenAIAnswer, check_unsupported, sampling_from, send_options, stream_flags
 
 DEFAULT_PORT = 8765
 DEFAULT_MAX_QUEUE = 16
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 KEEP_ALIVE_SECONDS = 75
-TITLE_WAIT_SECONDS = 60.0  # how long a finished answer's stream waits for its title
 SAMPLING_TTL = 5.0  # a change to the sampling settings reaches the OpenAI endpoints within this
 DEFAULT_WRITE_TIMEOUT = 30.0
 
@@ -105,246 +94,6 @@ async def _until_disconnect(request: Request, work: Awaitable) -> Any:
         await asyncio.gather(task, return_exceptions=True)  # its cleanup runs (the sequence stops)
         raise ApiError(499, "the client closed the connection", code="client_closed")
     return task.result()
-
-
-# -- the OpenAI endpoints' pieces -------------------------------------------------------
-
-
-def _openai_model(body: dict, *, chat: bool) -> str | None:
-    """The model a request names (None: the loaded one), after the checks before any work."""
-    if chat and not isinstance(body.get("messages"), list):
-        raise ApiError(400, "messages must be a non-empty list of {\"role\", \"content\"} objects",
-                       param="messages")
-    model = body.get("model")
-    if model is not None and not isinstance(model, str):
-        raise ApiError(400, "model must be a string", param="model")
-    return model or None
-
-
-def _client_extras(body: dict) -> dict[str, Any]:
-    """A chat request's response format and client-defined functions, for stateless_chat."""
-    extra: dict[str, Any] = {}
-    if body.get("response_format"):
-        extra["response_format"] = body["response_format"]
-    if body.get("tools") or body.get("tool_choice") is not None:
-        # client-defined functions: the calls come back to the client, who runs them
-        extra.update(tools=body.get("tools"), tool_choice=body.get("tool_choice"),
-                     parallel_tool_calls=body.get("parallel_tool_calls") is not False)
-    return extra
-
-
-async def _openai_chunks(out: OpenAIAnswer, answer: AsyncIterator, events: AsyncGenerator,
-                         finish: Callable[[OpenAIAnswer], Awaitable[None]], *, chat: bool,
-                         include_usage: bool) -> AsyncIterator[bytes]:
-    """A streamed OpenAI answer's chunks from `answer` (the events, the first one included);
-    at its end, however it ends, the events are closed and `finish` runs."""
-    try:
-        if chat:
-            yield sse(out.chunk({"role": "assistant", "content": ""}, include_usage=include_usage))
-        async for event in answer:
-            if isinstance(event, Delta):
-                yield out.delta_chunk(event, include_usage=include_usage)
-            elif isinstance(event, ToolCall):
-                for chunk in _tool_call_chunks(out, event, include_usage=include_usage):
-                    yield chunk
-            else:
-                out.take(event)
-        for chunk in _stream_end(out, chat=chat, include_usage=include_usage):
-            yield chunk
-    finally:
-        await events.aclose()  # a client that left: its sequence is cancelled here
-        await finish(out)
-
-
-def _tool_call_chunks(out: OpenAIAnswer, event: ToolCall, *, include_usage: bool) -> list[bytes]:
-    """A tool call in OpenAI's streamed shape: the call's index, id and name first, then its arguments."""
-    index = len(out.calls)
-    out.take(event)
-    return [
-        sse(out.chunk({"tool_calls": [{
-            "index": index, "id": event.id, "type": "function",
-            "function": {"name": event.name, "arguments": ""}}]}, include_usage=include_usage)),
-        sse(out.chunk({"tool_calls": [{
-            "index": index, "function": {"arguments": out.calls[index]["function"]["arguments"]}}]},
-            include_usage=include_usage)),
-    ]
-
-
-def _stream_end(out: OpenAIAnswer, *, chat: bool, include_usage: bool) -> list[bytes]:
-    """A stream's last chunks: the error, or the finish reason (and usage when asked); then [DONE]."""
-    if out.error is not None:
-        ends = [sse({"error": {"message": out.error, "type": "server_error", "code": out.error_code}})]
-    else:
-        ends = [sse(out.chunk({} if chat else "", finish=out.finish_reason, include_usage=include_usage))]
-        if include_usage:
-            ends.append(sse(out.usage_chunk()))
-    return [*ends, b"data: [DONE]\n\n"]
-
-
-# -- Wren's conversation endpoint's pieces -------------------------------------------------
-
-CONVERSATION_ACTIONS = ("next", "variant", "edit", "continue")
-# what an answer that goes on keeps from before (engine.chat.continue_answer): none of these may be given
-_NOT_WITH_CONTINUE = ("content", "messages", "sampling", "system_prompt", "tools", "tool_choice", "response_format")
-
-
-@dataclass(frozen=True)
-class _ConversationAsk:
-    """A checked POST /api/conversation body."""
-
-    action: str  # one of CONVERSATION_ACTIONS
-    text: str | None  # the question (next, edit); None for variant and continue
-    options: Any  # SendOptions
-    conversation_id: int | None
-    message_id: int | None  # the message to answer again, edit or continue (every action but next)
-    temporary: bool
-
-
-def _conversation_action(body: dict) -> str:
-    action = body.get("action", "next")
-    if action not in CONVERSATION_ACTIONS:
-        raise ApiError(400, f"action must be next, variant, edit or continue, got {action!r}", param="action")
-    if action == "continue":
-        # The answer goes on with its own model settings and seed (engine.chat.continue_answer).
-        given = [name for name in _NOT_WITH_CONTINUE if body.get(name) is not None]
-        if given:
-            raise ApiError(400, f"action continue takes only message_id (the answer to go on with); "
-                                f"{', '.join(given)} cannot be given", param=given[0])
-    return action
-
-
-def _conversation_ask(body: dict, window: int | None) -> _ConversationAsk:
-    """The body's checks, in order, before any work; `window` is the loaded model's context."""
-    action = _conversation_action(body)
-    text = question_text(body) if action not in ("variant", "continue") else None
-    options = send_options(body)
-    conv_id = body.get("conversation_id")
-    message_id = body.get("message_id")
-    if action != "next":
-        message_id = body_id(message_id, "message_id",
-                             f"action {action} needs message_id (the message to answer again, edit or continue)")
-    if conv_id is not None:
-        conv_id = body_id(conv_id, "conversation_id", "conversation_id must be a whole number")
-    if text is not None:
-        check_length(len(text), window, "content")
-    temporary = body.get("temporary", False)
-    if not isinstance(temporary, bool):
-        raise ApiError(400, "temporary must be true or false", param="temporary")
-    return _ConversationAsk(action, text, options, conv_id, message_id, temporary)
-
-
-def _refusal(outcome: BaseException | list) -> BaseException:
-    """What an answer that ended before it started raises: its error, or (a list of its early
-    events) its failure or the safety rule that blocked the message."""
-    if isinstance(outcome, BaseException):
-        return outcome
-    failed = next((e for e in outcome if isinstance(e, Failed)), None)
-    if failed is not None:
-        status = 400 if failed.kind is FailureKind.INVALID_REQUEST else 500
-        return ApiError(status, failed.error, kind="invalid_request_error" if status == 400 else "server_error",
-                        code=failed.kind.value)
-    return ApiError(400, "a safety rule blocked this message; it was not stored or sent", code="content_blocked",
-                    extra={"safety": [event_to_dict(n) for n in outcome if isinstance(n, SafetyNotice)]})
-
-
-class _AnswerRun:
-    """One stored answer on its way into its AnswerLog: what `WrenApp._produce` keeps between events.
-
-    Events before Started (safety and memory notices) are held until it comes, then written
-    first; `started` resolves to Started, to those events when the answer ended before it
-    started, or to the error that ended it."""
-
-    def __init__(self, engine, log: AnswerLog, started: asyncio.Future, new: bool):
-        self.engine = engine
-        self.log = log
-        self.started = started
-        self.new = new  # the conversation was made for this answer: it gets a title beside it
-        self.before: list = []
-        self.title_task: asyncio.Task | None = None
-        self.titled = False
-        self.usage: Usage | None = None
-        self.error: str | None = None
-        self.reason: FinishReason | None = None
-
-    def early(self, event) -> bool:
-        """An event before Started; whether the answer ended there."""
-        if isinstance(event, Started):
-            self.log.message_id = event.assistant_message_id
-            for early in self.before:
-                self.log.typed(event_to_dict(early))
-            self.started.set_result(event)
-            return False
-        self.before.append(event)
-        if isinstance(event, Finished):
-            self.started.set_result(self.before)
-            return True
-        return False
-
-    def take(self, event) -> None:
-        """An event after Started, written to the log or kept for the end."""
-        log = self.log
-        if isinstance(event, Delta):
-            log.delta(event.text)
-            if self.new and self.title_task is None:
-                self._name_chat()
-        elif isinstance(event, TitleUpdate):
-            self.emit_title(event.title)
-        elif isinstance(event, Usage):
-            self.usage = event
-        elif isinstance(event, Failed):
-            self.error = event.error
-            log.typed({"type": "error", "kind": event.kind.value, "error": event.error})
-        elif isinstance(event, Finished):
-            self.reason = event.reason
-        else:  # prefill progress, safety and memory notices, tool calls and results
-            log.typed(event_to_dict(event))
-
-    def failed(self, exc: BaseException) -> None:
-        """The events ended with `exc` after Started."""
-        self.error = self.error or (str(exc) if isinstance(exc, WrenError) else "the answer failed")
-        self.reason = FinishReason.ERROR
-
-    def emit_title(self, title: str) -> None:
-        if not self.titled and not self.log.done:
-            self.titled = True
-            self.log.typed({"type": "title_generation", "title": title, "conversation_id": self.log.conversation_id})
-
-    def _name_chat(self) -> None:
-        """The first words are out: name the chat beside the answer."""
-        self.title_task = asyncio.ensure_future(self.engine.chat.generate_title(self.log.conversation_id))
-        self.title_task.add_done_callback(self._title_done)
-
-    def _title_done(self, task: asyncio.Task) -> None:
-        if not task.cancelled() and task.exception() is None:
-            self.emit_title(task.result())
-
-    def _metadata(self) -> dict[str, Any]:
-        metadata: dict[str, Any] = {"message_id": self.log.message_id}
-        if self.usage is not None:
-            metadata["usage"] = {"prompt_tokens": self.usage.prompt_tokens,
-                                 "completion_tokens": self.usage.completion_tokens,
-                                 "cached_tokens": self.usage.cached_tokens}
-        if self.error:
-            metadata["error"] = self.error
-        return metadata
-
-    async def end(self, request_id: str) -> None:
-        """The log's last chunks (the finish, the title if it comes in time) and its close."""
-        log, started = self.log, self.started
-        if not started.done():
-            started.set_result(InvalidRequest("the answer ended before it started"))
-        if log.done or not isinstance(started.result(), Started):
-            log.close()
-            return
-        reason = self.reason or FinishReason.CANCELLED
-        log.finish(reason, self._metadata())
-        if self.title_task is not None and not self.title_task.done():
-            await asyncio.wait({self.title_task}, timeout=TITLE_WAIT_SECONDS)
-            self.title_task.cancel()  # past the wait: the stream ends without a title
-        log.typed({"type": "message_stream_complete", "conversation_id": log.conversation_id})
-        log.close()
-        log_event("server.answer", request_id=request_id, conversation_id=log.conversation_id,
-                  message_id=log.message_id, reason=reason.value, chunks=len(log.chunks))
 
 
 # -- the app ----------------------------------------------------------------------------
@@ -455,7 +204,7 @@ class WrenApp:
         return await self._openai(request, body, chat=False)
 
     async def _openai(self, request: Request, body: dict, *, chat: bool) -> Response:
-        model = _openai_model(body, chat=chat)
+        model = openai_model(body, chat=chat)
         stream, include_usage = stream_flags(body)
         since = self.limiter.acquire()
         try:
@@ -467,7 +216,7 @@ class WrenApp:
             top = requested(body, chat=chat)
             if top is not None:  # each token's probability and its `top` likeliest alternatives
                 params = params.with_(logprobs=top)
-            events = (self.answers.stateless_chat(body["messages"], params, **_client_extras(body))
+            events = (self.answers.stateless_chat(body["messages"], params, **client_extras(body))
                       if chat else self.answers.stateless_completion(body["prompt"], params))
             # The first event is awaited here, so errors before any answer (a prompt too
             # long, a bad message) are HTTP errors rather than a broken stream.
@@ -493,7 +242,7 @@ class WrenApp:
                       completion_tokens=answer.usage.completion_tokens if answer.usage else None)
 
         if stream:
-            return ClosingStream(_openai_chunks(out, replay(), events, finish, chat=chat, include_usage=include_usage),
+            return ClosingStream(openai_chunks(out, replay(), events, finish, chat=chat, include_usage=include_usage),
                                  media_type="text/event-stream", headers=SSE_HEADERS)
 
         async def collect() -> None:
@@ -513,7 +262,7 @@ class WrenApp:
 
     async def conversation(self, request: Request) -> Response:
         body = await self._body(request)
-        ask = _conversation_ask(body, self._window())
+        ask = conversation_ask(body, self._window())
         if body.get("model") is not None:
             if not isinstance(body["model"], str):
                 raise ApiError(400, "model must be a string", param="model")
@@ -537,11 +286,11 @@ class WrenApp:
         if not isinstance(outcome, Started):
             if created:
                 await self.engine.conversations.delete(conv_id)
-            raise _refusal(outcome)
+            raise refusal(outcome)
         return ClosingStream(log.follow(0, coalesce=self.options.coalesce), media_type="text/event-stream",
                              headers=SSE_HEADERS)
 
-    async def _conversation_for(self, ask: _ConversationAsk) -> tuple[int, bool]:
+    async def _conversation_for(self, ask: ConversationAsk) -> tuple[int, bool]:
         """The conversation the answer goes into, and whether it was made for it."""
         conversations = self.engine.conversations
         if ask.action != "next":
@@ -552,7 +301,7 @@ class WrenApp:
         # stored, and that comes back as the 404 — no round trip of its own here)
         return ask.conversation_id, False
 
-    def _answer_events(self, ask: _ConversationAsk, conv_id: int) -> AsyncIterator:
+    def _answer_events(self, ask: ConversationAsk, conv_id: int) -> AsyncIterator:
         chat = self.engine.chat
         if ask.action == "next":
             return chat.send(conv_id, ask.text, ask.options)
@@ -565,7 +314,7 @@ class WrenApp:
     async def _produce(self, log: AnswerLog, events: AsyncIterator, started: asyncio.Future, new: bool,
                        since: float, request_id: str) -> None:
         """Runs the answer to its end whoever is listening; writes every chunk to `log`."""
-        run = _AnswerRun(self.engine, log, started, new)
+        run = AnswerRun(self.engine, log, started, new)
         try:
             async for event in events:
                 if started.done():
