@@ -46,6 +46,21 @@ REFUSED = {
 
 
 def check_unsupported(body: dict, *, chat: bool) -> None:
+    """A 400 for the first OpenAI parameter Wren does not do (in the order below), before any work."""
+    _check_refused(body)
+    try:
+        requested(body, chat=chat)
+    except LogprobsError as exc:
+        raise ApiError(400, str(exc), param=exc.param) from None
+    _check_one_plain_answer(body)
+    _check_tools(body, chat=chat)
+    _check_response_format(body.get("response_format"), chat=chat)
+    if not chat and body.get("stream_options") and not body.get("stream"):
+        raise ApiError(400, "stream_options needs stream: true", param="stream_options")
+
+
+def _check_refused(body: dict) -> None:
+    """The parameters Wren refuses outright, n and the OpenAI penalties."""
     for name, why in REFUSED.items():
         if body.get(name) not in (None, [], {}):
             raise ApiError(400, why, param=name, code="unsupported_parameter")
@@ -55,37 +70,41 @@ def check_unsupported(body: dict, *, chat: bool) -> None:
         if body.get(name) not in (None, 0, 0.0):
             raise ApiError(400, f"{name} is not supported; use repetition_penalty (1 is off) or dry_multiplier",
                            param=name, code="unsupported_parameter")
-    try:
-        requested(body, chat=chat)
-    except LogprobsError as exc:
-        raise ApiError(400, str(exc), param=exc.param) from None
+
+
+def _check_one_plain_answer(body: dict) -> None:
+    """One text answer, as written: no logit_bias, best_of, echo, suffix or other modalities."""
     if body.get("logit_bias") not in (None, {}):
         raise ApiError(400, "logit_bias is not supported", param="logit_bias", code="unsupported_parameter")
     if body.get("best_of", 1) != 1 or body.get("echo") or body.get("suffix"):
         raise ApiError(400, "best_of, echo and suffix are not supported", code="unsupported_parameter")
-    modalities = body.get("modalities")
-    if modalities not in (None, ["text"]):
+    if body.get("modalities") not in (None, ["text"]):
         raise ApiError(400, "only text output is supported (modalities: [\"text\"])", param="modalities",
                        code="unsupported_parameter")
+
+
+def _check_tools(body: dict, *, chat: bool) -> None:
     if not chat and (body.get("tools") not in (None, []) or body.get("tool_choice") not in (None, "none", "auto")):
         raise ApiError(400, "tools are not supported by /v1/completions; use /v1/chat/completions", param="tools",
                        code="unsupported_parameter")
     if body.get("parallel_tool_calls") not in (None, True, False):
         raise ApiError(400, "parallel_tool_calls must be true or false", param="parallel_tool_calls")
-    fmt = body.get("response_format")
-    if fmt is not None and not engine_supports("response_format"):
-        kind = fmt.get("type") if isinstance(fmt, dict) else None
-        if kind != "text":
-            raise ApiError(400, f"response_format {kind or fmt!r} is not supported yet; only {{\"type\": \"text\"}} "
-                                "(this engine has no constrained decoding)",
-                           param="response_format", code="unsupported_parameter")
-    if fmt is not None and not chat:
-        kind = fmt.get("type") if isinstance(fmt, dict) else None
-        if kind != "text":
-            raise ApiError(400, "response_format is not supported by /v1/completions; use /v1/chat/completions",
-                           param="response_format", code="unsupported_parameter")
-    if not chat and body.get("stream_options") and not body.get("stream"):
-        raise ApiError(400, "stream_options needs stream: true", param="stream_options")
+
+
+def _check_response_format(fmt: Any, *, chat: bool) -> None:
+    """Any response_format but plain text needs constrained decoding, and the chat endpoint."""
+    if fmt is None:
+        return
+    kind = fmt.get("type") if isinstance(fmt, dict) else None
+    if kind == "text":
+        return
+    if not engine_supports("response_format"):
+        raise ApiError(400, f"response_format {kind or fmt!r} is not supported yet; only {{\"type\": \"text\"}} "
+                            "(this engine has no constrained decoding)",
+                       param="response_format", code="unsupported_parameter")
+    if not chat:
+        raise ApiError(400, "response_format is not supported by /v1/completions; use /v1/chat/completions",
+                       param="response_format", code="unsupported_parameter")
 
 
 def sampling_from(body: dict, base: SamplingParams) -> SamplingParams:
