@@ -74,8 +74,20 @@ class OutputGuard:
     def _step(self, delta: str, final: bool) -> GuardStep:
         if self._blocked:
             return GuardStep("", (), True)
-        m = self._matcher
-        for c in m.feed(delta, final=final):
+        self._take(delta, final)
+        told: list[Finding] = []
+        out: list[str] = []
+        frontier = self._matcher.frontier(self._gating)
+        stop = self._release_hidden(frontier, told, out)
+        if not self._blocked:
+            self._release_text(frontier, out)
+        self._tell(stop, told)
+        told.sort(key=lambda f: f.span)
+        return GuardStep("".join(out), tuple(f.notice("output") for f in told), self._blocked)
+
+    def _take(self, delta: str, final: bool) -> None:
+        """The matcher's new candidates, decided and queued: gating ones to hide, the rest to tell."""
+        for c in self._matcher.feed(delta, final=final):
             action, allowed_by = self._policy.decide(
                 c.detector, c.value, c.in_code, self._destination
             )
@@ -83,10 +95,10 @@ class OutputGuard:
             item = (order_key(c, action), next(self._tiebreak), make_finding(c, action, allowed_by))
             heapq.heappush(heap, item)
 
-        told: list[Finding] = []
-        out: list[str] = []
-        stop = math.inf
-        frontier = m.frontier(self._gating)
+    def _release_hidden(self, frontier: float, told: list[Finding], out: list[str]) -> float:
+        """The gating findings before `frontier`, in order: text up to each, a placeholder for a
+        redaction, and a block ends it all. Returns where a block stopped the text (inf: none)."""
+        m = self._matcher
         while self._hiding and self._hiding[0][2].span[0] < frontier:
             f = heapq.heappop(self._hiding)[2]
             start, end = f.span
@@ -98,8 +110,7 @@ class OutputGuard:
                 if start > self._emitted:
                     out.append(m.text(self._emitted, start))
                 self._blocked = True
-                stop = start
-                break
+                return start
             if f.action is SafetyAction.REDACT:
                 if start >= self._emitted:
                     out.append(m.text(self._emitted, start))
@@ -107,18 +118,22 @@ class OutputGuard:
                     self._emitted = end
                 elif end > self._emitted:
                     self._emitted = end  # overlaps the placeholder already shown
-        if not self._blocked:
-            upto = min(frontier, m.length)
-            if upto > self._emitted:
-                out.append(m.text(self._emitted, int(upto)))
-                self._emitted = int(upto)
-            m.release(self._emitted)
+        return math.inf
 
-        told_frontier = m.frontier(self._warning)
+    def _release_text(self, frontier: float, out: list[str]) -> None:
+        """The text no gating detector can still claim goes out."""
+        m = self._matcher
+        upto = min(frontier, m.length)
+        if upto > self._emitted:
+            out.append(m.text(self._emitted, int(upto)))
+            self._emitted = int(upto)
+        m.release(self._emitted)
+
+    def _tell(self, stop: float, told: list[Finding]) -> None:
+        """The warning-only findings the matcher is done with, those before a block's stop."""
+        told_frontier = self._matcher.frontier(self._warning)
         while self._telling and self._telling[0][2].span[0] < told_frontier:
             f = heapq.heappop(self._telling)[2]
             if not self._tell_dedup.seen(f.category, *f.span) and f.span[0] < stop:
                 if f.action is not SafetyAction.ALLOW:
                     told.append(f)
-        told.sort(key=lambda f: f.span)
-        return GuardStep("".join(out), tuple(f.notice("output") for f in told), self._blocked)
