@@ -186,6 +186,7 @@ def _fail(name: str, text: str | None, problem: str, *needles: str) -> PolicyErr
 
 
 def _merge(base: dict, over: dict, text: str, name: str) -> dict:
+    """`over` (a policy file, `text` as read from `name`) laid over `base`."""
     unknown = set(over) - _TOP_KEYS
     if unknown:
         key = sorted(unknown)[0]
@@ -195,40 +196,53 @@ def _merge(base: dict, over: dict, text: str, name: str) -> dict:
     if "actions" in over:
         if not isinstance(over["actions"], dict):
             raise _fail(name, text, "[actions] must be a table", "actions")
-        merged = dict(base.get("actions", {}))
-        # `pii = "redact"` means all personal data: it replaces shipped entries below it.
-        for category in over["actions"]:
-            for shipped in list(merged):
-                if shipped.startswith(category + ".") and shipped not in over["actions"]:
-                    del merged[shipped]
-        for category, value in over["actions"].items():
-            # `secret = { remote = "block" }` changes only remote; a plain word changes both.
-            if isinstance(value, dict) and isinstance(merged.get(category), dict):
-                value = {**merged[category], **value}
-            merged[category] = value
-        out["actions"] = merged
+        out["actions"] = _merged_actions(base.get("actions", {}), over["actions"])
     if "allow" in over:
         if not isinstance(over["allow"], list):
             raise _fail(name, text, "allow rules must be written as [[allow]] tables", "allow")
-        rules = list(base.get("allow", []))
-        for rule in over["allow"]:
-            rule_id = rule.get("id") if isinstance(rule, dict) else None
-            rules = [r for r in rules if rule_id is None or r.get("id") != rule_id]
-            if not (isinstance(rule, dict) and rule.get("enabled") is False):
-                rules.append(rule)
-        out["allow"] = rules
+        out["allow"] = _merged_allow(base.get("allow", []), over["allow"])
     if "blocklist" in over:
-        block = over["blocklist"]
-        if not isinstance(block, dict):
-            raise _fail(name, text, "[blocklist] must be a table", "blocklist")
-        merged = dict(base.get("blocklist", {}))
-        for key, value in block.items():
-            if key not in ("words", "patterns") or not _is_str_list(value):
-                raise _fail(name, text, f"[blocklist] {key} must be a list of strings "
-                            "(keys: words, patterns)", key)
-            merged[key] = list(merged.get(key, [])) + value
-        out["blocklist"] = merged
+        out["blocklist"] = _merged_blocklist(base.get("blocklist", {}), over["blocklist"], text, name)
     return out
+
+
+def _merged_actions(base: dict, over: dict) -> dict:
+    merged = dict(base)
+    # `pii = "redact"` means all personal data: it replaces shipped entries below it.
+    for category in over:
+        for shipped in list(merged):
+            if shipped.startswith(category + ".") and shipped not in over:
+                del merged[shipped]
+    for category, value in over.items():
+        # `secret = { remote = "block" }` changes only remote; a plain word changes both.
+        if isinstance(value, dict) and isinstance(merged.get(category), dict):
+            value = {**merged[category], **value}
+        merged[category] = value
+    return merged
+
+
+def _merged_allow(base: list, over: list) -> list:
+    """A rule with the id of an earlier one replaces it; `enabled = false` only removes it."""
+    rules = list(base)
+    for rule in over:
+        rule_id = rule.get("id") if isinstance(rule, dict) else None
+        rules = [r for r in rules if rule_id is None or r.get("id") != rule_id]
+        if not (isinstance(rule, dict) and rule.get("enabled") is False):
+            rules.append(rule)
+    return rules
+
+
+def _merged_blocklist(base: dict, block, text: str, name: str) -> dict:
+    """Words and patterns add to the earlier lists."""
+    if not isinstance(block, dict):
+        raise _fail(name, text, "[blocklist] must be a table", "blocklist")
+    merged = dict(base)
+    for key, value in block.items():
+        if key not in ("words", "patterns") or not _is_str_list(value):
+            raise _fail(name, text, f"[blocklist] {key} must be a list of strings "
+                        "(keys: words, patterns)", key)
+        merged[key] = list(merged.get(key, [])) + value
+    return merged
 
 
 def _is_str_list(value) -> bool:
