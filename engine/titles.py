@@ -248,36 +248,53 @@ class Titles:
                     shown = len(job.written)
                     continue
                 answer = "".join(text)
-                if job.task is None and job.use_model and answer.strip():
-                    self._start(job, first_sentence(answer) or answer[:SOURCE_CHARS])
-                if job.task is not None:
-                    try:
-                        await job.task
-                    except Exception as exc:
-                        log_event("title.failed", conversation_id=conversation_id, error=str(exc))
-                if not job.written:  # no model, or no answer to read: the question's key words
-                    await self._save(job, keyword_title(question))
+                await self._settle(job, answer)
                 for title in job.written[shown:]:
                     yield TitleUpdate(conversation_id, title)
                 shown = len(job.written)
-                if (job.use_model and event.reason in (FinishReason.STOP, FinishReason.LENGTH)
-                        and len(answer) > len(job.source) - len(question) and drifted(job.source, answer)):
-                    revised = await self.ask_model(question, answer)
-                    if revised != job.written[-1]:
-                        yield TitleUpdate(conversation_id, await self._save(job, revised))
-                        shown = len(job.written)
+                revised = await self._revised(job, answer, event.reason)
+                if revised is not None:
+                    yield TitleUpdate(conversation_id, revised)
+                    shown = len(job.written)
                 yield event
         finally:
-            if job.task is not None and not job.task.done():
-                job.task.cancel()
-            if not job.written:
-                # walked away from before any title: the question's key words
-                try:
-                    await asyncio.shield(self._save(job, keyword_title(question)))
-                except Exception as exc:  # the chat is gone (discarded, deleted): nothing to name
-                    log_event("title.failed", conversation_id=conversation_id, error=str(exc))
-            if self.jobs.get(conversation_id) is job:
-                del self.jobs[conversation_id]
+            await self._close(job)
+
+    async def _settle(self, job: TitleJob, answer: str) -> None:
+        """At the answer's end: its first title written (the model's, or the question's key words)."""
+        if job.task is None and job.use_model and answer.strip():
+            self._start(job, first_sentence(answer) or answer[:SOURCE_CHARS])
+        if job.task is not None:
+            try:
+                await job.task
+            except Exception as exc:
+                log_event("title.failed", conversation_id=job.conversation_id, error=str(exc))
+        if not job.written:  # no model, or no answer to read: the question's key words
+            await self._save(job, keyword_title(job.question))
+
+    async def _revised(self, job: TitleJob, answer: str, reason: FinishReason) -> str | None:
+        """A second title, saved, when the finished answer drifted from what the first was made
+        of and the model names it differently; None otherwise."""
+        if not (job.use_model and reason in (FinishReason.STOP, FinishReason.LENGTH)
+                and len(answer) > len(job.source) - len(job.question) and drifted(job.source, answer)):
+            return None
+        revised = await self.ask_model(job.question, answer)
+        if revised == job.written[-1]:
+            return None
+        return await self._save(job, revised)
+
+    async def _close(self, job: TitleJob) -> None:
+        """However the answer ended: the title request stopped, a title written, the job gone."""
+        if job.task is not None and not job.task.done():
+            job.task.cancel()
+        if not job.written:
+            # walked away from before any title: the question's key words
+            try:
+                await asyncio.shield(self._save(job, keyword_title(job.question)))
+            except Exception as exc:  # the chat is gone (discarded, deleted): nothing to name
+                log_event("title.failed", conversation_id=job.conversation_id, error=str(exc))
+        if self.jobs.get(job.conversation_id) is job:
+            del self.jobs[job.conversation_id]
 
     def _start(self, job: TitleJob, head: str) -> None:
         if job.task is None:
