@@ -78,6 +78,16 @@ class Delta:
 
 
 @dataclass(frozen=True, slots=True)
+class Reasoning:
+    """New thinking text of a model that thinks before it answers (`<think>` tags, gpt-oss's
+    analysis channel), never overlapping earlier ones. It is not the answer: front ends
+    show it apart (folded), it is stored apart (MessageInfo.reasoning) and later turns'
+    prompts leave it out."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class PrefillProgress:
     """The model is reading a long prompt: `done` of its `total` tokens are in the KV cache
     (those reused from the cache count as read). Sent only for prompts longer than one
@@ -94,6 +104,7 @@ class Usage:
     time_to_first_token: float  # seconds from send to the first sampled token
     tokens_per_second: float  # decode rate after the first token
     cached_tokens: int = 0  # prompt tokens reused from the KV cache
+    reasoning_tokens: int = 0  # of completion_tokens, those the model spent thinking
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +218,7 @@ class TitleUpdate:
 
 
 Event = (
-    Started | PrefillProgress | Delta | Usage | SafetyNotice | MemoryNotice | ToolCall | ToolApprovalNeeded
+    Started | PrefillProgress | Delta | Reasoning | Usage | SafetyNotice | MemoryNotice | ToolCall | ToolApprovalNeeded
     | ToolResult | TitleUpdate | AnswerNotice | Finished | Failed
 )
 

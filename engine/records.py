@@ -71,6 +71,10 @@ class MessageInfo:
     meta: dict = field(default_factory=dict)
     sibling_index: int = 0  # position among messages with the same parent
     sibling_count: int = 1
+    # The model's thinking before this answer, never part of `content` (nor of later prompts),
+    # and the seconds it thought ("Thought for N s"); None: it did not think apart.
+    reasoning: str = ""
+    reasoning_seconds: float | None = None
 
 
 def check_unicode(text: str, what: str) -> str:

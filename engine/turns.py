@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ from .events import (
     MemoryNotice,
     MemoryRef,
     NoticeKind,
+    Reasoning,
     SafetyNotice,
     Started,
     ToolCall,
@@ -45,6 +47,7 @@ from .tools.capability import expected_tool, not_called_text
 from .tools.parse import CallParser
 from .tools.prompt import RoundRecord, ToolPlan
 from .tools.runner import ToolTurn
+from .turn import thinking
 from .turn.checkpoint import Checkpoints
 from .turn.finish import final_fields, finished_log, notice_fields
 from .turn.plan import TurnPlan, TurnReads, read_turn
@@ -423,7 +426,8 @@ class Turns:
             while True:
                 start = len(state.parts)
                 text = AnswerText(OutputGuard(e.policy, e.destination()), state.probs, _parser(tools, state.number),
-                                  shift=state.raw_base)
+                                  shift=state.raw_base, split=thinking.splitter(worker, ids),
+                                  count=thinking.token_counter(worker))
                 async for event in self._round(worker, answer, ids, round_params, state, text, turn, started, tools,
                                                messages, constraint, typed):
                     yield event
@@ -553,8 +557,8 @@ class Turns:
                 event = await events.get()
                 if isinstance(event, Delta):
                     parts.append(event.text)
-                elif isinstance(event, Finished):
-                    return "".join(parts)
+                elif isinstance(event, Finished):  # a thinking model's thinking left out
+                    return thinking.answer_of(worker, ids, "".join(parts))
         finally:
             request.cancel.set()
 
@@ -616,6 +620,8 @@ def _kept(event: Event, state: AnswerState, tools: _ToolSession | None) -> bool:
         state.notices.append(event)
     elif isinstance(event, Delta):
         state.parts.append(event.text)
+    elif isinstance(event, Reasoning):
+        state.thought(event.text, time.monotonic())
     elif isinstance(event, Usage):
         state.usages.append(event)
         return tools is None

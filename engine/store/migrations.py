@@ -67,6 +67,15 @@ def _m006_message_vectors(db: pw.Database) -> None:
     create_message_vectors(db)
 
 
+def _m007_message_reasoning(db: pw.Database) -> None:
+    # An answer's thinking apart from its text, and the seconds it took (engine/inference/reasoning.py).
+    columns = {c.name for c in db.get_columns("message")}
+    if "reasoning" not in columns:
+        db.execute_sql("ALTER TABLE message ADD COLUMN reasoning TEXT NOT NULL DEFAULT ''")
+    if "reasoning_seconds" not in columns:
+        db.execute_sql("ALTER TABLE message ADD COLUMN reasoning_seconds REAL")
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[pw.Database], None]]] = [
     (1, "initial", _m001_initial),
     (2, "message_text_search", _m002_message_text_search),
@@ -74,6 +83,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[pw.Database], None]]] = [
     (4, "message_viewed_at", _m004_message_viewed_at),
     (5, "message_owner", _m005_message_owner),
     (6, "message_vectors", _m006_message_vectors),
+    (7, "message_reasoning", _m007_message_reasoning),
 ]
 
 

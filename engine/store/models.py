@@ -75,6 +75,10 @@ class Message(BaseModel):
     # The Store (one per process) that writes this answer while it streams; recovery at
     # start marks a `streaming` message interrupted only once its owner is gone.
     owner = pw.TextField(null=True)
+    # An answer's thinking (Reasoning events), kept apart from its content, and how long
+    # the model spent on it in seconds (None: it did not think apart).
+    reasoning = pw.TextField(default="")
+    reasoning_seconds = pw.FloatField(null=True)
 
 
 class Setting(BaseModel):

@@ -749,7 +749,8 @@ class Store:
             completion_tokens=msg.completion_tokens, time_to_first_token=msg.time_to_first_token,
             tokens_per_second=msg.tokens_per_second, error=msg.error, sampling=msg.sampling or {},
             meta=msg.meta or {}, sibling_index=siblings.index(msg.id) if msg.id in siblings else 0,
-            sibling_count=max(1, len(siblings)),
+            sibling_count=max(1, len(siblings)), reasoning=msg.reasoning or "",
+            reasoning_seconds=msg.reasoning_seconds,
         )
 
     # -- settings ------------------------------------------------------------------

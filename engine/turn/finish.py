@@ -36,6 +36,8 @@ def final_fields(answer: MessageInfo, state: AnswerState) -> dict[str, Any]:
         "status": status,
         "error": state.error,
     }
+    if state.thinking:  # kept apart from the answer's text, never shown as it
+        fields.update(reasoning="" if blocked else state.reasoning, reasoning_seconds=state.thought_seconds)
     meta = dict(answer.meta)
     if state.notices:
         meta["safety"] = notice_fields(state.notices)
@@ -58,6 +60,7 @@ def finished_log(answer: MessageInfo, state: AnswerState, prompt_tokens: int) ->
         conversation_id=answer.conversation_id, message_id=answer.id, model=answer.model, backend=answer.backend,
         reason=state.reason.value, prompt_tokens=prompt_tokens,
         completion_tokens=usage.completion_tokens if usage else None,
+        reasoning_tokens=usage.reasoning_tokens if usage else None,
         time_to_first_token=usage.time_to_first_token if usage else None,
         tokens_per_second=usage.tokens_per_second if usage else None,
         safety=notice_fields(state.notices), error=state.error,

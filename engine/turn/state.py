@@ -29,6 +29,26 @@ class AnswerState:
     reason: FinishReason = FinishReason.CANCELLED  # if the consumer walks away mid-stream
     raw_base: int = 0  # the raw text of the earlier rounds (notices' offsets)
     number: int = 0  # the round
+    thinking: list[str] = field(default_factory=list)  # the Reasoning events' text, every round's
+    thought_from: float | None = None  # time.monotonic() at the first and the latest Reasoning
+    thought_to: float | None = None
+
+    def thought(self, text: str, now: float) -> None:
+        """A Reasoning event's text arrived at `now`."""
+        self.thinking.append(text)
+        if self.thought_from is None:
+            self.thought_from = now
+        self.thought_to = now
+
+    @property
+    def reasoning(self) -> str:
+        return "".join(self.thinking).strip()
+
+    @property
+    def thought_seconds(self) -> float | None:
+        if self.thought_from is None or self.thought_to is None:
+            return None
+        return round(self.thought_to - self.thought_from, 3)
 
     @property
     def text(self) -> str:
@@ -44,4 +64,5 @@ class AnswerState:
         tokens = sum(u.completion_tokens for u in usages)
         seconds = sum(u.completion_tokens / u.tokens_per_second for u in usages if u.tokens_per_second > 0)
         return Usage(usages[-1].prompt_tokens, tokens, usages[0].time_to_first_token,
-                     tokens / seconds if seconds > 0 else 0.0, usages[-1].cached_tokens)
+                     tokens / seconds if seconds > 0 else 0.0, usages[-1].cached_tokens,
+                     sum(u.reasoning_tokens for u in usages))

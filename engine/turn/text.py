@@ -1,18 +1,22 @@
-"""One generation's text on its way to the user: a tool call's text split off (the call
-parser; the calls collected), the rest through the output guard, each shown Delta with its
-tokens' log-probabilities. Shared by a stored answer (engine/turns.py) and the server's
+"""One generation's text on its way to the user: the model's thinking split off (a Reasoning
+event, engine/inference/reasoning.py), a tool call's text split off (the call parser; the
+calls collected), the rest through the output guard, each shown Delta with its tokens'
+log-probabilities. Shared by a stored answer (engine/turns.py) and the server's
 stateless ones (engine/server/serving.py)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import dataclasses
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING
 
-from ..events import Delta, Event, Finished, FinishReason, SafetyNotice
-from ..tools.parse import CallParser, ParsedCall
+from ..events import Delta, Event, Finished, FinishReason, Reasoning, SafetyNotice, Usage
+from ..inference.reasoning import STOPPED_NOTE, Piece
+from ..tools.parse import CallParser, ParsedCall, call_from
 
 if TYPE_CHECKING:
+    from ..inference.reasoning import Splitter
     from ..inference.worker import GenerationRequest
     from ..logprobs import AnswerLogprobs
     from ..safety import GuardStep, OutputGuard
@@ -22,14 +26,18 @@ class AnswerText:
     """Feed it a generation's Delta and Finished events; it gives back what is shown.
 
     `shift`: the raw text earlier rounds of the same answer already had, so a notice's span
-    is in the whole answer's offsets."""
+    is in the whole answer's offsets. `split`: the model's thinking format's stream step
+    (None: it does not think apart); `count` counts the thinking's tokens for Usage."""
 
     def __init__(self, guard: OutputGuard, probs: AnswerLogprobs, parser: CallParser | None = None, *,
-                 shift: int = 0) -> None:
+                 shift: int = 0, split: Splitter | None = None, count: Callable[[str], int] | None = None) -> None:
         self.guard = guard
         self.probs = probs
         self.parser = parser
         self.shift = shift
+        self.split = split
+        self.count = count
+        self.thinking: list[str] = []  # this generation's thinking, as Reasoning events gave it
         self.calls: list[ParsedCall] = []
         self.blocked = False
         self.raw_len = 0  # the text that went through the guard
@@ -49,18 +57,54 @@ class AnswerText:
             return []
         else:
             self.probs.arrived(event)
-        steps = [self.guard.feed(piece) for piece in self._pieces(event)]
+        thought: list[Event] = []
+        text = self._answer_text(event, thought) if self.split is not None else None
+        steps = [self.guard.feed(piece) for piece in self._pieces(event, text)]
         if final and not self.blocked:
             steps.append(self.guard.finish())
-        return self._shown(steps)
+        return thought + self._shown(steps)
 
-    def _pieces(self, event: Delta | Finished) -> list[str]:
-        """The text to guard; the calls' pieces are kept aside."""
-        text = event.text if isinstance(event, Delta) else ""
-        if self.parser is None:
-            pieces: list = [text] if isinstance(event, Delta) else []
+    def usage(self, usage: Usage) -> Usage:
+        """The generation's Usage with the tokens it spent thinking."""
+        if not self.thinking or self.count is None:
+            return usage
+        spent = min(self.count("".join(self.thinking)), usage.completion_tokens)
+        return dataclasses.replace(usage, reasoning_tokens=usage.reasoning_tokens + spent)
+
+    def _answer_text(self, event: Delta | Finished, thought: list[Event]) -> str:
+        """The answer's part of `event`; its thinking goes to `thought` as Reasoning events,
+        a harmony call to the calls. Thinking the model never closed ends with a note as
+        the answer (it is kept as thinking, not shown as a broken answer)."""
+        assert self.split is not None
+        if isinstance(event, Finished):
+            pieces = self.split.finish()
+            if self.split.unclosed and event.reason is not FinishReason.CANCELLED:
+                pieces.append(Piece("answer", STOPPED_NOTE))
         else:
-            pieces = self.parser.feed(text) if isinstance(event, Delta) else self.parser.finish()
+            pieces = self.split.feed(event.text)
+        answer = []
+        for piece in pieces:
+            if piece.kind == "thinking":
+                self.thinking.append(piece.text)
+                thought.append(Reasoning(piece.text))
+            elif piece.kind == "call":
+                self.calls.append(call_from({"name": piece.recipient, "arguments": piece.text}, piece.text))
+            else:
+                answer.append(piece.text)
+        return "".join(answer)
+
+    def _pieces(self, event: Delta | Finished, split: str | None = None) -> list[str]:
+        """The text to guard; the calls' pieces are kept aside. `split`: the answer's part
+        of the event, where its thinking was split off."""
+        text = event.text if isinstance(event, Delta) else ""
+        if split is not None:
+            text = split
+        if self.parser is None:
+            pieces: list = [text] if isinstance(event, Delta) or text else []
+        elif isinstance(event, Delta):
+            pieces = self.parser.feed(text)
+        else:
+            pieces = (self.parser.feed(text) if text else []) + self.parser.finish()
         out = []
         for piece in pieces:
             if isinstance(piece, ParsedCall):
@@ -89,6 +133,9 @@ async def generation(events: asyncio.Queue, text: AnswerText, request: Generatio
     rest would not be shown). `text.reason` and `text.blocked` say how it ended."""
     while True:
         event = await events.get()
+        if isinstance(event, Usage):
+            yield text.usage(event)
+            continue
         if not isinstance(event, (Delta, Finished)):
             yield event
             continue

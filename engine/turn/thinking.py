@@ -1,0 +1,90 @@
+"""Which thinking format a loaded model writes, and the stream step that splits a
+generation's thinking from its answer (engine/inference/reasoning.py), for a stored answer's
+rounds and the server's stateless answers alike; and the chat's thinking choice as the
+chat template's variables."""
+
+from __future__ import annotations
+
+import json
+import weakref
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..inference.families import find_model_type
+from ..inference.families.family import ReasoningFormat
+from ..inference.reasoning import reasoning_format, splitter_for
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ..inference.reasoning import Splitter
+    from ..inference.worker import ModelWorker
+
+_FORMATS: weakref.WeakKeyDictionary[Any, tuple[ReasoningFormat | None]] = weakref.WeakKeyDictionary()
+_TAIL_TOKENS = 16  # the prompt's last tokens, where a generation prompt may open <think>
+
+
+def model_type_of(model_dir: Path | None) -> str | None:
+    """config.json's model_type in a model's folder, or None."""
+    if model_dir is None:
+        return None
+    try:
+        config = json.loads((Path(model_dir) / "config.json").read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    found = config.get("model_type") if isinstance(config, dict) else None
+    return found if isinstance(found, str) else None
+
+
+def format_of(worker: ModelWorker) -> ReasoningFormat | None:
+    """The loaded model's thinking format, read once per worker: its family's, else its
+    chat template's. A remote model's thinking arrives as `<think>` tags (the remote
+    backend wraps a server's reasoning_content in them, and some servers send them as
+    they are)."""
+    try:
+        return _FORMATS[worker][0]
+    except (KeyError, TypeError):
+        pass
+    model_dir = getattr(worker, "model_dir", None)
+    if model_dir is None:
+        found: ReasoningFormat | None = ReasoningFormat.THINK_TAGS
+    else:
+        family = find_model_type((model_type_of(model_dir) or "").lower())
+        found = reasoning_format(family.reasoning if family else None, worker.tokenizer.chat_template)
+    try:
+        _FORMATS[worker] = (found,)
+    except TypeError:
+        pass  # not weakly referable (a test's stand-in): read again next time
+    return found
+
+
+def splitter(worker: ModelWorker, prompt_ids: Sequence[int]) -> Splitter | None:
+    """A fresh stream step for one generation of `worker` after `prompt_ids` (None: the
+    model does not think apart)."""
+    fmt = format_of(worker)
+    if fmt is None:
+        return None
+    tail = worker.tokenizer.decode(list(prompt_ids[-_TAIL_TOKENS:]), skip_special_tokens=False) \
+        if fmt is ReasoningFormat.THINK_TAGS else ""
+    return splitter_for(fmt, tail)
+
+
+def answer_of(worker: ModelWorker, prompt_ids: Sequence[int], text: str) -> str:
+    """The answer in a whole generation's `text`, its thinking left out (a title's, a
+    summary's: side requests show no thinking)."""
+    split = splitter(worker, prompt_ids)
+    if split is None:
+        return text
+    pieces = split.feed(text) + split.finish()
+    return "".join(p.text for p in pieces if p.kind == "answer")
+
+
+def token_counter(worker: ModelWorker):
+    """Counts a thinking text's tokens (without a BOS the tokenizer may add)."""
+    tokenizer = worker.tokenizer
+
+    def count(text: str) -> int:
+        ids = tokenizer.encode(text)
+        return len(ids) - (1 if tokenizer.add_bos and ids[:1] == [tokenizer.bos_id] else 0)
+
+    return count

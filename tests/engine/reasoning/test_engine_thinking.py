@@ -1,0 +1,98 @@
+"""A thinking model's answer through the whole engine (scripted backend, real Qwen3 and
+DeepSeek-R1 distill templates): Reasoning events apart from Delta, the thinking stored
+apart, left out of the next turn's prompt, counted apart in Usage."""
+
+from __future__ import annotations
+
+import asyncio
+
+from wren.engine.events import Delta, Finished, FinishReason, Reasoning, Usage
+from wren.engine.inference.reasoning import STOPPED_NOTE
+from wren.engine.records import MessageStatus
+
+from .conftest import R1_DISTILL
+
+
+async def collect(stream) -> list:
+    return [event async for event in stream]
+
+
+def shown(events, kind) -> str:
+    return "".join(e.text for e in events if isinstance(e, kind))
+
+
+def test_qwen3_thinking_streams_apart_is_stored_apart_and_left_out_of_the_next_prompt(thinking_engine):
+    async def main():
+        engine = thinking_engine("<think>\nThe capital of France is Paris.\n</think>\n\nParis.")
+        conv = await engine.conversations.create("q")
+        first = await collect(engine.chat.send(conv.id, "What is the capital of France?"))
+        second = await collect(engine.chat.send(conv.id, "And of Italy?"))
+        messages = await engine.conversations.messages(conv.id)
+        prompts = list(engine.scripted.loaded[0].prompts)
+        await engine.close()
+        return first, second, messages, prompts
+
+    first, second, messages, prompts = asyncio.run(main())
+    assert shown(first, Reasoning) == "The capital of France is Paris.\n"
+    assert shown(first, Delta) == "Paris."
+    assert "<think>" not in shown(first, Delta) and "think>" not in shown(first, Delta)
+    kinds = [type(e) for e in first if isinstance(e, (Reasoning, Delta))]
+    assert kinds.index(Delta) > max(i for i, k in enumerate(kinds) if k is Reasoning)  # thinking first
+    answer = messages[1]
+    assert answer.content == "Paris." and answer.status is MessageStatus.COMPLETE
+    assert answer.reasoning == "The capital of France is Paris."
+    assert answer.reasoning_seconds is not None and answer.reasoning_seconds >= 0
+    usage = next(e for e in first if isinstance(e, Usage))
+    assert 0 < usage.reasoning_tokens < usage.completion_tokens
+    # the second question's prompt has the first answer, not its thinking
+    assert "Paris." in prompts[1] and "The capital of France is Paris" not in prompts[1]
+    assert isinstance(second[-1], Finished) and second[-1].reason is FinishReason.STOP
+
+
+def test_r1_distill_prompt_opens_thinking_so_the_answer_starts_inside_it(thinking_engine):
+    async def main():
+        engine = thinking_engine("Two plus two is four.\n</think>\n\n4", R1_DISTILL, arch="qwen2")
+        conv = await engine.conversations.create("q")
+        events = await collect(engine.chat.send(conv.id, "2+2?"))
+        answer = (await engine.conversations.messages(conv.id))[-1]
+        prompt = engine.scripted.loaded[0].prompts[0]
+        await engine.close()
+        return events, answer, prompt
+
+    events, answer, prompt = asyncio.run(main())
+    assert prompt.endswith("<｜Assistant｜><think>\n")  # the template opened it
+    assert shown(events, Reasoning) == "Two plus two is four.\n"
+    assert shown(events, Delta) == "4"
+    assert answer.content == "4" and answer.reasoning == "Two plus two is four."
+
+
+def test_thinking_never_closed_is_kept_as_thinking_and_the_answer_says_so(thinking_engine):
+    async def main():
+        engine = thinking_engine("<think>\nLet me count the letters one by one")
+        conv = await engine.conversations.create("q")
+        events = await collect(engine.chat.send(conv.id, "How many r in strawberry?"))
+        answer = (await engine.conversations.messages(conv.id))[-1]
+        await engine.close()
+        return events, answer
+
+    events, answer = asyncio.run(main())
+    assert shown(events, Reasoning) == "Let me count the letters one by one"
+    assert shown(events, Delta) == STOPPED_NOTE
+    assert answer.content == STOPPED_NOTE
+    assert answer.reasoning == "Let me count the letters one by one"
+
+
+def test_a_model_without_thinking_is_unchanged(make_engine):
+    async def main():
+        engine = make_engine("Plain <think>words</think> answer.")
+        conv = await engine.conversations.create("q")
+        events = await collect(engine.chat.send(conv.id, "hi"))
+        answer = (await engine.conversations.messages(conv.id))[-1]
+        await engine.close()
+        return events, answer
+
+    events, answer = asyncio.run(main())
+    assert not any(isinstance(e, Reasoning) for e in events)
+    assert answer.content == "Plain <think>words</think> answer." and answer.reasoning == ""
+    assert answer.reasoning_seconds is None
+    assert next(e for e in events if isinstance(e, Usage)).reasoning_tokens == 0
