@@ -123,34 +123,12 @@ def server_from_entry(name: Any, entry: Any) -> McpServerConfig:
     what = f"MCP server {name!r}"
     if not isinstance(entry, dict):
         raise InvalidRequest(f"{what} must be an object with 'command' or 'url', not {_short(entry)}")
-    kind = entry.get("type")
-    if kind is not None and kind not in _STDIO_TYPES | _HTTP_TYPES:
-        if kind == "sse":
-            raise InvalidRequest(f"{what} uses the old SSE transport, which Wren does not speak; "
-                                 "use the server's streamable HTTP address (often ending in /mcp)")
-        raise InvalidRequest(f"{what} has type {kind!r}; Wren speaks 'stdio' and 'http' (streamable HTTP)")
-    command, url = entry.get("command"), entry.get("url", entry.get("serverUrl"))
-    if command is not None and url is not None:
-        raise InvalidRequest(f"{what} has both 'command' and 'url'; give one")
-    if command is None and url is None:
-        raise InvalidRequest(f"{what} needs 'command' (a program Wren starts) or 'url' (a streamable HTTP server)")
-    if kind in _STDIO_TYPES and command is None:
-        raise InvalidRequest(f"{what} says type 'stdio' but has no 'command'")
-    if kind in _HTTP_TYPES and url is None:
-        raise InvalidRequest(f"{what} says type {kind!r} but has no 'url'")
+    command, url = _transport(entry, what)
     unknown = set(entry) - {"type", "command", "args", "env", "url", "serverUrl", "headers", "disabled",
                             "enabled", "timeout"} - _IGNORED_KEYS
     if unknown:
         raise InvalidRequest(f"{what} has keys Wren does not know: {', '.join(sorted(unknown))}")
-    enabled = True
-    if "disabled" in entry:
-        if not isinstance(entry["disabled"], bool):
-            raise InvalidRequest(f"{what}: 'disabled' must be true or false, not {_short(entry['disabled'])}")
-        enabled = not entry["disabled"]
-    if "enabled" in entry:
-        if not isinstance(entry["enabled"], bool):
-            raise InvalidRequest(f"{what}: 'enabled' must be true or false, not {_short(entry['enabled'])}")
-        enabled = enabled and entry["enabled"]
+    enabled = _enabled(entry, what)
     timeout = entry.get("timeout", DEFAULT_CALL_TIMEOUT)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
         raise InvalidRequest(f"{what}: 'timeout' must be a number of seconds from 1 to 3600, not {_short(timeout)}")
@@ -168,6 +146,37 @@ def server_from_entry(name: Any, entry: Any) -> McpServerConfig:
     headers = _string_map(entry.get("headers", {}), f"{what}: 'headers'")
     return McpServerConfig(name, url=check_url(url, what), headers=headers, enabled=enabled,
                            timeout=float(timeout))
+
+
+def _transport(entry: dict, what: str) -> tuple[Any, Any]:
+    """An entry's `command` and `url` (one of them None), checked against its `type`."""
+    kind = entry.get("type")
+    if kind is not None and kind not in _STDIO_TYPES | _HTTP_TYPES:
+        if kind == "sse":
+            raise InvalidRequest(f"{what} uses the old SSE transport, which Wren does not speak; "
+                                 "use the server's streamable HTTP address (often ending in /mcp)")
+        raise InvalidRequest(f"{what} has type {kind!r}; Wren speaks 'stdio' and 'http' (streamable HTTP)")
+    command, url = entry.get("command"), entry.get("url", entry.get("serverUrl"))
+    if command is not None and url is not None:
+        raise InvalidRequest(f"{what} has both 'command' and 'url'; give one")
+    if command is None and url is None:
+        raise InvalidRequest(f"{what} needs 'command' (a program Wren starts) or 'url' (a streamable HTTP server)")
+    if kind in _STDIO_TYPES and command is None:
+        raise InvalidRequest(f"{what} says type 'stdio' but has no 'command'")
+    if kind in _HTTP_TYPES and url is None:
+        raise InvalidRequest(f"{what} says type {kind!r} but has no 'url'")
+    return command, url
+
+
+def _enabled(entry: dict, what: str) -> bool:
+    """Off when `disabled` is true or `enabled` is false (both may be given)."""
+    enabled = True
+    for key, on_when in (("disabled", False), ("enabled", True)):
+        if key in entry:
+            if not isinstance(entry[key], bool):
+                raise InvalidRequest(f"{what}: {key!r} must be true or false, not {_short(entry[key])}")
+            enabled = enabled and entry[key] is on_when
+    return enabled
 
 
 def parse_servers(text: str) -> list[McpServerConfig]:
