@@ -51,52 +51,20 @@ class TerminalFilter:
         return "".join(out)
 
     def _step(self, c: str, out: list[str]) -> None:
-        state = self._state
-        if state == _ESCAPE:
-            if c == "[":
-                self._state = _CSI
-            elif c in "]PX^_":
-                self._state = _STRING
-            elif "\x20" <= c <= "\x2f":  # intermediates: ESC ( B and the like
-                self._state = _ESCAPE_INTERMEDIATE
-            elif "\x30" <= c <= "\x7e":  # a two-character sequence ends here
-                self._state = _GROUND
-            elif c == _ESC:
-                pass
-            else:  # not a sequence after all: the character counts on its own
-                self._state = _GROUND
-                self._step(c, out)
-            return
-        if state == _ESCAPE_INTERMEDIATE:
-            if "\x20" <= c <= "\x2f":
-                return
-            self._state = _GROUND
-            if not "\x30" <= c <= "\x7e":
-                self._step(c, out)
-            return
-        if state == _CSI:
-            if "\x20" <= c <= "\x3f":  # parameters and intermediates
-                return
-            self._state = _GROUND
-            if not "\x40" <= c <= "\x7e":  # anything but a final byte cuts it short
-                self._step(c, out)
-            return
-        if state == _STRING:
-            if c in (_BEL, _C1_ST):
-                self._state = _GROUND
-            elif c == _ESC:
-                self._state = _STRING_ESCAPE
-            elif c == "\n":
-                self._state = _GROUND
-                out.append(c)
-            return
-        if state == _STRING_ESCAPE:
-            self._state = _GROUND
-            if c != "\\":  # ESC that is not ST starts a new sequence
-                self._state = _ESCAPE
-                self._step(c, out)
-            return
-        # ground
+        if self._state == _GROUND:
+            self._ground(c, out)
+        elif self._state == _ESCAPE:
+            self._escape(c, out)
+        elif self._state == _ESCAPE_INTERMEDIATE:
+            self._escape_intermediate(c, out)
+        elif self._state == _CSI:
+            self._csi(c, out)
+        elif self._state == _STRING:
+            self._string(c, out)
+        else:
+            self._string_escape(c, out)
+
+    def _ground(self, c: str, out: list[str]) -> None:
         if not is_control(c) or c in _KEPT:
             out.append(c)
         elif c == _ESC:
@@ -106,6 +74,50 @@ class TerminalFilter:
         elif c in _C1_STRINGS:
             self._state = _STRING
         # any other control character is dropped
+
+    def _escape(self, c: str, out: list[str]) -> None:
+        if c == "[":
+            self._state = _CSI
+        elif c in "]PX^_":
+            self._state = _STRING
+        elif "\x20" <= c <= "\x2f":  # intermediates: ESC ( B and the like
+            self._state = _ESCAPE_INTERMEDIATE
+        elif "\x30" <= c <= "\x7e":  # a two-character sequence ends here
+            self._state = _GROUND
+        elif c == _ESC:
+            pass
+        else:  # not a sequence after all: the character counts on its own
+            self._state = _GROUND
+            self._step(c, out)
+
+    def _escape_intermediate(self, c: str, out: list[str]) -> None:
+        if "\x20" <= c <= "\x2f":
+            return
+        self._state = _GROUND
+        if not "\x30" <= c <= "\x7e":
+            self._step(c, out)
+
+    def _csi(self, c: str, out: list[str]) -> None:
+        if "\x20" <= c <= "\x3f":  # parameters and intermediates
+            return
+        self._state = _GROUND
+        if not "\x40" <= c <= "\x7e":  # anything but a final byte cuts it short
+            self._step(c, out)
+
+    def _string(self, c: str, out: list[str]) -> None:
+        if c in (_BEL, _C1_ST):
+            self._state = _GROUND
+        elif c == _ESC:
+            self._state = _STRING_ESCAPE
+        elif c == "\n":
+            self._state = _GROUND
+            out.append(c)
+
+    def _string_escape(self, c: str, out: list[str]) -> None:
+        self._state = _GROUND
+        if c != "\\":  # ESC that is not ST starts a new sequence
+            self._state = _ESCAPE
+            self._step(c, out)
 
     def reset(self) -> None:
         """Forget a sequence left open (at the end of an answer)."""
