@@ -319,31 +319,40 @@ end
 """)
     out.append("complete -c wren -f")
     for n in nodes:
-        at = f"-n {_fq('__wren_at ' + _fq(n.path))}"
-        for name, sub in n.subcommands.items():
-            out.append(f"complete -c wren {at} -a {_fq(name)} -d {_fq(sub.help)}")
-        if n.words:
-            out.append(f"complete -c wren {at} -a {_fq(' '.join(n.words))}")
-        if n.files:
-            out.append(f"complete -c wren {at} -F")
-        for o in n.options:
-            parts = ["complete -c wren", at]
-            for flag in o.flags:
-                if flag.startswith("--"):
-                    parts.append(f"-l {_fq(flag[2:])}")
-                elif len(flag) == 2:
-                    parts.append(f"-s {_fq(flag[1:])}")
-                else:
-                    parts.append(f"-o {_fq(flag[1:])}")
-            if o.takes_value:  # -x: a value, and no file names unless they are wanted
-                if o.choices:
-                    parts.append(f"-x -a {_fq(' '.join(o.choices))}")
-                else:
-                    parts.append("-r -F" if o.files else "-x")
-            if o.help:
-                parts.append(f"-d {_fq(o.help)}")
-            out.append(" ".join(parts))
+        out += _fish_completes(n)
     return "\n".join(out) + "\n"
+
+
+def _fish_completes(n: Node) -> list[str]:
+    """The `complete` lines for one subcommand: its subcommands, words, files and options."""
+    at = f"-n {_fq('__wren_at ' + _fq(n.path))}"
+    out = [f"complete -c wren {at} -a {_fq(name)} -d {_fq(sub.help)}" for name, sub in n.subcommands.items()]
+    if n.words:
+        out.append(f"complete -c wren {at} -a {_fq(' '.join(n.words))}")
+    if n.files:
+        out.append(f"complete -c wren {at} -F")
+    out += [" ".join(["complete -c wren", at, *_fish_option(o)]) for o in n.options]
+    return out
+
+
+def _fish_option(o: Option) -> list[str]:
+    """An option's flags, its value (choices, files or any) and its help, as `complete` arguments."""
+    parts: list[str] = []
+    for flag in o.flags:
+        if flag.startswith("--"):
+            parts.append(f"-l {_fq(flag[2:])}")
+        elif len(flag) == 2:
+            parts.append(f"-s {_fq(flag[1:])}")
+        else:
+            parts.append(f"-o {_fq(flag[1:])}")
+    if o.takes_value:  # -x: a value, and no file names unless they are wanted
+        if o.choices:
+            parts.append(f"-x -a {_fq(' '.join(o.choices))}")
+        else:
+            parts.append("-r -F" if o.files else "-x")
+    if o.help:
+        parts.append(f"-d {_fq(o.help)}")
+    return parts
 
 
 def register(sub) -> None:
