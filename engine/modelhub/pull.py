@@ -21,10 +21,8 @@ import logging
 import os
 import re
 import shutil
-import struct
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,18 +30,21 @@ from ..errors import (
     Cancelled,
     InvalidRequest,
     ModelFileError,
-    ModelNotFound,
     UnsupportedArchitecture,
     UnsupportedQuantization,
     WrenError,
 )
-from .hub import FOLDER_PATTERNS, hub_endpoint
+from .gguf_header import gguf_header_length
+from .hub import hub_endpoint
+from .resolve import DEFAULT_QUANT, PullPlan, first_line, hub_call, quant_label, resolve
+
+# the plan's names, read here by the terminal and the models service (pull.resolve, pull.PullPlan)
+__all__ = ["DEFAULT_QUANT", "PullPlan", "downloads_folder", "gguf_header_length", "pull", "quant_label", "resolve"]
 
 log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]
 
-DEFAULT_QUANT = "Q4_K_M"
 DOWNLOADS_DIR = ".downloads"
 # the first Range request for a GGUF header, doubled until the header fits (a 150k-token
 # vocabulary takes about 6 MB); the bytes are the download's first, so none is fetched twice
@@ -52,131 +53,7 @@ HEADER_PROBE_BYTES = 4 << 20
 # 10 MB by default: smaller chunks keep the progress smooth and Ctrl+C quick on slow links
 CHUNK_BYTES = 1 << 20
 DISK_MARGIN = 0.10  # free space kept beyond the file itself
-_REPO_RE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
-_SPLIT_RE = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
-# a quantization label as GGUF file names carry it: Q4_K_M, IQ4_XS, Q8_0, BF16, F16...
-_QUANT_RE = re.compile(r"(?<![A-Za-z0-9])(I?Q\d(?:_[A-Za-z0-9]+)*|BF16|F16|F32)(?![A-Za-z0-9])", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class PullPlan:
-    """What `pull` will fetch. `filename` None: a safetensors repo, fetched as a folder."""
-
-    repo: str
-    filename: str | None
-    revision: str  # the commit the files come from
-    size: int  # bytes to download
-    sha256: str | None  # of the GGUF, from the hub's LFS record
-    url: str  # the GGUF's download address, or the repo's page for a folder
-    quantization: str | None = None  # the label in the file name, e.g. "Q4_K_M"
-    files: tuple[str, ...] = field(default=())  # a folder's files
-
-    @property
-    def kind(self) -> str:
-        return "gguf" if self.filename else "folder"
-
-    @property
-    def default_name(self) -> str:
-        stem = Path(self.filename).name[: -len(".gguf")] if self.filename else self.repo.split("/")[1]
-        return re.sub(r"[^a-z0-9._-]+", "-", stem.lower()).strip("-._")[:128] or "model"
-
-
-# -- resolve ---------------------------------------------------------------------------------
-
-def resolve(spec: str, quant: str | None = DEFAULT_QUANT) -> PullPlan:
-    """Turn `REPO[:FILE]` into a plan. Without FILE, the repo's GGUF whose name carries
-    `quant` is chosen; a repo without GGUF files is a safetensors folder."""
-    repo, _, name = spec.strip().partition(":")
-    repo, filename = repo.strip(), name.strip() or None
-    if not _REPO_RE.match(repo):
-        raise InvalidRequest(f"{spec!r} is not a Hugging Face model: write OWNER/NAME or OWNER/NAME:FILE.gguf")
-    endpoint = hub_endpoint()
-    info = _hub_call(repo, lambda api: api.model_info(repo, files_metadata=True), endpoint)
-    if not info.sha:
-        raise ModelFileError(f"the hub at {endpoint} gave no commit for {repo}")
-    siblings = {s.rfilename: s for s in info.siblings or []}
-    ggufs = sorted(f for f in siblings if f.lower().endswith(".gguf"))
-    if filename is not None:
-        if filename not in siblings:
-            listing = ", ".join(ggufs) or "none"
-            raise InvalidRequest(f"{repo} has no file {filename!r} (its GGUF files: {listing})")
-        if not filename.lower().endswith(".gguf"):
-            raise InvalidRequest(f"{filename!r} is not a GGUF file; Wren pulls .gguf files or whole safetensors repos")
-    elif ggufs:
-        filename = _choose(repo, [f for f in ggufs if "mmproj" not in f.lower()] or ggufs, quant)
-    else:
-        return _folder_plan(repo, info.sha, siblings, endpoint)
-    _refuse_split(repo, filename, ggufs)
-    return _file_plan(repo, info.sha, siblings[filename], endpoint)
-
-
-def quant_label(filename: str) -> str | None:
-    """The quantization a GGUF's name carries (the last label in it), upper-cased."""
-    labels = _QUANT_RE.findall(Path(filename).name)
-    return labels[-1].upper() if labels else None
-
-
-def _choose(repo: str, ggufs: list[str], quant: str | None) -> str:
-    firsts = [f for f in ggufs if (split := _SPLIT_RE.search(f)) is None or split.group(1) == "00001"]
-    if quant is None:
-        if len(firsts) == 1:
-            return firsts[0]
-        raise InvalidRequest(f"{repo} has several GGUF files ({', '.join(firsts)}); "
-                             f"choose one with a quantization or as {repo}:FILE")
-    wanted = quant.strip().upper()
-    matches = [f for f in firsts if quant_label(f) == wanted]
-    if not matches:  # names that spell the label in some other way
-        matches = [f for f in firsts if wanted in Path(f).name.upper()]
-    if len(matches) == 1:
-        return matches[0]
-    if matches:
-        raise InvalidRequest(f"several GGUF files of {repo} match {wanted}: {', '.join(matches)}; "
-                             f"name one as {repo}:FILE")
-    labels = sorted({quant_label(f) or Path(f).name for f in firsts})
-    raise InvalidRequest(f"{repo} has no {wanted} GGUF; its quantizations: {', '.join(labels)}")
-
-
-def _refuse_split(repo: str, filename: str, ggufs: list[str]) -> None:
-    match = _SPLIT_RE.search(filename)
-    if match:
-        raise InvalidRequest(
-            f"{repo}:{filename} is part {int(match.group(1))} of a GGUF split into {int(match.group(2))} files; "
-            "Wren imports single-file GGUFs (merge the parts with llama-gguf-split --merge and import the result)"
-        )
-
-
-def _file_plan(repo: str, commit: str, sibling: Any, endpoint: str) -> PullPlan:
-    from huggingface_hub import hf_hub_url
-
-    url = hf_hub_url(repo, sibling.rfilename, revision=commit, endpoint=endpoint)
-    lfs = getattr(sibling, "lfs", None)
-    sha256 = lfs.sha256 if lfs is not None else None
-    size = lfs.size if lfs is not None else sibling.size
-    if size is None or sha256 is None:  # the listing lacked them: ask for the file's own record
-        from huggingface_hub import get_hf_file_metadata
-
-        meta = _hub_call(repo, lambda api: get_hf_file_metadata(url, endpoint=endpoint), endpoint)
-        size = size if size is not None else meta.size
-        if sha256 is None and meta.etag and _SHA256_RE.match(meta.etag):
-            sha256 = meta.etag
-    if size is None:
-        raise ModelFileError(f"the hub did not say how large {repo}:{sibling.rfilename} is")
-    return PullPlan(repo=repo, filename=sibling.rfilename, revision=commit, size=int(size), sha256=sha256,
-                    url=url, quantization=quant_label(sibling.rfilename))
-
-
-def _folder_plan(repo: str, commit: str, siblings: dict[str, Any], endpoint: str) -> PullPlan:
-    from fnmatch import fnmatch
-
-    files = tuple(f for f in sorted(siblings) if "/" not in f and any(fnmatch(f, p) for p in FOLDER_PATTERNS))
-    if not any(f.endswith(".safetensors") for f in files) or "config.json" not in files:
-        raise InvalidRequest(f"{repo} has neither GGUF files nor a safetensors model (config.json and "
-                             "*.safetensors); Wren cannot use it")
-    size = sum(int(siblings[f].size or 0) for f in files)
-    return PullPlan(repo=repo, filename=None, revision=commit, size=size, sha256=None,
-                    url=f"{endpoint}/{repo}", quantization=None, files=files)
 
 
 # -- pull --------------------------------------------------------------------------------------
@@ -310,7 +187,7 @@ def _http_get(plan: PullPlan, out: Any, *, resume_size: int, expected_size: int,
         got = out.tell()
         raise WrenError(
             f"downloading {plan.repo}:{plan.filename} stopped after {_mb(got)} of {_mb(plan.size)} MB "
-            f"({exc.__class__.__name__}: {_first_line(exc)}); pull it again to resume"
+            f"({exc.__class__.__name__}: {first_line(exc)}); pull it again to resume"
         ) from exc
 
 
@@ -460,7 +337,7 @@ def _check_folder_config(plan: PullPlan, root: Path) -> None:
     from ..inference import families
 
     with tempfile.TemporaryDirectory(prefix=".config-", dir=root) as tmp:
-        path = _hub_call(plan.repo, lambda _api: hf_hub_download(
+        path = hub_call(plan.repo, lambda _api: hf_hub_download(
             plan.repo, "config.json", revision=plan.revision, local_dir=tmp, endpoint=hub_endpoint()),
             hub_endpoint())
         try:
@@ -472,109 +349,6 @@ def _check_folder_config(plan: PullPlan, root: Path) -> None:
         raise UnsupportedArchitecture(
             f"{plan.repo} holds a {model_type!r} model; Wren runs {', '.join(families.model_types())}"
         )
-
-
-# -- hub errors -----------------------------------------------------------------------------
-
-def _hub_call(repo: str, call: Callable[[Any], Any], endpoint: str) -> Any:
-    """Run a huggingface_hub call, turning its many error types into one clear WrenError."""
-    try:
-        from huggingface_hub import HfApi
-        from huggingface_hub.errors import (
-            GatedRepoError,
-            HfHubHTTPError,
-            RepositoryNotFoundError,
-            RevisionNotFoundError,
-        )
-    except ImportError as exc:
-        raise ModelFileError("downloading from the Hugging Face hub needs the huggingface_hub package") from exc
-    try:
-        return call(HfApi(endpoint=endpoint))
-    except WrenError:
-        raise
-    except GatedRepoError:
-        raise InvalidRequest(f"{repo} is gated: accept its terms on the hub's page, then log in with "
-                             "`hf auth login` and pull again") from None
-    except RepositoryNotFoundError:
-        raise ModelNotFound(f"the Hugging Face hub has no model {repo} (or it is private)") from None
-    except RevisionNotFoundError:
-        raise ModelNotFound(f"{repo} has no such revision") from None
-    except HfHubHTTPError as exc:
-        raise WrenError(f"the Hugging Face hub refused a request for {repo}: {_first_line(exc)}") from exc
-    except (OSError, ValueError) as exc:
-        raise WrenError(f"cannot reach the Hugging Face hub at {endpoint} ({_first_line(exc)})") from exc
-    except Exception as exc:  # httpx errors are not OSErrors
-        raise WrenError(f"cannot reach the Hugging Face hub at {endpoint} "
-                        f"({exc.__class__.__name__}: {_first_line(exc)})") from exc
-
-
-# -- the GGUF header's length ------------------------------------------------------------------
-
-_SCALAR_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-_STRING, _ARRAY = 8, 9
-
-
-class _Short(Exception):
-    pass
-
-
-def gguf_header_length(prefix: bytes, file_size: int) -> int | None:
-    """How many bytes a GGUF's metadata and tensor table take, from the file's first bytes;
-    None if `prefix` stops inside them. Bytes that are not a sane GGUF header give
-    len(prefix): the import's own check then says what is wrong with them."""
-    corrupt = len(prefix)
-    if len(prefix) < 24:
-        return None if len(prefix) < file_size and b"GGUF".startswith(prefix[:4]) else corrupt
-    if prefix[:4] != b"GGUF":
-        return corrupt
-    pos = 8
-
-    def take(n: int) -> int:
-        nonlocal pos
-        if n < 0 or pos + n > file_size:
-            raise ValueError("past the end of the file")
-        if pos + n > len(prefix):
-            raise _Short
-        start, pos = pos, pos + n
-        return start
-
-    def u32() -> int:
-        return struct.unpack_from("<I", prefix, take(4))[0]
-
-    def u64() -> int:
-        return struct.unpack_from("<Q", prefix, take(8))[0]
-
-    def skip_value(vtype: int) -> None:
-        if vtype in _SCALAR_SIZES:
-            take(_SCALAR_SIZES[vtype])
-        elif vtype == _STRING:
-            take(u64())
-        elif vtype == _ARRAY:
-            item, count = u32(), u64()
-            if item in _SCALAR_SIZES:
-                take(count * _SCALAR_SIZES[item])
-            else:
-                for _ in range(count):
-                    skip_value(item)
-        else:
-            raise ValueError(f"unknown metadata type {vtype}")
-
-    try:
-        n_tensors, n_kv = u64(), u64()
-        for _ in range(n_kv):
-            take(u64())  # the key
-            skip_value(u32())
-        for _ in range(n_tensors):
-            take(u64())  # the name
-            n_dims = u32()
-            if n_dims > 4:
-                raise ValueError("too many dimensions")
-            take(8 * n_dims + 4 + 8)  # dims, type, offset
-    except _Short:
-        return None
-    except ValueError:
-        return corrupt
-    return pos
 
 
 # -- small helpers ---------------------------------------------------------------------------
@@ -590,6 +364,3 @@ def _mb(n: int) -> str:
     return f"{n / 1e6:.1f}"
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else exc.__class__.__name__
