@@ -156,191 +156,195 @@ class FakeHub:
         return bytes(data)
 
 
-def _handler_for(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.0"  # one request per connection: a cut is a closed socket
+class _HubHandler(BaseHTTPRequestHandler):
+    """The fake hub's HTTP side; `_handler_for` binds it to one FakeHub."""
 
-        def log_message(self, format: str, *args: object) -> None:
-            pass
+    hub: FakeHub
+    protocol_version = "HTTP/1.0"  # one request per connection: a cut is a closed socket
 
-        def do_GET(self) -> None:
-            self._route(head=False)
+    def log_message(self, format: str, *args: object) -> None:
+        pass
 
-        def do_HEAD(self) -> None:
-            self._route(head=True)
+    def do_GET(self) -> None:
+        self._route(head=False)
 
-        # -- routing ---------------------------------------------------------------------
+    def do_HEAD(self) -> None:
+        self._route(head=True)
 
-        def _route(self, head: bool) -> None:
-            parts = urlsplit(self.path)
-            path = unquote(parts.path)
-            query = parse_qs(parts.query)
-            self._status, self._sent = 0, 0
-            try:
-                if path.startswith("/api/models/"):
-                    self._api(path[len("/api/models/"):], query)
-                elif "/resolve/" in path:
-                    self._resolve(path, head)
-                else:
-                    self._error(404, "RepoNotFound", f"no route for {path}")
-            finally:
-                hub._record(Recorded(self.command, path, self.headers.get("Range"), self._status, self._sent))
+    # -- routing ---------------------------------------------------------------------
 
-        def _repo(self, repo_id: str) -> Repo | None:
-            repo = hub.repos.get(repo_id)
-            if repo is None:
-                self._error(404, "RepoNotFound", f"Repository {repo_id} not found")
-            return repo
+    def _route(self, head: bool) -> None:
+        parts = urlsplit(self.path)
+        path = unquote(parts.path)
+        query = parse_qs(parts.query)
+        self._status, self._sent = 0, 0
+        try:
+            if path.startswith("/api/models/"):
+                self._api(path[len("/api/models/"):], query)
+            elif "/resolve/" in path:
+                self._resolve(path, head)
+            else:
+                self._error(404, "RepoNotFound", f"no route for {path}")
+        finally:
+            self.hub._record(Recorded(self.command, path, self.headers.get("Range"), self._status, self._sent))
 
-        def _revision_ok(self, repo: Repo, revision: str) -> bool:
-            if revision in ("main", repo.commit):
-                return True
-            self._error(404, "RevisionNotFound", f"Invalid rev id: {revision}")
-            return False
+    def _repo(self, repo_id: str) -> Repo | None:
+        repo = self.hub.repos.get(repo_id)
+        if repo is None:
+            self._error(404, "RepoNotFound", f"Repository {repo_id} not found")
+        return repo
 
-        # -- /api/models -------------------------------------------------------------------
-
-        def _api(self, rest: str, query: dict[str, list[str]]) -> None:
-            owner, _, rest = rest.partition("/")
-            name, _, rest = rest.partition("/")
-            repo = self._repo(f"{owner}/{name}")
-            if repo is None:
-                return
-            revision = "main"
-            if rest.startswith("revision/"):
-                revision = rest[len("revision/"):]
-                rest = ""
-            if rest.startswith("tree/"):
-                revision = rest[len("tree/"):].split("/", 1)[0]
-                if self._revision_ok(repo, revision):
-                    self._json(200, [self._tree_entry(path, item) for path, item in sorted(repo.files.items())])
-                return
-            if rest:
-                self._error(404, "RepoNotFound", f"no route for /api/models/{owner}/{name}/{rest}")
-                return
-            if not self._revision_ok(repo, revision):
-                return
-            blobs = query.get("blobs", ["false"])[0].lower() == "true"
-            siblings = []
-            for path, item in sorted(repo.files.items()):
-                sibling: dict[str, object] = {"rfilename": path}
-                if blobs:
-                    sibling |= {"size": len(item.data), "blobId": item.blob_id}
-                    if item.lfs:
-                        sibling["lfs"] = {"sha256": item.sha256, "size": len(item.data), "pointerSize": 134}
-                siblings.append(sibling)
-            self._json(200, {"id": f"{owner}/{name}", "modelId": f"{owner}/{name}", "sha": repo.commit,
-                             "private": False, "siblings": siblings})
-
-        @staticmethod
-        def _tree_entry(path: str, item: RepoFile) -> dict[str, object]:
-            entry: dict[str, object] = {"type": "file", "path": path, "size": len(item.data), "oid": item.blob_id}
-            if item.lfs:
-                entry["lfs"] = {"oid": item.sha256, "size": len(item.data), "pointerSize": 134}
-            return entry
-
-        # -- /{repo}/resolve/{revision}/{file} -----------------------------------------------
-
-        def _resolve(self, path: str, head: bool) -> None:
-            repo_id, _, rest = path.lstrip("/").partition("/resolve/")
-            revision, _, filename = rest.partition("/")
-            repo = self._repo(repo_id)
-            if repo is None or not self._revision_ok(repo, revision):
-                return
-            item = repo.files.get(filename)
-            if item is None:
-                self._error(404, "EntryNotFound", f"{filename} does not exist on {revision}",
-                            {"X-Repo-Commit": repo.commit})
-                return
-            data = hub._content(repo_id, filename, item)
-            size = len(data)
-            start, end = 0, size - 1
-            status = 200
-            wanted = self.headers.get("Range")
-            if wanted and not head and not hub.ignore_ranges:
-                match = _RANGE.match(wanted.strip())
-                if match is None or (not match.group(1) and not match.group(2)):
-                    self._error(416, None, f"bad Range {wanted!r}")
-                    return
-                if match.group(1):
-                    start = int(match.group(1))
-                    end = min(int(match.group(2)), size - 1) if match.group(2) else size - 1
-                else:  # a suffix: the last n bytes
-                    start = max(size - int(match.group(2)), 0)
-                if start >= size or start > end:
-                    self._error(416, None, f"Range {wanted!r} is outside a file of {size} bytes",
-                                {"Content-Range": f"bytes */{size}"})
-                    return
-                status = 206
-            headers = {
-                "X-Repo-Commit": repo.commit,
-                "ETag": f'"{item.etag}"',
-                "Accept-Ranges": "bytes",
-                "Content-Type": "application/octet-stream",
-                "Content-Length": str(end - start + 1),
-            }
-            if item.lfs:
-                headers |= {"X-Linked-Etag": f'"{item.sha256}"', "X-Linked-Size": str(size)}
-            if status == 206:
-                headers["Content-Range"] = f"bytes {start}-{end}/{size}"
-            self._begin(status, headers)
-            if head:
-                return
-            body = data[start:end + 1]
-            cut = hub._take_cut((repo_id, filename), len(body))
-            if cut is not None:
-                self._write(body[:cut])
-                self.wfile.flush()
-                self.close_connection = True
-                self.connection.shutdown(2)  # the client sees the body end early
-                return
-            with hub._lock:
-                pace = hub._slow.get((repo_id, filename))
-            if pace is None:
-                self._write(body)
-                return
-            step, delay = pace
-            for at in range(0, len(body), step):
-                if not self._write(body[at:at + step]):
-                    return
-                time.sleep(delay)
-
-        # -- plumbing ---------------------------------------------------------------------
-
-        def _write(self, body: bytes) -> bool:
-            try:
-                self.wfile.write(body)
-                self.wfile.flush()
-            except (BrokenPipeError, ConnectionResetError):
-                return False  # the client stopped reading (a cancelled download)
-            self._sent += len(body)
+    def _revision_ok(self, repo: Repo, revision: str) -> bool:
+        if revision in ("main", repo.commit):
             return True
+        self._error(404, "RevisionNotFound", f"Invalid rev id: {revision}")
+        return False
 
-        def _begin(self, status: int, headers: dict[str, str]) -> None:
-            self._status = status
-            self.send_response(status)
-            for key, value in headers.items():
-                self.send_header(key, value)
-            self.end_headers()
+    # -- /api/models -------------------------------------------------------------------
 
-        def _json(self, status: int, payload: object) -> None:
-            body = json.dumps(payload).encode()
-            self._begin(status, {"Content-Type": "application/json", "Content-Length": str(len(body))})
-            if self.command != "HEAD":
-                self.wfile.write(body)
+    def _api(self, rest: str, query: dict[str, list[str]]) -> None:
+        owner, _, rest = rest.partition("/")
+        name, _, rest = rest.partition("/")
+        repo = self._repo(f"{owner}/{name}")
+        if repo is None:
+            return
+        revision = "main"
+        if rest.startswith("revision/"):
+            revision = rest[len("revision/"):]
+            rest = ""
+        if rest.startswith("tree/"):
+            revision = rest[len("tree/"):].split("/", 1)[0]
+            if self._revision_ok(repo, revision):
+                self._json(200, [self._tree_entry(path, item) for path, item in sorted(repo.files.items())])
+            return
+        if rest:
+            self._error(404, "RepoNotFound", f"no route for /api/models/{owner}/{name}/{rest}")
+            return
+        if not self._revision_ok(repo, revision):
+            return
+        blobs = query.get("blobs", ["false"])[0].lower() == "true"
+        siblings = []
+        for path, item in sorted(repo.files.items()):
+            sibling: dict[str, object] = {"rfilename": path}
+            if blobs:
+                sibling |= {"size": len(item.data), "blobId": item.blob_id}
+                if item.lfs:
+                    sibling["lfs"] = {"sha256": item.sha256, "size": len(item.data), "pointerSize": 134}
+            siblings.append(sibling)
+        self._json(200, {"id": f"{owner}/{name}", "modelId": f"{owner}/{name}", "sha": repo.commit,
+                         "private": False, "siblings": siblings})
 
-        def _error(self, status: int, code: str | None, message: str,
-                   extra: dict[str, str] | None = None) -> None:
-            body = json.dumps({"error": message}).encode()
-            headers = {"Content-Type": "application/json", "Content-Length": str(len(body)),
-                       "X-Error-Message": message, **(extra or {})}
-            if code:
-                headers["X-Error-Code"] = code
-            self._begin(status, headers)
-            if self.command != "HEAD":
-                self.wfile.write(body)
+    @staticmethod
+    def _tree_entry(path: str, item: RepoFile) -> dict[str, object]:
+        entry: dict[str, object] = {"type": "file", "path": path, "size": len(item.data), "oid": item.blob_id}
+        if item.lfs:
+            entry["lfs"] = {"oid": item.sha256, "size": len(item.data), "pointerSize": 134}
+        return entry
 
-    return Handler
+    # -- /{repo}/resolve/{revision}/{file} -----------------------------------------------
+
+    def _resolve(self, path: str, head: bool) -> None:
+        repo_id, _, rest = path.lstrip("/").partition("/resolve/")
+        revision, _, filename = rest.partition("/")
+        repo = self._repo(repo_id)
+        if repo is None or not self._revision_ok(repo, revision):
+            return
+        item = repo.files.get(filename)
+        if item is None:
+            self._error(404, "EntryNotFound", f"{filename} does not exist on {revision}",
+                        {"X-Repo-Commit": repo.commit})
+            return
+        data = self.hub._content(repo_id, filename, item)
+        size = len(data)
+        start, end = 0, size - 1
+        status = 200
+        wanted = self.headers.get("Range")
+        if wanted and not head and not self.hub.ignore_ranges:
+            match = _RANGE.match(wanted.strip())
+            if match is None or (not match.group(1) and not match.group(2)):
+                self._error(416, None, f"bad Range {wanted!r}")
+                return
+            if match.group(1):
+                start = int(match.group(1))
+                end = min(int(match.group(2)), size - 1) if match.group(2) else size - 1
+            else:  # a suffix: the last n bytes
+                start = max(size - int(match.group(2)), 0)
+            if start >= size or start > end:
+                self._error(416, None, f"Range {wanted!r} is outside a file of {size} bytes",
+                            {"Content-Range": f"bytes */{size}"})
+                return
+            status = 206
+        headers = {
+            "X-Repo-Commit": repo.commit,
+            "ETag": f'"{item.etag}"',
+            "Accept-Ranges": "bytes",
+            "Content-Type": "application/octet-stream",
+            "Content-Length": str(end - start + 1),
+        }
+        if item.lfs:
+            headers |= {"X-Linked-Etag": f'"{item.sha256}"', "X-Linked-Size": str(size)}
+        if status == 206:
+            headers["Content-Range"] = f"bytes {start}-{end}/{size}"
+        self._begin(status, headers)
+        if head:
+            return
+        body = data[start:end + 1]
+        cut = self.hub._take_cut((repo_id, filename), len(body))
+        if cut is not None:
+            self._write(body[:cut])
+            self.wfile.flush()
+            self.close_connection = True
+            self.connection.shutdown(2)  # the client sees the body end early
+            return
+        with self.hub._lock:
+            pace = self.hub._slow.get((repo_id, filename))
+        if pace is None:
+            self._write(body)
+            return
+        step, delay = pace
+        for at in range(0, len(body), step):
+            if not self._write(body[at:at + step]):
+                return
+            time.sleep(delay)
+
+    # -- plumbing ---------------------------------------------------------------------
+
+    def _write(self, body: bytes) -> bool:
+        try:
+            self.wfile.write(body)
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            return False  # the client stopped reading (a cancelled download)
+        self._sent += len(body)
+        return True
+
+    def _begin(self, status: int, headers: dict[str, str]) -> None:
+        self._status = status
+        self.send_response(status)
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.end_headers()
+
+    def _json(self, status: int, payload: object) -> None:
+        body = json.dumps(payload).encode()
+        self._begin(status, {"Content-Type": "application/json", "Content-Length": str(len(body))})
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _error(self, status: int, code: str | None, message: str,
+               extra: dict[str, str] | None = None) -> None:
+        body = json.dumps({"error": message}).encode()
+        headers = {"Content-Type": "application/json", "Content-Length": str(len(body)),
+                   "X-Error-Message": message, **(extra or {})}
+        if code:
+            headers["X-Error-Code"] = code
+        self._begin(status, headers)
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+
+def _handler_for(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
+    return type("Handler", (_HubHandler,), {"hub": hub})
 
 
 def use_fake_hub(hub: FakeHub, monkeypatch: Any, home: Path, *, chunk_size: int = 16 << 10) -> None:
