@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import logging
 import os
 import sys
 import time
@@ -20,6 +21,10 @@ from . import read_model_config
 
 if TYPE_CHECKING:
     from ..models.decode import BackgroundCompile
+    from ..models.offload import Placement
+    from ..placement import GpuPlan
+
+log = logging.getLogger(__name__)
 
 try:  # the backend module is importable without torch, so `available()` can say no
     import torch
@@ -63,6 +68,7 @@ class TorchModel(ModelBase):
         self.quant = quant
         self.warmup_s = 0.0  # compile or capture time spent in load
         self.background: BackgroundCompile | None = None  # while the decode step compiles in the background
+        self.gpu_plan: GpuPlan | None = None  # on CUDA: which layers the GPU holds, and why
         self.slots = model.slots  # slot 0 is the one export_kv/import_kv and decode use
         self.batched_decode = self.slots > 1
         self._graphs = step
@@ -201,6 +207,7 @@ class TorchBackend:
     def load(
         self, model_dir: Path, *, dtype: str = "auto", quant: str = "auto",
         context_length: int | None = None, compile: bool | str = "auto", slots: int | None = DEFAULT_SLOTS,
+        gpu_layers: int | None = None, placement: Placement | None = None,
     ) -> TorchModel:
         """Load a model folder (model.gguf, or safetensors). context_length defaults to
         min(max_position_embeddings, 8192).
@@ -210,8 +217,17 @@ class TorchBackend:
         multiplied by Wren's kernels (engine/inference/quant), exactly the file's values,
         with float32 activations. "none" widens the weights to dtype; "int4" / "int8"
         (CPU only) re-quantize them onto torch's packed int4 kernel (lossy: only when
-        asked for). On CUDA, which has no kernels for the block formats yet, "auto" widens
-        the weights to bfloat16.
+        asked for). On CUDA "auto" is "file" for a GGUF file (its blocks move to the GPU
+        once, as stored: an 8B Q4_K_M needs ~5 GB there, not 16) and "none" (bfloat16) for
+        safetensors.
+
+        On CUDA the model is placed by engine.inference.placement's plan: every layer on the
+        GPU when they fit with the KV cache for the context (8k by default), else layers
+        [0, n) there and the rest on the CPU (float32, Wren's kernels), else the CPU alone;
+        the cache holds no more context than fits (`context_length` of the result says how
+        much, `gpu_plan` why). gpu_layers (or WREN_GPU_LAYERS) sets n, as llama.cpp's -ngl;
+        WREN_GPU_MEMORY caps the GPU memory used. `placement` (engine.inference.models.offload)
+        places the layers by hand on any two devices instead, "cpu" and "cpu" included.
 
         compile=True makes decoding fast at a start-up cost, paid here on the loading
         thread: on a CPU it compiles the decode step ahead of time (needs a C++ compiler;
@@ -228,7 +244,8 @@ class TorchBackend:
         slots is how many sequences the KV cache holds for batched decoding (1 turns it off;
         None: DEFAULT_SLOTS)."""
         from ..models.llama import ModelArgs, build_model
-        from ..models.weights import dense, open_weights
+        from ..models.offload import mark_split
+        from ..models.weights import GGUF_FILE, open_weights
 
         reason = self.unavailable_reason()
         if reason:
@@ -236,7 +253,9 @@ class TorchBackend:
         model_dir = Path(model_dir)
         config = read_model_config(model_dir)
         args = ModelArgs.from_hf_config(config)
-        dtype, quant = self.resolve_format(dtype, quant, _parameter_count(args))
+        asked_dtype = dtype
+        dtype, quant = self.resolve_format(dtype, quant, _parameter_count(args),
+                                           gguf=(model_dir / GGUF_FILE).is_file())
         if context_length is not None and not (1 <= context_length <= args.max_position_embeddings):
             raise ValueError(
                 f"context_length must be 1..{args.max_position_embeddings}, got {context_length}"
@@ -246,23 +265,32 @@ class TorchBackend:
         if slots < 1:
             raise ValueError(f"slots must be at least 1, got {slots}")
         torch_dtype = getattr(torch, dtype)
+        plan = None
+        if placement is None and self.device == "cuda":
+            plan = _plan(model_dir, config, quant, context_length, slots, gpu_layers)
+            if not plan.on_gpu:  # not one layer fits: the CPU runs it all, as torch-cpu would
+                return self._load_on_cpu(model_dir, plan, asked_dtype, context_length, compile, slots)
+            context_length, placement = plan.kv_context, _gpu_placement(plan, torch_dtype)
+        if placement is not None and quant not in ("file", "none"):
+            raise ValueError(f"quant={quant!r} re-quantizes on the CPU; a placed model takes 'file' or 'none'")
         weights = open_weights(model_dir, config)
         try:
-            if quant == "file":
-                get = _activations_in(weights.get, torch_dtype)
-            else:
-                # Quantizers see the file's values, not a rounding of them.
-                get = dense(weights.get, self.device, torch.float32 if quant != "none" else torch_dtype)
+            get = _weights_getter(weights, quant, self.device, torch_dtype, placement)
             # A checkpoint without lm_head has nothing else to project with: tie it.
             tied = args.tie_word_embeddings or "lm_head.weight" not in weights.names
             with torch.inference_mode():
                 model = build_model(args, get, tied=tied, context_length=context_length,
-                                    prepare=_quantizer(quant, torch_dtype), slots=slots, dtype=torch_dtype)
+                                    prepare=_quantizer(quant, torch_dtype), slots=slots,
+                                    dtype=placement.activation_dtype if placement is not None else torch_dtype)
         finally:
             weights.close()
+        if placement is not None:
+            mark_split(model, placement)
         if quant == "file":
             _check_kernels()
         when = self.resolve_compile(compile, _parameter_count(args))
+        if model.stages.split and self.device != "cpu":
+            when = "off"  # CUDA graphs take a model on one GPU (a split on the CPU alone compiles)
         warmup_s, step, cache = 0.0, None, None
         if when != "off" and self.device == "cpu":
             from ...paths import data_dir
@@ -280,12 +308,23 @@ class TorchBackend:
         loaded = TorchModel(model, self.name, model.context_length, args.vocab_size,
                             dtype=dtype, quant=quant, step=step, share=share)
         loaded.warmup_s = warmup_s
+        loaded.gpu_plan = plan
         if when == "background" and cache is not None:
             from ..models.decode import BackgroundCompile
 
             # decoding eagerly meanwhile; it starts once the model has had a quiet second
             loaded.background = BackgroundCompile(model, cache, idle_seconds=loaded.idle_seconds)
         _return_freed_heap()
+        return loaded
+
+    def _load_on_cpu(self, model_dir: Path, plan: GpuPlan, dtype: str, context_length: int | None,
+                     compile: bool | str, slots: int) -> TorchModel:
+        """The model on the CPU alone, as torch-cpu loads it, when not one layer fits the GPU."""
+        _notice(plan.reason)
+        cpu = TorchBackend("cpu")
+        cpu.background_compile = self.background_compile
+        loaded = cpu.load(model_dir, dtype=dtype, context_length=context_length, compile=compile, slots=slots)
+        loaded.gpu_plan = plan
         return loaded
 
     def resolve_compile(self, compile: bool | str, parameters: int) -> str:
@@ -307,17 +346,20 @@ class TorchBackend:
             return "off"
         return "background"
 
-    def resolve_format(self, dtype: str, quant: str, parameters: int) -> tuple[str, str]:
-        """(compute dtype, weight format) that `load` uses for these options."""
+    def resolve_format(self, dtype: str, quant: str, parameters: int, *, gguf: bool = False) -> tuple[str, str]:
+        """(compute dtype, weight format) that `load` uses for these options (`gguf`: the
+        model folder holds a GGUF file)."""
         if dtype not in DTYPE_NAMES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPE_NAMES)}, got {dtype!r}")
         if quant not in QUANT_NAMES:
             raise ValueError(f"quant must be one of {', '.join(QUANT_NAMES)}, got {quant!r}")
         if self.device == "cuda":
-            if quant in ("int4", "int8", "file"):
-                raise ValueError(f"quant={quant!r} runs on the CPU only; use quant='none' on CUDA")
+            if quant in ("int4", "int8"):
+                raise ValueError(f"quant={quant!r} runs on the CPU only; use quant='file' or 'none' on CUDA")
+            if quant == "auto":  # a GGUF file's blocks stay as stored; safetensors widen
+                quant = "file" if gguf else "none"
             # bf16 halves memory traffic at no accuracy cost that matters for chat.
-            return ("bfloat16" if dtype == "auto" else dtype), "none"
+            return ("bfloat16" if dtype == "auto" else dtype), quant
         if quant == "auto":
             quant = "file"
         if quant in ("none", "file"):
@@ -332,6 +374,48 @@ def _parameter_count(args) -> int:
     per_layer += 3 * args.hidden_size * args.intermediate_size
     heads = 1 if args.tie_word_embeddings else 2
     return args.num_hidden_layers * per_layer + heads * args.vocab_size * args.hidden_size
+
+
+def _weights_getter(weights, quant: str, device: str, dtype, placement: Placement | None):
+    """`build_model`'s `get` for the weight format and placement."""
+    from ..models.offload import placed
+    from ..models.weights import dense
+
+    if quant == "file":
+        return _activations_in(weights.get, dtype) if placement is None else placed(weights.get, placement)
+    if placement is not None:  # widened where the file's values are, then moved to each side
+        return placed(dense(weights.get, "cpu", torch.float32), placement)
+    # Quantizers see the file's values, not a rounding of them.
+    return dense(weights.get, device, torch.float32 if quant != "none" else dtype)
+
+
+def _gpu_placement(plan: GpuPlan, dtype) -> Placement:
+    """Where the plan puts each part on this GPU; said to the user when not all of it fits."""
+    from ..models.offload import Placement
+
+    if not plan.all_on_gpu or plan.kv_context < plan.requested_context:
+        _notice(plan.reason)
+    return Placement.from_plan(plan, "cuda", first_dtype=dtype)
+
+
+def _plan(model_dir: Path, config: dict, quant: str, context_length: int | None, slots: int,
+          gpu_layers: int | None) -> GpuPlan:
+    """The placement plan on this CUDA GPU (engine.inference.placement)."""
+    from ..models.offload import gpu_memory
+    from ..models.weights import GGUF_FILE
+    from ..placement import dense_model_bytes, gpu_layers_from_env, model_bytes_from_gguf, plan_layers
+
+    gguf = model_dir / GGUF_FILE
+    facts = model_bytes_from_gguf(gguf) if quant == "file" and gguf.is_file() else dense_model_bytes(config, 2)
+    name, free = gpu_memory("cuda")
+    if gpu_layers is None:
+        gpu_layers = gpu_layers_from_env()
+    return plan_layers(facts, free, context=context_length, slots=slots, gpu_layers=gpu_layers, device=name)
+
+
+def _notice(text: str) -> None:
+    """Where the model runs, for the user to read now (engine/store's notice attribute)."""
+    log.warning("%s", text, extra={"wren_notice": True})
 
 
 def _activations_in(get, dtype):

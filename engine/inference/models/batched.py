@@ -23,8 +23,10 @@ def decode_batch(model: Transformer, tokens: Sequence[int], positions: Sequence[
     """Logits [B, vocab]: row b appends tokens[b] at positions[b] to slot slots[b]."""
     slots = [int(s) for s in slots]
     check_batch(tokens, positions, slots, model.slots, model.context_length)
-    device = model._token.device
-    ids = torch.tensor([int(t) for t in tokens], dtype=torch.long, device=device).view(-1, 1)
+    # ids where the embedding is; the rest where the first layer is (a split model moves
+    # them on to the later layers' device: engine.inference.models.stages)
+    ids = torch.tensor([int(t) for t in tokens], dtype=torch.long, device=model._token.device).view(-1, 1)
+    device = model._cos.device
     pos = torch.tensor([int(p) for p in positions], dtype=torch.long, device=device)
     slot_ids = torch.tensor(slots, dtype=torch.long, device=device)
     # Consecutive slots read the cache through a view; any other set is gathered (a copy).
@@ -36,9 +38,8 @@ def decode_batch(model: Transformer, tokens: Sequence[int], positions: Sequence[
     key_pos = torch.arange(span, device=device)[None, :]
     h = model.tok_embeddings(ids)
     block = model.batch_block or batch_block
-    for layer in model.layers:
-        h = block(layer, h, cos, sin, pos, slot_ids, rows, key_pos)
-    return model.output(model.norm(h[:, -1]))
+    h = model.stages.run(model.layers, h, (cos, sin, pos, slot_ids, rows, key_pos), block)
+    return model.head(h[:, -1])
 
 
 def batch_block(layer, h, cos, sin, pos, slot_ids, rows, key_pos) -> torch.Tensor:

@@ -60,6 +60,8 @@ def compile_cpu_decode(model: Transformer, cache_dir: Path | None = None,
 
     if model.context_length <= _FIRST_COMPILED_POS + 1:
         return None  # nothing would ever run compiled
+    if any(device.type != "cpu" for _, _, device, _ in model.stages.runs):
+        return None  # the compiled blocks are CPU code; a GPU's layers would not run there
     if cache_dir is not None:
         _use_cache_dir(cache_dir)
     started = time.perf_counter()
@@ -450,6 +452,8 @@ class CudaGraphDecode:
     replay."""
 
     def __init__(self, model: Transformer, min_span: int = 256) -> None:
+        if model.stages.split:  # a graph replays one device's kernels; a split step crosses to the CPU
+            raise ValueError("CUDA graphs capture a model on one GPU, not one split across devices")
         self.model = model
         device = model._token.device
         self.token = torch.zeros((1, 1), dtype=torch.long, device=device)

@@ -23,6 +23,7 @@ from ...errors import ModelFileError
 from ..quant.modules import QTensor, QuantEmbedding, QuantLinear, exact_activations
 from .args import ModelArgs
 from .attention import Attention, rms_norm, rope_tables
+from .stages import Stages
 
 
 class RMSNorm(nn.Module):
@@ -76,6 +77,8 @@ class Transformer(nn.Module):
     _cos: torch.Tensor
     _sin: torch.Tensor
     _token: torch.Tensor
+    # Layer indices where a split model's next device starts (engine.inference.models.offload).
+    cuts: tuple[int, ...] = ()
 
     def __init__(self, args: ModelArgs) -> None:
         super().__init__()
@@ -96,20 +99,22 @@ class Transformer(nn.Module):
         # The same for batched steps (engine.inference.models.batched.batch_block's signature).
         self.batch_block: Callable | None = None
         self._slot_layers: dict[int, list[Block]] = {}
+        self.stages = Stages([])  # runs of layers by device, set with the cache
 
     def setup_cache(self, context_length: int, slots: int = 1) -> None:
         """Allocate the KV cache (`slots` sequences of context_length) and RoPE tables
         once, on the weights' device and dtype."""
-        weight = self.norm.weight  # in the activation dtype (the embeddings may be int8)
-        device, dtype = weight.device, weight.dtype
         args = self.args
         shape = (slots, args.num_key_value_heads, context_length, args.head_dim)
         for layer in self.layers:
             attention = layer.attention
+            # Each layer's cache on its layer's device, in its activation dtype (a model split
+            # between a GPU and the CPU: engine.inference.models.offload).
+            weight = layer.attention_norm.weight
             # Zeros, not empty: a masked key still multiplies its value by 0, and 0 * NaN
             # from stale memory would poison the row.
-            attention.k_slots = _zeros_on_demand(shape, dtype, device)
-            attention.v_slots = _zeros_on_demand(shape, dtype, device)
+            attention.k_slots = _zeros_on_demand(shape, weight.dtype, weight.device)
+            attention.v_slots = _zeros_on_demand(shape, weight.dtype, weight.device)
             attention.k_cache = attention.k_slots[0:1]
             attention.v_cache = attention.v_slots[0:1]
         self.slots = slots
@@ -119,8 +124,10 @@ class Transformer(nn.Module):
                                      layer.attention.v_slots[slot : slot + 1]) for layer in self.layers]
             for slot in range(1, slots)
         }
-        self._cos, self._sin = rope_tables(args, context_length, device, dtype)
-        self._token = torch.zeros((1, 1), dtype=torch.long, device=device)
+        self.stages = Stages(self.layers, self.cuts)
+        first = self.layers[0].attention_norm.weight if len(self.layers) else self.norm.weight
+        self._cos, self._sin = rope_tables(args, context_length, first.device, first.dtype)
+        self._token = torch.zeros((1, 1), dtype=torch.long, device=_device_of(self.tok_embeddings))
         self.context_length = context_length
 
     def layers_for(self, slot: int) -> Sequence[Block]:
@@ -143,13 +150,15 @@ class Transformer(nn.Module):
         sin = self._sin[start : start + length]
         h = self.tok_embeddings(ids)
         if block is None:
-            for layer in self.layers:
-                h = layer(h, cos, sin, start, slot)
+            h = self.stages.run(self.layers, h, (cos, sin, start, slot), _call_layer)
         else:
-            for layer in self.layers_for(slot):
-                h = block(layer, h, cos, sin, start)
-        h = h[0, -1] if last_only else h[0]
-        return self.output(self.norm(h))
+            h = self.stages.run(self.layers_for(slot), h, (cos, sin, start), block)
+        return self.head(h[0, -1] if last_only else h[0])
+
+    def head(self, h: torch.Tensor) -> torch.Tensor:
+        """Logits for the last layer's hidden states (moved to the head's device and dtype)."""
+        weight = self.norm.weight
+        return self.output(self.norm(h.to(weight.device, weight.dtype)))
 
     def prefill(self, ids: list[int] | torch.Tensor, start: int, slot: int = 0) -> torch.Tensor:
         ids = torch.as_tensor(ids, dtype=torch.long, device=self._token.device).view(1, -1)
@@ -159,6 +168,17 @@ class Transformer(nn.Module):
     def decode_one(self, token: int, pos: int, slot: int = 0) -> torch.Tensor:
         self._token.fill_(token)
         return self.forward(self._token, pos, block=self.decode_block, slot=slot)
+
+
+def _call_layer(layer: Block, h: torch.Tensor, *inputs) -> torch.Tensor:
+    return layer(h, *inputs)
+
+
+def _device_of(module: nn.Module) -> torch.device:
+    """Where a module's first tensor lives (an embedding's table, quantized or not)."""
+    for tensor in (*module.parameters(), *module.buffers()):
+        return tensor.device
+    return torch.device("cpu")
 
 
 def _zeros_on_demand(shape: tuple[int, ...], dtype: torch.dtype, device) -> torch.Tensor:

@@ -164,11 +164,12 @@ def test_weight_format_choice():
     with pytest.raises(ValueError, match="quant"):
         cpu.resolve_format("auto", "int3", 1_000_000)
     cuda = TorchBackend("cuda")
-    assert cuda.resolve_format("auto", "auto", 10**9) == ("bfloat16", "none")
+    assert cuda.resolve_format("auto", "auto", 10**9) == ("bfloat16", "none")  # safetensors: widened
+    # a GGUF file's blocks go to the GPU as stored (issue 33)
+    assert cuda.resolve_format("auto", "auto", 10**9, gguf=True) == ("bfloat16", "file")
+    assert cuda.resolve_format("auto", "file", 10**9) == ("bfloat16", "file")
     with pytest.raises(ValueError, match="CPU only"):
         cuda.resolve_format("auto", "int4", 10**9)
-    with pytest.raises(ValueError, match="CPU only"):
-        cuda.resolve_format("auto", "file", 10**9)
 
 
 def test_quantized_linear_weights_take_under_a_third_of_float32(grid_dirs):
