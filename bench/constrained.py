@@ -28,7 +28,10 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cpuinfo import cpu
 
@@ -168,117 +171,138 @@ def measure(args) -> dict:
 
 # -- the grammar engines compared ------------------------------------------------------------
 
+@dataclass
+class _Tokenizer:
+    """The starter model's tokenizer, as each grammar library is given it."""
+
+    hf: Any  # tokenizers.Tokenizer
+    path: Path  # its tokenizer.json
+    vocab: int
+    eos: int
+
+
+# a library's matcher factory, its per-token step (mask, then advance), its grammar build
+# seconds and its tokenizer setup seconds (None: none of its own)
+_Prepared = tuple[Callable[[], Any], Callable[[Any, Any, int], None], float, float | None]
+
+
 def compare_libraries() -> dict:
     """Build time and per-token mask + advance time of each importable grammar engine."""
-    import numpy as np
-
     from wren.engine.modelhub.registry import ModelRegistry
 
     info = ModelRegistry().ensure_starter()
     import tokenizers
 
     hf = tokenizers.Tokenizer.from_file(str(info.path / "tokenizer.json"))
-    vocab = hf.get_vocab_size(with_added_tokens=True)
-    eos = hf.token_to_id("<|im_end|>")
+    tok = _Tokenizer(hf, info.path / "tokenizer.json", hf.get_vocab_size(with_added_tokens=True),
+                     hf.token_to_id("<|im_end|>"))
     instance = {"query": "sea novels", "results": [
         {"title": "Moby-Dick; or, The Whale", "year": 1851, "score": 9.5, "tags": ["old", "popular"]},
         {"title": "The Old Man and the Sea", "year": 1952, "tags": ["popular"]},
         {"title": "Twenty Thousand Leagues Under the Seas", "year": 1870, "score": 8.25, "tags": []}]}
     text = json.dumps(instance, separators=(", ", ": "))
     ids = hf.encode(text, add_special_tokens=False).ids
-    words = (vocab + 31) // 32
-    out: dict = {"vocab": vocab, "instance_tokens": len(ids)}
-
-    def timed(name, build, step, setup_s):
-        # Per token: the wall-clock median, and the process CPU time (every thread) per token
-        # over each run, which a busy shared machine's preemptions do not inflate.
-        walls, cpus = [], []
-        for _ in range(5):
-            state = build()
-            mask = np.zeros(words, dtype=np.int32)
-            c0 = time.process_time()
-            for token in ids:
-                t0 = time.perf_counter()
-                step(state, mask, token)
-                walls.append(time.perf_counter() - t0)
-            cpus.append((time.process_time() - c0) / len(ids))
-        t0 = time.perf_counter()
-        build()
-        out[name] = {"setup_ms": round(setup_s * 1e3, 1), "matcher_ms": round((time.perf_counter() - t0) * 1e3, 2),
-                     "wall_us_per_token_median": round(statistics.median(walls) * 1e6, 1),
-                     "cpu_us_per_token": round(statistics.median(cpus) * 1e6, 1)}
-
-    try:
-        import llguidance
-    except ImportError as exc:
-        out["llguidance"] = f"not importable: {exc}"
-    else:
-        t0 = time.perf_counter()
-        lt = llguidance.LLTokenizer(hf.to_str(), eos_token=eos)
-        tok_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        grammar = llguidance.LLMatcher.grammar_from_json_schema(
-            ARGS_SCHEMA, defaults={"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "})
-        compile_s = time.perf_counter() - t0
-
-        def step(m, mask, token):
-            m.unsafe_compute_mask_ptr(mask.ctypes.data, mask.nbytes)
-            if not m.consume_token(token):
-                raise AssertionError(m.get_error())
-
-        timed("llguidance", lambda: llguidance.LLMatcher(lt, grammar, log_level=0), step, compile_s)
-        out["llguidance"]["tokenizer_ms"] = round(tok_s * 1e3, 1)
-    try:
-        import xgrammar
-        from transformers import PreTrainedTokenizerFast
-    except ImportError as exc:
-        out["xgrammar"] = f"not importable: {exc}"
-    else:
-        t0 = time.perf_counter()
-        tinfo = xgrammar.TokenizerInfo.from_huggingface(
-            PreTrainedTokenizerFast(tokenizer_file=str(info.path / "tokenizer.json")), vocab_size=vocab,
-            stop_token_ids=[eos])
-        compiler = xgrammar.GrammarCompiler(tinfo, max_threads=1)
-        tok_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        compiled = compiler.compile_json_schema(json.dumps(ARGS_SCHEMA), any_whitespace=False,
-                                                separators=(", ", ": "))
-        compile_s = time.perf_counter() - t0
-        bitmask = xgrammar.allocate_token_bitmask(1, vocab)
-
-        def step(m, mask, token):
-            m.fill_next_token_bitmask(bitmask)
-            if not m.accept_token(token):
-                raise AssertionError(f"xgrammar refused {token}")
-
-        timed("xgrammar", lambda: xgrammar.GrammarMatcher(compiled), step, compile_s)
-        out["xgrammar"]["tokenizer_ms"] = round(tok_s * 1e3, 1)
-    try:
-        import outlines_core
-        from outlines_core.json_schema import build_regex_from_schema
-    except ImportError as exc:
-        out["outlines-core"] = f"not importable: {exc}"
-    else:
-        # byte-level BPE spellings back to bytes (GPT-2's table)
-        printable = [b for b in range(256) if 33 <= b <= 126 or 161 <= b <= 172 or 174 <= b <= 255]
-        table = {chr(b): b for b in printable}
-        table.update({chr(256 + i): b for i, b in enumerate(b for b in range(256) if b not in printable)})
-        special = {i for i, t in hf.get_added_tokens_decoder().items() if t.special}
-        spelled: dict[bytes, list[int]] = {}
-        for piece, i in hf.get_vocab(with_added_tokens=True).items():
-            if i not in special:
-                spelled.setdefault(bytes(table[c] for c in piece), []).append(i)
-        regex = build_regex_from_schema(json.dumps(ARGS_SCHEMA), r"[ ]?")
-        t0 = time.perf_counter()
-        index = outlines_core.Index(regex, outlines_core.Vocabulary(eos, spelled))
-        compile_s = time.perf_counter() - t0
-
-        def step(g, mask, token):
-            g.write_mask_into(mask.ctypes.data, mask.size, 4)
-            g.advance(token, return_tokens=False)
-
-        timed("outlines-core", lambda: outlines_core.Guide(index), step, compile_s)
+    out: dict = {"vocab": tok.vocab, "instance_tokens": len(ids)}
+    for name, prepare in (("llguidance", _llguidance), ("xgrammar", _xgrammar), ("outlines-core", _outlines_core)):
+        try:
+            build, step, setup_s, tok_s = prepare(tok)
+        except ImportError as exc:
+            out[name] = f"not importable: {exc}"
+            continue
+        out[name] = _timed(ids, (tok.vocab + 31) // 32, build, step, setup_s)
+        if tok_s is not None:
+            out[name]["tokenizer_ms"] = round(tok_s * 1e3, 1)
     return out
+
+
+def _timed(ids: list[int], words: int, build: Callable[[], Any], step: Callable[[Any, Any, int], None],
+           setup_s: float) -> dict:
+    """Per token: the wall-clock median, and the process CPU time (every thread) per token
+    over each run, which a busy shared machine's preemptions do not inflate."""
+    import numpy as np
+
+    walls, cpus = [], []
+    for _ in range(5):
+        state = build()
+        mask = np.zeros(words, dtype=np.int32)
+        c0 = time.process_time()
+        for token in ids:
+            t0 = time.perf_counter()
+            step(state, mask, token)
+            walls.append(time.perf_counter() - t0)
+        cpus.append((time.process_time() - c0) / len(ids))
+    t0 = time.perf_counter()
+    build()
+    return {"setup_ms": round(setup_s * 1e3, 1), "matcher_ms": round((time.perf_counter() - t0) * 1e3, 2),
+            "wall_us_per_token_median": round(statistics.median(walls) * 1e6, 1),
+            "cpu_us_per_token": round(statistics.median(cpus) * 1e6, 1)}
+
+
+def _llguidance(tok: _Tokenizer) -> _Prepared:
+    import llguidance
+
+    t0 = time.perf_counter()
+    lt = llguidance.LLTokenizer(tok.hf.to_str(), eos_token=tok.eos)
+    tok_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    grammar = llguidance.LLMatcher.grammar_from_json_schema(
+        ARGS_SCHEMA, defaults={"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "})
+    compile_s = time.perf_counter() - t0
+
+    def step(m, mask, token):
+        m.unsafe_compute_mask_ptr(mask.ctypes.data, mask.nbytes)
+        if not m.consume_token(token):
+            raise AssertionError(m.get_error())
+
+    return lambda: llguidance.LLMatcher(lt, grammar, log_level=0), step, compile_s, tok_s
+
+
+def _xgrammar(tok: _Tokenizer) -> _Prepared:
+    import xgrammar
+    from transformers import PreTrainedTokenizerFast
+
+    t0 = time.perf_counter()
+    tinfo = xgrammar.TokenizerInfo.from_huggingface(
+        PreTrainedTokenizerFast(tokenizer_file=str(tok.path)), vocab_size=tok.vocab, stop_token_ids=[tok.eos])
+    compiler = xgrammar.GrammarCompiler(tinfo, max_threads=1)
+    tok_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    compiled = compiler.compile_json_schema(json.dumps(ARGS_SCHEMA), any_whitespace=False,
+                                            separators=(", ", ": "))
+    compile_s = time.perf_counter() - t0
+    bitmask = xgrammar.allocate_token_bitmask(1, tok.vocab)
+
+    def step(m, mask, token):
+        m.fill_next_token_bitmask(bitmask)
+        if not m.accept_token(token):
+            raise AssertionError(f"xgrammar refused {token}")
+
+    return lambda: xgrammar.GrammarMatcher(compiled), step, compile_s, tok_s
+
+
+def _outlines_core(tok: _Tokenizer) -> _Prepared:
+    import outlines_core
+    from outlines_core.json_schema import build_regex_from_schema
+
+    # byte-level BPE spellings back to bytes (GPT-2's table)
+    printable = [b for b in range(256) if 33 <= b <= 126 or 161 <= b <= 172 or 174 <= b <= 255]
+    table = {chr(b): b for b in printable}
+    table.update({chr(256 + i): b for i, b in enumerate(b for b in range(256) if b not in printable)})
+    special = {i for i, t in tok.hf.get_added_tokens_decoder().items() if t.special}
+    spelled: dict[bytes, list[int]] = {}
+    for piece, i in tok.hf.get_vocab(with_added_tokens=True).items():
+        if i not in special:
+            spelled.setdefault(bytes(table[c] for c in piece), []).append(i)
+    regex = build_regex_from_schema(json.dumps(ARGS_SCHEMA), r"[ ]?")
+    t0 = time.perf_counter()
+    index = outlines_core.Index(regex, outlines_core.Vocabulary(tok.eos, spelled))
+    compile_s = time.perf_counter() - t0
+
+    def step(g, mask, token):
+        g.write_mask_into(mask.ctypes.data, mask.size, 4)
+        g.advance(token, return_tokens=False)
+
+    return lambda: outlines_core.Guide(index), step, compile_s, None
 
 
 def main() -> None:
