@@ -24,6 +24,13 @@ else:
 DTYPE_NAMES = ("auto", "float32", "bfloat16", "float16")
 DEFAULT_MAX_CONTEXT = 8192
 DEFAULT_SLOTS = 2  # the visible answer plus one side task (a title, a summary)
+# On mlx's CPU device (Linux, or a Mac without Metal) a quantized matmul runs in software for
+# half precision: measured on mlx 0.32, a 37x576 by 576x1536 4-bit product takes 29 ms with
+# float32 activations and scales, 228 ms in bfloat16 and 995 ms in float16 (dense float16:
+# 15 ms). The starter (float16 scales) took 191 s to its first token for a 37-token prompt.
+CPU_NOTICE = ("MLX has no GPU here and runs on its CPU device: Wren computes in float32 there "
+              "(its half-precision quantized kernels are software-emulated); the torch backend "
+              "is faster on this machine")
 
 
 class MLXModel(ModelBase):
@@ -169,8 +176,18 @@ class MLXModel(ModelBase):
             mx.clear_cache()
 
 
+def mlx_device() -> str:
+    """"gpu" when MLX has a GPU (Metal; CUDA in mlx[cuda]), "cpu" when it runs on its CPU
+    device only."""
+    return "gpu" if mx is not None and mx.default_device().type == mx.DeviceType.gpu else "cpu"
+
+
 class MLXBackend:
     name = "mlx"
+
+    @property
+    def device(self) -> str:
+        return mlx_device()
 
     def unavailable_reason(self) -> str | None:
         if mx is None:
@@ -190,7 +207,10 @@ class MLXBackend:
     ) -> MLXModel:
         """Load a model folder with mlx-lm: model.gguf (see mlx_gguf) or HF safetensors.
         dtype "auto" keeps the stored dtype (a GGUF's: float32 or bfloat16 for files of
-        those, else float16, the quantized types' scales);
+        those, else float16, the quantized types' scales) on a GPU, and means float32 on
+        mlx's CPU device (see CPU_NOTICE), where a half-precision dtype asked for by name
+        widens the quantized layers to it (a dense half product is fast there; a
+        quantized one is not);
         context_length defaults to min(max_position_embeddings, 8192); slots is how many
         sequences may decode together (1 turns batching off; models whose layers keep
         other cache kinds than mlx-lm's KVCache, such as sliding windows, get 1)."""
@@ -229,7 +249,12 @@ class MLXBackend:
         except (RuntimeError, OSError) as exc:  # mx.load reports damaged files this way
             kind = GGUF_FILE if is_gguf else "safetensors weights"
             raise ModelFileError(f"{model_dir}: cannot read the {kind}: {exc}") from None
-        chosen = auto_dtype if dtype == "auto" else dtype
+        on_cpu = mlx_device() == "cpu"
+        chosen = ("float32" if on_cpu else auto_dtype) if dtype == "auto" else dtype
+        if on_cpu and chosen != "float32":
+            from mlx_lm.utils import dequantize_model
+
+            model = dequantize_model(model)
         if chosen is not None:
             model.set_dtype(getattr(mx, chosen))
         limit = int(config.get("max_position_embeddings") or DEFAULT_MAX_CONTEXT)
