@@ -59,7 +59,7 @@ import sys
 import tempfile
 import time
 import urllib.parse
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -140,6 +140,10 @@ class RawHTTP:
             writer.close()
 
 
+# an HTTP client's POST, streamed: the response's lines
+Lines = Callable[[str, dict], AsyncIterator[str]]
+
+
 async def client_main(url: str, kind: str) -> None:
     """The child: one long-lived HTTP client (its connections kept warm, as a real client
     keeps them), doing what each line of stdin asks and answering with one JSON line.
@@ -147,55 +151,7 @@ async def client_main(url: str, kind: str) -> None:
     key = os.environ["WREN_BENCH_KEY"]
     loop = asyncio.get_running_loop()
     async with contextlib.AsyncExitStack() as stack:
-        if kind == "raw":
-            raw = RawHTTP(url, key)
-            stack.push_async_callback(raw.close)
-            lines = raw.lines
-        else:
-            import httpx
-
-            http = await stack.enter_async_context(httpx.AsyncClient(
-                base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=600,
-                limits=httpx.Limits(max_connections=64)))
-            await http.get("/v1/models")
-
-            async def lines(path: str, body: dict) -> AsyncIterator[str]:
-                async with http.stream("POST", path, json=body) as r:
-                    async for line in r.aiter_lines():
-                        yield line
-
-        async def conversation(conv_id: int | None, tokens: int) -> float | None:
-            body: dict = {"content": QUESTION, "sampling": {"temperature": 0, "max_tokens": tokens}}
-            if conv_id is not None:
-                body["conversation_id"] = conv_id
-            t0 = time.perf_counter()
-            first = None
-            async for line in lines("/api/conversation", body):
-                if first is None and line.startswith("data: {\"p\": \"/message/content/parts/0\""):
-                    first = time.perf_counter() - t0
-            return first
-
-        async def chat(tokens: int) -> dict:
-            body = {"messages": [{"role": "user", "content": QUESTION}], "stream": True,
-                    "stream_options": {"include_usage": True}, "temperature": 0, "max_tokens": tokens}
-            t0 = time.perf_counter()
-            first = last = None
-            chunks = 0
-            usage = None
-            async for line in lines("/v1/chat/completions", body):
-                if not line.startswith("data: {"):
-                    continue
-                data = json.loads(line[6:])
-                if data.get("usage"):
-                    usage = data["usage"]
-                if data["choices"] and data["choices"][0]["delta"].get("content"):
-                    now = time.perf_counter()
-                    first = first if first is not None else now - t0
-                    last = now - t0
-                    chunks += 1
-            return {"ttft": first, "span": (last - first) if chunks > 1 else 0.0, "chunks": chunks,
-                    "tokens": usage["completion_tokens"] if usage else 0}
-
+        lines = await _client(stack, url, kind, key)
         while True:
             line = await loop.run_in_executor(None, sys.stdin.readline)
             if not line:
@@ -203,13 +159,70 @@ async def client_main(url: str, kind: str) -> None:
             cmd = json.loads(line)
             cpu0 = time.process_time()
             if cmd["phase"] == "conversation":
-                out: dict = {"ttft": await conversation(cmd.get("conversation_id"), cmd["tokens"])}
+                out: dict = {"ttft": await _conversation(lines, cmd.get("conversation_id"), cmd["tokens"])}
             else:  # the OpenAI path: `concurrency` streamed chat completions at once
                 t0 = time.perf_counter()
-                answers = await asyncio.gather(*(chat(cmd["tokens"]) for _ in range(cmd["concurrency"])))
+                answers = await asyncio.gather(*(_chat(lines, cmd["tokens"]) for _ in range(cmd["concurrency"])))
                 out = {"wall": time.perf_counter() - t0, "answers": answers}
             out["client_cpu"] = time.process_time() - cpu0  # this process's CPU seconds for it
             print(json.dumps(out), flush=True)
+
+
+async def _client(stack: contextlib.AsyncExitStack, url: str, kind: str, key: str) -> Lines:
+    """The child's client of `kind`, closed with `stack`, its connections warm."""
+    if kind == "raw":
+        raw = RawHTTP(url, key)
+        stack.push_async_callback(raw.close)
+        return raw.lines
+    import httpx
+
+    http = await stack.enter_async_context(httpx.AsyncClient(
+        base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=600,
+        limits=httpx.Limits(max_connections=64)))
+    await http.get("/v1/models")
+
+    async def lines(path: str, body: dict) -> AsyncIterator[str]:
+        async with http.stream("POST", path, json=body) as r:
+            async for line in r.aiter_lines():
+                yield line
+
+    return lines
+
+
+async def _conversation(lines: Lines, conv_id: int | None, tokens: int) -> float | None:
+    """One Wren conversation answer; seconds to its first words."""
+    body: dict = {"content": QUESTION, "sampling": {"temperature": 0, "max_tokens": tokens}}
+    if conv_id is not None:
+        body["conversation_id"] = conv_id
+    t0 = time.perf_counter()
+    first = None
+    async for line in lines("/api/conversation", body):
+        if first is None and line.startswith("data: {\"p\": \"/message/content/parts/0\""):
+            first = time.perf_counter() - t0
+    return first
+
+
+async def _chat(lines: Lines, tokens: int) -> dict:
+    """One streamed chat completion: its first token, the span of its chunks, their count, its tokens."""
+    body = {"messages": [{"role": "user", "content": QUESTION}], "stream": True,
+            "stream_options": {"include_usage": True}, "temperature": 0, "max_tokens": tokens}
+    t0 = time.perf_counter()
+    first = last = None
+    chunks = 0
+    usage = None
+    async for line in lines("/v1/chat/completions", body):
+        if not line.startswith("data: {"):
+            continue
+        data = json.loads(line[6:])
+        if data.get("usage"):
+            usage = data["usage"]
+        if data["choices"] and data["choices"][0]["delta"].get("content"):
+            now = time.perf_counter()
+            first = first if first is not None else now - t0
+            last = now - t0
+            chunks += 1
+    return {"ttft": first, "span": (last - first) if chunks > 1 else 0.0, "chunks": chunks,
+            "tokens": usage["completion_tokens"] if usage else 0}
 
 
 class Client:
