@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from .context import ContextReport, report_from_meta
 from .errors import InvalidRequest
-from .ghost import CHAT_SETTING_KEYS, MEMORY_KEY, PRESET_KEY, SAMPLING_KEY, SYSTEM_PROMPT_KEY
+from .ghost import CHAT_SETTING_KEYS, MEMORY_KEY, PRESET_KEY, SAMPLING_KEY, SYSTEM_PROMPT_KEY, THINKING_KEY
 from .memory import TEMPORARY_KEY
-from .records import ConversationInfo, MessageInfo, clean_title
+from .records import THINKING_CHOICES, ConversationInfo, MessageInfo, clean_title
 
 if TYPE_CHECKING:
     from .core import Core
@@ -119,8 +119,9 @@ class Conversations:
     async def update_settings(self, conversation_id: int, **changes: Any) -> dict[str, Any]:
         """Change this chat's own settings; a value of None removes it (the app's setting
         applies again). Keys: system_prompt (text), sampling (SamplingParams fields),
-        sampling_preset (a name), memory (True/False), tools (tool names). Checked before
-        anything is saved; returns the chat's settings after the change."""
+        sampling_preset (a name), memory (True/False), tools (tool names), thinking (one of
+        records.THINKING_CHOICES, for a model that takes it: engine.models.thinking_choices()).
+        Checked before anything is saved; returns the chat's settings after the change."""
         from .inference.presets import check_layer
 
         unknown = sorted(set(changes) - {*CHAT_SETTING_KEYS, "tools"})
@@ -135,6 +136,10 @@ class Conversations:
             check_layer(changes[SAMPLING_KEY], "the chat's sampling settings")
         if changes.get(MEMORY_KEY) is not None and not isinstance(changes[MEMORY_KEY], bool):
             raise InvalidRequest(f"the chat's memory setting must be true or false, not {changes[MEMORY_KEY]!r}")
+        thinking = changes.get(THINKING_KEY)
+        if thinking is not None and thinking not in THINKING_CHOICES:
+            raise InvalidRequest(f"the chat's thinking setting must be one of {', '.join(THINKING_CHOICES)} "
+                                 f"(or none for the model's default), not {thinking!r}")
         if "tools" in changes:
             await self.tools.set_for_conversation(conversation_id, changes.pop("tools"))
         if changes:

@@ -39,7 +39,8 @@ SYSTEM_PROMPT_KEY = "system_prompt"  # str; read by engine.turns
 SAMPLING_KEY = "sampling"  # dict of SamplingParams fields; over the model's defaults
 PRESET_KEY = "sampling_preset"  # the name of the preset the sampling came from (for display)
 MEMORY_KEY = "memory"  # False: this chat neither uses nor saves memories (engine.memory.service)
-CHAT_SETTING_KEYS = (SYSTEM_PROMPT_KEY, SAMPLING_KEY, PRESET_KEY, MEMORY_KEY)
+THINKING_KEY = "thinking"  # one of records.THINKING_CHOICES: how much a thinking model thinks (engine/turn/thinking.py)
+CHAT_SETTING_KEYS = (SYSTEM_PROMPT_KEY, SAMPLING_KEY, PRESET_KEY, MEMORY_KEY, THINKING_KEY)
 # Named sampling presets a chat can take (over the model's own defaults); None: none.
 CHAT_SAMPLING_PRESETS: dict[str, dict[str, Any] | None] = {
     "Model defaults": None,

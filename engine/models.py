@@ -19,7 +19,7 @@ from .inference.worker import ModelWorker
 from .logs import log_event
 from .modelhub.catalog import CatalogEntry, load_catalog, system_memory_bytes, with_fit
 from .modelhub.registry import RECORD_FILE, STARTER_NAME, ModelInfo, ModelSource, WeightCheck
-from .records import EngineNotice, ModelStatus
+from .records import EngineNotice, ModelStatus, ThinkingSupport
 from .token_view import TokenPiece, pieces
 
 if TYPE_CHECKING:
@@ -208,6 +208,15 @@ class Models:
             while model.decode_mode == "compiling":  # polled: a blocking wait would hold an executor thread
                 await asyncio.sleep(0.05)
         return model.decode_mode
+
+    def thinking(self) -> ThinkingSupport | None:
+        """Whether the loaded model thinks apart from its answer, and the thinking choices
+        (records.THINKING_CHOICES) its template takes for a chat's "thinking" setting;
+        None with no model loaded."""
+        from .turn.thinking import support_of
+
+        worker = self.e.loaded_worker
+        return None if worker is None else support_of(worker)
 
     async def unload(self) -> None:
         """Let the loaded model go (after a load in progress)."""

@@ -113,6 +113,11 @@ class EngineNotice:
     created_at: datetime = field(default_factory=datetime.now)
 
 
+# How much a thinking model thinks (SendOptions.thinking, a chat's "thinking" setting):
+# on/off for models whose template switches thinking (Qwen3, SmolLM3), an effort for gpt-oss.
+THINKING_CHOICES = ("on", "off", "low", "medium", "high")
+
+
 @dataclass(frozen=True)
 class SendOptions:
     """How one Send is answered, beside the conversation's own settings."""
@@ -126,10 +131,25 @@ class SendOptions:
     # {"type": "json_object"} constrains the answer to valid JSON (engine.inference.constrain);
     # checked here, so a bad schema is refused before anything is stored.
     response_format: dict | None = None
+    # One of THINKING_CHOICES for a model that takes it; None: the chat's setting, else the model's default
+    thinking: str | None = None
     constraint: Constraint | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if self.thinking is not None and self.thinking not in THINKING_CHOICES:
+            raise InvalidRequest(f"SendOptions.thinking must be one of {', '.join(THINKING_CHOICES)} or None, "
+                                 f"not {self.thinking!r}")
         object.__setattr__(self, "constraint", Constraint.from_response_format(self.response_format))
+
+
+@dataclass(frozen=True)
+class ThinkingSupport:
+    """How the loaded model thinks (engine.models.thinking()): `thinks` when it writes its
+    thinking apart from its answer, `choices` the chat's thinking settings it takes
+    (("on", "off"), ("low", "medium", "high") or () where it cannot be changed)."""
+
+    thinks: bool
+    choices: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import itertools
 import json
@@ -31,6 +32,10 @@ from .errors import InvalidRequest, ModelFileError
 
 # Tokens that end an assistant turn in the common chat formats, besides the model's EOS.
 _END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|endoftext|>", "<|end|>", "<end_of_turn>")
+_HARMONY = "<|channel|>"  # a chat template that writes it is gpt-oss's harmony format
+_HARMONY_ENDS = ("<|return|>", "<|call|>", "<|endoftext|>")
+_HARMONY_MARKERS = ("<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|constrain|>")
+_THINK_MARKERS = ("<think>", "</think>")
 _REPLACEMENT = "\ufffd"
 _GIL_FREE_CHARS = 4096
 # A Send encodes the same long prompt several times: the draft pre-warmed while typing, the
@@ -104,11 +109,19 @@ class Tokenizer:
         else:
             # no flag: the tokenizer.json post-processor is what decides
             self.add_bos = self.bos_id is not None and self.bos_id in self._prompt.encode("").ids
+        self.chat_template = chat_template if chat_template is not None else _template_text(config)
+        harmony = _HARMONY in (self.chat_template or "")
         eos = {self.eos_id, *extra_eos}
-        eos.update(self._id(tok) for tok in _END_OF_TURN if self._id(tok) in self.special_ids)
+        # harmony's <|end|> ends a message (the thinking), not the answer: <|return|> and <|call|> do
+        ends = _HARMONY_ENDS if harmony else _END_OF_TURN
+        eos.update(self._id(tok) for tok in ends if self._id(tok) in self.special_ids)
         eos.discard(None)
         self.eos_ids: frozenset[int] = frozenset(eos)  # type: ignore[arg-type]
-        self.chat_template = chat_template if chat_template is not None else _template_text(config)
+        # Special tokens that mark a model's thinking apart (engine/inference/reasoning.py reads
+        # them): the stream keeps their text, which it drops for other special tokens.
+        markers = _HARMONY_MARKERS if harmony else _THINK_MARKERS
+        self.marker_ids: frozenset[int] = frozenset(
+            i for i in map(self._id, markers) if i is not None and i in self.special_ids and i not in self.eos_ids)
         self._template_vars = {k: _token_text(config.get(k)) for k in ("bos_token", "eos_token", "unk_token", "pad_token")}
         self._compiled: jinja2.Template | None = None
         self._encoded = _Memo()  # (text, special) -> ids, for long texts
@@ -128,6 +141,16 @@ class Tokenizer:
         gen_eos = _read_json(model_dir / "generation_config.json").get("eos_token_id")
         extra = gen_eos if isinstance(gen_eos, list) else [gen_eos] if isinstance(gen_eos, int) else []
         return cls(tokenizer_file, config, chat_template=chat_template, extra_eos=extra)
+
+    def with_template_vars(self, **variables: Any) -> Tokenizer:
+        """This tokenizer rendering its chat template with `variables` too (e.g. a chat's
+        enable_thinking or reasoning_effort); itself when there are none. The copy shares
+        the compiled template and the encoders."""
+        if not variables:
+            return self
+        view = copy.copy(self)
+        view._template_vars = {**self._template_vars, **variables}
+        return view
 
     @property
     def vocab_size(self) -> int:
@@ -253,7 +276,8 @@ class StreamingDetokenizer:
 
     def __init__(self, tokenizer: Tokenizer) -> None:
         self._tokenizer = tokenizer
-        self._skip = tokenizer.special_ids
+        self._skip = tokenizer.special_ids - tokenizer.marker_ids
+        self._raw = bool(tokenizer.marker_ids)  # only markers among the kept special tokens
         self._ids: list[int] = []
         self._prefix = 0  # window start: ids already shown, kept as decoding context
         self._read = 0  # ids before this are shown
@@ -262,8 +286,8 @@ class StreamingDetokenizer:
         if token_id in self._skip:
             return ""
         self._ids.append(token_id)
-        shown = self._tokenizer.decode(self._ids[self._prefix:self._read])
-        text = self._tokenizer.decode(self._ids[self._prefix:])
+        shown = self._decode(self._ids[self._prefix:self._read])
+        text = self._decode(self._ids[self._prefix:])
         if len(text) <= len(shown) or text.endswith(_REPLACEMENT):
             return ""
         self._advance()
@@ -271,10 +295,13 @@ class StreamingDetokenizer:
 
     def flush(self) -> str:
         """What is still held back (a dangling partial character comes out as U+FFFD)."""
-        shown = self._tokenizer.decode(self._ids[self._prefix:self._read])
-        text = self._tokenizer.decode(self._ids[self._prefix:])
+        shown = self._decode(self._ids[self._prefix:self._read])
+        text = self._decode(self._ids[self._prefix:])
         self._ids, self._prefix, self._read = [], 0, 0
         return text[len(shown):] if len(text) > len(shown) else ""
+
+    def _decode(self, ids: list[int]) -> str:
+        return self._tokenizer.decode(ids, skip_special_tokens=not self._raw)
 
     def _advance(self) -> None:
         # the ids just shown become the context window for the next delta; older ones go

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from .records import ConversationInfo, ModelStatus, SendOptions
     from .safety import ScanResult
     from .store import Store
+    from .tokenize import Tokenizer
     from .turn.host import TurnHost
 
 ATTACHMENTS_KEY = "attachments"  # conversation setting: the files attached to the chat so far
@@ -279,7 +280,8 @@ class Turns:
             budget = result_tokens(plan.settings, status.context_length)
             first, later = constraints(plan.tools, plan.settings)
             tools = _ToolSession(plan.tools, assembled.messages, CallContext(user.conversation_id, attachments, budget),
-                                 await e.tools.timeout(), budget, first, later)
+                                 await e.tools.timeout(), budget, first, later,
+                                 thinking.chat_tokenizer(worker.tokenizer, options, conv.settings))
         events = self.stream(worker, answer, list(plan.prompt_ids), plan.sampling, started, tools=tools,
                              messages=assembled.messages, constraint=plan.constraint, typed=user.content)
         if plan.tools is not None:
@@ -392,12 +394,12 @@ class Turns:
         return tuple(Path(p) for p in known), tuple(Path(p) for p in new)
 
     async def _encode_round(self, worker: ModelWorker, plan: ToolPlan, base: list[dict],
-                            rounds: list[RoundRecord], *, first: bool) -> list[int]:
+                            rounds: list[RoundRecord], *, first: bool, tokenizer: Tokenizer | None = None) -> list[int]:
         """The prompt for the next generation: the chat with every round's calls and results;
         for a forced call's first round, the call's opening too (the model writes its arguments)."""
         chat = plan.messages(base, rounds)
-        return await asyncio.get_running_loop().run_in_executor(
-            None, lambda: plan.encode(worker.tokenizer, chat, opened=first))
+        tok = tokenizer or worker.tokenizer
+        return await asyncio.get_running_loop().run_in_executor(None, lambda: plan.encode(tok, chat, opened=first))
 
     # -- the answer ------------------------------------------------------------------
 
@@ -473,7 +475,8 @@ class Turns:
 
     async def _next_prompt(self, worker: ModelWorker, tools: _ToolSession, state: AnswerState) -> tuple[list[int], int]:
         """The next round's prompt (the calls' results in it) and the room it leaves."""
-        ids = await self._encode_round(worker, tools.plan, tools.base, state.rounds, first=False)
+        ids = await self._encode_round(worker, tools.plan, tools.base, state.rounds, first=False,
+                                       tokenizer=tools.tokenizer)
         status = self.e.model_status
         return ids, (status.context_length - len(ids) if status else 0)
 
@@ -600,6 +603,7 @@ class _ToolSession:
     result_tokens: int
     first_constraint: Constraint | None = None  # the first generation's (a forced call's arguments)
     constraint: Constraint | None = None  # the later generations' (calls the model starts)
+    tokenizer: Tokenizer | None = None  # the model's, with the chat's thinking choice (engine/turn/thinking.py)
 
 
 def _parser(tools: _ToolSession | None, number: int) -> CallParser | None:

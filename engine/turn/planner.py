@@ -24,12 +24,14 @@ from ..tools.builtin import READ_FILE
 from ..tools.fit import FittedTools, fit_tools
 from ..tools.prompt import ToolPlan, plan_for
 from .plan import SAMPLING_KEY, TurnPlan, TurnSettings, read_settings
+from .thinking import chat_tokenizer
 
 if TYPE_CHECKING:
     from ..inference.sampling import SamplingParams
     from ..inference.worker import ModelWorker
     from ..records import SendOptions
     from ..safety import ScanResult
+    from ..tokenize import Tokenizer
     from .host import TurnHost
 
 Attached = tuple[tuple[Path, "int | None"], ...]
@@ -59,15 +61,16 @@ class TurnPlanner:
         except ContextOverflow as exc:
             return TurnPlan(conv_id, text, message_id, scan, settings, tuple(history), window, overflow=exc)
         loop = asyncio.get_running_loop()
+        tokenizer = chat_tokenizer(worker.tokenizer, options, settings.conversation)  # the chat's thinking choice
         # Encoded with the chat-aware encoder: markup typed by a user stays text.
-        ids = await loop.run_in_executor(None, worker.tokenizer.encode_chat, assembled.messages)
+        ids = await loop.run_in_executor(None, tokenizer.encode_chat, assembled.messages)
         try:  # read_attachment joins the tools only for a file the prompt could not hold whole
             tools = await self.tool_plan(settings, options, worker, needs_reader(assembled.report))
         except WrenError as exc:  # an unknown or switched-off tool asked for: the answer says so
             return dataclasses.replace(base, assembled=assembled, prompt_ids=tuple(ids), problem=exc)
         dropped = None
         if tools is not None:  # the tools that fit the window; the user is told of the rest
-            fitted = await self.fit_tools(worker, tools, assembled.messages, window)
+            fitted = await self.fit_tools(worker, tools, assembled.messages, window, tokenizer)
             tools, dropped = fitted.plan, fitted.note
             if tools is not None:
                 ids = fitted.prompt_ids
@@ -216,10 +219,11 @@ class TurnPlanner:
             names.append(forced)
 
     async def fit_tools(self, worker: ModelWorker, plan: ToolPlan, base: list[dict],
-                        context_length: int) -> FittedTools:
+                        context_length: int, tokenizer: Tokenizer | None = None) -> FittedTools:
         """engine/tools/fit.py's cut of `plan` to the window, off the loop (it encodes)."""
+        tok = tokenizer or worker.tokenizer
         return await asyncio.get_running_loop().run_in_executor(None, lambda: fit_tools(
-            plan, lambda p: p.encode(worker.tokenizer, p.messages(base, []), opened=True), context_length))
+            plan, lambda p: p.encode(tok, p.messages(base, []), opened=True), context_length))
 
 
 def constraints(plan: ToolPlan, settings: TurnSettings) -> tuple[Any, Any]:

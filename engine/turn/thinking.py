@@ -13,12 +13,14 @@ from typing import TYPE_CHECKING, Any
 from ..inference.families import find_model_type
 from ..inference.families.family import ReasoningFormat
 from ..inference.reasoning import reasoning_format, splitter_for
+from ..records import THINKING_CHOICES, ThinkingSupport
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ..inference.reasoning import Splitter
     from ..inference.worker import ModelWorker
+    from ..tokenize import Tokenizer
 
 _FORMATS: weakref.WeakKeyDictionary[Any, tuple[ReasoningFormat | None]] = weakref.WeakKeyDictionary()
 _TAIL_TOKENS = 16  # the prompt's last tokens, where a generation prompt may open <think>
@@ -88,3 +90,55 @@ def token_counter(worker: ModelWorker):
         return len(ids) - (1 if tokenizer.add_bos and ids[:1] == [tokenizer.bos_id] else 0)
 
     return count
+
+
+# -- the chat's thinking choice -------------------------------------------------------------
+
+THINKING_KEY = "thinking"  # a chat's setting (and SendOptions.thinking): one of THINKING_CHOICES
+SWITCH = THINKING_CHOICES[:2]  # on, off: templates with an enable_thinking variable (Qwen3, SmolLM3)
+EFFORT = THINKING_CHOICES[2:]  # low, medium, high: templates with a reasoning_effort variable (gpt-oss)
+
+
+def control_of(chat_template: str | None) -> tuple[str, ...]:
+    """The thinking choices a model's chat template takes: SWITCH, EFFORT, or () for none
+    (an R1 distill always thinks; a model without thinking has nothing to switch)."""
+    template = chat_template or ""
+    if "reasoning_effort" in template:
+        return EFFORT
+    if "enable_thinking" in template:
+        return SWITCH
+    return ()
+
+
+def template_vars(choice: object, chat_template: str | None) -> dict[str, Any]:
+    """The chat template's variables for a thinking choice: enable_thinking for on/off,
+    reasoning_effort for low/medium/high; none where the template takes no such choice (or
+    none was made). "off" on an effort template asks for the least effort; an effort on a
+    switch template turns thinking on."""
+    control = control_of(chat_template)
+    if choice not in THINKING_CHOICES or not control:
+        return {}
+    if control is EFFORT:
+        return {"reasoning_effort": "low" if choice == "off" else "medium" if choice == "on" else choice}
+    return {"enable_thinking": choice != "off"}
+
+
+def support_of(worker: ModelWorker) -> ThinkingSupport:
+    """Whether `worker`'s model thinks apart, and the thinking choices its template takes."""
+    template = worker.tokenizer.chat_template
+    return ThinkingSupport(format_of(worker) is not None, control_of(template) if getattr(worker, "model_dir", None)
+                           is not None else ())
+
+
+def chosen(options: object, conversation: dict) -> str | None:
+    """The thinking choice for one Send: SendOptions.thinking, else the chat's setting."""
+    asked = getattr(options, "thinking", None)
+    if asked is not None:
+        return asked
+    value = conversation.get(THINKING_KEY)
+    return value if value in THINKING_CHOICES else None
+
+
+def chat_tokenizer(tokenizer: Tokenizer, options: object, conversation: dict) -> Tokenizer:
+    """`tokenizer` rendering the chat template with this Send's thinking choice."""
+    return tokenizer.with_template_vars(**template_vars(chosen(options, conversation), tokenizer.chat_template))

@@ -166,7 +166,7 @@ def test_chat_settings_are_checked_and_kept(make_engine):
     errors, got, cleared = run(main())
     assert len(errors) == 4 and "colour" in errors[2] and "temperature" in errors[0]
     assert got == {"system_prompt": "Be brief.", "sampling": {"temperature": 0.2}, "sampling_preset": "Precise",
-                   "memory": False, "tools": []}
+                   "memory": False, "thinking": None, "tools": []}
     assert cleared["system_prompt"] is None and cleared["sampling"] is None and cleared["tools"] is None
     assert cleared["memory"] is False
 

@@ -63,10 +63,13 @@ class ScriptedModel(ModelBase):
         self._cursor = 0
         self._end = min(tokenizer.eos_ids)
         # Only a prompt that ends where the model starts answering gets a reply: the worker
-        # also prefills long prompts in pieces, and those pieces are not questions.
+        # also prefills long prompts in pieces, and those pieces are not questions. A
+        # thinking model's cue may close an empty <think> (a chat with thinking off).
         probe = [{"role": "user", "content": "?"}]
-        full = tokenizer.render_chat(probe, add_generation_prompt=True)
-        self._answer_cue = full[len(tokenizer.render_chat(probe, add_generation_prompt=False)):]
+        asked = tokenizer.render_chat(probe, add_generation_prompt=True)
+        asked_off = tokenizer.render_chat(probe, add_generation_prompt=True, enable_thinking=False)
+        self._answer_cue = asked[len(tokenizer.render_chat(probe, add_generation_prompt=False)):]
+        self._thinking_off_cue = self._answer_cue + asked_off[len(asked):] if asked_off.startswith(asked) else None
 
     def _logits(self) -> np.ndarray:
         target = self._script[self._cursor] if self._cursor < len(self._script) else self._end
@@ -82,7 +85,8 @@ class ScriptedModel(ModelBase):
         self._ids = self._ids[:start] + list(ids)
         prompt = self.tokenizer.decode(self._ids, skip_special_tokens=False)
         self._cursor = 0
-        if not prompt.endswith(self._answer_cue):
+        if not prompt.endswith(self._answer_cue) and not (
+                self._thinking_off_cue and prompt.endswith(self._thinking_off_cue)):
             self._script = []
             return self._logits()
         self.prompts.append(prompt)

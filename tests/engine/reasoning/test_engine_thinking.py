@@ -96,3 +96,48 @@ def test_a_model_without_thinking_is_unchanged(make_engine):
     assert answer.content == "Plain <think>words</think> answer." and answer.reasoning == ""
     assert answer.reasoning_seconds is None
     assert next(e for e in events if isinstance(e, Usage)).reasoning_tokens == 0
+
+
+def test_a_chats_thinking_setting_reaches_the_template_and_a_send_may_override_it(thinking_engine):
+    import pytest
+
+    from wren.engine.errors import InvalidRequest
+    from wren.engine.records import SendOptions, ThinkingSupport
+
+    async def main():
+        engine = thinking_engine("Paris.")
+        await engine.models.load()
+        support = engine.models.thinking()
+        conv = await engine.conversations.create("q")
+        settings = await engine.conversations.update_settings(conv.id, thinking="off")
+        await collect(engine.chat.send(conv.id, "Capital of France?"))
+        await collect(engine.chat.send(conv.id, "And Italy?", SendOptions(thinking="on")))
+        with pytest.raises(InvalidRequest, match="thinking setting must be one of on, off, low, medium, high"):
+            await engine.conversations.update_settings(conv.id, thinking="maybe")
+        with pytest.raises(InvalidRequest, match="SendOptions.thinking"):
+            SendOptions(thinking="loud")
+        prompts = list(engine.scripted.loaded[0].prompts)
+        kept = (await engine.conversations.settings(conv.id))["thinking"]
+        await engine.close()
+        return support, settings, prompts, kept
+
+    support, settings, prompts, kept = asyncio.run(main())
+    assert support == ThinkingSupport(True, ("on", "off"))
+    assert settings["thinking"] == "off" and kept == "off"  # the bad value changed nothing
+    assert prompts[0].endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")  # off: Qwen3's empty thinking
+    assert prompts[1].endswith("And Italy?<|im_end|>\n<|im_start|>assistant\n")  # this Send: on
+
+
+def test_a_model_without_thinking_offers_no_choice(make_engine):
+    from wren.engine.records import ThinkingSupport
+
+    async def main():
+        engine = make_engine("hi")
+        before = engine.models.thinking()
+        await engine.models.load()
+        support = engine.models.thinking()
+        await engine.close()
+        return before, support
+
+    before, support = asyncio.run(main())
+    assert before is None and support == ThinkingSupport(False, ())
