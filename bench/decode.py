@@ -43,6 +43,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -51,28 +52,12 @@ sys.path.insert(0, str(REPO))
 def measure(backend_name: str, args: argparse.Namespace) -> dict:
     from wren.engine.inference.generate import KVSession, generate_tokens
     from wren.engine.inference.sampling import Sampler, SamplingParams
-    from wren.engine.inference.select import resolve_backend
     from wren.engine.modelhub.registry import ModelRegistry
     from wren.engine.tokenize import Tokenizer
 
     info = _model_info(args)
     tokenizer = Tokenizer.from_dir(info.path)
-    backend = resolve_backend(backend_name)
-    options = {"dtype": args.dtype}
-    if backend_name.startswith("torch"):
-        import torch
-
-        if args.threads:
-            torch.set_num_threads(args.threads)
-        options.update(quant=args.quant, compile=args.compile)
-    started = time.perf_counter()
-    model = backend.load(info.path, **options)
-    load_s = time.perf_counter() - started
-    background_s = 0.0
-    if hasattr(model, "wait_compiled"):
-        started = time.perf_counter()
-        model.wait_compiled()  # steady state: measure after a background compile finished
-        background_s = time.perf_counter() - started
+    model, load_s, background_s = _load(backend_name, args, info.path)
 
     text = ("The quick brown fox jumps over the lazy dog while the river keeps flowing. " * 200)
     long_ids = tokenizer.encode(text)[: args.prompt_tokens]
@@ -161,18 +146,48 @@ def measure(backend_name: str, args: argparse.Namespace) -> dict:
         "runs": args.runs,
     })
     if gguf is not None:
-        result["llama_cpp"] = {
-            "gguf": gguf.name, "threads": args.threads,
+        result.update(_beside_llama_cpp(gguf, args.threads, pp, tg, reference))
+    return result
+
+
+def _load(backend_name: str, args: argparse.Namespace, path: Path) -> tuple[Any, float, float]:
+    """The model loaded as asked; the load's seconds, and those spent waiting for a background compile."""
+    from wren.engine.inference.select import resolve_backend
+
+    backend = resolve_backend(backend_name)
+    options = {"dtype": args.dtype}
+    if backend_name.startswith("torch"):
+        import torch
+
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        options.update(quant=args.quant, compile=args.compile)
+    started = time.perf_counter()
+    model = backend.load(path, **options)
+    load_s = time.perf_counter() - started
+    background_s = 0.0
+    if hasattr(model, "wait_compiled"):
+        started = time.perf_counter()
+        model.wait_compiled()  # steady state: measure after a background compile finished
+        background_s = time.perf_counter() - started
+    return model, load_s, background_s
+
+
+def _beside_llama_cpp(gguf: Path, threads: int, pp: list[float], tg: list[float], reference: dict) -> dict:
+    """llama.cpp's speeds, and the medians of the ratios of runs taken side by side."""
+    return {
+        "llama_cpp": {
+            "gguf": gguf.name, "threads": threads,
             "prompt_tokens_per_s": round(statistics.median(reference["pp"]), 1),
             "decode_tokens_per_s": round(statistics.median(reference["tg"]), 1),
             "decode_tokens_per_s_runs": [round(x, 1) for x in reference["tg"]],
-        }
-        result["vs_llama_cpp"] = {  # medians of the ratios of runs taken side by side
+        },
+        "vs_llama_cpp": {
             "decode": round(statistics.median(w / r for w, r in zip(tg, reference["tg"])), 2),
             "prompt": round(statistics.median(w / r for w, r in zip(pp, reference["pp"])), 2),
             "decode_runs": [round(w / r, 2) for w, r in zip(tg, reference["tg"])],
-        }
-    return result
+        },
+    }
 
 
 def _model_info(args):
