@@ -31,6 +31,7 @@ from ..errors import ModelFileError, WrenError
 GIB = 1 << 30
 MIB = 1 << 20
 DEFAULT_CONTEXT = 8192
+DEFAULT_SLOTS = 2  # sequences the torch backend's cache holds by default (backends/torch.py)
 MIN_CONTEXT = 1024  # below this a chat no longer fits a system prompt and a few turns
 # Held back for what decoding needs beside the weights and the cache: a 256-token prompt
 # chunk's activations (float32 products of the widest projection), the CUDA graphs' pool,
@@ -291,7 +292,7 @@ def dense_model_bytes(config: dict[str, Any], bytes_per_weight: int, kv_value_by
 
 
 def plan_for_folder(model_dir: Path | str, free_bytes: int, device: str, *, context: int | None = None,
-                    slots: int = 1, gpu_layers: int | None = None) -> GpuPlan:
+                    slots: int = DEFAULT_SLOTS, gpu_layers: int | None = None) -> GpuPlan:
     """The plan for an installed model's folder as the CUDA backend loads it by default: a
     GGUF file's blocks as stored, safetensors widened to bfloat16."""
     folder = Path(model_dir)
@@ -305,8 +306,37 @@ def plan_for_folder(model_dir: Path | str, free_bytes: int, device: str, *, cont
     return plan_layers(model, free_bytes, context=context, slots=slots, gpu_layers=gpu_layers, device=device)
 
 
+def gpu_budget(gpu_memory: int | None = None) -> tuple[str, int] | None:
+    """(what the figure is for, bytes a model may use) to plan with: `gpu_memory`, a card of
+    that size, as given; else this computer's CUDA GPU, its free memory plus what this
+    process's own torch holds (a loaded model would give it back), at most WREN_GPU_MEMORY;
+    else WREN_GPU_MEMORY alone; else None (no GPU, no figure)."""
+    if gpu_memory is not None:
+        return f"a GPU with {_gib(gpu_memory)}", gpu_memory
+    cap = gpu_memory_from_env()
+    found = _cuda_memory()
+    if found is None:
+        return None if cap is None else (f"a GPU with {_gib(cap)} ({ENV_GPU_MEMORY})", cap)
+    name, free = found
+    return name, free if cap is None else min(free, cap)
+
+
+def _cuda_memory() -> tuple[str, int] | None:
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return None
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    free, _total = torch.cuda.mem_get_info()
+    return torch.cuda.get_device_name(), free + torch.cuda.memory_reserved()
+
+
 __all__ = [
     "DEFAULT_CONTEXT",
+    "DEFAULT_SLOTS",
     "ENV_GPU_LAYERS",
     "ENV_GPU_MEMORY",
     "MIN_CONTEXT",
@@ -315,6 +345,7 @@ __all__ = [
     "ModelBytes",
     "PlanError",
     "dense_model_bytes",
+    "gpu_budget",
     "gpu_layers_from_env",
     "gpu_memory_from_env",
     "model_bytes_from_gguf",

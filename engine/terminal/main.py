@@ -218,9 +218,13 @@ def _models_args(sub) -> None:
     p.add_argument("name")
     p.add_argument("--yes", action="store_true", help="do not ask (needed when not run from a terminal)")
     p.set_defaults(func=_cmd_models_rm)
-    p = actions.add_parser("info", help="a model's shape, size on disk and estimated memory")
+    p = actions.add_parser("info", help="a model's shape, size on disk, estimated memory and GPU plan")
     p.add_argument("name")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--gpu-memory", metavar="SIZE",
+                   help="plan for a GPU with this much memory free (12GiB, 8GB), whether or not one is here")
+    p.add_argument("--context", type=int, metavar="TOKENS", help="the context to plan the GPU's cache for (default 8192)")
+    p.add_argument("--gpu-layers", type=int, metavar="N", help="plan N layers on the GPU, as WREN_GPU_LAYERS does")
     p.set_defaults(func=_cmd_models_info)
 
 
@@ -348,12 +352,14 @@ def _cmd_models_info(args) -> int:
 
     info = _registry().get(args.name)
     ram = {context: estimate_ram(info.path, context) for context in INFO_CONTEXTS}
+    plan = _gpu_plan(info.path, args)
     if args.json:
         print(json.dumps({
             "name": info.name, "architecture": info.architecture, "parameters": info.parameters,
             "quantization": info.quantization, "context_length": info.context_length,
             "size_bytes": info.size_bytes, "source": str(info.source), "path": str(info.path),
             "ram_bytes": {str(context): n for context, n in ram.items()},
+            "gpu_plan": None if plan is None else plan.as_dict(),
         }))
         return 0
     rows = [
@@ -365,9 +371,27 @@ def _cmd_models_info(args) -> int:
     for context, n in ram.items():
         beyond = f" (beyond its {info.context_length}-token limit)" if context > info.context_length else ""
         rows.append((f"RAM at {context // 1024}k", f"about {n / 1e9:.2f} GB{beyond}"))
+    rows.append(("GPU", "none found (--gpu-memory plans for one)" if plan is None else
+                 f"{plan.gpu_layers} of {plan.layers} layers, {plan.kv_context} tokens of context ({plan.device}): "
+                 f"{plan.reason}"))
     for key, value in rows:
         print(f"{key:14} {value}")
     return 0
+
+
+def _gpu_plan(model_dir, args):
+    """How the model sits on this computer's GPU, or on one of --gpu-memory (None: neither)."""
+    from ..inference.placement import DEFAULT_SLOTS, gpu_budget, gpu_layers_from_env, parse_bytes, plan_for_folder
+
+    try:
+        figure = None if args.gpu_memory is None else parse_bytes(args.gpu_memory)
+    except ValueError as exc:
+        raise InvalidRequest(f"--gpu-memory: {exc}") from None
+    budget = gpu_budget(figure)
+    if budget is None:
+        return None
+    return plan_for_folder(model_dir, budget[1], budget[0], context=args.context, slots=DEFAULT_SLOTS,
+                           gpu_layers=args.gpu_layers if args.gpu_layers is not None else gpu_layers_from_env())
 
 
 async def _cmd_models(args) -> int:
