@@ -68,7 +68,7 @@ def other_branches(shown: list[MessageInfo], tree: list[MessageInfo] | None
 # -- JSON ----------------------------------------------------------------------------------
 
 def _message_fields(m: MessageInfo) -> dict[str, Any]:
-    return {
+    fields: dict[str, Any] = {
         "id": m.id,
         "parent_id": m.parent_id,
         "role": m.role.value,
@@ -79,6 +79,9 @@ def _message_fields(m: MessageInfo) -> dict[str, Any]:
         "prompt_tokens": m.prompt_tokens,
         "completion_tokens": m.completion_tokens,
     }
+    if m.reasoning:  # a thinking model's thinking, apart from the answer
+        fields.update(reasoning=m.reasoning, reasoning_seconds=m.reasoning_seconds)
+    return fields
 
 
 def _node(m: MessageInfo, children: list[int]) -> dict[str, Any]:
@@ -123,10 +126,18 @@ def _block(m: MessageInfo, level: str) -> list[str]:
     if m.status is not MessageStatus.COMPLETE:
         notes.append(m.status.value)
     note = f" _({', '.join(notes)})_" if notes else ""
-    lines = [f"{level} {_HEADINGS[m.role]}{note}", "", m.content, ""]
+    lines = [f"{level} {_HEADINGS[m.role]}{note}", "", *_thinking(m), m.content, ""]
     files = m.meta.get("attachments")  # the files sent with a question (their names; the JSON keeps the paths)
     names = [Path(p).name for p in files if isinstance(p, str)] if isinstance(files, list) else []
     return lines + ([f"_Attached: {', '.join(names)}_", ""] if names else [])
+
+
+def _thinking(m: MessageInfo) -> list[str]:
+    """A thinking model's thinking as a folded block before its answer."""
+    if not m.reasoning:
+        return []
+    seconds = f" for {m.reasoning_seconds:.0f} s" if m.reasoning_seconds is not None else ""
+    return [f"<details><summary>Thought{seconds}</summary>", "", m.reasoning, "", "</details>", ""]
 
 
 def _where(anchor: MessageInfo | None) -> str:

@@ -30,6 +30,7 @@ from .parts import (
 from .report import ContextPart, ContextReport, PartKind, PartState
 from .settings import ContextSettings, Instructions
 from .summary import SavedSummary, Summaries
+from .thinking import thinking_parts
 
 log = logging.getLogger(__name__)
 
@@ -224,7 +225,7 @@ class ContextAssembler:
         messages, prompt_tokens, rendered, ids = self._measure(
             sections, retrieved, recent, recent_parts, parts, new_text, budget,
             fixed + new_tokens + used + file_tokens, shrink)
-        all_parts = parts + recent_parts + file_parts + [new_part]
+        all_parts = parts + recent_parts + thinking_parts(request.history, recent) + file_parts + [new_part]
         report = ContextReport(
             window=window, reserve=reserve, prompt_tokens=prompt_tokens,
             exact=ids is not None or self.count_chat is not None,

@@ -25,6 +25,7 @@ class PartKind(enum.Enum):
     TURN = "turn"  # one recent message, verbatim
     NEW_MESSAGE = "new_message"  # the message being answered
     ATTACHMENT = "attachment"  # a file the user attached, in the prompt with the new message (`text`: its name)
+    THINKING = "thinking"  # an earlier answer's thinking: always DROPPED (engine/context/thinking.py)
 
 
 class PartState(enum.Enum):

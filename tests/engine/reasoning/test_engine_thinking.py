@@ -141,3 +141,33 @@ def test_a_model_without_thinking_offers_no_choice(make_engine):
 
     before, support = asyncio.run(main())
     assert before is None and support == ThinkingSupport(False, ())
+
+
+def test_the_next_answers_context_report_shows_the_thinking_left_out_and_exports_keep_it(thinking_engine):
+    import json
+
+    from wren.engine.context.report import PartKind, PartState
+
+    async def main():
+        engine = thinking_engine("<think>\nRecall the capitals.\n</think>\n\nParis.")
+        conv = await engine.conversations.create("q")
+        await collect(engine.chat.send(conv.id, "Capital of France?"))
+        await collect(engine.chat.send(conv.id, "And of Italy?"))
+        messages = await engine.conversations.messages(conv.id)
+        report = await engine.conversations.context_report(messages[-1].id)
+        as_json = json.loads(await engine.conversations.export(conv.id, "json"))
+        as_markdown = await engine.conversations.export(conv.id, "markdown")
+        await engine.close()
+        return messages, report, as_json, as_markdown
+
+    messages, report, as_json, as_markdown = asyncio.run(main())
+    first_answer = messages[1]
+    thinking = report.parts_of(PartKind.THINKING)
+    assert [(p.state, p.source_ids) for p in thinking] == [(PartState.DROPPED, (first_answer.id,))]
+    assert thinking[0].tokens > 0 and "not sent back" in thinking[0].note
+    assert "Recall the capitals" not in report.rendered_prompt
+    exported = {m["id"]: m for m in as_json["messages"]}
+    assert exported[first_answer.id]["reasoning"] == "Recall the capitals."
+    assert exported[first_answer.id]["content"] == "Paris."
+    assert "reasoning" not in exported[messages[0].id]  # a question has none
+    assert "<details><summary>Thought for 0 s</summary>\n\nRecall the capitals.\n\n</details>" in as_markdown
