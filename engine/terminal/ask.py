@@ -17,6 +17,7 @@ from ..events import (
     Finished,
     FinishReason,
     PrefillProgress,
+    Reasoning,
     SafetyAction,
     SafetyNotice,
     Started,
@@ -92,6 +93,7 @@ class AskView:
         self.started = False
         self.reading = PrefillLine(sys.stderr)  # a long prompt's progress, drawn on a terminal only
         self.out = Output(sys.stdout)  # on a terminal, without control characters
+        self.thinking = ThinkingLines(self.out, shown=not getattr(args, "hide_thinking", False))
 
     async def show(self, engine, event) -> None:
         """`engine` answers a tool approval (the engine itself, or the resident engine's line)."""
@@ -99,14 +101,20 @@ class AskView:
 
         await tool_event(engine, event, self.args)  # a call shown, an approval asked
         self._safety(event)
+        if isinstance(event, Reasoning) and not self.thinking.shown:
+            return  # --hide-thinking: not even as a JSON event
         if self.args.json:  # JSON escapes control characters; on a terminal, C1 and DEL too
             print(json.dumps(event_to_dict(event), ensure_ascii=not self.out.raw), flush=True)
             if isinstance(event, Failed):  # a failed answer never exits 0
                 self.code = 1
         elif isinstance(event, PrefillProgress):
             self.reading.update(event.done, event.total)
+        elif isinstance(event, Reasoning):
+            self.reading.clear()
+            self.thinking.write(event.text)
         elif isinstance(event, Delta):
             self.reading.clear()
+            self.thinking.end()
             self.out.write(event.text)
         elif isinstance(event, Failed):
             self.reading.clear()
@@ -119,6 +127,7 @@ class AskView:
             print(shown(f"\nwren: note: {event.text}", sys.stderr), file=sys.stderr, flush=True)
         elif isinstance(event, Finished) and not self.args.json:
             self.reading.clear()
+            self.thinking.end()
             self.out.end()
             if self.started:  # a question blocked before any answer leaves standard output empty
                 print()
@@ -145,6 +154,38 @@ class AskView:
 
     def close(self) -> None:
         self.reading.clear()
+
+
+DIM, NORMAL = "\x1b[2m", "\x1b[0m"
+
+
+class ThinkingLines:
+    """A thinking model's thinking on standard output: dimmed, before the answer, on a
+    terminal only (piped output holds the answer alone; --json gives the thinking as
+    reasoning events). Its text goes through the terminal filter like the answer's."""
+
+    def __init__(self, out: Output, *, shown: bool = True) -> None:
+        self.out = out
+        self.shown = shown
+        self.open = False  # thinking printed, the answer not yet begun
+
+    def write(self, text: str) -> None:
+        if not self.shown or self.out.raw:
+            return
+        if not self.open:
+            self.out.stream.write(DIM)
+            self.open = True
+            text = text.lstrip("\n")
+        self.out.stream.write(self.out.text(text))
+        self.out.stream.flush()
+
+    def end(self) -> None:
+        """The thinking is over: normal text again, a blank line before the answer."""
+        if self.open:
+            self.out.end()
+            self.out.stream.write(NORMAL + "\n\n")
+            self.out.stream.flush()
+            self.open = False
 
 
 class Interrupt:

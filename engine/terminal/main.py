@@ -69,6 +69,9 @@ def build_parser(extensions: bool = True) -> argparse.ArgumentParser:
     ask = sub.add_parser("ask", help="ask one question and stream the answer (Ctrl+C stops it, status 130)")
     _sampling_args(ask)
     ask.add_argument("--json", action="store_true", help="one JSON object per event, each with a `type`")
+    ask.add_argument("--hide-thinking", action="store_true",
+                     help="leave out a thinking model's thinking (shown dimmed on a terminal, as reasoning "
+                          "events with --json; never in piped output, which holds the answer alone)")
     ask.add_argument("--logprobs", type=int, metavar="N",
                      help="with --json: each delta's tokens with their log-probabilities and the N (0-20) likeliest "
                           "alternatives")
@@ -387,7 +390,7 @@ def _gpu_plan(model_dir, args):
         figure = None if args.gpu_memory is None else parse_bytes(args.gpu_memory)
     except ValueError as exc:
         raise InvalidRequest(f"--gpu-memory: {exc}") from None
-    budget = gpu_budget(figure)
+    budget = gpu_budget(figure, load_torch=True)
     if budget is None:
         return None
     return plan_for_folder(model_dir, budget[1], budget[0], context=args.context, slots=DEFAULT_SLOTS,
