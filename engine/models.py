@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidRequest, ModelNotLoaded, WrenError
+from .inference.placement import GpuPlan, gpu_budget, gpu_layers_from_env, plan_for_folder
 from .inference.worker import ModelWorker
 from .logs import log_event
 from .modelhub.catalog import CatalogEntry, load_catalog, system_memory_bytes, with_fit
@@ -153,6 +154,26 @@ class Models:
     def system_memory_bytes(self) -> int:
         """This computer's physical memory (0 when the system does not say)."""
         return system_memory_bytes()
+
+    async def gpu_plans(self, models: builtins.list[ModelInfo]) -> dict[str, GpuPlan]:
+        """How each of `models` would sit on this computer's CUDA GPU (or on one of
+        WREN_GPU_MEMORY's size): layers there, context its cache holds (engine.inference.
+        placement); {} without a GPU. Models whose files cannot be planned are left out."""
+
+        def work() -> dict[str, GpuPlan]:
+            budget = gpu_budget()
+            if budget is None:
+                return {}
+            plans = {}
+            for info in models:
+                try:
+                    plans[info.name] = plan_for_folder(info.path, budget[1], budget[0],
+                                                       gpu_layers=gpu_layers_from_env())
+                except (WrenError, ValueError) as exc:
+                    log.info("no GPU plan for %s: %s", info.name, exc)
+            return plans
+
+        return await asyncio.get_running_loop().run_in_executor(None, work)
 
     @property
     def current(self) -> ModelStatus | None:

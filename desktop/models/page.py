@@ -37,7 +37,7 @@ from .rows import CatalogRow, DownloadState, InstalledRow, human_bytes
 
 STYLE = """
 #modelsHeading { font-size: 15px; font-weight: 600; padding-top: 6px; }
-#modelsNote, #modelRowDetails, #downloadProgressText, #importStatus { color: palette(placeholder-text); }
+#modelsNote, #modelRowDetails, #modelGpuFit, #downloadProgressText, #importStatus { color: palette(placeholder-text); }
 #installedModelRow, #catalogModelRow { border: 1px solid palette(mid); border-radius: 8px; }
 #modelRowTitle { font-weight: 600; }
 #defaultMarker { background: palette(highlight); color: palette(highlighted-text); border-radius: 4px;
@@ -158,13 +158,14 @@ class ModelsPage(QWidget):
     async def refresh_installed(self) -> None:
         models = await self.engine.models.installed()
         default = await self.engine.models.default()
+        gpu = await self.engine.models.gpu_plans(models)
         current = self.engine.models.current
         for row in self.installed_rows.values():
             row.setParent(None)
             row.deleteLater()
         self.installed_rows.clear()
         for info in models:
-            row = InstalledRow(info, is_default=info.name == default,
+            row = InstalledRow(info, is_default=info.name == default, gpu=gpu.get(info.name),
                                in_use=current is not None and current.name == info.name)
             row.default_requested.connect(self.request_default)
             row.delete_requested.connect(self.confirm_delete)

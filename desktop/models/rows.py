@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
+from typing import Protocol
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
@@ -35,13 +36,37 @@ def fit_text(entry: CatalogEntry) -> str:
     return f"Needs {more:.1f} GB more RAM"
 
 
+class GpuFit(Protocol):
+    """What the row shows of a model's GPU plan (engine.models.gpu_plans' values)."""
+
+    device: str
+    layers: int
+    gpu_layers: int
+    kv_context: int
+    requested_context: int
+
+
+def gpu_fit_text(plan: GpuFit) -> str:
+    """How many of the model's layers the GPU holds, in a few words."""
+    if plan.gpu_layers == 0:
+        return "Too big for the GPU: runs on the CPU"
+    if plan.gpu_layers == plan.layers:
+        text = f"All {plan.layers} layers on the GPU"
+    else:
+        text = f"{plan.gpu_layers} of {plan.layers} layers on the GPU, the rest on the CPU"
+    if plan.kv_context < plan.requested_context:
+        text += f" ({plan.kv_context:,}-token context)"
+    return text
+
+
 class InstalledRow(QFrame):
     """An installed model: what it is, whether it is the default, Make default and Delete."""
 
     default_requested = Signal(str)
     delete_requested = Signal(str)
 
-    def __init__(self, info: ModelInfo, *, is_default: bool, in_use: bool, parent: QWidget | None = None):
+    def __init__(self, info: ModelInfo, *, is_default: bool, in_use: bool, gpu: GpuFit | None = None,
+                 parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("installedModelRow")
         self.name = info.name
@@ -59,6 +84,13 @@ class InstalledRow(QFrame):
         self.details = QLabel(" · ".join(p for p in parts if p))
         self.details.setObjectName("modelRowDetails")
         self.details.setToolTip(str(info.path))
+        # with a GPU: how many layers it holds (as llama.cpp's -ngl would place them)
+        self.gpu_label = QLabel(gpu_fit_text(gpu) if gpu is not None else "")
+        self.gpu_label.setObjectName("modelGpuFit")
+        self.gpu_label.setVisible(gpu is not None)
+        if gpu is not None:
+            self.gpu_label.setToolTip(gpu.device)
+            self.gpu_label.setAccessibleName(f"{info.name}: {gpu_fit_text(gpu)}")
         self.default_button = QPushButton("Make default")
         self.default_button.setObjectName("makeDefaultButton")
         self.default_button.setAccessibleName(f"Make {info.name} the default model")
@@ -79,6 +111,7 @@ class InstalledRow(QFrame):
         text = QVBoxLayout()
         text.addLayout(heading)
         text.addWidget(self.details)
+        text.addWidget(self.gpu_label)
         row = QHBoxLayout(self)
         row.setContentsMargins(10, 6, 10, 6)
         row.addLayout(text, 1)

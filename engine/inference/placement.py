@@ -306,28 +306,31 @@ def plan_for_folder(model_dir: Path | str, free_bytes: int, device: str, *, cont
     return plan_layers(model, free_bytes, context=context, slots=slots, gpu_layers=gpu_layers, device=device)
 
 
-def gpu_budget(gpu_memory: int | None = None) -> tuple[str, int] | None:
+def gpu_budget(gpu_memory: int | None = None, *, load_torch: bool = False) -> tuple[str, int] | None:
     """(what the figure is for, bytes a model may use) to plan with: `gpu_memory`, a card of
     that size, as given; else this computer's CUDA GPU, its free memory plus what this
     process's own torch holds (a loaded model would give it back), at most WREN_GPU_MEMORY;
-    else WREN_GPU_MEMORY alone; else None (no GPU, no figure)."""
+    else WREN_GPU_MEMORY alone; else None (no GPU, no figure). The GPU is asked through torch
+    only where this process has loaded it already (it runs its models: a window that runs
+    them elsewhere does not pay seconds to load it), or with `load_torch`."""
     if gpu_memory is not None:
         return f"a GPU with {_gib(gpu_memory)}", gpu_memory
     cap = gpu_memory_from_env()
-    found = _cuda_memory()
+    found = _cuda_memory(load_torch)
     if found is None:
         return None if cap is None else (f"a GPU with {_gib(cap)} ({ENV_GPU_MEMORY})", cap)
     name, free = found
     return name, free if cap is None else min(free, cap)
 
 
-def _cuda_memory() -> tuple[str, int] | None:
+def _cuda_memory(load_torch: bool) -> tuple[str, int] | None:
+    import importlib
     import importlib.util
+    import sys
 
-    if importlib.util.find_spec("torch") is None:
+    if "torch" not in sys.modules and (not load_torch or importlib.util.find_spec("torch") is None):
         return None
-    import torch
-
+    torch = importlib.import_module("torch")
     if not torch.cuda.is_available():
         return None
     free, _total = torch.cuda.mem_get_info()
