@@ -135,6 +135,8 @@ class WelcomeDialog(QDialog):
     def _fit(self) -> None:
         """Tall enough for its wrapped text at its width (the text changes after it is built)."""
         layout = self.layout()
+        if layout is None:
+            return
         needed = layout.totalHeightForWidth(self.width()) if layout.hasHeightForWidth() else layout.sizeHint().height()
         if needed > self.height():
             self.resize(self.width(), needed)

@@ -172,7 +172,8 @@ class PastedChip(QFrame):
         lines = text.count("\n") + 1
         self.label = QLabel(f"Pasted text · {len(text):,} characters · {lines:,} lines")
         self.label.setToolTip(text[:500])
-        self.remove_button = QToolButton(text="×")
+        self.remove_button = QToolButton()
+        self.remove_button.setText("×")
         self.remove_button.setObjectName("removePastedButton")
         self.remove_button.setAccessibleName("Remove pasted text")
         self.remove_button.setToolTip("Remove this pasted text")
@@ -228,7 +229,8 @@ class Composer(QWidget):
         row.addWidget(self.stop_button, 0, Qt.AlignmentFlag.AlignBottom)
         self.tools_button = ToolsButton()  # which tools this chat may use (SendOptions.tools)
         self.attachment_bar = AttachmentBar()  # files for read_attachment (SendOptions.attachments)
-        self.tokens_button = QToolButton(text="Tokens")
+        self.tokens_button = QToolButton()
+        self.tokens_button.setText("Tokens")
         self.tokens_button.setObjectName("tokensButton")
         self.tokens_button.setAccessibleName("Show the draft as tokens")
         self.tokens_button.setToolTip("See the draft as the model's tokens (Ctrl+Shift+K)")
@@ -296,7 +298,7 @@ class Composer(QWidget):
         self.edit.setFocus()
 
     def _chip_widgets(self) -> list[PastedChip]:
-        items = (self._chips.itemAt(i).widget() for i in range(self._chips.count()))
+        items = (item.widget() for i in range(self._chips.count()) if (item := self._chips.itemAt(i)) is not None)
         return [w for w in items if isinstance(w, PastedChip)]
 
     def _remove(self, chip: PastedChip) -> None:

@@ -169,7 +169,8 @@ class FileChip(QFrame):
         self.setStyleSheet("#fileChip { border: 1px solid palette(mid); border-radius: 8px; }")
         self.label = QLabel(Path(path).name)
         self.label.setToolTip(path)
-        self.remove_button = QToolButton(text="×")
+        self.remove_button = QToolButton()
+        self.remove_button.setText("×")
         self.remove_button.setObjectName("removeFileButton")
         self.remove_button.setAccessibleName(f"Remove the attached file {Path(path).name}")
         self.remove_button.setToolTip("Remove this file from the message")
@@ -190,7 +191,8 @@ class AttachmentBar(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("attachmentBar")
-        self.attach_button = QToolButton(text="Attach file…")
+        self.attach_button = QToolButton()
+        self.attach_button.setText("Attach file…")
         self.attach_button.setObjectName("attachFileButton")
         self.attach_button.setAccessibleName("Attach a file")
         self.attach_button.setToolTip("Attach a file Wren's read_attachment tool may read (text, code, CSV, PDF)")
@@ -217,7 +219,7 @@ class AttachmentBar(QWidget):
         return chip
 
     def chips(self) -> list[FileChip]:
-        items = (self._row.itemAt(i).widget() for i in range(self._row.count()))
+        items = (item.widget() for i in range(self._row.count()) if (item := self._row.itemAt(i)) is not None)
         return [w for w in items if isinstance(w, FileChip)]
 
     def files(self) -> list[str]:

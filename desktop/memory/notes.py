@@ -34,7 +34,8 @@ def notice_from_meta(data: dict | None) -> MemoryNotice | None:
 
 
 def tool_button(text: str, name: str, accessible: str) -> QToolButton:
-    button = QToolButton(text=text)
+    button = QToolButton()
+    button.setText(text)
     button.setObjectName(name)
     button.setAccessibleName(accessible)
     button.setAutoRaise(True)
@@ -92,7 +93,7 @@ class MemoryNotes(QWidget):
         self.hide()
 
     def rows(self) -> list[NoteRow]:
-        items = (self._layout.itemAt(i).widget() for i in range(self._layout.count()))
+        items = (item.widget() for i in range(self._layout.count()) if (item := self._layout.itemAt(i)) is not None)
         return [w for w in items if isinstance(w, NoteRow)]
 
     def texts(self) -> list[str]:

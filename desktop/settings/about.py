@@ -36,14 +36,20 @@ def package_licence(name: str | tuple[str, ...]) -> tuple[str, str] | None:
             continue
     else:
         return None
-    licence = meta.get("License-Expression") or ""
+    licence = _field(meta, "License-Expression") or ""
     if not licence:
-        raw = (meta.get("License") or "").strip()
+        raw = (_field(meta, "License") or "").strip()
         licence = raw if raw and "\n" not in raw and len(raw) < 60 else ""
     if not licence:
         classifiers = [c.split("::")[-1].strip() for c in meta.get_all("Classifier") or () if c.startswith("License ::")]
         licence = ", ".join(classifiers)
-    return meta.get("Version") or "?", licence or "see the package"
+    return _field(meta, "Version") or "?", licence or "see the package"
+
+
+def _field(meta: metadata.PackageMetadata, key: str) -> str | None:
+    """A metadata field's first value, None when the package does not give it."""
+    values = meta.get_all(key)
+    return values[0] if values else None
 
 
 def model_licence(folder: Path | None, catalog_licence: str | None = None) -> str:

@@ -29,7 +29,8 @@ class PersonalPage(QWidget):
                              "e.g. I'm a nurse in Porto; I read English and Portuguese.")
         self.how_to_respond = _box("howToRespondEdit", "How Wren should respond",
                                    "e.g. Be brief. Use metric units. Show code in Python.")
-        self.reserve = QSpinBox(objectName="answerReserveSpin", minimum=0, maximum=1_000_000, singleStep=128)
+        self.reserve = QSpinBox(minimum=0, maximum=1_000_000, singleStep=128)
+        self.reserve.setObjectName("answerReserveSpin")
         self.reserve.setAccessibleName("Tokens kept for the answer")
         self.reserve.setSpecialValueText("automatic (a quarter of the window)")
         self.reserve.setSuffix(" tokens")

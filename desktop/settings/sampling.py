@@ -41,7 +41,8 @@ _DECIMALS = 2
 
 
 def _spin(minimum: float, maximum: float, step: float, name: str, label: str) -> QDoubleSpinBox:
-    box = QDoubleSpinBox(objectName=name, minimum=minimum, maximum=maximum, singleStep=step, decimals=_DECIMALS)
+    box = QDoubleSpinBox(minimum=minimum, maximum=maximum, singleStep=step, decimals=_DECIMALS)
+    box.setObjectName(name)
     box.setAccessibleName(label)
     return box
 
@@ -63,11 +64,13 @@ class SamplingPresetEditor(QWidget):
         self._values: dict[str, dict] = {}  # model -> the values shown (saved preset, then edits)
         self._saved: dict[str, dict] = {}  # the presets as loaded
         self._current: str | None = None
-        self.model_picker = QComboBox(objectName="samplingModelPicker")
+        self.model_picker = QComboBox()
+        self.model_picker.setObjectName("samplingModelPicker")
         self.model_picker.setAccessibleName("Model whose sampling settings are shown")
         self.model_picker.currentIndexChanged.connect(lambda _: self._switch(self.model_picker.currentData()))
         self.temperature = _spin(0, 5, 0.05, "temperatureSpin", "Temperature")
-        self.top_k = QSpinBox(objectName="topKSpin", minimum=0, maximum=100_000)
+        self.top_k = QSpinBox(minimum=0, maximum=100_000)
+        self.top_k.setObjectName("topKSpin")
         self.top_k.setAccessibleName("Top k")
         self.top_k.setSpecialValueText("off")
         self.top_p = _spin(0.01, 1, 0.05, "topPSpin", "Top p")
@@ -76,15 +79,18 @@ class SamplingPresetEditor(QWidget):
         self.boxes = {name: getattr(self, name) for name in PRESET_FIELDS}
         for box in self.boxes.values():
             box.valueChanged.connect(self._update_state)
-        self.reset_button = QPushButton("Reset to model defaults", objectName="resetSamplingButton")
+        self.reset_button = QPushButton("Reset to model defaults")
+        self.reset_button.setObjectName("resetSamplingButton")
         self.reset_button.clicked.connect(self.reset)
-        self.state = QLabel(objectName="samplingPresetState")
+        self.state = QLabel()
+        self.state.setObjectName("samplingPresetState")
         self.state.setWordWrap(True)
 
         form = QFormLayout()
         form.addRow("Model", self.model_picker)
         for name, box in self.boxes.items():
-            hint = QLabel(HELP[name], objectName=f"{name}Help")
+            hint = QLabel(HELP[name])
+            hint.setObjectName(f"{name}Help")
             hint.setWordWrap(True)
             hint.setStyleSheet("color: palette(mid)")
             box.setToolTip(HELP[name])

@@ -39,9 +39,13 @@ class _FitDelegate(QStyledItemDelegate):
     """Rows never wider than the list: a long title is cut with "…" instead of adding a
     horizontal scroll bar (the whole title is in the row's tooltip)."""
 
+    def __init__(self, view: QListWidget):
+        super().__init__(view)
+        self.view = view
+
     def sizeHint(self, option, index) -> QSize:
         hint = super().sizeHint(option, index)
-        view = self.parent()
+        view = self.view
         return QSize(min(hint.width(), max(1, view.viewport().width() - 2 * view.spacing())), hint.height())
 
 

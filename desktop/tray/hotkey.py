@@ -47,8 +47,17 @@ def _split(shortcut: str) -> tuple[Qt.KeyboardModifier, Qt.Key] | None:
     seq = QKeySequence.fromString(shortcut, QKeySequence.SequenceFormat.PortableText)
     if seq.isEmpty() or seq.count() != 1:
         return None
-    combo = seq[0]
+    combo = seq[0]  # type: ignore[index]  # QKeySequence has operator[] in PySide6; its stubs lack __getitem__
     return combo.keyboardModifiers(), combo.key()
+
+
+
+def _app() -> QCoreApplication:
+    """The running application (a hotkey is only set while the window's application runs)."""
+    app = QCoreApplication.instance()
+    if app is None:
+        raise RuntimeError("a global shortcut needs the running application")
+    return app
 
 
 class _XErrorEvent(ctypes.Structure):
@@ -232,7 +241,7 @@ class GlobalHotkey(QObject):
         if not user32.RegisterHotKey(None, self._WIN_ID, mods, vk):
             return "another program already uses this shortcut"
         self._win_filter = _WindowsFilter(self._WIN_ID, self.activated.emit)
-        QCoreApplication.instance().installNativeEventFilter(self._win_filter)
+        _app().installNativeEventFilter(self._win_filter)
         return None
 
     def clear(self) -> None:
@@ -244,7 +253,7 @@ class GlobalHotkey(QObject):
             self._x11.close()
             self._x11 = None
         if self._win_filter is not None:
-            QCoreApplication.instance().removeNativeEventFilter(self._win_filter)
+            _app().removeNativeEventFilter(self._win_filter)
             ctypes.windll.user32.UnregisterHotKey(None, self._WIN_ID)  # type: ignore[attr-defined]
             self._win_filter = None
         self.shortcut = None

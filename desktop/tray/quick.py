@@ -52,12 +52,12 @@ class QuickPrompt(QWidget):
         self.answer = MarkdownBody()
         self.answer.setObjectName("quickPromptAnswer")
         self.answer.setAccessibleName("Answer")
-        self.scroll = QScrollArea()
-        self.scroll.setWidgetResizable(True)
-        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
-        self.scroll.setWidget(self.answer)
-        self.scroll.setMaximumHeight(ANSWER_MAX_HEIGHT)
-        self.scroll.hide()
+        self.answer_area = QScrollArea()
+        self.answer_area.setWidgetResizable(True)
+        self.answer_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.answer_area.setWidget(self.answer)
+        self.answer_area.setMaximumHeight(ANSWER_MAX_HEIGHT)
+        self.answer_area.hide()
         self.status = QLabel()
         self.status.setObjectName("quickPromptStatus")
         self.status.setAccessibleName("Quick prompt status")
@@ -75,7 +75,7 @@ class QuickPrompt(QWidget):
         layout.setContentsMargins(14, 14, 14, 12)
         layout.setSpacing(8)
         layout.addWidget(self.input)
-        layout.addWidget(self.scroll)
+        layout.addWidget(self.answer_area)
         layout.addLayout(row)
         self.setFixedWidth(620)
 
@@ -124,7 +124,7 @@ class QuickPrompt(QWidget):
         self.conversation_id = None
         self.input.clear()
         self.answer.set_text("")
-        self.scroll.hide()
+        self.answer_area.hide()
         self.open_button.setEnabled(False)
         if self._ready:
             self.status.clear()
@@ -145,7 +145,7 @@ class QuickPrompt(QWidget):
 
     def _show_question(self, text: str) -> None:
         self.answer.set_text(f"**You asked:** {text}")
-        self.scroll.show()
+        self.answer_area.show()
         self.adjustSize()
 
     def _send(self, text: str) -> None:
@@ -164,7 +164,7 @@ class QuickPrompt(QWidget):
             self.conversation_id = (await self.engine.conversations.create()).id
         self.status.setText("Answering…  Esc stops")
         self.answer.begin_stream()
-        self.scroll.show()
+        self.answer_area.show()
         self.adjustSize()
         stream = TurnStream(self.engine.chat.send(self.conversation_id, text), self.conversation_id, self)
         self.stream = stream
@@ -175,7 +175,7 @@ class QuickPrompt(QWidget):
     def _append(self, text: str) -> None:
         self.answer.append(text)
         self.adjustSize()
-        bar = self.scroll.verticalScrollBar()
+        bar = self.answer_area.verticalScrollBar()
         bar.setValue(bar.maximum())
 
     async def _finished(self, stream: TurnStream, finished: Finished) -> None:
