@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from ..events import Delta, ToolCall
+from ..events import Delta, Reasoning, ToolCall
 from .gate import ApiError
-from .wire import OpenAIAnswer, sse
+from .wire import OpenAIAnswer, sse, thinking_choice
 
 
 def openai_model(body: dict, *, chat: bool) -> str | None:
@@ -31,6 +31,9 @@ def client_extras(body: dict) -> dict[str, Any]:
         # client-defined functions: the calls come back to the client, who runs them
         extra.update(tools=body.get("tools"), tool_choice=body.get("tool_choice"),
                      parallel_tool_calls=body.get("parallel_tool_calls") is not False)
+    thinking = thinking_choice(body)  # reasoning_effort, chat_template_kwargs.enable_thinking
+    if thinking is not None:
+        extra["thinking"] = thinking
     return extra
 
 
@@ -45,6 +48,9 @@ async def openai_chunks(out: OpenAIAnswer, answer: AsyncIterator, events: AsyncG
         async for event in answer:
             if isinstance(event, Delta):
                 yield out.delta_chunk(event, include_usage=include_usage)
+            elif isinstance(event, Reasoning):  # thinking, apart from the answer's content
+                out.take(event)
+                yield sse(out.chunk({"reasoning_content": event.text}, include_usage=include_usage))
             elif isinstance(event, ToolCall):
                 for chunk in tool_call_chunks(out, event, include_usage=include_usage):
                     yield chunk

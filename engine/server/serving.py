@@ -30,6 +30,7 @@ from ..events import (
     FailureKind,
     Finished,
     FinishReason,
+    Reasoning,
     SafetyNotice,
     ToolCall,
     Usage,
@@ -45,6 +46,7 @@ from ..tools.parse import CallParser, ParsedCall
 from ..tools.prompt import ToolPlan, plan_for
 from ..tools.registry import ToolSpec
 from ..turn.text import AnswerText, generation
+from ..turn.thinking import splitter, template_vars, token_counter
 from .jsonsafe import UnsafeJson, loads
 
 if TYPE_CHECKING:
@@ -290,11 +292,11 @@ def _model_type(worker: Any) -> str | None:
     return found if isinstance(found, str) else None
 
 
-def _prepare(worker: Any, messages: list[dict], tools: ClientTools | None) -> _Prepared:
+def _prepare(worker: Any, messages: list[dict], tools: ClientTools | None, thinking: str | None = None) -> _Prepared:
     """The prompt ids for `messages`, with the offered tools, earlier calls and results
-    rendered as the engine's own tool loop renders them (engine.tools.prompt); on an
-    executor thread."""
-    tokenizer = worker.tokenizer
+    rendered as the engine's own tool loop renders them (engine.tools.prompt), the thinking
+    choice given to a template that takes it; on an executor thread."""
+    tokenizer = worker.tokenizer.with_template_vars(**template_vars(thinking, worker.tokenizer.chat_template))
     history = any(m.get("tool_calls") or m["role"] == "tool" for m in messages)
     offered = tools if tools is not None and tools.offered else None
     if offered is None and not history:
@@ -361,7 +363,8 @@ class Serving:
 
     async def stateless_chat(self, messages: list[dict], params: SamplingParams, *,
                              response_format: dict | None = None, tools: list | None = None,
-                             tool_choice: Any = None, parallel_tool_calls: bool = True) -> AsyncGenerator[Event, None]:
+                             tool_choice: Any = None, parallel_tool_calls: bool = True,
+                             thinking: str | None = None) -> AsyncGenerator[Event, None]:
         """Answer `messages` (as given, through the model's chat template) without storing
         anything: SafetyNotice, Delta, ToolCall, Usage, Failed and Finished events.
         `response_format` (OpenAI's: json_object or json_schema) constrains the answer to
@@ -369,7 +372,9 @@ class Serving:
         client's functions: they are rendered as the engine's tool loop renders its own, a
         call the model writes comes out as a ToolCall (never run here: the client runs it)
         and ends the answer; `parallel_tool_calls` False keeps only the first call. Bad
-        input raises InvalidRequest (BadField naming the field) before anything runs."""
+        input raises InvalidRequest (BadField naming the field) before anything runs.
+        A thinking model's thinking comes as Reasoning events (never in the answer's text);
+        `thinking` (records.THINKING_CHOICES) reaches a template that takes it."""
         messages = check_messages(messages)
         client = check_tools(tools, tool_choice)
         if client is not None and client.offered and response_format not in (None, {"type": "text"}):
@@ -386,7 +391,7 @@ class Serving:
         uses_tools = (client is not None and client.offered) or any(
             m.get("tool_calls") or m["role"] == "tool" for m in messages)
         loop = asyncio.get_running_loop()
-        prepared = await loop.run_in_executor(None, _prepare, worker, messages, client)
+        prepared = await loop.run_in_executor(None, _prepare, worker, messages, client, thinking)
         if prepared.offered is not None:
             constraint = prepared.constraint
         if uses_tools and worker.model is not None and worker.model.takes_messages:
@@ -396,7 +401,7 @@ class Serving:
             messages, constraint = prepared.messages or messages, None
         async for event in self._generate(worker, prepared.ids, params, messages=messages, constraint=constraint,
                                           plan=prepared.plan if prepared.offered else None,
-                                          single_call=not parallel_tool_calls):
+                                          single_call=not parallel_tool_calls, split=True):
             yield event
 
     async def stateless_completion(self, prompt: str, params: SamplingParams) -> AsyncGenerator[Event, None]:
@@ -440,7 +445,8 @@ class Serving:
 
     async def _generate(self, worker: ModelWorker, ids: list[int], params: SamplingParams, *,
                         messages: list[dict] | None = None, constraint: Constraint | None = None,
-                        plan: ToolPlan | None = None, single_call: bool = False) -> AsyncGenerator[Event, None]:
+                        plan: ToolPlan | None = None, single_call: bool = False,
+                        split: bool = False) -> AsyncGenerator[Event, None]:
         e = self.engine
         window = _loaded(e).context_length
         room = window - len(ids)
@@ -462,11 +468,13 @@ class Serving:
         if plan is not None and parser is not None and plan.forced:
             parser.feed(plan.forced_prefix())
         # each shown Delta carries its tokens' probabilities
-        text = AnswerText(OutputGuard(e.policy, e.destination()), AnswerLogprobs(params, {}), parser)
+        # `split`: a chat's thinking comes apart as Reasoning (a raw completion is left as written)
+        text = AnswerText(OutputGuard(e.policy, e.destination()), AnswerLogprobs(params, {}), parser,
+                          split=splitter(worker, ids) if split else None, count=token_counter(worker))
         worker.submit(request)
         try:
             async for event in generation(events, text, request):
-                if isinstance(event, (Delta, SafetyNotice, Usage, Failed)):
+                if isinstance(event, (Delta, Reasoning, SafetyNotice, Usage, Failed)):
                     yield event
         finally:
             request.cancel.set()  # a consumer that walks away (client disconnect) stops the sequence

@@ -9,7 +9,7 @@ from dataclasses import fields
 from typing import Any
 
 from ..errors import InvalidRequest
-from ..events import Delta, Failed, FailureKind, Finished, FinishReason, TokenLogprob, ToolCall, Usage
+from ..events import Delta, Failed, FailureKind, Finished, FinishReason, Reasoning, TokenLogprob, ToolCall, Usage
 from ..inference.sampling import SamplingParams
 from .gate import ApiError
 from .logprobs import LogprobsError, chat_logprobs, completion_logprobs, requested
@@ -23,7 +23,30 @@ def openai_usage(usage: Usage | None) -> dict:
     prompt = usage.prompt_tokens if usage else 0
     completion = usage.completion_tokens if usage else 0
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-            "prompt_tokens_details": {"cached_tokens": usage.cached_tokens if usage else 0}}
+            "prompt_tokens_details": {"cached_tokens": usage.cached_tokens if usage else 0},
+            "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens if usage else 0}}
+
+
+_EFFORTS = {"none": "off", "minimal": "off", "low": "low", "medium": "medium", "high": "high"}
+
+
+def thinking_choice(body: dict) -> str | None:
+    """How much a thinking model thinks, from OpenAI's reasoning_effort or the
+    chat_template_kwargs.enable_thinking that vLLM and llama.cpp's server take (None: the
+    model's default); engine/turn/thinking.py gives it to the template that takes it."""
+    effort = body.get("reasoning_effort")
+    if effort is not None and effort not in _EFFORTS:
+        raise ApiError(400, f"reasoning_effort must be one of {', '.join(_EFFORTS)}, not {effort!r}",
+                       param="reasoning_effort")
+    kwargs = body.get("chat_template_kwargs")
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise ApiError(400, "chat_template_kwargs must be an object", param="chat_template_kwargs")
+    switch = (kwargs or {}).get("enable_thinking")
+    if switch is not None and not isinstance(switch, bool):
+        raise ApiError(400, "chat_template_kwargs.enable_thinking must be true or false", param="chat_template_kwargs")
+    if effort is not None:
+        return _EFFORTS[effort]
+    return None if switch is None else "on" if switch else "off"
 
 
 FINISH = {FinishReason.STOP: "stop", FinishReason.LENGTH: "length", FinishReason.BLOCKED: "content_filter",
@@ -156,6 +179,7 @@ class OpenAIAnswer:
         self.unrated = False  # a delta came without them (a remote model): the choice says null
         self.offset = 0  # characters streamed so far (a completion's text_offset)
         self.parts: list[str] = []
+        self.thinking: list[str] = []  # Reasoning events' text: message.reasoning_content
         self.usage: Usage | None = None
         self.reason: FinishReason | None = None
         self.error: str | None = None
@@ -164,7 +188,9 @@ class OpenAIAnswer:
         self._frames: dict[bool, tuple[bytes, bytes]] = {}  # delta_chunk's, by include_usage
 
     def take(self, event) -> None:
-        if isinstance(event, Delta):
+        if isinstance(event, Reasoning):
+            self.thinking.append(event.text)
+        elif isinstance(event, Delta):
             self.parts.append(event.text)
             if event.logprobs is None:
                 self.unrated = True
@@ -238,6 +264,8 @@ class OpenAIAnswer:
     def whole(self) -> dict:
         text = "".join(self.parts)
         message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+        if self.thinking:  # the field vLLM, llama.cpp's server and DeepSeek's API use
+            message["reasoning_content"] = "".join(self.thinking)
         if self.calls:
             message["content"] = text or None
             message["tool_calls"] = self.calls
