@@ -42,7 +42,7 @@ IMPORTER_VERSION = 3
 GGUF_FILE = "model.gguf"
 
 # llama.cpp-only tensors that HF models derive from config instead
-_SKIPPED = re.compile(r"^(rope_freqs\.weight|blk\.\d+\.attn_rot_embd\.weight)$")
+_SKIPPED = re.compile(r"^(rope_freqs|rope_factors_long|rope_factors_short|blk\.\d+\.attn_rot_embd)\.weight$")
 _LAYER_RE = re.compile(r"^blk\.(\d+)\.([a-z_]+)\.(weight|bias)$")
 
 
@@ -258,7 +258,8 @@ def _model_config(gguf: GGUFFile, arch: str, family: Family) -> dict[str, Any]:
         raise UnsupportedArchitecture(f"{gguf.label} is a mixture-of-experts {arch} model, which Wren cannot run")
     hidden, heads = need("embedding_length"), need("attention.head_count")
     head_dim = opt("attention.key_length", hidden // heads)
-    if opt("attention.value_length", head_dim) != head_dim or opt("rope.dimension_count", head_dim) != head_dim:
+    if (opt("attention.value_length", head_dim) != head_dim
+            or (opt("rope.dimension_count", head_dim) != head_dim and not family.partial_rotary)):
         raise UnsupportedArchitecture(f"{gguf.label} uses partial RoPE or unequal key/value sizes")
     embed = gguf.tensors.get("token_embd.weight")
     if embed is None:
@@ -299,9 +300,33 @@ def _rope_scaling(gguf: GGUFFile, arch: str, theta: float, head_dim: int) -> dic
         return scaling
     if kind not in (None, "none"):
         raise UnsupportedArchitecture(f"{gguf.label} uses RoPE scaling {kind!r}")
+    if "rope_factors_long.weight" in gguf.tensors:
+        return _longrope_scaling(gguf, arch)
     if "rope_freqs.weight" in gguf.tensors:
         return _llama3_scaling(gguf, theta, head_dim)
     return None
+
+
+def _longrope_scaling(gguf: GGUFFile, arch: str) -> dict[str, Any]:
+    """LongRoPE (phi3): llama.cpp stores its two tables of per-frequency factors as tensors
+    and the scale of the rotated part of q and k as rope.scaling.attn_factor; config.json
+    keeps them as transformers does (with the original length at the top level too: the
+    family's gguf_config writes it)."""
+    meta = gguf.metadata
+    original = meta.get(f"{arch}.rope.scaling.original_context_length")
+    if "rope_factors_short.weight" not in gguf.tensors or not original:
+        raise ModelFileError(f"{gguf.label} has rope_factors_long.weight but not rope_factors_short.weight and "
+                             f"{arch}.rope.scaling.original_context_length, which LongRoPE needs")
+    scaling: dict[str, Any] = {"rope_type": "longrope", "type": "longrope", "original_max_position_embeddings": original}
+    for which in ("long", "short"):
+        factors = np.asarray(gguf.read(f"rope_factors_{which}.weight"), dtype=np.float64).reshape(-1)
+        scaling[f"{which}_factor"] = [_short_float(f) for f in factors]
+    stretch = float(meta.get(f"{arch}.context_length") or original) / original
+    implied = math.sqrt(1 + math.log(stretch) / math.log(original)) if stretch > 1 else 1.0
+    stored = meta.get(f"{arch}.rope.scaling.attn_factor")
+    if stored is not None and not math.isclose(stored, implied, rel_tol=1e-6):
+        scaling["attention_factor"] = _short_float(stored)  # a file's own scale over the implied one
+    return scaling
 
 
 def _llama3_scaling(gguf: GGUFFile, theta: float, head_dim: int) -> dict[str, Any]:

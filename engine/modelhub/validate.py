@@ -131,9 +131,14 @@ class _Checker:
             raise self.bad(f"{arch}.attention.head_count_kv", kv_heads,
                            f"it must divide {arch}.attention.head_count ({heads})")
         head_dim = self.integer("attention.key_length", 1, MAX_HEAD_DIM, default=hidden // heads)
-        if (self.raw("attention.value_length", head_dim) != head_dim
-                or self.raw("rope.dimension_count", head_dim) != head_dim):
+        rope_dims = self.raw("rope.dimension_count", head_dim)
+        if self.raw("attention.value_length", head_dim) != head_dim or (
+                rope_dims != head_dim and not self.family.partial_rotary):
             raise self.unsupported("uses partial RoPE or unequal key/value sizes")
+        if rope_dims != head_dim:  # phi3: RoPE turns the first rope_dims of each head
+            rope_dims = self.integer("rope.dimension_count", 2, head_dim)
+            if rope_dims % 2:
+                raise self.bad(f"{arch}.rope.dimension_count", rope_dims, "it must be even")
         if not 2 <= head_dim <= MAX_HEAD_DIM or head_dim % 2:
             raise self.bad(f"the attention head size ({arch}.attention.key_length, else {arch}.embedding_length "
                            f"{hidden} / {arch}.attention.head_count {heads})", head_dim,
@@ -144,9 +149,10 @@ class _Checker:
         self.real("attention.layer_norm_rms_epsilon", 0.0, 1.0)
         self.real("rope.scaling.factor", 0.0, math.inf)
         self.integer("rope.scaling.original_context_length", 1, MAX_CONTEXT, default=None)
+        self.real("rope.scaling.attn_factor", 0.0, math.inf)
         self.integer("attention.sliding_window", 0, MAX_CONTEXT, default=None)
         return {"layers": layers, "hidden": hidden, "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim,
-                "ffn": ffn}
+                "ffn": ffn, "rope_dims": rope_dims}
 
     def layer_shapes(self, d: dict[str, int]) -> dict[str, tuple[tuple[int, ...], str]]:
         """Each per-layer weight's shape, and the metadata that make it (for the message)."""
@@ -168,6 +174,9 @@ class _Checker:
         }
         if self.family.qk_norm:
             shapes |= {part: ((head_dim,), f"head size {head_dim}") for part in _QK_NORM_PARTS}
+        if self.family.fused_projections:  # phi3: q, k, v in one tensor, and gate, up in ffn_up
+            shapes |= {"attn_qkv": ((q_rows + 2 * kv_rows, hidden), f"{q_size} + 2 x {kv_size}, {embed}"),
+                       "ffn_up": ((2 * ffn, hidden), f"2 x {ffn_size}, {embed}")}
         return shapes
 
     def tensors(self, d: dict[str, int], vocab: int) -> None:
@@ -181,6 +190,8 @@ class _Checker:
             "output_norm.weight": ((hidden,), f"{arch}.embedding_length {hidden}"),
             "rope_freqs.weight": ((d["head_dim"] // 2,), f"half the head size {d['head_dim']}"),
         }
+        half_rope = ((d["rope_dims"] // 2,), f"half of {arch}.rope.dimension_count {d['rope_dims']}")
+        global_shapes |= {"rope_factors_long.weight": half_rope, "rope_factors_short.weight": half_rope}
         present: dict[int, set[str]] = {}
         for info in self.gguf.tensors.values():
             name = info.name

@@ -22,11 +22,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ...errors import UnsupportedArchitecture
-from . import llama, mistral, qwen2, qwen3
+from . import granite, llama, mistral, phi3, qwen2, qwen3, smollm3
 from .family import Family, ToolFormat
 from .formats import HERMES
 
-FAMILIES: tuple[Family, ...] = (llama.FAMILY, mistral.FAMILY, qwen2.FAMILY, qwen3.FAMILY)
+FAMILIES: tuple[Family, ...] = (
+    llama.FAMILY, mistral.FAMILY, qwen2.FAMILY, qwen3.FAMILY, phi3.FAMILY, granite.FAMILY, smollm3.FAMILY,
+)
 DEFAULT_TOOL_FORMAT = HERMES  # Wren's own instructions describe it
 
 

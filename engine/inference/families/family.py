@@ -14,6 +14,10 @@ MetadataReader = Callable[[str, Any], Any]
 Windows = tuple[int | None, ...]
 
 
+def no_model_args(config: Mapping[str, Any], layers: int) -> dict[str, Any]:
+    return {}
+
+
 class ReasoningFormat(enum.Enum):
     """How a model writes its thinking apart from its answer (engine.inference.reasoning
     splits a stream by it)."""
@@ -63,6 +67,13 @@ class Family:
     tool_format_needs: str | None = None
     qkv_bias_only: bool = False  # q/k/v always biased, o_proj never
     qk_norm: bool = False  # RMSNorm over each head of q and k before RoPE
+    # q/k/v and gate/up come as one tensor each (HF qkv_proj, gate_up_proj; GGUF attn_qkv, ffn_up)
+    fused_projections: bool = False
+    # RoPE may turn only the first part of each head (GGUF rope.dimension_count < head size)
+    partial_rotary: bool = False
+    # config.json -> the torch model's quirk fields (engine/inference/models/args.py:
+    # multipliers, partial rotary, layers without RoPE)
+    model_args: Callable[[Mapping[str, Any], int], dict[str, Any]] = no_model_args
     # How its models write their thinking; None: found from the chat template, if at all
     # (engine.inference.reasoning.reasoning_format).
     reasoning: ReasoningFormat | None = None

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from ...errors import ModelFileError, UnsupportedArchitecture
 from .. import families
 
-SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3")
+SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3", "longrope")
 DEFAULT_MAX_CONTEXT = 8192
 
 
@@ -35,6 +35,14 @@ class ModelArgs:
     qk_norm: bool = False  # qwen3: RMSNorm over each head of q and k before RoPE
     # One entry per layer; None is full attention, an int is a sliding window size.
     sliding_windows: tuple[int | None, ...] = ()
+    # The families' quirks (engine/inference/families: each family's model_args sets them).
+    fused_projections: bool = False  # phi3: qkv_proj and gate_up_proj stored as one tensor each
+    partial_rotary_factor: float = 1.0  # phi3: RoPE turns the first part of each head only
+    rope_layers: tuple[bool, ...] = ()  # per layer, False: no RoPE (smollm3); () is all True
+    embedding_multiplier: float = 1.0  # granite, gemma3: the embeddings are scaled by it
+    residual_multiplier: float = 1.0  # granite: scales each block's outputs
+    attention_multiplier: float = 0.0  # granite, gemma3: the attention scale; 0 is 1/sqrt(head_dim)
+    logits_scaling: float = 1.0  # granite: the logits are divided by it
 
     def __post_init__(self) -> None:
         if not self.num_key_value_heads:
@@ -50,6 +58,15 @@ class ModelArgs:
             )
         if len(self.sliding_windows) != self.num_hidden_layers:
             raise UnsupportedArchitecture("layer_types must name every layer")
+        if not self.rope_layers:
+            object.__setattr__(self, "rope_layers", (True,) * self.num_hidden_layers)
+        if len(self.rope_layers) != self.num_hidden_layers:
+            raise UnsupportedArchitecture("no_rope_layers must name every layer")
+        turned = int(self.head_dim * self.partial_rotary_factor)  # attention.rotary_dim
+        if not 0 < turned <= self.head_dim or turned % 2:
+            raise UnsupportedArchitecture(
+                f"partial_rotary_factor {self.partial_rotary_factor} of the head size {self.head_dim} "
+                "is not an even number of rotated dimensions")
 
     @property
     def q_size(self) -> int:
@@ -88,6 +105,9 @@ class ModelArgs:
                 )
             if rope_type == "default":
                 rope_scaling = None
+            elif rope_type == "longrope":  # phi3 keeps the pretraining length at the top level
+                rope_scaling = {"original_max_position_embeddings": config.get(
+                    "original_max_position_embeddings", config.get("max_position_embeddings"))} | dict(rope_scaling)
 
         layers = int(need("num_hidden_layers"))
         attention_bias = bool(config.get("attention_bias", False))
@@ -111,4 +131,7 @@ class ModelArgs:
             mlp_bias=bool(config.get("mlp_bias", False)),
             qk_norm=family.qk_norm,
             sliding_windows=family.sliding_windows(config, layers),
+            fused_projections=family.fused_projections,
+            # the family's quirks
+            **family.model_args(config, layers),
         )

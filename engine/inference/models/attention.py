@@ -41,14 +41,16 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.
 
 # --- RoPE ---------------------------------------------------------------------------------
 
-def rope_inv_freq(args: ModelArgs) -> torch.Tensor:
+def rope_inv_freq(args: ModelArgs, context_length: int = 0) -> torch.Tensor:
     """Each rotated pair's angle per position (float64), with the config's rope scaling."""
-    dim = args.head_dim
+    dim = rotary_dim(args)
     inv = 1.0 / (args.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
     scaling = args.rope_scaling
     if scaling is None:
         return inv
     kind = scaling.get("rope_type", scaling.get("type"))
+    if kind == "longrope":
+        return inv / _longrope_factors(scaling, context_length)
     factor = float(scaling["factor"])
     if kind == "linear":
         return inv / factor
@@ -65,14 +67,42 @@ def rope_inv_freq(args: ModelArgs) -> torch.Tensor:
     return torch.where(medium, smoothed, scaled)
 
 
+def rotary_dim(args: ModelArgs) -> int:
+    """How many of each head's dimensions RoPE turns, the first ones (phi3: not all)."""
+    return int(args.head_dim * args.partial_rotary_factor)
+
+
+def _longrope_factors(scaling, context_length: int) -> torch.Tensor:
+    """LongRoPE (phi3) slows each frequency by its own factor: the long table's for a cache
+    longer than the pretraining length, else the short one's. The choice is made once for
+    the cache, as llama.cpp makes it for its context (transformers makes it per forward pass
+    from the sequence's length, so the two agree on sequences past the pretraining length)."""
+    long = context_length > int(scaling["original_max_position_embeddings"])
+    return torch.tensor(scaling["long_factor" if long else "short_factor"], dtype=torch.float64)
+
+
+def rope_attention_factor(args: ModelArgs) -> float:
+    """LongRoPE's scale of the rotated part of q and k: sqrt(1 + ln(s) / ln(original)) for
+    a context stretched s times past the pretraining length (or the config's own)."""
+    scaling = args.rope_scaling
+    if not scaling or scaling.get("rope_type", scaling.get("type")) != "longrope":
+        return 1.0
+    if scaling.get("attention_factor") is not None:
+        return float(scaling["attention_factor"])
+    original = int(scaling["original_max_position_embeddings"])
+    factor = args.max_position_embeddings / original
+    return 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
+
+
 def rope_tables(args: ModelArgs, context_length: int, device, dtype: torch.dtype
                 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin [positions, 1 (heads), head_dim] for `apply_rope`, computed in float64
+    """cos and sin [positions, 1 (heads), rotary_dim] for `apply_rope`, computed in float64
     and rounded once to `dtype`. The sin table carries rotate-half's minus sign."""
-    freqs = torch.outer(torch.arange(context_length, dtype=torch.float64), rope_inv_freq(args))
+    freqs = torch.outer(torch.arange(context_length, dtype=torch.float64), rope_inv_freq(args, context_length))
     angles = torch.cat((freqs, freqs), dim=-1)[:, None, :]
-    cos = angles.cos().to(device=device, dtype=dtype)
-    sin = angles.sin()
+    scale = rope_attention_factor(args)
+    cos = (angles.cos() * scale).to(device=device, dtype=dtype)
+    sin = angles.sin() * scale
     half = sin.shape[-1] // 2
     sin = torch.cat((-sin[..., :half], sin[..., half:]), dim=-1).to(device=device, dtype=dtype)
     return cos, sin
@@ -232,8 +262,14 @@ class Attention(nn.Module):
     k_slots: torch.Tensor
     v_slots: torch.Tensor
 
-    def __init__(self, args: ModelArgs, window: int | None) -> None:
+    def __init__(self, args: ModelArgs, window: int | None, rope: bool = True) -> None:
         super().__init__()
+        # RoPE turns the first rotary_dim of each head (all of it but in phi3; none in
+        # smollm3's every fourth layer).
+        self.rotary_dim = rotary_dim(args) if rope else 0
+        # attend() scales scores by 1/sqrt(head_dim): a family's own scale (granite's
+        # attention_multiplier) reaches it through q.
+        self.q_scale = args.attention_multiplier * args.head_dim**0.5 if args.attention_multiplier else 1.0
         self.n_heads = args.num_attention_heads
         self.n_kv = args.num_key_value_heads
         self.head_dim = args.head_dim
@@ -267,9 +303,14 @@ class Attention(nn.Module):
         qk = qkv[..., :split].view(batch, length, self.n_heads + self.n_kv, self.head_dim)
         if self.qk_norm is not None:
             qk = rms_norm(qk, None, self.eps) * self.qk_norm
-        qk = apply_rope(qk, cos, sin)
+        if self.rotary_dim == self.head_dim:
+            qk = apply_rope(qk, cos, sin)
+        elif self.rotary_dim:
+            turned = self.rotary_dim
+            qk = torch.cat((apply_rope(qk[..., :turned], cos, sin), qk[..., turned:]), dim=-1)
         v = qkv[..., split:].view(batch, length, self.n_kv, self.head_dim)
-        return qk[:, :, : self.n_heads], qk[:, :, self.n_heads :], v
+        q = qk[:, :, : self.n_heads]
+        return q if self.q_scale == 1.0 else q * self.q_scale, qk[:, :, self.n_heads :], v
 
     def output(self, out: torch.Tensor) -> torch.Tensor:
         """The output projection of attend's result [B, L, heads, head_dim]."""

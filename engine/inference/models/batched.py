@@ -36,7 +36,7 @@ def decode_batch(model: Transformer, tokens: Sequence[int], positions: Sequence[
     sin = model._sin[pos][:, None]
     span = int(pos.max()) + 1
     key_pos = torch.arange(span, device=device)[None, :]
-    h = model.tok_embeddings(ids)
+    h = model.embed(ids)
     block = model.batch_block or batch_block
     h = model.stages.run(model.layers, h, (cos, sin, pos, slot_ids, rows, key_pos), block)
     return model.head(h[:, -1])
@@ -47,5 +47,9 @@ def batch_block(layer, h, cos, sin, pos, slot_ids, rows, key_pos) -> torch.Tenso
     slot_ids [B], read through `rows` (a slice of consecutive slots, or slot_ids),
     attending over key positions key_pos [1, span] (attention.Attention.forward_rows)."""
     x = layer.attention_norm(h)
-    h = h + layer.attention.forward_rows(x, cos, sin, pos, slot_ids, rows, key_pos)
+    out = layer.attention.forward_rows(x, cos, sin, pos, slot_ids, rows, key_pos)
+    if layer.residual != 1.0:  # granite
+        h = h + out * layer.residual
+        return h + layer.feed_forward(layer.ffn_norm(h)) * layer.residual
+    h = h + out
     return h + layer.feed_forward(layer.ffn_norm(h))

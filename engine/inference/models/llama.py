@@ -48,15 +48,19 @@ class FeedForward(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, args: ModelArgs, window: int | None) -> None:
+    def __init__(self, args: ModelArgs, window: int | None, rope: bool = True) -> None:
         super().__init__()
-        self.attention = Attention(args, window)
+        self.attention = Attention(args, window, rope)
+        self.residual = args.residual_multiplier  # granite scales what each half adds
         self.feed_forward = FeedForward(args)
         self.attention_norm = RMSNorm(args.hidden_size, args.rms_norm_eps)
         self.ffn_norm = RMSNorm(args.hidden_size, args.rms_norm_eps)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start: int,
                 slot: int = 0) -> torch.Tensor:
+        if self.residual != 1.0:
+            h = x + self.attention(self.attention_norm(x), cos, sin, start, slot) * self.residual
+            return h + self.feed_forward(self.ffn_norm(h)) * self.residual
         h = x + self.attention(self.attention_norm(x), cos, sin, start, slot)
         return h + self.feed_forward(self.ffn_norm(h))
 
@@ -87,7 +91,7 @@ class Transformer(nn.Module):
         # init, whose meta path imports torch._dynamo (~1.5 s of CPU at every start).
         self.tok_embeddings = nn.Embedding(args.vocab_size, args.hidden_size,
                                            _weight=torch.empty(args.vocab_size, args.hidden_size))
-        self.layers = nn.ModuleList(Block(args, w) for w in args.sliding_windows)
+        self.layers = nn.ModuleList(Block(args, w, r) for w, r in zip(args.sliding_windows, args.rope_layers))
         self.norm = RMSNorm(args.hidden_size, args.rms_norm_eps)
         self.output = nn.Linear(args.hidden_size, args.vocab_size, bias=False)
         self.context_length = 0
@@ -148,7 +152,7 @@ class Transformer(nn.Module):
             )
         cos = self._cos[start : start + length]
         sin = self._sin[start : start + length]
-        h = self.tok_embeddings(ids)
+        h = self.embed(ids)
         if block is None:
             h = self.stages.run(self.layers, h, (cos, sin, start, slot), _call_layer)
         else:
@@ -159,6 +163,11 @@ class Transformer(nn.Module):
         """Logits for the last layer's hidden states (moved to the head's device and dtype)."""
         weight = self.norm.weight
         return self.output(self.norm(h.to(weight.device, weight.dtype)))
+
+    def embed(self, ids: torch.Tensor) -> torch.Tensor:
+        """The hidden states the first layer takes for ids (granite scales them)."""
+        h = self.tok_embeddings(ids)
+        return h if self.args.embedding_multiplier == 1.0 else h * self.args.embedding_multiplier
 
     def prefill(self, ids: list[int] | torch.Tensor, start: int, slot: int = 0) -> torch.Tensor:
         ids = torch.as_tensor(ids, dtype=torch.long, device=self._token.device).view(1, -1)
@@ -227,7 +236,13 @@ def build_model(
             model.tok_embeddings = QuantEmbedding(embeddings, dtype)
         else:
             model.tok_embeddings.load_state_dict({"weight": embeddings}, assign=True)
-        model.norm.load_state_dict({"weight": get("model.norm.weight")}, assign=True)
+        norm = get("model.norm.weight")
+        # Dividing the logits (granite) is dividing the final norm's weight: no step at run time.
+        if args.logits_scaling != 1.0:
+            if isinstance(norm, QTensor):
+                raise ValueError("the final norm weight must be dense, not quantized blocks")
+            norm = norm / args.logits_scaling
+        model.norm.load_state_dict({"weight": norm}, assign=True)
         head = embeddings if tied else get("lm_head.weight")
         if isinstance(head, QTensor):
             # A tied head shares the embedding's bytes. Its logits pick the next token, where
@@ -281,9 +296,12 @@ def _layer_state(args: ModelArgs, get: Callable[[str], torch.Tensor | QTensor], 
     sd: dict = {
         "attention_norm.weight": get(hf + "input_layernorm.weight"),
         "ffn_norm.weight": get(hf + "post_attention_layernorm.weight"),
-        "attention.wqkv.weight": _fuse([get(f"{attn}{x}_proj.weight") for x in "qkv"]),
+        # phi3 stores them fused already, in the same order (q, k, v; gate, up)
+        "attention.wqkv.weight": get(attn + "qkv_proj.weight") if args.fused_projections
+        else _fuse([get(f"{attn}{x}_proj.weight") for x in "qkv"]),
         "attention.wo.weight": get(attn + "o_proj.weight"),
-        "feed_forward.w13.weight": _fuse([get(mlp + "gate_proj.weight"), get(mlp + "up_proj.weight")]),
+        "feed_forward.w13.weight": get(mlp + "gate_up_proj.weight") if args.fused_projections
+        else _fuse([get(mlp + "gate_proj.weight"), get(mlp + "up_proj.weight")]),
         "feed_forward.w2.weight": get(mlp + "down_proj.weight"),
     }
     if args.qkv_bias:

@@ -1,0 +1,155 @@
+"""phi3, granite and smollm3 end to end, from files Wren's tests did not make: tiny random
+Hugging Face models (transformers' own classes) converted by llama.cpp's convert_hf_to_gguf.py
+(tests/data/families/make_tiny.py made both; each folder holds the family's real chat
+template, from llama.cpp's models/templates/).
+
+- The GGUF, imported as `wren models import` imports it, answers greedily with transformers'
+  tokens on the same rendered prompt, its logits within FP32_TOL of transformers' at every
+  step (float32 weights and activations on both sides).
+- The HF folder itself (safetensors) runs the same on Wren's torch model.
+- MLX (mlx-lm's class of the family) gives torch's logits within FP32_TOL.
+- The real template renders in Wren's sandbox, and the token that closes its assistant turn
+  is one Wren stops on.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from wren.engine.modelhub import ModelRegistry
+from wren.engine.tokenize import Tokenizer
+
+torch = pytest.importorskip("torch")
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "families"
+FAMILIES = ("phi3", "granite", "smollm3")
+# float32 on both sides; measured: at most ~2e-6 on logits with std 0.7-7.
+FP32_TOL = 1e-4
+STEPS = 12
+MESSAGES = [
+    {"role": "system", "content": "You are a small brown bird with a loud voice."},
+    {"role": "user", "content": "What is the capital of France? Please write a short poem about the sea."},
+]
+# The token each family's template closes an assistant turn with.
+END_OF_TURN = {"phi3": "<|end|>", "granite": "<|end_of_text|>", "smollm3": "<|im_end|>"}
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory) -> dict[str, Path]:
+    registry = ModelRegistry(tmp_path_factory.mktemp("families"))
+    return {family: registry.import_gguf(DATA / family / "model.gguf", family).path for family in FAMILIES}
+
+
+def _transformers_greedy(hf_dir: Path, ids: list[int], steps: int) -> tuple[list[int], list[np.ndarray]]:
+    transformers = pytest.importorskip("transformers")
+    transformers.logging.set_verbosity_error()
+    model = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32,
+                                                              attn_implementation="eager").eval()
+    ids, logits = list(ids), []
+    with torch.no_grad():
+        for _ in range(steps):  # whole sequence each step: transformers' own path, no cache
+            row = model(torch.tensor([ids])).logits[0, -1].numpy()
+            logits.append(row)
+            ids.append(int(row.argmax()))
+    return ids[-steps:], logits
+
+
+def _wren_greedy(model, ids: list[int], steps: int) -> tuple[list[int], list[np.ndarray]]:
+    logits = [model.prefill(ids, 0)]
+    out = [int(logits[0].argmax())]
+    for i in range(steps - 1):
+        logits.append(model.decode(out[-1], len(ids) + i))
+        out.append(int(logits[-1].argmax()))
+    return out, logits
+
+
+def _prompt(folder: Path) -> list[int]:
+    return Tokenizer.from_dir(folder).encode_chat(MESSAGES)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_imported_gguf_answers_as_transformers_does(family, imported):
+    from wren.engine.inference.backends.torch import TorchBackend
+
+    folder = imported[family]
+    assert json.loads((folder / "config.json").read_text())["model_type"] == family
+    ids = _prompt(folder)
+    transformers = pytest.importorskip("transformers")
+    hf_tok = transformers.AutoTokenizer.from_pretrained(DATA / family / "hf")
+    rendered = hf_tok.apply_chat_template(MESSAGES, add_generation_prompt=True, tokenize=False)
+    assert Tokenizer.from_dir(folder).render_chat(MESSAGES) == rendered
+    assert ids == hf_tok(rendered, add_special_tokens=False)["input_ids"]
+    if family == "phi3":
+        assert len(ids) > 32  # past the pretraining length: transformers takes the long factors too
+
+    want_tokens, want = _transformers_greedy(DATA / family / "hf", ids, STEPS)
+    model = TorchBackend("cpu").load(folder, dtype="float32", compile=False)
+    got_tokens, got = _wren_greedy(model, ids, STEPS)
+    assert got_tokens == want_tokens
+    for a, b in zip(got, want, strict=True):
+        assert np.abs(a - b).max() < FP32_TOL, np.abs(a - b).max()
+        assert b.std() > 0.5  # the fixture's logits are not flat
+    assert len(set(want_tokens)) > 2  # nor its answer one token repeated
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_hf_folder_runs_on_the_torch_model(family):
+    from wren.engine.inference.backends.torch import TorchBackend
+
+    hf_dir = DATA / family / "hf"
+    ids = list(range(3, 43))
+    want_tokens, want = _transformers_greedy(hf_dir, ids, 4)
+    got_tokens, got = _wren_greedy(TorchBackend("cpu").load(hf_dir, dtype="float32", compile=False), ids, 4)
+    assert got_tokens == want_tokens
+    assert max(np.abs(a - b).max() for a, b in zip(got, want, strict=True)) < FP32_TOL
+
+
+def test_phi3_short_factors_within_the_pretraining_length():
+    """A cache no longer than the pretraining length (32 here) turns by the short factors, as
+    transformers does for a sequence that short; the long ones would give other logits."""
+    from wren.engine.inference.backends.torch import TorchBackend
+
+    hf_dir = DATA / "phi3" / "hf"
+    ids = list(range(3, 23))
+    want_tokens, want = _transformers_greedy(hf_dir, ids, 3)
+    short = TorchBackend("cpu").load(hf_dir, dtype="float32", compile=False, context_length=32)
+    got_tokens, got = _wren_greedy(short, ids, 3)
+    assert got_tokens == want_tokens
+    assert max(np.abs(a - b).max() for a, b in zip(got, want, strict=True)) < FP32_TOL
+    long = TorchBackend("cpu").load(hf_dir, dtype="float32", compile=False, context_length=64)
+    assert np.abs(long.prefill(ids, 0) - want[0]).max() > 100 * FP32_TOL
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_mlx_matches_torch(family, imported):
+    from wren.engine.inference.backends.mlx import MLXBackend
+    from wren.engine.inference.backends.torch import TorchBackend
+
+    if not MLXBackend().available():
+        pytest.skip("mlx is not installed")
+    folder = imported[family]
+    ids = _prompt(folder)
+    t = TorchBackend("cpu").load(folder, dtype="float32", compile=False)
+    m = MLXBackend().load(folder, dtype="float32")
+    t_tokens, t_logits = _wren_greedy(t, ids, 6)
+    m_tokens, m_logits = _wren_greedy(m, ids, 6)
+    assert t_tokens == m_tokens
+    assert max(np.abs(a - b).max() for a, b in zip(t_logits, m_logits, strict=True)) < FP32_TOL
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_real_template_renders_and_its_turn_end_stops_the_answer(family, imported):
+    tok = Tokenizer.from_dir(imported[family])
+    template = (DATA / family / "chat_template.jinja").read_text(encoding="utf-8")
+    assert tok.chat_template == template  # the converter carried it into the GGUF unchanged
+    chat = [*MESSAGES, {"role": "assistant", "content": "Paris, by the sea."}]
+    rendered = tok.render_chat(chat, add_generation_prompt=False)
+    end = END_OF_TURN[family]
+    assert "Paris, by the sea." + end in rendered
+    assert tok._id(end) in tok.eos_ids  # the answer's end is a stop token
+    prompt = tok.render_chat(MESSAGES)
+    assert prompt.count(end) == rendered.count(end) - 1  # the open turn is not closed
