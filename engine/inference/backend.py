@@ -63,6 +63,7 @@ class ChatChunk:
     finish_reason: str | None = None  # "stop", "length", ... as the server said
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    reasoning: str = ""  # the model's thinking, where the server sends it apart (reasoning_content)
 
 
 @runtime_checkable

@@ -378,22 +378,54 @@ def _chunk(payload: str, where: str) -> ChatChunk | None:
         raise RemoteProtocolError(f"{where} sent a stream chunk that is not a JSON object")
     if "error" in body:
         raise RemoteError(f"{where} reported an error mid-stream: {_error_message(json.dumps(body))}")
-    text, finish = "", None
+    text, finish, thought = "", None, ""
     choices = body.get("choices") or []
     if choices and isinstance(choices[0], dict):
         delta = choices[0].get("delta") or {}
         content = delta.get("content") if isinstance(delta, dict) else None
         if isinstance(content, str):
             text = content
+        thought = _reasoning_of(delta)
         finish = choices[0].get("finish_reason")
     usage = body.get("usage")
     if not isinstance(usage, dict):
         usage = {}
     prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    if not text and finish is None and prompt is None and completion is None:
+    if not text and not thought and finish is None and prompt is None and completion is None:
         return None  # the role-only first chunk, and the like
     return ChatChunk(text, finish, prompt if isinstance(prompt, int) else None,
-                     completion if isinstance(completion, int) else None)
+                     completion if isinstance(completion, int) else None, thought)
+
+
+def _reasoning_of(delta: Any) -> str:
+    """A delta's thinking: reasoning_content (vLLM, llama.cpp's server, DeepSeek), or
+    reasoning (OpenRouter, Ollama's OpenAI endpoint)."""
+    if not isinstance(delta, dict):
+        return ""
+    for key in ("reasoning_content", "reasoning"):
+        value = delta.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+class ThinkingTags:
+    """A server's thinking as the `<think>…</think>` text the turn's reasoning step splits
+    off (engine/turn/thinking.py reads a remote model's stream as <think> tags): the tag
+    opens before the first thinking and closes before the answer's first text."""
+
+    def __init__(self) -> None:
+        self.open = False
+
+    def text(self, chunk: ChatChunk) -> str:
+        out = ""
+        if chunk.reasoning:
+            out += ("" if self.open else "<think>") + chunk.reasoning
+            self.open = True
+        if chunk.text and self.open:
+            out += "</think>"
+            self.open = False
+        return out + chunk.text
 
 
 def context_from_info(info: dict) -> int | None:
@@ -565,15 +597,17 @@ class RemoteWorker:
         error: str | None = None
         messages = self._outgoing(request.messages)
         self.sent_messages += 1
+        tags = ThinkingTags()
 
         async def consume() -> None:
             nonlocal first_at, server_usage, reason
             async for chunk in model.chat_stream(messages, request.params, request_id=str(uuid.uuid4())):
-                if chunk.text:
+                text = tags.text(chunk)
+                if text:
                     if first_at is None:
                         first_at = time.perf_counter()
-                    parts.append(chunk.text)
-                    sink(Delta(chunk.text))
+                    parts.append(text)
+                    sink(Delta(text))
                 if chunk.finish_reason == "length":
                     reason = FinishReason.LENGTH
                 if chunk.prompt_tokens is not None or chunk.completion_tokens is not None:

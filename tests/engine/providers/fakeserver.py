@@ -9,6 +9,8 @@ Each POST /v1/chat/completions takes the next scripted behaviour (then `default`
   ("malformed", text)               200, one good chunk, then a chunk that is not JSON
   ("hang",)                         read the request and never answer
   ("no-usage", text)                stream without a usage chunk
+  ("reasoning", thinking, text, key) stream `thinking` word by word in delta[key] (e.g.
+                                    "reasoning_content"), then `text` as "ok" does
 GET /v1/models lists `models` (with max_model_len). Every request is recorded.
 """
 
@@ -131,10 +133,13 @@ class FakeServer:
             await asyncio.sleep(3600)
             return False
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
-        text = behaviour[1]
+        text = behaviour[2] if kind == "reasoning" else behaviour[1]
         words = [w + " " for w in text.split(" ")]
         words[-1] = words[-1][:-1]
         events = [{"choices": [{"index": 0, "delta": {"role": "assistant"}}]}]
+        if kind == "reasoning":
+            events += [{"choices": [{"index": 0, "delta": {behaviour[3]: w + " "}, "finish_reason": None}]}
+                       for w in behaviour[1].split(" ")]
         events += [{"choices": [{"index": 0, "delta": {"content": w}, "finish_reason": None}]} for w in words]
         events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
         if kind != "no-usage":

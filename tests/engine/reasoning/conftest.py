@@ -49,3 +49,13 @@ def thinking_engine(wren_home: Path, tmp_path: Path) -> Callable:
         return engine
 
     return factory
+
+
+@pytest.fixture
+def server_keys(tmp_path: Path):
+    """The server's key store, as tests/engine/server/conftest.py makes it: a real keyring
+    backend (keyrings.alt's encrypted file) outside the data folder."""
+    from wren.engine.server.keys import open_keys
+
+    return open_keys(key_file=tmp_path / "keyring" / "wren-server-key.cfg", use_key_file=True,
+                     environ={"WREN_KEYRING_PASSPHRASE": "a passphrase for tests"})

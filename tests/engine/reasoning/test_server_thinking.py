@@ -12,8 +12,6 @@ import contextlib
 import httpx
 import openai
 
-from tests.engine.server.conftest import server_keys  # noqa: F401  (a fixture)
-
 from .conftest import GPT_OSS, QWEN3
 
 REPLY = "<think>\nThe user wants a capital.\n</think>\n\nParis."
