@@ -5,7 +5,8 @@ type and its logical shape. `QuantLinear` multiplies by one or more of them with
 widening the weight in memory: through Wren's kernels where they are built (8-bit rounded
 activations and integer dot products for decoding, `kernels.qlinear`; float32 activations
 for the output head, `kernels.qlinear_exact`), else by dequantizing exactly
-(`ggml.dequantize`) a slice of rows at a time.
+(`ggml.dequantize`) a slice of rows at a time. Weights on a CUDA device are multiplied in their
+blocks by Triton kernels (triton_gguf.py) where triton is installed and the types are theirs.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import ModuleType
 
 import torch
 import torch.nn.functional as F
@@ -41,6 +43,23 @@ def exact_activations() -> Iterator[None]:
     finally:
         _exact.on = before
 _FALLBACK_ROWS = 1024  # rows dequantized at a time without the kernels (bounds the temporaries)
+
+# Tests: weights on the CPU take the GPU kernels' path too, run by Triton's interpreter (where
+# triton_gguf was imported with TRITON_INTERPRET=1). Off, CPU weights go through Wren's CPU kernels.
+TRITON_ON_CPU = False
+_triton: ModuleType | None = None
+
+
+def _gpu_kernels(raw: torch.Tensor) -> ModuleType | None:
+    """triton_gguf where its kernels take weights on raw's device (CUDA with triton), else None."""
+    global _triton
+    if raw.device.type == "cpu" and not TRITON_ON_CPU:
+        return None
+    if _triton is None:
+        from . import triton_gguf  # imports triton: only where a weight is off the CPU
+
+        _triton = triton_gguf
+    return _triton if _triton.runs_on(raw.device) else None
 
 
 @dataclass(frozen=True)
@@ -86,6 +105,9 @@ class QTensor:
 def dequantize(raw: torch.Tensor, qtype: int, cols: int) -> torch.Tensor:
     if qtype == F32:
         return raw.view(torch.float32).reshape(raw.shape[0], cols).clone()
+    gpu = _gpu_kernels(raw)
+    if gpu is not None and gpu.supports(qtype):
+        return gpu.dequantize(raw.contiguous(), qtype, cols)
     if raw.device.type == "cpu" and kernels.available():
         return kernels.dequantize(raw, qtype, cols)
     return ggml.dequantize(raw, qtype, cols)
@@ -116,7 +138,8 @@ class QuantLinear(nn.Module):
         if len(widths) != 1:
             raise ValueError(f"fused weights must share their input width, got {sorted(widths)}")
         if not exact:  # decoding reads Q4_0/Q4_1/Q4_K eight rows per pass where the kernels can (csrc/repack.cpp)
-            merged = [QTensor(*kernels.interleaved(p.raw, p.qtype, p.shape[1]), p.shape) for p in merged]
+            merged = [p if _gpu_kernels(p.raw) is not None else QTensor(*kernels.interleaved(p.raw, p.qtype, p.shape[1]),
+                                                                         p.shape) for p in merged]
         self.in_features = widths.pop()
         self.qtypes = tuple(p.qtype for p in merged)
         self.part_rows = tuple(p.shape[0] for p in merged)
@@ -140,12 +163,35 @@ class QuantLinear(nn.Module):
     def weight_bytes(self) -> int:
         return sum(getattr(self, f"raw{i}").numel() for i in range(len(self.qtypes)))
 
+    def _apply(self, fn, recurse=True):  # type: ignore[no-untyped-def]  # nn.Module's, as .to()/.cuda() call it
+        super()._apply(fn, recurse)
+        self._relayout()
+        return self
+
+    def _relayout(self) -> None:
+        """After a move: the file's row layout off the CPU (the GPU kernels read it), the CPU
+        kernels' interleaved one on it (as __init__ chose). Every value stays the same."""
+        qtypes = list(self.qtypes)
+        for i, qtype in enumerate(qtypes):
+            raw = getattr(self, f"raw{i}")
+            if qtype in ggml.INTERLEAVED and (raw.device.type != "cpu" or _gpu_kernels(raw) is not None):
+                raw, qtypes[i] = ggml.unpack_interleaved(raw, qtype)
+            elif qtype not in ggml.INTERLEAVED and not self.exact and _gpu_kernels(raw) is None:
+                raw, qtypes[i] = kernels.interleaved(raw, qtype, self.in_features)
+            setattr(self, f"raw{i}", raw)
+        self.qtypes = tuple(qtypes)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raws = [getattr(self, f"raw{i}") for i in range(len(self.qtypes))]
+        gpu = _gpu_kernels(raws[0])
+        if gpu is not None and all(gpu.supports(q) for q in self.qtypes):
+            # in x's dtype, products summed in float32; the bias added in the kernels
+            y = gpu.linear_parts(x.reshape(-1, self.in_features), raws, self.qtypes, self.part_rows, self.bias)
+            return y.view(*x.shape[:-1], self.out_features).to(x.dtype)
         rows = x.reshape(-1, self.in_features)
         if rows.dtype != torch.float32:
             rows = rows.float()
         rows = rows.contiguous()
-        raws = [getattr(self, f"raw{i}") for i in range(len(self.qtypes))]
         if raws[0].device.type == "cpu" and kernels.available():
             # Every part in one call: x quantized once per activation format, one parallel
             # pass over all the rows, no concatenation.

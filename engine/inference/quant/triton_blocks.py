@@ -1,0 +1,253 @@
+"""Triton kernels over GGUF blocks: one exact dequantization, a fused dequantize + matrix-vector
+product for a few rows of activations, and a dequantize-a-tile + tl.dot GEMM for many.
+
+Imported only where triton is (triton_gguf.py is the entry point and says why Triton). Every
+kernel sees a weight as GGUF stores it, `uint8 [N, row_bytes]`, one row per output, and works on
+*groups*: the runs of GS values that share one scale (32 values; Q6_K's 16). `_group` reads a
+tile of groups for a tile of rows and returns their integer values (zero point subtracted),
+scales and offsets, so value = q * s (+ or - o) in float32: the operations, and their order,
+of ggml.dequantize (d * sc is one float32 product, then * q, then the offset). The dequantize
+kernel is launched without floating-point contraction so no multiply-add is fused.
+
+Triton's compiler needs power-of-two tl.arange sizes and constexpr shapes; branches on the
+type are constexpr, resolved at compile time (one kernel per type).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+# GGUF type ids (gguf.constants.GGMLQuantizationType), as constexpr values for the kernels.
+Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K = 2, 3, 6, 7, 8, 12, 13, 14
+
+
+@triton.jit
+def _byte(raw, at, mask):
+    return tl.load(raw + at, mask=mask, other=0).to(tl.int32)
+
+
+@triton.jit
+def _half(raw, at, mask):
+    """The little-endian fp16 at byte `at`, widened to float32 (exact)."""
+    lo = tl.load(raw + at, mask=mask, other=0).to(tl.uint16)
+    hi = tl.load(raw + at + 1, mask=mask, other=0).to(tl.uint16)
+    return (lo | (hi << 8)).to(tl.float16, bitcast=True).to(tl.float32)
+
+
+@triton.jit
+def _nibble(raw, at, j, mask):
+    """Values 0-15 of a 32-value block whose byte j % 16 holds value j (low nibble) and
+    value j + 16 (high nibble): Q4_0, Q4_1, Q5_0, Q5_1."""
+    return (_byte(raw, at + (j % 16), mask) >> ((j // 16) * 4)) & 15
+
+
+@triton.jit
+def _high_bit(raw, at, j, mask):
+    """16 times bit j of the little-endian 32-bit word at `at` (Q5_0/Q5_1's qh)."""
+    return ((_byte(raw, at + j // 8, mask) >> (j % 8)) & 1) << 4
+
+
+@triton.jit
+def _k_scale_min(raw, blk, sub, mask):
+    """Q4_K/Q5_K's 6-bit scale and minimum of sub-block `sub` (0-7) from the 12 bytes at blk + 4:
+    bytes 0-3 scales 0-3, bytes 4-7 minimums 0-3 (low 6 bits each); bytes 8-11 the low 4 bits of
+    scales 4-7 (low nibble) and minimums 4-7 (high nibble), their top 2 bits the top bits of
+    bytes 0-3 and 4-7."""
+    p = _byte(raw, blk + 4 + sub % 4, mask)
+    q = _byte(raw, blk + 8 + sub % 4, mask)
+    r = _byte(raw, blk + 8 + sub, mask)  # bytes 8-11 for sub-blocks 4-7
+    low = sub < 4
+    sc = tl.where(low, p & 63, (r & 15) | ((p >> 6) << 4))
+    mn = tl.where(low, q & 63, (r >> 4) | ((q >> 6) << 4))
+    return sc.to(tl.float32), mn.to(tl.float32)
+
+
+@triton.jit
+def _group(raw, gg, j, mask, QTYPE: tl.constexpr):
+    """A tile of groups: `raw` [BN, 1, 1] pointers to each weight row's first byte, `gg` [1, G, 1] the
+    groups' indices within the row, `j` [1, 1, GS] the values' places in their group, `mask`
+    [BN, G, 1] the groups that exist. Returns q int32 [BN, G, GS] (the type's zero point taken
+    off), s and o float32 [BN, G, 1]: value = q * s, then + o (Q4_1, Q5_1) or - o (Q4_K, Q5_K)."""
+    if QTYPE == 2:  # Q4_0: d, 16 bytes of nibbles; d * (q - 8)
+        blk = gg * 18
+        s = _half(raw, blk, mask)
+        o = s
+        q = _nibble(raw, blk + 2, j, mask) - 8
+    elif QTYPE == 3:  # Q4_1: d, m, 16 bytes; d * q + m
+        blk = gg * 20
+        s = _half(raw, blk, mask)
+        o = _half(raw, blk + 2, mask)
+        q = _nibble(raw, blk + 4, j, mask)
+    elif QTYPE == 6:  # Q5_0: d, qh (4 bytes), 16 bytes; d * (q - 16)
+        blk = gg * 22
+        s = _half(raw, blk, mask)
+        o = s
+        q = (_nibble(raw, blk + 6, j, mask) | _high_bit(raw, blk + 2, j, mask)) - 16
+    elif QTYPE == 7:  # Q5_1: d, m, qh, 16 bytes; d * q + m
+        blk = gg * 24
+        s = _half(raw, blk, mask)
+        o = _half(raw, blk + 2, mask)
+        q = _nibble(raw, blk + 8, j, mask) | _high_bit(raw, blk + 4, j, mask)
+    elif QTYPE == 8:  # Q8_0: d, 32 int8; d * q
+        blk = gg * 34
+        s = _half(raw, blk, mask)
+        o = s
+        q = tl.load(raw + blk + 2 + j, mask=mask, other=0).to(tl.int8, bitcast=True).to(tl.int32)
+    elif QTYPE == 12:  # Q4_K: d, dmin, 12 bytes of scales, 128 bytes; (d * sc) * q - dmin * m
+        blk = (gg // 8) * 144
+        sub = gg % 8
+        sc, mn = _k_scale_min(raw, blk, sub, mask)
+        s = _half(raw, blk, mask) * sc
+        o = _half(raw, blk + 2, mask) * mn
+        q = (_byte(raw, blk + 16 + (sub // 2) * 32 + j, mask) >> ((sub % 2) * 4)) & 15
+    elif QTYPE == 13:  # Q5_K: as Q4_K, with qh (32 bytes: bit i of qh[j], value j of sub-block i)
+        blk = (gg // 8) * 176
+        sub = gg % 8
+        sc, mn = _k_scale_min(raw, blk, sub, mask)
+        s = _half(raw, blk, mask) * sc
+        o = _half(raw, blk + 2, mask) * mn
+        q = (_byte(raw, blk + 48 + (sub // 2) * 32 + j, mask) >> ((sub % 2) * 4)) & 15
+        q = q | (((_byte(raw, blk + 16 + j, mask) >> sub) & 1) << 4)
+    else:  # Q6_K (16-value groups): ql 128 bytes, qh 64, 16 int8 scales, d; (d * sc) * (q - 32)
+        blk = (gg // 16) * 210
+        sub = gg % 16
+        v = sub * 16 + j  # the value's place in its super-block
+        half = v // 128
+        r = v % 128
+        low = (_byte(raw, blk + half * 64 + r % 64, mask) >> ((r // 64) * 4)) & 15
+        high = (_byte(raw, blk + 128 + half * 32 + r % 32, mask) >> ((r // 32) * 2)) & 3
+        sc = tl.load(raw + blk + 192 + sub, mask=mask, other=0).to(tl.int8, bitcast=True).to(tl.float32)
+        s = _half(raw, blk + 208, mask) * sc
+        o = s
+        q = (low | (high << 4)) - 32
+    return q, s, o
+
+
+@triton.jit
+def _values(raw, gg, j, mask, QTYPE: tl.constexpr, OFFSET: tl.constexpr):
+    """The tile's float32 values [BN, G, GS], as ggml.dequantize computes them."""
+    q, s, o = _group(raw, gg, j, mask, QTYPE)
+    w = q.to(tl.float32) * s
+    if OFFSET == 1:
+        w = w + o
+    elif OFFSET == -1:
+        w = w - o
+    return w
+
+
+@triton.jit
+def dequantize_kernel(raw, out, N, groups, row_bytes, out_stride,
+                      QTYPE: tl.constexpr, GS: tl.constexpr, OFFSET: tl.constexpr,
+                      BN: tl.constexpr, G: tl.constexpr, BF16: tl.constexpr):
+    """out[n, :] = the values of weight row n; a program does BN rows by G groups. BF16: out is
+    bfloat16, rounded to nearest even in integers (Triton's interpreter truncates in .to())."""
+    rows = tl.program_id(0) * BN + tl.arange(0, BN)
+    gg = tl.program_id(1) * G + tl.arange(0, G)
+    j = tl.arange(0, GS)
+    r3 = rows[:, None, None]
+    g3 = gg[None, :, None]
+    mask = (r3 < N) & (g3 < groups)
+    w = _values(raw + r3.to(tl.int64) * row_bytes, g3, j[None, None, :], mask, QTYPE, OFFSET)
+    cols = g3 * GS + j[None, None, :]
+    if BF16:
+        bits = w.to(tl.uint32, bitcast=True)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+        tl.store(out.to(tl.pointer_type(tl.uint16)) + r3.to(tl.int64) * out_stride + cols, bits.to(tl.uint16), mask=mask)
+    else:
+        tl.store(out + r3.to(tl.int64) * out_stride + cols, w.to(out.dtype.element_ty), mask=mask)
+
+
+@triton.jit(do_not_specialize=["N", "groups_per_split"])  # fewer compiles: these vary by shape
+def matvec_kernel(x, raw, y, bias, N, K, groups_per_split, row_bytes, x_stride, y_stride,
+                  QTYPE: tl.constexpr, GS: tl.constexpr, OFFSET: tl.constexpr, M: tl.constexpr,
+                  MP: tl.constexpr, BN: tl.constexpr, G: tl.constexpr, ATOMIC: tl.constexpr,
+                  HAS_BIAS: tl.constexpr):
+    """y[m, n] (+)= x[m, :] . W[n, :] for the M (a few) rows of x: a program reads BN weight rows
+    over its share of K (split-K: program_id(1); with ATOMIC the shares are added into a zeroed
+    float32 y). Each weight byte is read by one program; the M rows reuse the unpacked values.
+
+    Per group: sum_j (q s + o) x_j = s * sum_j q x_j + o * sum_j x_j, so a value costs one
+    conversion and one multiply-add per row of x; the scales are applied once per group."""
+    rows = tl.program_id(0) * BN + tl.arange(0, BN)
+    split = tl.program_id(1)
+    groups = K // GS
+    start = split * groups_per_split
+    stop = tl.minimum(start + groups_per_split, groups)
+    j = tl.arange(0, GS)[None, None, :]
+    r3 = rows[:, None, None]
+    base = raw + r3.to(tl.int64) * row_bytes
+    ms = tl.arange(0, MP)[None, :]
+    acc = tl.zeros((BN, MP), dtype=tl.float32)
+    for g0 in range(start, stop, G):
+        g1 = g0 + tl.arange(0, G)
+        gmask = g1 < stop
+        mask = (r3 < N) & gmask[None, :, None]
+        q, s, o = _group(base, g1[None, :, None], j, mask, QTYPE)
+        qf = q.to(tl.float32)
+        cols = g1[:, None] * GS + tl.arange(0, GS)[None, :]  # [G, GS]
+        for m in tl.static_range(M):
+            xm = tl.load(x + m * x_stride + cols, mask=gmask[:, None], other=0.0).to(tl.float32)
+            part = tl.sum(qf * xm[None, :, :], axis=2, keep_dims=True) * s
+            if OFFSET != 0:
+                xs = tl.sum(xm, axis=1)[None, :, None]
+                if OFFSET == 1:
+                    part = part + o * xs
+                else:
+                    part = part - o * xs
+            dot = tl.sum(tl.sum(part, axis=2), axis=1)  # [BN]
+            acc += tl.where(ms == m, dot[:, None], 0.0)
+    if HAS_BIAS:
+        b = tl.load(bias + rows, mask=rows < N, other=0.0).to(tl.float32)
+        acc += tl.where(split == 0, b[:, None], 0.0)
+    out = y + ms.to(tl.int64) * y_stride + rows[:, None]
+    omask = (rows[:, None] < N) & (ms < M)
+    if ATOMIC:
+        tl.atomic_add(out, acc, mask=omask)
+    else:
+        tl.store(out, acc.to(y.dtype.element_ty), mask=omask)
+
+
+@triton.jit(do_not_specialize=["M", "N"])
+def gemm_kernel(x, raw, y, bias, M, N, K, row_bytes, x_stride, y_stride,
+                QTYPE: tl.constexpr, GS: tl.constexpr, OFFSET: tl.constexpr, BM: tl.constexpr,
+                BN: tl.constexpr, G: tl.constexpr, DOT: tl.constexpr, HAS_BIAS: tl.constexpr,
+                INTERP: tl.constexpr):
+    """y = x W^T for many rows of x: each program dequantizes a [BN, G * GS] tile of W in
+    registers, rounds it to the activations' 16-bit type (DOT: 0 bfloat16, 1 float16, 2 float32
+    with tf32 products) and accumulates tl.dot in float32. Programs that share weight rows run
+    next to each other (the M tiles vary fastest), so W is read from memory about once.
+    INTERP: Triton's interpreter, whose tl.dot of 16-bit floats multiplies their bits as integers
+    (Triton 3.7): there the rounded tiles are widened back and multiplied in float32."""
+    BK: tl.constexpr = G * GS
+    pid = tl.program_id(0)
+    m_tiles = tl.cdiv(M, BM)
+    pid_m = pid % m_tiles
+    pid_n = pid // m_tiles
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    r3 = rn[:, None, None]
+    base = raw + r3.to(tl.int64) * row_bytes
+    j = tl.arange(0, GS)[None, None, :]
+    kk = tl.arange(0, BK)
+    xrow = x + rm[:, None].to(tl.int64) * x_stride
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for g0 in range(0, K // GS, G):
+        g1 = g0 + tl.arange(0, G)
+        mask = (r3 < N) & (g1[None, :, None] < K // GS)
+        w = tl.reshape(_values(base, g1[None, :, None], j, mask, QTYPE, OFFSET), (BN, BK))
+        k = g0 * GS + kk
+        xt = tl.load(xrow + k[None, :], mask=(rm[:, None] < M) & (k[None, :] < K), other=0.0)
+        if INTERP and DOT != 2:
+            dt = tl.bfloat16 if DOT == 0 else tl.float16
+            acc = tl.dot(xt.to(dt).to(tl.float32), tl.trans(w.to(dt).to(tl.float32)), acc)
+        elif DOT == 0:
+            acc = tl.dot(xt.to(tl.bfloat16), tl.trans(w.to(tl.bfloat16)), acc)
+        elif DOT == 1:
+            acc = tl.dot(xt.to(tl.float16), tl.trans(w.to(tl.float16)), acc)
+        else:
+            acc = tl.dot(xt.to(tl.float32), tl.trans(w), acc)
+    if HAS_BIAS:
+        acc += tl.load(bias + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
+    out = y + rm[:, None].to(tl.int64) * y_stride + rn[None, :]
+    tl.store(out, acc.to(y.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
