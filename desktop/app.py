@@ -132,11 +132,15 @@ class WrenApp(QObject):
                                          model_loading=lambda: models.is_loading, parent=self.window)
             self.welcome.models_requested.connect(self.window.open_models)
             for signal in (models.loaded, models.load_failed):
-                signal.connect(lambda *_: self.welcome is not None and self.welcome.model_changed())
+                signal.connect(self._welcome_model_changed)
         await self.welcome.refresh()
         self.welcome.show()
         self.welcome.raise_()
         return self.welcome
+
+    def _welcome_model_changed(self, *_) -> None:
+        if self.welcome is not None:
+            self.welcome.model_changed()
 
     def announce_crashes(self, *, in_window: bool = True) -> CrashNotice | None:
         """Crash reports from earlier runs: a notice beside the window (a tray message when
@@ -300,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     # Local, redacted crash reports (engine/crashreport.py). Qt sends an exception raised
     # in a slot to sys.excepthook and goes on, so those are errors, not crashes.
     install_crash_hooks("wren-desktop", fatal_excepthook=False, versions=_qt_versions)
-    app = QApplication.instance() or QApplication([sys.argv[0], *argv])
+    app = _application(argv)
     app.setApplicationName("Wren")
     app.setApplicationDisplayName("Wren")
     app.setDesktopFileName("io.github.wren_assistant.Wren")  # packaging/linux: the .desktop entry's id (Wayland matches the icon by it)
@@ -324,6 +328,16 @@ def main(argv: list[str] | None = None) -> int:
         if path is not None:
             print(f"wren-desktop: a crash report was saved at {path} (it stays on this computer)", file=sys.stderr)
         return 1
+
+
+def _application(argv: list[str]) -> QApplication:
+    """The running QApplication (a test may have made it), else a new one."""
+    app = QApplication.instance()
+    if app is None:
+        return QApplication([sys.argv[0], *argv])
+    if not isinstance(app, QApplication):
+        raise RuntimeError(f"Wren's window needs a QApplication; this process already runs a {type(app).__name__}")
+    return app
 
 
 def cannot_start(text: str, argv: list[str], *, box: bool | None = None) -> int:

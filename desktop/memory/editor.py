@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QPlainTextEdit,
 from wren.engine.errors import WrenError
 from wren.engine.memory.records import MAX_MEMORY_CHARS
 
-from ..bridge import Tasks
+from ..window.seams import TaskRunner
 
 Save = Callable[[str], Awaitable[Any]]
 
@@ -24,7 +24,7 @@ class MemoryEditor(QDialog):
 
     saved = Signal(object)  # whatever `save` returned (a MemoryInfo)
 
-    def __init__(self, title: str, text: str, save: Save, tasks: Tasks, *, note: str = "",
+    def __init__(self, title: str, text: str, save: Save, tasks: TaskRunner, *, note: str = "",
                  parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("memoryEditor")

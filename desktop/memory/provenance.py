@@ -21,7 +21,7 @@ from wren.engine.api import Engine
 from wren.engine.context.report import ContextReport, PartKind, PartState
 from wren.engine.memory.records import MemoryInfo
 
-from ..bridge import Tasks
+from ..window.seams import TaskRunner
 from .editor import MemoryEditor
 from .notes import quoted, tool_button
 
@@ -71,7 +71,7 @@ class ProvenanceDialog(QDialog):
     open_requested = Signal(int)  # memory id: show it in Settings → Memory
     changed = Signal()  # a memory was edited, forgotten or brought back
 
-    def __init__(self, engine: Engine, tasks: Tasks, report: ContextReport, parent: QWidget | None = None):
+    def __init__(self, engine: Engine, tasks: TaskRunner, report: ContextReport, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("memoryProvenance")
         self.setWindowTitle("Memories this answer used")

@@ -113,8 +113,10 @@ class SettingsDialog(QDialog):
         self.tabs = QTabWidget()
         self.tabs.setObjectName("settingsTabs")
         self.tabs.setUsesScrollButtons(True)  # many pages: the dialog still fits a small screen
-        self.tabs.addTab(self._model_tab(), "Model")
-        self.tabs.addTab(_scrolling(self._generation_tab()), "Generation")
+        self._model_page = self._model_tab()
+        self.tabs.addTab(self._model_page, "Model")
+        self._generation_page = _scrolling(self._generation_tab())
+        self.tabs.addTab(self._generation_page, "Generation")
         self.tabs.addTab(self.personal_page, "Personalization")
         self.tabs.addTab(self.memory_page, "Memory")
         self.tabs.addTab(self.safety_page, "Safety")
@@ -181,10 +183,12 @@ class SettingsDialog(QDialog):
         buttons.addWidget(self.import_folder_button)
         buttons.addStretch(1)
         buttons.addWidget(self.manage_models_button)
-        self.parallel_spin = QSpinBox(objectName="parallelSpin", minimum=1, maximum=8)
+        self.parallel_spin = QSpinBox(minimum=1, maximum=8)
+        self.parallel_spin.setObjectName("parallelSpin")
         self.parallel_spin.setAccessibleName("Answers written at the same time")
-        self.prefix_cache_spin = QSpinBox(objectName="prefixCacheSpin", minimum=0, maximum=65_536,
+        self.prefix_cache_spin = QSpinBox(minimum=0, maximum=65_536,
                                           singleStep=128, suffix=" MB")
+        self.prefix_cache_spin.setObjectName("prefixCacheSpin")
         self.prefix_cache_spin.setAccessibleName("Memory for keeping other chats ready")
         speed_hint = QLabel(
             "Answers at the same time: how many answers Wren writes at once — your chat, plus "
@@ -196,7 +200,8 @@ class SettingsDialog(QDialog):
         speed_hint.setObjectName("speedHint")
         speed_hint.setWordWrap(True)
         # `wren ask` in a terminal: how long its engine keeps the model loaded (engine/resident.py)
-        self.keep_alive_spin = QSpinBox(objectName="keepAliveSpin", minimum=0, maximum=24 * 60, suffix=" min")
+        self.keep_alive_spin = QSpinBox(minimum=0, maximum=24 * 60, suffix=" min")
+        self.keep_alive_spin.setObjectName("keepAliveSpin")
         self.keep_alive_spin.setSpecialValueText("Off")
         self.keep_alive_spin.setAccessibleName("Keep the model loaded for wren ask, in minutes")
         keep_alive_hint = QLabel(
@@ -230,15 +235,19 @@ class SettingsDialog(QDialog):
         self.min_p, self.repetition_penalty = editor.min_p, editor.repetition_penalty
         # Picking a model on the Model tab shows its preset here.
         self.model_list.currentItemChanged.connect(lambda *_: editor.select(self.selected_model()))
-        self.max_tokens = QSpinBox(objectName="maxTokensSpin", minimum=1, maximum=1_000_000)
+        self.max_tokens = QSpinBox(minimum=1, maximum=1_000_000)
+        self.max_tokens.setObjectName("maxTokensSpin")
         self.max_tokens.setAccessibleName("Maximum answer length in tokens")
-        self.seed = QLineEdit(objectName="seedEdit")
+        self.seed = QLineEdit()
+        self.seed.setObjectName("seedEdit")
         self.seed.setAccessibleName("Seed")
         self.seed.setPlaceholderText("random")
-        self.stop_strings = QLineEdit(objectName="stopStringsEdit")
+        self.stop_strings = QLineEdit()
+        self.stop_strings.setObjectName("stopStringsEdit")
         self.stop_strings.setAccessibleName("Stop strings")
         self.stop_strings.setPlaceholderText("none; separate several with |")
-        self.system_prompt = QPlainTextEdit(objectName="systemPromptEdit")
+        self.system_prompt = QPlainTextEdit()
+        self.system_prompt.setObjectName("systemPromptEdit")
         self.system_prompt.setAccessibleName("Default system prompt")
         self.system_prompt.setPlaceholderText("No system prompt")
         reset = QPushButton("Restore defaults")
@@ -253,7 +262,8 @@ class SettingsDialog(QDialog):
             ("Stop strings", self.stop_strings,
              "The answer ends as soon as the model writes one of these (separate several with |)."),
         ):
-            note = QLabel(hint, objectName=f"{box.objectName()}Help")
+            note = QLabel(hint)
+            note.setObjectName(f"{box.objectName()}Help")
             note.setWordWrap(True)
             note.setStyleSheet("color: palette(mid)")
             box.setToolTip(hint)
@@ -309,9 +319,9 @@ class SettingsDialog(QDialog):
         self.backend_picker.setCurrentIndex(max(0, index))
         self._show_general_sampling(await e.settings.default_sampling())
         await self.sampling_editor.load([m.name for m in await installed_models(e)], self._loaded_model)
-        self._performance = await e.settings.performance()
-        self.parallel_spin.setValue(self._performance.parallel_sequences)
-        self.prefix_cache_spin.setValue(self._performance.prefix_cache_mb)
+        self._performance = performance = await e.settings.performance()
+        self.parallel_spin.setValue(performance.parallel_sequences)
+        self.prefix_cache_spin.setValue(performance.prefix_cache_mb)
         self._keep_alive_minutes = round(await e.settings.terminal_keep_alive() / 60)
         self.keep_alive_spin.setValue(self._keep_alive_minutes)
         self._saved_prompt = await e.settings.get("system_prompt")
@@ -375,7 +385,7 @@ class SettingsDialog(QDialog):
         try:
             general = self.general_sampling()
         except WrenError as exc:
-            self._refuse(str(exc), self.tabs.widget(1))
+            self._refuse(str(exc), self._generation_page)
             return None
         if not await self.safety_page.save():
             self._refuse("A safety setting was not saved; see the Safety tab.", self.safety_page)
@@ -391,13 +401,13 @@ class SettingsDialog(QDialog):
             everywhere = await self.engine.settings.get("sampling") or {}
             await self.engine.settings.set("sampling", {**everywhere, **general})
         except WrenError as exc:
-            self._refuse(str(exc), self.tabs.widget(1))
+            self._refuse(str(exc), self._generation_page)
             return None
         try:
             performance = await self.engine.settings.set_performance(
                 parallel_sequences=self.parallel_spin.value(), prefix_cache_mb=self.prefix_cache_spin.value())
         except WrenError as exc:
-            self._refuse(str(exc), self.tabs.widget(0))
+            self._refuse(str(exc), self._model_page)
             return None
         if self.keep_alive_spin.value() != self._keep_alive_minutes:  # an untouched odd value (90 s) stays
             await self.engine.settings.set_terminal_keep_alive(self.keep_alive_spin.value() * 60)

@@ -34,6 +34,7 @@ class ContextController(QObject):
         """Given the chat view's memory requests and notes, the status bar, the task runner and
         the open chat's id (desktop/window/seams.py); its dialogs open over `parent`."""
         super().__init__(parent)
+        self._over = parent
         self.engine = engine
         self.chat = chat
         self.status = status
@@ -53,7 +54,7 @@ class ContextController(QObject):
 
     def _dialog_parent(self) -> QWidget:
         """The widget its dialogs open over (the window that made it)."""
-        return self.parent()
+        return self._over
 
     # -- what the model saw -------------------------------------------------------------
 
@@ -81,14 +82,14 @@ class ContextController(QObject):
 
     async def mark_gone(self) -> None:
         """A reopened chat's "Memory saved" notices: say which memories were removed since."""
-        rows = [(w, memory_id) for w in self.chat.message_widgets() if w.notes is not None
-                for memory_id in w.notes.saved_rows]
+        rows = [(notes, memory_id) for w in self.chat.message_widgets() if (notes := w.notes) is not None
+                for memory_id in notes.saved_rows]
         if not rows:
             return
         found = await self.engine.memories.by_id(sorted({memory_id for _, memory_id in rows}))
-        for widget, memory_id in rows:
+        for notes, memory_id in rows:
             if memory_id not in found:
-                widget.notes.mark_removed(memory_id)
+                notes.mark_removed(memory_id)
 
     # -- remembering --------------------------------------------------------------------
 

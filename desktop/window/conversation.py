@@ -25,11 +25,13 @@ from wren.engine.events import (
     Started,
     TitleUpdate,
     ToolApprovalNeeded,
+    Usage,
 )
 from wren.engine.inference.sampling import SamplingParams
 from wren.engine.records import MessageInfo, Role, SendOptions
 
 from ..bridge import TurnStream, describe_notices
+from ..chat.body import MarkdownBody
 from ..chat.message import MessageWidget
 from ..chat.probabilities import SETTING_KEY as PROBABILITIES_KEY
 from ..chat.probabilities import TOP_COUNT
@@ -296,7 +298,7 @@ class ConversationController(QObject):
         conversation_id = self.current_id
         created = conversation_id is None
         temporary = self.temporary
-        if created:
+        if conversation_id is None:
             try:
                 # A refused question (empty, too long, more tokens than the model reads) is
                 # said before any chat exists: no empty chat is left behind.
@@ -384,7 +386,7 @@ class ConversationController(QObject):
         if self.current_id in self.streams:
             return
         last = next((w for w in reversed(self.chat.message_widgets()) if w.role is Role.USER and w.info), None)
-        if last is not None:
+        if last is not None and last.message_id is not None:
             self.composer.begin_edit(last.message_id, last.text())
 
     def _start(self, conversation_id: int, events: AsyncIterator[Event], user: MessageWidget | None = None, *, draft: str = "") -> TurnStream:
@@ -401,7 +403,7 @@ class ConversationController(QObject):
         stream.started.connect(lambda ev: self._started(ev, user, answer))
         stream.prefill.connect(lambda ev: self._prefill(conversation_id, ev))
         stream.text.connect(lambda text: self._text(conversation_id, text))
-        stream.usage.connect(lambda usage: conversation_id == self.current_id and self.status.show_usage(usage))
+        stream.usage.connect(lambda usage: self._usage(conversation_id, usage))
         stream.notice.connect(lambda n: self._safety_notice(conversation_id, n))
         stream.memory.connect(lambda n: self._memory_notice(conversation_id, n))
         stream.tool.connect(lambda event: self._tool_event(conversation_id, event))
@@ -500,11 +502,15 @@ class ConversationController(QObject):
             widget.end_prefill()
             widget.body.append(text)
 
+    def _usage(self, conversation_id: int, usage: Usage) -> None:
+        if conversation_id == self.current_id:
+            self.status.show_usage(usage)
+
     async def _finished(self, stream: TurnStream, finished: Finished, draft: str) -> None:
         conversation_id = stream.conversation_id
         self.streams.pop(conversation_id, None)
         widget = self._live.pop(conversation_id, None)
-        if widget is not None:
+        if widget is not None and isinstance(widget.body, MarkdownBody):  # an answer's body is Markdown
             widget.body.finish()
         failure = stream.failure
         if conversation_id == self.current_id:

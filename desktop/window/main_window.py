@@ -135,23 +135,27 @@ class MainWindow(QMainWindow):
         self.model_picker.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.model_picker.setMinimumWidth(MODEL_PICKER_WIDTH[0])
         self.model_picker.setMaximumWidth(MODEL_PICKER_WIDTH[1])
-        self.temporary_button = QToolButton(text="Temporary")
+        self.temporary_button = QToolButton()
+        self.temporary_button.setText("Temporary")
         self.temporary_button.setObjectName("temporaryChatButton")
         self.temporary_button.setAccessibleName("Temporary chat")
         self.temporary_button.setToolTip("A chat that is not saved and uses no memories (Ctrl+Shift+N)")
         self.temporary_button.setCheckable(True)
         self.temporary_button.setAutoRaise(True)
-        self.models_button = QToolButton(text="Models")
+        self.models_button = QToolButton()
+        self.models_button.setText("Models")
         self.models_button.setObjectName("modelsButton")
         self.models_button.setAccessibleName("Models")
         self.models_button.setToolTip("Download, import, delete models and choose the default (Ctrl+Shift+M)")
         self.models_button.setAutoRaise(True)
-        self.chat_settings_button = QToolButton(text="Chat settings")
+        self.chat_settings_button = QToolButton()
+        self.chat_settings_button.setText("Chat settings")
         self.chat_settings_button.setObjectName("chatSettingsButton")
         self.chat_settings_button.setAccessibleName("Chat settings")
         self.chat_settings_button.setToolTip("This chat's system prompt, sampling, tools and memory")
         self.chat_settings_button.setAutoRaise(True)
-        self.settings_button = QToolButton(text="Settings")
+        self.settings_button = QToolButton()
+        self.settings_button.setText("Settings")
         self.settings_button.setObjectName("settingsButton")
         self.settings_button.setAccessibleName("Settings")
         self.settings_button.setToolTip("Settings (Ctrl+,)")
@@ -191,7 +195,8 @@ class MainWindow(QMainWindow):
         splitter.setChildrenCollapsible(False)
         self.setCentralWidget(splitter)
 
-    def _action(self, text: str, slot, shortcut: QKeySequence | str | None = None, *, name: str) -> QAction:
+    def _action(self, text: str, slot, shortcut: QKeySequence | QKeySequence.StandardKey | str | None = None, *,
+                name: str) -> QAction:
         action = QAction(text, self)
         action.setObjectName(name)
         if shortcut is not None:
@@ -311,7 +316,7 @@ class MainWindow(QMainWindow):
 
     def layout_state(self) -> dict:
         return {
-            "geometry": base64.b64encode(bytes(self.saveGeometry())).decode("ascii"),
+            "geometry": base64.b64encode(self.saveGeometry().data()).decode("ascii"),
             "splitter": self.splitter.sizes(),
             "maximized": self.isMaximized(),
         }
