@@ -20,6 +20,7 @@ room for less than the minimal context is refused with the numbers.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import asdict, dataclass
@@ -235,7 +236,18 @@ def gpu_memory_from_env() -> int | None:
 
 def model_bytes_from_gguf(path: Path | str, kv_value_bytes: int = KV_VALUE_BYTES) -> ModelBytes:
     """The byte counts of a GGUF file's model, from its header alone (tensor shapes and types;
-    no weight is read). Weights count as stored: the GPU keeps the file's blocks."""
+    no weight is read). Weights count as stored: the GPU keeps the file's blocks. Read once
+    per file version (a header holds the whole vocabulary: a Models page refresh reads
+    every installed model's)."""
+    try:
+        stat = Path(path).stat()
+    except OSError as exc:
+        raise ModelFileError(f"{path} cannot be read: {exc.strerror or exc}") from None
+    return _gguf_bytes(str(path), stat.st_size, stat.st_mtime_ns, kv_value_bytes)
+
+
+@functools.lru_cache(maxsize=32)
+def _gguf_bytes(path: str, size: int, mtime_ns: int, kv_value_bytes: int) -> ModelBytes:
     from ..modelhub.gguf_file import GGUFFile
 
     with GGUFFile(path) as gguf:
