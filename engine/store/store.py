@@ -21,7 +21,7 @@ import peewee as pw
 from .. import paths
 from ..errors import DatabaseDamaged, InvalidRequest, NotFound, StoreError, WrenError
 from ..records import ConversationInfo, MessageInfo, MessageStatus, Role, clean_title
-from . import health
+from . import health, rows
 from .locks import HeldLock, is_held, owner_token
 from .migrations import applied_versions, latest_version, migrate
 from .models import TABLES, Conversation, Message, Setting, utcnow
@@ -296,7 +296,7 @@ class Store:
 
     @_guarded
     def get_conversation(self, conversation_id: int) -> ConversationInfo:
-        return _conversation_info(self._conversation(conversation_id))
+        return _conversation_info(rows.conversation(self.db.connection(), conversation_id))
 
     def _conversation(self, conversation_id: int) -> Conversation:
         conv = Conversation.get_or_none(
@@ -394,24 +394,19 @@ class Store:
     ) -> MessageInfo:
         if self._pending:
             self.flush_held()  # an answer a full disk left unfinished, before the next one
-        with self.db.atomic():
-            conv = self._conversation(conversation_id)
-            if parent_id is not None:
-                parent = Message.get_or_none(Message.id == parent_id)
-                if parent is None or parent.conversation_id != conversation_id:
-                    raise NotFound(f"no message {parent_id} in conversation {conversation_id}")
-            if status is MessageStatus.STREAMING:
-                fields.setdefault("owner", self.owner)
-            msg = Message.create(
-                conversation=conv.id, parent=parent_id, role=role, content=content,
-                status=status, **fields,
-            )
+        if status is MessageStatus.STREAMING:
+            fields.setdefault("owner", self.owner)
+        msg = Message(conversation=conversation_id, parent=parent_id, role=role, content=content,
+                      status=status, **fields)
+        with self.db.atomic():  # in plain SQL (rows.py): every Send writes two messages
+            conn = self.db.connection()
+            rows.check_place(conn, conversation_id, parent_id)
+            msg.id = rows.insert_message(conn, msg)
             if status is MessageStatus.STREAMING:
                 self._streaming.add(msg.id)
-            conv.current_leaf = msg.id
-            conv.updated_at = utcnow()
-            conv.save()
-        return self._info(msg)
+            rows.show_leaf(conn, conversation_id, msg.id, utcnow())
+            siblings = rows.sibling_ids(conn, conversation_id, parent_id)
+        return self._info(msg, siblings)
 
     def update_message(self, message_id: int, **fields: Any) -> None:
         """Checkpoint (content only) or finish (with a status) a message; one short transaction.
@@ -568,16 +563,17 @@ class Store:
     @_guarded
     def messages(self, conversation_id: int) -> list[MessageInfo]:
         """The messages the user sees: root to the current leaf along parent links."""
-        conv = self._conversation(conversation_id)
-        rows = {m.id: m for m in Message.select().where(Message.conversation == conv.id)}
+        conn = self.db.connection()  # in plain SQL (rows.py): every Send reads them
+        conv = rows.conversation(conn, conversation_id)
+        found = {m.id: m for m in rows.conversation_messages(conn, conv.id)}
         chain: list[Message] = []
-        node = rows.get(conv.current_leaf) if conv.current_leaf else None
+        node = found.get(conv.current_leaf) if conv.current_leaf else None
         while node is not None:
             chain.append(node)
-            node = rows.get(node.parent_id) if node.parent_id else None
+            node = found.get(node.parent_id) if node.parent_id else None
         chain.reverse()
         siblings: dict[int | None, list[int]] = {}
-        for m in sorted(rows.values(), key=lambda m: m.id):
+        for m in sorted(found.values(), key=lambda m: m.id):
             siblings.setdefault(m.parent_id, []).append(m.id)
         return [self._info(m, siblings[m.parent_id]) for m in chain]
 
@@ -763,7 +759,7 @@ class Store:
     @_guarded
     def get_settings(self, *keys: str) -> dict[str, Any]:
         """Several settings in one query: {key: value} for each key that is set."""
-        return {row.key: row.value for row in Setting.select().where(Setting.key.in_(keys))}
+        return rows.settings(self.db.connection(), keys)
 
     @_guarded
     def set_setting(self, key: str, value: Any) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from wren.engine.errors import StoreError
 from wren.engine.records import Role
-from wren.engine.store import Store
+from wren.engine.store import Store, rows
 
 
 @pytest.fixture
@@ -60,7 +60,7 @@ def test_disk_full_behind_a_failed_rollback_is_reported_as_disk_full(tmp_path, m
         except sqlite3.OperationalError as exc:
             raise pw.OperationalError("cannot rollback - no transaction is active") from exc
 
-    monkeypatch.setattr(pw.Model, "create", classmethod(fail))
+    monkeypatch.setattr(rows, "insert_message", fail)  # the message row's write
     with pytest.raises(StoreError, match="the disk is full") as raised:
         store.add_message(conv.id, Role.USER, "hello", parent_id=None)
     assert str(tmp_path) in str(raised.value)
