@@ -4,7 +4,9 @@ order, with one wake-up of the loop for a burst instead of one per event."""
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
+import time
 
 import pytest
 
@@ -93,3 +95,63 @@ def test_a_loop_closed_with_a_wake_up_pending_raises_and_keeps_nothing():
         sink("late")
     inbox = handoff._inboxes[loop]
     assert not inbox._items and not inbox._scheduled
+
+
+def _busy(seconds: float) -> None:
+    """Pure Python work: holds the GIL, as a backend's sampler and detokenizer do."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def test_a_requests_first_event_reaches_the_loop_before_the_producer_goes_on(monkeypatch):
+    """The first event is handed over: a producer that keeps the GIL after putting it must
+    not keep the loop from taking it. With a 1 s switch interval a loop that was busy when
+    the event came could otherwise run only once the producer's 0.3 s of Python is done."""
+    monkeypatch.setattr(handoff, "HANDOVER_WAIT", 5.0)  # the wait ends on delivery, not on time
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1.0)
+    try:
+        asyncio.run(_handed_over())
+    finally:
+        sys.setswitchinterval(interval)
+
+
+async def _handed_over():
+    queue: asyncio.Queue = asyncio.Queue()
+    sink = loop_sink(queue)
+    times: dict[str, float] = {}
+
+    def produce() -> None:
+        sink("first token")
+        times["busy from"] = time.perf_counter()
+        _busy(0.3)
+        sink("second token")  # not waited on: the producer goes on at once
+
+    thread = threading.Thread(target=produce)
+
+    def busy_loop() -> None:  # the loop is busy (off the GIL) when the first token comes
+        thread.start()
+        time.sleep(0.05)
+
+    asyncio.get_running_loop().call_soon(busy_loop)
+    assert await asyncio.wait_for(queue.get(), 10) == "first token"
+    times["arrived"] = time.perf_counter()
+    assert await asyncio.wait_for(queue.get(), 10) == "second token"
+    thread.join()
+    assert times["arrived"] <= times["busy from"] + 0.1
+
+
+def test_a_sink_called_on_its_own_loop_does_not_wait(monkeypatch):
+    """From the loop's own thread there is nobody to hand over to: no wait."""
+    monkeypatch.setattr(handoff, "HANDOVER_WAIT", 5.0)
+    asyncio.run(_on_the_loop())
+
+
+async def _on_the_loop():
+    queue: asyncio.Queue = asyncio.Queue()
+    sink = loop_sink(queue)
+    started = time.perf_counter()
+    sink("first")
+    assert time.perf_counter() - started < 1.0
+    assert await asyncio.wait_for(queue.get(), 10) == "first"
