@@ -29,6 +29,10 @@ _QWEN2 = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"""
 _TEKKEN = (r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"""
            r"""|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"""
            r"""|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
+# o200k's split (Phi-4-mini, Llama 4): TEKKEN's word rule with English contractions kept on
+_GPT4O = (r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"""
+          r"""|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"""
+          r"""|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
 
 # GGUF `pre` name -> (regexes applied in turn, ignore_merges); mirrors llama.cpp's table.
 _PRE_TOKENIZERS: dict[str, tuple[tuple[str, ...], bool]] = {}
@@ -40,6 +44,7 @@ for _names, _spec in (
     (("smaug-bpe", "dbrx"), ((_LLAMA3,), False)),
     (("qwen2", "stablelm2", "hunyuan", "deepseek-r1-qwen", "megrez"), ((_QWEN2,), False)),
     (("tekken",), ((_TEKKEN,), True)),
+    (("gpt-4o", "llama4"), ((_GPT4O,), False)),
 ):
     for _name in _names:
         _PRE_TOKENIZERS[_name] = _spec

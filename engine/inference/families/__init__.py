@@ -10,11 +10,14 @@ Adding a family:
    `sliding_windows`, the quirk flags and its `tool_format` (formats.py; a new format
    also needs its parsing in engine/tools/parse.py).
 2. Add its FAMILY to `FAMILIES` below.
-3. A quirk the torch model (engine/inference/models/llama.py) or the GGUF checks
-   (engine/modelhub/validate.py) do not know yet needs a flag on `Family` and its code
-   there; MLX runs the family through mlx-lm's module of the same model_type.
-4. Tests: tests/engine/inference/test_families.py covers the lookups; add the family to
-   the transformers agreement test (tests/engine/modelhub/test_gguf_transformers.py).
+3. Quirks the torch model knows already (multipliers, partial or per-layer RoPE, fused
+   projections: ModelArgs' fields) are set from config.json by the family's `model_args`.
+   A new one needs its field and code in engine/inference/models/ (and a flag on `Family`
+   where the GGUF checks in engine/modelhub/validate.py must know it); MLX runs the family
+   through mlx-lm's module of the same model_type.
+4. Tests: tests/engine/inference/test_families.py covers the lookups; a tiny transformers
+   model converted by llama.cpp (tests/data/families/make_tiny.py, read by
+   tests/engine/modelhub/test_new_families.py) checks greedy agreement, bad files and MLX.
 """
 
 from __future__ import annotations

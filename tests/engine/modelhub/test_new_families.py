@@ -153,3 +153,89 @@ def test_real_template_renders_and_its_turn_end_stops_the_answer(family, importe
     assert tok._id(end) in tok.eos_ids  # the answer's end is a stop token
     prompt = tok.render_chat(MESSAGES)
     assert prompt.count(end) == rendered.count(end) - 1  # the open turn is not closed
+
+
+def _rewrite(source: Path, dest: Path, *, drop: str = "", shorten: str = "", retype: str = "") -> Path:
+    """`source` again with one tensor left out, one row (or value) short, or written as Q8_1
+    blocks (a type Wren does not run); metadata copied as they are."""
+    import gguf
+
+    reader = gguf.GGUFReader(str(source))
+    writer = gguf.GGUFWriter(str(dest), str(reader.fields["general.architecture"].contents()))
+    for field in reader.fields.values():
+        if field.name.startswith("GGUF.") or field.name == "general.architecture":
+            continue
+        sub = field.types[-1] if len(field.types) > 1 else None
+        writer.add_key_value(field.name, field.contents(), field.types[0], sub_type=sub)
+    for tensor in reader.tensors:
+        data = np.array(tensor.data)
+        if tensor.name == drop:
+            continue
+        if tensor.name == shorten:
+            data = data[:-1]
+        if tensor.name == retype:
+            q8_1 = gguf.GGMLQuantizationType.Q8_1
+            shape = gguf.quants.quant_shape_to_byte_shape(data.shape, q8_1)
+            writer.add_tensor(tensor.name, np.zeros(shape, dtype=np.uint8), raw_dtype=q8_1)
+            continue
+        writer.add_tensor(tensor.name, data)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return dest
+
+
+BAD_FILES = [
+    ("phi3", {"drop": "blk.1.attn_qkv.weight"}, "phi3.block_count is 2, but tensor blk.1.attn_qkv.weight is missing"),
+    ("phi3", {"shorten": "blk.0.ffn_up.weight"},
+     "tensor blk.0.ffn_up.weight has shape [127, 48], but the metadata make it [128, 48] "
+     "(2 x phi3.feed_forward_length 64, phi3.embedding_length 48)"),
+    ("phi3", {"shorten": "blk.0.attn_qkv.weight"}, "tensor blk.0.attn_qkv.weight has shape [79, 48], but the "
+     "metadata make it [80, 48] (phi3.attention.head_count 3 x head size 16 + 2 x phi3.attention.head_count_kv 1"),
+    ("phi3", {"shorten": "rope_factors_long.weight"}, "tensor rope_factors_long.weight has shape [5], but the "
+     "metadata make it [6] (half of phi3.rope.dimension_count 12)"),
+    ("phi3", {"drop": "rope_factors_short.weight"}, "has rope_factors_long.weight but not rope_factors_short.weight"),
+    ("granite", {"drop": "blk.0.ffn_gate.weight"}, "granite.block_count is 2, but tensor blk.0.ffn_gate.weight is missing"),
+    ("granite", {"shorten": "blk.1.attn_q.weight"}, "tensor blk.1.attn_q.weight has shape [47, 48], but the metadata "
+     "make it [48, 48] (granite.attention.head_count 3 x head size 16, granite.embedding_length 48)"),
+    ("smollm3", {"drop": "blk.3.attn_k.weight"}, "smollm3.block_count is 4, but tensor blk.3.attn_k.weight is missing"),
+    ("smollm3", {"shorten": "blk.2.attn_output.weight"}, "tensor blk.2.attn_output.weight has shape [47, 48]"),
+]
+
+
+@pytest.mark.parametrize(("family", "change", "message"), BAD_FILES)
+def test_a_missing_or_misshapen_tensor_is_refused_naming_family_and_tensor(family, change, message, tmp_path):
+    from wren.engine.errors import ModelFileError
+
+    bad = _rewrite(DATA / family / "model.gguf", tmp_path / "bad.gguf", **change)
+    registry = ModelRegistry(tmp_path / "models")
+    with pytest.raises(ModelFileError) as err:
+        registry.import_gguf(bad, family)
+    assert message in str(err.value)
+    assert registry.list() == []  # nothing half-installed
+
+
+@pytest.mark.parametrize(("family", "tensor"), [("phi3", "blk.0.ffn_down.weight"), ("granite", "blk.1.ffn_down.weight"),
+                                                ("smollm3", "blk.3.ffn_down.weight")])
+def test_an_unsupported_quantization_is_refused_naming_tensor_and_type(family, tensor, tmp_path):
+    from wren.engine.errors import UnsupportedQuantization
+
+    bad = _rewrite(DATA / family / "model.gguf", tmp_path / "bad.gguf", retype=tensor)
+    with pytest.raises(UnsupportedQuantization, match=f"tensor {tensor} is Q8_1, which Wren cannot run"):
+        ModelRegistry(tmp_path / "models").import_gguf(bad, family)
+
+
+def test_phi4_minis_gpt4o_pre_tokenizer_splits_as_o200k(kit, tmp_path):
+    """Phi-4-mini's GGUF names its pre-tokenizer "gpt-4o" (o200k's split): digits in threes,
+    contractions kept on their word in any case, a punctuation run taking its line breaks."""
+    from wren.engine.modelhub.gguf_tokenizer import build_tokenizer
+
+    tokens, types, merges = kit.tiny_vocab()
+    meta = {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "gpt-4o", "tokenizer.ggml.tokens": tokens,
+            "tokenizer.ggml.token_type": types, "tokenizer.ggml.merges": merges}
+    tokenizer, _ = build_tokenizer(meta, tmp_path / "phi4.gguf", 256)
+    pieces = [p for p, _ in tokenizer.pre_tokenizer.pre_tokenize_str("HELLO World, I'VE got 12345 a/b//\n\n x")]
+    byte = kit.byte_level_alphabet()
+    assert pieces == [w.replace(" ", byte[32]).replace("\n", byte[10]) for w in
+                      ["HELLO", " World", ",", " I'VE", " got", " ", "123", "45", " a", "/b", "//\n\n", " x"]]
