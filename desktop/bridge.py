@@ -24,6 +24,7 @@ from wren.engine.events import (
     FinishReason,
     MemoryNotice,
     PrefillProgress,
+    Reasoning,
     SafetyNotice,
     Started,
     ToolApprovalNeeded,
@@ -92,6 +93,7 @@ class TurnStream(QObject):
     started = Signal(object)  # Started
     prefill = Signal(object)  # PrefillProgress: a long prompt is being read, before any text
     text = Signal(str)  # coalesced Delta text
+    reasoning = Signal(str)  # coalesced Reasoning text: a thinking model's thinking, before its answer
     usage = Signal(object)  # Usage
     notice = Signal(object)  # SafetyNotice
     memory = Signal(object)  # MemoryNotice: saved, forgotten, refused, suggestions
@@ -114,6 +116,8 @@ class TurnStream(QObject):
         self._events = events
         self._parts: list[str] = []
         self._pending: list[str] = []
+        self.thinking: list[str] = []  # the thinking handed to the view so far
+        self._thinking_pending: list[str] = []
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(FLUSH_MS)
@@ -146,9 +150,9 @@ class TurnStream(QObject):
         result = Finished(FinishReason.CANCELLED)
         try:
             async for event in self._events:
-                if isinstance(event, Delta):
+                if isinstance(event, (Delta, Reasoning)):
                     self.prefill_event = None
-                    self._pending.append(event.text)
+                    (self._pending if isinstance(event, Delta) else self._thinking_pending).append(event.text)
                     if not self._timer.isActive():
                         self._tick()
                     continue
@@ -190,11 +194,16 @@ class TurnStream(QObject):
             self.finished.emit(result)
 
     def _tick(self) -> None:
-        if self._pending:
+        if self._pending or self._thinking_pending:
             self._flush()
             self._timer.start()
 
     def _flush(self) -> None:
+        if self._thinking_pending:  # thinking comes before the answer's text
+            thought = "".join(self._thinking_pending)
+            self._thinking_pending.clear()
+            self.thinking.append(thought)
+            self.reasoning.emit(thought)
         if self._pending:
             chunk = "".join(self._pending)
             self._pending.clear()

@@ -36,12 +36,14 @@ KIND_LABELS = {
     PartKind.TURN: "Message",
     PartKind.NEW_MESSAGE: "Your new message",
     PartKind.ATTACHMENT: "Attached file",
+    PartKind.THINKING: "Earlier thinking",
 }
 STATE_LABELS = {
     PartState.INCLUDED: "included",
     PartState.SUMMARIZED: "summarized",
     PartState.DROPPED: "dropped",
 }
+LEFT_OUT = "left out"  # an earlier answer's thinking: never sent back, by design (not for room)
 COLUMNS = ("Part", "State", "Tokens", "Source", "Notes")
 PREVIEW_CHARS = 200
 
@@ -55,6 +57,12 @@ def part_label(part: ContextPart) -> str:
     if part.role and part.kind is PartKind.TURN:
         return f"{label} ({'you' if part.role == 'user' else 'Wren'})"
     return label
+
+
+def part_state(part: ContextPart) -> str:
+    if part.kind is PartKind.THINKING:
+        return LEFT_OUT
+    return STATE_LABELS.get(part.state, part.state.value)
 
 
 def part_source(part: ContextPart) -> str:
@@ -171,8 +179,7 @@ class ContextInspector(QDialog):
         self.breakdown_label.setText(breakdown_line(report))
         self.table.setRowCount(len(report.parts))
         for row, part in enumerate(report.parts):
-            cells = (part_label(part), STATE_LABELS.get(part.state, part.state.value), f"{part.tokens:,}",
-                     part_source(part), part_notes(part))
+            cells = (part_label(part), part_state(part), f"{part.tokens:,}", part_source(part), part_notes(part))
             for column, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 if column == 2:

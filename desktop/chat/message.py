@@ -22,6 +22,7 @@ from .body import MarkdownBody
 from .probabilities import META_KEY as LOGPROBS_KEY
 from .probabilities import TokenProbabilities
 from .segments import PlainSegment
+from .thinking import ThinkingSection
 from .toolcard import ToolCard
 
 _STATUS_TEXT = {
@@ -168,10 +169,13 @@ class MessageWidget(QFrame):
         self.probabilities: TokenProbabilities | None = None
         self._marks = False  # underline the tokens the model was unsure of
         self._marking: Iterator[None] | None = None  # marks being applied, a view per step
+        self.thinking: ThinkingSection | None = None  # a thinking model's thinking, folded above the answer
         if role is Role.ASSISTANT:
             self.probabilities = TokenProbabilities(self)
             self.notes = MemoryNotes()
             layout.addWidget(self.notes)
+            self.thinking = ThinkingSection()
+            layout.addWidget(self.thinking)
         layout.addWidget(self.body)
         self.notices_label: QLabel | None = None  # an answer's notices (meta["notices"]), under its text
         if role is Role.ASSISTANT:
@@ -252,6 +256,8 @@ class MessageWidget(QFrame):
         if self.notes is not None:
             self._show_provenance(info)
             self.notes.show_notice(notice_from_meta(info.meta.get("memory")) if info else None)
+        if self.thinking is not None and info is not None and info.status is not MessageStatus.STREAMING:
+            self.thinking.show_stored(info.reasoning, info.reasoning_seconds)
         self._show_probabilities(info)
         if info is not None and info.role is Role.ASSISTANT and info.tokens_per_second:
             self._who.setToolTip(
@@ -396,10 +402,26 @@ class MessageWidget(QFrame):
         self.set_status(MessageStatus.STREAMING)
 
     def end_prefill(self) -> None:
-        """The answer's text has started: back to the plain "answering…" status."""
+        """The answer's text has started: back to the plain "answering…" status; thinking
+        before it is over."""
+        self._end_reading()
+        self.end_thinking()
+
+    def _end_reading(self) -> None:
         if self._reading is not None:
             self._reading = None
             self.set_status(self.info.status if self.info else MessageStatus.STREAMING)
+
+    def show_thinking(self, text: str) -> None:
+        """A streaming answer's thinking (the section above the text, folded)."""
+        if self.thinking is not None:
+            self._end_reading()
+            self.thinking.append(text)
+
+    def end_thinking(self) -> None:
+        """The answer's text began (or it ended): the thinking's title says how long it took."""
+        if self.thinking is not None:
+            self.thinking.finish()
 
     def show_live_notice(self, notice: SafetyNotice) -> None:
         """A safety rule fired on the answer while it streams: say so at once."""

@@ -1,5 +1,6 @@
 """This chat's own settings, from the header: its system prompt, a sampling preset, the
-tools it may use and whether it uses and saves memories. Saved in the conversation
+tools it may use, whether it uses and saves memories, and (for a thinking model that takes
+it) how much the model thinks. Saved in the conversation
 (`engine.conversations.update_settings`); the next Send of this chat follows them."""
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from .seams import OpenChat, StatusLine, TaskRunner
 
 DEFAULT_PRESET = "Model defaults"
 CUSTOM_PRESET = "Custom (kept as it is)"
+THINKING_DEFAULT = "The model's default"
+THINKING_LABELS = {"on": "On", "off": "Off", "low": "Low effort", "medium": "Medium effort", "high": "High effort"}
 
 
 class ChatSettingsDialog(QDialog):
@@ -53,6 +56,11 @@ class ChatSettingsDialog(QDialog):
                                         Qt.ItemDataRole.ToolTipRole)
         self.memory = QCheckBox("Use and save memories in this chat")
         self.memory.setObjectName("chatMemory")
+        self.thinking = QComboBox()  # shown where the loaded model takes a thinking choice
+        self.thinking.setObjectName("chatThinking")
+        self.thinking.setAccessibleName("Thinking in this chat")
+        self.thinking.setToolTip("Whether (or how much) a thinking model thinks before it answers in this chat")
+        self.thinking_label = QLabel("Thinking")
         self.tools_box = QGroupBox("Tools this chat may use")
         self.tools_box.setObjectName("chatTools")
         self.tools_default = QCheckBox("The tools chosen in Settings")
@@ -68,6 +76,7 @@ class ChatSettingsDialog(QDialog):
         form.addRow("System prompt", self.system_prompt)
         form.addRow("Sampling", self.preset)
         form.addRow("", self.memory)
+        form.addRow(self.thinking_label, self.thinking)
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
         self.buttons.rejected.connect(self.reject)
         layout = QVBoxLayout(self)
@@ -106,6 +115,24 @@ class ChatSettingsDialog(QDialog):
             self._tools_layout.addWidget(box)
         self.tools_default.setChecked(chosen is None)
         self._tools_default_toggled(chosen is None)
+        self._load_thinking(current.get("thinking"))
+
+    def _load_thinking(self, saved: object) -> None:
+        """The loaded model's thinking choices (engine.models.thinking()); hidden for a model
+        that takes none. A saved choice it does not take is kept, and named."""
+        support = self.engine.models.thinking()
+        choices = support.choices if support is not None else ()
+        self.thinking.clear()
+        self.thinking.addItem(THINKING_DEFAULT, None)
+        for choice in choices:
+            self.thinking.addItem(THINKING_LABELS.get(choice, choice), choice)
+        if isinstance(saved, str) and saved not in choices:
+            self.thinking.addItem(f"{THINKING_LABELS.get(saved, saved)} (not taken by this model)", saved)
+        index = self.thinking.findData(saved) if saved is not None else 0
+        self.thinking.setCurrentIndex(max(0, index))
+        shown = bool(choices) or isinstance(saved, str)
+        self.thinking.setVisible(shown)
+        self.thinking_label.setVisible(shown)
 
     def _custom_index(self) -> int:
         index = self.preset.findText(CUSTOM_PRESET)
@@ -129,6 +156,8 @@ class ChatSettingsDialog(QDialog):
             out["sampling_preset"] = name if values else None
         out["tools"] = None if self.tools_default.isChecked() else [
             name for name, box in self.tool_boxes.items() if box.isChecked()]
+        if self.thinking.isVisibleTo(self):  # else the chat's choice stays as it is
+            out["thinking"] = self.thinking.currentData()
         return out
 
     async def save(self) -> dict:

@@ -262,6 +262,10 @@ class ConversationController(QObject):
         widget = self.chat.widget_for(stream.assistant_id)
         if widget is None:
             return
+        if stream.thinking:  # what it thought so far, still folded
+            widget.show_thinking("".join(stream.thinking))
+            if stream.received():
+                widget.end_thinking()
         widget.replay_stream(stream.received(), stream.tool_events)
         if stream.prefill_event is not None:  # still reading the prompt: say how far
             widget.show_prefill(stream.prefill_event.done, stream.prefill_event.total)
@@ -403,6 +407,7 @@ class ConversationController(QObject):
         stream.started.connect(lambda ev: self._started(ev, user, answer))
         stream.prefill.connect(lambda ev: self._prefill(conversation_id, ev))
         stream.text.connect(lambda text: self._text(conversation_id, text))
+        stream.reasoning.connect(lambda text: self._thinking(conversation_id, text))
         stream.usage.connect(lambda usage: self._usage(conversation_id, usage))
         stream.notice.connect(lambda n: self._safety_notice(conversation_id, n))
         stream.memory.connect(lambda n: self._memory_notice(conversation_id, n))
@@ -501,6 +506,11 @@ class ConversationController(QObject):
         if widget is not None:
             widget.end_prefill()
             widget.body.append(text)
+
+    def _thinking(self, conversation_id: int, text: str) -> None:
+        widget = self._live.get(conversation_id)
+        if widget is not None:
+            widget.show_thinking(text)
 
     def _usage(self, conversation_id: int, usage: Usage) -> None:
         if conversation_id == self.current_id:

@@ -38,7 +38,7 @@ def test_edits_persist_and_reach_the_next_send(open_window, send, qtbot, arun):
 
     saved = arun(window.engine.conversations.settings(conversation_id))
     assert saved == {"system_prompt": "You are a pirate. Answer like one.", "sampling": CHAT_SAMPLING_PRESETS["Precise"],
-                     "sampling_preset": "Precise", "memory": False, "tools": [tool]}
+                     "sampling_preset": "Precise", "memory": False, "thinking": None, "tools": [tool]}
     qtbot.waitUntil(lambda: window.composer.tools_button.loaded and window.composer.tools_button.chosen() == [tool],
                     timeout=5000)
 
@@ -61,7 +61,8 @@ def test_edits_persist_and_reach_the_next_send(open_window, send, qtbot, arun):
     qtbot.mouseClick(again.buttons.button(again.buttons.StandardButton.Save), Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: not again.isVisible(), timeout=10000)
     assert arun(window.engine.conversations.settings(conversation_id)) == {
-        "system_prompt": None, "sampling": None, "sampling_preset": None, "memory": None, "tools": None}
+        "system_prompt": None, "sampling": None, "sampling_preset": None, "memory": None, "thinking": None,
+        "tools": None}
     send(window, "Remember that I prefer metric units")
     assert "pirate" not in window.engine.scripted.loaded[-1].prompts[-1]
     assert [m.text for m in arun(window.engine.memories.list())] == ["I prefer metric units"]
