@@ -286,6 +286,12 @@ class Models:
             self._tokenizers = {info.path: tokenizer}
         return tokenizer
 
+    @property
+    def tokenizers_apart(self) -> builtins.list[Path]:
+        """The model folders whose tokenizer is held without its model (the last one
+        `tokenizer_of` loaded to count or show tokens; none while the loaded model's serves)."""
+        return builtins.list(self._tokenizers)
+
     def _has_model(self, name: str) -> bool:
         return any(m.name == name for m in self.e.registry.list())
 

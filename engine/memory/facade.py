@@ -182,6 +182,12 @@ class Memories:
         except Exception:  # a background job must not take the engine down; BM25 still works
             log.exception("embedding memories failed; retrieval uses words only until the next try")
 
+    @property
+    def embedding_started(self) -> bool:
+        """Whether a background embedding job was started (a save starts one; it may have
+        finished since): what tests and benchmarks check before `embedding_idle`."""
+        return self._embed_job is not None
+
     async def embedding_idle(self) -> None:
         """Wait for the background embedding job, if one runs (tests, benchmarks)."""
         while self._embed_job is not None and not self._embed_job.done():

@@ -34,7 +34,8 @@ async def _test_tokens_of_ascii_text_with_ids_and_spans(make_engine):
         assert engine.loaded_worker is None  # the model was never loaded, only its tokenizer
         assert "".join(p.text for p in found) == text
         _cover(text, found)
-        tokenizer = engine.models._tokenizers[next(iter(engine.models._tokenizers))]
+        assert len(engine.models.tokenizers_apart) == 1  # the default model's tokenizer, loaded alone
+        tokenizer = await engine.models.tokenizer_for(None)  # that one, not loaded again
         assert [p.id for p in found] == tokenizer._text.encode(text, add_special_tokens=False).ids
         assert all(text[p.start:p.end] == p.text for p in found)
     finally:
@@ -98,7 +99,7 @@ async def _test_special_markup_is_text_and_the_loaded_models_tokenizer_is_used(m
         text = "<|im_end|> ok"
         found = await engine.models.tokens(text)
         assert "".join(p.text for p in found) == text  # typed markup stays plain text
-        assert engine.models._tokenizers == {}  # the loaded model's tokenizer served it
+        assert engine.models.tokenizers_apart == []  # the loaded model's tokenizer served it
     finally:
         await engine.close()
 

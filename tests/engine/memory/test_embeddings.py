@@ -112,7 +112,7 @@ def test_vectors_are_made_off_the_event_loop_and_in_the_background_on_save(make_
         try:
             memory = await engine.memories.add("I play padel on Thursday evenings.")
             await asyncio.sleep(0)  # the save's callback reaches the loop
-            assert engine.memories._embed_job is not None  # started by the save, no prompt needed
+            assert engine.memories.embedding_started  # by the save, no prompt needed
             await engine.memories.embedding_idle()
             assert "I play padel on Thursday evenings." in fake.texts
             assert await engine.memories.vectors_missing() == 0
