@@ -19,6 +19,7 @@ MAX_DRAFT_CHARS = 100_000  # a larger draft (a pasted file) is not pre-warmed: S
 
 class Prewarmer(QObject):
     overflow = Signal(str)  # the draft cannot fit the model's window: the engine's reason
+    warming = Signal(int)  # the engine took the draft to prefill: its prompt's tokens (engine.chat.prepared() waits for it)
 
     def __init__(self, engine: Engine, composer: Composer, tasks: Tasks,
                  conversation: Callable[[], int | None], parent: QObject | None = None):
@@ -42,6 +43,9 @@ class Prewarmer(QObject):
 
     async def _run(self, conversation_id: int | None, text: str) -> None:
         try:
-            await self._engine.chat.prepare(conversation_id, text)
+            tokens = await self._engine.chat.prepare(conversation_id, text)
         except ContextOverflow as exc:
             self.overflow.emit(str(exc))
+            return
+        if tokens is not None:
+            self.warming.emit(tokens)

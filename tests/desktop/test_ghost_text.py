@@ -8,7 +8,8 @@ import asyncio
 
 from PySide6.QtCore import Qt
 
-from wren.engine.ghost import Suggestion
+from tests.engine.worker_probe import submitted_to
+from wren.engine.ghost import GHOST_PRIORITY, Suggestion
 
 
 def _window(open_window, qtbot, reply=" to the park. Then we went home.", **kwargs):
@@ -97,10 +98,10 @@ def test_a_suggestion_for_a_changed_draft_is_dropped(open_window, qtbot, arun, m
 def test_the_next_keystroke_cancels_a_running_suggestion(open_window, qtbot):
     window = _window(open_window, qtbot, " and on and on and on and on and on and on.", delay=0.05)
     edit = window.composer.edit
+    submitted = submitted_to(window.engine.loaded_worker)
     qtbot.keyClicks(edit, "It goes")
-    engine = window.engine
-    qtbot.waitUntil(lambda: engine.chat._ghost is not None and engine.chat._ghost.request is not None, timeout=5000)
-    request = engine.chat._ghost.request
+    qtbot.waitUntil(lambda: any(r.priority == GHOST_PRIORITY for r in submitted), timeout=5000)
+    request = next(r for r in submitted if r.priority == GHOST_PRIORITY)
     qtbot.keyClicks(edit, " o")
     qtbot.waitUntil(request.cancel.is_set, timeout=2000)
     assert window.ghost.cancelled >= 1

@@ -7,8 +7,8 @@ def test_typing_prewarms_the_draft_and_send_reuses_it(open_window, qtbot, arun, 
     window = open_window("An answer.")
     send(window, "first question")
     engine = window.engine
-    window.composer.edit.setPlainText("what about the second one")
-    qtbot.waitUntil(lambda: engine.chat._warm is not None, timeout=5000)
+    with qtbot.waitSignal(window.prewarm.warming, timeout=5000):
+        window.composer.edit.setPlainText("what about the second one")
     cached = arun(engine.chat.prepared())
     send(window, "what about the second one")
     answer = arun(engine.conversations.messages(window.conversations.current_id))[-1]

@@ -7,8 +7,8 @@ def test_a_new_chats_draft_is_prewarmed(open_window, qtbot, arun, send):
     window = open_window("An answer.")
     assert window.conversations.current_id is None
     engine = window.engine
-    window.composer.edit.setPlainText("a first question for a new chat")
-    qtbot.waitUntil(lambda: engine.chat._warm is not None, timeout=5000)
+    with qtbot.waitSignal(window.prewarm.warming, timeout=5000):
+        window.composer.edit.setPlainText("a first question for a new chat")
     cached = arun(engine.chat.prepared())
     send(window, "a first question for a new chat")
     answer = arun(engine.conversations.messages(window.conversations.current_id))[-1]

@@ -8,6 +8,7 @@ import asyncio
 
 import pytest
 
+from tests.engine.worker_probe import submitted_to
 from wren.engine.errors import InvalidRequest
 from wren.engine.ghost import (
     ENABLED_KEY,
@@ -53,12 +54,13 @@ def test_the_draft_is_continued_as_the_users_own_turn(make_engine):
 def test_cancelling_the_caller_cancels_the_request(make_engine):
     async def main():
         engine = await _loaded(make_engine, " and on and on and on and on and on and on", delay=0.05)
+        submitted = submitted_to(engine.loaded_worker)
         task = asyncio.create_task(engine.chat.suggest_continuation("This goes"))
         for _ in range(200):
-            if engine.chat._ghost is not None and engine.chat._ghost.request is not None:
+            if any(r.priority == GHOST_PRIORITY for r in submitted):
                 break
             await asyncio.sleep(0.01)
-        request = engine.chat._ghost.request
+        request = next(r for r in submitted if r.priority == GHOST_PRIORITY)
         assert request.priority == GHOST_PRIORITY > WarmRequest([]).priority
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
