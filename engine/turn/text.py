@@ -55,10 +55,11 @@ class AnswerText:
             self.reason = event.reason
         elif self.calls_complete:
             return []
-        else:
-            self.probs.arrived(event)
         thought: list[Event] = []
         text = self._answer_text(event, thought) if self.split is not None else None
+        if isinstance(event, Delta) and (text is None or text):
+            # log-probabilities are the answer's: a token that only thought is left out
+            self.probs.arrived(event)
         steps = [self.guard.feed(piece) for piece in self._pieces(event, text)]
         if final and not self.blocked:
             steps.append(self.guard.finish())

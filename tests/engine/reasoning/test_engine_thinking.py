@@ -171,3 +171,22 @@ def test_the_next_answers_context_report_shows_the_thinking_left_out_and_exports
     assert exported[first_answer.id]["content"] == "Paris."
     assert "reasoning" not in exported[messages[0].id]  # a question has none
     assert "<details><summary>Thought for 0 s</summary>\n\nRecall the capitals.\n\n</details>" in as_markdown
+
+
+def test_log_probabilities_cover_the_answer_not_the_thinking(thinking_engine):
+    from wren.engine.inference.sampling import SamplingParams
+    from wren.engine.records import SendOptions
+
+    async def main():
+        engine = thinking_engine("<think>\nA long thought here.\n</think>\n\nParis.")
+        conv = await engine.conversations.create("q")
+        options = SendOptions(sampling=SamplingParams(temperature=0.0, logprobs=2))
+        events = await collect(engine.chat.send(conv.id, "Capital?", options))
+        await engine.close()
+        return events
+
+    events = asyncio.run(main())
+    deltas = [e for e in events if isinstance(e, Delta)]
+    tokens = "".join(t.token for d in deltas for t in d.logprobs or ())
+    assert "".join(d.text for d in deltas) == "Paris."
+    assert "thought" not in tokens and tokens.endswith("Paris.")
