@@ -545,10 +545,12 @@ class Turns:
     # -- short side requests: titles and summaries ------------------------------------
 
     async def complete(self, chat: list[dict], params: SamplingParams, *, priority: int = 1) -> str:
-        """The whole text of a short request that runs behind the visible answer."""
+        """The whole text of a short request that runs behind the visible answer (a title, a
+        summary): a thinking model is asked not to think, where its template takes that."""
         worker = await self.e.models.ensure_loaded()
         loop = asyncio.get_running_loop()
-        ids = await loop.run_in_executor(None, worker.tokenizer.encode_chat, chat)
+        tokenizer = thinking.without_thinking(worker.tokenizer)
+        ids = await loop.run_in_executor(None, tokenizer.encode_chat, chat)
         events: asyncio.Queue = asyncio.Queue()
         request = GenerationRequest(ids, params, loop_sink(events, loop),
                                     priority=priority, messages=chat)

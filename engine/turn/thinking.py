@@ -142,3 +142,9 @@ def chosen(options: object, conversation: dict) -> str | None:
 def chat_tokenizer(tokenizer: Tokenizer, options: object, conversation: dict) -> Tokenizer:
     """`tokenizer` rendering the chat template with this Send's thinking choice."""
     return tokenizer.with_template_vars(**template_vars(chosen(options, conversation), tokenizer.chat_template))
+
+
+def without_thinking(tokenizer: Tokenizer) -> Tokenizer:
+    """`tokenizer` asking the model not to think (the least effort, for gpt-oss), where its
+    template takes that: for the short requests behind an answer (titles, summaries)."""
+    return tokenizer.with_template_vars(**template_vars("off", tokenizer.chat_template))

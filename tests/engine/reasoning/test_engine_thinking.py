@@ -190,3 +190,24 @@ def test_log_probabilities_cover_the_answer_not_the_thinking(thinking_engine):
     tokens = "".join(t.token for d in deltas for t in d.logprobs or ())
     assert "".join(d.text for d in deltas) == "Paris."
     assert "thought" not in tokens and tokens.endswith("Paris.")
+
+
+def test_a_new_chats_title_request_asks_the_model_not_to_think(thinking_engine):
+    def reply(prompt: str) -> str:
+        if "title" in prompt.lower() and prompt.endswith("<think>\n\n</think>\n\n"):
+            return "Capitals of Europe"
+        return "<think>\nRecall.\n</think>\n\nParis is the capital of France."
+
+    async def main():
+        engine = thinking_engine(reply)
+        await engine.settings.set("titles.model", "always")
+        conv = await engine.conversations.create()
+        await collect(engine.chat.send(conv.id, "What is the capital of France?"))
+        title = (await engine.conversations.get(conv.id)).title
+        prompts = list(engine.scripted.loaded[0].prompts)
+        await engine.close()
+        return title, prompts
+
+    title, prompts = asyncio.run(main())
+    assert title == "Capitals of Europe"
+    assert any(p.endswith("<think>\n\n</think>\n\n") for p in prompts)  # the title's request, thinking off
