@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .generate import common_prefix
+import numpy as np
 
 MIN_GAIN = 16  # restoring costs a copy; below this many extra tokens, recompute instead
 
@@ -23,6 +23,14 @@ class SavedPrefix:
     ids: tuple[int, ...]
     state: Any  # whatever the backend's export_kv returned
     nbytes: int
+    array: np.ndarray | None = None  # `ids` as an array, made once: `best` compares every entry
+
+
+def _shared(a: np.ndarray, b: np.ndarray) -> int:
+    """How many leading ids two arrays share."""
+    n = min(len(a), len(b))
+    diff = np.flatnonzero(a[:n] != b[:n])
+    return int(diff[0]) if diff.size else n
 
 
 class PrefixCache:
@@ -44,7 +52,7 @@ class PrefixCache:
             _, old = self._entries.popitem(last=False)
             self.used -= old.nbytes
             self.evictions += 1
-        self._entries[key] = SavedPrefix(key, state, nbytes)
+        self._entries[key] = SavedPrefix(key, state, nbytes, np.asarray(key, dtype=np.int64))
         self.used += nbytes
         return True
 
@@ -56,8 +64,13 @@ class PrefixCache:
     def best(self, ids: Sequence[int]) -> tuple[SavedPrefix | None, int]:
         """The saved prompt sharing the longest prefix with `ids`, and that length."""
         found, length = None, 0
+        if not self._entries or not len(ids):
+            return None, 0
+        target = np.asarray(ids, dtype=np.int64)  # once, not once per entry
         for entry in self._entries.values():
-            n = common_prefix(entry.ids, ids)
+            if entry.array is None:
+                entry.array = np.asarray(entry.ids, dtype=np.int64)
+            n = _shared(entry.array, target)
             if n > length:
                 found, length = entry, n
         if found is not None:
