@@ -239,3 +239,28 @@ def test_phi4_minis_gpt4o_pre_tokenizer_splits_as_o200k(kit, tmp_path):
     byte = kit.byte_level_alphabet()
     assert pieces == [w.replace(" ", byte[32]).replace("\n", byte[10]) for w in
                       ["HELLO", " World", ",", " I'VE", " got", " ", "123", "45", " a", "/b", "//\n\n", " x"]]
+
+
+def test_phi3_sliding_window(tmp_path):
+    """Phi-3-mini's window (2047 of 4096) covers every layer; Phi-3.5-mini's 262144 is longer
+    than its context and so no window. A window of 8 over a 40-token prompt agrees with
+    transformers."""
+    import shutil
+
+    from wren.engine.inference import families
+    from wren.engine.inference.backends.torch import TorchBackend
+
+    windows = families.by_model_type("phi3").sliding_windows
+    assert windows({"sliding_window": 2047, "max_position_embeddings": 4096}, 2) == (2047, 2047)
+    assert windows({"sliding_window": 262144, "max_position_embeddings": 131072}, 2) == (None, None)
+    assert windows({"sliding_window": None}, 2) == (None, None)
+    hf_dir = shutil.copytree(DATA / "phi3" / "hf", tmp_path / "phi3")
+    config = json.loads((hf_dir / "config.json").read_text())
+    (hf_dir / "config.json").write_text(json.dumps(config | {"sliding_window": 8}))
+    ids = list(range(3, 43))
+    want_tokens, want = _transformers_greedy(hf_dir, ids, 4)
+    got_tokens, got = _wren_greedy(TorchBackend("cpu").load(hf_dir, dtype="float32", compile=False), ids, 4)
+    assert got_tokens == want_tokens
+    assert max(np.abs(a - b).max() for a, b in zip(got, want, strict=True)) < FP32_TOL
+    full = TorchBackend("cpu").load(DATA / "phi3" / "hf", dtype="float32", compile=False)
+    assert np.abs(full.prefill(ids, 0) - want[0]).max() > 100 * FP32_TOL  # the window mattered
