@@ -26,7 +26,7 @@ from ..events import (
 from ..progress import PrefillLine
 from .ask_request import AskRequest, answer, load_asked_model
 from .main import _INTERRUPTED, _main_thread, _open_engine, _print_notices, _question
-from .output import Output, shown
+from .output import Output, ThinkingLines, shown
 
 
 async def run(args) -> int:
@@ -154,38 +154,6 @@ class AskView:
 
     def close(self) -> None:
         self.reading.clear()
-
-
-DIM, NORMAL = "\x1b[2m", "\x1b[0m"
-
-
-class ThinkingLines:
-    """A thinking model's thinking on standard output: dimmed, before the answer, on a
-    terminal only (piped output holds the answer alone; --json gives the thinking as
-    reasoning events). Its text goes through the terminal filter like the answer's."""
-
-    def __init__(self, out: Output, *, shown: bool = True) -> None:
-        self.out = out
-        self.shown = shown
-        self.open = False  # thinking printed, the answer not yet begun
-
-    def write(self, text: str) -> None:
-        if not self.shown or self.out.raw:
-            return
-        if not self.open:
-            self.out.stream.write(DIM)
-            self.open = True
-            text = text.lstrip("\n")
-        self.out.stream.write(self.out.text(text))
-        self.out.stream.flush()
-
-    def end(self) -> None:
-        """The thinking is over: normal text again, a blank line before the answer."""
-        if self.open:
-            self.out.end()
-            self.out.stream.write(NORMAL + "\n\n")
-            self.out.stream.flush()
-            self.open = False
 
 
 class Interrupt:

@@ -28,11 +28,12 @@ from ..events import (
     Finished,
     FinishReason,
     PrefillProgress,
+    Reasoning,
     Started,
 )
 from ..progress import PrefillLine
 from ..records import ORIGIN_KEY, TERMINAL_ORIGIN, ConversationInfo
-from .output import Output, shown
+from .output import Output, ThinkingLines, shown
 
 PROMPT, MORE = ">>> ", "... "
 QUOTES = '"""'
@@ -316,6 +317,7 @@ class Chat:
             except NotImplementedError:  # Windows' loops: Ctrl+C ends the chat instead
                 handled = False
         reading = PrefillLine(self.err)
+        thinking = ThinkingLines(self.out)  # dimmed, before the answer, on a terminal only
         try:
             async for event in events:
                 if isinstance(event, Started) and self.conv is None:
@@ -324,21 +326,7 @@ class Chat:
                     reading.update(event.done, event.total)
                     continue
                 reading.clear()
-                if isinstance(event, Delta):
-                    self.out.write(event.text)
-                elif isinstance(event, Failed):
-                    self.out.end()
-                    self.out.line()
-                    self.note(f"wren: {event.error}")
-                elif isinstance(event, AnswerNotice):  # e.g. a tool-shaped question answered without the tool
-                    self.out.end()
-                    self.out.line()
-                    self.note(f"wren: note: {event.text}")
-                elif isinstance(event, Finished):
-                    self.out.end()
-                    self.out.line(" [stopped]" if event.reason is FinishReason.CANCELLED else "")
-                    if event.reason is FinishReason.BLOCKED:
-                        self.note("(not sent: the safety policy blocks this message; `wren scan TEXT` says why)")
+                self._show(event, thinking)
         except WrenError as exc:
             self.note(f"wren: {exc}")
         finally:
@@ -346,6 +334,28 @@ class Chat:
             self.out.end()
             if handled:
                 loop.remove_signal_handler(signal.SIGINT)
+
+    def _show(self, event, thinking: ThinkingLines) -> None:
+        """One event of the answer: its thinking dimmed, its text, a failure or note, its end."""
+        if isinstance(event, Reasoning):
+            thinking.write(event.text)
+            return
+        thinking.end()
+        if isinstance(event, Delta):
+            self.out.write(event.text)
+        elif isinstance(event, Failed):
+            self.out.end()
+            self.out.line()
+            self.note(f"wren: {event.error}")
+        elif isinstance(event, AnswerNotice):  # e.g. a tool-shaped question answered without the tool
+            self.out.end()
+            self.out.line()
+            self.note(f"wren: note: {event.text}")
+        elif isinstance(event, Finished):
+            self.out.end()
+            self.out.line(" [stopped]" if event.reason is FinishReason.CANCELLED else "")
+            if event.reason is FinishReason.BLOCKED:
+                self.note("(not sent: the safety policy blocks this message; `wren scan TEXT` says why)")
 
 
 def _main_thread() -> bool:

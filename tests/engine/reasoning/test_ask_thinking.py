@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from tests.engine.cli.conftest import FakeTerminal
-from wren.engine.terminal.ask import DIM, NORMAL
 from wren.engine.terminal.main import main
+from wren.engine.terminal.output import DIM, NORMAL
 
 from .conftest import QWEN3, thinking_model_dir
 
@@ -77,3 +77,26 @@ def test_json_with_hide_thinking_has_no_reasoning_events(thinker, capsys):
     assert main(["ask", "--json", "--hide-thinking", "hi"]) == 0
     types = {json.loads(line)["type"] for line in capsys.readouterr().out.splitlines()}
     assert "reasoning" not in types and "delta" in types
+
+
+def test_wren_chat_prints_thinking_dimmed_on_a_terminal_and_not_in_a_pipe(thinking_engine):
+    import asyncio
+    import io
+
+    from wren.engine.terminal.chat import Chat
+    from wren.engine.terminal.output import Output
+
+    engine = thinking_engine(REPLY)
+
+    async def scenario() -> tuple[str, str]:
+        await engine.models.load()
+        sampling = await engine.settings.default_sampling()
+        tty, pipe = FakeTerminal(), io.StringIO()
+        await Chat(engine, sampling, out=Output(tty), err=io.StringIO()).handle("hi")
+        await Chat(engine, sampling, out=Output(pipe), err=io.StringIO()).handle("hi")
+        await engine.close()
+        return tty.getvalue(), pipe.getvalue()
+
+    on_tty, piped = asyncio.run(scenario())
+    assert on_tty == f"{DIM}The user greets me.\n{NORMAL}\n\nHello!\n"
+    assert piped == "Hello!\n"
