@@ -230,7 +230,7 @@ class ContextAssembler:
             window=window, reserve=reserve, prompt_tokens=prompt_tokens,
             exact=ids is not None or self.count_chat is not None,
             parts=tuple(all_parts), rendered_prompt=rendered,
-            summary_through=summary.through_id if PartKind.SUMMARY in sections else None, summarize_calls=calls,
+            summary_through=summary.through_id if summary is not None and PartKind.SUMMARY in sections else None, summarize_calls=calls,
             elapsed_ms=round((time.perf_counter() - started) * 1000, 3),
         )
         return AssembledContext(messages, report, ids)
@@ -281,6 +281,8 @@ class ContextAssembler:
         """Fold history[start:end] into the running summary, in chunks the model can read.
 
         Returns the summary, the model calls made, and where the summary now ends."""
+        summarize = self.summarize
+        assert summarize is not None, "folding needs a summarizer (assemble checks for one first)"
         chunk_limit = max(256, window // 2)
         summary, calls, chunk, size, reached = saved, 0, [], 0, start
         for n in range(start, end):
@@ -292,7 +294,7 @@ class ContextAssembler:
             if not last_of_chunk:
                 continue
             try:
-                result = self.summarize(chunk, summary.text if summary else "")
+                result = summarize(chunk, summary.text if summary else "")
                 text = (await result) if inspect.isawaitable(result) else result
             except Exception as exc:  # a failed summary must not fail the turn: drop instead
                 log.warning("summarizing conversation %s failed: %s", request.conversation_id, exc)

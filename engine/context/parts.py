@@ -20,7 +20,7 @@ HEADERS = {
 }
 _SKIPPED_STATUS = {"failed", "blocked"}
 # Enum members → their values without a descriptor call per message (1,000 per turn).
-_VALUE = {member: member.value for enum in (Role, MessageStatus) for member in enum}
+_VALUE: dict[Any, str] = {member: member.value for enum in (Role, MessageStatus) for member in enum}
 
 
 class Msg(NamedTuple):  # a tuple: a thousand are built per turn

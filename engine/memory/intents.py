@@ -178,7 +178,7 @@ def _reads_as_fact(text: str) -> bool:
     # Two words make a fact only with a verb in them: "I'm vegan" yes, "my name" no.
     return (
         (len(text.split()) >= 3 or (len(text.split()) == 2 and (
-            _VERB.search(text) is not None or re.match(r"(?:i|we|you|he|she|they)\s", text, re.I))))
+            _VERB.search(text) is not None or re.match(r"(?:i|we|you|he|she|they)\s", text, re.I) is not None)))
         and not _NOT_A_FACT_START.match(text)
         and _FACT_WORD.search(text) is not None
         and _CONTENT.search(text) is not None

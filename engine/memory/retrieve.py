@@ -110,7 +110,9 @@ class Retriever:
             row = rows.get(memory_id)
             if row is None:
                 continue
-            touched = max(_when(row[3]), _when(row[4]) or _when(row[3]))
+            created = _when(row[3])
+            assert created is not None  # every memory has its creation time
+            touched = max(created, _when(row[4]) or created)
             age_days = max(0.0, (now - touched).total_seconds() / 86400)
             recency = math.exp(-math.log(2) * age_days / s.half_life_days)
             scored.append((memory_id, (1 - s.recency_weight) * value + s.recency_weight * recency, row[2]))

@@ -5,6 +5,7 @@ Synchronous and database-bound: the Engine calls it through its one database thr
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Iterable
 
 from ..store import Store
@@ -88,7 +89,11 @@ class MemoryService:
         skipped = self._off_reason(conversation_settings, prefs)
         if skipped:
             return TurnOutcome(skipped=skipped, intents=tuple(found))
-        saved, forgotten, refused, unmatched, clear_all = [], [], [], [], False
+        saved: list[MemoryInfo] = []
+        forgotten: list[MemoryInfo] = []
+        refused: list[tuple[str, str]] = []
+        unmatched: list[str] = []
+        clear_all = False
         for intent in found:
             if intent.kind is IntentKind.REMEMBER:
                 try:
@@ -125,10 +130,11 @@ class MemoryService:
         known = {m.text.lower() for m in self.memories.search(" ".join(c.text for c in candidates), 100)}
         fresh = [c for c in candidates if c.text.lower() not in known]
         retriever = self.retriever
-        if fresh and retriever.hybrid:
+        embedder = retriever.embedder
+        if fresh and embedder is not None:  # hybrid retrieval
             retriever.load_vectors()
             if len(retriever.vectors.ids):
-                vectors = retriever.embedder.embed([c.text for c in fresh])
+                vectors = embedder.embed([c.text for c in fresh])
                 fresh = [c for c, v in zip(fresh, vectors)
                          if float(retriever.vectors.cosines(v).max()) < SAME_FACT_COSINE]
         return fresh
@@ -168,7 +174,7 @@ class MemoryService:
     def count(self) -> int:
         return self.memories.count()
 
-    def search(self, query: str, limit: int = 50) -> list[MemoryInfo]:
+    def search(self, query: str, limit: int = 50) -> builtins.list[MemoryInfo]:
         return self.memories.search(query, limit)
 
     def get(self, memory_id: int) -> MemoryInfo:
@@ -213,7 +219,7 @@ class MemoryService:
     def clear(self) -> int:
         return self.memories.clear()
 
-    def forget_topic(self, topic: str) -> list[MemoryInfo]:
+    def forget_topic(self, topic: str) -> builtins.list[MemoryInfo]:
         """Delete every memory containing all topic words of `topic`; returns them (for undo)."""
         return self.memories.delete_many(self.memories.matching_all(topic))
 

@@ -5,6 +5,7 @@ records the rest of Wren sees."""
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import functools
 from collections.abc import Iterable, Iterator
@@ -146,7 +147,7 @@ class MemoryStore:
         return [_info(r) for r in rows.newest_memories(limit, offset)]
 
     @_with_tables
-    def search(self, query: str, limit: int = 50) -> list[MemoryInfo]:
+    def search(self, query: str, limit: int = 50) -> builtins.list[MemoryInfo]:
         """Memories matching any word of `query`, best first (the settings search box)."""
         ranked = self.bm25(query, limit)
         if not ranked:
@@ -154,21 +155,21 @@ class MemoryStore:
         found = {r.id: r for r in rows.memory_rows(i for i, _ in ranked)}
         return [_info(found[i]) for i, _ in ranked if i in found]
 
-    def bm25(self, query: str, limit: int) -> list[tuple[int, float]]:
+    def bm25(self, query: str, limit: int) -> builtins.list[tuple[int, float]]:
         """(memory id, BM25 score — higher is better) for rows matching any word of `query`."""
         match = fts.any_of(query)
         return rows.memory_bm25(self.db, match, limit) if match else []
 
-    def candidates(self, query: str, limit: int) -> list[rows.RankedRow]:
+    def candidates(self, query: str, limit: int) -> builtins.list[rows.RankedRow]:
         """(id, BM25 score, text, updated_at, last_used_at) of the best `limit` matches."""
         match = fts.any_of(query)
         return rows.memory_candidates(self.db, match, limit) if match else []
 
-    def rows_raw(self, memory_ids: Iterable[int]) -> list[rows.RankedRow]:
+    def rows_raw(self, memory_ids: Iterable[int]) -> builtins.list[rows.RankedRow]:
         """Like `candidates` (score 0) for given ids: embedding-only candidates."""
         return rows.memory_rows_raw(self.db, memory_ids)
 
-    def matching_all(self, topic: str, limit: int = 200) -> list[int]:
+    def matching_all(self, topic: str, limit: int = 200) -> builtins.list[int]:
         """Ids of memories containing every topic word of `topic` ("forget everything about X")."""
         match = fts.all_of(topic)
         return rows.memory_ids_matching(self.db, match, limit) if match else []
@@ -177,6 +178,8 @@ class MemoryStore:
 def _info(row: rows.MemoryRow) -> MemoryInfo:
     return MemoryInfo(
         id=row.id, text=row.text, created_at=row.created_at, updated_at=row.updated_at,
-        source_conversation_id=row.source_conversation_id, source_message_id=row.source_message_id,
+        # peewee makes each foreign key's <name>_id accessor at runtime; the model class does not declare it
+        source_conversation_id=row.source_conversation_id,  # type: ignore[attr-defined]
+        source_message_id=row.source_message_id,  # type: ignore[attr-defined]
         last_used_at=row.last_used_at, times_used=row.times_used, origin=Origin(row.origin),
     )

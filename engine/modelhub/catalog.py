@@ -96,7 +96,7 @@ def _entry(raw: Any, where: str) -> CatalogEntry:
     values: dict[str, Any] = {}
     for key, kind in _FIELDS.items():
         value = raw.get(key)
-        if not isinstance(value, kind) or isinstance(value, bool) or value in ("", 0) or (kind is int and value < 0):
+        if not isinstance(value, kind) or isinstance(value, bool) or value in ("", 0) or (isinstance(value, int) and value < 0):
             raise ModelFileError(f"{where}: {key!r} must be a non-empty {kind.__name__}, got {value!r}")
         values[key] = value
     if families.find_model_type(values["architecture"]) is None:

@@ -179,7 +179,7 @@ class Providers:
         provider: the ModelStatus; else None (a local model). Call under the load lock."""
         providers = await self.e.db(load_providers, self.e.store)
         found = split_remote(name, providers)
-        if found is None:
+        if found is None or name is None:
             return None
         info, model = found
         started = time.perf_counter()
