@@ -46,6 +46,12 @@ class ScriptedBackend:
         return model
 
 
+def _cue(tokenizer: Tokenizer, probe: list[dict], **variables: object) -> str:
+    """What the chat template adds to start the model's answer (with these variables)."""
+    asked = tokenizer.render_chat(probe, add_generation_prompt=True, **variables)
+    return asked[len(tokenizer.render_chat(probe, add_generation_prompt=False, **variables)):]
+
+
 class ScriptedModel(ModelBase):
     backend = "scripted"
     kv_export = True  # its "cache" is the id list, which export_kv copies
@@ -66,10 +72,9 @@ class ScriptedModel(ModelBase):
         # also prefills long prompts in pieces, and those pieces are not questions. A
         # thinking model's cue may close an empty <think> (a chat with thinking off).
         probe = [{"role": "user", "content": "?"}]
-        asked = tokenizer.render_chat(probe, add_generation_prompt=True)
-        asked_off = tokenizer.render_chat(probe, add_generation_prompt=True, enable_thinking=False)
-        self._answer_cue = asked[len(tokenizer.render_chat(probe, add_generation_prompt=False)):]
-        self._thinking_off_cue = self._answer_cue + asked_off[len(asked):] if asked_off.startswith(asked) else None
+        self._answer_cue = _cue(tokenizer, probe)
+        off = _cue(tokenizer, probe, enable_thinking=False)
+        self._thinking_off_cue = off if off != self._answer_cue else None
 
     def _logits(self) -> np.ndarray:
         target = self._script[self._cursor] if self._cursor < len(self._script) else self._end

@@ -211,3 +211,23 @@ def test_a_new_chats_title_request_asks_the_model_not_to_think(thinking_engine):
     title, prompts = asyncio.run(main())
     assert title == "Capitals of Europe"
     assert any(p.endswith("<think>\n\n</think>\n\n") for p in prompts)  # the title's request, thinking off
+
+
+def test_smollm3_thinks_in_tags_and_its_no_think_mode_comes_from_the_chat(thinking_engine):
+    from .conftest import SMOLLM3
+
+    async def main():
+        engine = thinking_engine("<think>\nA greeting.\n</think>\nHi!", SMOLLM3, arch="qwen2")
+        conv = await engine.conversations.create("q")
+        first = await collect(engine.chat.send(conv.id, "hello"))
+        await engine.conversations.update_settings(conv.id, thinking="off")
+        await collect(engine.chat.send(conv.id, "again"))
+        prompts = list(engine.scripted.loaded[0].prompts)
+        await engine.close()
+        return first, prompts
+
+    first, prompts = asyncio.run(main())
+    assert shown(first, Reasoning) == "A greeting.\n" and shown(first, Delta) == "Hi!"
+    assert "Reasoning Mode: /think" in prompts[0]
+    assert "Reasoning Mode: /no_think" in prompts[1] and prompts[1].endswith("<think>\n\n</think>\n")
+    assert "A greeting" not in prompts[1]
