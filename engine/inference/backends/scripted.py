@@ -46,7 +46,7 @@ class ScriptedBackend:
         return model
 
 
-def _cue(tokenizer: Tokenizer, probe: list[dict], **variables: object) -> str:
+def _cue(tokenizer: Tokenizer, probe: list[dict], **variables: bool) -> str:
     """What the chat template adds to start the model's answer (with these variables)."""
     asked = tokenizer.render_chat(probe, add_generation_prompt=True, **variables)
     return asked[len(tokenizer.render_chat(probe, add_generation_prompt=False, **variables)):]
