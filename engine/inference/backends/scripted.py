@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -46,7 +47,7 @@ class ScriptedBackend:
         return model
 
 
-def _cue(tokenizer: Tokenizer, probe: list[dict], **variables: bool) -> str:
+def _cue(tokenizer: Tokenizer, probe: list[dict], **variables: Any) -> str:
     """What the chat template adds to start the model's answer (with these variables)."""
     asked = tokenizer.render_chat(probe, add_generation_prompt=True, **variables)
     return asked[len(tokenizer.render_chat(probe, add_generation_prompt=False, **variables)):]
