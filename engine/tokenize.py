@@ -606,7 +606,9 @@ class _ChatTemplateEnvironment(ImmutableSandboxedEnvironment):
 
     def __init__(self) -> None:
         super().__init__(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols], finalize=_finalize)
-        self.concat = _bounded_join  # joins every buffered block: macros, {% set %} blocks, filters
+        # joins every buffered block: macros, {% set %} blocks, filters (jinja2 declares concat as a
+        # class attribute, "".join, which mypy reads as a method; the environment reads it per instance)
+        self.concat = _bounded_join  # type: ignore[method-assign]
         self.globals.pop("lipsum", None)  # generates text to order; no chat template needs it
         self.globals["raise_exception"] = _raise_exception
         self.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
@@ -757,13 +759,13 @@ def _check_builtin_method(budget: _Budget, method: Any, args: tuple, kwargs: dic
         if name in ("center", "ljust", "rjust", "zfill"):
             budget.size(_int_arg(arg(0, "width", 0)), "a padded string")
         elif name == "expandtabs":
-            tabs = owner.count("\t" if isinstance(owner, str) else b"\t")
+            tabs = owner.count("\t") if isinstance(owner, str) else owner.count(b"\t")
             budget.size(n + tabs * _int_arg(arg(0, "tabsize", 8)), "a string")
         elif name == "replace" and len(args) >= 2:
             old, new = args[0], args[1]
             count = _int_arg(arg(2, "count", -1)) if len(args) > 2 or "count" in kwargs else -1
             if isinstance(old, type(owner)) and isinstance(new, type(owner)):
-                hits = n + 1 if not old else owner.count(old)
+                hits = n + 1 if not old else _occurrences(owner, old)
                 budget.size(n + (min(hits, count) if count >= 0 else hits) * len(new), "a string")
         elif name == "join" and args:
             items = list(args[0])
@@ -796,6 +798,15 @@ def _finalize(value: Any) -> Any:
             "what its macros and blocks print"
         )
     return value
+
+
+def _occurrences(owner: str | bytes, part: str | bytes) -> int:
+    """How often `part` occurs in `owner` (both text or both bytes; a mix never occurs)."""
+    if isinstance(owner, str) and isinstance(part, str):
+        return owner.count(part)
+    if isinstance(owner, bytes) and isinstance(part, bytes):
+        return owner.count(part)
+    return 0
 
 
 def _bounded_join(parts: Any) -> str:

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 # The parse tree is the only way to bound a regex's reach; it has been stable since 3.5
 # under either name, and a failure here falls back to a fixed cap rather than crashing.
 try:
-    from re import _constants as _c
-    from re import _parser as _p
+    # typeshed types the public re module only: these private ones are not in its stubs
+    from re import _constants as _c  # type: ignore[attr-defined]
+    from re import _parser as _p  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - Python < 3.11
     import sre_constants as _c  # type: ignore[no-redef]
     import sre_parse as _p  # type: ignore[no-redef]
@@ -44,8 +45,8 @@ def regex_shape(pattern: str, flags: int = 0) -> RegexShape:
         reach=reach,
         behind=state["behind"],
         min_width=tree.getwidth()[0],
-        nested_unbounded=state["nested"],
-        anchored=state["anchored"],
+        nested_unbounded=bool(state["nested"]),
+        anchored=bool(state["anchored"]),
     )
 
 

@@ -111,8 +111,8 @@ class FenceTracker:
         if ch not in "`~":
             return False
         # An opening run's full length (up to a cap) matters: only as long a run closes it.
-        closes = self._open is not None and self._open[0] == ch
-        enough = self._open[1] if closes else _MAX_RUN
+        opened = self._open
+        enough = opened[1] if opened is not None and opened[0] == ch else _MAX_RUN
         run = 0
         while i < length and buf[i - base] == ch and run < enough:
             i += 1
@@ -243,9 +243,11 @@ class Matcher:
     def _close_region(self, index: int, d: Detector, t: _Track, out: list[Candidate]) -> bool:
         """Find where a started region ends; False while that depends on text not yet here."""
         base, length = self._base, self.length
+        region_end = d.region_end
+        assert region_end is not None, "only a detector with a region has one to close"
         limit = t.head_end + d.region_cap
         stop = min(length, limit)
-        m = d.region_end.search(self._buf, t.region_pos - base, stop - base)
+        m = region_end.search(self._buf, t.region_pos - base, stop - base)
         decided = self._final or length >= limit
         if m is not None and (decided or m.start() + base + d.end_reach <= length):
             end = m.end() + base
@@ -257,6 +259,7 @@ class Matcher:
                 t.region_pos = min(t.region_pos, m.start() + base)
             return False
         start, head_end = t.head_start, t.head_end
+        assert start is not None, "a region closes only after its head started"
         t.head_start = None
         text = self.text(start, end)
         n = d.finish_region(text) if d.finish_region is not None else len(text)
