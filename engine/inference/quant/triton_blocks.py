@@ -251,3 +251,59 @@ def gemm_kernel(x, raw, y, bias, M, N, K, row_bytes, x_stride, y_stride,
         acc += tl.load(bias + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
     out = y + rm[:, None].to(tl.int64) * y_stride + rn[None, :]
     tl.store(out, acc.to(y.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@triton.jit(do_not_specialize=["N", "blocks_per_split"])
+def matvec_q4k_kernel(x, raw, y, bias, N, K, blocks_per_split, row_bytes, row_words, x_stride, y_stride,
+                      M: tl.constexpr, MP: tl.constexpr, BN: tl.constexpr, P: tl.constexpr,
+                      ATOMIC: tl.constexpr, HAS_BIAS: tl.constexpr):
+    """matvec_kernel for Q4_K, reading the quants as 32-bit words (whole 16-byte vectors where
+    aligned): a super-block is 4 pairs of sub-blocks, each 8 words; nibble e of a word holds, for
+    e' = its place in SHIFT's order, value 32 * (e' // 4) + 4c + e' % 4 of its pair (c: the word
+    in the pair). A step takes P pairs (P / 4 super-blocks) of BN rows."""
+    rows = tl.program_id(0) * BN + tl.arange(0, BN)
+    split = tl.program_id(1)
+    start = split * blocks_per_split * 4
+    stop = tl.minimum(start + blocks_per_split * 4, (K // 256) * 4)  # in pairs
+    r4 = rows[:, None, None, None]
+    words = raw.to(tl.pointer_type(tl.int32)) + r4.to(tl.int64) * row_words  # row_words: Triton sees 16 | it
+    rbytes = raw + rows[:, None, None].to(tl.int64) * row_bytes
+    c = tl.arange(0, 8)
+    e = tl.arange(0, 8)
+    shift = (e % 4) * 8 + (e // 4) * 4  # low nibbles (h = 0) first, then high ones
+    vals = (e // 4) * 32 + e % 4  # the value each nibble holds, in its pair
+    h = tl.arange(0, 2)[None, None, :]
+    ms = tl.arange(0, MP)[None, :]
+    acc = tl.zeros((BN, MP), dtype=tl.float32)
+    for p0 in range(start, stop, P):
+        pp = p0 + tl.arange(0, P)
+        pmask = pp < stop
+        blk = pp // 4  # super-block
+        mask4 = (r4 < N) & pmask[None, :, None, None]
+        at = tl.multiple_of(blk * 36 + 4 + (pp % 4) * 8, 4)  # the pair's first word, 16-byte aligned
+        qw = tl.load(words + at[None, :, None, None] + c[None, None, :, None], mask=mask4, other=0)
+        q = ((qw >> shift[None, None, None, :]) & 15).to(tl.float32)  # [BN, P, 8, 8]
+        mask3 = (rows[:, None, None] < N) & pmask[None, :, None]
+        sub = (pp % 4)[None, :, None] * 2 + h  # [1, P, 2]
+        bb = rbytes + (blk * 144)[None, :, None]
+        sc, mn = _k_scale_min(bb, 0, sub, mask3)
+        s = _half(bb, 0, mask3) * sc  # [BN, P, 2]
+        o = _half(bb, 2, mask3) * mn
+        cols = (blk * 256 + (pp % 4) * 64)[:, None, None] + c[None, :, None] * 4 + vals[None, None, :]  # [P, 8, 8]
+        for m in tl.static_range(M):
+            xm = tl.load(x + m * x_stride + cols, mask=pmask[:, None, None], other=0.0).to(tl.float32)
+            dots = tl.sum(q * xm[None, :, :, :], axis=2)  # [BN, P, 8 nibbles]
+            dh = tl.sum(tl.reshape(dots, (BN, P, 2, 4)), axis=3)  # [BN, P, 2]: per sub-block
+            xh = tl.sum(tl.reshape(tl.sum(xm, axis=1), (P, 2, 4)), axis=2)[None, :, :]  # [1, P, 2]
+            part = s * dh - o * xh
+            dot = tl.sum(tl.sum(part, axis=2), axis=1)
+            acc += tl.where(ms == m, dot[:, None], 0.0)
+    if HAS_BIAS:
+        b = tl.load(bias + rows, mask=rows < N, other=0.0).to(tl.float32)
+        acc += tl.where(split == 0, b[:, None], 0.0)
+    out = y + ms.to(tl.int64) * y_stride + rows[:, None]
+    omask = (rows[:, None] < N) & (ms < M)
+    if ATOMIC:
+        tl.atomic_add(out, acc, mask=omask)
+    else:
+        tl.store(out, acc.to(y.dtype.element_ty), mask=omask)

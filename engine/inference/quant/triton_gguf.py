@@ -68,6 +68,7 @@ SPECS: dict[int, _Spec] = {
     int(_T.Q8_0): _Spec(32, 34, 32, 0), int(_T.Q4_K): _Spec(256, 144, 32, -1),
     int(_T.Q5_K): _Spec(256, 176, 32, -1), int(_T.Q6_K): _Spec(256, 210, 16, 0),
 }
+Q4_K = int(_T.Q4_K)
 
 
 def available() -> bool:
@@ -134,15 +135,15 @@ def _matvec_plan(qtype: int, n: int, k: int, device_index: int) -> tuple[int, in
     K split where the rows alone would leave the GPU's multiprocessors short of programs."""
     spec = SPECS[qtype]
     groups = k // spec.group
+    g = 256 // spec.group  # a super-block, or 8 blocks of 32
     if INTERPRET:
-        split = 2 if groups > 8 else 1  # the split-K path, exercised on small shapes
-        return 16, 8, split, triton.cdiv(groups, split)
-    bn, g = 8, 256 // spec.group
-    programs = triton.cdiv(n, bn)
-    target = 4 * _sm_count(device_index)
-    split = 1
-    while programs * split < target and groups // (split * 2) >= 2 * g:
-        split *= 2
+        bn, split = 16, (2 if groups > 8 else 1)  # the split-K path, exercised on small shapes
+    else:
+        # Q4_K's word-reading kernel: 16 rows x a super-block is one 16-byte load per thread
+        bn, split = (16 if qtype == Q4_K else 8), 1
+        programs, target = triton.cdiv(n, bn), 4 * _sm_count(device_index)
+        while programs * split < target and groups // (split * 2) >= 2 * g:
+            split *= 2
     per = triton.cdiv(triton.cdiv(groups, split), g) * g  # whole steps per share
     return bn, g, triton.cdiv(groups, per), per
 
@@ -177,6 +178,11 @@ def _launch(x: torch.Tensor, raw: torch.Tensor, qtype: int, y: torch.Tensor,
     if m <= MATVEC_MAX_ROWS:
         bn, g, split, per = _matvec_plan(qtype, n, k, raw.device.index or 0)
         mp = 1 << (m - 1).bit_length()
+        if qtype == Q4_K:  # quants read as 32-bit words; a step is one super-block (4 pairs of sub-blocks)
+            _k.matvec_q4k_kernel[(triton.cdiv(n, bn), split)](
+                x, raw, y, bias if bias is not None else y, n, k, per // g, raw.shape[1], raw.shape[1] // 4, x.stride(0),
+                y.stride(0), M=m, MP=mp, BN=bn, P=4, ATOMIC=atomic and split > 1, HAS_BIAS=bias is not None, num_warps=4)
+            return
         _k.matvec_kernel[(triton.cdiv(n, bn), split)](
             x, raw, y, bias if bias is not None else y, n, k, per, raw.shape[1], x.stride(0), y.stride(0),
             QTYPE=qtype, GS=spec.group, OFFSET=spec.offset, M=m, MP=mp, BN=bn, G=g, ATOMIC=atomic and split > 1,
@@ -215,11 +221,14 @@ def linear_parts(x: torch.Tensor, raws: list[torch.Tensor], qtypes: tuple[int, .
     if m == 0:
         return x2.new_empty(*lead, total)
     y = torch.zeros(m, total, dtype=torch.float32, device=x2.device) if atomic else x2.new_empty(m, total)
-    at = 0
-    for raw, qtype, n in zip(raws, qtypes, rows):
-        part_bias = None if bias is None else bias[at:at + n]
-        _launch(x2, raw, int(qtype), y[:, at:at + n], part_bias, atomic)
-        at += n
+    if len(raws) == 1:
+        _launch(x2, raws[0], int(qtypes[0]), y, bias, atomic)
+    else:
+        at = 0
+        for raw, qtype, n in zip(raws, qtypes, rows):
+            part_bias = None if bias is None else bias[at:at + n]
+            _launch(x2, raw, int(qtype), y[:, at:at + n], part_bias, atomic)
+            at += n
     return y.to(x2.dtype).view(*lead, total)
 
 
