@@ -470,7 +470,8 @@ class Serving:
         # each shown Delta carries its tokens' probabilities
         # `split`: a chat's thinking comes apart as Reasoning (a raw completion is left as written)
         text = AnswerText(OutputGuard(e.policy, e.destination()), AnswerLogprobs(params, {}), parser,
-                          split=splitter(worker, ids) if split else None, count=token_counter(worker))
+                          split=splitter(worker, ids) if split else None, count=token_counter(worker),
+                          thinking_guard=lambda: OutputGuard(e.policy, e.destination()))
         worker.submit(request)
         try:
             async for event in generation(events, text, request):

@@ -27,16 +27,22 @@ class AnswerText:
 
     `shift`: the raw text earlier rounds of the same answer already had, so a notice's span
     is in the whole answer's offsets. `split`: the model's thinking format's stream step
-    (None: it does not think apart); `count` counts the thinking's tokens for Usage."""
+    (None: it does not think apart); `count` counts the thinking's tokens for Usage;
+    `thinking_guard` makes the output guard the thinking goes through (a fresh one for each
+    stretch of thinking: it is model output too, redacted or blocked by the same policy;
+    None: it is shown as written)."""
 
     def __init__(self, guard: OutputGuard, probs: AnswerLogprobs, parser: CallParser | None = None, *,
-                 shift: int = 0, split: Splitter | None = None, count: Callable[[str], int] | None = None) -> None:
+                 shift: int = 0, split: Splitter | None = None, count: Callable[[str], int] | None = None,
+                 thinking_guard: Callable[[], OutputGuard] | None = None) -> None:
         self.guard = guard
         self.probs = probs
         self.parser = parser
         self.shift = shift
         self.split = split
         self.count = count
+        self.thinking_guard = thinking_guard
+        self._thought_guard: OutputGuard | None = None  # the guard of the thinking now streaming
         self.thinking: list[str] = []  # this generation's thinking, as Reasoning events gave it
         self.calls: list[ParsedCall] = []
         self.blocked = False
@@ -86,13 +92,41 @@ class AnswerText:
         answer = []
         for piece in pieces:
             if piece.kind == "thinking":
-                self.thinking.append(piece.text)
-                thought.append(Reasoning(piece.text))
-            elif piece.kind == "call":
+                self._think(piece.text, thought)
+                continue
+            self._end_thought(thought)  # the thinking is over: its guard lets go of what it held
+            if piece.kind == "call":
                 self.calls.append(call_from({"name": piece.recipient, "arguments": piece.text}, piece.text))
             else:
                 answer.append(piece.text)
+        if isinstance(event, Finished):
+            self._end_thought(thought)
         return "".join(answer)
+
+    def _think(self, text: str, thought: list[Event]) -> None:
+        if self.thinking_guard is None:
+            self._thought(text, thought)
+            return
+        if self._thought_guard is None:
+            self._thought_guard = self.thinking_guard()
+        self._guarded(self._thought_guard.feed(text), thought)
+
+    def _end_thought(self, thought: list[Event]) -> None:
+        if self._thought_guard is not None:
+            guard, self._thought_guard = self._thought_guard, None
+            self._guarded(guard.finish(), thought)
+
+    def _guarded(self, step: GuardStep, thought: list[Event]) -> None:
+        """A step of the thinking's guard: its notices, its text unless a rule blocked."""
+        thought.extend(step.notices)
+        if step.text and not step.blocked and not self.blocked:
+            self._thought(step.text, thought)
+        if step.blocked:
+            self.blocked = True
+
+    def _thought(self, text: str, thought: list[Event]) -> None:
+        self.thinking.append(text)
+        thought.append(Reasoning(text))
 
     def _pieces(self, event: Delta | Finished, split: str | None = None) -> list[str]:
         """The text to guard; the calls' pieces are kept aside. `split`: the answer's part
