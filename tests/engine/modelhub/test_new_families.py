@@ -264,3 +264,38 @@ def test_phi3_sliding_window(tmp_path):
     assert max(np.abs(a - b).max() for a, b in zip(got, want, strict=True)) < FP32_TOL
     full = TorchBackend("cpu").load(DATA / "phi3" / "hf", dtype="float32", compile=False)
     assert np.abs(full.prefill(ids, 0) - want[0]).max() > 100 * FP32_TOL  # the window mattered
+
+
+def test_phi3_q8_0_fused_blocks_compute_what_the_file_holds(tmp_path):
+    """llama.cpp's Q8_0 conversion of a phi3 (fused attn_qkv and ffn_up blocks): Wren's
+    kernels on the file's blocks, with float32 activations, give transformers' logits for the
+    file's own values (dequantized and loaded into transformers' Phi3 model)."""
+    transformers = pytest.importorskip("transformers")
+    from wren.engine.inference.backends import read_model_config
+    from wren.engine.inference.backends.torch import TorchBackend
+    from wren.engine.inference.models.weights import dense, open_weights
+    from wren.engine.inference.quant.modules import QuantLinear, exact_activations
+
+    folder = ModelRegistry(tmp_path).import_gguf(DATA / "phi3" / "model-q8_0.gguf", "phi3-q8").path
+    config = read_model_config(folder)
+    hf_config = transformers.AutoConfig.for_model(**(config | {"pad_token_id": None}))  # Phi3Config's is 32000
+    reference = transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32,
+                                                              attn_implementation="eager").eval()
+    source = open_weights(folder, config)
+    get = dense(source.get, "cpu", torch.float32)
+    reference.load_state_dict({name: get(name) for name in reference.state_dict()}, strict=True)
+    source.close()
+
+    model = TorchBackend("cpu").load(folder, dtype="float32", compile=False)
+    assert isinstance(model._model.layers[0].attention.wqkv, QuantLinear)  # the file's blocks, fused
+    ids = _prompt(folder)
+    want: list[np.ndarray] = []
+    seq = list(ids)
+    with torch.no_grad():
+        for _ in range(6):
+            want.append(reference(torch.tensor([seq])).logits[0, -1].numpy())
+            seq.append(int(want[-1].argmax()))
+    with exact_activations():
+        got_tokens, got = _wren_greedy(model, ids, 6)
+    assert got_tokens == seq[len(ids):]
+    assert max(np.abs(a - b).max() for a, b in zip(got, want, strict=True)) < FP32_TOL
