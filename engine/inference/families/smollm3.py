@@ -9,7 +9,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from . import llama
-from .family import Family, MetadataReader
+from .family import Family, MetadataReader, ReasoningFormat
 from .formats import HERMES
 
 INTERVAL = 4
@@ -46,4 +46,6 @@ FAMILY = Family(
     tool_format=HERMES,
     tool_format_needs="<tool_call>",
     model_args=model_args,
+    # thinks between <think> and </think>, on unless the system prompt says /no_think
+    reasoning=ReasoningFormat.THINK_TAGS,
 )

@@ -155,6 +155,18 @@ def test_real_template_renders_and_its_turn_end_stops_the_answer(family, importe
     assert prompt.count(end) == rendered.count(end) - 1  # the open turn is not closed
 
 
+def test_smollm3_thinks_in_tags_and_its_template_turns_it_off():
+    from wren.engine.inference import families
+    from wren.engine.inference.families.family import ReasoningFormat
+
+    assert families.by_model_type("smollm3").reasoning is ReasoningFormat.THINK_TAGS
+    tok = Tokenizer(DATA / "smollm3" / "hf" / "tokenizer.json",
+                    {"chat_template": (DATA / "smollm3" / "chat_template.jinja").read_text(encoding="utf-8")})
+    assert tok.render_chat(MESSAGES).endswith("<|im_start|>assistant\n")  # thinking: the model opens it
+    off = tok.render_chat([{"role": "system", "content": "Be brief. /no_think"}, MESSAGES[1]])
+    assert off.endswith("<|im_start|>assistant\n<think>\n\n</think>\n") and "Reasoning Mode: /no_think" in off
+
+
 def _rewrite(source: Path, dest: Path, *, drop: str = "", shorten: str = "", retype: str = "") -> Path:
     """`source` again with one tensor left out, one row (or value) short, or written as Q8_1
     blocks (a type Wren does not run); metadata copied as they are."""
