@@ -185,8 +185,10 @@ class QuantLinear(nn.Module):
         raws = [getattr(self, f"raw{i}") for i in range(len(self.qtypes))]
         gpu = _gpu_kernels(raws[0])
         if gpu is not None and all(gpu.supports(q) for q in self.qtypes):
-            # in x's dtype, products summed in float32; the bias added in the kernels
-            y = gpu.linear_parts(x.reshape(-1, self.in_features), raws, self.qtypes, self.part_rows, self.bias)
+            # in x's dtype, products summed in float32; the bias added in the kernels. Compiled:
+            # one opaque op (Dynamo does not trace Triton's launcher; fullgraph holds)
+            run = gpu.linear_op if torch.compiler.is_compiling() else gpu.linear_parts
+            y = run(x.reshape(-1, self.in_features), raws, list(self.qtypes), list(self.part_rows), self.bias)
             return y.view(*x.shape[:-1], self.out_features).to(x.dtype)
         rows = x.reshape(-1, self.in_features)
         if rows.dtype != torch.float32:

@@ -13,7 +13,8 @@ float32 operations, so `dequantize` is bit for bit the reference.
 Entry points, each taking a weight as its file stores it (`uint8 [N, row_bytes]`, contiguous):
 `supports(qtype)`, `dequantize(raw, qtype, cols, dtype)`, `linear(x, weight, bias)` for a
 QTensor-like weight, and `linear_parts(x, raws, qtypes, rows, bias)` for QuantLinear's fused
-parts (one launch per part, each writing its columns of one output). Types: Q4_0, Q4_1, Q5_0,
+parts (one launch per part, each writing its columns of one output); `linear_op`, the same as
+the custom op torch.ops.wren.triton_gguf_linear, for code under torch.compile. Types: Q4_0, Q4_1, Q5_0,
 Q5_1, Q8_0, Q4_K, Q5_K, Q6_K. Rows of x up to MATVEC_MAX_ROWS take the fused dequantize +
 matrix-vector kernel; more take the dequantize-a-tile + tl.dot GEMM.
 
@@ -207,7 +208,7 @@ def linear_parts(x: torch.Tensor, raws: list[torch.Tensor], qtypes: tuple[int, .
     lead = x.shape[:-1]
     x2 = x.reshape(-1, k)
     if x2.dtype not in _DOT:
-        x2 = x2.float()
+        x2 = x2.to(_out_dtype(x2))
     if not x2.is_contiguous():
         x2 = x2.contiguous()
     for raw, qtype, n in zip(raws, qtypes, rows):
@@ -230,6 +231,24 @@ def linear_parts(x: torch.Tensor, raws: list[torch.Tensor], qtypes: tuple[int, .
             _launch(x2, raw, int(qtype), y[:, at:at + n], part_bias, atomic)
             at += n
     return y.to(x2.dtype).view(*lead, total)
+
+
+def _out_dtype(x: torch.Tensor) -> torch.dtype:
+    return x.dtype if x.dtype in _DOT else torch.float32
+
+
+@torch.library.custom_op("wren::triton_gguf_linear", mutates_args=())
+def linear_op(x: torch.Tensor, raws: list[torch.Tensor], qtypes: list[int], rows: list[int],
+              bias: torch.Tensor | None) -> torch.Tensor:
+    """linear_parts as one opaque op, for torch.compile'd code (QuantLinear calls it there): Dynamo
+    does not trace the launches, and fullgraph=True holds; a CUDA graph captures its kernels."""
+    return linear_parts(x, raws, qtypes, rows, bias)
+
+
+@linear_op.register_fake
+def _linear_op_fake(x: torch.Tensor, raws: list[torch.Tensor], qtypes: list[int], rows: list[int],
+                    bias: torch.Tensor | None) -> torch.Tensor:
+    return x.new_empty((*x.shape[:-1], sum(rows)), dtype=_out_dtype(x))
 
 
 def linear(x: torch.Tensor, weight, bias: torch.Tensor | None = None) -> torch.Tensor:

@@ -122,7 +122,7 @@ def test_quant_linear_takes_the_kernels(tg, monkeypatch, shape):
     layer, weight, bias = _fused(tg, monkeypatch)
     calls = []
     real = tg.linear_parts
-    monkeypatch.setattr(tg, "linear_parts", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
+    monkeypatch.setattr(tg, "linear_parts", lambda *a, **k: calls.append(tuple(a[2])) or real(*a, **k))
     x = torch.randn(*shape, generator=torch.Generator().manual_seed(1))
     y = layer(x)
     assert calls == [(int(T.Q4_K), int(T.Q6_K))], "QuantLinear did not take the Triton kernels"
@@ -169,3 +169,12 @@ def test_bad_weights_get_clear_errors(tg):
     with pytest.raises(ValueError, match="a part of 5 rows holds 4"):
         tg.linear_parts(torch.zeros(1, 256), [raw], [int(T.Q4_K)], [5])
     assert not tg.supports(int(T.Q2_K)) and tg.supports(int(T.Q6_K))
+
+
+def test_quant_linear_compiles_whole(tg, monkeypatch):
+    """Under torch.compile (fullgraph, as the decode step compiles), QuantLinear's kernels are one
+    opaque op: no graph break, the same result as eager."""
+    layer, weight, bias = _fused(tg, monkeypatch)
+    x = torch.randn(2, 512, generator=torch.Generator().manual_seed(2))
+    compiled = torch.compile(layer, backend="aot_eager", fullgraph=True)
+    assert torch.equal(compiled(x), layer(x))
