@@ -48,6 +48,7 @@ from .seams import (
     ToolMenu,
     UsageMeter,
 )
+from .tool_choice import ToolChoice
 
 # The engine's sampling can ask for token logprobs (SamplingParams.logprobs: the top-k count).
 _ENGINE_LOGPROBS = "logprobs" in {f.name for f in fields(SamplingParams)}
@@ -85,10 +86,11 @@ class ConversationController(QObject):
         self._live: dict[int, MessageWidget] = {}  # conversation id → widget receiving text
         self._open_generation = 0
         self._list_generation = 0
-        self._tools_generation = 0
-        self._tools_picked = 0  # the user's changes to the composer's tools, counted
-        self._tools_shown_at = -1  # the chat opening (_open_generation) the menu's ticks belong to
-        chat.tool_decided.connect(self._approve_tool)
+        # the composer's tools menu for the chat shown, and the answers' tool approvals
+        self.tool_choice = ToolChoice(engine, tools=tools, status=status, tasks=tasks,
+                                      current_chat=lambda: self.current_id, opening=lambda: self._open_generation,
+                                      parent=self)
+        chat.tool_decided.connect(self.tool_choice.approve)
         chat.continue_requested.connect(self.continue_answer)
         chat.replay_requested.connect(self.replay)
         # Chat ▸ Show token probabilities: new answers keep each token's probability and the
@@ -100,10 +102,7 @@ class ConversationController(QObject):
             "New answers keep how likely each token was; hover a word of one to see it and the "
             "5 likeliest tokens, and unsure ones are underlined")
         self.probabilities_action.toggled.connect(self._probabilities_toggled)
-        chat.tool_cancel_requested.connect(self._cancel_tool)
-        tools.refresh_requested.connect(self.load_tools)
-        tools.changed.connect(self._tools_chosen)
-        tools.default_chosen.connect(self._default_tools_chosen)
+        chat.tool_cancel_requested.connect(self.tool_choice.cancel)
 
     # -- token probabilities ----------------------------------------------------------
 
@@ -443,58 +442,9 @@ class ConversationController(QObject):
         if isinstance(event, ToolApprovalNeeded) and conversation_id == self.current_id:
             self.status.showMessage(f"Wren wants to run the tool {event.name}: allow or deny it in the answer", 10000)
 
-    def _approve_tool(self, call_id: str, decision: str) -> None:
-        self.status.clearMessage()  # "Wren wants to run …" is answered
-        try:
-            self.engine.tools.approve(call_id, decision)
-        except Exception as exc:  # the call ended meanwhile (Stop, the chat was closed)
-            self.status.showMessage(f"The tool call is no longer waiting: {exc}", 8000)
-
-    def _cancel_tool(self, call_id: str) -> None:
-        self.engine.tools.cancel(call_id)
-
     def load_tools(self, start_servers: bool = False) -> None:
-        self.tasks.run(self._load_tools(self.current_id, start_servers), what="listing the tools")
-
-    async def _load_tools(self, conversation_id: int | None, start_servers: bool = False) -> None:
-        """The tools for the composer's menu and the chat's choice. The menu opening (start_servers)
-        refreshes the list only: the ticks stay as the user left them (a new chat's are not saved yet)."""
-        self._tools_generation += 1
-        generation, picked = self._tools_generation, self._tools_picked
-        shown = self._open_generation  # which opening of a chat this load is for
-        keep = start_servers and self.tools.loaded and self._tools_shown_at == shown
-        if start_servers:  # the menu was opened: MCP servers start now, lazily, to list their tools
-            await self.engine.tools.prepare_sources()
-        tools = await self.engine.tools.list()
-        saved = await self.engine.settings.get("tools.default")
-        default = [n for n in saved if isinstance(n, str)] if isinstance(saved, list) else []
-        support = await self.engine.tools.support()
-        chosen = None
-        if not keep:
-            chosen = await self.engine.tools.for_conversation(conversation_id) if conversation_id is not None else None
-            if chosen is None:
-                chosen = list(default)
-            if not set(chosen) <= {t.name for t in tools}:  # MCP tools of servers not started yet
-                await self.engine.tools.prepare_sources(chosen)  # only the servers this chat uses
-                tools = await self.engine.tools.list()
-        if generation == self._tools_generation and shown == self._open_generation:
-            if keep or picked != self._tools_picked:  # the user ticked meanwhile: theirs stands
-                chosen = self.tools.chosen()
-            self.tools.set_tools(tools, chosen or [])
-            self.tools.set_default(default)
-            self.tools.set_support(support.calls_tools if support else None, support.reason if support else "")
-            self._tools_shown_at = shown
-
-    def _default_tools_chosen(self, names: list[str]) -> None:
-        """The composer's "Use these for new chats": the tools a new chat starts with."""
-        self.tools.set_default(names)
-        self.tasks.run(self.engine.settings.set("tools.default", list(names) or None), what="saving the tools for new chats")
-        self.status.showMessage(f"New chats will start with: {', '.join(names) or 'no tools'}", 5000)
-
-    def _tools_chosen(self, names: list[str]) -> None:
-        self._tools_picked += 1
-        if self.current_id is not None:
-            self.tasks.run(self.engine.tools.set_for_conversation(self.current_id, names), what="choosing the tools")
+        """The composer's tools menu listed again for the chat shown (a model loaded, settings changed)."""
+        self.tool_choice.load(start_servers)
 
     def _prefill(self, conversation_id: int, event: PrefillProgress) -> None:
         widget = self._live.get(conversation_id)

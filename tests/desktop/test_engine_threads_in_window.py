@@ -86,7 +86,7 @@ def test_settings_tools_test_connection_works_and_the_window_keeps_painting(open
     assert _engine_threads_loops() == []
 
     # The composer's Tools menu starts the servers to list their tools (the second freeze).
-    arun(window.conversations._load_tools(None, start_servers=True), timeout=60)
+    arun(window.conversations.tool_choice.load_for(None, start_servers=True), timeout=60)
     assert "helper__add" in {t.name for t in arun(window.engine.tools.list())}
     # And a call runs on the manager's thread from the window's loop.
     result = arun(window.engine.tools.call("helper__add", {"a": 2, "b": 3}), timeout=30)
