@@ -4,11 +4,9 @@ temporary chats (kept in memory by the engine, gone when the user leaves them)."
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from dataclasses import fields, replace
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
-from PySide6.QtGui import QAction
 
 from wren.engine.api import Engine
 from wren.engine.errors import WrenError
@@ -27,16 +25,14 @@ from wren.engine.events import (
     ToolApprovalNeeded,
     Usage,
 )
-from wren.engine.inference.sampling import SamplingParams
 from wren.engine.records import MessageInfo, Role, SendOptions
 
 from ..bridge import TurnStream, describe_notices
 from ..chat.body import MarkdownBody
 from ..chat.message import MessageWidget
-from ..chat.probabilities import SETTING_KEY as PROBABILITIES_KEY
-from ..chat.probabilities import TOP_COUNT
 from ..safety.labels import shown_notices
 from ..sidebar.sidebar import UNTITLED
+from .probabilities import TokenProbabilities
 from .seams import (
     AnswerView,
     Attachments,
@@ -49,9 +45,6 @@ from .seams import (
     UsageMeter,
 )
 from .tool_choice import ToolChoice
-
-# The engine's sampling can ask for token logprobs (SamplingParams.logprobs: the top-k count).
-_ENGINE_LOGPROBS = "logprobs" in {f.name for f in fields(SamplingParams)}
 
 
 class ConversationController(QObject):
@@ -93,51 +86,21 @@ class ConversationController(QObject):
         chat.tool_decided.connect(self.tool_choice.approve)
         chat.continue_requested.connect(self.continue_answer)
         chat.replay_requested.connect(self.replay)
-        # Chat ▸ Show token probabilities: new answers keep each token's probability and the
-        # 5 likeliest tokens (logprobs=5); answers that kept them show it on hover.
-        self.probabilities_action = QAction("Show token &probabilities", parent)
-        self.probabilities_action.setObjectName("tokenProbabilitiesAction")
-        self.probabilities_action.setCheckable(True)
-        self.probabilities_action.setToolTip(
-            "New answers keep how likely each token was; hover a word of one to see it and the "
-            "5 likeliest tokens, and unsure ones are underlined")
-        self.probabilities_action.toggled.connect(self._probabilities_toggled)
+        # Chat ▸ Show token probabilities (desktop/window/probabilities.py): its menu action
+        self.probabilities = TokenProbabilities(engine, chat=chat, status=status, tasks=tasks, action_parent=parent,
+                                                parent=self)
+        self.probabilities_action = self.probabilities.action
         chat.tool_cancel_requested.connect(self.tool_choice.cancel)
-
-    # -- token probabilities ----------------------------------------------------------
 
     async def load_settings(self) -> None:
         """The saved choices this controller follows (Show token probabilities)."""
-        on = await self.engine.settings.get(PROBABILITIES_KEY) is True
-        self.probabilities_action.blockSignals(True)
-        self.probabilities_action.setChecked(on)
-        self.probabilities_action.blockSignals(False)
-        self.chat.set_probability_marks(on)
-
-    def _probabilities_toggled(self, on: bool) -> None:
-        self.chat.set_probability_marks(on)
-        self.tasks.run(self.engine.settings.set(PROBABILITIES_KEY, on), what="saving the token probabilities choice")
-        if on and not _ENGINE_LOGPROBS:
-            self.status.showMessage("This Wren's engine cannot report token probabilities yet: "
-                                      "answers that kept them still show them on hover", 10000)
-
-    async def _answer_options(self, conversation_id: int, options: SendOptions | None) -> SendOptions | None:
-        """`options` for an answer, asking for logprobs when Show token probabilities is on: the
-        sampling the answer would get anyway (the chat's settings over the defaults), plus them."""
-        if not self.probabilities_action.isChecked() or not _ENGINE_LOGPROBS:
-            return options
-        params = options.sampling if options is not None else None
-        if params is None:
-            conv = await self.engine.conversations.get(conversation_id)
-            params = await self.engine.settings.default_sampling(overrides=conv.settings.get("sampling"))
-        params = params.with_(logprobs=TOP_COUNT)
-        return replace(options, sampling=params) if options is not None else SendOptions(sampling=params)
+        await self.probabilities.load()
 
     async def _asking(self, conversation_id: int, options: SendOptions | None,
                       answer: Callable[[SendOptions | None], AsyncIterator[Event]]) -> AsyncIterator[Event]:
         """The events of `answer(options)`, the options settled first (inside the stream, so
         the answer's place shows at once and a problem ends the turn like any failure)."""
-        settled = await self._answer_options(conversation_id, options)
+        settled = await self.probabilities.answer_options(conversation_id, options)
         async for event in answer(settled):
             yield event
 

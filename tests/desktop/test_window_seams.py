@@ -21,6 +21,7 @@ from wren.desktop.window.chat_settings import open_chat_settings
 from wren.desktop.window.context import ContextController
 from wren.desktop.window.conversation import ConversationController
 from wren.desktop.window.models import ModelController
+from wren.desktop.window.probabilities import TokenProbabilities
 from wren.desktop.window.tool_choice import ToolChoice
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,6 +32,7 @@ CONTROLLERS = {
     ContextController: WINDOW / "context.py",
     ModelController: WINDOW / "models.py",
     ToolChoice: WINDOW / "tool_choice.py",
+    TokenProbabilities: WINDOW / "probabilities.py",
     open_chat_settings: WINDOW / "chat_settings.py",
 }
 
@@ -128,7 +130,8 @@ def test_the_checks_catch_a_reach_past_the_seam(tmp_path):
 def test_the_main_window_gives_every_controller_what_its_seams_declare(open_window):
     window = open_window()
     controllers = {ConversationController: window.conversations, ContextController: window.context,
-                   ModelController: window.models, ToolChoice: window.conversations.tool_choice}
+                   ModelController: window.models, ToolChoice: window.conversations.tool_choice,
+                   TokenProbabilities: window.conversations.probabilities}
     for klass, controller in controllers.items():
         for param, protocol in _seams_of(klass).items():
             given = getattr(controller, param)
