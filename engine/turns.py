@@ -50,7 +50,7 @@ from .tools.runner import ToolTurn
 from .turn import thinking
 from .turn.checkpoint import Checkpoints
 from .turn.finish import final_fields, finished_log, notice_fields
-from .turn.plan import TurnPlan, TurnReads, read_turn
+from .turn.plan import EarlyRetrieval, TurnPlan, TurnReads, read_turn
 from .turn.planner import TurnPlanner, constraints, result_tokens
 from .turn.state import AnswerState
 from .turn.text import AnswerText, generation
@@ -162,7 +162,7 @@ class Turns:
         retrieval, and the question and its answer's row stored in one trip."""
         e = self.e
         store = e.store_for(conv_id)
-        reads, checked = await asyncio.gather(e.db(read_turn, e.store, store, conv_id, parent_id), e.safety.scan(text))
+        reads, checked = await self._read_and_scan(store, conv_id, parent_id, text)
         notices = checked.notices("input")
         for notice in notices:
             yield notice
@@ -183,6 +183,23 @@ class Turns:
         async for event in self._answer(plan.for_message(user.id), user, answer, reads.conversation, options):
             yield event
 
+    async def _read_and_scan(self, store: Store, conv_id: int, parent_id: int | None, text: str
+                             ) -> tuple[TurnReads, ScanResult]:
+        """The turn's one read and the question's one scan. A short question is scanned
+        first (on the loop), so the read can retrieve its memories too; a long one is scanned
+        on an executor thread while the read runs."""
+        e = self.e
+        if not e.safety.scans_inline(text):
+            reads, checked = await asyncio.gather(e.db(read_turn, e.store, store, conv_id, parent_id),
+                                                  e.safety.scan(text))
+            return reads, checked
+        checked = await e.safety.scan(text)
+        worker, status = e.loaded_worker, e.model_status
+        early = None if checked.blocked or worker is None or status is None else EarlyRetrieval(
+            e.memory, checked.redacted_text, status.context_length, worker.tokenizer.count, worker,
+            e.memories.has_no_embedder())
+        return await e.db(read_turn, e.store, store, conv_id, parent_id, early), checked
+
     async def _first_plan(self, reads: TurnReads, text: str, options: SendOptions, checked: ScanResult
                           ) -> TurnPlan | None:
         """The plan made before the question is stored (ContextOverflow raised here, so
@@ -195,9 +212,11 @@ class Turns:
             return None  # the question is still saved; the answer reports the failure
         conv = reads.conversation
         known = _known_attachments(conv.settings)
+        status = self.e.model_status
         plan = (await self.planner.plan(
             conv.id, reads.history, text, None, options, worker, reads.settings, scan=checked,
-            allow_summarize=False, attached=_newest_first(known, (), 0))).check()
+            allow_summarize=False, attached=_newest_first(known, (), 0),
+            retrieved=reads.retrieved_for(worker, status.context_length) if status else None)).check()
         if getattr(options, "attachments", ()) or plan.folds_history or plan.problem is not None:
             return None
         return plan

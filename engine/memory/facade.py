@@ -26,6 +26,7 @@ from .settings import MemorySettings, is_temporary
 
 if TYPE_CHECKING:
     from ..core import Core
+    from .service import MemoryService
     from .vectors import VectorIndex
 
 log = logging.getLogger(__name__)
@@ -195,6 +196,12 @@ class Memories:
 
     # -- the prompt path -------------------------------------------------------------
 
+    def has_no_embedder(self) -> bool:
+        """Whether no question gets a vector: the embedder has loaded as none (no package)."""
+        load = self._embed_load
+        return load is not None and load.done() and not load.cancelled() and load.exception() is None \
+            and load.result() is None
+
     async def query_vector(self, text: str, conversation_settings: dict | None = None) -> np.ndarray | None:
         try:
             return await self._query_vector(text, conversation_settings)
@@ -210,11 +217,8 @@ class Memories:
         FIRST_NEED_BACKLOG memories to be embedded; the rest follow in the background."""
         if is_temporary(conversation_settings) or (conversation_settings or {}).get("memory") is False or self.e.closed:
             return None
-        prefs, count = await self.e.db(lambda: (self.e.memory.settings(), self.e.memory.count()))
-        if not prefs.enabled:
-            return None
-        if not prefs.reference_history and not count:
-            return None  # nothing to find: no need to load the embedder
+        if not await self.e.db(vector_wanted, self.e.memory, conversation_settings):
+            return None  # memory off, or nothing to find: no need to load the embedder
         embedder = await self.embedder()
         if embedder is None:
             return None
@@ -248,3 +252,13 @@ def _save(retriever, index: VectorIndex, model: str, ids, vectors) -> None:
     with retriever.memories._bound():
         if retriever.model_id == model:  # the embedder changed while this batch was made: drop it
             index.save(model, ids, vectors)
+
+
+def vector_wanted(memory: MemoryService, conversation_settings: dict | None) -> bool:
+    """On the database thread: whether this chat's retrieval would use the question's
+    vector (given an embedder): memory used in the chat and turned on, and something to
+    find (saved memories, or past chats to reference)."""
+    if is_temporary(conversation_settings) or (conversation_settings or {}).get("memory") is False:
+        return False
+    prefs = memory.settings()
+    return bool(prefs.enabled and (prefs.reference_history or memory.count()))

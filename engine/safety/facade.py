@@ -32,9 +32,14 @@ class Safety:
     async def scan(self, text: str) -> ScanResult:
         """What the safety policy says about `text` before it is sent: off the loop thread,
         but for a short text (INLINE_SCAN_CHARS), whose scan costs less than the hop."""
-        if isinstance(text, str) and len(text) <= INLINE_SCAN_CHARS:
+        if self.scans_inline(text):
             return scan(text, self.e.policy, self.e.destination())
         return await asyncio.get_running_loop().run_in_executor(None, scan, text, self.e.policy, self.e.destination())
+
+    @staticmethod
+    def scans_inline(text: str) -> bool:
+        """Whether `scan(text)` runs on the loop (a short text) rather than an executor thread."""
+        return isinstance(text, str) and len(text) <= INLINE_SCAN_CHARS
 
     def care_message(self, language: str | None = None) -> CareMessage:
         """The message a window shows for care, in the user's language."""

@@ -15,13 +15,17 @@ from ..context.settings import INSTRUCTIONS_KEY
 from ..context.settings import SETTING_KEY as CONTEXT_KEY
 from ..errors import WrenError
 from ..inference.presets import PRESETS_KEY
+from ..memory.facade import vector_wanted
 from ..tools import facade as tool_settings
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..context import AssembledContext
     from ..events import AnswerNotice
     from ..inference.constrain import Constraint
     from ..inference.sampling import SamplingParams
+    from ..memory import MemoryService
     from ..records import ConversationInfo
     from ..safety import ScanResult
     from ..store import Store
@@ -69,19 +73,44 @@ def read_settings(store: Store, conversation: dict | None, conv_store: Store | N
 
 
 @dataclass(frozen=True)
+class EarlyRetrieval:
+    """What retrieving a question's memories in the turn's read takes (one trip less):
+    possible where the question gets no vector (memory not used in the chat, nothing to
+    find, or no embedder, `no_embedder`), as a vector is made on the loop between trips."""
+
+    memory: MemoryService
+    text: str  # the question as the model reads it
+    window: int
+    count: Callable[[str], int]  # the model's token counter
+    worker: Any  # the model it is for: another one retrieves again
+    no_embedder: bool
+
+
+@dataclass(frozen=True)
 class TurnReads:
     """Everything a turn reads before its prompt is built, from one trip to the database
-    thread: the conversation, the history the question follows, the settings."""
+    thread: the conversation, the history the question follows, the settings (and, where
+    it could, the memories retrieved for the question)."""
 
     conversation: ConversationInfo
     parent_id: int | None
     history: tuple  # message rows or MessageInfo, oldest first, ending at parent_id
     settings: TurnSettings
+    early: EarlyRetrieval | None = None
+    retrieved: list | None = None  # made in the read for `early`; None: not retrieved yet
+
+    def retrieved_for(self, worker: Any, window: int) -> list | None:
+        """The memories retrieved in the read, if they were for this model and window."""
+        early = self.early
+        ok = early is not None and early.worker is worker and early.window == window
+        return self.retrieved if ok else None
 
 
-def read_turn(store: Store, conv_store: Store, conversation_id: int, parent_id: int | None) -> TurnReads:
+def read_turn(store: Store, conv_store: Store, conversation_id: int, parent_id: int | None,
+              early: EarlyRetrieval | None = None) -> TurnReads:
     """On the database thread. `parent_id` LATEST: after the shown branch's last message
-    (NotFound for a conversation that does not exist, before anything is written)."""
+    (NotFound for a conversation that does not exist, before anything is written).
+    `early`: the question's memories are retrieved too, where it needs no vector."""
     if parent_id == LATEST:
         history: list[Any] = conv_store.messages(conversation_id)
         parent_id = history[-1].id if history else None
@@ -89,7 +118,14 @@ def read_turn(store: Store, conv_store: Store, conversation_id: int, parent_id: 
     else:
         conversation = conv_store.get_conversation(conversation_id)
         history = lineage(conv_store, parent_id) if parent_id else []
-    return TurnReads(conversation, parent_id, tuple(history), read_settings(store, conversation.settings))
+    settings = read_settings(store, conversation.settings)
+    reads = TurnReads(conversation, parent_id, tuple(history), settings)
+    if early is None or not (early.no_embedder or not vector_wanted(early.memory, conversation.settings)):
+        return reads
+    retrieved = early.memory.retrieve(
+        early.text, budget_tokens=settings.context.memory_budget(early.window), count=early.count,
+        conversation_id=conversation_id, conversation_settings=conversation.settings)
+    return dataclasses.replace(reads, early=early, retrieved=retrieved)
 
 
 @dataclass(frozen=True)

@@ -49,16 +49,17 @@ class TurnPlanner:
                    options: SendOptions, worker: ModelWorker, settings: TurnSettings, *,
                    scan: ScanResult | None = None, allow_summarize: bool = True,
                    exclude_memories: tuple[int, ...] = (), attached: Attached = (),
-                   cut_for: int | None = None) -> TurnPlan:
+                   cut_for: int | None = None, retrieved: list | None = None) -> TurnPlan:
         """The whole plan; a question that cannot fit gives a plan whose `overflow` says so,
-        one whose tools cannot be planned (an unknown tool asked for) one whose `problem` does."""
+        one whose tools cannot be planned (an unknown tool asked for) one whose `problem` does.
+        `retrieved`: the question's memories where the turn's read retrieved them."""
         scan = scan if scan is not None else await self.e.safety.scan(text)
         window = self.e.model_status.context_length if self.e.model_status else 0
         base = TurnPlan(conv_id, text, message_id, scan, settings, tuple(history), window)
         try:
             assembled = await self.assemble(conv_id, history, text, message_id, options, worker, settings, scan,
                                             allow_summarize=allow_summarize, exclude_memories=exclude_memories,
-                                            attached=attached)
+                                            attached=attached, retrieved=retrieved)
         except ContextOverflow as exc:
             return TurnPlan(conv_id, text, message_id, scan, settings, tuple(history), window, overflow=exc)
         tokenizer = chat_tokenizer(worker.tokenizer, options, settings.conversation)  # the chat's thinking choice
@@ -87,10 +88,11 @@ class TurnPlanner:
                        options: SendOptions, worker: ModelWorker, settings: TurnSettings | None = None,
                        scan: ScanResult | None = None, *, allow_summarize: bool = True,
                        exclude_memories: tuple[int, ...] = (), conv_settings: dict | None = None,
-                       attached: Attached = ()) -> AssembledContext:
+                       attached: Attached = (), retrieved: list | None = None) -> AssembledContext:
         """The messages the model reads for `text`: system prompt, memories, the history
         that fits, the text of the `attached` files ((path, message id), the newest first).
-        `settings` (else read now, in one trip) and `scan` (else made now) where known."""
+        `settings` (else read now, in one trip), `scan` (else made now) and the `retrieved`
+        memories (else retrieved now) where known."""
         e = self.e
         if settings is None:
             store, conv_store = e.store, e.store_for(conv_id) if conv_id is not None else None
@@ -107,12 +109,13 @@ class TurnPlanner:
             raise ModelNotLoaded("the model was unloaded while this answer was being prepared")
         window = e.model_status.context_length
         ctx = settings.context
-        query_vector = await e.memories.query_vector(text, conv_settings)  # on the executor
-        retrieved = await e.db(
-            e.memory.retrieve, text, budget_tokens=ctx.memory_budget(window), count=worker.tokenizer.count,
-            conversation_id=conv_id, conversation_settings=conv_settings, exclude=exclude_memories,
-            query_vector=query_vector,
-        )
+        if retrieved is None:
+            query_vector = await e.memories.query_vector(text, conv_settings)  # on the executor
+            retrieved = await e.db(
+                e.memory.retrieve, text, budget_tokens=ctx.memory_budget(window), count=worker.tokenizer.count,
+                conversation_id=conv_id, conversation_settings=conv_settings, exclude=exclude_memories,
+                query_vector=query_vector,
+            )
         files = await asyncio.get_running_loop().run_in_executor(None, read_attached, attached, window) if attached else ()
         request = ContextRequest(
             window=window, new_message=text, history=list(history), conversation_id=conv_id,

@@ -1,6 +1,7 @@
 """A Send is prepared once (engine/turn/plan.py): counted from outside, as
 bench/send_path.py counts them, before the first token: at most 4 trips to the database
-thread, the question scanned once, one context assembly, one memory retrieval."""
+thread (2 where the question needs no vector: the read retrieves its memories too), the
+question scanned once, one context assembly, one memory retrieval."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from collections import Counter
 
 import pytest
 
+from tests.engine.memory.test_embeddings import NamedLetters
+from wren.engine.context import report_from_meta
 from wren.engine.context.assemble import ContextAssembler, ContextOverflow
 from wren.engine.events import Delta
 from wren.engine.memory.service import MemoryService
@@ -104,3 +107,57 @@ def test_a_question_that_cannot_fit_is_refused_before_anything_is_stored(make_en
         return shown
 
     assert asyncio.run(main()) == []
+
+
+async def _memory_send(engine, counted, embedder) -> tuple[dict, tuple[int, ...], int]:
+    """A saved memory, two Sends that name it; the second's counts before its first token,
+    the memories its answer's prompt held, and the memory's id."""
+    engine.memories.embedder_factory = lambda: embedder
+    await engine.models.load()
+    memory = await engine.memories.add("My garden's north wall is shady and damp.")
+    await engine.memories.embedding_idle()
+    counted.arm(engine)
+    conv = await engine.conversations.create("garden")
+    await first_token_counts(engine, counted, conv.id)  # the first need loads the embedder
+    before = await first_token_counts(engine, counted, conv.id)
+    answer = (await engine.conversations.messages(conv.id))[-1]
+    return before, report_from_meta(answer.meta).memory_ids, memory.id
+
+
+def test_without_an_embedder_the_read_retrieves_the_memories_too(make_engine, counted):
+    """No vector to make: the memories come with the turn's one read (2 trips in all)."""
+    async def main():
+        engine = make_engine("A climbing hydrangea would do well there.")
+        try:
+            return await _memory_send(engine, counted, None)
+        finally:
+            await engine.close()
+
+    before, used, memory_id = asyncio.run(main())
+    assert before.get("trips") == 2 and before.get("retrievals") == 1, before
+    assert used == (memory_id,)  # the retrieved memory is in the prompt, as before
+
+
+def test_with_an_embedder_the_question_is_embedded_before_the_retrieval(make_engine, counted, monkeypatch):
+    """A vector to make (on the loop's executor, between trips): retrieved with it, as before."""
+    fake = NamedLetters("letters-v1")
+    vectors: list = []
+    retrieve = MemoryService.retrieve
+
+    def seen(self, query, **kwargs):
+        vectors.append((query, kwargs.get("query_vector")))
+        return retrieve(self, query, **kwargs)
+
+    monkeypatch.setattr(MemoryService, "retrieve", seen)
+
+    async def main():
+        engine = make_engine("A climbing hydrangea would do well there.")
+        try:
+            return await _memory_send(engine, counted, fake)
+        finally:
+            await engine.close()
+
+    before, used, memory_id = asyncio.run(main())
+    assert before.get("retrievals") == 1, before  # (embedding the backlog takes trips of its own)
+    assert vectors[-1][0] == QUESTION and vectors[-1][1] is not None  # retrieved with the question's vector
+    assert used == (memory_id,)
