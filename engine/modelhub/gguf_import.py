@@ -186,7 +186,7 @@ def file_checksum(path: Path, cancel: Any = None) -> dict[str, Any] | None:
 def _inspect(gguf: GGUFFile) -> tuple[str, dict[str, Any], list[PlannedTensor]]:
     arch = gguf.metadata.get("general.architecture")
     family = families.find_architecture(arch)
-    if family is None:
+    if family is None or not isinstance(arch, str):  # (a known architecture is a name)
         raise UnsupportedArchitecture(
             f"{gguf.label} is a {arch!r} model; Wren imports {', '.join(families.architectures())} GGUF files"
         )
@@ -334,7 +334,7 @@ def _llama3_scaling(gguf: GGUFFile, theta: float, head_dim: int) -> dict[str, An
     every Llama 3.x release uses the same low/high factors and window, so only `factor` is
     read back, and the stored table is checked against the one those parameters make."""
     stored = np.asarray(gguf.read("rope_freqs.weight"), dtype=np.float64).reshape(-1)
-    scaling = {"rope_type": "llama3", "factor": _short_float(stored.max()), "low_freq_factor": 1.0,
+    scaling: dict[str, Any] = {"rope_type": "llama3", "factor": _short_float(stored.max()), "low_freq_factor": 1.0,
                "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
     inv_freq = 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
     wavelen = 2 * math.pi / inv_freq
@@ -368,7 +368,7 @@ def plan_tensors(gguf: GGUFFile, arch: str, config: dict[str, Any]) -> list[Plan
             layer, part, kind = match.groups()
             hf_name = f"model.layers.{layer}.{family.layer_tensors[part]}.{kind}"
         check_supported(info.ggml_type, info.name, str(gguf.label))
-        unpermute = {"attn_q": heads, "attn_k": kv_heads}.get(part, 0) if permute else 0
+        unpermute = {"attn_q": heads, "attn_k": kv_heads}.get(part or "", 0) if permute else 0  # (a global tensor: no part)
         plan.append(PlannedTensor(hf_name, info, unpermute))
     return plan
 
@@ -405,7 +405,7 @@ def _generation_config(tokenizer: Any, config: dict[str, Any], gguf: GGUFFile) -
 def _quantization_label(gguf: GGUFFile) -> str:
     file_type = gguf.metadata.get("general.file_type")
     try:
-        label = LlamaFileType(file_type).name
+        label = LlamaFileType(file_type).name if file_type is not None else "GUESSED"
     except ValueError:
         label = "GUESSED"
     if label != "GUESSED":
