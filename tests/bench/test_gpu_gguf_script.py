@@ -11,10 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from gguf import GGUFWriter
 
 REPO = Path(__file__).resolve().parents[2]
-CHAT_TEMPLATE = "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
 # A stand-in for llama.cpp's tools (a real process printing their output formats): the
 # bench's plumbing from their output to the report, without building llama.cpp here.
 FAKE_LLAMA_BENCH = r"""#!/usr/bin/env python3
@@ -36,34 +34,13 @@ for pl in (1, 8):
 """
 
 
-def _load(name: str):
-    sys.path.insert(0, str(REPO / "bench"))
+def _load(name: str, monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO / "bench"))  # undone after the test, with what the module adds
     spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
+    monkeypatch.setitem(sys.modules, name, module)
     spec.loader.exec_module(module)
     return module
-
-
-@pytest.fixture(scope="module")
-def tokenizer_gguf(tmp_path_factory) -> Path:
-    """A GGUF holding only a 260-token byte-level BPE tokenizer, so the models stay tiny."""
-    path = tmp_path_factory.mktemp("tok") / "tokenizer.gguf"
-    tokens = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] + [f"t{i}" for i in range(256)] + ["t1t2"]
-    writer = GGUFWriter(path, "llama")
-    writer.add_string("tokenizer.ggml.model", "gpt2")
-    writer.add_string("tokenizer.ggml.pre", "smollm")
-    writer.add_array("tokenizer.ggml.tokens", tokens)
-    writer.add_array("tokenizer.ggml.token_type", [3, 3, 3] + [1] * 257)
-    writer.add_array("tokenizer.ggml.merges", ["t1 t2"])
-    writer.add_uint32("tokenizer.ggml.bos_token_id", 1)
-    writer.add_uint32("tokenizer.ggml.eos_token_id", 2)
-    writer.add_string("tokenizer.chat_template", CHAT_TEMPLATE)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_ti_data_to_file()
-    writer.close()
-    return path
 
 
 @pytest.mark.slow
@@ -114,9 +91,9 @@ def test_cpu_dry_run_reports_every_column(tmp_path, tokenizer_gguf):
     assert target["ratio"] == pytest.approx(report["llama-8b"]["wren"]["decode_b1"]["tokens_per_s"] / 50.0, rel=0.01)
 
 
-def test_without_llama_cpp_its_column_says_why(tmp_path):
-    others = _load("gpu_others")
-    gpu = _load("gpu")
+def test_without_llama_cpp_its_column_says_why(tmp_path, monkeypatch):
+    others = _load("gpu_others", monkeypatch)
+    gpu = _load("gpu", monkeypatch)
     budget = gpu.Budget(60, {"llama.cpp": 1.0})
     log = tmp_path / "build.log"
     log.write_text("[90/143] Building CUDA object ...\nBUILD EXIT 1\n")
@@ -126,11 +103,11 @@ def test_without_llama_cpp_its_column_says_why(tmp_path):
     assert others.wait_for_build(None, None, budget) == "no --llama-bench folder given"
 
 
-def test_random_q4_k_m_files_have_llama_quantize_sizes():
+def test_random_q4_k_m_files_have_llama_quantize_sizes(monkeypatch):
     """Llama-3.2-1B and Llama-3.1-8B Q4_K_M files from llama-quantize hold 0.80 and 4.91 GB
     of tensors (808 MB and 4.92 GB files with their tokenizers)."""
-    random_gguf = _load("random_gguf")
-    make_gguf = _load("make_gguf")
+    random_gguf = _load("random_gguf", monkeypatch)
+    make_gguf = _load("make_gguf", monkeypatch)
     sizes = {k: sum(make_gguf.tensor_bytes(p) for p in random_gguf.plan(make_gguf.PRESETS[k], "q4_k_m"))
              for k in ("1b", "8b")}
     assert sizes["1b"] == pytest.approx(0.800e9, rel=0.01)
