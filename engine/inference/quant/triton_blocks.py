@@ -307,3 +307,67 @@ def matvec_q4k_kernel(x, raw, y, bias, N, K, blocks_per_split, row_bytes, row_wo
         tl.atomic_add(out, acc, mask=omask)
     else:
         tl.store(out, acc.to(y.dtype.element_ty), mask=omask)
+
+
+@triton.jit(do_not_specialize=["N", "blocks_per_split"])
+def matvec_q6k_kernel(x, raw, y, bias, N, K, blocks_per_split, row_bytes, x_stride, y_stride,
+                      M: tl.constexpr, MP: tl.constexpr, BN: tl.constexpr,
+                      ATOMIC: tl.constexpr, HAS_BIAS: tl.constexpr):
+    """matvec_kernel for Q6_K, reading 16-bit words (a block is 105 of them; only 2-byte aligned).
+    A super-block is 4 quarters (half hf, u // 8) of 8 words u; word u of ql, of ql + 32 bytes and
+    of qh hold, for byte b and j = 0..3, value 128 hf + 2u + b + 32j (nibble e = 4b + j). A step is
+    one super-block of BN rows."""
+    rows = tl.program_id(0) * BN + tl.arange(0, BN)
+    split = tl.program_id(1)
+    start = split * blocks_per_split * 4
+    stop = tl.minimum(start + blocks_per_split * 4, (K // 256) * 4)  # in quarters
+    r4 = rows[:, None, None, None]
+    halves = raw.to(tl.pointer_type(tl.uint16)) + r4.to(tl.int64) * (row_bytes // 2)
+    rbytes = raw + rows[:, None, None].to(tl.int64) * row_bytes
+    uu = tl.arange(0, 8)[None, None, :, None]
+    e = tl.arange(0, 8)
+    b = e // 4
+    j = e % 4
+    shift_low = (b * 8 + (j // 2) * 4)[None, None, None, :]
+    shift_high = (b * 8 + j * 2)[None, None, None, :]
+    odd = (j % 2 == 1)[None, None, None, :]
+    vals = b + 32 * j
+    jj = tl.arange(0, 4)[None, None, :]
+    ms = tl.arange(0, MP)[None, :]
+    acc = tl.zeros((BN, MP), dtype=tl.float32)
+    for q0 in range(start, stop, 4):
+        qq = q0 + tl.arange(0, 4)
+        qmask = qq < stop
+        sb = qq // 4
+        hf = (qq // 2) % 2
+        u = ((qq % 2) * 8)[None, :, None, None] + uu  # [1, 4, 8, 1]
+        blk = (sb * 105)[None, :, None, None]
+        mask4 = (r4 < N) & qmask[None, :, None, None]
+        h4 = hf[None, :, None, None]
+        ql_a = tl.load(halves + blk + h4 * 32 + u, mask=mask4, other=0).to(tl.int32)
+        ql_b = tl.load(halves + blk + h4 * 32 + 16 + u, mask=mask4, other=0).to(tl.int32)
+        qh = tl.load(halves + blk + 64 + h4 * 16 + u, mask=mask4, other=0).to(tl.int32)
+        low = (tl.where(odd, ql_b, ql_a) >> shift_low) & 15
+        q = ((low | (((qh >> shift_high) & 3) << 4)) - 32).to(tl.float32)  # [BN, 4, 8, 8]
+        mask3 = (rows[:, None, None] < N) & qmask[None, :, None]
+        bb = rbytes + (sb * 210)[None, :, None]
+        sub = (hf * 8 + qq % 2)[None, :, None] + jj * 2  # [1, 4, 4]
+        sc = tl.load(bb + 192 + sub, mask=mask3, other=0).to(tl.int8, bitcast=True).to(tl.float32)
+        s = _half(bb, 208, mask3) * sc  # [BN, 4, 4]
+        cols = (sb * 256 + hf * 128 + (qq % 2) * 16)[:, None, None] + tl.arange(0, 8)[None, :, None] * 2 \
+            + vals[None, None, :]  # [4, 8, 8]
+        for m in tl.static_range(M):
+            xm = tl.load(x + m * x_stride + cols, mask=qmask[:, None, None], other=0.0).to(tl.float32)
+            dots = tl.sum(q * xm[None, :, :, :], axis=2)  # [BN, 4, 8 nibbles]
+            dj = tl.sum(tl.reshape(dots, (BN, 4, 2, 4)), axis=2)  # [BN, 4, 4]: per sub-block
+            dot = tl.sum(tl.sum(s * dj, axis=2), axis=1)
+            acc += tl.where(ms == m, dot[:, None], 0.0)
+    if HAS_BIAS:
+        bias_n = tl.load(bias + rows, mask=rows < N, other=0.0).to(tl.float32)
+        acc += tl.where(split == 0, bias_n[:, None], 0.0)
+    out = y + ms.to(tl.int64) * y_stride + rows[:, None]
+    omask = (rows[:, None] < N) & (ms < M)
+    if ATOMIC:
+        tl.atomic_add(out, acc, mask=omask)
+    else:
+        tl.store(out, acc.to(y.dtype.element_ty), mask=omask)

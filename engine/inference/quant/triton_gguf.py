@@ -69,7 +69,7 @@ SPECS: dict[int, _Spec] = {
     int(_T.Q8_0): _Spec(32, 34, 32, 0), int(_T.Q4_K): _Spec(256, 144, 32, -1),
     int(_T.Q5_K): _Spec(256, 176, 32, -1), int(_T.Q6_K): _Spec(256, 210, 16, 0),
 }
-Q4_K = int(_T.Q4_K)
+Q4_K, Q6_K = int(_T.Q4_K), int(_T.Q6_K)
 
 
 def available() -> bool:
@@ -140,8 +140,8 @@ def _matvec_plan(qtype: int, n: int, k: int, device_index: int) -> tuple[int, in
     if INTERPRET:
         bn, split = 16, (2 if groups > 8 else 1)  # the split-K path, exercised on small shapes
     else:
-        # Q4_K's word-reading kernel: 16 rows x a super-block is one 16-byte load per thread
-        bn, split = (16 if qtype == Q4_K else 8), 1
+        # Q4_K's and Q6_K's word-reading kernels: 16 rows (Q4_K: one 16-byte load per thread)
+        bn, split = (16 if qtype in (Q4_K, Q6_K) else 8), 1
         programs, target = triton.cdiv(n, bn), 4 * _sm_count(device_index)
         while programs * split < target and groups // (split * 2) >= 2 * g:
             split *= 2
@@ -183,6 +183,11 @@ def _launch(x: torch.Tensor, raw: torch.Tensor, qtype: int, y: torch.Tensor,
             _k.matvec_q4k_kernel[(triton.cdiv(n, bn), split)](
                 x, raw, y, bias if bias is not None else y, n, k, per // g, raw.shape[1], raw.shape[1] // 4, x.stride(0),
                 y.stride(0), M=m, MP=mp, BN=bn, P=4, ATOMIC=atomic and split > 1, HAS_BIAS=bias is not None, num_warps=4)
+            return
+        if qtype == Q6_K:  # 16-bit words; a step is one super-block
+            _k.matvec_q6k_kernel[(triton.cdiv(n, bn), split)](
+                x, raw, y, bias if bias is not None else y, n, k, per // g, raw.shape[1], x.stride(0), y.stride(0),
+                M=m, MP=mp, BN=bn, ATOMIC=atomic and split > 1, HAS_BIAS=bias is not None, num_warps=4)
             return
         _k.matvec_kernel[(triton.cdiv(n, bn), split)](
             x, raw, y, bias if bias is not None else y, n, k, per, raw.shape[1], x.stride(0), y.stride(0),
