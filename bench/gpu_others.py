@@ -160,18 +160,22 @@ def _empty_cache():
 # --- llama.cpp --------------------------------------------------------------------------
 
 def wait_for_build(tools: Path | None, log: Path | None, budget: base.Budget) -> str | None:
-    """None when llama-bench is there; else why not (waiting while the build still runs)."""
+    """None when llama-bench is there once the build is over (its log, if given, ends in BUILD
+    EXIT); else why not. Waits while the build runs, so the tools are measured with the
+    compiler off the CPU."""
     if tools is None:
         return "no --llama-bench folder given"
     bench = tools / "llama-bench"
-    while not bench.is_file():
+    while True:
         done = log is not None and log.is_file() and "BUILD EXIT" in log.read_text(errors="replace")
-        if log is None or done or budget.left() <= 5:
-            tail = log.read_text(errors="replace")[-600:] if log is not None and log.is_file() else ""
-            state = "the build ended without it" if done else "the build is not done in time"
-            return f"no llama-bench at {bench}: {state}. {tail}".strip()
+        if done or log is None or budget.left() <= 5:
+            break
         time.sleep(2)
-    return None
+    if bench.is_file():
+        return None
+    tail = log.read_text(errors="replace")[-600:] if log is not None and log.is_file() else ""
+    state = "the build ended without it" if done else "the build is not done in time"
+    return f"no llama-bench at {bench}: {state}. {tail}".strip()
 
 
 def run_json(cmd: list[str], timeout: float) -> tuple[list[dict], str]:
