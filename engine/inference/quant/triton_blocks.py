@@ -209,7 +209,7 @@ def matvec_kernel(x, raw, y, bias, N, K, groups_per_split, row_bytes, x_stride, 
 
 
 @triton.jit(do_not_specialize=["M", "N"])
-def gemm_kernel(x, raw, y, bias, M, N, K, row_bytes, x_stride, y_stride,
+def gemm_kernel(x, raw, y, bias, M, N, K, groups, row_bytes, x_stride, y_stride,
                 QTYPE: tl.constexpr, GS: tl.constexpr, OFFSET: tl.constexpr, BM: tl.constexpr,
                 BN: tl.constexpr, G: tl.constexpr, DOT: tl.constexpr, HAS_BIAS: tl.constexpr,
                 INTERP: tl.constexpr):
@@ -232,9 +232,9 @@ def gemm_kernel(x, raw, y, bias, M, N, K, row_bytes, x_stride, y_stride,
     kk = tl.arange(0, BK)
     xrow = x + rm[:, None].to(tl.int64) * x_stride
     acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for g0 in range(0, K // GS, G):
+    for g0 in range(0, groups, G):  # groups = K // GS
         g1 = g0 + tl.arange(0, G)
-        mask = (r3 < N) & (g1[None, :, None] < K // GS)
+        mask = (r3 < N) & (g1[None, :, None] < groups)
         w = tl.reshape(_values(base, g1[None, :, None], j, mask, QTYPE, OFFSET), (BN, BK))
         k = g0 * GS + kk
         xt = tl.load(xrow + k[None, :], mask=(rm[:, None] < M) & (k[None, :] < K), other=0.0)

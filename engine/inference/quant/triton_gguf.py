@@ -196,7 +196,8 @@ def _launch(x: torch.Tensor, raw: torch.Tensor, qtype: int, y: torch.Tensor,
         return
     bm, bn, g, warps, stages = _gemm_plan(qtype, m)
     grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
-    _k.gemm_kernel[grid](x, raw, y, bias if bias is not None else y, m, n, k, raw.shape[1], x.stride(0), y.stride(0),
+    _k.gemm_kernel[grid](x, raw, y, bias if bias is not None else y, m, n, k, k // spec.group, raw.shape[1], x.stride(0),
+                         y.stride(0),
                          QTYPE=qtype, GS=spec.group, OFFSET=spec.offset, BM=bm, BN=bn, G=g, DOT=_DOT[x.dtype],
                          HAS_BIAS=bias is not None, INTERP=INTERPRET, num_warps=warps, num_stages=stages)
 
