@@ -390,11 +390,12 @@ def _no_full_collections():
 
 
 def _layers_by_shape(model: Transformer) -> list[list]:
-    """Layers grouped by what a compiled block specialises on: the sliding window, and the
-    weight types of its quantized linears (a Q4_K_M file mixes Q4_K and Q6_K layers)."""
+    """Layers grouped by what a compiled block specialises on: its constants (the sliding
+    window, RoPE's width, smollm3's layers without it, granite's scales: Block.compiled_traits)
+    and the weight types of its quantized linears (a Q4_K_M file mixes Q4_K and Q6_K layers)."""
     groups: dict[tuple, list] = {}
     for layer in model.layers:
-        groups.setdefault((layer.attention.window, layer_signature(layer)), []).append(layer)
+        groups.setdefault((layer.compiled_traits(), layer_signature(layer)), []).append(layer)
     return list(groups.values())
 
 

@@ -64,6 +64,13 @@ class Block(nn.Module):
         h = x + self.attention(self.attention_norm(x), cos, sin, start, slot)
         return h + self.feed_forward(self.ffn_norm(h))
 
+    def compiled_traits(self) -> tuple:
+        """What a compiled block bakes in besides its tensors' layout (engine.inference.models.
+        decode groups layers by it, precompile keys saved graphs by it): layers that differ in
+        any of these need graphs of their own."""
+        attention = self.attention
+        return attention.window, attention.rotary_dim, attention.q_scale, self.residual
+
     def with_caches(self, k_cache: torch.Tensor, v_cache: torch.Tensor) -> Block:
         """A copy of this block sharing its weights but reading and writing the given
         caches as its slot 0 (a compiled one-token step takes the block as its input)."""

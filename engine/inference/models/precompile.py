@@ -226,7 +226,7 @@ def _key(model: llama.Transformer, groups: list[list]) -> str:
     for module in (attention, llama, decode, batched, linear, modules, kernels):
         parts.append(hashlib.sha256(Path(inspect.getfile(module)).read_bytes()).hexdigest())
     for layers in groups:
-        parts.append(str(layers[0].attention.window))
+        parts.append(repr(layers[0].compiled_traits()))
         parts.append(repr(layer_signature(layers[0])))
         for name, mod in layers[0].named_modules():
             parts.append(f"{name}:{type(mod).__qualname__}")

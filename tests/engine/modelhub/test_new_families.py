@@ -311,3 +311,19 @@ def test_phi3_q8_0_fused_blocks_compute_what_the_file_holds(tmp_path):
         got_tokens, got = _wren_greedy(model, ids, 6)
     assert got_tokens == seq[len(ids):]
     assert max(np.abs(a - b).max() for a, b in zip(got, want, strict=True)) < FP32_TOL
+
+
+def test_compiled_decode_groups_layers_by_what_a_graph_bakes_in():
+    """A compiled block bakes in Python constants: smollm3's layer without RoPE needs a graph
+    of its own (one graph for all four layers fails its guards there, and the whole group
+    fell back to eager decoding), and granite's scales belong in a saved graph's key."""
+    from wren.engine.inference.backends.torch import TorchBackend
+    from wren.engine.inference.models.decode import _layers_by_shape
+
+    smollm3 = TorchBackend("cpu").load(DATA / "smollm3" / "hf", dtype="float32", compile=False)._model
+    groups = _layers_by_shape(smollm3)
+    layers = list(smollm3.layers)
+    assert [[layers.index(layer) for layer in group] for group in groups] == [[0, 1, 2], [3]]
+    granite = TorchBackend("cpu").load(DATA / "granite" / "hf", dtype="float32", compile=False)._model
+    window, rotary, q_scale, residual = granite.layers[0].compiled_traits()
+    assert (window, rotary, residual) == (None, 16, 0.22) and q_scale == pytest.approx(0.15 * 16**0.5)
