@@ -4,8 +4,14 @@ scans of the user's text (`scan` calls, and every detector pass over it, a log l
 redaction included), context assemblies and memory retrievals, counted by wrapping
 those entry points from outside (no engine code is changed), and the first-token latency.
 Prints JSON; `--out FILE` also writes it there (bench/results/ keeps the ones quoted).
+The first-token latency is also split into phases, timed from outside too: from the Send
+to the request's submission to the model's worker, from there to the worker's first event,
+and from that to the first Delta on the asyncio loop. `--compare FILE` puts an earlier
+report's figures (same keys) beside this one's; the machine is shared, so run the two
+back to back and read the load averages both record.
 
     .venv/bin/python bench/send_path.py [--sends 50] [--warm 5] [--out bench/results/x.json]
+                                        [--compare bench/results/send_path_after_quiet.json]
 """
 
 from __future__ import annotations
@@ -25,11 +31,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from cpuinfo import cpu  # noqa: E402
 
 from tests.fixtures.tiny import make_tiny_model_dir, tiny_engine  # noqa: E402
 from wren.engine.context.assemble import ContextAssembler  # noqa: E402
 from wren.engine.events import Delta  # noqa: E402
+from wren.engine.inference import handoff  # noqa: E402
 from wren.engine.inference.backends.scripted import ScriptedBackend  # noqa: E402
+from wren.engine.inference.worker import ModelWorker  # noqa: E402
 from wren.engine.memory.service import MemoryService  # noqa: E402
 from wren.engine.records import Role  # noqa: E402
 from wren.engine.safety import scanner  # noqa: E402
@@ -38,15 +49,19 @@ QUESTION = "What should I plant along a shady north wall, {n}? Something that fl
 
 
 class Counts:
-    """Calls through the wrapped entry points since the last `reset`."""
+    """Calls through the wrapped entry points since the last `reset`, and when the Send's
+    first request was submitted and its first event put (perf_counter seconds)."""
 
     def __init__(self) -> None:
         self.calls: Counter[str] = Counter()
         self.text = ""  # the question being sent: scans of it are counted apart
+        self.submitted: float | None = None
+        self.first_event: float | None = None
 
     def reset(self, text: str) -> None:
         self.calls.clear()
         self.text = text
+        self.submitted = self.first_event = None
 
     def snapshot(self) -> dict[str, int]:
         return {k: self.calls[k] for k in ("db_trips", "user_text_scans", "user_text_detector_passes", "all_scans",
@@ -98,6 +113,23 @@ def instrument(engine, counts: Counts) -> None:
 
     ContextAssembler.assemble = counted_assemble  # type: ignore[method-assign]
 
+    submit_request = ModelWorker.submit
+
+    def timed_submit(self, request):
+        if counts.submitted is None:
+            counts.submitted = time.perf_counter()
+        return submit_request(self, request)
+
+    ModelWorker.submit = timed_submit  # type: ignore[method-assign]
+    put = handoff._Inbox.put  # every worker event goes through the loop's inbox
+
+    def timed_put(self, queue, event, *args, **kwargs):
+        if counts.submitted is not None and counts.first_event is None:
+            counts.first_event = time.perf_counter()
+        return put(self, queue, event, *args, **kwargs)
+
+    handoff._Inbox.put = timed_put  # type: ignore[method-assign]
+
     retrieve = MemoryService.retrieve
 
     def counted_retrieve(self, *args, **kwargs):
@@ -114,18 +146,25 @@ def method(engine, service: str, name: str, old: str):
     return getattr(owner, name) if owner is not None and hasattr(owner, name) else getattr(engine, old)
 
 
-async def one_send(engine, counts: Counts, conv_id: int, text: str) -> tuple[float, dict, dict]:
+async def one_send(engine, counts: Counts, conv_id: int, text: str) -> tuple[float, dict, dict, dict]:
+    """(first-token seconds, counts before it, counts for the whole Send, phases in ms)."""
     counts.reset(text)
     t0 = time.perf_counter()
     first: float | None = None
     before_first: dict = {}
+    phases: dict = {}
     async for event in method(engine, "chat", "send", "send")(conv_id, text):
         if isinstance(event, Delta) and first is None:
-            first = time.perf_counter() - t0
+            now = time.perf_counter()
+            first = now - t0
             before_first = counts.snapshot()
+            if counts.submitted is not None and counts.first_event is not None:
+                phases = {"to_submit": (counts.submitted - t0) * 1000,
+                          "submit_to_worker_event": (counts.first_event - counts.submitted) * 1000,
+                          "worker_event_to_delta": (now - counts.first_event) * 1000}
     if first is None:
         raise RuntimeError("send_path: the Send gave no answer text")
-    return first, before_first, counts.snapshot()
+    return first, before_first, counts.snapshot(), phases
 
 
 async def new_chat(engine, n: int) -> int:
@@ -159,13 +198,16 @@ async def main_async(args) -> dict:
     instrument(engine, counts)
     for n in range(args.warm):  # pre-warmed: imports, caches, the tokenizer's first calls
         await one_send(engine, counts, await new_chat(engine, n), QUESTION.format(n=n))
-    latencies, firsts, wholes = [], [], []
+    load_before = cpu().get("load_average_1_5_15")
+    latencies, firsts, wholes, phases = [], [], [], []
     for n in range(args.sends):
         conv_id = await new_chat(engine, args.warm + n)
-        latency, before_first, whole = await one_send(engine, counts, conv_id, QUESTION.format(n=n))
+        latency, before_first, whole, phase = await one_send(engine, counts, conv_id, QUESTION.format(n=n))
         latencies.append(latency * 1000)
         firsts.append(before_first)
         wholes.append(whole)
+        if phase:
+            phases.append(phase)
     await engine.close()
 
     def medians(rows: list[dict]) -> dict:
@@ -185,8 +227,28 @@ async def main_async(args) -> dict:
         "first_token_ms": {"median": round(statistics.median(latencies), 2),
                            "p90": round(percentile(latencies, 0.9), 2),
                            "min": round(min(latencies), 2)},
+        # each phase's own median (they need not add up to the first token's median)
+        "first_token_phases_ms": {k: round(statistics.median(p[k] for p in phases), 2) for k in phases[0]}
+        if phases else {},
         "targets": {"db_trips_before_first_token": 4, "first_token_ms": 5.0},
+        "machine_info": {**cpu(), "load_average_before": load_before},
     }
+
+
+def compared(report: dict, path: Path) -> dict:
+    """An earlier report's figures beside this one's: first token, trips and scans."""
+    old = json.loads(path.read_text(encoding="utf-8"))
+    keys = ("db_trips", "user_text_scans", "assemblies", "retrievals")
+    side = {
+        "file": str(path), "commit": old.get("commit"),
+        "first_token_ms": {"before": old["first_token_ms"], "after": report["first_token_ms"],
+                           "median_ratio": round(report["first_token_ms"]["median"] / old["first_token_ms"]["median"], 2)},
+        "before_first_token": {k: {"before": old["before_first_token"].get(k), "after": report["before_first_token"].get(k)}
+                               for k in keys},
+    }
+    if old.get("first_token_phases_ms"):
+        side["first_token_phases_ms"] = {"before": old["first_token_phases_ms"], "after": report["first_token_phases_ms"]}
+    return side
 
 
 def main() -> None:
@@ -194,10 +256,13 @@ def main() -> None:
     ap.add_argument("--sends", type=int, default=50)
     ap.add_argument("--warm", type=int, default=5)
     ap.add_argument("--out", type=Path, help="also write the JSON to this file")
-    report = asyncio.run(main_async(ap.parse_args()))
+    ap.add_argument("--compare", type=Path, help="an earlier report (JSON) to put beside this one")
+    args = ap.parse_args()
+    report = asyncio.run(main_async(args))
+    if args.compare:
+        report["compared"] = compared(report, args.compare)
     text = json.dumps(report, indent=2)
     print(text)
-    args = ap.parse_args()
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text + "\n", encoding="utf-8")
