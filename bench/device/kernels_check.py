@@ -18,7 +18,11 @@ shapes on the CPU under TRITON_INTERPRET=1 (tests/engine/inference/test_triton_g
 
     python3 bench/device/kernels_check.py [--tiny] > kernels.json
 
-Needs torch, triton and gguf; imports Wren from this checkout if it is not installed.
+Needs torch, triton and gguf; imports Wren from this checkout if it is not installed. On the GPU
+machine (bench/device/prepare.sh here first, for gguf's wheel in .whl):
+    run(carry=[".whl"], timeout_s=300, command="python3 -m pip install -q --no-index --no-deps
+        --target /tmp/site .whl/*.whl && PYTHONPATH=/tmp/site timeout 240 python3
+        bench/device/kernels_check.py > $OUT/kernels.json 2> $OUT/kernels.err; echo rc $?; tail -3 $OUT/kernels.err")
 """
 
 from __future__ import annotations
@@ -176,7 +180,7 @@ def time_matvec(device: torch.device, tiny: bool, gbps: float) -> list[dict]:
                 state["i"] = (state["i"] + 1) % len(copies)
                 return tg.linear_parts(x, [copies[state["i"]]], [qtype], [n])
 
-            us = _time_us(step, device, reps=len(copies) * (1 if n * k > 1 << 24 else 4))
+            us = _time_us(step, device, reps=max(8, len(copies)) * (1 if n * k > 1 << 24 else 4))
             bound = nbytes / (gbps * 1e9) * 1e6
             row = {"model": model, "shape": [n, k], "type": name, "m": m, "us": us, "weight_bytes": nbytes,
                    "bound_us": bound, "fraction_of_bound": bound / us}
@@ -184,7 +188,7 @@ def time_matvec(device: torch.device, tiny: bool, gbps: float) -> list[dict]:
                 before = tg.MATVEC_MAX_ROWS
                 tg.MATVEC_MAX_ROWS = 0  # the same product through the GEMM kernel
                 try:
-                    row["gemm8_us"] = _time_us(step, device, reps=len(copies))
+                    row["gemm8_us"] = _time_us(step, device, reps=max(8, len(copies)))
                 finally:
                     tg.MATVEC_MAX_ROWS = before
             results.append(row)
