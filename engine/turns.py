@@ -367,10 +367,9 @@ class Turns:
         _, prompt_ids = await self.assemble(answer.conversation_id, chain[:-1], user.content, user.id,
                                                     SendOptions(), worker, attached=attached)
         loop = asyncio.get_running_loop()
-        tokenizer = worker.tokenizer
-        done = await loop.run_in_executor(None, lambda: tokenizer.encode(answer.content))
-        if tokenizer.add_bos and done[:1] == [tokenizer.bos_id]:
-            done = done[1:]
+        # its thinking first, as the model wrote it (else it would go on inside an open <think>)
+        done = await loop.run_in_executor(None, thinking.resumed_ids, worker, prompt_ids, answer.reasoning,
+                                          answer.content)
         ids = prompt_ids + done
         status = _loaded(e)
         room = status.context_length - len(ids)
@@ -385,7 +384,8 @@ class Turns:
         started = Started(answer.conversation_id, user.id, answer.id, status.name, status.backend)
         log_event("answer.continued", conversation_id=answer.conversation_id, message_id=answer.id,
                   kept_chars=len(answer.content), prompt_tokens=len(ids))
-        async for event in self.stream(worker, answer, ids, params, started, messages=None, prefix=answer.content):
+        async for event in self.stream(worker, answer, ids, params, started, messages=None, prefix=answer.content,
+                                       thought=answer.reasoning):
             yield event
 
     # -- tools -------------------------------------------------------------------------
@@ -425,7 +425,7 @@ class Turns:
     async def stream(self, worker: ModelWorker, answer: MessageInfo, prompt_ids: list[int],
                      params: SamplingParams, started: Started, *, tools: _ToolSession | None = None,
                      messages: list[dict] | None = None,
-                     constraint: Constraint | None = None, prefix: str = "",
+                     constraint: Constraint | None = None, prefix: str = "", thought: str = "",
                      typed: str | None = None) -> AsyncIterator[Event]:
         """Generate the answer; with `tools`, each call the model writes pauses it: the call
         runs, its result joins the prompt and the same answer goes on (docs/tools.md). Stacked
@@ -439,6 +439,8 @@ class Turns:
             [prefix] if prefix else [],  # a continued answer keeps its text (continue_answer)
             AnswerLogprobs(params, answer.meta, prefix),
             Checkpoints(lambda text: e.db(store.update_message, answer.id, content=text), len(prefix)))
+        if thought:  # a continued answer's thinking so far: kept, and gone on with if it was cut
+            state.thinking.append(thought)
         runner = None if tools is None else ToolTurn(
             e, tools.plan, answer.id, turn.stopped, worker.tokenizer, tools.context, destination=e.destination(),
             timeout=tools.timeout, result_tokens=tools.result_tokens)
@@ -447,7 +449,9 @@ class Turns:
             while True:
                 start = len(state.parts)
                 text = AnswerText(OutputGuard(e.policy, e.destination()), state.probs, _parser(tools, state.number),
-                                  shift=state.raw_base, split=thinking.splitter(worker, ids),
+                                  shift=state.raw_base,
+                                  # a continued answer goes on past its thinking, or inside it if cut there
+                                  split=thinking.splitter(worker, ids, _continued_inside(prefix, thought, state)),
                                   count=thinking.token_counter(worker),
                                   thinking_guard=lambda: OutputGuard(e.policy, e.destination()))
                 async for event in self._round(worker, answer, ids, round_params, state, text, turn, started, tools,
@@ -637,6 +641,14 @@ def _parser(tools: _ToolSession | None, number: int) -> CallParser | None:
     if number == 0 and tools.plan.forced:
         parser.feed(tools.plan.forced_prefix())
     return parser
+
+
+def _continued_inside(prefix: str, thought: str, state: AnswerState) -> bool | None:
+    """Whether a continued answer's first round starts inside its thinking (None: not a
+    continuation's first round; the prompt says)."""
+    if state.number or not (prefix or thought):
+        return None
+    return not prefix
 
 
 def _kept(event: Event, state: AnswerState, tools: _ToolSession | None) -> bool:

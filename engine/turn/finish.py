@@ -37,7 +37,9 @@ def final_fields(answer: MessageInfo, state: AnswerState) -> dict[str, Any]:
         "error": state.error,
     }
     if state.thinking:  # kept apart from the answer's text, never shown as it
-        fields.update(reasoning="" if blocked else state.reasoning, reasoning_seconds=state.thought_seconds)
+        fields["reasoning"] = "" if blocked else state.reasoning
+        if state.thought_seconds is not None:
+            fields["reasoning_seconds"] = state.thought_seconds
     meta = dict(answer.meta)
     if state.notices:
         meta["safety"] = notice_fields(state.notices)

@@ -12,7 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 from ..inference.families import find_model_type
 from ..inference.families.family import ReasoningFormat
-from ..inference.reasoning import reasoning_format, splitter_for
+from ..inference.reasoning import (
+    THINK_CLOSE,
+    THINK_OPEN,
+    ThinkSplitter,
+    opens_thinking,
+    reasoning_format,
+    splitter_for,
+)
 from ..records import THINKING_CHOICES, ThinkingSupport
 
 if TYPE_CHECKING:
@@ -60,12 +67,15 @@ def format_of(worker: ModelWorker) -> ReasoningFormat | None:
     return found
 
 
-def splitter(worker: ModelWorker, prompt_ids: Sequence[int]) -> Splitter | None:
+def splitter(worker: ModelWorker, prompt_ids: Sequence[int], inside: bool | None = None) -> Splitter | None:
     """A fresh stream step for one generation of `worker` after `prompt_ids` (None: the
-    model does not think apart)."""
+    model does not think apart). `inside`: whether it starts inside the thinking (a
+    continued answer says; None: as the prompt's end leaves it)."""
     fmt = format_of(worker)
     if fmt is None:
         return None
+    if fmt is ReasoningFormat.THINK_TAGS and inside is not None:
+        return ThinkSplitter(thinking=inside)
     tail = worker.tokenizer.decode(list(prompt_ids[-_TAIL_TOKENS:]), skip_special_tokens=False) \
         if fmt is ReasoningFormat.THINK_TAGS else ""
     return splitter_for(fmt, tail)
@@ -79,6 +89,32 @@ def answer_of(worker: ModelWorker, prompt_ids: Sequence[int], text: str) -> str:
         return text
     pieces = split.feed(text) + split.finish()
     return "".join(p.text for p in pieces if p.kind == "answer")
+
+
+def resumed_ids(worker: ModelWorker, prompt_ids: Sequence[int], reasoning: str, content: str) -> list[int]:
+    """The ids of an answer so far after its prompt, for the model to go on from (a continued
+    answer): its thinking in the model's own markup, closed, then its text; thinking with
+    no text after it (stopped while thinking) is left open, to go on with. The markup is
+    read as the template's (special tokens where they are), the texts as plain text."""
+    tokenizer = worker.tokenizer
+
+    def text(value: str, special: bool = False) -> list[int]:
+        ids = tokenizer.encode(value, special=special)
+        return ids[1:] if tokenizer.add_bos and ids[:1] == [tokenizer.bos_id] else ids
+
+    fmt = format_of(worker) if reasoning else None
+    if fmt is ReasoningFormat.THINK_TAGS:
+        opened = opens_thinking(tokenizer.decode(list(prompt_ids[-_TAIL_TOKENS:]), skip_special_tokens=False))
+        head = [] if opened else text(THINK_OPEN + "\n", special=True)
+        if not content:
+            return head + text(reasoning)
+        return head + text(reasoning) + text("\n" + THINK_CLOSE + "\n\n", special=True) + text(content)
+    if fmt is ReasoningFormat.HARMONY:
+        if not content:
+            return text("<|channel|>analysis<|message|>", special=True) + text(reasoning)
+        return (text("<|channel|>analysis<|message|>", special=True) + text(reasoning)
+                + text("<|end|><|start|>assistant<|channel|>final<|message|>", special=True) + text(content))
+    return text(content)
 
 
 def token_counter(worker: ModelWorker):

@@ -231,3 +231,48 @@ def test_smollm3_thinks_in_tags_and_its_no_think_mode_comes_from_the_chat(thinki
     assert "Reasoning Mode: /think" in prompts[0]
     assert "Reasoning Mode: /no_think" in prompts[1] and prompts[1].endswith("<think>\n\n</think>\n")
     assert "A greeting" not in prompts[1]
+
+
+def test_continuing_an_r1_answer_goes_on_as_answer_text_not_thinking(thinking_engine):
+    """The R1 prompt opens <think>; a stopped answer continued goes on after its text, which
+    is past the thinking: what comes is answer text (it was read as thinking before)."""
+    async def main():
+        engine = thinking_engine("Sum.\n</think>\n\nFour and a lot more words to come after it.", R1_DISTILL,
+                                 arch="qwen2", delay=0.005)
+        conv = await engine.conversations.create("q")
+        async for event in engine.chat.send(conv.id, "2+2?"):
+            if isinstance(event, Delta):
+                engine.chat.stop(conv.id)  # stopped once the answer's text began
+        cut = (await engine.conversations.messages(conv.id))[-1]
+        events = await collect(engine.chat.continue_answer(cut.id))
+        after = (await engine.conversations.messages(conv.id))[-1]
+        await engine.close()
+        return cut, events, after
+
+    cut, events, after = asyncio.run(main())
+    assert cut.content and "Four".startswith(cut.content[:4]) and cut.reasoning == "Sum."
+    assert not any(isinstance(e, Reasoning) for e in events)
+    assert after.content == "Four and a lot more words to come after it."
+    assert after.reasoning == "Sum."  # the continuation thought nothing new
+
+
+def test_an_answer_stopped_while_thinking_goes_on_thinking_when_continued(thinking_engine):
+    async def main():
+        engine = thinking_engine("<think>\nFirst I add two and two, which makes four, so the answer is clear."
+                                 "\n</think>\n\nFour.", delay=0.005)
+        conv = await engine.conversations.create("q")
+        async for event in engine.chat.send(conv.id, "2+2?"):
+            if isinstance(event, Reasoning):
+                engine.chat.stop(conv.id)  # stopped while it thought
+        cut = (await engine.conversations.messages(conv.id))[-1]
+        events = await collect(engine.chat.continue_answer(cut.id))
+        after = (await engine.conversations.messages(conv.id))[-1]
+        prompt = engine.scripted.loaded[0].prompts[-1]
+        await engine.close()
+        return cut, events, after, prompt
+
+    cut, events, after, prompt = asyncio.run(main())
+    assert cut.content == "" and cut.reasoning and "First I add".startswith(cut.reasoning[:5])
+    assert shown(events, Delta) == "Four."
+    assert after.content == "Four."
+    assert after.reasoning == "First I add two and two, which makes four, so the answer is clear."
