@@ -31,7 +31,8 @@ def tokenizer_with(tmp_path: Path):
     special tokens and its eos as its files give them)."""
     from tests.fixtures.tiny import train_tiny_tokenizer
 
-    def make(name: str, special: list[str] = (), eos: str = "<|im_end|>") -> Tokenizer:
+    def make(name: str, special: list[str] = (), eos: str = "<|im_end|>",
+             generation_eos: tuple[str, ...] = ("<|return|>", "<|endoftext|>", "<|call|>")) -> Tokenizer:
         tok = train_tiny_tokenizer()
         tok.add_special_tokens(list(special))
         folder = tmp_path / name
@@ -42,7 +43,7 @@ def tokenizer_with(tmp_path: Path):
             "chat_template": template(name), "eos_token": eos, "bos_token": None,
             "added_tokens_decoder": {str(tok.token_to_id(t)): {"content": t, "special": True} for t in specials}}))
         if special:
-            ids = [tok.token_to_id(t) for t in ("<|return|>", "<|endoftext|>", "<|call|>")]
+            ids = [tok.token_to_id(t) for t in generation_eos]
             (folder / "generation_config.json").write_text(json.dumps({"eos_token_id": ids}))
         return Tokenizer.from_dir(folder)
 
@@ -134,3 +135,40 @@ def test_a_template_without_thinking_keeps_special_tokens_out_of_the_stream(toke
     detok = StreamingDetokenizer(tok)
     ids = tok.encode("<|im_start|>Hi", special=True)
     assert "".join(detok.feed(i) for i in ids) + detok.flush() == "Hi"
+
+
+def generated(tok: Tokenizer, text: str) -> tuple[str, object]:
+    """What the worker's output step makes of a model writing `text` (its markup as the
+    tokenizer's special tokens): the streamed text, and why it stopped."""
+    from wren.engine.events import Delta
+    from wren.engine.inference.output import SequenceOutput
+    from wren.engine.inference.requests import GenerationRequest
+    from wren.engine.inference.sampling import SamplingParams
+
+    events: list = []
+    out = SequenceOutput(tok, GenerationRequest([1, 2], SamplingParams(max_tokens=500), events.append))
+    reason = None
+    for token in tok.encode(text, special=True):
+        reason = out.feed(token)
+        if reason is not None:
+            break
+    return "".join(e.text for e in events if isinstance(e, Delta)) + out.detok.flush(), reason
+
+
+@pytest.mark.parametrize(("name", "special", "eos", "written", "answer"), [
+    (QWEN3, [], "<|im_end|>", "<think>\nhm\n</think>\n\nParis.<|im_end|>ignored", "<think>\nhm\n</think>\n\nParis."),
+    (SMOLLM3, [], "<|im_end|>", "<think>\nhm\n</think>\nParis.<|im_end|>ignored", "<think>\nhm\n</think>\nParis."),
+    (R1_DISTILL, ["<｜end▁of▁sentence｜>"], "<｜end▁of▁sentence｜>", "hm\n</think>\n\nParis.<｜end▁of▁sentence｜>ignored",
+     "hm\n</think>\n\nParis."),
+    (GPT_OSS, HARMONY_TOKENS, "<|return|>",
+     "<|channel|>analysis<|message|>hm<|end|><|start|>assistant<|channel|>final<|message|>Paris.<|return|>ignored",
+     "<|channel|>analysis<|message|>hm<|end|><|start|>assistant<|channel|>final<|message|>Paris."),
+])
+def test_the_familys_stop_token_ends_the_answer_and_thinking_markup_reaches_the_splitter(
+        tokenizer_with, name, special, eos, written, answer):
+    from wren.engine.events import FinishReason
+
+    gen_eos = (eos,) if name == R1_DISTILL else ("<|return|>", "<|endoftext|>", "<|call|>")
+    tok = tokenizer_with(name, special, eos=eos, generation_eos=gen_eos)
+    text, reason = generated(tok, written)
+    assert (text, reason) == (answer, FinishReason.STOP)
