@@ -97,3 +97,22 @@ def test_reasoning_effort_reaches_the_gpt_oss_template_and_a_bad_one_is_refused(
     assert answer.choices[0].message.content == "Paris."
     assert answer.choices[0].message.reasoning_content == "Easy."
     assert bad.status_code == 400 and "reasoning_effort must be one of" in bad.json()["error"]["message"]
+
+
+def test_the_conversation_endpoint_sends_thinking_as_typed_reasoning_events(thinking_engine, server_keys):
+    from tests.engine.server.test_server_conversation import answer_text, parse
+
+    async def main():
+        async with served(thinking_engine, server_keys) as (engine, _api, (url, key)):
+            async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=30) as http, \
+                    http.stream("POST", "/api/conversation", json={"content": "Capital of France?"}) as r:
+                raw = b"".join([chunk async for chunk in r.aiter_raw()])
+            conversations = await engine.conversations.list()
+            stored = await engine.conversations.messages(conversations[0].id)
+            return parse(raw), stored
+
+    events, stored = asyncio.run(main())
+    typed = [e["data"] for e in events if isinstance(e["data"], dict) and e["data"].get("type") == "reasoning"]
+    assert "".join(t["text"] for t in typed) == "The user wants a capital.\n"
+    assert answer_text(events) == "Paris."
+    assert stored[-1].content == "Paris." and stored[-1].reasoning == "The user wants a capital."
