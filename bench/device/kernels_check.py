@@ -13,7 +13,8 @@ shapes on the CPU under TRITON_INTERPRET=1 (tests/engine/inference/test_triton_g
    Weights rotate over copies adding up to >= 256 MB, so they come from memory, not L2, as in
    decoding a whole model; launches are replayed from a CUDA graph, the median of 5 replays.
    `gemm8` times the GEMM kernel at 8 rows, for MATVEC_MAX_ROWS.
-4. gemm: 512 rows of bfloat16 x through the GEMM kernel vs torch's bfloat16 matmul with the
+4. gemm: 512 rows of bfloat16 x through the GEMM kernel, through the dense path (slices of W
+   widened to bfloat16, then torch's matmul: DENSE_MIN_ROWS), and torch's bfloat16 matmul with the
    weight already widened (cuBLAS), at the 8B shapes.
 
     python3 bench/device/kernels_check.py [--tiny] > kernels.json
@@ -203,11 +204,19 @@ def time_gemm(device: torch.device, tiny: bool) -> list[dict]:
         raw = random_blocks("Q4_K", n, k, device)
         x = torch.randn(m, k, device=device, dtype=torch.bfloat16)
         w = ggml.dequantize(raw, int(T.Q4_K), k).to(torch.bfloat16)
-        ours = _time_us(lambda: tg.linear_parts(x, [raw], [int(T.Q4_K)], [n]), device, reps=10)
+        before = tg.DENSE_MIN_ROWS
+        try:
+            tg.DENSE_MIN_ROWS = 1 << 30  # the GEMM kernel
+            ours = _time_us(lambda: tg.linear_parts(x, [raw], [int(T.Q4_K)], [n]), device, reps=10)
+            tg.DENSE_MIN_ROWS = 1  # slices widened to bfloat16, then torch's matmul
+            dense = _time_us(lambda: tg.linear_parts(x, [raw], [int(T.Q4_K)], [n]), device, reps=10)
+        finally:
+            tg.DENSE_MIN_ROWS = before
         torch_us = _time_us(lambda: x @ w.T, device, reps=10)
         flops = 2 * m * n * k
-        results.append({"shape": [n, k], "m": m, "type": "Q4_K", "us": ours, "torch_bf16_us": torch_us,
-                        "tflops": flops / (ours * 1e-6) / 1e12, "torch_tflops": flops / (torch_us * 1e-6) / 1e12})
+        results.append({"shape": [n, k], "m": m, "type": "Q4_K", "gemm_kernel_us": ours, "dense_path_us": dense,
+                        "torch_bf16_us": torch_us, "tflops": flops / (ours * 1e-6) / 1e12,
+                        "torch_tflops": flops / (torch_us * 1e-6) / 1e12})
     return results
 
 

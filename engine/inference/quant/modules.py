@@ -11,6 +11,7 @@ blocks by Triton kernels (triton_gguf.py) where triton is installed and the type
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Iterator, Sequence
@@ -24,6 +25,7 @@ from torch import nn
 
 from . import ggml, kernels
 
+log = logging.getLogger("wren.engine.inference.quant")
 F32 = 0
 # WREN_EXACT_ACTIVATIONS=1: every layer multiplies float32 activations (slower decoding,
 # answers that follow the float32 reference more closely); by default only the output head.
@@ -59,6 +61,8 @@ def _gpu_kernels(raw: torch.Tensor) -> ModuleType | None:
         from . import triton_gguf  # imports triton: only where a weight is off the CPU
 
         _triton = triton_gguf
+        if triton_gguf.NOTICE is not None:
+            log.warning(triton_gguf.NOTICE)
     return _triton if _triton.runs_on(raw.device) else None
 
 

@@ -39,7 +39,8 @@ try:
 except ImportError as exc:  # torch's CPU builds do not bring triton
     triton = None
     _k = None  # type: ignore[assignment]
-    NOTICE: str | None = f"triton is not installed ({exc}): GGUF blocks on a GPU are widened instead"
+    NOTICE: str | None = (f"triton is not installed ({exc}): GGUF blocks on a GPU take the slower exact torch "
+                          "path (dequantized per product)")
 else:
     NOTICE = None
 
@@ -52,6 +53,12 @@ INTERPRET = NOTICE is None and os.environ.get("TRITON_INTERPRET", "").strip().lo
 # unpacked weight for every row, so its cost grows with the rows). bench/device/kernels_check.py
 # times both at 8 rows.
 MATVEC_MAX_ROWS = 8
+# Rows of 16-bit x from which a product dequantizes the weight to x's dtype, a slice of about
+# DENSE_CHUNK values at a time, and multiplies with torch's matmul (cuBLAS) instead of the GEMM
+# kernel: past some rows the dense GEMM's speed outweighs writing and reading the widened slice.
+# bench/device/kernels_check.py times both at 512 rows.
+DENSE_MIN_ROWS = 256
+DENSE_CHUNK = 1 << 25
 
 
 @dataclass(frozen=True)
@@ -194,12 +201,30 @@ def _launch(x: torch.Tensor, raw: torch.Tensor, qtype: int, y: torch.Tensor,
             QTYPE=qtype, GS=spec.group, OFFSET=spec.offset, M=m, MP=mp, BN=bn, G=g, ATOMIC=atomic and split > 1,
             HAS_BIAS=bias is not None, num_warps=4)
         return
+    if m >= DENSE_MIN_ROWS and x.dtype in (torch.bfloat16, torch.float16):
+        _dense(x, raw, qtype, y, bias)
+        return
     bm, bn, g, warps, stages = _gemm_plan(qtype, m)
     grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
     _k.gemm_kernel[grid](x, raw, y, bias if bias is not None else y, m, n, k, k // spec.group, raw.shape[1], x.stride(0),
                          y.stride(0),
                          QTYPE=qtype, GS=spec.group, OFFSET=spec.offset, BM=bm, BN=bn, G=g, DOT=_DOT[x.dtype],
                          HAS_BIAS=bias is not None, INTERP=INTERPRET, num_warps=warps, num_stages=stages)
+
+
+def _dense(x: torch.Tensor, raw: torch.Tensor, qtype: int, y: torch.Tensor, bias: torch.Tensor | None) -> None:
+    """y = x @ W^T (+ bias) through torch's matmul on slices of W widened to x's dtype."""
+    k = x.shape[1]
+    step = max(1, DENSE_CHUNK // k)
+    for n0 in range(0, raw.shape[0], step):
+        w = dequantize(raw[n0:n0 + step], qtype, k, x.dtype)
+        out = y[:, n0:n0 + w.shape[0]]
+        if bias is None and out.is_contiguous():
+            torch.mm(x, w.T, out=out)
+        elif bias is None:
+            out.copy_(x @ w.T)
+        else:
+            out.copy_(torch.addmm(bias[n0:n0 + w.shape[0]].to(x.dtype), x, w.T))
 
 
 def _needs_atomic(m: int, n: int, k: int, qtype: int, device: torch.device) -> bool:

@@ -178,3 +178,21 @@ def test_quant_linear_compiles_whole(tg, monkeypatch):
     x = torch.randn(2, 512, generator=torch.Generator().manual_seed(2))
     compiled = torch.compile(layer, backend="aot_eager", fullgraph=True)
     assert torch.equal(compiled(x), layer(x))
+
+
+@pytest.mark.parametrize("name", ["Q4_K", "Q6_K"])
+def test_many_rows_take_the_dense_path(tg, monkeypatch, name):
+    """From DENSE_MIN_ROWS rows of 16-bit x: W widened a slice at a time (three slices here), then
+    torch's matmul; the bias added; each weight rounded to x's dtype, as in the GEMM kernel."""
+    monkeypatch.setattr(tg, "DENSE_MIN_ROWS", 16)
+    monkeypatch.setattr(tg, "DENSE_CHUNK", 5 * _cols(name))
+    cols = _cols(name)
+    raw = random_blocks(name, ROWS, cols, seed=11)
+    w = ggml.dequantize(raw, int(T[name]), cols)
+    x = torch.randn(20, cols, generator=torch.Generator().manual_seed(4)).to(torch.bfloat16)
+    bias = torch.randn(ROWS, generator=torch.Generator().manual_seed(6))
+    for b in (bias, None):
+        y = tg.linear_parts(x, [raw], [int(T[name])], [ROWS], b)
+        ref = x.double() @ w.double().T + (0 if b is None else b.double())
+        assert y.dtype == torch.bfloat16
+        assert ((y.double() - ref).abs() <= 2**-7 * (_bound(x, w) + ref.abs()) + 1e-6).all()
