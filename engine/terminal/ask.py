@@ -58,7 +58,8 @@ def request_from(args, text: str, title: str, response_format: dict | None) -> A
     return AskRequest(text=text, title=title, model=args.model, backend=args.backend, seed=args.seed,
                       temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
                       max_tokens=args.max_tokens, logprobs=args.logprobs, tools=args.tools,
-                      tool_choice=args.tool_choice or "auto", response_format=response_format, save=args.save)
+                      tool_choice=args.tool_choice or "auto", response_format=response_format, save=args.save,
+                      thinking=getattr(args, "thinking", None))
 
 
 # The exit status when the safety policy blocked the question or stopped the answer

@@ -26,7 +26,7 @@ SAVE_SETTING = "cli.save_questions"
 # refused (the store's busy timeout alone is 3 s; an answer's last write waits 60 s).
 QUESTION_LOCK_WAIT = 30.0
 
-_OPTIONAL_TEXT = ("model", "backend", "tools")
+_OPTIONAL_TEXT = ("model", "backend", "tools", "thinking")
 _WHOLE = ("seed", "top_k", "max_tokens", "logprobs")
 _REAL = ("temperature", "top_p", "keep_alive")
 _SAMPLING = ("seed", "temperature", "top_p", "top_k", "max_tokens", "logprobs")
@@ -51,6 +51,7 @@ class AskRequest:
     response_format: dict | None = None  # OpenAI's response_format (a JSON schema)
     save: bool | None = None  # None: the cli.save_questions setting
     keep_alive: float | None = None  # seconds a resident engine stays after this; None: its setting
+    thinking: str | None = None  # records.THINKING_CHOICES for a thinking model; None: its default
 
     def to_wire(self) -> dict[str, Any]:
         """The request as a JSON object (AskRequest.from_wire reads it back)."""
@@ -135,7 +136,8 @@ async def answer(engine: Any, request: AskRequest, load: Load = load_asked_model
         await wait_writable(engine)
     await load(engine, request)
     params = request.sampling(await engine.settings.default_sampling())
-    options = SendOptions(sampling=params, response_format=request.response_format, **tool_options)
+    options = SendOptions(sampling=params, response_format=request.response_format, thinking=request.thinking,
+                          **tool_options)
     async for event in engine.chat.send_new(request.text, options, title=request.title,
                                             settings={ORIGIN_KEY: TERMINAL_ORIGIN}, temporary=not saving):
         yield event

@@ -69,6 +69,9 @@ def build_parser(extensions: bool = True) -> argparse.ArgumentParser:
     ask = sub.add_parser("ask", help="ask one question and stream the answer (Ctrl+C stops it, status 130)")
     _sampling_args(ask)
     ask.add_argument("--json", action="store_true", help="one JSON object per event, each with a `type`")
+    ask.add_argument("--thinking", choices=("on", "off", "low", "medium", "high"),
+                     help="whether (on/off) or how much (low/medium/high effort) a thinking model thinks, where "
+                          "its chat template takes that (default: the model's own)")
     ask.add_argument("--hide-thinking", action="store_true",
                      help="leave out a thinking model's thinking (shown dimmed on a terminal, as reasoning "
                           "events with --json; never in piped output, which holds the answer alone)")

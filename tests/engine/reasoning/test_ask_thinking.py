@@ -100,3 +100,13 @@ def test_wren_chat_prints_thinking_dimmed_on_a_terminal_and_not_in_a_pipe(thinki
     on_tty, piped = asyncio.run(scenario())
     assert on_tty == f"{DIM}The user greets me.\n{NORMAL}\n\nHello!\n"
     assert piped == "Hello!\n"
+
+
+def test_thinking_off_reaches_the_template_and_a_bad_choice_is_refused(thinker, capsys):
+    thinker.reply = lambda prompt: "Hello!"
+    assert main(["ask", "--thinking", "off", "hi"]) == 0
+    assert capsys.readouterr().out == "Hello!\n"
+    assert thinker.loaded[-1].prompts[-1].endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    with pytest.raises(SystemExit):
+        main(["ask", "--thinking", "loud", "hi"])
+    assert "invalid choice: 'loud'" in capsys.readouterr().err
