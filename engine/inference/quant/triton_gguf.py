@@ -14,12 +14,19 @@ Entry points, each taking a weight as its file stores it (`uint8 [N, row_bytes]`
 `supports(qtype)`, `dequantize(raw, qtype, cols, dtype)`, `linear(x, weight, bias)` for a
 QTensor-like weight, and `linear_parts(x, raws, qtypes, rows, bias)` for QuantLinear's fused
 parts (one launch per part, each writing its columns of one output); `linear_op`, the same as
-the custom op torch.ops.wren.triton_gguf_linear, for code under torch.compile. Types: Q4_0, Q4_1, Q5_0,
-Q5_1, Q8_0, Q4_K, Q5_K, Q6_K. Rows of x up to MATVEC_MAX_ROWS take the fused dequantize +
-matrix-vector kernel; more take the dequantize-a-tile + tl.dot GEMM.
+the custom op torch.ops.wren.triton_gguf_linear, for code under torch.compile. Types: Q4_0,
+Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K.
+
+Dispatch on the rows of x: up to MATVEC_MAX_ROWS (8), the fused dequantize + matrix-vector
+kernel (Q4_K and Q6_K, a Q4_K_M file's types, have their own that read 32- and 16-bit words;
+split-K where the weight has few rows); up to DENSE_MIN_ROWS (256), the dequantize-a-tile +
+tl.dot GEMM; from there, with 16-bit x, slices of the weight widened by the dequantize kernel
+and multiplied by torch's matmul. The thresholds are guesses until bench/device/kernels_check.py
+has timed them on a GPU; tiles are fixed per case (no autotuning: decoding replays one launch).
 
 The kernels run on CUDA tensors, or on CPU tensors where triton_gguf was imported with
-TRITON_INTERPRET=1 (Triton's interpreter: how the tests check them without a GPU).
+TRITON_INTERPRET=1 set before triton was first imported (Triton's interpreter: how the tests
+check them without a GPU).
 """
 
 from __future__ import annotations
