@@ -242,13 +242,46 @@ def test_background_compile_takes_over_decoding(tmp_path, wren_home, monkeypatch
     assert during > 0  # a cold compile takes seconds; a tiny model decodes in milliseconds
     assert model.warmup_s > 0
     assert (wren_home / "cache" / "torch-inductor").is_dir()
-    # Compiled graphs cover positions 2 to at least context-2 (the last may be eager), each
-    # over a range its guards accept (measured here: one graph, the window is symbolic too).
+    _check_graph_ranges(model)
+    _check_compiled_decoding(eager, model, seq)
+    # The graphs were compiled in a child process and saved: a later load reads them (no
+    # compiling) and decodes bit-identically to this one.
+    saved = list((wren_home / "cache" / "torch-inductor" / "decode-blocks").glob("*/graphs.json"))
+    assert len(saved) == 1 and not saved[0].parent.name.endswith("-partial")  # the early save is gone
+    again = TorchBackend().load(d, quant="int4", compile=True)
+    assert again.decode_mode == "compiled" and again._model.decode_block.from_disk
+    for m in (model, again):
+        m.prefill(seq[:1], 0)
+    for p in range(1, len(seq)):
+        np.testing.assert_array_equal(model.decode(seq[p], p), again.decode(seq[p], p))
+    # A damaged save is noticed, removed and compiled again, here on the loading thread.
+    for f in saved[0].parent.glob("*.bin"):
+        f.write_bytes(b"not a compiled graph")
+    with caplog.at_level(logging.WARNING):
+        rebuilt = TorchBackend().load(d, quant="int4", compile=True)
+    assert "are unusable" in caplog.text
+    assert rebuilt.decode_mode == "compiled" and not rebuilt._model.decode_block.from_disk
+    assert rebuilt.warmup_s > 0 and saved[0].is_file()
+    for m in (eager, rebuilt):
+        m.prefill(seq[:1], 0)
+    for p in range(1, len(seq)):
+        assert np.abs(eager.decode(seq[p], p) - rebuilt.decode(seq[p], p)).max() < 0.25, p
+
+
+def _check_graph_ranges(model) -> None:
+    """Compiled graphs cover positions 2 to at least context-2 (the last may be eager), each
+    over a range its guards accept (measured here: one graph, the window is symbolic too)."""
     blocks, ctx = model._model.decode_block, model.context_length
     for layer in model._model.layers:
         ranges = blocks.ranges(layer)
         assert ranges[0][0] == 2 and ranges[-1][1] >= ctx - 2, ranges
         assert all(b + 1 == a2 for (_, b), (a2, _) in zip(ranges, ranges[1:])), ranges
+
+
+def _check_compiled_decoding(eager, model, seq: list[int]) -> None:
+    """The compiled model decodes as the eager one (within bf16 rounding): one sequence, one in
+    another KV slot, two together, and the final positions, which have no graph of their own."""
+    blocks = model._model.decode_block
     for m in (eager, model):
         m.prefill(seq[:1], 0)
     for p in range(1, len(seq)):
@@ -272,33 +305,12 @@ def test_background_compile_takes_over_decoding(tmp_path, wren_home, monkeypatch
         a, b = eager.decode_batch(tokens, positions, [0, 1]), model.decode_batch(tokens, positions, [0, 1])
         assert np.abs(a - b).max() < 0.25, i
     # The final position (no graph of its own) decodes eagerly, on either side of the last range.
+    ctx = model.context_length
     long = [3 + i % 50 for i in range(ctx)]
     for m in (eager, model):
         m.prefill(long[: ctx - 3], 0)
     for p in range(ctx - 3, ctx):
         assert np.abs(eager.decode(long[p], p) - model.decode(long[p], p)).max() < 0.25, p
-    # The graphs were compiled in a child process and saved: a later load reads them (no
-    # compiling) and decodes bit-identically to this one.
-    saved = list((wren_home / "cache" / "torch-inductor" / "decode-blocks").glob("*/graphs.json"))
-    assert len(saved) == 1 and not saved[0].parent.name.endswith("-partial")  # the early save is gone
-    again = TorchBackend().load(d, quant="int4", compile=True)
-    assert again.decode_mode == "compiled" and again._model.decode_block.from_disk
-    for m in (model, again):
-        m.prefill(seq[:1], 0)
-    for p in range(1, len(seq)):
-        np.testing.assert_array_equal(model.decode(seq[p], p), again.decode(seq[p], p))
-    # A damaged save is noticed, removed and compiled again, here on the loading thread.
-    for f in saved[0].parent.glob("*.bin"):
-        f.write_bytes(b"not a compiled graph")
-    with caplog.at_level(logging.WARNING):
-        rebuilt = TorchBackend().load(d, quant="int4", compile=True)
-    assert "are unusable" in caplog.text
-    assert rebuilt.decode_mode == "compiled" and not rebuilt._model.decode_block.from_disk
-    assert rebuilt.warmup_s > 0 and saved[0].is_file()
-    for m in (eager, rebuilt):
-        m.prefill(seq[:1], 0)
-    for p in range(1, len(seq)):
-        assert np.abs(eager.decode(seq[p], p) - rebuilt.decode(seq[p], p)).max() < 0.25, p
 
 
 @pytest.mark.slow
