@@ -371,3 +371,45 @@ def matvec_q6k_kernel(x, raw, y, bias, N, K, blocks_per_split, row_bytes, x_stri
         tl.atomic_add(out, acc, mask=omask)
     else:
         tl.store(out, acc.to(y.dtype.element_ty), mask=omask)
+
+
+@triton.jit(do_not_specialize=["N", "blocks_per_split"])
+def matvec_q8_0_kernel(x, raw, y, bias, N, K, blocks_per_split, row_bytes, x_stride, y_stride,
+                       M: tl.constexpr, MP: tl.constexpr, BN: tl.constexpr, NB: tl.constexpr,
+                       ATOMIC: tl.constexpr, HAS_BIAS: tl.constexpr):
+    """matvec_kernel for Q8_0, reading 16-bit words (a block is 17: d, then 16 pairs of int8):
+    byte b of word u is value 2u + b of its block. A step is NB blocks of BN rows."""
+    rows = tl.program_id(0) * BN + tl.arange(0, BN)
+    split = tl.program_id(1)
+    start = split * blocks_per_split
+    stop = tl.minimum(start + blocks_per_split, K // 32)
+    r4 = rows[:, None, None, None]
+    halves = raw.to(tl.pointer_type(tl.uint16)) + r4.to(tl.int64) * (row_bytes // 2)
+    u = tl.arange(0, 16)
+    b = tl.arange(0, 2)
+    shift = (b * 8)[None, None, None, :]
+    ms = tl.arange(0, MP)[None, :]
+    acc = tl.zeros((BN, MP), dtype=tl.float32)
+    for k0 in range(start, stop, NB):
+        blk = k0 + tl.arange(0, NB)
+        bmask = blk < stop
+        mask4 = (r4 < N) & bmask[None, :, None, None]
+        words = halves + (blk * 17)[None, :, None, None]
+        hw = tl.load(words + 1 + u[None, None, :, None], mask=mask4, other=0).to(tl.int32)
+        q = ((((hw >> shift) & 255) ^ 128) - 128).to(tl.float32)  # [BN, NB, 16, 2]
+        d = tl.load(words, mask=mask4, other=0).to(tl.float16, bitcast=True).to(tl.float32)  # [BN, NB, 1, 1]
+        cols = (blk * 32)[:, None, None] + u[None, :, None] * 2 + b[None, None, :]  # [NB, 16, 2]
+        for m in tl.static_range(M):
+            xm = tl.load(x + m * x_stride + cols, mask=bmask[:, None, None], other=0.0).to(tl.float32)
+            dots = tl.sum(tl.sum(q * xm[None, :, :, :], axis=3), axis=2)  # [BN, NB]
+            dot = tl.sum(dots * tl.sum(tl.sum(d, axis=3), axis=2), axis=1)
+            acc += tl.where(ms == m, dot[:, None], 0.0)
+    if HAS_BIAS:
+        bias_n = tl.load(bias + rows, mask=rows < N, other=0.0).to(tl.float32)
+        acc += tl.where(split == 0, bias_n[:, None], 0.0)
+    out = y + ms.to(tl.int64) * y_stride + rows[:, None]
+    omask = (rows[:, None] < N) & (ms < M)
+    if ATOMIC:
+        tl.atomic_add(out, acc, mask=omask)
+    else:
+        tl.store(out, acc.to(y.dtype.element_ty), mask=omask)

@@ -18,7 +18,7 @@ the custom op torch.ops.wren.triton_gguf_linear, for code under torch.compile. T
 Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K.
 
 Dispatch on the rows of x: up to MATVEC_MAX_ROWS (8), the fused dequantize + matrix-vector
-kernel (Q4_K and Q6_K, a Q4_K_M file's types, have their own that read 32- and 16-bit words;
+kernel (Q4_K and Q6_K, a Q4_K_M file's types, and Q8_0 have their own that read 32- or 16-bit words;
 split-K where the weight has few rows); up to DENSE_MIN_ROWS (256), the dequantize-a-tile +
 tl.dot GEMM; from there, with 16-bit x, slices of the weight widened by the dequantize kernel
 and multiplied by torch's matmul. The thresholds are guesses until bench/device/kernels_check.py
@@ -83,7 +83,7 @@ SPECS: dict[int, _Spec] = {
     int(_T.Q8_0): _Spec(32, 34, 32, 0), int(_T.Q4_K): _Spec(256, 144, 32, -1),
     int(_T.Q5_K): _Spec(256, 176, 32, -1), int(_T.Q6_K): _Spec(256, 210, 16, 0),
 }
-Q4_K, Q6_K = int(_T.Q4_K), int(_T.Q6_K)
+Q4_K, Q6_K, Q8_0 = int(_T.Q4_K), int(_T.Q6_K), int(_T.Q8_0)
 
 
 def available() -> bool:
@@ -154,8 +154,8 @@ def _matvec_plan(qtype: int, n: int, k: int, device_index: int) -> tuple[int, in
     if INTERPRET:
         bn, split = 16, (2 if groups > 8 else 1)  # the split-K path, exercised on small shapes
     else:
-        # Q4_K's and Q6_K's word-reading kernels: 16 rows (Q4_K: one 16-byte load per thread)
-        bn, split = (16 if qtype in (Q4_K, Q6_K) else 8), 1
+        # the word-reading kernels (Q4_K, Q6_K, Q8_0): 16 rows (Q4_K: one 16-byte load per thread)
+        bn, split = (16 if qtype in (Q4_K, Q6_K, Q8_0) else 8), 1
         programs, target = triton.cdiv(n, bn), 4 * _sm_count(device_index)
         while programs * split < target and groups // (split * 2) >= 2 * g:
             split *= 2
@@ -202,6 +202,11 @@ def _launch(x: torch.Tensor, raw: torch.Tensor, qtype: int, y: torch.Tensor,
             _k.matvec_q6k_kernel[(triton.cdiv(n, bn), split)](
                 x, raw, y, bias if bias is not None else y, n, k, per // g, raw.shape[1], x.stride(0), y.stride(0),
                 M=m, MP=mp, BN=bn, ATOMIC=atomic and split > 1, HAS_BIAS=bias is not None, num_warps=4)
+            return
+        if qtype == Q8_0:  # 16-bit words; a step is 8 blocks
+            _k.matvec_q8_0_kernel[(triton.cdiv(n, bn), split)](
+                x, raw, y, bias if bias is not None else y, n, k, per, raw.shape[1], x.stride(0), y.stride(0),
+                M=m, MP=mp, BN=bn, NB=g, ATOMIC=atomic and split > 1, HAS_BIAS=bias is not None, num_warps=4)
             return
         _k.matvec_kernel[(triton.cdiv(n, bn), split)](
             x, raw, y, bias if bias is not None else y, n, k, per, raw.shape[1], x.stride(0), y.stride(0),
