@@ -126,6 +126,7 @@ _HARMONY_ENDS = ("<|end|>", "<|return|>", "<|call|>")
 # A message's header: the prompt ends at "<|start|>assistant", so the model's own text
 # starts with its channel or its recipient (" to=functions.NAME<|channel|>commentary json").
 _HEADER_STARTS = ("<|channel|>", "<|start|>", "to=")
+_MAX_HEADER = 512  # a "header" longer than this without <|message|> is not one
 _RECIPIENT = re.compile(r"to=functions\.([A-Za-z0-9_.:-]{1,128})")
 _CHANNEL = re.compile(r"<\|channel\|>\s*(\w+)")
 
@@ -191,6 +192,9 @@ class HarmonySplitter:
             return False
         if self.state == "header":
             at = buf.find("<|message|>")
+            if at < 0 and len(buf) > _MAX_HEADER:  # no header after all: text, shown
+                self.state = "plain"
+                return True
             if at < 0:
                 return False  # the header is still arriving (short: held whole)
             self.header, self.buffer, self.state, self.lead = buf[:at], buf[at + len("<|message|>"):], "body", True

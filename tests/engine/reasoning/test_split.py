@@ -107,3 +107,11 @@ def test_which_format_and_which_step():
     assert splitter_for(None) is None
     assert isinstance(splitter_for(ReasoningFormat.HARMONY), HarmonySplitter)
     assert splitter_for(ReasoningFormat.THINK_TAGS, "x<think>\n").unclosed  # starts inside
+
+
+def test_text_that_only_looks_like_a_harmony_header_is_shown():
+    text = "to=" + "x" * 600 + " and on"
+    split = HarmonySplitter()
+    pieces = split.feed(text) + split.finish()
+    assert merged(pieces) == [("answer", text, "")]
+    assert every_cut(HarmonySplitter, "today is fine")[0] == [("answer", "today is fine", "")]
