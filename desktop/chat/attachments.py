@@ -44,8 +44,8 @@ class AttachedFiles(QWidget):
         self._paths = paths
         while self._row.count() > 1:  # the chips; the stretch stays last
             item = self._row.takeAt(0)
-            if item.widget() is not None:
-                item.widget().deleteLater()
+            if item is not None and (chip := item.widget()) is not None:
+                chip.deleteLater()
         for n, path in enumerate(paths):
             self._row.insertWidget(n, _chip(path))
         names = ", ".join(self.names())

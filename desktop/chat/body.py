@@ -36,9 +36,9 @@ class MarkdownBody(QWidget):
     def text(self) -> str:
         return "".join(self._parts)
 
-    def segments(self) -> list[ProseSegment | CodeSegment]:
-        """The prose and code pieces, top to bottom."""
-        items = (self._layout.itemAt(i).widget() for i in range(self._layout.count()))
+    def segments(self) -> list[QWidget]:
+        """The pieces, top to bottom: prose, code and the widgets placed between them (tool cards)."""
+        items = (item.widget() for i in range(self._layout.count()) if (item := self._layout.itemAt(i)) is not None)
         return [w for w in items if w is not None]
 
     def code_blocks(self) -> list[CodeSegment]:
@@ -92,8 +92,8 @@ class MarkdownBody(QWidget):
 
     def _clear(self) -> None:
         while (item := self._layout.takeAt(0)) is not None:
-            if item.widget() is not None:
-                item.widget().deleteLater()
+            if (widget := item.widget()) is not None:
+                widget.deleteLater()
         self._parts = []
         self._prose = self._code = None
 
@@ -108,7 +108,7 @@ class MarkdownBody(QWidget):
             case AppendProse(text=text):
                 self._prose_segment().append_live(text)
             case RenderProse(markdown=markdown, final=final):
-                self._prose_segment().render(markdown, final)
+                self._prose_segment().render_markdown(markdown, final)
             case OpenCode(language=language):
                 self._prose = None
                 self._code = CodeSegment(language, self)

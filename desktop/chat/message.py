@@ -77,7 +77,8 @@ def _notices_label() -> QLabel:
 
 
 def _tool_button(text: str, name: str, accessible: str, tip: str) -> QToolButton:
-    button = QToolButton(text=text)
+    button = QToolButton()
+    button.setText(text)
     button.setObjectName(name)
     button.setAccessibleName(accessible)
     button.setToolTip(tip)
@@ -217,6 +218,13 @@ class MessageWidget(QFrame):
         return self.footer
 
     @property
+    def answer_body(self) -> MarkdownBody:
+        """An answer's body, Markdown (a user message's is plain text: it has none)."""
+        if not isinstance(self.body, MarkdownBody):
+            raise TypeError("a user message's body is plain text, not an answer's Markdown")
+        return self.body
+
+    @property
     def message_id(self) -> int | None:
         return self.info.id if self.info else self._assigned_id
 
@@ -272,11 +280,12 @@ class MessageWidget(QFrame):
         self.tool_cards = {}
         if self.probabilities is not None:
             self.probabilities.detach()  # the text views are replaced: matched again on hover
-        log = info.meta.get("tools") if isinstance(self.body, MarkdownBody) else None
-        if not isinstance(log, list) or not log:
+        body = self.body
+        log = info.meta.get("tools") if isinstance(body, MarkdownBody) else None
+        if not isinstance(body, MarkdownBody) or not isinstance(log, list) or not log:
             self.body.set_text(info.content)
             return
-        inserts = []
+        inserts: list[tuple[int, QWidget]] = []
         for item in log:
             if not isinstance(item, dict):
                 continue
@@ -284,12 +293,12 @@ class MessageWidget(QFrame):
                 args = item.get("arguments")
                 card = self._card(str(item.get("id")), str(item.get("name", "?")), args if isinstance(args, dict) else {})
                 inserts.append((int(item.get("offset") or 0), card))
-            elif item.get("type") == "tool_result" and (card := self.tool_cards.get(str(item.get("id")))):
-                card.set_result(str(item.get("content", "")), bool(item.get("is_error")), item.get("duration"))
+            elif item.get("type") == "tool_result" and (done := self.tool_cards.get(str(item.get("id")))):
+                done.set_result(str(item.get("content", "")), bool(item.get("is_error")), item.get("duration"))
         if info.status is not MessageStatus.STREAMING:
             for card in self.tool_cards.values():
                 card.stop_spinning()
-        self.body.set_text(info.content, inserts)
+        body.set_text(info.content, inserts)
         self.tools_changed.emit()
 
     def _card(self, call_id: str, name: str, arguments: dict) -> ToolCard:
@@ -321,7 +330,7 @@ class MessageWidget(QFrame):
         """Show a still-streaming answer afresh: its text so far with its cards in place
         (`tool_events`: (offset in `text`, event), as TurnStream keeps them)."""
         self.tool_cards = {}
-        self.body.begin_stream()
+        self.answer_body.begin_stream()
         at = 0
         for offset, event in tool_events:
             if offset > at:
@@ -396,7 +405,7 @@ class MessageWidget(QFrame):
 
     def show_prefill(self, done: int, total: int) -> None:
         """The model is still reading the prompt: say how far, until the answer's text comes."""
-        if self.body.text() or not self.is_streaming:
+        if self.answer_body.text() or not self.is_streaming:
             return  # text already streams (or the answer ended): the usual status stands
         self._reading = (done, total)
         self.set_status(MessageStatus.STREAMING)

@@ -79,7 +79,7 @@ class ProseSegment(AutoHeightBrowser):
             self._needs_block = False
         cursor.insertText(text, self._plain)
 
-    def render(self, markdown: str, final: bool) -> None:
+    def render_markdown(self, markdown: str, final: bool) -> None:
         """Replace the current paragraph's text with `markdown`, rendered."""
         doc, cursor = self.document(), self._cursor
         cursor.setPosition(self._paragraph_start)
@@ -137,7 +137,8 @@ class CodeSegment(QFrame):
 
         self._label = QLabel(language or "code")
         self._label.setObjectName("codeLanguage")
-        self.copy_button = QToolButton(text="Copy")
+        self.copy_button = QToolButton()
+        self.copy_button.setText("Copy")
         self.copy_button.setObjectName("copyCodeButton")
         self.copy_button.setAccessibleName(f"Copy {language or 'code'} block")
         self.copy_button.setToolTip("Copy this code block")

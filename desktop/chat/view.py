@@ -163,7 +163,7 @@ class ChatView(QScrollArea):
     def add_streaming_answer(self) -> MessageWidget:
         self._stick = True
         widget = self._add(MessageWidget(Role.ASSISTANT))
-        widget.body.begin_stream()
+        widget.answer_body.begin_stream()
         widget.set_status(MessageStatus.STREAMING)
         self._update_empty()
         return widget
