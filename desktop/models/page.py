@@ -140,14 +140,14 @@ class ModelsPage(QWidget):
         column.addWidget(self.memory_note)
         column.addLayout(self.catalog_box)
         column.addStretch(1)
-        self.scroll = QScrollArea()
-        self.scroll.setObjectName("modelsScroll")
-        self.scroll.setWidgetResizable(True)
-        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
-        self.scroll.setWidget(content)
+        self.scroll_area = QScrollArea()
+        self.scroll_area.setObjectName("modelsScroll")
+        self.scroll_area.setWidgetResizable(True)
+        self.scroll_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll_area.setWidget(content)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.scroll)
+        layout.addWidget(self.scroll_area)
 
     # -- filling --------------------------------------------------------------------
 
@@ -200,8 +200,8 @@ class ModelsPage(QWidget):
         chain: list[QWidget] = [self.import_button]
         for row in self.installed_rows.values():
             chain += [row.default_button, row.delete_button]
-        for row in self.catalog_rows.values():
-            chain += [row.download_button, row.cancel_button]
+        for entry in self.catalog_rows.values():
+            chain += [entry.download_button, entry.cancel_button]
         for first, second in zip(chain, chain[1:]):
             QWidget.setTabOrder(first, second)
 
