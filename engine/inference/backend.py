@@ -100,6 +100,11 @@ class LoadedModel(Protocol):
     def import_kv(self, state: Any, n: int, slot: int = 0) -> None:
         """Put a state from `export_kv` back as the first `n` positions of `slot`."""
 
+    def kv_resumable(self, start: int, slot: int = 0) -> bool:
+        """Whether `slot`'s sequence may go on from `start` (its cache holding positions
+        0..start-1), rather than from 0: a sliding-window layer's cache keeps only its last
+        positions. True for every cache that keeps them all."""
+
     def wait_compiled(self, timeout: float | None = None) -> str | None:
         """Block until a background compile of the decode step has finished (at most
         `timeout` seconds); returns `decode_mode`."""
@@ -150,6 +155,9 @@ class ModelBase:
 
     def import_kv(self, state: Any, n: int, slot: int = 0) -> None:
         raise Unsupported(f"the {self.backend} backend cannot import a KV cache")  # type: ignore[attr-defined]
+
+    def kv_resumable(self, start: int, slot: int = 0) -> bool:
+        return True
 
     def wait_compiled(self, timeout: float | None = None) -> str | None:
         return self.decode_mode

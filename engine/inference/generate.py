@@ -60,6 +60,10 @@ class KVSession:
             return self._logits.copy(), len(ids)
         # The last id runs again: its logits are the answer.
         reused = min(common_prefix(self._ids, ids), len(ids) - 1)
+        # A sliding-window layer's ring holds only its last positions: going back further
+        # than it keeps means starting over (engine.inference.models.ring).
+        if reused and not self.model.kv_resumable(reused, self.slot):
+            reused = 0
         # Forget the tail first: if the backend fails midway, the cache past `reused`
         # is in an unknown state.
         del self._ids[reused:]

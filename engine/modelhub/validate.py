@@ -174,6 +174,11 @@ class _Checker:
         }
         if self.family.qk_norm:
             shapes |= {part: ((head_dim,), f"head size {head_dim}") for part in _QK_NORM_PARTS}
+        if self.family.qk_norm_whole:  # olmo2: over all of q and of k
+            shapes |= {"attn_q_norm": ((q_rows,), q_size), "attn_k_norm": ((kv_rows,), kv_size)}
+        # the family's other norms (gemma3's after attention and the MLP) span the hidden size
+        shapes |= {part: ((hidden,), embed) for part in self.family.layer_tensors
+                   if part.endswith("_norm") and part not in shapes}
         if self.family.fused_projections:  # phi3: q, k, v in one tensor, and gate, up in ffn_up
             shapes |= {"attn_qkv": ((q_rows + 2 * kv_rows, hidden), f"{q_size} + 2 x {kv_size}, {embed}"),
                        "ffn_up": ((2 * ffn, hidden), f"2 x {ffn_size}, {embed}")}

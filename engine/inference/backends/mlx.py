@@ -147,8 +147,15 @@ class MLXModel(ModelBase):
         """Copies of the first `n` cached positions of every layer in `slot`, and their size."""
         check_slot(slot, self.slots)
         self._release(slot)
-        state, nbytes = [], 0
+        state: list = []
+        nbytes = 0
         for layer_cache in self._caches[slot]:
+            if not _plain_layout(layer_cache):  # a sliding window's ring (gemma3): all its state
+                saved = tuple(mx.array(x) if isinstance(x, mx.array) else x for x in layer_cache.state)
+                mx.eval([x for x in saved if isinstance(x, mx.array)])
+                state.append({"state": saved})
+                nbytes += sum(x.nbytes for x in saved if isinstance(x, mx.array))
+                continue
             keys, values = layer_cache.keys, layer_cache.values
             keys, values = mx.array(keys[..., :n, :]), mx.array(values[..., :n, :])
             mx.eval(keys, values)  # materialise now: the live arrays change in place later
@@ -162,11 +169,22 @@ class MLXModel(ModelBase):
         check_slot(slot, self.slots)
         self._release(slot)
         self._caches[slot] = make_prompt_cache(self._model)
-        for layer_cache, (keys, values) in zip(self._caches[slot], state):
+        for layer_cache, saved in zip(self._caches[slot], state):
+            if isinstance(saved, dict):  # a ring is written in place: it gets copies
+                layer_cache.state = tuple(mx.array(x) if isinstance(x, mx.array) else x for x in saved["state"])
+                continue
+            keys, values = saved
             # The cache grows by allocating past what it holds, so the saved arrays are
             # never written to and stay valid for a later restore.
             layer_cache.keys, layer_cache.values = keys[..., :n, :], values[..., :n, :]
             layer_cache.offset = n
+
+    def kv_resumable(self, start: int, slot: int = 0) -> bool:
+        """Whether `slot` may go on from `start`: a sliding window's ring (mlx-lm's
+        RotatingKVCache) cannot be rewound once it has wrapped."""
+        self._release(slot)
+        caches = self._caches[slot] or []
+        return start == 0 or all(c.offset == start or c.is_trimmable() for c in caches)
 
     def close(self) -> None:
         self._model = None
@@ -262,7 +280,27 @@ class MLXBackend:
             context_length = min(limit, DEFAULT_MAX_CONTEXT)
         elif not (1 <= context_length <= limit):
             raise ValueError(f"context_length must be 1..{limit}, got {context_length}")
-        return MLXModel(model, context_length, int(config["vocab_size"]), slots)
+        return MLXModel(_soft_capped(model, config), context_length, int(config["vocab_size"]), slots)
+
+
+def _plain_layout(layer_cache) -> bool:
+    """A cache whose first `offset` positions are keys[..., :offset, :] (mlx-lm's KVCache)."""
+    return type(layer_cache).__name__ == "KVCache"
+
+
+def _soft_capped(model, config: dict):
+    """mlx-lm's gemma3_text leaves out final_logit_softcapping (null in Gemma 3's own
+    configs): a gemma3 model whose config sets it caps its logits here."""
+    cap = config.get("final_logit_softcapping")
+    if not cap or config.get("model_type") not in ("gemma3_text", "gemma3"):
+        return model
+    base = type(model)
+
+    def capped(self, *args, **kwargs):
+        return mx.tanh(base.__call__(self, *args, **kwargs) / cap) * cap
+
+    model.__class__ = type(f"SoftCapped{base.__name__}", (base,), {"__call__": capped})
+    return model
 
 
 

@@ -34,6 +34,7 @@ from gguf.constants import GGMLQuantizationType as T
 
 from ...errors import ModelFileError, UnsupportedQuantization
 from ...modelhub.gguf_file import GGUFFile
+from .. import families
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +86,14 @@ def load_gguf_model(path: Path, config: dict) -> tuple[nn.Module, dict, str]:
     # file's weights replace the initial ones); the layers the file keeps quantized
     # become quantized layers of the file's group size and bits.
     model, config = load_model(path.parent, lazy=True, strict=False)
+    family = families.find_model_type(config.get("model_type"))
+    if family is not None and family.norm_offset:  # a GGUF's gemma norms are weight + 1
+        weights = {k: v - family.norm_offset if k.endswith("norm.weight") else v for k, v in weights.items()}
     if hasattr(model, "sanitize"):
-        weights = model.sanitize(weights)
+        try:
+            weights = model.sanitize(weights)
+        except KeyError:  # load_model sanitized it once already (gemma3's then drops lm_head)
+            pass
     nn.quantize(model, class_predicate=lambda p, m: quantized.get(p, False) if hasattr(m, "to_quantized") else False)
     _add_missing_biases(model, weights)
     model.eval()

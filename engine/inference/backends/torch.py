@@ -150,23 +150,21 @@ class TorchModel(ModelBase):
         if self.share is not None:
             self.share.cancelled = cancelled
 
-    def _caches(self, slot: int):
-        check_slot(slot, self.slots)
-        for layer in self._model.layers:
-            attention = layer.attention
-            yield attention.k_slots[slot : slot + 1], attention.v_slots[slot : slot + 1]
-
     def export_kv(self, n: int, slot: int = 0) -> tuple[list, int]:
         """Copies of the first `n` cached positions of every layer in `slot`, and their size."""
+        check_slot(slot, self.slots)
         with torch.inference_mode():
-            state = [(k[:, :, :n].clone(), v[:, :, :n].clone()) for k, v in self._caches(slot)]
-        return state, sum(k.nbytes + v.nbytes for k, v in state)
+            return self._model.export_kv(n, slot)
 
     def import_kv(self, state: list, n: int, slot: int = 0) -> None:
+        check_slot(slot, self.slots)
         with torch.inference_mode():
-            for (k, v), (keys, values) in zip(self._caches(slot), state):
-                k[:, :, :n] = keys[:, :, :n]
-                v[:, :, :n] = values[:, :, :n]
+            self._model.import_kv(state, n, slot)
+
+    def kv_resumable(self, start: int, slot: int = 0) -> bool:
+        """Whether `slot` may go on from `start` (a sliding-window ring may have lost it)."""
+        with torch.inference_mode():
+            return self._model.kv_resumable(start, slot)
 
     def close(self) -> None:
         if self.background is not None:

@@ -67,6 +67,10 @@ class Family:
     tool_format_needs: str | None = None
     qkv_bias_only: bool = False  # q/k/v always biased, o_proj never
     qk_norm: bool = False  # RMSNorm over each head of q and k before RoPE
+    # Added to every norm weight of a Hugging Face checkpoint (gemma's RMSNorm scales by
+    # 1 + weight); llama.cpp's converter stores the sum, which the torch model uses as is.
+    norm_offset: float = 0.0
+    qk_norm_whole: bool = False  # olmo2: q_norm and k_norm span all of q and k, not a head
     # q/k/v and gate/up come as one tensor each (HF qkv_proj, gate_up_proj; GGUF attn_qkv, ffn_up)
     fused_projections: bool = False
     # RoPE may turn only the first part of each head (GGUF rope.dimension_count < head size)

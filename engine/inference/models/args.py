@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ...errors import ModelFileError, UnsupportedArchitecture
 from .. import families
@@ -43,6 +44,12 @@ class ModelArgs:
     residual_multiplier: float = 1.0  # granite: scales each block's outputs
     attention_multiplier: float = 0.0  # granite, gemma3: the attention scale; 0 is 1/sqrt(head_dim)
     logits_scaling: float = 1.0  # granite: the logits are divided by it
+    # gemma3 and olmo2 quirks (their family's model_args hook sets them)
+    norm_placement: str = "pre"  # "pre" (llama), "sandwich" (gemma3: pre and post), "post" (olmo2)
+    hidden_act: str = "silu"  # or "gelu_pytorch_tanh" (gemma3)
+    local_rope_theta: float = 0.0  # gemma3: the sliding layers' RoPE base, unscaled; 0: rope_theta
+    final_logit_softcap: float = 0.0  # logits -> cap * tanh(logits / cap); 0: none
+    qk_norm_whole: bool = False  # olmo2: RMSNorm over all of q and all of k (not per head)
 
     def __post_init__(self) -> None:
         if not self.num_key_value_heads:
@@ -83,6 +90,8 @@ class ModelArgs:
     @classmethod
     def from_hf_config(cls, config: Mapping) -> ModelArgs:
         family = families.by_model_type(config.get("model_type"))
+        if isinstance(config.get("text_config"), Mapping):  # a multimodal checkpoint: its text model
+            config = {"model_type": family.model_type, **config["text_config"]}
         model_type = family.model_type
 
         def need(key: str):
@@ -111,7 +120,7 @@ class ModelArgs:
 
         layers = int(need("num_hidden_layers"))
         attention_bias = bool(config.get("attention_bias", False))
-        return cls(
+        fields: dict[str, Any] = dict(
             model_type=model_type,
             vocab_size=int(need("vocab_size")),
             hidden_size=int(need("hidden_size")),
@@ -132,6 +141,6 @@ class ModelArgs:
             qk_norm=family.qk_norm,
             sliding_windows=family.sliding_windows(config, layers),
             fused_projections=family.fused_projections,
-            # the family's quirks
-            **family.model_args(config, layers),
         )
+        # The family's quirks (and what it reads its own way: gemma3's two RoPE bases).
+        return cls(**(fields | family.model_args(config, layers)))

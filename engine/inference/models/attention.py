@@ -261,6 +261,7 @@ class Attention(nn.Module):
     v_cache: torch.Tensor
     k_slots: torch.Tensor
     v_slots: torch.Tensor
+    pos_slots: torch.Tensor  # a sliding layer's ring only (None for the others)
 
     def __init__(self, args: ModelArgs, window: int | None, rope: bool = True) -> None:
         super().__init__()
@@ -279,11 +280,10 @@ class Attention(nn.Module):
         self.wqkv = nn.Linear(args.hidden_size, args.q_size + 2 * args.kv_size, bias=args.qkv_bias)
         self.wo = nn.Linear(args.q_size, args.hidden_size, bias=args.o_bias)
         # qwen3's q_norm and k_norm, stacked per head so one op normalises q and k together.
-        self.qk_norm = (
-            nn.Parameter(torch.empty(self.n_heads + self.n_kv, self.head_dim), requires_grad=False)
-            if args.qk_norm
-            else None
-        )
+        # olmo2's norm all of q and all of k instead: [q_size + kv_size].
+        self.qk_norm_whole = args.qk_norm_whole
+        norm_shape = (args.q_size + args.kv_size,) if args.qk_norm_whole else (self.n_heads + self.n_kv, self.head_dim)
+        self.qk_norm = nn.Parameter(torch.empty(norm_shape), requires_grad=False) if args.qk_norm else None
         # Buffers, not plain attributes: a compiled block then takes them as inputs, so
         # one compiled graph serves every layer.
         self.register_buffer("k_cache", None, persistent=False)
@@ -292,6 +292,14 @@ class Attention(nn.Module):
         # so the single-sequence paths (compiled, CUDA graphs, prefix export) never change.
         self.k_slots = None  # type: ignore[assignment]  # see the class annotations
         self.v_slots = None  # type: ignore[assignment]
+        # gemma3's sliding layers turn by their own RoPE base: their tables [T, 1, dim],
+        # set with the cache (None: the model's, passed in).
+        self.register_buffer("rope_cos", None, persistent=False)
+        self.register_buffer("rope_sin", None, persistent=False)
+        # A sliding layer whose cache is a ring of its last positions (the rings below):
+        # each entry's position, -1 for none [slots, size]; pos_cache is slot 0's.
+        self.register_buffer("pos_cache", None, persistent=False)
+        self.pos_slots = None  # type: ignore[assignment]  # see the class annotations
 
     def project(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -300,8 +308,12 @@ class Attention(nn.Module):
         batch, length = x.shape[0], x.shape[1]
         qkv = self.wqkv(x)
         split = self.q_size + self.kv_size
+        if self.qk_norm_whole and self.qk_norm is not None:
+            q_size, norm = self.q_size, self.qk_norm
+            qkv = torch.cat((rms_norm(qkv[..., :q_size], norm[:q_size], self.eps),
+                             rms_norm(qkv[..., q_size:split], norm[q_size:], self.eps), qkv[..., split:]), dim=-1)
         qk = qkv[..., :split].view(batch, length, self.n_heads + self.n_kv, self.head_dim)
-        if self.qk_norm is not None:
+        if self.qk_norm is not None and not self.qk_norm_whole:
             qk = rms_norm(qk, None, self.eps) * self.qk_norm
         if self.rotary_dim == self.head_dim:
             qk = apply_rope(qk, cos, sin)
@@ -320,7 +332,11 @@ class Attention(nn.Module):
                 slot: int = 0) -> torch.Tensor:
         """One sequence: x [1, L, hidden] at positions start..start+L-1 of `slot`."""
         length = x.shape[1]
+        if self.rope_cos is not None:
+            cos, sin = self.rope_cos[start : start + length], self.rope_sin[start : start + length]
         q, k, v = self.project(x, cos, sin)
+        if self.pos_cache is not None:
+            return self.output(ring_attend_one(self, q, k, v, start, slot))
         end = start + length
         k_cache, v_cache = (self.k_cache, self.v_cache) if slot == 0 else (
             self.k_slots[slot : slot + 1], self.v_slots[slot : slot + 1])
@@ -336,6 +352,20 @@ class Attention(nn.Module):
         mask = causal_mask(length, start, lo, self.window, x.device, q.dtype)
         return self.output(attend(q, keys, values, mask))
 
+    def export_slot(self, n: int, slot: int) -> tuple[torch.Tensor, ...]:
+        """Copies of `slot`'s first n cached keys and values (a ring: all of it, and the
+        positions it holds, a third tensor)."""
+        kv = (self.k_slots[slot : slot + 1, :, :n].clone(), self.v_slots[slot : slot + 1, :, :n].clone())
+        return kv if self.pos_slots is None else (*kv, self.pos_slots[slot : slot + 1].clone())
+
+    def import_slot(self, state: tuple, n: int, slot: int) -> None:
+        """Put export_slot's copies back as `slot`'s first n positions."""
+        keys, values = state[0], state[1]
+        self.k_slots[slot : slot + 1, :, :n] = keys[:, :, :n]
+        self.v_slots[slot : slot + 1, :, :n] = values[:, :, :n]
+        if len(state) > 2:
+            self.pos_slots[slot : slot + 1] = state[2]
+
     def forward_rows(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pos: torch.Tensor,
                      slot_ids: torch.Tensor, rows, key_pos: torch.Tensor) -> torch.Tensor:
         """B sequences, one token each: x [B, 1, hidden] at positions pos [B] of slots
@@ -343,10 +373,103 @@ class Attention(nn.Module):
         or slot_ids), attending over key positions key_pos [1, span] with a mask that
         hides what lies past each row's own position. Every shape is fixed by B and the
         span, so the step compiles with both symbolic and captures in a CUDA graph."""
+        if self.rope_cos is not None:
+            cos, sin = self.rope_cos[pos][:, None], self.rope_sin[pos][:, None]
         q, k, v = self.project(x, cos, sin)
+        if self.pos_slots is not None:
+            return self.output(ring_attend_rows(self, q, k, v, pos, slot_ids, rows, key_pos))
         self.k_slots[slot_ids, :, pos] = k[:, 0]
         self.v_slots[slot_ids, :, pos] = v[:, 0]
         span = key_pos.shape[-1]
         mask = visible(pos[:, None], key_pos, self.window)[:, None, None, :]
         out = attend(q, self.k_slots[rows, :, :span], self.v_slots[rows, :, :span], mask)
         return self.output(out)
+
+
+# --- sliding-window rings -------------------------------------------------------------------
+
+# The KV cache of a sliding-window layer: a ring of its last positions, so a long chat
+# holds `window + SLACK` positions for each such layer instead of the whole context (Gemma 3:
+# five layers in six).
+#
+# Position p lives at entry p % size, and each entry records the position it holds
+# (`Attention.pos_slots`, -1 for none), so which entries a query sees is read from the ring
+# itself: the positions in its window, not past it. A prompt's chunk gathers the window
+# before it in position order and attends over that and its own keys, then writes its last
+# `size` positions. A sequence may go back (a new prompt sharing only part of the cached
+# one) as long as the ring still holds the window before the point it resumes from: SLACK
+# positions of going back are always possible (the last id of a prompt runs again, a
+# template re-renders the end of an answer); further, `ring_resumable` says no and the caller
+# starts the sequence over, as llama.cpp does for its sliding-window caches.
+
+SLACK = 256
+
+
+def ring_size(window: int | None, context_length: int) -> int:
+    """The ring's entries for a layer of this window; 0 where a plain cache is no bigger."""
+    if window is None or context_length <= window + SLACK:
+        return 0
+    return window + SLACK
+
+
+def ring_attend_one(attn: Attention, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int,
+               slot: int) -> torch.Tensor:
+    """One sequence's queries q [1, L, heads, dim] at start.. over the ring of `slot`,
+    after writing k and v [1, L, kv_heads, dim] into it; attend()'s result."""
+    if slot == 0:
+        k_cache, v_cache, held = attn.k_cache, attn.v_cache, attn.pos_cache
+    else:
+        k_cache, v_cache = attn.k_slots[slot : slot + 1], attn.v_slots[slot : slot + 1]
+        held = attn.pos_slots[slot : slot + 1]
+    size, window, length = held.shape[-1], attn.window, q.shape[1]
+    assert window is not None
+    kt, vt = k.transpose(1, 2), v.transpose(1, 2)
+    if length == 1:  # a decoded token: write it, attend over the ring as it lies
+        at = start % size
+        k_cache[:, :, at] = kt[:, :, 0]
+        v_cache[:, :, at] = vt[:, :, 0]
+        held[:, at] = start
+        n = min(start + 1, size)
+        if start < window:  # entries 0..start hold positions 0..start, all in the window
+            return attend(q, k_cache[:, :, :n], v_cache[:, :, :n])
+        mask = visible(start, held[:, :n], window)[:, None, None, :]
+        return attend(q, k_cache[:, :, :n], v_cache[:, :, :n], mask)
+    # A chunk: the window before it, gathered in position order, then its own keys.
+    lo = first_visible_key(start, window)
+    before = torch.arange(lo, start, device=k.device) % size
+    keys = torch.cat((k_cache[:, :, before], kt), dim=2)
+    values = torch.cat((v_cache[:, :, before], vt), dim=2)
+    mask = causal_mask(length, start, lo, window, q.device, q.dtype)
+    out = attend(q, keys, values, mask)
+    end = start + length
+    first = max(start, end - size)  # older ones would be overwritten within the chunk
+    positions = torch.arange(first, end, device=k.device)
+    k_cache[:, :, positions % size] = kt[:, :, first - start :]
+    v_cache[:, :, positions % size] = vt[:, :, first - start :]
+    held[:, positions % size] = positions
+    return out
+
+
+def ring_attend_rows(attn: Attention, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: torch.Tensor,
+                slot_ids: torch.Tensor, rows, key_pos: torch.Tensor) -> torch.Tensor:
+    """Attention.forward_rows over rings: row b writes its key at pos[b] % size of slot
+    slot_ids[b] and sees the entries whose positions are in its window."""
+    size = attn.pos_slots.shape[-1]
+    at = pos % size
+    attn.k_slots[slot_ids, :, at] = k[:, 0]
+    attn.v_slots[slot_ids, :, at] = v[:, 0]
+    attn.pos_slots[slot_ids, at] = pos
+    n = min(key_pos.shape[-1], size)
+    held = attn.pos_slots[rows, :n]
+    mask = (visible(pos[:, None], held, attn.window) & (held >= 0))[:, None, None, :]
+    return attend(q, attn.k_slots[rows, :, :n], attn.v_slots[rows, :, :n], mask)
+
+
+def ring_resumable(attn: Attention, start: int, slot: int) -> bool:
+    """Whether the ring of `slot` holds every position a query at `start` sees before it."""
+    lo = first_visible_key(start, attn.window)
+    if start == 0 or lo >= start:
+        return True
+    size = attn.pos_slots.shape[-1]
+    needed = torch.arange(lo, start, device=attn.pos_slots.device)
+    return bool((attn.pos_slots[slot, needed % size] == needed).all())

@@ -46,10 +46,6 @@ def batch_block(layer, h, cos, sin, pos, slot_ids, rows, key_pos) -> torch.Tenso
     """One decoder block for B rows: h [B, 1, hidden] at positions pos [B] of slots
     slot_ids [B], read through `rows` (a slice of consecutive slots, or slot_ids),
     attending over key positions key_pos [1, span] (attention.Attention.forward_rows)."""
-    x = layer.attention_norm(h)
-    out = layer.attention.forward_rows(x, cos, sin, pos, slot_ids, rows, key_pos)
-    if layer.residual != 1.0:  # granite
-        h = h + out * layer.residual
-        return h + layer.feed_forward(layer.ffn_norm(h)) * layer.residual
-    h = h + out
-    return h + layer.feed_forward(layer.ffn_norm(h))
+    out = layer.attention.forward_rows(layer.attn_in(h), cos, sin, pos, slot_ids, rows, key_pos)
+    h = h + layer.attn_out(out)  # norms and multipliers as the block's own (llama.Block)
+    return h + layer.mlp(h)

@@ -438,10 +438,10 @@ def static_decode_step(model: Transformer, token: torch.Tensor, pos: torch.Tenso
     sin = model._sin.index_select(0, pos)[:, None]
     slot_ids = torch.zeros_like(pos)
     key_pos = torch.arange(span, device=pos.device)[None, :]
-    h = model.tok_embeddings(token)
+    h = model.embed(token)
     for layer in model.layers:
         h = batch_block(layer, h, cos, sin, pos, slot_ids, slice(0, 1), key_pos)
-    return model.output(model.norm(h[0, -1]))
+    return model.head(h[0, -1])
 
 
 class CudaGraphDecode:

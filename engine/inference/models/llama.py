@@ -14,6 +14,7 @@ import copy
 import math
 import mmap
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
@@ -22,7 +23,7 @@ from torch import nn
 from ...errors import ModelFileError
 from ..quant.modules import QTensor, QuantEmbedding, QuantLinear, exact_activations
 from .args import ModelArgs
-from .attention import Attention, rms_norm, rope_tables
+from .attention import Attention, ring_resumable, ring_size, rms_norm, rope_tables
 from .stages import Stages
 
 
@@ -41,10 +42,11 @@ class FeedForward(nn.Module):
         super().__init__()
         self.w13 = nn.Linear(args.hidden_size, 2 * args.intermediate_size, bias=args.mlp_bias)
         self.w2 = nn.Linear(args.intermediate_size, args.hidden_size, bias=args.mlp_bias)
+        self.gelu = args.hidden_act != "silu"  # gemma3: GELU, tanh approximation
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.w13(x).chunk(2, dim=-1)
-        return self.w2(F.silu(gate) * up)
+        return self.w2((F.gelu(gate, approximate="tanh") if self.gelu else F.silu(gate)) * up)
 
 
 class Block(nn.Module):
@@ -53,30 +55,66 @@ class Block(nn.Module):
         self.attention = Attention(args, window, rope)
         self.residual = args.residual_multiplier  # granite scales what each half adds
         self.feed_forward = FeedForward(args)
+        # Where the norms sit (args.norm_placement): before attention and the MLP ("pre");
+        # before and after both ("sandwich", gemma3); after both ("post", olmo2, whose
+        # attention_norm and ffn_norm then take the outputs).
+        self.placement = args.norm_placement
         self.attention_norm = RMSNorm(args.hidden_size, args.rms_norm_eps)
         self.ffn_norm = RMSNorm(args.hidden_size, args.rms_norm_eps)
+        sandwich = self.placement == "sandwich"
+        self.post_attention_norm = RMSNorm(args.hidden_size, args.rms_norm_eps) if sandwich else None
+        self.post_ffn_norm = RMSNorm(args.hidden_size, args.rms_norm_eps) if sandwich else None
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start: int,
                 slot: int = 0) -> torch.Tensor:
-        if self.residual != 1.0:
-            h = x + self.attention(self.attention_norm(x), cos, sin, start, slot) * self.residual
-            return h + self.feed_forward(self.ffn_norm(h)) * self.residual
-        h = x + self.attention(self.attention_norm(x), cos, sin, start, slot)
-        return h + self.feed_forward(self.ffn_norm(h))
+        h = x + self.attn_out(self.attention(self.attn_in(x), cos, sin, start, slot))
+        return h + self.mlp(h)
+
+    def attn_in(self, x: torch.Tensor) -> torch.Tensor:
+        return x if self.placement == "post" else self.attention_norm(x)
+
+    def attn_out(self, a: torch.Tensor) -> torch.Tensor:
+        """What the attention adds to the residual stream."""
+        if self.placement == "post":
+            a = self.attention_norm(a)
+        elif self.post_attention_norm is not None:
+            a = self.post_attention_norm(a)
+        return a if self.residual == 1.0 else a * self.residual  # granite
+
+    def mlp(self, h: torch.Tensor) -> torch.Tensor:
+        """What the MLP adds to the residual stream h."""
+        if self.placement == "post":
+            out = self.ffn_norm(self.feed_forward(h))
+        else:
+            out = self.feed_forward(self.ffn_norm(h))
+            if self.post_ffn_norm is not None:
+                out = self.post_ffn_norm(out)
+        return out if self.residual == 1.0 else out * self.residual
 
     def compiled_traits(self) -> tuple:
         """What a compiled block bakes in besides its tensors' layout (engine.inference.models.
         decode groups layers by it, precompile keys saved graphs by it): layers that differ in
         any of these need graphs of their own."""
         attention = self.attention
-        return attention.window, attention.rotary_dim, attention.q_scale, self.residual
+        # gemma3/olmo2: the norms' placement, GELU, whole-projection q/k norms, the sliding
+        # layers' own RoPE tables and ring caches
+        quirks = (self.placement, self.feed_forward.gelu, attention.qk_norm_whole,
+                  attention.rope_cos is not None, attention.pos_slots is not None)
+        return attention.window, attention.rotary_dim, attention.q_scale, self.residual, quirks
 
-    def with_caches(self, k_cache: torch.Tensor, v_cache: torch.Tensor) -> Block:
+    def with_caches(self, k_cache: torch.Tensor, v_cache: torch.Tensor, pos_cache: torch.Tensor | None = None
+                    ) -> Block:
         """A copy of this block sharing its weights but reading and writing the given
-        caches as its slot 0 (a compiled one-token step takes the block as its input)."""
+        caches as its slot 0 (a compiled one-token step takes the block as its input). A
+        ring layer's positions (models.attention) are `pos_cache`, or a ring of the copy's own."""
         attention = copy.copy(self.attention)
         attention._buffers = dict(attention._buffers)
         attention.k_cache, attention.v_cache = k_cache, v_cache
+        if attention.pos_slots is not None:
+            if pos_cache is None:
+                attention.pos_slots = torch.full_like(attention.pos_slots, -1)
+                pos_cache = attention.pos_slots[0:1]
+            attention.pos_cache = pos_cache
         block = copy.copy(self)
         block._modules = dict(self._modules)
         block._modules["attention"] = attention
@@ -116,9 +154,14 @@ class Transformer(nn.Module):
         """Allocate the KV cache (`slots` sequences of context_length) and RoPE tables
         once, on the weights' device and dtype."""
         args = self.args
-        shape = (slots, args.num_key_value_heads, context_length, args.head_dim)
         for layer in self.layers:
             attention = layer.attention
+            # A sliding-window layer keeps a ring of its last positions (models.attention).
+            size = ring_size(attention.window, context_length)
+            shape = (slots, args.num_key_value_heads, size or context_length, args.head_dim)
+            attention.pos_slots = torch.full((slots, size), -1, dtype=torch.long,
+                                             device=layer.attention_norm.weight.device) if size else None
+            attention.pos_cache = attention.pos_slots[0:1] if size else None
             # Each layer's cache on its layer's device, in its activation dtype (a model split
             # between a GPU and the CPU: engine.inference.models.offload).
             weight = layer.attention_norm.weight
@@ -132,14 +175,47 @@ class Transformer(nn.Module):
         # Each other slot's view of the blocks, made here once (not lazily from two threads).
         self._slot_layers = {
             slot: [layer.with_caches(layer.attention.k_slots[slot : slot + 1],
-                                     layer.attention.v_slots[slot : slot + 1]) for layer in self.layers]
+                                     layer.attention.v_slots[slot : slot + 1],
+                                     _row(layer.attention.pos_slots, slot)) for layer in self.layers]
             for slot in range(1, slots)
         }
         self.stages = Stages(self.layers, self.cuts)
         first = self.layers[0].attention_norm.weight if len(self.layers) else self.norm.weight
         self._cos, self._sin = rope_tables(args, context_length, first.device, first.dtype)
+        self._sliding_tables(context_length)
         self._token = torch.zeros((1, 1), dtype=torch.long, device=_device_of(self.tok_embeddings))
         self.context_length = context_length
+
+    def _sliding_tables(self, context_length: int) -> None:
+        """gemma3's sliding layers turn by their own base (local_rope_theta), unscaled."""
+        local = self.args.local_rope_theta
+        tables: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
+        for layer in self.layers:
+            attention, weight = layer.attention, layer.attention_norm.weight
+            if local and attention.window is not None:
+                if weight.device not in tables:
+                    args = replace(self.args, rope_theta=local, rope_scaling=None)
+                    tables[weight.device] = rope_tables(args, context_length, weight.device, weight.dtype)
+                attention.rope_cos, attention.rope_sin = tables[weight.device]
+            else:
+                attention.rope_cos = attention.rope_sin = None
+
+    def kv_resumable(self, start: int, slot: int = 0) -> bool:
+        """Whether a sequence of `slot` may go on from position `start` (its earlier
+        positions cached): false where a sliding-window ring lost what `start` sees."""
+        return all(ring_resumable(layer.attention, start, slot) for layer in self.layers
+                   if layer.attention.pos_slots is not None)
+
+    def export_kv(self, n: int, slot: int = 0) -> tuple[list, int]:
+        """Copies of the first `n` cached positions of every layer in `slot` (a ring layer:
+        its whole ring and the positions it holds), and their size in bytes."""
+        state = [layer.attention.export_slot(n, slot) for layer in self.layers]
+        return state, sum(tensor.nbytes for saved in state for tensor in saved)
+
+    def import_kv(self, state: list, n: int, slot: int = 0) -> None:
+        """Put a state from `export_kv` back as the first `n` positions of `slot`."""
+        for layer, saved in zip(self.layers, state, strict=True):
+            layer.attention.import_slot(saved, n, slot)
 
     def layers_for(self, slot: int) -> Sequence[Block]:
         """The blocks as seen from `slot`: for slot 0 the model's own, for another slot
@@ -169,7 +245,9 @@ class Transformer(nn.Module):
     def head(self, h: torch.Tensor) -> torch.Tensor:
         """Logits for the last layer's hidden states (moved to the head's device and dtype)."""
         weight = self.norm.weight
-        return self.output(self.norm(h.to(weight.device, weight.dtype)))
+        logits = self.output(self.norm(h.to(weight.device, weight.dtype)))
+        cap = self.args.final_logit_softcap
+        return logits if not cap else torch.tanh(logits / cap) * cap
 
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
         """The hidden states the first layer takes for ids (granite scales them)."""
@@ -184,6 +262,10 @@ class Transformer(nn.Module):
     def decode_one(self, token: int, pos: int, slot: int = 0) -> torch.Tensor:
         self._token.fill_(token)
         return self.forward(self._token, pos, block=self.decode_block, slot=slot)
+
+
+def _row(slots: torch.Tensor | None, slot: int) -> torch.Tensor | None:
+    return None if slots is None else slots[slot : slot + 1]
 
 
 def _call_layer(layer: Block, h: torch.Tensor, *inputs) -> torch.Tensor:
@@ -296,13 +378,21 @@ def _fuse(parts: list) -> torch.Tensor | tuple:
     return torch.cat(parts)
 
 
+# Each placement's norms (Block's names) and the HF checkpoint's names for them.
+_NORMS = {
+    "pre": {"attention_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"},
+    "sandwich": {"attention_norm": "input_layernorm", "post_attention_norm": "post_attention_layernorm",
+                 "ffn_norm": "pre_feedforward_layernorm", "post_ffn_norm": "post_feedforward_layernorm"},
+    "post": {"attention_norm": "post_attention_layernorm", "ffn_norm": "post_feedforward_layernorm"},
+}
+
+
 def _layer_state(args: ModelArgs, get: Callable[[str], torch.Tensor | QTensor], i: int) -> dict:
     """Block i's tensors under our fused names: q/k/v and gate/up together."""
     hf = f"model.layers.{i}."
     attn, mlp = hf + "self_attn.", hf + "mlp."
     sd: dict = {
-        "attention_norm.weight": get(hf + "input_layernorm.weight"),
-        "ffn_norm.weight": get(hf + "post_attention_layernorm.weight"),
+        **{f"{ours}.weight": get(f"{hf}{theirs}.weight") for ours, theirs in _NORMS[args.norm_placement].items()},
         # phi3 stores them fused already, in the same order (q, k, v; gate, up)
         "attention.wqkv.weight": get(attn + "qkv_proj.weight") if args.fused_projections
         else _fuse([get(f"{attn}{x}_proj.weight") for x in "qkv"]),
@@ -322,7 +412,7 @@ def _layer_state(args: ModelArgs, get: Callable[[str], torch.Tensor | QTensor], 
         q_norm, k_norm = get(attn + "q_norm.weight"), get(attn + "k_norm.weight")
         if isinstance(q_norm, QTensor) or isinstance(k_norm, QTensor):
             raise ValueError("the q/k norm weights must be dense, not quantized blocks")
-        sd["attention.qk_norm"] = torch.cat(
+        sd["attention.qk_norm"] = torch.cat([q_norm, k_norm]) if args.qk_norm_whole else torch.cat(
             [q_norm.expand(args.num_attention_heads, -1), k_norm.expand(args.num_key_value_heads, -1)]
         )
     return sd

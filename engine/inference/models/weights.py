@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from ...errors import ModelFileError
+from .. import families
 from ..quant.modules import QTensor, dequantize
 
 GGUF_FILE = "model.gguf"
@@ -21,13 +22,21 @@ F32 = 0  # GGML type id; float32 weights are used as dense tensors
 # safetensors dtypes that stay as they are (GGML type ids)
 _SAFETENSORS_TYPES = {torch.float32: F32, torch.float16: 1, torch.bfloat16: 30}
 _BIASED_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
+# A multimodal checkpoint's text model (Gemma 3 4B-27B), under the names of a text-only one
+# (transformers 5 and 4 name it differently).
+_TEXT_MODEL_PREFIXES = (("model.language_model.", "model."), ("language_model.model.", "model."),
+                        ("language_model.lm_head.", "lm_head."))
 
 
 def open_weights(model_dir: Path, config: dict) -> GGUFWeights | SafetensorsWeights:
     model_dir = Path(model_dir)
     if (model_dir / GGUF_FILE).is_file():
         return GGUFWeights(model_dir / GGUF_FILE, config)
-    return SafetensorsWeights(model_dir)
+    weights = SafetensorsWeights(model_dir)
+    # gemma's norms scale by 1 + weight: the model takes the sum, as a GGUF stores it
+    family = families.find_model_type(config.get("model_type"))
+    weights.norm_offset = family.norm_offset if family is not None else 0.0
+    return weights
 
 
 class GGUFWeights:
@@ -107,6 +116,8 @@ class SafetensorsWeights:
             raise ModelFileError(f"{model_dir} holds no weights (expected model.gguf or model.safetensors)")
         self._dir = model_dir
         self._where: dict[str, tuple[Path, object]] = {}
+        self._stored: dict[str, str] = {}  # a text model's name -> the multimodal file's
+        self.norm_offset = 0.0  # added to every norm weight (gemma: open_weights sets it)
         for path in files:
             size = path.stat().st_size
             try:
@@ -119,6 +130,10 @@ class SafetensorsWeights:
                 ) from None
             for name in handle.keys():
                 self._where[name] = (path, handle)
+                for prefix, text_name in _TEXT_MODEL_PREFIXES:
+                    if name.startswith(prefix):
+                        self._where.setdefault(text_name + name[len(prefix):], (path, handle))
+                        self._stored[text_name + name[len(prefix):]] = name
         self.names = frozenset(self._where)
 
     def close(self) -> None:
@@ -129,10 +144,12 @@ class SafetensorsWeights:
             raise ModelFileError(f"{self._dir}: no safetensors file holds tensor {name!r}")
         path, handle = self._where[name]
         try:
-            tensor = handle.get_tensor(name)  # type: ignore[attr-defined]
+            tensor = handle.get_tensor(self._stored.get(name, name))  # type: ignore[attr-defined]
         except Exception as exc:  # safetensors raises bare errors on damaged data
             raise ModelFileError(f"{path}: tensor {name!r} cannot be read: {exc}") from None
         qtype = _SAFETENSORS_TYPES.get(tensor.dtype)
+        if self.norm_offset and name.endswith("norm.weight"):
+            return tensor.float() + self.norm_offset
         if tensor.dim() != 2 or qtype in (None, F32):
             return tensor.float().clone() if tensor.dtype == torch.float32 else tensor.float()
         # A copy, not a view of the mapped file (see the module docstring).

@@ -9,6 +9,7 @@ import pytest
 
 from tests.fixtures.tiny import make_tiny_model_dir, train_tiny_tokenizer
 from wren.engine.errors import InvalidRequest
+from wren.engine.inference.backend import ModelBase
 from wren.engine.inference.generate import KVSession, generate_tokens
 from wren.engine.inference.sampling import Sampler, SamplingParams
 
@@ -20,7 +21,7 @@ from wren.engine.inference.backends.torch import TorchBackend  # noqa: E402
 REUSE_TOL = 5e-5
 
 
-class RecordingModel:
+class RecordingModel(ModelBase):
     """Logits that depend on the cached ids, so a wrong cache shows up as wrong logits."""
 
     backend = "fake"

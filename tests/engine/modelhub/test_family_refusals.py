@@ -30,7 +30,7 @@ def _folder(tmp_path, model_type):
     return folder
 
 
-@pytest.mark.parametrize("model_type", ["gemma3", None, ["qwen2"], {"name": "llama"}])
+@pytest.mark.parametrize("model_type", ["gemma2", None, ["qwen2"], {"name": "llama"}])
 def test_a_folder_of_another_family_is_refused_by_name(tmp_path, model_type):
     # An unhashable model_type ([..], {..}) raised TypeError before the registry.
     with pytest.raises(UnsupportedArchitecture) as err:
@@ -41,8 +41,8 @@ def test_a_folder_of_another_family_is_refused_by_name(tmp_path, model_type):
 
 
 def test_a_gguf_of_another_architecture_is_refused_by_name(tmp_path):
-    path = tmp_path / "gemma.gguf"
-    writer = GGUFWriter(str(path), "gemma3")
+    path = tmp_path / "gemma2.gguf"
+    writer = GGUFWriter(str(path), "gemma2")
     writer.add_tensor("token_embd.weight", np.zeros((4, 8), dtype=np.float32))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
@@ -51,12 +51,12 @@ def test_a_gguf_of_another_architecture_is_refused_by_name(tmp_path):
     with pytest.raises(UnsupportedArchitecture) as err:
         check_runnable(path)
     message = str(err.value)
-    assert "is a 'gemma3' model" in message
+    assert "is a 'gemma2' model" in message
     assert _supported(message, families.architectures()), message
 
 
 def test_a_config_of_another_family_is_refused_by_the_torch_model():
     with pytest.raises(UnsupportedArchitecture) as err:
-        ModelArgs.from_hf_config({"model_type": "gemma3", "vocab_size": 8})
-    assert "'gemma3' is not supported" in str(err.value)
+        ModelArgs.from_hf_config({"model_type": "gemma2", "vocab_size": 8})
+    assert "'gemma2' is not supported" in str(err.value)
     assert _supported(str(err.value), families.model_types())
