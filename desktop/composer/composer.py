@@ -87,11 +87,10 @@ class ComposerEdit(QPlainTextEdit):
         return taken
 
     def event(self, event) -> bool:
-        # Tab normally moves focus (setTabChangesFocus); with a suggestion it takes it.
-        if (event.type() == QEvent.Type.KeyPress and event.key() == Qt.Key.Key_Tab
-                and not event.modifiers() and self.ghost_visible()):
-            self.accept_ghost(whole=True)
-            return True
+        # Tab always moves focus (setTabChangesFocus), a suggestion on screen or not: a
+        # keyboard user leaving the box must never get text inserted. Right or End takes it.
+        if event.type() == QEvent.Type.KeyPress and event.key() in (Qt.Key.Key_Tab, Qt.Key.Key_Backtab):
+            self.clear_ghost()
         if (event.type() == QEvent.Type.ShortcutOverride and event.key() == Qt.Key.Key_Escape
                 and self.ghost_visible()):
             event.accept()  # Esc dismisses the suggestion first, before it stops anything
@@ -106,10 +105,15 @@ class ComposerEdit(QPlainTextEdit):
     def keyPressEvent(self, event: QKeyEvent) -> None:
         key, mods = event.key(), event.modifiers()
         if self.ghost_text:
-            if (key == Qt.Key.Key_Right and mods & Qt.KeyboardModifier.ControlModifier
-                    and self.ghost_visible()):
-                self.accept_ghost(whole=False)
-                return
+            if key in (Qt.Key.Key_Right, Qt.Key.Key_End) and self.ghost_visible():
+                # At the end of the text these keys would move nothing: they take the
+                # suggestion instead, Right and End all of it, Ctrl+Right a word.
+                if not mods & ~Qt.KeyboardModifier.KeypadModifier:
+                    self.accept_ghost(whole=True)
+                    return
+                if key == Qt.Key.Key_Right and mods == Qt.KeyboardModifier.ControlModifier:
+                    self.accept_ghost(whole=False)
+                    return
             if key not in _MODIFIER_KEYS:
                 self.clear_ghost()  # any other key dismisses it
         if key in (Qt.Key.Key_Return, Qt.Key.Key_Enter):

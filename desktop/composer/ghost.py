@@ -1,6 +1,7 @@
 """Ghost text in the composer: after a pause in typing, the engine proposes how the draft
-might go on (`engine.chat.suggest_continuation`), shown grey after the cursor. Tab takes it
-all, Ctrl+Right a word at a time, any other key dismisses it; the next keystroke cancels a
+might go on (`engine.chat.suggest_continuation`), shown grey after the cursor. Right or End takes
+it all, Ctrl+Right a word at a time, any other key dismisses it (Tab too: it moves focus, as
+everywhere else, so leaving the box never inserts text); the next keystroke cancels a
 suggestion still being written, and one made for another draft is never shown."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Ghost text in the composer: a pause brings a grey suggestion after the cursor; Tab takes
-it, Ctrl+Right a word at a time, any other key dismisses it, and a suggestion made for
+"""Ghost text in the composer: a pause brings a grey suggestion after the cursor; Right or
+End takes it, Ctrl+Right a word at a time, Tab only moves focus, any other key dismisses it, and a suggestion made for
 another draft is never shown."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def _suggest(window, qtbot, text: str) -> str:
     return blocker.args[0]
 
 
-def test_tab_accepts_the_whole_suggestion(open_window, qtbot):
+def test_right_or_end_accepts_the_whole_suggestion(open_window, qtbot):
     window = _window(open_window, qtbot)
     edit = window.composer.edit
     shown = _suggest(window, qtbot, "Yesterday I walked")
@@ -40,9 +40,25 @@ def test_tab_accepts_the_whole_suggestion(open_window, qtbot):
     without = edit.grab().toImage()
     assert with_ghost != without  # the grey text is drawn after the cursor
     assert edit.set_ghost(shown, "Yesterday I walked")
-    qtbot.keyClick(edit, Qt.Key.Key_Tab)
+    qtbot.keyClick(edit, Qt.Key.Key_Right)
     assert edit.toPlainText() == "Yesterday I walked to the park."
-    assert edit.hasFocus() and not edit.ghost_visible()  # Tab took the text, not the focus
+    assert edit.hasFocus() and not edit.ghost_visible()
+    edit.setPlainText("Yesterday I ran")
+    edit.moveCursor(edit.textCursor().MoveOperation.End)
+    assert edit.set_ghost(" home.", "Yesterday I ran")
+    qtbot.keyClick(edit, Qt.Key.Key_End)
+    assert edit.toPlainText() == "Yesterday I ran home."
+
+
+def test_tab_leaves_the_composer_and_inserts_nothing(open_window, qtbot):
+    """A keyboard user tabbing out of the box must not get the suggestion typed in."""
+    window = _window(open_window, qtbot)
+    edit = window.composer.edit
+    shown = _suggest(window, qtbot, "Yesterday I walked")
+    assert shown and edit.ghost_visible()
+    qtbot.keyClick(edit, Qt.Key.Key_Tab)
+    assert edit.toPlainText() == "Yesterday I walked"
+    assert not edit.hasFocus() and not edit.ghost_visible()
 
 
 def test_ctrl_right_takes_a_word_at_a_time_and_another_key_dismisses(open_window, qtbot):
