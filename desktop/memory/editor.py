@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QPlainTextEdit, QVBoxLayout, QWidget
 
 from wren.engine.errors import WrenError
@@ -40,6 +41,7 @@ class MemoryEditor(QDialog):
         self.edit.setObjectName("memoryEditorText")
         self.edit.setAccessibleName("Memory text")
         self.edit.setPlaceholderText("A short fact, e.g. “I prefer metric units”")
+        self.edit.setTabChangesFocus(True)  # a memory is one short fact: Tab goes on to the buttons
         self.count_label = QLabel()
         self.count_label.setObjectName("memoryEditorCount")
         self.error_label = QLabel()
@@ -49,6 +51,13 @@ class MemoryEditor(QDialog):
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
         self.buttons.accepted.connect(self.submit)
         self.buttons.rejected.connect(self.reject)
+        save_button = self.buttons.button(QDialogButtonBox.StandardButton.Save)
+        save_button.setToolTip("Save (Ctrl+Enter or Alt+S)")
+        # Ctrl+Enter saves from the text, as in most editors; Alt+S is the button's own key,
+        # set as a shortcut (not a mnemonic) so it works where mnemonics are off (macOS).
+        for keys in ("Ctrl+Return", "Ctrl+Enter", "Alt+S"):
+            shortcut = QShortcut(QKeySequence(keys), self, context=Qt.ShortcutContext.WindowShortcut)
+            shortcut.activated.connect(self._save_by_key)
         layout = QVBoxLayout(self)
         layout.addWidget(self.note_label)
         layout.addWidget(self.edit, 1)
@@ -67,6 +76,10 @@ class MemoryEditor(QDialog):
         self.count_label.setText(f"{n:,} / {MAX_MEMORY_CHARS:,} characters")
         self.count_label.setProperty("over", n > MAX_MEMORY_CHARS)
         self.count_label.style().polish(self.count_label)
+
+    def _save_by_key(self) -> None:
+        if self.buttons.isEnabled():  # not while a save is under way
+            self.submit()
 
     def submit(self) -> None:
         self._tasks.run(self._submit(), what="saving the memory")
