@@ -25,7 +25,8 @@ imported as Wren imports a GGUF. Per model and column:
     batch-1 decode again (wren_cuda_graphs);
   - transformers: eager bf16 (dense random weights of the same shapes, made on the device):
     the same figures, decode through generate (bench/gpu.py's method);
-  - llama.cpp: llama-bench -ngl 99 -p 512,4096 -n 128 (defaults for -b/-ub), -p 32 -d 2048
+  - llama.cpp: llama-bench -ngl 99 -p 512,4096,2080 -n 128 (defaults for -b/-ub; 2,080 tokens:
+    the cold first token), -p 32 -d 2048
     for the first token after the history, llama-batched-bench -npl 1,8 for batch decode.
 Each decode figure is also a fraction of the bandwidth bound: bytes a step reads (the
 weights as each column holds them, the token embedding once only when it is the tied head,

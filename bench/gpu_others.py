@@ -189,19 +189,25 @@ def run_json(cmd: list[str], timeout: float) -> tuple[list[dict], str]:
     return [json.loads(line) for line in text.splitlines() if line.startswith("{")], proc.stderr[-300:]
 
 
-def llama_bench_figures(rows: list[dict], bound, history: int) -> dict:
-    """llama-bench's rows as this report's keys: prompt_N, decode_b1, first_token_after_H."""
+def llama_bench_figures(rows: list[dict], bound, history: int, question: int) -> dict:
+    """llama-bench's rows as this report's keys: prompt_N, decode_b1 and first_token_after_H
+    (cold: the history and question as one prompt; cached: the question at depth H)."""
     out: dict = {}
+    first = {"history": history, "question": question}
     for row in rows:
         rate = float(row["avg_ts"])
         if row.get("n_gen", 0) == 0 and row.get("n_depth", 0) == 0:
-            out[f"prompt_{row['n_prompt']}"] = {"tokens_per_s": round(rate, 1)}
+            if row["n_prompt"] == history + question:
+                first["cold_ms"] = round(1e3 * row["n_prompt"] / rate, 2)
+            else:
+                out[f"prompt_{row['n_prompt']}"] = {"tokens_per_s": round(rate, 1)}
         elif row.get("n_prompt", 0) == 0:
             out["decode_b1"] = {"tokens_per_s": round(rate, 1),
                                 "fraction_of_bound": float(f"{rate / bound(1):.3g}") if bound else None}
-        elif row.get("n_depth", 0) == history:
-            out[f"first_token_after_{history}"] = {"history": history, "question": row["n_prompt"],
-                                                   "cached_history_ms": round(1e3 * row["n_prompt"] / rate, 2)}
+        elif row.get("n_depth", 0) == history and row["n_prompt"] == question:
+            first["cached_history_ms"] = round(1e3 * row["n_prompt"] / rate, 2)
+    if len(first) > 2:
+        out[f"first_token_after_{history}"] = first
     return out
 
 
@@ -219,15 +225,15 @@ def measure_llama_cpp(files: dict[str, Path], args, report: base.Report, budget:
             if budget.left() <= 0:
                 report.put((name, "llama.cpp"), "skipped: the section's time budget is spent")
                 continue
-            prompts = ",".join(str(n) for n in args.prompt_lengths)
+            prompts = ",".join(str(n) for n in [*args.prompt_lengths, args.history + args.question])
             rows, _ = run_json([str(tools / "llama-bench"), "-m", str(path), *ngl, "-p", prompts, "-n",
                                 str(args.tokens), "-r", str(args.runs), "-o", "json"], budget.left())
-            entry.update(llama_bench_figures(rows, bounds.get(name), args.history))
+            entry.update(llama_bench_figures(rows, bounds.get(name), args.history, args.question))
             report.put((name, "llama.cpp"), entry)
-            rows, _ = run_json([str(tools / "llama-bench"), "-m", str(path), *ngl, "-p", str(args.question),
-                                "-n", "0", "-d", str(args.history), "-r", str(args.runs), "-o", "json"],
-                               budget.left())
-            entry.update(llama_bench_figures(rows, bounds.get(name), args.history))
+            rows += run_json([str(tools / "llama-bench"), "-m", str(path), *ngl, "-p", str(args.question),
+                              "-n", "0", "-d", str(args.history), "-r", str(args.runs), "-o", "json"],
+                             budget.left())[0]
+            entry.update(llama_bench_figures(rows, bounds.get(name), args.history, args.question))
             report.put((name, "llama.cpp"), entry)
             batched = tools / "llama-batched-bench"
             if batched.is_file() and budget.left() > 0:

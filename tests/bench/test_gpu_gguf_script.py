@@ -85,7 +85,10 @@ def test_cpu_dry_run_reports_every_column(tmp_path, tokenizer_gguf):
         assert llama["decode_b1"]["tokens_per_s"] == 50.0
         assert llama["decode_b1"]["fraction_of_bound"] == pytest.approx(50.0 / section["bound"]["decode_b1_tokens_per_s"], rel=0.01)
         assert llama["decode_b8"]["tokens_per_s"] == 320.0
-        assert llama["first_token_after_16"]["cached_history_ms"] == pytest.approx(1e3 * 8 / 320.0)
+        first = llama["first_token_after_16"]
+        assert first["cached_history_ms"] == pytest.approx(1e3 * 8 / 320.0)
+        assert first["cold_ms"] == pytest.approx(1e3 * 24 / 1024.0, abs=0.01)  # 24 tokens at 1000 + 24 tokens/s
+        assert "prompt_24" not in llama
     target = report["target"]
     assert target["model"] == "llama-8b" and target["met"] is None  # a dry run says nothing of a GPU
     assert target["ratio"] == pytest.approx(report["llama-8b"]["wren"]["decode_b1"]["tokens_per_s"] / 50.0, rel=0.01)
