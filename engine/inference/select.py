@@ -40,7 +40,8 @@ def resolve_backend(name: str = "auto") -> Backend:
         if name == "mlx":
             raise BackendUnavailable(f"the MLX backend cannot run here: {reason}")
         if reason is None and mlx.device == "cpu":
-            log.warning("backend auto: torch, not MLX: %s", CPU_NOTICE)
+            # info, not a warning: on Linux this is every start (auto never took MLX there)
+            log.info("backend auto: torch, not MLX: %s", CPU_NOTICE)
 
     from .backends.torch import TorchBackend
 

@@ -63,7 +63,7 @@ def test_mlx_without_a_gpu_auto_takes_torch_with_a_notice(monkeypatch, caplog):
     for apple in (False, True):
         monkeypatch.setattr(select, "_apple_silicon", lambda apple=apple: apple)
         caplog.clear()
-        with caplog.at_level(logging.WARNING, logger="wren.engine.inference.select"):
+        with caplog.at_level(logging.INFO, logger="wren.engine.inference.select"):
             assert resolve_backend("auto").name.startswith("torch")
         assert "backend auto: torch, not MLX: MLX has no GPU here and runs on its CPU device" in caplog.text
     # by name it still runs (tests, comparisons), with the same notice
@@ -82,6 +82,6 @@ def test_mlx_without_a_gpu_auto_takes_torch_with_a_notice(monkeypatch, caplog):
 def test_auto_off_apple_silicon_without_mlx_says_nothing(monkeypatch, caplog):
     monkeypatch.setattr(select, "_apple_silicon", lambda: False)
     monkeypatch.setattr(select, "_mlx_installed", lambda: False)
-    with caplog.at_level(logging.WARNING, logger="wren.engine.inference.select"):
+    with caplog.at_level(logging.INFO, logger="wren.engine.inference.select"):
         assert resolve_backend("auto").name.startswith("torch")
     assert caplog.text == ""
