@@ -21,7 +21,8 @@ def resolve_backend(name: str = "auto") -> Backend:
 
     MLX without a GPU runs on its CPU device (mlx[cpu] on Linux, a Mac without Metal),
     many times slower than torch there: "auto" then takes torch and logs a notice saying
-    why; "mlx" by name still runs MLX (tests, comparisons), with a notice too."""
+    why (MLX still, where torch is not installed); "mlx" by name still runs MLX (tests,
+    comparisons), with a notice too."""
     if name not in BACKEND_NAMES:
         raise BackendUnavailable(
             f"unknown backend {name!r}; choose one of {', '.join(BACKEND_NAMES)}"
@@ -40,6 +41,11 @@ def resolve_backend(name: str = "auto") -> Backend:
         if name == "mlx":
             raise BackendUnavailable(f"the MLX backend cannot run here: {reason}")
         if reason is None and mlx.device == "cpu":
+            from .backends.torch import TorchBackend
+
+            if not TorchBackend("cpu").available():  # the Mac app has no torch: slow beats none
+                log.warning("backend auto: MLX on its CPU device, torch is not installed: %s", CPU_NOTICE)
+                return mlx
             # info, not a warning: on Linux this is every start (auto never took MLX there)
             log.info("backend auto: torch, not MLX: %s", CPU_NOTICE)
 

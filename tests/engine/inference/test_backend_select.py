@@ -79,6 +79,21 @@ def test_mlx_without_a_gpu_auto_takes_torch_with_a_notice(monkeypatch, caplog):
     assert caplog.text == ""
 
 
+def test_mlx_without_a_gpu_is_still_auto_where_torch_is_missing(monkeypatch, caplog):
+    """The Mac app ships without torch: on a Mac without Metal MLX's CPU device is all there is."""
+    mlx_backend = pytest.importorskip("wren.engine.inference.backends.mlx")
+    if not mlx_backend.MLXBackend().available():
+        pytest.skip("MLX is not installed")
+    from wren.engine.inference.backends.torch import TorchBackend
+
+    monkeypatch.setattr(mlx_backend, "mlx_device", lambda: "cpu")
+    monkeypatch.setattr(select, "_apple_silicon", lambda: True)
+    monkeypatch.setattr(TorchBackend, "unavailable_reason", lambda self: "PyTorch is not installed")
+    with caplog.at_level(logging.WARNING, logger="wren.engine.inference.select"):
+        assert resolve_backend("auto").name == "mlx"
+    assert "MLX on its CPU device, torch is not installed" in caplog.text
+
+
 def test_auto_off_apple_silicon_without_mlx_says_nothing(monkeypatch, caplog):
     monkeypatch.setattr(select, "_apple_silicon", lambda: False)
     monkeypatch.setattr(select, "_mlx_installed", lambda: False)
