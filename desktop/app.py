@@ -131,6 +131,7 @@ class WrenApp(QObject):
             self.welcome = WelcomeDialog(self.engine, self.tasks, data_dir(),
                                          model_loading=lambda: models.is_loading, parent=self.window)
             self.welcome.models_requested.connect(self.window.open_models)
+            self.welcome.finished.connect(lambda _result: self.window.focus_composer())  # typing goes on there
             for signal in (models.loaded, models.load_failed):
                 signal.connect(self._welcome_model_changed)
         await self.welcome.refresh()

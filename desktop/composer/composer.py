@@ -8,8 +8,10 @@ from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
+    QLineEdit,
     QPlainTextEdit,
     QPushButton,
+    QTextEdit,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -319,8 +321,13 @@ class Composer(QWidget):
         self.reason_label.setVisible(not ready and bool(reason))
         self.edit.setPlaceholderText("Message Wren" if ready else (reason or "Not ready"))
         self._update_buttons()
-        if ready and self.isVisible() and self.window().isActiveWindow():
-            self.edit.setFocus()
+        if ready and self.isVisible():
+            window = self.window()
+            focus = window.focusWidget()
+            # In a window behind another (the welcome), the box is made its focus for when it
+            # comes back, unless the user is typing in another field there.
+            if window.isActiveWindow() or not isinstance(focus, (QLineEdit, QPlainTextEdit, QTextEdit)):
+                self.edit.setFocus()
 
     def add_panel(self, widget: QWidget) -> None:
         """A panel above the editor that belongs to the draft (the safety check)."""

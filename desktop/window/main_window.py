@@ -37,6 +37,7 @@ from .chat_settings import open_chat_settings
 from .context import ContextController
 from .conversation import ConversationController
 from .elided import ElidedLabel, elide
+from .keyboard import ComposerKeys, ShortcutsDialog, chat_after
 from .models import ModelController
 from .status import WrenStatusBar
 
@@ -109,6 +110,7 @@ class MainWindow(QMainWindow):
             lambda _cid: self.tasks.run(self.context.mark_gone(), what="checking memories"))
         self._build_actions()
         self._connect()
+        self.keys = ComposerKeys(self, self.composer.edit)
         self.tasks.error.connect(lambda text: self.status.showMessage(text, 10000))
         self.resize(1100, 760)
         self._layout_restored = False
@@ -237,13 +239,32 @@ class MainWindow(QMainWindow):
         chat_menu.addAction(self.regenerate_action)
         chat_menu.addAction(self.tokens_action)
         chat_menu.addAction(self.conversations.probabilities_action)
+        # Next and previous chat as in browsers' tabs and Telegram Desktop: Ctrl+Tab and
+        # Ctrl+Page Down, with Shift or Page Up for the other way.
+        self.next_chat_action = self._action("&Next chat", lambda: self.step_chat(1), name="nextChatAction")
+        self.next_chat_action.setShortcuts([QKeySequence("Ctrl+Tab"), QKeySequence("Ctrl+PgDown")])
+        self.previous_chat_action = self._action("&Previous chat", lambda: self.step_chat(-1), name="previousChatAction")
+        self.previous_chat_action.setShortcuts([QKeySequence("Ctrl+Shift+Tab"), QKeySequence("Ctrl+PgUp")])
+        # Shift+Esc as in ChatGPT (Esc alone stops an answer), Ctrl+L as a second one.
+        self.composer_action = self._action("&Go to the message box", self.focus_composer, name="composerAction")
+        self.composer_action.setShortcuts([QKeySequence("Shift+Esc"), QKeySequence("Ctrl+L")])
+        for a in (self.next_chat_action, self.previous_chat_action, self.composer_action):
+            chat_menu.addAction(a)
         self.welcome_action = self._action("&Welcome to Wren", self.welcome_requested.emit, name="welcomeAction")
-        bar.addMenu("&Help").addAction(self.welcome_action)
+        self.shortcuts_action = self._action("&Keyboard shortcuts", self.show_shortcuts, "Ctrl+/", name="shortcutsAction")
+        help_menu = bar.addMenu("&Help")
+        for a in (self.welcome_action, self.shortcuts_action):
+            help_menu.addAction(a)
 
     def _connect(self) -> None:
         c, tasks = self.conversations, self.tasks
         self.sidebar.new_chat_requested.connect(c.new_chat)
         self.sidebar.conversation_selected.connect(lambda cid: tasks.run(c.open(cid), what="opening the chat"))
+        # Actions hand the keyboard back to the message box: a chat opened from the list (or
+        # by search and Enter), Remember and Continue on a message.
+        self.sidebar.conversation_selected.connect(lambda _cid: self.focus_composer())
+        self.chat.remember_requested.connect(lambda _mid: self.focus_composer())
+        self.chat.continue_requested.connect(lambda _mid: self.focus_composer())
         self.sidebar.rename_requested.connect(lambda cid, t: tasks.run(c.rename(cid, t), what="renaming"))
         self.sidebar.pin_requested.connect(lambda cid, p: tasks.run(c.pin(cid, p), what="pinning"))
         self.sidebar.delete_requested.connect(lambda cid: tasks.run(c.delete(cid), what="deleting"))
@@ -287,6 +308,7 @@ class MainWindow(QMainWindow):
         await self.conversations.refresh_list()
         self.models.load_in_background()
         self.chat.warm_up()
+        self.focus_composer()  # not the first button: what is typed first must not be lost
 
     def show_draft_tokens(self):
         """The composer's popover: the draft as the model's tokens."""
@@ -372,6 +394,20 @@ class MainWindow(QMainWindow):
 
     def focus_composer(self) -> None:
         self.composer.edit.setFocus()
+
+    def step_chat(self, step: int) -> None:
+        """Ctrl+Tab and the like: the next chat down the list (up when `step` < 0)."""
+        cid = chat_after(self.sidebar.conversation_ids(), self.conversations.current_id, step)
+        if cid is not None:
+            self.tasks.run(self.conversations.open(cid), what="opening the chat")
+            self.focus_composer()
+
+    def show_shortcuts(self) -> ShortcutsDialog:
+        """Help → Keyboard shortcuts, listed from the window's own actions."""
+        dialog = ShortcutsDialog(self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.open()
+        return dialog
 
     async def open_chat_settings(self):
         """The header's Chat settings for the open chat (kept as chat_settings_dialog)."""
@@ -468,6 +504,7 @@ class MainWindow(QMainWindow):
         self.setWindowState(self.windowState() & ~Qt.WindowState.WindowMinimized)
         self.raise_()
         self.activateWindow()
+        self.focus_composer()
 
 
 def _stops_in_reading_order(widget: QWidget) -> list[QWidget]:

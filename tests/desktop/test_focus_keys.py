@@ -64,3 +64,204 @@ def test_alt_s_saves_the_memory(open_window, arun, qtbot):
     with qtbot.waitSignal(editor.saved, timeout=5000):
         qtbot.keyClick(editor.edit, Qt.Key.Key_S, Qt.KeyboardModifier.AltModifier)
     assert [m.text for m in arun(window.engine.memories.list())] == ["I cycle to work"]
+
+
+# -- typing reaches the composer ---------------------------------------------------------
+
+
+def test_typing_anywhere_in_the_window_goes_to_the_composer(open_window, send, qtbot):
+    window = open_window("An answer.")
+    send(window, "A question")
+    _ready(window, qtbot)
+    opened, settings = [], []
+    window.conversations.opened.connect(opened.append)
+    window.settings_requested.connect(lambda: settings.append(1))
+    answer = window.chat.last_answer()
+    places = [window.sidebar.new_chat_button, window.sidebar.list, answer.copy_button, window.model_picker,
+              window.settings_button, window.chat]
+    typed = ""
+    for n, place in enumerate(places):
+        _focus(place, qtbot, Qt.FocusReason.MouseFocusReason)  # clicked there, say
+        word = f"w{n} "  # the space too: it must press nothing
+        _type(qtbot, word)
+        typed += word
+        assert window.composer.edit.hasFocus(), place.objectName()
+        assert window.composer.edit.toPlainText() == typed
+    assert opened == [] and settings == []
+
+
+def test_space_presses_a_button_the_user_tabbed_to(open_window, qtbot):
+    window = open_window()
+    _ready(window, qtbot)
+    _focus(window.chat_settings_button, qtbot, Qt.FocusReason.MouseFocusReason)
+    qtbot.keyClick(window.chat_settings_button, Qt.Key.Key_Tab)
+    assert window.settings_button.hasFocus()
+    with qtbot.waitSignal(window.settings_requested, timeout=2000):
+        qtbot.keyClick(window.settings_button, Qt.Key.Key_Space)
+    assert window.composer.edit.toPlainText() == ""
+
+
+def _tab_to(window, qtbot, target: QWidget) -> None:
+    """Reach `target` with the Tab key from the stop before it."""
+    stops = [w for w in window.tab_stops() if w.isVisible() and w.isEnabled()]
+    before = stops[stops.index(target) - 1]
+    _focus(before, qtbot, Qt.FocusReason.MouseFocusReason)
+    qtbot.keyClick(before, Qt.Key.Key_Tab)
+    assert target.hasFocus(), QApplication.focusWidget().objectName()
+
+
+def test_continue_by_keyboard_gives_focus_back_to_the_composer(open_window, send, arun, qtbot):
+    from wren.engine.records import MessageStatus
+
+    window = open_window("Roses like sun and water. " + " ".join(["slow"] * 200), delay=0.01)
+    send(window, "Tell me about roses")
+    cid = window.conversations.current_id
+    answer = arun(window.engine.conversations.messages(cid))[-1]
+    arun(window.engine.db(window.engine.store.update_message, answer.id, content="Roses like",
+                          status=MessageStatus.INTERRUPTED))
+    window.conversations.new_chat()
+    arun(window.conversations.open(cid))
+    widget = window.chat.last_answer()
+    qtbot.waitUntil(widget.continue_button.isVisible, timeout=5000)
+    _ready(window, qtbot)
+    window.order_tab_stops()
+    _tab_to(window, qtbot, widget.continue_button)
+    with qtbot.waitSignal(window.conversations.turn_finished, timeout=15000):
+        qtbot.keyClick(widget.continue_button, Qt.Key.Key_Space)
+        qtbot.waitUntil(window.composer.stop_button.isEnabled)  # streaming now
+        # while it streams, the focus is not on the button that took Continue's place
+        assert window.composer.edit.hasFocus(), QApplication.focusWidget().objectName()
+        _type(qtbot, " ok")  # a space first: it presses nothing that focus landed on
+    assert window.composer.edit.toPlainText() == " ok"
+
+
+def test_remember_by_keyboard_gives_focus_back_to_the_composer(open_window, send, qtbot):
+    window = open_window("Paris is the capital of France.")
+    send(window, "What is the capital of France?")
+    _ready(window, qtbot)
+    answer = window.chat.last_answer()
+    _tab_to(window, qtbot, answer.remember_button)
+    with qtbot.waitSignal(window.context.remembered, timeout=5000):
+        qtbot.keyClick(answer.remember_button, Qt.Key.Key_Space)
+    qtbot.waitUntil(window.composer.edit.hasFocus, timeout=2000)
+    _type(qtbot, " yes")
+    assert window.composer.edit.toPlainText() == " yes"
+
+
+def test_search_then_enter_opens_the_chat_with_focus_in_the_composer(open_window, arun, qtbot):
+    window = open_window()
+    tulips = arun(window.engine.conversations.create("Tulips in June"))
+    arun(window.engine.conversations.create("Something else"))
+    with qtbot.waitSignal(window.conversations.listed):
+        window.conversations.refresh()
+    _ready(window, qtbot)
+    qtbot.keyClick(window.composer.edit, Qt.Key.Key_K, Qt.KeyboardModifier.ControlModifier)
+    assert window.sidebar.search_box.hasFocus()
+    with qtbot.waitSignal(window.conversations.listed, timeout=5000):
+        qtbot.keyClicks(window.sidebar.search_box, "tulips")
+    with qtbot.waitSignal(window.conversations.opened) as blocker:
+        qtbot.keyClick(window.sidebar.search_box, Qt.Key.Key_Return)
+    assert blocker.args[0] == tulips.id
+    qtbot.waitUntil(window.composer.edit.hasFocus, timeout=2000)
+    _type(qtbot, "more")
+    assert window.composer.edit.toPlainText() == "more"
+
+
+def test_show_wren_from_the_tray_puts_focus_in_the_composer(open_window, qtbot):
+    window = open_window()
+    _focus(window.settings_button, qtbot, Qt.FocusReason.MouseFocusReason)
+    window.hide()
+    window.show_and_raise()  # what the tray's "Show Wren" calls
+    qtbot.waitUntil(window.isVisible)
+    assert window.focusWidget() is window.composer.edit
+
+
+def test_the_composer_is_the_focus_after_the_welcome_closes(make_engine, arun, qtbot, tmp_path, monkeypatch):
+    from wren.desktop.app import WrenApp
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    app = WrenApp(make_engine("Hello."), None, tray=False)
+    try:
+        with qtbot.waitSignal(app.window.models.loaded, timeout=20000):
+            arun(app.start())
+        welcome = arun(app.show_welcome())
+        welcome.activateWindow()
+        # the window behind keeps its own focus widget: a button, as the model took a while
+        app.window.sidebar.new_chat_button.setFocus()
+        assert app.window.focusWidget() is app.window.sidebar.new_chat_button
+        _focus(welcome.close_button, qtbot)
+        with qtbot.waitSignal(welcome.finished, timeout=2000):
+            qtbot.keyClick(welcome.close_button, Qt.Key.Key_Space)  # "Get started"
+        assert app.window.focusWidget() is app.window.composer.edit
+    finally:
+        arun(app.shutdown())
+        app.window.deleteLater()
+        app.quick.deleteLater()
+
+
+# -- shortcuts ---------------------------------------------------------------------------
+
+
+def _chats(window, arun, qtbot, titles):
+    made = [arun(window.engine.conversations.create(t)) for t in titles]
+    with qtbot.waitSignal(window.conversations.listed):
+        window.conversations.refresh()
+    return made
+
+
+def _press_and_wait_open(window, qtbot, key, mods) -> int:
+    with qtbot.waitSignal(window.conversations.opened, timeout=5000) as blocker:
+        qtbot.keyClick(QApplication.focusWidget(), key, mods)
+    return blocker.args[0]
+
+
+def test_next_and_previous_chat_keys(open_window, arun, qtbot):
+    window = open_window()
+    _chats(window, arun, qtbot, ["One", "Two", "Three"])
+    ids = window.sidebar.conversation_ids()  # newest first
+    _ready(window, qtbot)
+    window.focus_composer()
+    ctrl, shift = Qt.KeyboardModifier.ControlModifier, Qt.KeyboardModifier.ShiftModifier
+    assert _press_and_wait_open(window, qtbot, Qt.Key.Key_Tab, ctrl) == ids[0]
+    assert _press_and_wait_open(window, qtbot, Qt.Key.Key_PageDown, ctrl) == ids[1]
+    assert _press_and_wait_open(window, qtbot, Qt.Key.Key_Tab, ctrl) == ids[2]
+    assert _press_and_wait_open(window, qtbot, Qt.Key.Key_Backtab, ctrl | shift) == ids[1]
+    assert _press_and_wait_open(window, qtbot, Qt.Key.Key_PageUp, ctrl) == ids[0]
+    assert window.composer.edit.hasFocus()
+
+
+def test_shift_escape_and_ctrl_l_go_to_the_composer(open_window, qtbot):
+    window = open_window()
+    _ready(window, qtbot)
+    for key, mods in ((Qt.Key.Key_Escape, Qt.KeyboardModifier.ShiftModifier),
+                      (Qt.Key.Key_L, Qt.KeyboardModifier.ControlModifier)):
+        _focus(window.sidebar.list, qtbot)
+        qtbot.keyClick(window.sidebar.list, key, mods)
+        assert window.composer.edit.hasFocus()
+
+
+def test_the_shortcuts_list_names_every_shortcut_of_the_window(open_window, qtbot):
+    from PySide6.QtGui import QAction, QKeySequence
+
+    from wren.desktop.window.keyboard import ShortcutsDialog
+
+    window = open_window()
+    _ready(window, qtbot)
+    window.focus_composer()
+    qtbot.keyClick(window.composer.edit, Qt.Key.Key_Slash, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: window.findChild(ShortcutsDialog) is not None and window.findChild(ShortcutsDialog).isVisible())
+    shown = dict(window.findChild(ShortcutsDialog).rows())
+    native = QKeySequence.SequenceFormat.NativeText
+    with_keys = [a for a in window.findChildren(QAction) if a.shortcuts()]
+    assert len(with_keys) >= 12
+    for action in with_keys:
+        name = action.text().replace("&", "").rstrip("…")
+        assert name in shown, name
+        for seq in action.shortcuts():
+            assert seq.toString(native) in shown[name]
+    assert "Ctrl+Tab" in shown["Next chat"] and "Shift+Esc" in shown["Go to the message box"]
+    assert shown["Send the message"] == "Enter"
+    assert "Keyboard shortcuts" in [a.text().replace("&", "") for a in window.menuBar().actions()[-1].menu().actions()]
+    # made from the actions themselves: a new one is listed too
+    window._action("Something new", lambda: None, "Ctrl+Alt+J", name="somethingNew")
+    assert ("Something new", QKeySequence("Ctrl+Alt+J").toString(native)) in ShortcutsDialog(window).rows()
