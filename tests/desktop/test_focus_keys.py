@@ -265,3 +265,31 @@ def test_the_shortcuts_list_names_every_shortcut_of_the_window(open_window, qtbo
     # made from the actions themselves: a new one is listed too
     window._action("Something new", lambda: None, "Ctrl+Alt+J", name="somethingNew")
     assert ("Something new", QKeySequence("Ctrl+Alt+J").toString(native)) in ShortcutsDialog(window).rows()
+
+
+# -- Send's focus ring --------------------------------------------------------------------
+
+
+def test_send_shows_a_focus_ring_that_stands_out_from_its_fill(open_window, qtbot, qapp):
+    from wren.desktop import theme
+
+    palette = qapp.palette()
+    theme.apply_theme(qapp, dark=False)
+    try:
+        window = open_window()
+        _ready(window, qtbot)
+        send = window.composer.send_button
+        window.composer.edit.setPlainText("draft")  # Send is enabled only with text
+        _focus(window.composer.edit, qtbot)
+        plain = send.grab().toImage()
+        _focus(send, qtbot)
+        ring = send.grab().toImage()
+        assert ring.size() == plain.size()
+        x = send.width() // 2
+        for y in (0, 1, send.height() - 2):  # the ring's top and bottom edges, mid-width
+            a, b = plain.pixelColor(x, y), ring.pixelColor(x, y)
+            diff = max(abs(a.red() - b.red()), abs(a.green() - b.green()), abs(a.blue() - b.blue()))
+            assert diff > 80, f"no visible ring at y={y}: {a.name()} → {b.name()}"
+    finally:
+        qapp.setStyleSheet("")
+        qapp.setPalette(palette)
