@@ -290,9 +290,13 @@ def _plain_layout(layer_cache) -> bool:
 
 def _soft_capped(model, config: dict):
     """mlx-lm's gemma3_text leaves out final_logit_softcapping (null in Gemma 3's own
-    configs): a gemma3 model whose config sets it caps its logits here."""
+    configs): a model of such a family (Family.mlx_softcap) whose config sets it caps its
+    logits here."""
+    from .. import families
+
     cap = config.get("final_logit_softcapping")
-    if not cap or config.get("model_type") not in ("gemma3_text", "gemma3"):
+    family = families.find_model_type(config.get("model_type"))
+    if not cap or family is None or not family.mlx_softcap:
         return model
     base = type(model)
 

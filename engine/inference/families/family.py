@@ -71,6 +71,9 @@ class Family:
     # 1 + weight); llama.cpp's converter stores the sum, which the torch model uses as is.
     norm_offset: float = 0.0
     qk_norm_whole: bool = False  # olmo2: q_norm and k_norm span all of q and k, not a head
+    # mlx-lm's module leaves out config.json's final_logit_softcapping: Wren's MLX backend
+    # caps the logits (gemma3)
+    mlx_softcap: bool = False
     # q/k/v and gate/up come as one tensor each (HF qkv_proj, gate_up_proj; GGUF attn_qkv, ffn_up)
     fused_projections: bool = False
     # RoPE may turn only the first part of each head (GGUF rope.dimension_count < head size)

@@ -133,5 +133,6 @@ FAMILY = Family(
     tool_format_needs="<tool_call>",
     qk_norm=True,
     norm_offset=1.0,
+    mlx_softcap=True,
     model_args=model_args,
 )
