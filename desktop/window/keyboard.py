@@ -36,6 +36,8 @@ COMPOSER_KEYS: tuple[tuple[str, str], ...] = (
 _CHORD = Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.AltModifier | Qt.KeyboardModifier.MetaModifier
 _TAB_KEYS = (Qt.Key.Key_Tab, Qt.Key.Key_Backtab)
 _TAB_REASONS = (Qt.FocusReason.TabFocusReason, Qt.FocusReason.BacktabFocusReason)
+# focus given back when the window is activated or a popup closes: it only landed there
+_LANDED = (Qt.FocusReason.ActiveWindowFocusReason, Qt.FocusReason.PopupFocusReason)
 
 
 def takes_text(widget: QWidget) -> bool:
@@ -54,8 +56,10 @@ class ComposerKeys(QObject):
 
     - A printable key pressed anywhere in the window outside a text field goes to the
       composer, character included, as in desktop chat apps: focus left on a button, the chat
-      list or a message's button never swallows typing. Space is the one exception, and only
-      on a control the user reached with Tab: there it presses it, as keyboard users expect.
+      list or a message's button never swallows typing. Space is the exception on a control
+      the user went to (Tab, a click): there it presses it, as keyboard users expect. On one
+      where focus only landed (the window came back to the front, a popup closed, the focused
+      button vanished) Space goes to the composer too.
     - Focus that Qt moved onto a button by itself (the focused button was hidden or disabled,
       as Continue and Remember are once used) goes back to the composer, so a space typed next
       presses nothing.
@@ -66,9 +70,10 @@ class ComposerKeys(QObject):
         self._window = window
         self._edit = edit
         self._tab_down = False  # a Tab key is being handled: focus moving now is the user's
-        self._tabbed_to: QWidget | None = None  # the widget the user last reached with Tab
+        self._landed_on: QWidget | None = None  # focus came here by itself, not by the user
         app = QApplication.instance()
-        assert app is not None
+        assert isinstance(app, QApplication)
+        self.app = app
         app.installEventFilter(self)  # a deleted filter is dropped by Qt itself
 
     def eventFilter(self, obj: QObject, event: QEvent) -> bool:
@@ -85,15 +90,15 @@ class ComposerKeys(QObject):
         return widget.window() is self._window
 
     def _focused(self, widget: QWidget, reason: Qt.FocusReason) -> None:
-        tabbed = reason in _TAB_REASONS and self._tab_down
-        self._tabbed_to = widget if tabbed else None
-        if reason in _TAB_REASONS and not self._tab_down and isinstance(widget, QAbstractButton):
-            # Qt moved the focus on because the focused widget went away: not the user's choice.
+        # Qt moved the focus on by itself because the focused widget went away: not the user's choice.
+        drifted = reason in _TAB_REASONS and not self._tab_down
+        self._landed_on = widget if drifted or reason in _LANDED else None
+        if drifted and isinstance(widget, QAbstractButton):
             QTimer.singleShot(0, self._back_to_composer)
 
     def _back_to_composer(self) -> None:
         focused = QApplication.focusWidget()
-        if isinstance(focused, QAbstractButton) and self._mine(focused) and self._tabbed_to is not focused:
+        if isinstance(focused, QAbstractButton) and focused is self._landed_on:
             self.focus_composer()
 
     def focus_composer(self) -> bool:
@@ -113,8 +118,8 @@ class ComposerKeys(QObject):
         if (obj is self._edit or not text or not text.isprintable() or event.modifiers() & _CHORD
                 or takes_text(obj)):
             return False
-        if text == " " and obj is self._tabbed_to:
-            return False  # Space presses what the user tabbed to
+        if text == " " and obj is not self._landed_on:
+            return False  # Space presses what the user went to (Tab, a click, the app's own choice)
         if not self.focus_composer():
             return False
         QApplication.sendEvent(self._edit, QKeyEvent(

@@ -33,6 +33,7 @@ from ..composer.prewarm import Prewarmer
 from ..models.dialog import ModelsDialog
 from ..safety.gate import SendGate
 from ..sidebar.sidebar import Sidebar
+from ..wheel import install_wheel_guard
 from .chat_settings import open_chat_settings
 from .context import ContextController
 from .conversation import ConversationController
@@ -111,6 +112,7 @@ class MainWindow(QMainWindow):
         self._build_actions()
         self._connect()
         self.keys = ComposerKeys(self, self.composer.edit)
+        install_wheel_guard(self.keys.app)  # every dialog the window opens is covered too
         self.tasks.error.connect(lambda text: self.status.showMessage(text, 10000))
         self.resize(1100, 760)
         self._layout_restored = False

@@ -81,8 +81,13 @@ def test_typing_anywhere_in_the_window_goes_to_the_composer(open_window, send, q
               window.settings_button, window.chat]
     typed = ""
     for n, place in enumerate(places):
-        _focus(place, qtbot, Qt.FocusReason.MouseFocusReason)  # clicked there, say
-        word = f"w{n} "  # the space too: it must press nothing
+        # clicked there, say: letters go to the composer
+        _focus(place, qtbot, Qt.FocusReason.MouseFocusReason)
+        _type(qtbot, f"m{n}")
+        typed += f"m{n}"
+        # the window came back to the front with the focus there: a space too
+        _focus(place, qtbot, Qt.FocusReason.ActiveWindowFocusReason)
+        word = f" w{n}"  # the space first: it must press nothing
         _type(qtbot, word)
         typed += word
         assert window.composer.edit.hasFocus(), place.objectName()
@@ -146,6 +151,20 @@ def test_remember_by_keyboard_gives_focus_back_to_the_composer(open_window, send
     qtbot.waitUntil(window.composer.edit.hasFocus, timeout=2000)
     _type(qtbot, " yes")
     assert window.composer.edit.toPlainText() == " yes"
+
+
+def test_focus_that_drifts_onto_a_button_goes_back_to_the_composer(open_window, send, qtbot):
+    """The focused button is hidden (as a used Continue is): Qt moves focus to the next one,
+    which the user never chose, so a space typed next must not press it."""
+    window = open_window("An answer.")
+    send(window, "A question")
+    _ready(window, qtbot)
+    answer = window.chat.last_answer()
+    _tab_to(window, qtbot, answer.remember_button)
+    answer.remember_button.hide()
+    qtbot.waitUntil(window.composer.edit.hasFocus, timeout=2000)
+    _type(qtbot, " x")
+    assert window.composer.edit.toPlainText() == " x"
 
 
 def test_search_then_enter_opens_the_chat_with_focus_in_the_composer(open_window, arun, qtbot):
@@ -293,3 +312,70 @@ def test_send_shows_a_focus_ring_that_stands_out_from_its_fill(open_window, qtbo
     finally:
         qapp.setStyleSheet("")
         qapp.setPalette(palette)
+
+
+# -- the mouse wheel -------------------------------------------------------------------------
+
+
+def _wheel(widget: QWidget, down: bool = True) -> None:
+    from PySide6.QtCore import QPoint, QPointF
+    from PySide6.QtGui import QWheelEvent
+
+    at = QPointF(widget.width() / 2, widget.height() / 2)
+    event = QWheelEvent(at, QPointF(widget.mapToGlobal(at.toPoint())), QPoint(0, 0), QPoint(0, -120 if down else 120),
+                        Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier, Qt.ScrollPhase.NoScrollPhase, False)
+    QApplication.sendEvent(widget, event)
+
+
+def _settings_on(window, arun, qtbot, page: QWidget) -> SettingsDialog:
+    dialog = window.findChild(SettingsDialog) or SettingsDialog(window.engine, window.tasks, parent=window)
+    arun(dialog.load(hotkey_default="Ctrl+Alt+Space"))
+    dialog.resize(700, 300)  # short, so its pages scroll
+    dialog.show()
+    qtbot.waitUntil(dialog.isVisible)
+    tabs = dialog.tabs
+    for i in range(tabs.count()):
+        if tabs.widget(i).isAncestorOf(page) or tabs.widget(i) is page:
+            tabs.setCurrentIndex(i)
+    qtbot.waitUntil(page.isVisible)
+    return dialog
+
+
+def test_spin_and_combo_boxes_take_the_wheel_only_with_focus(open_window, arun, qtbot):
+    from PySide6.QtWidgets import QAbstractScrollArea, QAbstractSpinBox, QComboBox
+
+    window = open_window()
+    dialog = SettingsDialog(window.engine, window.tasks, parent=window)
+    top_k = dialog.sampling_editor.top_k
+    _settings_on(window, arun, qtbot, top_k)
+    guarded = dialog.findChildren(QAbstractSpinBox) + dialog.findChildren(QComboBox) + [window.model_picker]
+    assert len(guarded) > 5
+    assert all(w.focusPolicy() == Qt.FocusPolicy.StrongFocus for w in guarded), \
+        [w.objectName() for w in guarded if w.focusPolicy() != Qt.FocusPolicy.StrongFocus]
+
+    top_k.setValue(40)
+    area = top_k.parentWidget()
+    while not isinstance(area, QAbstractScrollArea):
+        area = area.parentWidget()
+    bar = area.verticalScrollBar()
+    bar.setValue(0)
+    assert bar.maximum() > 0 and not top_k.hasFocus()
+    _wheel(top_k)
+    assert top_k.value() == 40  # unchanged ...
+    assert bar.value() > 0  # ... and the page scrolled instead
+    top_k.setFocus()
+    qtbot.waitUntil(top_k.hasFocus)
+    _wheel(top_k, down=False)
+    assert top_k.value() == 41  # with focus, the wheel changes it
+
+
+def test_the_mcp_forms_kind_keeps_its_value_under_the_wheel(open_window, arun, qtbot):
+    window = open_window()
+    dialog = SettingsDialog(window.engine, window.tasks, parent=window)
+    kind = dialog.tools_page.kind_picker
+    _settings_on(window, arun, qtbot, dialog.tools_page)
+    assert kind.count() > 1
+    kind.setCurrentIndex(0)
+    window.composer.edit.setFocus()
+    _wheel(kind)
+    assert kind.currentIndex() == 0
