@@ -172,16 +172,46 @@ class Turns:
             return
         text = checked.redacted_text
         plan = await self._first_plan(reads, text, options, checked)
-        meta = {"safety": notice_fields(notices)} if notices else {}
-        user, outcome, answer = await e.db(self._commit, store, reads, text, meta, plan)
-        if not outcome.empty or (outcome.skipped and outcome.intents):
-            yield memory_notice(outcome)
-        if plan is None or answer is None:  # the rare paths: planned again, now the question is stored
-            async for event in self.answer(user, options, outcome):
+        early = self._submit_early(plan, conv_id)  # the model reads the prompt while the rows are written
+        try:
+            meta = {"safety": notice_fields(notices)} if notices else {}
+            user, outcome, answer = await e.db(self._commit, store, reads, text, meta, plan)
+            if not outcome.empty or (outcome.skipped and outcome.intents):
+                yield memory_notice(outcome)
+            if plan is None or answer is None:  # the rare paths: planned again, now the question is stored
+                self._drop_early(early, conv_id)
+                async for event in self.answer(user, options, outcome):
+                    yield event
+                return
+            async for event in self._answer(plan.for_message(user.id), user, answer, reads.conversation, options,
+                                            early=early):
                 yield event
-            return
-        async for event in self._answer(plan.for_message(user.id), user, answer, reads.conversation, options):
-            yield event
+        finally:
+            self._drop_early(early, conv_id)  # a failed write, a replan: the generation is not shown
+
+    def _submit_early(self, plan: TurnPlan | None, conv_id: int) -> _Early | None:
+        """The answer's generation submitted before its question and row are stored, where
+        nothing those writes say can change it: a plan without tools, for a local model. Stop
+        reaches it from now on; the answer's first round takes it (`_round`)."""
+        e = self.e
+        worker = e.loaded_worker
+        if (plan is None or plan.tools is not None or plan.sampling is None or plan.assembled is None
+                or worker is None or e.destination() == "remote"):
+            return None
+        events: asyncio.Queue = asyncio.Queue()
+        request = self._request(list(plan.prompt_ids), plan.sampling, asyncio.get_running_loop(), events, None, [],
+                                plan.assembled.messages)
+        request.constraint = plan.constraint
+        e.answer_started(request, conv_id)
+        worker.submit(request)
+        return _Early(worker, request, events)
+
+    def _drop_early(self, early: _Early | None, conv_id: int) -> None:
+        """Stop an early generation no answer took (once)."""
+        if early is not None and not early.taken:
+            early.taken = True
+            early.request.cancel.set()
+            self.e.answer_ended(early.request, conv_id)
 
     async def _read_and_scan(self, store: Store, conv_id: int, parent_id: int | None, text: str
                              ) -> tuple[TurnReads, ScanResult]:
@@ -283,11 +313,16 @@ class Turns:
             yield event
 
     async def _answer(self, plan: TurnPlan, user: MessageInfo, answer: MessageInfo, conv: ConversationInfo,
-                      options: SendOptions, attachments: tuple[Path, ...] | None = None) -> AsyncIterator[Event]:
-        """The planned answer streamed: its tools, the notice of an unused tool, the title."""
+                      options: SendOptions, attachments: tuple[Path, ...] | None = None, *,
+                      early: _Early | None = None) -> AsyncIterator[Event]:
+        """The planned answer streamed: its tools, the notice of an unused tool, the title.
+        `early`: its generation, already submitted (Turns.ask)."""
         e = self.e
         status = _loaded(e)
         worker = await e.models.ensure_loaded()
+        if early is not None and early.worker is not worker:
+            self._drop_early(early, user.conversation_id)  # the model changed meanwhile
+            early = None
         store = e.store_for(user.conversation_id)
         assembled = plan.assembled
         assert assembled is not None and plan.sampling is not None
@@ -302,7 +337,7 @@ class Turns:
                                  await e.tools.timeout(), budget, first, later,
                                  thinking.chat_tokenizer(worker.tokenizer, options, conv.settings))
         events = self.stream(worker, answer, list(plan.prompt_ids), plan.sampling, started, tools=tools,
-                             messages=assembled.messages, constraint=plan.constraint, typed=user.content)
+                             messages=assembled.messages, constraint=plan.constraint, typed=user.content, early=early)
         if plan.tools is not None:
             events = self._unused_tool_notice(events, user.content, [s.name for s in plan.tools.specs], status.name, store)
         if not conv.title and not plan.history and not is_temporary(conv.settings):
@@ -426,10 +461,11 @@ class Turns:
                      params: SamplingParams, started: Started, *, tools: _ToolSession | None = None,
                      messages: list[dict] | None = None,
                      constraint: Constraint | None = None, prefix: str = "", thought: str = "",
-                     typed: str | None = None) -> AsyncIterator[Event]:
+                     typed: str | None = None, early: _Early | None = None) -> AsyncIterator[Event]:
         """Generate the answer; with `tools`, each call the model writes pauses it: the call
         runs, its result joins the prompt and the same answer goes on (docs/tools.md). Stacked
-        from engine/turn/: rounds' text, checkpoints, calls (tool_round.py), last write (finish.py)."""
+        from engine/turn/: rounds' text, checkpoints, calls (tool_round.py), last write (finish.py).
+        `early`: the first round's generation, already submitted."""
         e = self.e
         conv_id = answer.conversation_id
         store = e.store_for(conv_id)
@@ -455,7 +491,7 @@ class Turns:
                                   count=thinking.token_counter(worker),
                                   thinking_guard=lambda: OutputGuard(e.policy, e.destination()))
                 async for event in self._round(worker, answer, ids, round_params, state, text, turn, started, tools,
-                                               messages, constraint, typed):
+                                               messages, constraint, typed, early if state.number == 0 else None):
                     yield event
                 ended = _round_end(text, turn)
                 if ended is not None:
@@ -507,21 +543,27 @@ class Turns:
     async def _round(self, worker: ModelWorker, answer: MessageInfo, ids: list[int], params: SamplingParams,
                      state: AnswerState, text: AnswerText, turn: _TurnStop, started: Started,
                      tools: _ToolSession | None, messages: list[dict] | None, constraint: Constraint | None,
-                     typed: str | None) -> AsyncIterator[Event]:
-        """One generation of the answer: its request submitted, its events shown and kept."""
+                     typed: str | None, early: _Early | None = None) -> AsyncIterator[Event]:
+        """One generation of the answer: its request submitted (or `early`'s taken), its
+        events shown and kept."""
         e = self.e
         conv_id = answer.conversation_id
-        events: asyncio.Queue = asyncio.Queue()
-        request = self._request(ids, params, asyncio.get_running_loop(), events, tools, state.rounds, messages)
-        outgoing = await self._outgoing(request, state.told, typed)
-        if tools is not None:
-            request.constraint = tools.first_constraint if state.number == 0 else tools.constraint
+        if early is not None:  # submitted and registered already (Turns.ask): no remote guard, no tools
+            early.taken = True
+            request, events, outgoing = early.request, early.events, []
         else:
-            request.constraint = constraint  # response_format (SendOptions.constraint)
-        e.answer_started(request, conv_id)
+            events = asyncio.Queue()
+            request = self._request(ids, params, asyncio.get_running_loop(), events, tools, state.rounds, messages)
+            outgoing = await self._outgoing(request, state.told, typed)
+            if tools is not None:
+                request.constraint = tools.first_constraint if state.number == 0 else tools.constraint
+            else:
+                request.constraint = constraint  # response_format (SendOptions.constraint)
+            e.answer_started(request, conv_id)
         if turn.cancel.is_set():
             request.cancel.set()
-        worker.submit(request)
+        if early is None:
+            worker.submit(request)
         if state.number == 0:
             yield started  # only now: a stop() right after Started must reach a request that exists
         for notice in outgoing:
@@ -618,6 +660,16 @@ class _NotifyingEvent(threading.Event):
             self._loop.call_soon_threadsafe(self._target.set)
         except RuntimeError:
             pass  # the loop is closed: nothing waits any more
+
+
+@dataclass
+class _Early:
+    """An answer's first generation, submitted before its rows were written (Turns.ask)."""
+
+    worker: ModelWorker
+    request: GenerationRequest
+    events: asyncio.Queue
+    taken: bool = False  # by the answer's first round, or dropped
 
 
 @dataclass

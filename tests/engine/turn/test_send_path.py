@@ -161,3 +161,81 @@ def test_with_an_embedder_the_question_is_embedded_before_the_retrieval(make_eng
     assert before.get("retrievals") == 1, before  # (embedding the backlog takes trips of its own)
     assert vectors[-1][0] == QUESTION and vectors[-1][1] is not None  # retrieved with the question's vector
     assert used == (memory_id,)
+
+
+def test_the_model_starts_while_the_question_is_stored(make_engine, monkeypatch):
+    """The answer's generation is submitted before the rows are written (one trip less before
+    the first token); what is stored and shown is as before."""
+    from wren.engine.turns import Turns
+
+    seen: list[bool] = []
+    commit = Turns._commit
+
+    def watched(self, store, reads, *args):
+        seen.append(self.e.answering(reads.conversation.id))  # its request is registered already
+        return commit(self, store, reads, *args)
+
+    monkeypatch.setattr(Turns, "_commit", watched)
+
+    async def main():
+        engine = make_engine("A climbing hydrangea would do well there.")
+        await engine.models.load()
+        conv = await engine.conversations.create("garden")
+        events = [event async for event in engine.chat.send(conv.id, QUESTION)]
+        shown = await engine.conversations.messages(conv.id)
+        answering = engine.chat.e.answering()
+        await engine.close()
+        return events, shown, answering
+
+    events, shown, answering = asyncio.run(main())
+    assert seen == [True] and not answering
+    assert "".join(e.text for e in events if isinstance(e, Delta)) == "A climbing hydrangea would do well there."
+    assert [m.content for m in shown] == [QUESTION, "A climbing hydrangea would do well there."]
+
+
+def test_a_failed_write_stops_the_early_generation(make_engine, monkeypatch):
+    """The rows cannot be written: the error is raised and the generation submitted for them
+    is stopped and forgotten (nothing left answering)."""
+    from wren.engine.errors import StoreError
+    from wren.engine.turns import Turns
+
+    requests: list = []
+
+    def broken(self, store, reads, *args):
+        requests.extend(request for request, _ in self.e._active)
+        raise StoreError("the disk is full")
+
+    monkeypatch.setattr(Turns, "_commit", broken)
+
+    async def main():
+        engine = make_engine("never shown")
+        await engine.models.load()
+        conv = await engine.conversations.create("garden")
+        with pytest.raises(StoreError):
+            async for _ in engine.chat.send(conv.id, QUESTION):
+                pass
+        answering = engine.chat.e.answering()
+        await engine.close()
+        return answering
+
+    assert asyncio.run(main()) is False
+    assert len(requests) == 1 and requests[0].cancel.is_set()
+
+
+def test_a_question_that_changes_memories_is_answered_once_after_it_is_stored(make_engine):
+    """"Remember …" saves a memory while the question is stored: the early generation is
+    dropped and the answer planned again (with the memory); one answer, shown whole."""
+    async def main():
+        engine = make_engine("Noted.")
+        await engine.models.load()
+        conv = await engine.conversations.create("garden")
+        events = [event async for event in engine.chat.send(conv.id, "Remember that my garden faces north.")]
+        shown = await engine.conversations.messages(conv.id)
+        answering = engine.chat.e.answering()
+        await engine.close()
+        return events, shown, answering
+
+    events, shown, answering = asyncio.run(main())
+    assert "".join(e.text for e in events if isinstance(e, Delta)) == "Noted." and not answering
+    assert [m.content for m in shown] == ["Remember that my garden faces north.", "Noted."]
+    assert [m["text"] for m in shown[-1].meta["memory"]["saved"]] == ["My garden faces north"]
