@@ -279,7 +279,7 @@ class SettingsDialog(QDialog):
         layout.addWidget(QLabel("Default system prompt:"))
         layout.addWidget(self.system_prompt, 1)
         # Ghost text (desktop.composer.ghost): suggestions for the user's own draft.
-        self.ghost_text = QCheckBox("Suggest how my message goes on while I type (Tab accepts)")
+        self.ghost_text = QCheckBox("Suggest how my message goes on while I type (Right arrow or End accepts)")
         self.ghost_text.setObjectName("ghostTextCheck")
         self.ghost_text_temporary = QCheckBox("Also in temporary chats")
         self.ghost_text_temporary.setObjectName("ghostTextTemporaryCheck")
