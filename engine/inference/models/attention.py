@@ -425,10 +425,10 @@ def ring_attend_one(attn: Attention, q: torch.Tensor, k: torch.Tensor, v: torch.
     assert window is not None
     kt, vt = k.transpose(1, 2), v.transpose(1, 2)
     if length == 1:  # a decoded token: write it, attend over the ring as it lies
-        at = start % size
-        k_cache[:, :, at] = kt[:, :, 0]
-        v_cache[:, :, at] = vt[:, :, 0]
-        held[:, at] = start
+        at = start % size  # sliced, not indexed: a compiled step keeps `start` symbolic
+        k_cache[:, :, at : at + 1] = kt
+        v_cache[:, :, at : at + 1] = vt
+        held[:, at : at + 1] = start
         n = min(start + 1, size)
         if start < window:  # entries 0..start hold positions 0..start, all in the window
             return attend(q, k_cache[:, :, :n], v_cache[:, :, :n])

@@ -119,3 +119,29 @@ def test_prefix_export_and_import_keep_the_rings(model, reference):
     model.prefill(_ids(300, seed=9), 0)  # another conversation overwrites slot 0
     model.import_kv(state, len(ids))
     _close(model.decode(11, len(ids)), reference([*ids, 11])[-1])
+
+
+def test_a_compiled_ring_step_keeps_its_position_symbolic(reference):
+    """The one-token step compiles once for every position past the window (decode.py's
+    background compile sweeps them all): a ring write indexed by the position would
+    specialise the graph on it, one compile per token."""
+    from torch._dynamo.utils import counters
+
+    from wren.engine.inference.backends.torch import TorchBackend
+
+    model = TorchBackend("cpu").load(HF_DIR, dtype="float32", compile=False, context_length=CONTEXT, slots=1)
+    transformer = model._model
+    ids = _ids(WINDOW + SLACK + 20, seed=10)
+    want = reference(ids)
+
+    def run_block(layer, h, cos, sin, start):
+        return layer(h, cos, sin, start)
+
+    compiled = torch.compile(run_block, dynamic=True, fullgraph=True)
+    model.prefill(ids[:12], 0)
+    before = counters["stats"]["unique_graphs"]
+    with torch.inference_mode():
+        transformer.decode_block = compiled  # the model's hook for compiled decode steps
+        for pos in range(12, len(ids)):
+            _close(model.decode(ids[pos], pos), want[pos])
+    assert counters["stats"]["unique_graphs"] - before <= 4  # sliding and global layers
