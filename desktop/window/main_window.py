@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import sys
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QPoint, Qt, QTimer, Signal
@@ -242,11 +243,13 @@ class MainWindow(QMainWindow):
         chat_menu.addAction(self.tokens_action)
         chat_menu.addAction(self.conversations.probabilities_action)
         # Next and previous chat as in browsers' tabs and Telegram Desktop: Ctrl+Tab and
-        # Ctrl+Page Down, with Shift or Page Up for the other way.
+        # Ctrl+Page Down, with Shift or Page Up for the other way. On macOS Qt's "Ctrl" is
+        # Command, and Command+Tab belongs to the system: there it is the Control key (Meta).
+        tab = "Meta+" if sys.platform == "darwin" else "Ctrl+"
         self.next_chat_action = self._action("&Next chat", lambda: self.step_chat(1), name="nextChatAction")
-        self.next_chat_action.setShortcuts([QKeySequence("Ctrl+Tab"), QKeySequence("Ctrl+PgDown")])
+        self.next_chat_action.setShortcuts([QKeySequence(f"{tab}Tab"), QKeySequence("Ctrl+PgDown")])
         self.previous_chat_action = self._action("&Previous chat", lambda: self.step_chat(-1), name="previousChatAction")
-        self.previous_chat_action.setShortcuts([QKeySequence("Ctrl+Shift+Tab"), QKeySequence("Ctrl+PgUp")])
+        self.previous_chat_action.setShortcuts([QKeySequence(f"{tab}Shift+Tab"), QKeySequence("Ctrl+PgUp")])
         # Shift+Esc as in ChatGPT (Esc alone stops an answer), Ctrl+L as a second one.
         self.composer_action = self._action("&Go to the message box", self.focus_composer, name="composerAction")
         self.composer_action.setShortcuts([QKeySequence("Shift+Esc"), QKeySequence("Ctrl+L")])
