@@ -50,6 +50,7 @@ ENV_NAMES = (
     "WREN_TORCH_COMPILE", "WREN_COMPUTE_NICE", "WREN_CPU_SHARE", "WREN_LANGUAGE",
     # threads and devices
     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
+    "WREN_GPU_LAYERS", "WREN_GPU_MEMORY",  # how many layers a GPU holds (engine/inference/placement.py)
 )
 # Secrets a remote model's answer reads from the environment (engine/providers/keys.py): an
 # engine started without a shell's key must not answer that shell with another key, so they

@@ -34,6 +34,7 @@ from ..events import (
 from ..progress import PrefillLine
 from ..records import ORIGIN_KEY, TERMINAL_ORIGIN, ConversationInfo
 from .output import Output, ThinkingLines, shown
+from .sigint import SigintRouter
 
 PROMPT, MORE = ">>> ", "... "
 QUOTES = '"""'
@@ -173,8 +174,9 @@ class Chat:
     system prompt. `handle(line)` does one line; it returns False when the chat should end."""
 
     def __init__(self, engine, params, *, save: bool = True, backend: str | None = None,
-                 out: Output | None = None, err=None) -> None:
+                 out: Output | None = None, err=None, sigint: SigintRouter | None = None) -> None:
         self.engine, self.params, self.save, self.backend = engine, params, save, backend
+        self.sigint = sigint or SigintRouter()  # not started: Python's own Ctrl+C handling
         self.out = out or Output(sys.stdout)
         self.err = err or sys.stderr
         self.system: str | None = None
@@ -309,13 +311,15 @@ class Chat:
                                           settings={ORIGIN_KEY: TERMINAL_ORIGIN}, temporary=not self.save)
         else:
             events = self.engine.chat.send(self.conv.id, text, options)
-        loop = asyncio.get_running_loop()
-        handled = _main_thread()
-        if handled:
+        with self.sigint.on_interrupt(self.engine.chat.stop) as routed:
+            handled = not routed and _stop_on_sigint(self.engine.chat.stop)
             try:
-                loop.add_signal_handler(signal.SIGINT, self.engine.chat.stop)
-            except NotImplementedError:  # Windows' loops: Ctrl+C ends the chat instead
-                handled = False
+                await self._stream(events)
+            finally:
+                if handled:
+                    asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
+
+    async def _stream(self, events) -> None:
         reading = PrefillLine(self.err)
         thinking = ThinkingLines(self.out)  # dimmed, before the answer, on a terminal only
         try:
@@ -332,8 +336,6 @@ class Chat:
         finally:
             reading.clear()
             self.out.end()
-            if handled:
-                loop.remove_signal_handler(signal.SIGINT)
 
     def _show(self, event, thinking: ThinkingLines) -> None:
         """One event of the answer: its thinking dimmed, its text, a failure or note, its end."""
@@ -364,6 +366,18 @@ def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
+def _stop_on_sigint(stop: Callable[[], object]) -> bool:
+    """Without a router (an embedding caller, or no signal masks): Ctrl+C stops the answer
+    through the loop's own handler, where the loop can install one."""
+    if not _main_thread():
+        return False
+    try:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGINT, stop)
+    except NotImplementedError:  # Windows' loops: Ctrl+C ends the chat instead
+        return False
+    return True
+
+
 def history_path() -> Path:
     from .. import paths
 
@@ -373,7 +387,12 @@ def history_path() -> Path:
 def run(args, open_engine: Callable, load: Callable, sampling: Callable, save_setting: Callable) -> int:
     """The chat loop; the engine's work runs on one event loop, the prompt outside it."""
     loop = asyncio.new_event_loop()
-    engine = open_engine()
+    sigint = SigintRouter().start(loop)  # before the engine makes its threads: see sigint.py
+    try:
+        engine = open_engine()
+    except BaseException:
+        sigint.stop()
+        raise
     interactive = _is_tty(sys.stdin) and _is_tty(sys.stdout)
     history = None
     try:
@@ -382,7 +401,7 @@ def run(args, open_engine: Callable, load: Callable, sampling: Callable, save_se
         print(f"(model {status.name} on {status.backend}, loaded in {status.load_seconds:.1f} s)", file=sys.stderr)
         params = loop.run_until_complete(sampling(engine, args))
         save = args.save if args.save is not None else loop.run_until_complete(save_setting(engine))
-        chat = Chat(engine, params, save=save, backend=args.backend)
+        chat = Chat(engine, params, save=save, backend=args.backend, sigint=sigint)
         if interactive:
             history = History(history_path(), save=save)
         kept = "" if save else " This chat is not saved."
@@ -392,7 +411,8 @@ def run(args, open_engine: Callable, load: Callable, sampling: Callable, save_se
         read = history.input if history is not None else input
         while True:
             try:
-                line = read_message(read, prompt=prompt, more=more)
+                with sigint.prompt():
+                    line = read_message(read, prompt=prompt, more=more)
             except EOFError:
                 if interactive:
                     print(file=sys.stderr)
@@ -416,6 +436,7 @@ def run(args, open_engine: Callable, load: Callable, sampling: Callable, save_se
             loop.run_until_complete(loop.shutdown_default_executor())
         finally:
             loop.close()
+            sigint.stop()
 
 
 async def _exists(engine, conversation_id: int) -> bool:

@@ -24,6 +24,7 @@ from .. import __version__
 from ..errors import InvalidRequest, WrenError
 from ..inference.select import BACKEND_NAMES
 from ..records import ORIGIN_KEY, TERMINAL_ORIGIN
+from . import sigint
 from .ask_request import SAVE_SETTING
 from .output import shown
 
@@ -467,10 +468,14 @@ def _check_ids(args: argparse.Namespace) -> None:
             raise InvalidRequest(f"{value} is not a valid {what}: Wren's ids are whole numbers up to {_MAX_ID}")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, held: bool = False) -> int:
+    """`held`: launch.main blocked Ctrl+C's signal before the imports; `wren chat` keeps it
+    blocked (its router takes it), every other command gets it back here."""
     as_program = argv is None  # run as `wren`; a test calling main(argv) keeps its own hooks
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(extensions=not _is_builtin(argv)).parse_args(argv)  # --help, --version: exit here
+    if held and getattr(args, "func", None) is not _cmd_chat:
+        sigint.release()
     try:
         if as_program:  # after the arguments, so --help and a usage error write nothing to the data folder
             from ..crashreport import install_crash_hooks

@@ -155,7 +155,7 @@ def test_the_wheel_installs_only_the_wren_namespace(wren_wheel):
                 assert f"wren/{rel}" in names, f"{rel} is not in the wheel"
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     text = zipfile.ZipFile(wren_wheel).read(entry_points).decode()
-    assert "wren = wren.engine.terminal.main:main" in text and "wren-desktop = wren.desktop.app:main" in text
+    assert "wren = wren.engine.terminal.launch:main" in text and "wren-desktop = wren.desktop.app:main" in text
 
 
 @pytest.mark.slow

@@ -37,6 +37,11 @@ def main() -> int:
         import termios
 
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    # As the `wren` command's launcher does (engine/terminal/launch.py): Ctrl+C's signal held
+    # before the imports, so their threads never take it.
+    from wren.engine.terminal import sigint
+
+    sigint.hold()
     from wren.engine.api import Engine
     from wren.engine.inference.backends.scripted import ScriptedBackend
     from wren.engine.terminal import main as cli
@@ -49,7 +54,7 @@ def main() -> int:
         return original(cls, home, **kwargs)
 
     Engine.open = classmethod(open_)
-    return cli.main(sys.argv[1:])
+    return cli.main(sys.argv[1:], held=True)
 
 
 if __name__ == "__main__":
