@@ -173,3 +173,34 @@ def test_a_multimodal_config_runs_its_text_model(tmp_path):
     want = TorchBackend("cpu").load(DATA / "hf", dtype="float32", compile=False).prefill(ids, 0)
     got = TorchBackend("cpu").load(folder, dtype="float32", compile=False).prefill(ids, 0)
     assert np.array_equal(got, want)
+
+
+def test_mlx_sliding_window_caches_go_back_by_starting_over_and_export_whole(folder, bf16_embedding_scale):
+    """mlx-lm keeps gemma3's sliding layers in rotating caches of the window's size, which
+    cannot be rewound once wrapped: the session starts over instead of failing, and a
+    prefix export carries the rings whole."""
+    from wren.engine.inference.backends.mlx import MLXBackend
+    from wren.engine.inference.backends.torch import TorchBackend
+    from wren.engine.inference.generate import KVSession
+
+    if not MLXBackend().available():
+        pytest.skip("mlx is not installed")
+    mlx = MLXBackend().load(folder, dtype="float32", slots=1)
+    torch_model = TorchBackend("cpu").load(folder, dtype="float32", compile=False, slots=1)
+    first, second = list(range(3, 63)), list(range(3, 53)) + [7, 9, 11]
+    session = KVSession(mlx)
+    session.prefill(first)
+    logits, reused = session.prefill(second)  # back 10 positions: past the window of 8
+    assert reused == 0
+    assert np.abs(logits - torch_model.prefill(second, 0)).max() < FP32_TOL
+    extra = [5, 17, 29, 31, 37]
+    for i, token in enumerate(extra):  # one token at a time: the rings rotate
+        pos = len(second) + i
+        assert np.abs(mlx.decode(token, pos) - torch_model.decode(token, pos)).max() < FP32_TOL
+    n = len(second) + len(extra)
+    state, nbytes = mlx.export_kv(n)
+    assert nbytes > 0
+    mlx.prefill(first, 0)  # another conversation
+    mlx.import_kv(state, n)
+    for i, token in enumerate([41, 43, 47]):
+        assert np.abs(mlx.decode(token, n + i) - torch_model.decode(token, n + i)).max() < FP32_TOL
