@@ -26,7 +26,8 @@ def weight_bytes(model_path: Path | str) -> int:
 
 
 def kv_cache_bytes(config: dict[str, Any], context: int) -> int:
-    """Keys and values for `context` tokens: 2 x layers x KV heads x head size x tokens, float32."""
+    """Keys and values for `context` tokens: 2 x KV heads x head size x the positions each
+    layer keeps (all `context`, or a sliding-window layer's ring), float32."""
     if context < 0:
         raise ValueError(f"context must be zero or more tokens, not {context}")
     try:
@@ -36,7 +37,19 @@ def kv_cache_bytes(config: dict[str, Any], context: int) -> int:
         head_dim = int(config.get("head_dim") or int(config["hidden_size"]) // heads)
     except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
         raise ModelFileError(f"config.json lacks the model's shape ({exc!r})") from exc
-    return 2 * layers * kv_heads * head_dim * context * KV_BYTES_PER_VALUE
+    return 2 * kv_heads * head_dim * sum(_kept_positions(config, layers, context)) * KV_BYTES_PER_VALUE
+
+
+def _kept_positions(config: dict[str, Any], layers: int, context: int) -> list[int]:
+    from ..inference import families
+    from ..inference.families.family import ring_size
+
+    family = families.find_model_type(config.get("model_type"))
+    try:
+        windows = family.sliding_windows(config, layers) if family is not None else (None,) * layers
+    except (KeyError, TypeError, ValueError):
+        windows = (None,) * layers
+    return [ring_size(window, context) or context for window in windows]
 
 
 def estimate_ram(model_path: Path | str, context: int) -> int:

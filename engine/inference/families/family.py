@@ -96,6 +96,20 @@ class Family:
         return frozenset(parts if self.qkv_bias_only else parts | {"attn_output"})
 
 
+# A sliding-window layer's KV cache keeps its window and this many positions more (the
+# torch model's rings, engine.inference.models.attention; the slack lets a sequence go back
+# that far and go on from there).
+RING_SLACK = 256
+
+
+def ring_size(window: int | None, context_length: int) -> int:
+    """The positions a layer of this window keeps at this context; 0 where a plain cache
+    of the whole context is no bigger."""
+    if window is None or context_length <= window + RING_SLACK:
+        return 0
+    return window + RING_SLACK
+
+
 def layer_windows(config: Mapping[str, Any], layers: int, window: Any,
                   default_kinds: Callable[[], list[str]]) -> Windows:
     """Each layer's window from config.json's layer_types, else the family's default kinds."""

@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..families.family import RING_SLACK
 from ..quant import kernels
 
 if TYPE_CHECKING:
@@ -402,14 +403,7 @@ class Attention(nn.Module):
 # template re-renders the end of an answer); further, `ring_resumable` says no and the caller
 # starts the sequence over, as llama.cpp does for its sliding-window caches.
 
-SLACK = 256
-
-
-def ring_size(window: int | None, context_length: int) -> int:
-    """The ring's entries for a layer of this window; 0 where a plain cache is no bigger."""
-    if window is None or context_length <= window + SLACK:
-        return 0
-    return window + SLACK
+SLACK = RING_SLACK  # ring_size (families.family) is window + SLACK, for the memory estimate too
 
 
 def ring_attend_one(attn: Attention, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int,

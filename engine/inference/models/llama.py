@@ -21,9 +21,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...errors import ModelFileError
+from ..families.family import ring_size
 from ..quant.modules import QTensor, QuantEmbedding, QuantLinear, exact_activations
 from .args import ModelArgs
-from .attention import Attention, ring_resumable, ring_size, rms_norm, rope_tables
+from .attention import Attention, ring_resumable, rms_norm, rope_tables
 from .stages import Stages
 
 

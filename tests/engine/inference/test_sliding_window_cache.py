@@ -145,3 +145,18 @@ def test_a_compiled_ring_step_keeps_its_position_symbolic(reference):
         for pos in range(12, len(ids)):
             _close(model.decode(ids[pos], pos), want[pos])
     assert counters["stats"]["unique_graphs"] - before <= 4  # sliding and global layers
+
+
+def test_the_memory_estimate_counts_the_rings():
+    """engine.modelhub.sizing's KV estimate (what a model needs to run at a context) counts
+    a sliding layer's ring, not the whole context: Gemma 3 4B at 8k, 610 MiB, not 2,176."""
+    import json
+
+    from wren.engine.modelhub.sizing import kv_cache_bytes
+
+    config = json.loads((HF_DIR / "config.json").read_text())
+    per_position = 2 * config["num_key_value_heads"] * config["head_dim"] * 4
+    assert kv_cache_bytes(config, CONTEXT) == per_position * (5 * (WINDOW + SLACK) + CONTEXT)
+    assert kv_cache_bytes(config, 200) == per_position * 6 * 200  # no ring is smaller there
+    llama = config | {"model_type": "llama", "layer_types": None}
+    assert kv_cache_bytes(llama, CONTEXT) == per_position * 6 * CONTEXT
