@@ -395,7 +395,8 @@ def test_compile_setting_resolves_per_device_and_size(monkeypatch):
     monkeypatch.delenv("WREN_TORCH_COMPILE")
     assert cpu.resolve_compile("auto", big) == "background"
     assert cpu.resolve_compile("auto", small) == "off"  # nothing to gain on a tiny model
-    assert cuda.resolve_compile("auto", big) == "off"  # CUDA graphs stay opt-in
+    assert cuda.resolve_compile("auto", big) == "now"  # CUDA graphs by default, captured at load
+    assert cuda.resolve_compile("auto", small) == "now"  # launch-bound at any size
     assert cpu.resolve_compile(True, small) == "now" and cuda.resolve_compile("on", big) == "now"
     assert cpu.resolve_compile(False, big) == "off"
     monkeypatch.setenv("WREN_TORCH_COMPILE", "0")
