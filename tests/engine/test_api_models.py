@@ -48,10 +48,10 @@ def test_catalog_lists_a_dozen_models_wren_runs_with_consistent_figures():
 
 def test_a_malformed_catalog_is_refused_naming_the_entry(tmp_path):
     good = json.loads((Path(__file__).resolve().parents[2] / "resources/models/catalog.json").read_text("utf-8"))
-    bad = dict(good["models"][0], id="phi", architecture="phi3")
+    bad = dict(good["models"][0], id="rwkv", architecture="rwkv7")
     path = tmp_path / "catalog.json"
     path.write_text(json.dumps({"models": [good["models"][0], bad]}), encoding="utf-8")
-    with pytest.raises(ModelFileError, match=r"entry 1.*'phi3' is not one Wren runs"):
+    with pytest.raises(ModelFileError, match=r"entry 1.*'rwkv7' is not one Wren runs"):
         load_catalog(path)
     path.write_text(json.dumps({"models": [dict(good["models"][0], size_bytes="big")]}), encoding="utf-8")
     with pytest.raises(ModelFileError, match="entry 0: 'size_bytes' must be"):
