@@ -54,8 +54,7 @@ def _over_complexity(ruff: str) -> set[str]:
 
 
 def test_complexity_debt_is_listed_by_file():
-    debt = _complexity_debt()
-    assert debt, "pyproject.toml lost its COMPLEXITY DEBT lines (or they moved out of per-file-ignores)"
+    debt = _complexity_debt()  # none since issue 26's second stop: every function meets the limit
     assert all("*" not in path for path in debt), "complexity debt is listed file by file, not by pattern"
 
 
@@ -86,8 +85,7 @@ def _covers(pattern: str, module: str) -> bool:
 
 def test_strict_modules_are_not_relaxed():
     """engine.api, engine.turns and engine.inference (models and backends included) get no ignore_errors."""
-    relaxed = _relaxed_modules()
-    assert relaxed, "pyproject.toml lost its [[tool.mypy.overrides]] ignore_errors block"
+    relaxed = _relaxed_modules()  # none since issue 26's second stop
     offenders = [p for p in relaxed if any(_covers(p, m) for m in STRICT)]
     assert not offenders, f"relaxed type checking for modules that must pass mypy: {offenders}"
 

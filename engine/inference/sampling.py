@@ -66,41 +66,36 @@ class SamplingParams:
         self.validate()
 
     def validate(self) -> None:
-        problems = []
-        if not (0.0 <= self.temperature <= 5.0):
-            problems.append(f"temperature must be between 0 and 5 (0: always the likeliest token), "
-                            f"got {self.temperature}")
-        if not (0.0 < self.top_p <= 1.0):
-            problems.append(f"top_p must be more than 0 and at most 1 (1 is off), got {self.top_p}")
-        if self.top_k < 0:
-            problems.append(f"top_k must be 0 (off) or positive, got {self.top_k}")
-        if not (0.0 <= self.min_p < 1.0):
-            problems.append(f"min_p must be at least 0 (off) and below 1, got {self.min_p}")
-        if not (0.0 < self.repetition_penalty <= 5.0):
-            problems.append(f"repetition_penalty must be more than 0 and at most 5 (1 is off), "
-                            f"got {self.repetition_penalty}")
-        if self.repetition_window < 0:
-            problems.append(f"repetition_window must be 0 (all tokens) or a number of tokens, "
-                            f"got {self.repetition_window}")
-        if not (0.0 <= self.dry_multiplier <= 5.0):
-            problems.append(f"dry_multiplier must be between 0 (off) and 5, got {self.dry_multiplier}")
-        if not (1.0 < self.dry_base <= 4.0):
-            problems.append(f"dry_base must be more than 1 and at most 4, got {self.dry_base}")
-        if not (1 <= self.dry_allowed_length <= 100):
-            problems.append(f"dry_allowed_length must be from 1 to 100 tokens, got {self.dry_allowed_length}")
-        if self.dry_window < 0:
-            problems.append(f"dry_window must be 0 (all tokens) or a number of tokens, got {self.dry_window}")
-        if self.seed is not None and not (0 <= self.seed < 2**63):
-            problems.append(f"seed must be a non-negative integer, got {self.seed}")
-        if not (1 <= self.max_tokens <= 1_000_000):
-            problems.append(f"max_tokens must be from 1 to 1,000,000, got {self.max_tokens}")
-        if self.logprobs is not None and not (0 <= self.logprobs <= MAX_LOGPROBS):
-            problems.append(f"logprobs must be from 0 to {MAX_LOGPROBS} (the likeliest tokens shown beside each "
-                            f"token; none: leave it out), got {self.logprobs}")
-        if any(not isinstance(s, str) or not s for s in self.stop):
-            problems.append("stop strings must be non-empty strings")
+        problems = [message for ok, message in self._checks() if not ok]
         if problems:
             raise InvalidRequest("invalid sampling settings: " + "; ".join(problems))
+
+    def _checks(self) -> list[tuple[bool, str]]:
+        """Each setting's range, as (holds, what to say when it does not), in a fixed order."""
+        return [
+            (0.0 <= self.temperature <= 5.0,
+             f"temperature must be between 0 and 5 (0: always the likeliest token), got {self.temperature}"),
+            (0.0 < self.top_p <= 1.0, f"top_p must be more than 0 and at most 1 (1 is off), got {self.top_p}"),
+            (self.top_k >= 0, f"top_k must be 0 (off) or positive, got {self.top_k}"),
+            (0.0 <= self.min_p < 1.0, f"min_p must be at least 0 (off) and below 1, got {self.min_p}"),
+            (0.0 < self.repetition_penalty <= 5.0,
+             f"repetition_penalty must be more than 0 and at most 5 (1 is off), got {self.repetition_penalty}"),
+            (self.repetition_window >= 0,
+             f"repetition_window must be 0 (all tokens) or a number of tokens, got {self.repetition_window}"),
+            (0.0 <= self.dry_multiplier <= 5.0,
+             f"dry_multiplier must be between 0 (off) and 5, got {self.dry_multiplier}"),
+            (1.0 < self.dry_base <= 4.0, f"dry_base must be more than 1 and at most 4, got {self.dry_base}"),
+            (1 <= self.dry_allowed_length <= 100,
+             f"dry_allowed_length must be from 1 to 100 tokens, got {self.dry_allowed_length}"),
+            (self.dry_window >= 0,
+             f"dry_window must be 0 (all tokens) or a number of tokens, got {self.dry_window}"),
+            (self.seed is None or 0 <= self.seed < 2**63, f"seed must be a non-negative integer, got {self.seed}"),
+            (1 <= self.max_tokens <= 1_000_000, f"max_tokens must be from 1 to 1,000,000, got {self.max_tokens}"),
+            (self.logprobs is None or 0 <= self.logprobs <= MAX_LOGPROBS,
+             f"logprobs must be from 0 to {MAX_LOGPROBS} (the likeliest tokens shown beside each "
+             f"token; none: leave it out), got {self.logprobs}"),
+            (all(isinstance(s, str) and s for s in self.stop), "stop strings must be non-empty strings"),
+        ]
 
     @property
     def greedy(self) -> bool:

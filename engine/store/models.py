@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from typing import Any
 
 import peewee as pw
 from playhouse.shortcuts import ThreadSafeDatabaseMetadata
@@ -36,6 +37,10 @@ class EnumField(pw.CharField):
 
 
 class BaseModel(pw.Model):
+    # Made by peewee's metaclass, declared for type checkers only (an annotation is no field):
+    # the primary key every table has, an int on a row and a field expression on the class.
+    id: Any
+
     class Meta:
         database = None  # bound by Store, per thread
         # Each thread binds the tables to the database of the Store it is using, so two
@@ -57,6 +62,9 @@ class Conversation(BaseModel):
 class Message(BaseModel):
     conversation = pw.ForeignKeyField(Conversation, backref="messages", on_delete="CASCADE")
     parent = pw.ForeignKeyField("self", null=True, backref="children", on_delete="CASCADE")
+    # the foreign keys' raw ids, as peewee makes them (declared for type checkers only)
+    conversation_id: int
+    parent_id: int | None
     role = EnumField(Role)
     content = pw.TextField(default="")
     status = EnumField(MessageStatus, index=True)

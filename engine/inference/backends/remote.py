@@ -508,6 +508,62 @@ class RemoteBackend:
         return RemoteModel(s.provider, s.model, client, s.context_length or DEFAULT_CONTEXT)
 
 
+class _RemoteAnswer:
+    """One remote answer's stream: its text handed to the sink as it comes, then how it
+    ended (reason, and the error with its kind) and the server's token counts."""
+
+    def __init__(self, model: RemoteModel, sink) -> None:
+        self.model, self.sink = model, sink
+        self.parts: list[str] = []
+        self.first_at: float | None = None
+        self.server_usage: tuple[int | None, int | None] = (None, None)
+        self.reason = FinishReason.STOP
+        self.error: str | None = None
+        self.kind = FailureKind.MODEL  # the server refused or failed the answer
+        self.tags = ThinkingTags()
+
+    async def _consume(self, messages: list[dict], params) -> None:
+        async for chunk in self.model.chat_stream(messages, params, request_id=str(uuid.uuid4())):
+            text = self.tags.text(chunk)
+            if text:
+                if self.first_at is None:
+                    self.first_at = time.perf_counter()
+                self.parts.append(text)
+                self.sink(Delta(text))
+            if chunk.finish_reason == "length":
+                self.reason = FinishReason.LENGTH
+            if chunk.prompt_tokens is not None or chunk.completion_tokens is not None:
+                self.server_usage = (chunk.prompt_tokens, chunk.completion_tokens)
+
+    async def stream(self, messages: list[dict], request) -> None:
+        """Until the stream ends, fails, or the request is cancelled (polled: the cancel is a
+        thread event)."""
+        stream = asyncio.ensure_future(self._consume(messages, request.params))
+        try:
+            while not stream.done():
+                await asyncio.wait({stream}, timeout=CANCEL_POLL)
+                if request.cancel.is_set() and not stream.done():
+                    stream.cancel()
+                    self.reason = FinishReason.CANCELLED
+            if not stream.cancelled():
+                stream.result()
+        except asyncio.CancelledError:
+            self.reason = FinishReason.CANCELLED
+        except RemoteInterrupted as exc:  # broke after the answer began: kept, marked interrupted
+            self._failed(str(exc), FailureKind.INTERRUPTED)
+        except RemoteError as exc:
+            self._failed(str(exc), FailureKind.MODEL)
+        except Exception as exc:  # a bug or an unexpected transport fault: said, not lost
+            log.exception("remote generation failed")
+            self._failed(f"the remote answer failed: {exc}", FailureKind.INTERNAL)
+        finally:
+            if not stream.done():
+                stream.cancel()
+
+    def _failed(self, error: str, kind: FailureKind) -> None:
+        self.error, self.kind, self.reason = error, kind, FinishReason.ERROR
+
+
 class RemoteWorker:
     """The ModelWorker face for a remote model: requests run concurrently on the worker's
     own event loop thread; events reach each request's sink from that thread."""
@@ -564,9 +620,19 @@ class RemoteWorker:
         return False
 
     def _start(self, request) -> None:
-        task = self._loop.create_task(self._answer(request))
+        task = self._loop.create_task(self._answered(request))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    async def _answered(self, request) -> None:
+        """_answer, and whatever goes wrong in it still ends the request: a request left
+        without its Finished would keep the chat waiting forever."""
+        try:
+            await self._answer(request)
+        except Exception as exc:
+            log.exception("a remote answer failed")
+            request.sink(Failed(f"the remote answer failed: {exc}", FailureKind.INTERNAL))
+            request.sink(Finished(FinishReason.ERROR))
 
     def _outgoing(self, messages: list[dict]) -> list[dict]:
         """The messages with what the policy hides from a remote destination masked, as a
@@ -589,64 +655,24 @@ class RemoteWorker:
             sink(Finished(FinishReason.ERROR))
             return
         assert self.model is not None
-        model = self.model
-        parts: list[str] = []
-        first_at: float | None = None
-        server_usage: tuple[int | None, int | None] = (None, None)
-        reason = FinishReason.STOP
-        error: str | None = None
+        run = _RemoteAnswer(self.model, sink)
         messages = self._outgoing(request.messages)
         self.sent_messages += 1
-        tags = ThinkingTags()
-
-        async def consume() -> None:
-            nonlocal first_at, server_usage, reason
-            async for chunk in model.chat_stream(messages, request.params, request_id=str(uuid.uuid4())):
-                text = tags.text(chunk)
-                if text:
-                    if first_at is None:
-                        first_at = time.perf_counter()
-                    parts.append(text)
-                    sink(Delta(text))
-                if chunk.finish_reason == "length":
-                    reason = FinishReason.LENGTH
-                if chunk.prompt_tokens is not None or chunk.completion_tokens is not None:
-                    server_usage = (chunk.prompt_tokens, chunk.completion_tokens)
-
-        stream = asyncio.ensure_future(consume())
-        try:
-            while not stream.done():
-                await asyncio.wait({stream}, timeout=CANCEL_POLL)
-                if request.cancel.is_set() and not stream.done():
-                    stream.cancel()
-                    reason = FinishReason.CANCELLED
-            if not stream.cancelled():
-                stream.result()
-        except asyncio.CancelledError:
-            reason = FinishReason.CANCELLED
-        except RemoteInterrupted as exc:  # broke after the answer began: kept, marked interrupted
-            error, reason, kind = str(exc), FinishReason.ERROR, FailureKind.INTERRUPTED
-        except RemoteError as exc:
-            error, reason = str(exc), FinishReason.ERROR
-        except Exception as exc:  # a bug or an unexpected transport fault: said, not lost
-            log.exception("remote generation failed")
-            error, reason = f"the remote answer failed: {exc}", FinishReason.ERROR
-        finally:
-            if not stream.done():
-                stream.cancel()
+        await run.stream(messages, request)
         end = time.perf_counter()
-        prompt_tokens, completion_tokens = server_usage
+        prompt_tokens, completion_tokens = run.server_usage
         if prompt_tokens is None:
             prompt_tokens = len(request.prompt_ids)
         if completion_tokens is None:
-            completion_tokens = self.tokenizer.count("".join(parts)) if parts else 0
+            completion_tokens = self.tokenizer.count("".join(run.parts)) if run.parts else 0
+        first_at = run.first_at
         ttft = (first_at if first_at is not None else end) - request.submitted_at
         decode = end - first_at if first_at is not None else 0.0
         rate = (completion_tokens - 1) / decode if completion_tokens > 1 and decode > 0 else 0.0
-        if error is not None:
-            sink(Failed(error, kind))
+        if run.error is not None:
+            sink(Failed(run.error, run.kind))
         sink(Usage(prompt_tokens, completion_tokens, ttft, rate, 0))
-        sink(Finished(reason))
+        sink(Finished(run.reason))
 
     def close(self, timeout: float = 10.0) -> None:
         async def shut() -> None:

@@ -208,3 +208,25 @@ def test_provider_crud_and_bad_input(make_engine, server):
     assert found.models == ("fake-chat",) and found.key_store == "none"
     assert check.models == ("fake-chat",) and check.answered == "Hello from the remote side."
     assert [p.name for p in listed] == ["disc"] and left == []
+
+
+def test_a_server_refusing_the_answer_is_a_clear_failure(make_engine, server):
+    """An error status before any text (a key revoked since the model was chosen): the answer
+    fails with the server's words and the chat goes on; nothing half-written is kept."""
+    server.script = [("status", 401, {})]
+
+    async def main():
+        engine = await _remote_engine(make_engine, server)
+        await engine.models.load("fake/fake-chat")
+        conv = await engine.conversations.create()
+        events = await collect(engine.chat.send(conv.id, "hello"))
+        again = await collect(engine.chat.send(conv.id, "hello again"))
+        await engine.close()
+        return events, again
+
+    events, again = asyncio.run(asyncio.wait_for(main(), 60))  # it hung before: no Finished came
+    (failed,) = [e for e in events if isinstance(e, Failed)]
+    assert "401" in failed.error or "key" in failed.error.lower()
+    assert failed.kind is not FailureKind.INTERRUPTED  # nothing was under way
+    assert events[-1].reason is FinishReason.ERROR
+    assert "".join(e.text for e in again if isinstance(e, Delta)) == "Hello from the remote side."
