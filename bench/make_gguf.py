@@ -262,18 +262,13 @@ def _add_metadata(writer: GGUFWriter, key: str, value) -> None:
         raise ValueError(f"cannot copy metadata {key} of type {type(value).__name__}")
 
 
-def write_gguf(out: Path, shape: Shape, wtype: str, *, seed: int = 0, tokenizer_from: Path | None = None,
-               pure: bool = False, log=None) -> dict:
-    """Write the random model to `out` (through a temporary name, renamed when complete) and
-    return a summary: file and tensor-data bytes, parameters, tensors per type."""
-    out = Path(out)
-    planned = plan(shape, wtype, pure=pure)
-    tokenizer = tokenizer_metadata(Path(tokenizer_from) if tokenizer_from else starter_gguf(), shape.vocab)
-    tmp = out.with_name(out.name + ".partial")
-    writer = GGUFWriter(tmp, "llama")
+
+def write_header(writer: GGUFWriter, shape: Shape, name: str, what: str, file_type: int, *,
+                 quantized: bool) -> None:
+    """A llama-shaped model's metadata: its name, what its weights are, its shape and file type."""
     writer.add_type("model")
-    writer.add_name(f"Wren random {shape.label} {wtype}")
-    writer.add_description("Random weights with a real model's shapes, for Wren's benchmarks; not a trained model.")
+    writer.add_name(name)
+    writer.add_description(f"{what} with a real model's shapes, for Wren's benchmarks; not a trained model.")
     writer.add_block_count(shape.layers)
     writer.add_context_length(shape.context_length)
     writer.add_embedding_length(shape.hidden)
@@ -286,9 +281,21 @@ def write_gguf(out: Path, shape: Shape, wtype: str, *, seed: int = 0, tokenizer_
     writer.add_value_length(shape.head_dim)
     writer.add_rope_dimension_count(shape.head_dim)
     writer.add_vocab_size(shape.vocab)
-    writer.add_file_type(int(FILE_TYPES[wtype]))
-    if wtype != "F16":
+    writer.add_file_type(file_type)
+    if quantized:
         writer.add_quantization_version(GGML_QUANT_VERSION)
+
+def write_gguf(out: Path, shape: Shape, wtype: str, *, seed: int = 0, tokenizer_from: Path | None = None,
+               pure: bool = False, log=None) -> dict:
+    """Write the random model to `out` (through a temporary name, renamed when complete) and
+    return a summary: file and tensor-data bytes, parameters, tensors per type."""
+    out = Path(out)
+    planned = plan(shape, wtype, pure=pure)
+    tokenizer = tokenizer_metadata(Path(tokenizer_from) if tokenizer_from else starter_gguf(), shape.vocab)
+    tmp = out.with_name(out.name + ".partial")
+    writer = GGUFWriter(tmp, "llama")
+    write_header(writer, shape, f"Wren random {shape.label} {wtype}", "Random weights",
+                 int(FILE_TYPES[wtype]), quantized=wtype != "F16")
     for key, value in tokenizer.items():
         _add_metadata(writer, key, value)
     for p in planned:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 from gguf import GGUFWriter
-from gguf.constants import GGML_QUANT_SIZES, GGML_QUANT_VERSION, LlamaFileType
+from gguf.constants import GGML_QUANT_SIZES, LlamaFileType
 from gguf.constants import GGMLQuantizationType as T
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -135,23 +135,8 @@ def write(out: Path, shape: Shape, layout: str, *, tokenizer_from: Path, seed: i
 
 
 def _header(writer: GGUFWriter, shape: Shape, layout: str) -> None:
-    writer.add_type("model")
-    writer.add_name(f"Wren random {shape.label} {layout}")
-    writer.add_description("Random blocks with a real model's shapes, for Wren's benchmarks; not a trained model.")
-    writer.add_block_count(shape.layers)
-    writer.add_context_length(shape.context_length)
-    writer.add_embedding_length(shape.hidden)
-    writer.add_feed_forward_length(shape.ffn)
-    writer.add_head_count(shape.heads)
-    writer.add_head_count_kv(shape.kv_heads)
-    writer.add_rope_freq_base(shape.rope_theta)
-    writer.add_layer_norm_rms_eps(shape.rms_eps)
-    writer.add_key_length(shape.head_dim)
-    writer.add_value_length(shape.head_dim)
-    writer.add_rope_dimension_count(shape.head_dim)
-    writer.add_vocab_size(shape.vocab)
-    writer.add_file_type(int(LAYOUTS[layout]))
-    writer.add_quantization_version(GGML_QUANT_VERSION)
+    make_gguf.write_header(writer, shape, f"Wren random {shape.label} {layout}", "Random blocks",
+                           int(LAYOUTS[layout]), quantized=True)
 
 
 def tokenizer_gguf(source: Path, out: Path) -> Path:
