@@ -24,6 +24,10 @@ REFERENCE = REPO / "tests" / "data" / "starter_model.json"  # a copy of the team
 # work, run in turn on one worker (pytest_xdist_make_scheduler below); the biggest unit is
 # handed out first, so the bundle's build starts at once.
 CHECKOUT_WRITERS = ("tests/packaging/",)
+# Modules whose tests share one module-scoped server and check what the earlier ones left
+# (its processes, its log): each is one unit of work, run in its order on one worker. Split
+# across workers, each worker started its own server and saw a different history.
+IN_ORDER = ("tests/engine/mcp/test_mcp_client.py",)
 # The longest tests, first in the order, so a worker starts them at once instead of ending the
 # run on them (the starter model on MLX's CPU backend takes minutes of CPU alone).
 LONGEST_FIRST = ("tests/e2e/",)
@@ -37,7 +41,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """`--dist loadgroup` with CHECKOUT_WRITERS as one group, chosen by path. (The
+    """`--dist loadgroup` with CHECKOUT_WRITERS as one group and each IN_ORDER module as one,
+    chosen by path. (The
     `xdist_group` marker does not group under pytest 9: xdist 3.8 renames a marked test's
     node id through an attribute pytest 9 no longer reads, so each test went its own way.)"""
     if config.getvalue("dist") != "loadgroup":
@@ -46,7 +51,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 
     class CheckoutInTurn(LoadGroupScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "checkout" if nodeid.startswith(CHECKOUT_WRITERS) else super()._split_scope(nodeid)
+            if nodeid.startswith(CHECKOUT_WRITERS):
+                return "checkout"
+            if nodeid.startswith(IN_ORDER):
+                return nodeid.split("::", 1)[0]
+            return super()._split_scope(nodeid)
 
     return CheckoutInTurn(config, log)
 
