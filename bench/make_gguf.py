@@ -285,32 +285,26 @@ def write_header(writer: GGUFWriter, shape: Shape, name: str, what: str, file_ty
     if quantized:
         writer.add_quantization_version(GGML_QUANT_VERSION)
 
-def write_gguf(out: Path, shape: Shape, wtype: str, *, seed: int = 0, tokenizer_from: Path | None = None,
-               pure: bool = False, log=None) -> dict:
-    """Write the random model to `out` (through a temporary name, renamed when complete) and
-    return a summary: file and tensor-data bytes, parameters, tensors per type."""
-    out = Path(out)
-    planned = plan(shape, wtype, pure=pure)
-    tokenizer = tokenizer_metadata(Path(tokenizer_from) if tokenizer_from else starter_gguf(), shape.vocab)
-    tmp = out.with_name(out.name + ".partial")
-    writer = GGUFWriter(tmp, "llama")
-    write_header(writer, shape, f"Wren random {shape.label} {wtype}", "Random weights",
-                 int(FILE_TYPES[wtype]), quantized=wtype != "F16")
+
+def write_body(writer: GGUFWriter, tmp: Path, out: Path, tokenizer: dict, planned: list[Planned],
+               data_for, log=None) -> dict[str, int]:
+    """After the header: the tokenizer's metadata, the tensors' table and their data
+    (`data_for(index, planned)`, one stream per tensor, so values do not depend on the
+    chunking or on the type), written to `tmp` and renamed to `out` once whole (removed if
+    not). Returns the tensors per type."""
     for key, value in tokenizer.items():
         _add_metadata(writer, key, value)
     for p in planned:
         block, size = GGML_QUANT_SIZES[p.qtype]
         byte_shape = (*p.shape[:-1], p.shape[-1] // block * size)
         writer.add_tensor_info(p.name, byte_shape, np.dtype(np.uint8), tensor_bytes(p), raw_dtype=p.qtype)
-
     started = time.monotonic()
     try:
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
         writer.write_ti_data_to_file()
         for index, p in enumerate(planned):
-            # One stream per tensor: its values do not depend on the chunking or on the type.
-            data = tensor_data(p, shape, np.random.default_rng([seed, index]))
+            data = data_for(index, p)
             writer.write_tensor_data(data)
             del data
             if log and (index % 20 == 0 or index == len(planned) - 1):
@@ -324,6 +318,22 @@ def write_gguf(out: Path, shape: Shape, wtype: str, *, seed: int = 0, tokenizer_
     counts: dict[str, int] = {}
     for p in planned:
         counts[p.qtype.name] = counts.get(p.qtype.name, 0) + 1
+    return counts
+
+def write_gguf(out: Path, shape: Shape, wtype: str, *, seed: int = 0, tokenizer_from: Path | None = None,
+               pure: bool = False, log=None) -> dict:
+    """Write the random model to `out` (through a temporary name, renamed when complete) and
+    return a summary: file and tensor-data bytes, parameters, tensors per type."""
+    out = Path(out)
+    planned = plan(shape, wtype, pure=pure)
+    tokenizer = tokenizer_metadata(Path(tokenizer_from) if tokenizer_from else starter_gguf(), shape.vocab)
+    tmp = out.with_name(out.name + ".partial")
+    writer = GGUFWriter(tmp, "llama")
+    write_header(writer, shape, f"Wren random {shape.label} {wtype}", "Random weights",
+                 int(FILE_TYPES[wtype]), quantized=wtype != "F16")
+    started = time.monotonic()
+    counts = write_body(writer, tmp, out, tokenizer, planned,
+                        lambda index, p: tensor_data(p, shape, np.random.default_rng([seed, index])), log)
     return {
         "path": str(out),
         "shape": dataclasses.asdict(shape),

@@ -23,7 +23,6 @@ import argparse
 import dataclasses
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
@@ -106,28 +105,9 @@ def write(out: Path, shape: Shape, layout: str, *, tokenizer_from: Path, seed: i
     tmp = out.with_name(out.name + ".partial")
     writer = GGUFWriter(tmp, "llama")
     _header(writer, shape, layout)
-    for key, value in tokenizer.items():
-        make_gguf._add_metadata(writer, key, value)
-    for p in planned:
-        block, size = GGML_QUANT_SIZES[p.qtype]
-        byte_shape = (*p.shape[:-1], p.shape[-1] // block * size)
-        writer.add_tensor_info(p.name, byte_shape, np.dtype(np.uint8), tensor_bytes(p), raw_dtype=p.qtype)
     started = time.monotonic()
-    try:
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_ti_data_to_file()
-        for index, p in enumerate(planned):
-            writer.write_tensor_data(tensor_data(p, shape, np.random.default_rng([seed, index])))
-        writer.close()
-        os.replace(tmp, out)
-    except BaseException:
-        writer.close()
-        tmp.unlink(missing_ok=True)
-        raise
-    counts: dict[str, int] = {}
-    for p in planned:
-        counts[p.qtype.name] = counts.get(p.qtype.name, 0) + 1
+    counts = make_gguf.write_body(writer, tmp, out, tokenizer, planned,
+                                  lambda index, p: tensor_data(p, shape, np.random.default_rng([seed, index])))
     return {"path": str(out), "shape": dataclasses.asdict(shape), "layout": layout,
             "file_bytes": out.stat().st_size, "tensor_bytes": sum(tensor_bytes(p) for p in planned),
             "parameters": sum(math.prod(p.shape) for p in planned if p.fill != "rope_freqs"),
