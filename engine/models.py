@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import InvalidRequest, ModelNotLoaded, WrenError
+from .errors import InvalidRequest, ModelNotFound, ModelNotLoaded, WrenError
 from .inference.placement import GpuPlan, gpu_budget, gpu_layers_from_env, plan_for_folder
 from .inference.worker import ModelWorker
 from .logs import log_event
@@ -196,7 +196,7 @@ class Models:
             if name is None or name == STARTER_NAME:
                 info = await loop.run_in_executor(None, self.e.registry.ensure_starter, progress)
             else:
-                info = await loop.run_in_executor(None, self.e.registry.get, name)
+                info = await self._installed(name)
             chosen = self.e.backend_factory(backend)
             started = time.perf_counter()
             tokenizer = await loop.run_in_executor(None, self.e.tokenizer_factory, info.path)
@@ -216,6 +216,22 @@ class Models:
             self._start_weight_check(info.name)  # in the background: a damaged file is a notice
             log_event("model.loaded", model=info.name, backend=model.backend, load_seconds=round(status.load_seconds, 3))
             return status
+
+    async def _installed(self, name: str) -> ModelInfo:
+        """The installed model `name`; not found, an error naming every model Wren could
+        load instead: the installed ones, the starter (imported on first use) and the
+        configured providers' remote models."""
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(None, self.e.registry.get, name)
+        except ModelNotFound:
+            local = [info.name for info in await loop.run_in_executor(None, self.e.registry.list)]
+            if STARTER_NAME not in local:
+                local.append(f"{STARTER_NAME} (the starter)")
+            remote = [m.name for m in await self.providers.models()]
+            choices = "; remote: ".join(filter(None, [", ".join(local), ", ".join(remote)]))
+            raise ModelNotFound(f"no model named {name!r} is installed; you can use {choices} "
+                                f"(`wren models` lists them; `wren models pull` or `import` adds one)") from None
 
     async def decode_mode(self, wait: bool = False) -> str | None:
         """How the loaded model decodes ("eager", "compiling", "compiled", "cuda-graph"; None

@@ -15,7 +15,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "continue", help="go on with an answer that was stopped, interrupted or cut at the length limit",
         description="Extend the answer MESSAGE_ID where it ended; the new text is streamed and "
-                    "added to the same message (see `wren show` for message ids).",
+                    "added to the same message. `wren ask --json` prints each answer's id; "
+                    "`wren conversations export CONVERSATION_ID --format json` lists a chat's messages with theirs.",
     )
     p.add_argument("message_id", type=int, help="the id of the answer to continue")
     p.add_argument("--json", action="store_true", help="print each event as a JSON line")

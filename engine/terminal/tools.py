@@ -221,8 +221,15 @@ async def _tools_list(args) -> int:
     try:
         await engine.tools.prepare_sources()
         tools = await engine.tools.list()
+        failed = [(s, await engine.tools.mcp_server_log(s.name))
+                  for s in await engine.tools.mcp_servers() if s.enabled and s.state == "failed"]
     finally:
         await engine.close()
+    for server, log in failed:  # a server whose tools are absent says why (stderr: --json stays one tool per line)
+        tail = "".join(f"\n  {line}" for line in log.splitlines()[-3:])
+        print(shown(f"wren tools list: MCP server {server.name!r} did not start, so its tools are missing: "
+                    f"{server.error or 'no reason given'}{tail}\n  (`wren mcp log {server.name}` has the rest)"),
+              file=sys.stderr)
     for tool in tools:
         if args.json:
             print(json.dumps({"name": tool.name, "description": tool.description, "parameters": tool.parameters,
@@ -244,6 +251,8 @@ async def _tools_call(args) -> int:
     engine = _open_engine()
     try:
         await engine.tools.prepare_sources([args.name])  # starts only the MCP server that owns it
+        if engine.tools.registry.find(args.name) is None:  # unknown: every server's tools, for the suggestion
+            await engine.tools.prepare_sources()
         result = await engine.tools.call(args.name, arguments)
     finally:
         await engine.close()

@@ -28,7 +28,7 @@ from .capability import ToolSupport, tool_support
 from .mcp import McpFailure, McpManager, McpServerState, McpTool
 from .mcp_config import DEFAULT_CALL_TIMEOUT, check_url, server_from_entry
 from .mcp_facade import SOURCE_PREFIX, McpServerInfo, McpToolSource
-from .registry import ToolInfo, ToolRegistry, validate_arguments
+from .registry import ToolInfo, ToolRegistry, no_tool_named, validate_arguments
 
 if TYPE_CHECKING:
     from ..core import Core
@@ -197,8 +197,7 @@ class Tools:
     def _known_tool(self, name: str) -> Any:
         found = self.registry.find(name)
         if found is None:
-            known = ", ".join(self.registry.names()) or "none"
-            raise InvalidRequest(f"there is no tool named {name!r}; the tools are: {known}")
+            raise InvalidRequest(no_tool_named(name, self.registry.names()))
         return found
 
     async def _name_list(self, key: str) -> builtins.list[str]:

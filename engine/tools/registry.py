@@ -17,6 +17,7 @@ its specs may have: look-ups by name then use an index instead of scanning its s
 from __future__ import annotations
 
 import asyncio
+import difflib
 import functools
 import json
 import re
@@ -171,3 +172,16 @@ class ToolRegistry:
 
     def names(self) -> list[str]:
         return [s.name for s, _ in self.entries()]
+
+
+def no_tool_named(name: str, names: list[str], where: str = "") -> str:
+    """The message for a tool name nobody offers (`where`: e.g. " in this chat"), with the
+    names it most likely meant first: an MCP server's tool is offered as SERVER__NAME, so
+    a bare NAME points at every server's tool of that name, then close spellings."""
+    suffix = [n for n in names if n.endswith("__" + name)]
+    close = [n for n in difflib.get_close_matches(name, names, n=3, cutoff=0.75) if n not in suffix]
+    known = ", ".join(names) or "none"
+    if not suffix and not close:
+        return f"there is no tool named {name!r}{where}; the tools are: {known}"
+    return f"there is no tool named {name!r}{where}; did you mean {' or '.join(map(repr, suffix + close))}? " \
+           f"The tools are: {known}"

@@ -20,7 +20,7 @@ from ..safety import scan
 from .builtin import CALL_CONTEXT, CallContext
 from .parse import ParsedCall
 from .prompt import CallRecord, ToolPlan
-from .registry import validate_arguments
+from .registry import no_tool_named, validate_arguments
 
 if TYPE_CHECKING:
     from ..safety import Policy
@@ -88,8 +88,7 @@ class ToolTurn:
         elif parsed.error is not None:
             content = f"the tool call could not be read: {parsed.error}"
         elif found is None:
-            offered = ", ".join(s.name for s in self.plan.specs) or "none"
-            content = f"there is no tool named {parsed.name!r} in this chat; the tools are: {offered}"
+            content = no_tool_named(parsed.name, [s.name for s in self.plan.specs], " in this chat")
         elif blocked_args is not None:
             content = f"the call was not run: its arguments contain {blocked_args}, which the safety policy blocks"
         else:

@@ -23,6 +23,7 @@ from ..tools import facade as tool_settings
 from ..tools.builtin import READ_FILE
 from ..tools.fit import FittedTools, fit_tools
 from ..tools.prompt import ToolPlan, plan_for
+from ..tools.registry import no_tool_named
 from .plan import SAMPLING_KEY, TurnPlan, TurnSettings, read_settings
 from .thinking import chat_tokenizer
 
@@ -203,8 +204,7 @@ class TurnPlanner:
                 raise InvalidRequest(f"SendOptions.tools must be a tuple of tool names, not {asked!r}")
             unknown = [n for n in asked if registry.find(n) is None]
             if unknown:
-                known = ", ".join(registry.names()) or "none"
-                raise InvalidRequest(f"there is no tool named {', '.join(map(repr, unknown))}; the tools are: {known}")
+                raise InvalidRequest(no_tool_named(unknown[0], registry.names()))
             return list(asked)
         if isinstance(conv_settings.get("tools"), list):
             return [n for n in conv_settings["tools"] if isinstance(n, str)]
