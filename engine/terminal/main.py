@@ -84,6 +84,9 @@ def build_parser(extensions: bool = True) -> argparse.ArgumentParser:
     from .ask_tools import add_arguments as tool_arguments
 
     tool_arguments(ask)  # --tools, --tool-choice, --approve
+    ask.add_argument("--audio", metavar="FILE",
+                     help="ask what an audio file says (recognised on this machine; the transcript is the "
+                          "question, and is printed to standard error)")
     ask.add_argument("--file", action="append", default=[], metavar="PATH",
                      help="attach a text file (up to 1 MB; repeat for more): files first, then "
                           "standard input, then the words")
@@ -130,8 +133,9 @@ def _extensions():
     from .serve import register as serve
     from .tokens import register as tokens
     from .tools import register as tools
+    from .voice import register as voice
 
-    return [safety, memory, completion, serve, providers, tools, tokens, data, continue_answer, resident]
+    return [safety, memory, completion, serve, providers, tools, tokens, data, continue_answer, resident, voice]
 
 
 def _print_notices(engine) -> None:
@@ -168,6 +172,17 @@ def _question(args) -> tuple[str, str]:
     """The question's text and a title for it: files, then standard input, then the words."""
     from .question import question
 
+    audio = getattr(args, "audio", None)
+    if audio:  # the spoken question stands where the words would
+        from .voice import transcript_of
+
+        if args.text:
+            raise InvalidRequest("give the question as --audio or as words, not both")
+        heard = transcript_of(audio)
+        if not heard.heard:
+            raise InvalidRequest(f"no speech was heard in {audio}; nothing was asked")
+        print(f"heard: {heard.text}", file=sys.stderr, flush=True)
+        return question([heard.text], getattr(args, "file", None))
     return question(args.text, getattr(args, "file", None))
 
 

@@ -150,6 +150,22 @@ def test_bundled_wren_answers_from_a_clean_environment(bundle, tmp_path):
     assert (tmp_path / "home" / ".local" / "share" / "Wren" / "wren.sqlite3").is_file()
 
 
+def test_bundled_wren_speaks_and_hears_offline(bundle, tmp_path):
+    """The starter voice models and their runtimes (CTranslate2, onnxruntime, PyAV) are in the
+    bundle: `wren say` writes speech that `wren transcribe` hears back."""
+    if shutil.which("espeak-ng") is None:
+        pytest.skip("espeak-ng is not installed (Debian package espeak-ng, in tests/system/packages.txt)")
+    env = _clean_env(tmp_path)
+    speech = tmp_path / "speech.wav"
+    said = subprocess.run([str(bundle / "wren"), "say", "The capital of France is Paris.", "--out", str(speech)],
+                          env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert said.returncode == 0 and speech.is_file(), said.stderr[-4000:]
+    heard = subprocess.run([str(bundle / "wren"), "transcribe", str(speech)], env=env, capture_output=True,
+                           text=True, timeout=300, check=False)
+    assert heard.returncode == 0, heard.stderr[-4000:]
+    assert "capital of france is paris" in heard.stdout.lower(), heard.stdout + heard.stderr[-2000:]
+
+
 def test_bundled_wren_desktop_answers_offscreen(bundle, tmp_path):
     env = _clean_env(tmp_path, QT_QPA_PLATFORM="offscreen", WREN_DESKTOP_SMOKE=DESKTOP_QUESTION,
                      WREN_DESKTOP_SMOKE_TIMEOUT="500")
