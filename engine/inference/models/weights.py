@@ -15,6 +15,7 @@ import torch
 
 from ...errors import ModelFileError
 from .. import families
+from ..quant import ggml
 from ..quant.modules import QTensor, dequantize
 
 GGUF_FILE = "model.gguf"
@@ -73,6 +74,9 @@ class GGUFWeights:
             raise ModelFileError(f"{self.path}: tensor {info.name} cannot be read: {exc.strerror or exc}") from None
         if got != info.n_bytes:
             raise ModelFileError(f"{self.path} is truncated: tensor {info.name} ends past the end of the file")
+        if info.ggml_type == ggml.MXFP4:  # a scale past float32 would give inf/NaN weights: refuse it here
+            ggml.check_mxfp4_scales(raw.view(-1, ggml.row_bytes(ggml.MXFP4, info.shape[-1])),
+                                    f"{self.path}: tensor {info.name}")
         if len(info.shape) == 1:  # norms and biases: small, used as float32
             return dequantize(raw.view(1, -1), info.ggml_type, info.shape[0]).view(-1)
         if len(info.shape) != 2:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
-from ...errors import UnsupportedQuantization
+from ...errors import ModelFileError, UnsupportedQuantization
 
 QK_K = 256
 # Values dequantized per chunk: big enough that torch's per-op overhead is small (measured
@@ -236,6 +236,58 @@ def _q6_k(b: torch.Tensor, out: torch.Tensor) -> None:
     _scale(out.view(n, 16, 16), q.view(n, 16, 16), dl)
 
 
+# --- MXFP4 (OCP microscaling, 4-bit e2m1 values with an e8m0 block scale) -----------------
+
+# e2m1's 16 codes doubled (so they are integers); the scale below is halved to match.
+MXFP4 = int(GGMLQuantizationType.MXFP4)
+MXFP4_VALUES = (0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12)
+# The largest e8m0 scale byte Wren accepts. 0xFF is NaN in OCP MX; 0xFD and 0xFE scale the
+# block's largest values (+-6) past float32's range (to inf). 0xFC gives at most 6 * 2^125.
+MXFP4_MAX_SCALE = 0xFC
+_MXFP4_TABLES: dict[torch.device, torch.Tensor] = {}
+
+
+def _e8m0_half(e: torch.Tensor) -> torch.Tensor:
+    """uint8 scale bytes -> float32 2^(e - 128) as bits, exactly as gguf builds them: e < 2
+    gives a subnormal (0x00200000 << e), else the exponent field e - 1."""
+    e = e.to(torch.int32)
+    bits = torch.where(e < 2, torch.bitwise_left_shift(torch.full_like(e, 0x00200000), e), (e - 1) << 23)
+    return bits.view(torch.float32)
+
+
+def mxfp4_bad_scale(raw: torch.Tensor) -> tuple[int, int, int] | None:
+    """(row, block, scale byte) of the first MXFP4 block whose scale is out of range in
+    GGUF rows `uint8 [rows, row_bytes]`, or None when every scale is in range."""
+    scales = raw.reshape(raw.shape[0], -1, 17)[:, :, 0]
+    bad = scales > MXFP4_MAX_SCALE
+    if not bool(bad.any()):
+        return None
+    row, block = (int(i) for i in bad.nonzero()[0])
+    return row, block, int(scales[row, block])
+
+
+def check_mxfp4_scales(raw: torch.Tensor, what: str) -> None:
+    """Raise ModelFileError naming `what`, the block and its scale if any MXFP4 block's
+    scale byte is above MXFP4_MAX_SCALE (its values would be inf or NaN)."""
+    found = mxfp4_bad_scale(raw)
+    if found is None:
+        return
+    row, block, e = found
+    meaning = "NaN in OCP MX" if e == 0xFF else f"2^{e - 127}, whose values overflow float32"
+    raise ModelFileError(f"{what}: MXFP4 block {block} of row {row} has scale byte 0x{e:02X} ({meaning}); "
+                         f"Wren accepts scale bytes up to 0x{MXFP4_MAX_SCALE:02X} (2^{MXFP4_MAX_SCALE - 127})")
+
+
+def _mxfp4(b: torch.Tensor, out: torch.Tensor) -> None:
+    # e: u8 scale, qs: 16 bytes; value j is the low nibble of qs[j], value 16 + j the high
+    # one; value = 2^(e - 128) * (2 * e2m1[code]), one float32 product as gguf does.
+    table = _MXFP4_TABLES.get(b.device)
+    if table is None:
+        table = _MXFP4_TABLES[b.device] = torch.tensor(MXFP4_VALUES, dtype=torch.int8, device=b.device)
+    codes = _planes(b[:, 1:17], 1, 16, 4).view(-1, 32)
+    _scale(out, table[codes.to(torch.int64)], _e8m0_half(b[:, 0:1]))
+
+
 # --- plain float types ---------------------------------------------------------------------
 
 
@@ -269,7 +321,7 @@ TYPES: dict[int, GGMLType] = {
     for t, fn in ((_T.F32, _f32), (_T.F16, _f16_values), (_T.BF16, _bf16), (_T.Q8_0, _q8_0),
                   (_T.Q4_0, _q4_0), (_T.Q4_1, _q4_1), (_T.Q5_0, _q5_0), (_T.Q5_1, _q5_1),
                   (_T.Q2_K, _q2_k), (_T.Q3_K, _q3_k), (_T.Q4_K, _q4_k), (_T.Q5_K, _q5_k),
-                  (_T.Q6_K, _q6_k))
+                  (_T.Q6_K, _q6_k), (_T.MXFP4, _mxfp4))
 }
 SUPPORTED: frozenset[int] = frozenset(TYPES)
 _RUNS = ", ".join(t.name for t in TYPES.values())
@@ -387,6 +439,8 @@ def dequantize(raw: torch.Tensor, qtype: int, cols: int, *,
     if raw.dtype != torch.uint8 or raw.dim() != 2 or raw.shape[1] != expected:
         raise ValueError(f"dequantize({t.name}, cols={cols}) needs uint8 [rows, {expected}] "
                          f"bytes; got {raw.dtype} {list(raw.shape)}")
+    if qtype == _T.MXFP4:
+        check_mxfp4_scales(raw, "dequantize")
     rows = raw.shape[0]
     out = torch.empty(rows, cols, dtype=torch.float32, device=raw.device)
     if rows == 0 or cols == 0:

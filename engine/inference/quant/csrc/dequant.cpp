@@ -30,7 +30,8 @@ const TypeInfo kTypes[kMaxType] = {
     /* 30 */ {"BF16", 1, 2, false, true},
     {nullptr, 0, 0, false, false}, {nullptr, 0, 0, false, false}, {nullptr, 0, 0, false, false},
     {nullptr, 0, 0, false, false}, {nullptr, 0, 0, false, false}, {nullptr, 0, 0, false, false},
-    {nullptr, 0, 0, false, false}, {nullptr, 0, 0, false, false}, {nullptr, 0, 0, false, false},
+    {nullptr, 0, 0, false, false}, {nullptr, 0, 0, false, false},
+    /* 39 */ {"MXFP4", 32, 17, false, false},
     /* 40 */ {"Q4_0x8", 32, 18, false, false, Q4_0, 8},
     /* 41 */ {"Q4_Kx8", 256, 144, true, false, Q4_K, 8},
     /* 42 */ {"Q4_1x8", 32, 20, false, false, Q4_1, 8},
@@ -213,6 +214,7 @@ void dequantize_row(int qtype, const uint8_t* src, float* dst, int64_t cols) {
         case Q4_K: deq_blocks<deq_q45_k<false>, 256, 144>(src, dst, cols); break;
         case Q5_K: deq_blocks<deq_q45_k<true>, 256, 176>(src, dst, cols); break;
         case Q6_K: deq_blocks<deq_q6_k, 256, 210>(src, dst, cols); break;
+        case MXFP4: dequantize_mxfp4_row(src, dst, cols); break;
         default: break;
     }
 }

@@ -458,6 +458,7 @@ Kernels build_best(const char* cap) {
     if (allowed("avx512-vnni")) fill_avx512vnni(k);
     if (allowed("neon") || allowed("neon-dotprod")) fill_neon(k);
     if (allowed("neon-dotprod")) fill_neon_dotprod(k);
+    fill_mxfp4(k);
     return k;
 }
 }  // namespace

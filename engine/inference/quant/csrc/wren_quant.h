@@ -12,7 +12,7 @@ namespace wren {
 
 enum QType : int {
     F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8,
-    Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, BF16 = 30,
+    Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, BF16 = 30, MXFP4 = 39,
     // Wren's own layouts, not GGUF types: a file type's rows interleaved in groups (repack.cpp)
     Q4_0_X8 = 40, Q4_K_X8 = 41, Q4_1_X8 = 42,
 };
@@ -132,6 +132,13 @@ static inline void q4_k_x8_scale_min(const uint8_t* o, int b, int r, int* sc, in
     *m = (lo >> 4) | ((hi >> 2) << 4);
 }
 void unpack_group(int qtype, const uint8_t* src, int64_t row_bytes, uint8_t* dst);  // one group -> file rows
+
+// MXFP4 (mxfp4.cpp): exact dequantization of a row, each e8m0 scale byte's halved value
+// 2^(e - 128) (a table, as gguf builds it), and its kernels put into a table already filled
+// for k.isa (after the fill_* below).
+void dequantize_mxfp4_row(const uint8_t* src, float* dst, int64_t cols);
+extern float g_mxfp4_scale[256];
+void fill_mxfp4(Kernels& k);
 
 // Portable reference kernels; every entry filled.
 void fill_scalar(Kernels& k);
