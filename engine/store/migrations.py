@@ -76,6 +76,14 @@ def _m007_message_reasoning(db: pw.Database) -> None:
         db.execute_sql("ALTER TABLE message ADD COLUMN reasoning_seconds REAL")
 
 
+def _m008_document_library(db: pw.Database) -> None:
+    # The document library (sources, files, chunks, their index and vectors) and projects
+    # (engine/library, engine/store/library.py).
+    from .library import create_schema
+
+    create_schema(db)
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[pw.Database], None]]] = [
     (1, "initial", _m001_initial),
     (2, "message_text_search", _m002_message_text_search),
@@ -84,6 +92,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[pw.Database], None]]] = [
     (5, "message_owner", _m005_message_owner),
     (6, "message_vectors", _m006_message_vectors),
     (7, "message_reasoning", _m007_message_reasoning),
+    (8, "document_library", _m008_document_library),
 ]
 
 
