@@ -37,6 +37,7 @@ KIND_LABELS = {
     PartKind.NEW_MESSAGE: "Your new message",
     PartKind.ATTACHMENT: "Attached file",
     PartKind.THINKING: "Earlier thinking",
+    PartKind.TOOLS: "Tools",
 }
 STATE_LABELS = {
     PartState.INCLUDED: "included",
@@ -54,6 +55,8 @@ def part_label(part: ContextPart) -> str:
         return f"{label} ({part.items:,})"
     if part.kind is PartKind.ATTACHMENT and part.text:
         return f"{label}: {part.text}"
+    if part.kind is PartKind.TOOLS and part.items != 1:
+        return f"{label} ({part.items:,})"
     if part.role and part.kind is PartKind.TURN:
         return f"{label} ({'you' if part.role == 'user' else 'Wren'})"
     return label
@@ -142,7 +145,7 @@ class ContextInspector(QDialog):
 
         prompt_page = QWidget()
         prompt_layout = QVBoxLayout(prompt_page)
-        prompt_layout.addWidget(QLabel("Exactly what the chat template produced and the model read:"))
+        prompt_layout.addWidget(QLabel("Every token the model read (tool definitions and files included):"))
         prompt_layout.addWidget(self.prompt_view, 1)
         row = QHBoxLayout()
         row.addStretch(1)

@@ -9,6 +9,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 
 from wren.engine.api import Engine
+from wren.engine.context.report import context_used
 from wren.engine.errors import WrenError
 from wren.engine.events import (
     Delta,
@@ -235,7 +236,7 @@ class ConversationController(QObject):
 
     def _show_usage_of(self, messages: list[MessageInfo]) -> None:
         last = next((m for m in reversed(messages) if m.role is Role.ASSISTANT), None)
-        used = (last.prompt_tokens or 0) + (last.completion_tokens or 0) if last else 0
+        used = context_used(last.prompt_tokens, last.completion_tokens) if last else 0
         self.counter.set_used(used)
         self.status.show_context(used if last else None)
         if last is not None:
@@ -381,6 +382,16 @@ class ConversationController(QObject):
         if user is not None:
             user.assign_id(event.user_message_id)
         answer.assign_id(event.assistant_message_id)
+        # the prompt as sent is in the answer's record from its start: the counter shows it
+        # while the answer streams, not the empty chat's 0 or the last answer's total
+        self.tasks.run(self._show_prompt_of(event), what="reading the answer's prompt size")
+
+    async def _show_prompt_of(self, event: Started) -> None:
+        answer = await self.engine.conversations.message(event.assistant_message_id)
+        if event.conversation_id == self.current_id:
+            used = context_used(answer.prompt_tokens, answer.completion_tokens)
+            self.counter.set_used(used)
+            self.status.show_context(used)
 
     def _safety_notice(self, conversation_id: int, notice: SafetyNotice) -> None:
         if not shown_notices([notice]):
@@ -426,8 +437,8 @@ class ConversationController(QObject):
             widget.show_thinking(text)
 
     def _usage(self, conversation_id: int, usage: Usage) -> None:
-        if conversation_id == self.current_id:
-            self.status.show_usage(usage)
+        if conversation_id == self.current_id:  # its context: the record's, once it finishes
+            self.status.show_speed(usage.tokens_per_second, usage.time_to_first_token)
 
     async def _finished(self, stream: TurnStream, finished: Finished, draft: str) -> None:
         conversation_id = stream.conversation_id

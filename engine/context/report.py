@@ -7,7 +7,8 @@ Stored as JSON in the assistant message's `meta["context"]`; the context inspect
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 REPORT_META_KEY = "context"
@@ -26,6 +27,7 @@ class PartKind(enum.Enum):
     NEW_MESSAGE = "new_message"  # the message being answered
     ATTACHMENT = "attachment"  # a file the user attached, in the prompt with the new message (`text`: its name)
     THINKING = "thinking"  # an earlier answer's thinking: always DROPPED (engine/context/thinking.py)
+    TOOLS = "tools"  # the offered tools' definitions (`text`: their names; `items`: how many)
 
 
 class PartState(enum.Enum):
@@ -102,6 +104,20 @@ class ContextReport:
                 out[p.kind.value] = out.get(p.kind.value, 0) + p.tokens
         return out
 
+    def as_sent(self, prompt_ids: Sequence[int], rendered_prompt: str, tools: Sequence[str] = (),
+                dropped: str | None = None) -> ContextReport:
+        """This report for the prompt as the model read it, when more went in after assembly
+        (the offered tools' definitions): `prompt_ids` is that prompt, so `prompt_tokens` is
+        the answer's record (`MessageInfo.prompt_tokens`) and `rendered_prompt` its text; the
+        tools are one part costing what they added to the count."""
+        parts = self.parts
+        if tools or dropped:
+            added = max(0, len(prompt_ids) - self.prompt_tokens) if tools else 0
+            state = PartState.INCLUDED if tools else PartState.DROPPED
+            parts = (ContextPart(PartKind.TOOLS, state, added, text=", ".join(tools), items=len(tools),
+                                 note=dropped or ""), *parts)
+        return replace(self, prompt_tokens=len(prompt_ids), exact=True, rendered_prompt=rendered_prompt, parts=parts)
+
     def to_dict(self, *, include_prompt: bool = True) -> dict[str, Any]:
         return {
             "version": self.version, "window": self.window, "reserve": self.reserve,
@@ -124,6 +140,13 @@ class ContextReport:
             elapsed_ms=float(data.get("elapsed_ms", 0.0)), version=int(data.get("version", 1)),
             extra=dict(data.get("extra") or {}),
         )
+
+
+def context_used(prompt_tokens: int | None, completion_tokens: int | None) -> int:
+    """The context one answer filled, as the status bar and the composer show it: its prompt
+    as sent (the record's `prompt_tokens`, which the report and `wren context` show) and the
+    tokens it wrote."""
+    return (prompt_tokens or 0) + (completion_tokens or 0)
 
 
 def report_from_meta(meta: dict | None) -> ContextReport | None:

@@ -78,6 +78,7 @@ class TurnPlanner:
             if dropped:
                 log_event("tools.dropped", conversation_id=conv_id, offered=fitted.offered,
                           kept=len(tools.entries) if tools else 0, reason=dropped)
+        assembled = await self.as_sent(assembled, ids, tokenizer, tools, dropped)
         params = await self.sampling(options, settings, worker, len(ids), window)
         cut = cut_notices(assembled.report, cut_for) if cut_for is not None else []
         notices = [AnswerNotice(NoticeKind.ATTACHMENT_CUT, t) for t in cut]
@@ -124,6 +125,19 @@ class TurnPlanner:
             retrieved=retrieved, settings=ctx, attachments=files,
         )
         return await e.assembler_for(conv_id).assemble(request, allow_summarize=allow_summarize)
+
+    async def as_sent(self, assembled: AssembledContext, ids: list[int], tokenizer: Tokenizer,
+                      tools: ToolPlan | None, dropped: str | None) -> AssembledContext:
+        """`assembled` with its report made the prompt the model reads (engine/context/report.py
+        ContextReport.as_sent): with tools, their definitions are in it, so its text is the ids
+        decoded, as the model gets them; without, the assembler's rendering is that text."""
+        rendered = assembled.report.rendered_prompt
+        names = [s.name for s in tools.specs] if tools is not None else []
+        if tools is not None:
+            rendered = await asyncio.get_running_loop().run_in_executor(
+                None, lambda: tokenizer.decode(ids, skip_special_tokens=False))
+        report = assembled.report.as_sent(ids, rendered, names, dropped)
+        return dataclasses.replace(assembled, report=report)
 
     # -- sampling ------------------------------------------------------------------------
 

@@ -1,0 +1,56 @@
+"""The window's numbers agree with the answer's record (issue 34): the composer's count while an
+answer streams is its prompt, not the empty chat's 0; with a tool offered and a file attached,
+the status bar, the inspector and the record say the same prompt size, and the inspector's
+exact prompt holds the tool definitions and the file."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+
+from wren.engine.context.report import context_used
+from wren.engine.records import Role
+
+REPLY = " ".join(f"word{i}" for i in range(60))
+
+
+def _last_answer(window, arun):
+    messages = arun(window.engine.conversations.messages(window.conversations.current_id))
+    return next(m for m in reversed(messages) if m.role is Role.ASSISTANT)
+
+
+def test_the_composer_counts_the_prompt_while_the_first_answer_streams(open_window, qtbot, arun):
+    window = open_window(REPLY, delay=0.02)
+    label = window.composer.token_label
+    window.composer.edit.setPlainText("What is a good name for a cat?")
+    with qtbot.waitSignal(window.conversations.turn_finished, timeout=15000):
+        qtbot.keyClick(window.composer.edit, Qt.Key.Key_Return)
+        qtbot.waitUntil(lambda: bool(window.conversations.streams) and len(window.chat.last_answer().text()) > 5)
+        answer = _last_answer(window, arun)
+        assert answer.prompt_tokens
+        qtbot.waitUntil(lambda: label.text().startswith(f"{answer.prompt_tokens:,} / "), timeout=3000)
+        assert not label.text().startswith("0 /")
+    done = _last_answer(window, arun)
+    assert label.text().startswith(f"{context_used(done.prompt_tokens, done.completion_tokens):,} / ")
+
+
+def test_status_bar_inspector_and_record_agree_with_a_tool_and_a_file(open_window, send, qtbot, arun, tmp_path):
+    window = open_window("Lentil soup would suit you.")
+    send(window, "Hello")
+    qtbot.waitUntil(lambda: window.conversations.tools.loaded)
+    window.composer.tools_button.set_chosen("current_datetime", True)
+    note = tmp_path / "diet.md"
+    note.write_text("# Diet\n\nNo peanuts; vegetarian since 2019.\n", encoding="utf-8")
+    window.composer.attachment_bar.add(str(note))
+    window.composer.edit.setPlainText("What should I cook tonight?")
+    with qtbot.waitSignal(window.conversations.turn_finished, timeout=15000):
+        qtbot.keyClick(window.composer.edit, Qt.Key.Key_Return)
+    answer = _last_answer(window, arun)
+    used = context_used(answer.prompt_tokens, answer.completion_tokens)
+    assert window.status.context_label.text().startswith(f"context {used:,} / ")
+    inspector = arun(window.context.inspect(answer.id))
+    assert f"The prompt took {answer.prompt_tokens:,} of" in inspector.summary_label.text()
+    prompt = inspector.prompt_view.toPlainText()
+    assert "current_datetime" in prompt  # the tool's definition, as the model read it
+    assert any(row[0] == "Tools" for row in inspector.rows())
+
+    assert "No peanuts" in prompt  # and the attached file
