@@ -11,7 +11,7 @@ from typing import Any
 from ...errors import ModelFileError, UnsupportedArchitecture
 from .. import families
 
-SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3", "longrope")
+SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3", "longrope", "yarn")
 DEFAULT_MAX_CONTEXT = 8192
 
 
@@ -50,6 +50,7 @@ class ModelArgs:
     local_rope_theta: float = 0.0  # gemma3: the sliding layers' RoPE base, unscaled; 0: rope_theta
     final_logit_softcap: float = 0.0  # logits -> cap * tanh(logits / cap); 0: none
     qk_norm_whole: bool = False  # olmo2: RMSNorm over all of q and all of k (not per head)
+    attention_sinks: bool = False  # gpt-oss: a learned logit per head joins each softmax (self_attn.sinks)
 
     def __post_init__(self) -> None:
         if not self.num_key_value_heads:

@@ -55,6 +55,8 @@ def rope_inv_freq(args: ModelArgs, context_length: int = 0) -> torch.Tensor:
     factor = float(scaling["factor"])
     if kind == "linear":
         return inv / factor
+    if kind == "yarn":
+        return _yarn_inv_freq(args, scaling, inv)
     # llama3: long wavelengths are slowed by `factor`, short ones kept, the band between
     # interpolated, so the model keeps local precision while reaching longer contexts.
     low = float(scaling.get("low_freq_factor", 1.0))
@@ -82,17 +84,52 @@ def _longrope_factors(scaling, context_length: int) -> torch.Tensor:
     return torch.tensor(scaling["long_factor" if long else "short_factor"], dtype=torch.float64)
 
 
+def _yarn_inv_freq(args: ModelArgs, scaling, inv: torch.Tensor) -> torch.Tensor:
+    """YaRN (gpt-oss): frequencies turning fewer than beta_slow times over the pretraining
+    length are slowed by `factor`, those turning more than beta_fast times are kept, and a
+    linear ramp over the pair index blends the two between (transformers' formula)."""
+    dim, base = rotary_dim(args), args.rope_theta
+    factor = float(scaling["factor"])
+    original = float(scaling.get("original_max_position_embeddings") or args.max_position_embeddings)
+
+    def pair_of(rotations: float) -> float:  # the pair index that turns `rotations` times
+        return dim * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(base))
+
+    low, high = pair_of(float(scaling.get("beta_fast") or 32)), pair_of(float(scaling.get("beta_slow") or 1))
+    if scaling.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    ramp = ((torch.arange(dim // 2, dtype=torch.float64) - low) / ((high - low) or 0.001)).clamp(0, 1)
+    return inv / factor * ramp + inv * (1 - ramp)
+
+
 def rope_attention_factor(args: ModelArgs) -> float:
-    """LongRoPE's scale of the rotated part of q and k: sqrt(1 + ln(s) / ln(original)) for
-    a context stretched s times past the pretraining length (or the config's own)."""
+    """The scale of the rotated part of q and k. LongRoPE: sqrt(1 + ln(s) / ln(original)) for
+    a context stretched s times past the pretraining length (or the config's own). YaRN:
+    0.1 ln(factor) + 1 (or the config's own)."""
     scaling = args.rope_scaling
-    if not scaling or scaling.get("rope_type", scaling.get("type")) != "longrope":
+    kind = scaling.get("rope_type", scaling.get("type")) if scaling else None
+    if kind == "yarn":
+        assert scaling is not None
+        if scaling.get("attention_factor") is not None:
+            return float(scaling["attention_factor"])
+        return _yarn_mscale(float(scaling["factor"]), scaling.get("mscale"), scaling.get("mscale_all_dim"))
+    if not scaling or kind != "longrope":
         return 1.0
     if scaling.get("attention_factor") is not None:
         return float(scaling["attention_factor"])
     original = int(scaling["original_max_position_embeddings"])
     factor = args.max_position_embeddings / original
     return 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
+
+
+def _yarn_mscale(factor: float, mscale, mscale_all_dim) -> float:
+    def get(scale: float, m: float = 1.0) -> float:
+        return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
+    if mscale and mscale_all_dim:
+        return get(factor, float(mscale)) / get(factor, float(mscale_all_dim))
+    return get(factor)
 
 
 def rope_tables(args: ModelArgs, context_length: int, device, dtype: torch.dtype
@@ -149,11 +186,16 @@ def causal_mask(length: int, start: int, lo: int, window: int | None, device, dt
 # --- the attention product ------------------------------------------------------------------
 
 def attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
-           mask: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
+           mask: torch.Tensor | None = None, causal: bool = False,
+           sinks: torch.Tensor | None = None) -> torch.Tensor:
     """Grouped-query attention of q [B, L, heads, head_dim] over keys and values
     [B, kv_heads, T, head_dim]; returns [B, L, heads, head_dim]. `mask` is None (every key
     visible), a boolean [B or 1, 1, L, T] (True: visible) or an additive float [L, T];
-    `causal` (with no mask) makes query i see keys 0..i."""
+    `causal` (with no mask) makes query i see keys 0..i. `sinks` [heads] (gpt-oss): each
+    head's learned logit joins its softmax as one more column, whose weight is then
+    dropped, so a query may give its keys less than all of its attention."""
+    if sinks is not None:
+        return _sink_attend(q, keys, values, mask, causal, sinks)
     if q.shape[1] == 1 and q.device.type == "cpu":
         return _one_query(q, keys, values, mask)
     if (q.shape[1] <= _SHORT_QUERIES and q.device.type == "cpu" and not torch.compiler.is_compiling()
@@ -192,6 +234,28 @@ def _one_query(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
     else:
         out = _bmm_softmax_bmm(q, keys, values, mask)
     return out.to(values.dtype).view(batch, 1, heads, head_dim)
+
+
+def _sink_attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None,
+                 causal: bool, sinks: torch.Tensor) -> torch.Tensor:
+    """attend() with attention sinks, in float32 for any number of queries: each kv head's
+    query heads against its keys, the sink logit appended to each row of scores before the
+    softmax and its column dropped after (SDPA has no place for it)."""
+    batch, length, heads, head_dim = q.shape
+    kv_heads, span = keys.shape[1], keys.shape[2]
+    group = heads // kv_heads
+    grouped = q.reshape(batch, length, kv_heads, group, head_dim).permute(0, 2, 3, 1, 4).float() * head_dim**-0.5
+    scores = grouped @ keys.float()[:, :, None].transpose(-1, -2)  # [B, kv_heads, group, L, T]
+    if causal and mask is None:
+        mask = causal_mask(length, 0, 0, None, q.device, torch.float32)
+    if mask is not None and mask.dtype == torch.bool:
+        scores = scores.masked_fill(~mask[:, :, None], float("-inf"))
+    elif mask is not None:
+        scores = scores + mask
+    sink = sinks.float().view(1, kv_heads, group, 1, 1).expand(batch, -1, -1, length, 1)
+    probs = torch.softmax(torch.cat((scores, sink), dim=-1), dim=-1)[..., :span]
+    out = probs @ values.float()[:, :, None]  # [B, kv_heads, group, L, head_dim]
+    return out.permute(0, 3, 1, 2, 4).reshape(batch, length, heads, head_dim).to(values.dtype)
 
 
 # Up to this many queries (a short message after a cached history, a prompt's last piece)
@@ -285,6 +349,8 @@ class Attention(nn.Module):
         self.qk_norm_whole = args.qk_norm_whole
         norm_shape = (args.q_size + args.kv_size,) if args.qk_norm_whole else (self.n_heads + self.n_kv, self.head_dim)
         self.qk_norm = nn.Parameter(torch.empty(norm_shape), requires_grad=False) if args.qk_norm else None
+        # gpt-oss: each query head's sink logit (attend's `sinks`)
+        self.sinks = nn.Parameter(torch.empty(self.n_heads), requires_grad=False) if args.attention_sinks else None
         # Buffers, not plain attributes: a compiled block then takes them as inputs, so
         # one compiled graph serves every layer.
         self.register_buffer("k_cache", None, persistent=False)
@@ -347,11 +413,11 @@ class Attention(nn.Module):
         lo = first_visible_key(start, self.window)
         keys, values = k_cache[:, :, lo:end], v_cache[:, :, lo:end]
         if length == 1:  # one query sees every key in the slice: no mask needed
-            return self.output(attend(q, keys, values))
+            return self.output(attend(q, keys, values, sinks=self.sinks))
         if start == 0 and self.window is None:
-            return self.output(attend(q, keys, values, causal=True))
+            return self.output(attend(q, keys, values, causal=True, sinks=self.sinks))
         mask = causal_mask(length, start, lo, self.window, x.device, q.dtype)
-        return self.output(attend(q, keys, values, mask))
+        return self.output(attend(q, keys, values, mask, sinks=self.sinks))
 
     def export_slot(self, n: int, slot: int) -> tuple[torch.Tensor, ...]:
         """Copies of `slot`'s first n cached keys and values (a ring: all of it, and the
@@ -383,7 +449,7 @@ class Attention(nn.Module):
         self.v_slots[slot_ids, :, pos] = v[:, 0]
         span = key_pos.shape[-1]
         mask = visible(pos[:, None], key_pos, self.window)[:, None, None, :]
-        out = attend(q, self.k_slots[rows, :, :span], self.v_slots[rows, :, :span], mask)
+        out = attend(q, self.k_slots[rows, :, :span], self.v_slots[rows, :, :span], mask, sinks=self.sinks)
         return self.output(out)
 
 
@@ -425,16 +491,16 @@ def ring_attend_one(attn: Attention, q: torch.Tensor, k: torch.Tensor, v: torch.
         held[:, at : at + 1] = start
         n = min(start + 1, size)
         if start < window:  # entries 0..start hold positions 0..start, all in the window
-            return attend(q, k_cache[:, :, :n], v_cache[:, :, :n])
+            return attend(q, k_cache[:, :, :n], v_cache[:, :, :n], sinks=attn.sinks)
         mask = visible(start, held[:, :n], window)[:, None, None, :]
-        return attend(q, k_cache[:, :, :n], v_cache[:, :, :n], mask)
+        return attend(q, k_cache[:, :, :n], v_cache[:, :, :n], mask, sinks=attn.sinks)
     # A chunk: the window before it, gathered in position order, then its own keys.
     lo = first_visible_key(start, window)
     before = torch.arange(lo, start, device=k.device) % size
     keys = torch.cat((k_cache[:, :, before], kt), dim=2)
     values = torch.cat((v_cache[:, :, before], vt), dim=2)
     mask = causal_mask(length, start, lo, window, q.device, q.dtype)
-    out = attend(q, keys, values, mask)
+    out = attend(q, keys, values, mask, sinks=attn.sinks)
     end = start + length
     first = max(start, end - size)  # older ones would be overwritten within the chunk
     positions = torch.arange(first, end, device=k.device)
@@ -456,7 +522,7 @@ def ring_attend_rows(attn: Attention, q: torch.Tensor, k: torch.Tensor, v: torch
     n = min(key_pos.shape[-1], size)
     held = attn.pos_slots[rows, :n]
     mask = (visible(pos[:, None], held, attn.window) & (held >= 0))[:, None, None, :]
-    return attend(q, attn.k_slots[rows, :, :n], attn.v_slots[rows, :, :n], mask)
+    return attend(q, attn.k_slots[rows, :, :n], attn.v_slots[rows, :, :n], mask, sinks=attn.sinks)
 
 
 def ring_resumable(attn: Attention, start: int, slot: int) -> bool:
