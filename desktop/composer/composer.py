@@ -233,6 +233,7 @@ class Composer(QWidget):
         row.addWidget(self.edit, 1)
         row.addWidget(self.send_button, 0, Qt.AlignmentFlag.AlignBottom)
         row.addWidget(self.stop_button, 0, Qt.AlignmentFlag.AlignBottom)
+        self._row = row
         self.tools_button = ToolsButton()  # which tools this chat may use (SendOptions.tools)
         self.attachment_bar = AttachmentBar()  # files for read_attachment (SendOptions.attachments)
         self.tokens_button = QToolButton()
@@ -328,6 +329,12 @@ class Composer(QWidget):
             # comes back, unless the user is typing in another field there.
             if window.isActiveWindow() or not isinstance(focus, (QLineEdit, QPlainTextEdit, QTextEdit)):
                 self.edit.setFocus()
+
+    def add_row_widget(self, widget: QWidget) -> None:
+        """A control beside Send (the microphone), before it in the tab order."""
+        self._row.insertWidget(self._row.indexOf(self.send_button), widget, 0, Qt.AlignmentFlag.AlignBottom)
+        QWidget.setTabOrder(self.edit, widget)
+        QWidget.setTabOrder(widget, self.send_button)
 
     def add_panel(self, widget: QWidget) -> None:
         """A panel above the editor that belongs to the draft (the safety check)."""
