@@ -420,7 +420,7 @@ class Turns:
         log_event("answer.continued", conversation_id=answer.conversation_id, message_id=answer.id,
                   kept_chars=len(answer.content), prompt_tokens=len(ids))
         async for event in self.stream(worker, answer, ids, params, started, messages=None, prefix=answer.content,
-                                       thought=answer.reasoning):
+                                       thought=answer.reasoning, kept_tokens=len(done)):
             yield event
 
     # -- tools -------------------------------------------------------------------------
@@ -461,7 +461,8 @@ class Turns:
                      params: SamplingParams, started: Started, *, tools: _ToolSession | None = None,
                      messages: list[dict] | None = None,
                      constraint: Constraint | None = None, prefix: str = "", thought: str = "",
-                     typed: str | None = None, early: _Early | None = None) -> AsyncIterator[Event]:
+                     typed: str | None = None, early: _Early | None = None,
+                     kept_tokens: int = 0) -> AsyncIterator[Event]:
         """Generate the answer; with `tools`, each call the model writes pauses it: the call
         runs, its result joins the prompt and the same answer goes on (docs/tools.md). Stacked
         from engine/turn/: rounds' text, checkpoints, calls (tool_round.py), last write (finish.py).
@@ -475,6 +476,7 @@ class Turns:
             [prefix] if prefix else [],  # a continued answer keeps its text (continue_answer)
             AnswerLogprobs(params, answer.meta, prefix),
             Checkpoints(lambda text: e.db(store.update_message, answer.id, content=text), len(prefix)))
+        state.kept_tokens = kept_tokens
         if thought:  # a continued answer's thinking so far: kept, and gone on with if it was cut
             state.thinking.append(thought)
         runner = None if tools is None else ToolTurn(

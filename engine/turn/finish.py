@@ -50,7 +50,7 @@ def final_fields(answer: MessageInfo, state: AnswerState) -> dict[str, Any]:
         fields["meta"] = meta
     usage = state.usage()
     if usage is not None:
-        fields.update(completion_tokens=usage.completion_tokens, time_to_first_token=usage.time_to_first_token,
+        fields.update(completion_tokens=usage.completion_tokens + state.kept_tokens, time_to_first_token=usage.time_to_first_token,
                       tokens_per_second=usage.tokens_per_second)
     return fields
 

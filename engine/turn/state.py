@@ -32,6 +32,7 @@ class AnswerState:
     thinking: list[str] = field(default_factory=list)  # the Reasoning events' text, every round's
     thought_from: float | None = None  # time.monotonic() at the first and the latest Reasoning
     thought_to: float | None = None
+    kept_tokens: int = 0  # a continued answer's tokens from before (its record counts the whole answer)
 
     def thought(self, text: str, now: float) -> None:
         """A Reasoning event's text arrived at `now`."""

@@ -43,3 +43,30 @@ def test_the_report_counts_and_shows_the_tools_and_the_file_the_model_read(make_
     # `wren context` says the same number
     assert f"prompt {answer.prompt_tokens:,} of" in format_report(report, answer.id)
     assert json.loads(json.dumps(report.to_dict()))["parts"][0]["kind"] == "tools"
+
+
+def test_continue_keeps_the_context_an_answer_filled(make_engine):
+    """Continue adds to the answer's tokens: the record's prompt + answer (the status bar's
+    number, context_used) grows; it fell to the prompt + the new tokens only."""
+    from wren.engine.context.report import context_used
+    from wren.engine.events import Delta
+
+    async def main():
+        engine = make_engine(" ".join(f"w{i}" for i in range(300)), delay=0.003)
+        conv = await engine.conversations.create()
+        seen = 0
+        async for event in engine.chat.send(conv.id, "count"):
+            seen += isinstance(event, Delta)
+            if seen == 20:
+                engine.chat.stop(conv.id)
+        cut = (await engine.conversations.messages(conv.id))[-1]
+        _ = [e async for e in engine.chat.continue_answer(cut.id)]
+        grown = (await engine.conversations.messages(conv.id))[-1]
+        whole = len(engine.scripted.loaded[0].tokenizer.encode(grown.content))
+        await engine.close()
+        return cut, grown, whole
+
+    cut, grown, whole = asyncio.run(main())
+    assert grown.id == cut.id and len(grown.content) > len(cut.content) and cut.completion_tokens
+    assert abs(grown.completion_tokens - whole) <= 3  # the whole answer's tokens, as read back
+    assert context_used(grown.prompt_tokens, grown.completion_tokens) > context_used(cut.prompt_tokens, cut.completion_tokens)
