@@ -320,7 +320,8 @@ class Composer(QWidget):
         self.edit.setEnabled(ready)
         self.reason_label.setText(reason)
         self.reason_label.setVisible(not ready and bool(reason))
-        self.edit.setPlaceholderText("Message Wren" if ready else (reason or "Not ready"))
+        # the reason is in its own line: the empty box does not say it a second time
+        self.edit.setPlaceholderText("Message Wren" if ready else ("" if reason else "Not ready"))
         self._update_buttons()
         if ready and self.isVisible():
             window = self.window()

@@ -84,8 +84,12 @@ class ModelController(QObject):
         shown = name or await self.engine.settings.get("model") or "the starter model"
         self.is_loading = True
         self.loading.emit()
+        # said once, in the line above the message box; the status bar shows the name beside its
+        # busy bar, and the last answer's speed and context are not this model's
         self.composer.set_ready(False, f"Loading {shown}… Wren answers as soon as it is ready.")
-        self.status.show_loading(f"Loading {shown}…")
+        self.status.show_loading(shown)
+        self.status.show_speed(None, None)
+        self.status.show_context(None)
         self.counter.set_model(None, 0)
         try:
             status = await self.engine.models.load(name, backend=backend)

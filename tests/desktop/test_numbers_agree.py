@@ -6,6 +6,7 @@ exact prompt holds the tool definitions and the file."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel
 
 from wren.engine.context.report import context_used
 from wren.engine.records import Role
@@ -54,3 +55,29 @@ def test_status_bar_inspector_and_record_agree_with_a_tool_and_a_file(open_windo
     assert any(row[0] == "Tools" for row in inspector.rows())
 
     assert "No peanuts" in prompt  # and the attached file
+
+
+def test_while_a_model_loads_loading_is_said_once_and_no_old_numbers_show(open_window, send, qtbot, arun, aloop):
+    import asyncio
+
+    window = open_window(REPLY, delay=0.002)
+    send(window, "first")
+    assert "tokens/s" in window.status.speed_label.text() and window.status.context_label.text()
+    gate = asyncio.Event()
+    real_load = window.engine.models.load
+
+    async def held_load(*args, **kwargs):  # the real load, once the test has looked
+        await gate.wait()
+        return await real_load(*args, **kwargs)
+
+    window.engine.models.load = held_load
+    window.models.load_in_background("tiny")
+    qtbot.waitUntil(lambda: window.models.is_loading)
+    texts = [w.text() for w in window.findChildren(QLabel) if w.isVisible()]
+    texts += [window.composer.edit.placeholderText()]
+    assert sum("Loading" in t for t in texts) == 1, texts
+    assert window.status.speed_label.text() == "" and window.status.context_label.text() == ""
+    assert window.status.progress.isVisible()
+    with qtbot.waitSignal(window.models.loaded, timeout=20000):
+        gate.set()
+    assert window.composer.edit.placeholderText() == "Message Wren"
