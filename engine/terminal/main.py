@@ -126,6 +126,7 @@ def _extensions():
     from .completion import register as completion
     from .continuation import register as continue_answer
     from .data import register as data
+    from .docs import register as docs
     from .memory import register as memory
     from .providers import register as providers
     from .resident import register as resident
@@ -135,7 +136,8 @@ def _extensions():
     from .tools import register as tools
     from .voice import register as voice
 
-    return [safety, memory, completion, serve, providers, tools, tokens, data, continue_answer, resident, voice]
+    return [safety, memory, completion, serve, providers, tools, tokens, data, continue_answer, resident, voice,
+            docs]
 
 
 def _print_notices(engine) -> None:
