@@ -112,6 +112,7 @@ class ModelsPage(QWidget):
         self.import_status = QLabel()
         self.import_status.setObjectName("importStatus")
         self.import_status.setWordWrap(True)
+        self._status_model: str | None = None  # the model import_status speaks of
         self.error_label = QLabel()
         self.error_label.setObjectName("modelsError")
         self.error_label.setWordWrap(True)
@@ -171,6 +172,8 @@ class ModelsPage(QWidget):
             row.delete_requested.connect(self.confirm_delete)
             self.installed_box.addWidget(row)
             self.installed_rows[info.name] = row
+        if self._status_model is not None and self._status_model not in self.installed_rows:
+            self._say_about(None, "")  # "Imported X" is no longer true once X is gone
         if not models:
             self.import_status.setText("No models are installed yet: download one below or import a GGUF file.")
         self._order_tabs()
@@ -243,7 +246,7 @@ class ModelsPage(QWidget):
         finally:
             self.downloads.pop(entry_id, None)
         row.set_progress(info.size_bytes, info.size_bytes)
-        self.import_status.setText(f"Installed “{info.name}”. Make it the default to chat with it.")
+        self._say_about(info.name, f"Installed “{info.name}”. Make it the default to chat with it.")
         await self._changed()
         return info
 
@@ -315,9 +318,14 @@ class ModelsPage(QWidget):
         finally:
             self.import_progress.hide()
             self.import_button.setEnabled(True)
-        self.import_status.setText(f"Imported “{info.name}”.")
+        self._say_about(info.name, f"Imported “{info.name}”.")
         await self._changed()
         return info
+
+    def _say_about(self, name: str | None, text: str) -> None:
+        """The status line under Import, about the model `name` (cleared when it is deleted)."""
+        self._status_model = name
+        self.import_status.setText(text)
 
     def _import_progress(self, done: int, total: int) -> None:
         if total > 0:
