@@ -18,7 +18,7 @@ import qasync
 from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from wren.engine.api import Engine
+from wren.engine.api import Engine, install_network_guard
 from wren.engine.crashreport import (
     asyncio_exception_handler,
     install_crash_hooks,
@@ -286,6 +286,7 @@ async def _run(args: argparse.Namespace, instance: SingleInstance) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
+    install_network_guard("window")  # every connection recorded, and the offline lock kept (engine/network)
     argv = sys.argv[1:] if argv is None else argv
     args = _parse(argv)
     args.began = began

@@ -2,7 +2,7 @@
 
 A front end opens one `Engine` and reaches everything through its services, each an
 attribute: `engine.conversations`, `engine.chat`, `engine.models`, `engine.memories`,
-`engine.settings`, `engine.safety`, `engine.tools`, `engine.providers`, `engine.privacy`
+`engine.settings`, `engine.safety`, `engine.tools`, `engine.providers`, `engine.privacy`, `engine.voice`
 (docs/architecture.md). The core's own members (the database thread `db`, the stores, the
 policy, the loaded model session, the notices) come from `engine.core.Core`. Each service
 is given the core and the services it uses, so they form a tree with no cycles, and none
@@ -26,6 +26,8 @@ from .logs import log_event
 from .memory.facade import Memories
 from .modelhub.registry import ModelRegistry
 from .models import Models
+from .network.facade import NetworkPrivacy
+from .network.guard import install as install_network_guard
 from .privacy import Privacy, purge_conversations
 from .providers.facade import Providers
 from .records import EngineNotice
@@ -36,6 +38,9 @@ from .store import Store
 from .tokenize import Tokenizer
 from .tools.facade import Tools
 from .turns import Turns
+from .voice.service import VoiceService
+
+__all__ = ["Engine", "install_network_guard"]
 
 
 class Engine(Core):
@@ -59,6 +64,8 @@ class Engine(Core):
         self.providers = Providers(self, self.settings)
         self.models = Models(self, self.settings, self.providers)
         self.privacy = Privacy(self)
+        self.voice = VoiceService(self.settings)  # dictation and read-aloud (engine/voice)
+        self.network = NetworkPrivacy()  # the network ledger and the offline lock (engine/network)
         self.conversations = Conversations(self, self.tools, self.privacy)
         # The answering half uses the core and the services above (engine/turns.py, TurnHost).
         turns = Turns(self)

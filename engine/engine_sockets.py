@@ -51,6 +51,9 @@ ENV_NAMES = (
     # threads and devices
     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
     "WREN_GPU_LAYERS", "WREN_GPU_MEMORY",  # how many layers a GPU holds (engine/inference/placement.py)
+    # the offline lock of a managed machine (engine/network/lock.py): a resident engine started
+    # without it must not answer a shell that has it
+    "WREN_OFFLINE",
 )
 # Secrets a remote model's answer reads from the environment (engine/providers/keys.py): an
 # engine started without a shell's key must not answer that shell with another key, so they
@@ -120,8 +123,11 @@ def send(writer: asyncio.StreamWriter, message: dict) -> None:
 
 async def connect(path: Path) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
     """A line to the engine listening on `path`, or None when none listens there."""
+    from .network.purpose import Part, acting
+
     try:
-        return await asyncio.open_unix_connection(str(path), limit=LINE_LIMIT)
+        with acting(Part.ENGINE, "`wren ask` reaching a running engine"):  # recorded in the network ledger
+            return await asyncio.open_unix_connection(str(path), limit=LINE_LIMIT)
     except OSError:  # no socket there, or nobody listening on it (an engine that died)
         return None
 

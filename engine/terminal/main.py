@@ -128,6 +128,7 @@ def _extensions():
     from .data import register as data
     from .docs import register as docs
     from .memory import register as memory
+    from .privacy import register as privacy
     from .providers import register as providers
     from .resident import register as resident
     from .safety import register as safety
@@ -136,7 +137,7 @@ def _extensions():
     from .tools import register as tools
     from .voice import register as voice
 
-    return [safety, memory, completion, serve, providers, tools, tokens, data, continue_answer, resident, voice,
+    return [safety, memory, completion, serve, providers, tools, tokens, data, continue_answer, resident, voice, privacy,
             docs]
 
 
