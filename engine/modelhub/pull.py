@@ -34,6 +34,8 @@ from ..errors import (
     UnsupportedQuantization,
     WrenError,
 )
+from ..network.guard import check_url
+from ..network.purpose import Part, acting
 from .gguf_header import gguf_header_length
 from .hub import hub_endpoint
 from .resolve import DEFAULT_QUANT, PullPlan, first_line, hub_call, quant_label, resolve
@@ -65,6 +67,13 @@ def pull(registry: Any, plan: PullPlan, *, name: str | None = None, progress: Pr
     Cancelled, keeping the partial file for the next pull of the same file."""
     name = name if name is not None else plan.default_name
     _check_name(registry, name)
+    with acting(Part.MODEL_DOWNLOAD, f"model pull of {plan.repo}"):
+        check_url(hub_endpoint())  # locked: said before anything is fetched or made
+        return _pull(registry, plan, name, progress, cancel)
+
+
+def _pull(registry: Any, plan: PullPlan, name: str, progress: Progress | None,
+          cancel: threading.Event | None) -> Any:
     if plan.kind == "folder":
         return _pull_folder(registry, plan, name, progress, cancel)
     root = Path(registry.root)

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidRequest, ModelFileError, ModelNotFound, WrenError
+from ..network.guard import check_url
+from ..network.purpose import Part, acting
 from .hub import FOLDER_PATTERNS, hub_endpoint
 
 DEFAULT_QUANT = "Q4_K_M"
@@ -144,6 +146,12 @@ def _folder_plan(repo: str, commit: str, siblings: dict[str, Any], endpoint: str
 
 def hub_call(repo: str, call: Callable[[Any], Any], endpoint: str) -> Any:
     """Run a huggingface_hub call, turning its many error types into one clear WrenError."""
+    with acting(Part.MODEL_DOWNLOAD, f"model pull of {repo}"):
+        check_url(endpoint)  # the offline lock says so here, before the client retries a refused connection
+        return _hub_call(repo, call, endpoint)
+
+
+def _hub_call(repo: str, call: Callable[[Any], Any], endpoint: str) -> Any:
     try:
         from huggingface_hub import HfApi
         from huggingface_hub.errors import (

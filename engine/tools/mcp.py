@@ -45,6 +45,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidRequest, NotFound, WrenError
+from ..network import sandbox
+from ..network.guard import check_url
+from ..network.lock import NetworkLocked, OfflineLocked
+from ..network.purpose import Part, acting
 from ..threadloop import LoopThread
 from . import mcp_config
 from .mcp_config import McpServerConfig
@@ -191,7 +195,8 @@ class _Connection:
             loop = asyncio.get_running_loop()
             ready: asyncio.Future = loop.create_future()
             run = self._run = _Run()
-            run.task = loop.create_task(self._hold(run, ready, start_timeout), name=f"mcp:{self.config.name}")
+            with acting(Part.MCP_SERVER, f"MCP server '{self.config.name}'"):  # the task keeps it (engine/network)
+                run.task = loop.create_task(self._hold(run, ready, start_timeout), name=f"mcp:{self.config.name}")
             try:
                 # The connection enforces start_timeout itself; this is a backstop.
                 await asyncio.wait_for(asyncio.shield(ready), start_timeout + STOP_TIMEOUT)
@@ -274,8 +279,10 @@ class _Connection:
             from .mcp_stdio import stdio_client  # the SDK's, with a linear reader and a size limit
 
             assert stderr_write is not None
-            params = StdioServerParameters(command=self.config.command, args=list(self.config.args),
-                                           env=dict(self.config.env) or None)
+            start = sandbox.launch(self.config.name, self.config.command, list(self.config.args))
+            if start.note is not None:  # under the offline lock: without network, or said plainly that it is not
+                self.log.add("wren", start.note)
+            params = StdioServerParameters(command=start.command, args=start.args, env=dict(self.config.env) or None)
             errlog = os.fdopen(os.dup(stderr_write), "w")
             stack.callback(errlog.close)
             target: Any = stdio_client(params, errlog=errlog)
@@ -283,10 +290,11 @@ class _Connection:
             from mcp.client.streamable_http import streamable_http_client
             from mcp.shared._httpx_utils import create_mcp_http_client
 
+            assert self.config.url is not None
+            check_url(self.config.url)  # the offline lock refuses a server that is not loopback, by name
             http = create_mcp_http_client(headers=dict(self.config.headers) or None)
             stack.push_async_callback(http.aclose)
             # Room for a big result in one event; MAX_RESULT_CHARS cuts it afterwards.
-            assert self.config.url is not None
             target = streamable_http_client(self.config.url, http_client=http, max_sse_event_size=64 << 20)
         return Client(target, client_info=Implementation(name="wren", version=__version__), cache=None,
                       log_level="info", logging_callback=self._on_log, message_handler=self._on_message)
@@ -511,6 +519,8 @@ def _describe(exc: BaseException) -> str:
 
 def _describe_start_error(exc: BaseException, config: McpServerConfig, timeout: float) -> str:
     for e in _chain(exc):
+        if isinstance(e, (OfflineLocked, NetworkLocked)):
+            return str(e)
         if isinstance(e, FileNotFoundError) and config.command is not None:
             return f"the command {config.command!r} was not found (is it installed and on PATH?)"
         if isinstance(e, PermissionError) and config.command is not None:

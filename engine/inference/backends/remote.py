@@ -175,6 +175,7 @@ class OpenAIClient:
         """A non-streamed request, with the retry rules; raises RemoteError on an error status."""
         import httpx
 
+        self._check_lock()
         key = str(uuid.uuid4())
         attempt = 0
         while True:
@@ -207,6 +208,7 @@ class OpenAIClient:
         """POST /chat/completions with stream=true; ChatChunks as they arrive."""
         import httpx
 
+        self._check_lock()
         body = chat_body(model, messages, params)
         key = request_id or str(uuid.uuid4())
         attempt = 0
@@ -252,6 +254,17 @@ class OpenAIClient:
                 await self.transport.sleep(delay)
                 attempt += 1
 
+    def _check_lock(self) -> None:
+        """The offline lock refuses a provider that is not loopback here, in its own words
+        (a RemoteError: the answer fails saying so), before httpx retries a refused connection."""
+        from ...network.guard import check_url
+        from ...network.lock import OfflineLocked
+
+        try:
+            check_url(self.base_url)
+        except OfflineLocked as exc:
+            raise RemoteError(str(exc)) from None
+
     @staticmethod
     def _is_tls(exc: BaseException) -> bool:
         import ssl
@@ -265,6 +278,11 @@ class OpenAIClient:
 
     def _transport_error(self, exc: BaseException) -> RemoteError:
         import httpx
+
+        from ...network.lock import locked_in
+
+        if (locked := locked_in(exc)) is not None:  # refused under the lock past _check_lock (a redirect)
+            return RemoteError(str(locked))
 
         if self._is_tls(exc):
             return RemoteTLSError(
@@ -590,6 +608,12 @@ class RemoteWorker:
         return self._loaded
 
     async def _load(self) -> None:
+        from ...network.purpose import Part, acting
+
+        with acting(Part.REMOTE_PROVIDER, f"loading the remote model {self.name}"):
+            await self._load_model()
+
+    async def _load_model(self) -> None:
         try:
             model = self.backend.load(None)
         except BaseException as exc:
@@ -658,7 +682,10 @@ class RemoteWorker:
         run = _RemoteAnswer(self.model, sink)
         messages = self._outgoing(request.messages)
         self.sent_messages += 1
-        await run.stream(messages, request)
+        from ...network.purpose import Part, acting
+
+        with acting(Part.REMOTE_PROVIDER, f"an answer from the remote model {self.name}"):
+            await run.stream(messages, request)
         end = time.perf_counter()
         prompt_tokens, completion_tokens = run.server_usage
         if prompt_tokens is None:
