@@ -34,6 +34,7 @@ from ..composer.prewarm import Prewarmer
 from ..models.dialog import ModelsDialog
 from ..safety.gate import SendGate
 from ..sidebar.sidebar import Sidebar
+from ..voice.controls import VoiceControls
 from ..wheel import install_wheel_guard
 from .chat_settings import open_chat_settings
 from .context import ContextController
@@ -111,6 +112,7 @@ class MainWindow(QMainWindow):
         self.conversations.opened.connect(
             lambda _cid: self.tasks.run(self.context.mark_gone(), what="checking memories"))
         self._build_actions()
+        self.voice = VoiceControls(self, engine.voice)  # the microphone, read-aloud, the Voice menu
         self._connect()
         self.keys = ComposerKeys(self, self.composer.edit)
         install_wheel_guard(self.keys.app)  # every dialog the window opens is covered too
@@ -330,7 +332,7 @@ class MainWindow(QMainWindow):
         for message in self.chat.message_widgets():
             stops += _stops_in_reading_order(message)
         stops += _stops_in_reading_order(self.gate.panel)
-        stops += [self.composer.edit, self.composer.send_button, self.composer.stop_button]
+        stops += [self.composer.edit, self.voice.mic, self.composer.send_button, self.composer.stop_button]
         stops += [self.composer.tools_button, self.composer.tokens_button, *_stops_in_reading_order(self.composer.attachment_bar)]
         return stops
 
@@ -500,6 +502,7 @@ class MainWindow(QMainWindow):
             self.hidden_to_tray.emit()
             return
         event.accept()
+        self.voice.close()
         if self.models_dialog is not None:
             self.models_dialog.hide()
         self.quit_requested.emit()

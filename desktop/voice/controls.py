@@ -1,0 +1,224 @@
+"""The voice controls of the window: the microphone button beside Send, a panel with the level
+meter and the words heard so far, the Voice menu (dictate, voice mode, read the last answer
+aloud, pause, stop, pace), and voice mode — listen → send → read the answer aloud → listen,
+where speaking over Wren stops it (barge-in) and starts the next question."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QObject, Qt
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QToolButton, QWidget
+
+from .devices import default_input, default_output
+from .dictation import Dictation
+from .reader import ReadAloud
+
+METER_FLOOR_DB = -60.0
+SPEEDS = (0.75, 1.0, 1.25, 1.5)
+
+
+class VoicePanel(QWidget):
+    """Above the composer while listening: a level meter and the words heard so far."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("voicePanel")
+        self.meter = QProgressBar()
+        self.meter.setObjectName("voiceMeter")
+        self.meter.setAccessibleName("Microphone level")
+        self.meter.setRange(0, int(-METER_FLOOR_DB))
+        self.meter.setTextVisible(False)
+        self.meter.setFixedWidth(90)
+        self.meter.setMaximumHeight(8)
+        self.label = QLabel()
+        self.label.setObjectName("voiceHeard")
+        self.label.setAccessibleName("What Wren heard")
+        self.label.setWordWrap(True)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.meter, 0, Qt.AlignmentFlag.AlignVCenter)
+        row.addWidget(self.label, 1)
+        self.hide()
+
+    def show_level(self, db: float) -> None:
+        self.meter.setValue(int(max(0.0, min(-METER_FLOOR_DB, db - METER_FLOOR_DB))))
+
+    def say(self, text: str) -> None:
+        self.label.setText(text)
+        self.show()
+
+
+class VoiceControls(QObject):
+    def __init__(self, window: Any, voice: Any, *, input_factory=default_input,
+                 output_factory=default_output) -> None:
+        """`window`: the MainWindow (its composer, chat, conversations and menu bar)."""
+        super().__init__(window)
+        self.window: Any = window
+        self.voice = voice  # engine.voice
+        self.dictation = Dictation(voice, input_factory=input_factory, parent=self)
+        self.reader = ReadAloud(voice, output_factory=output_factory, parent=self)
+        self.barge_in = Dictation(voice, input_factory=input_factory, parent=self)  # speech detection only
+        self.panel = VoicePanel()
+        self.mic = QToolButton()
+        self.mic.setObjectName("micButton")
+        self.mic.setText("Mic")
+        self.mic.setCheckable(True)
+        self.mic.setAccessibleName("Dictate")
+        self.mic.setToolTip("Dictate: speak, and the words land in the message box (Ctrl+Shift+Space)")
+        self.mic.toggled.connect(self._mic_toggled)
+        self.window.composer.add_panel(self.panel)
+        self.window.composer.add_row_widget(self.mic)
+        self._build_menu()
+        self._voice_mode = False
+        d = self.dictation
+        d.level.connect(self.panel.show_level)
+        d.partial.connect(lambda text: self.panel.say(f"Listening… {text}"))
+        d.speech_started.connect(lambda: self.reader.stop())
+        d.finished.connect(self._heard)
+        d.failed.connect(self._failed)
+        d.listening.connect(self._listening)
+        self.barge_in.speech_started.connect(self._barged_in)
+        self.reader.failed.connect(self._failed)
+        self.reader.speaking.connect(self._speaking)
+        self.window.conversations.turn_finished.connect(self._answered)
+
+    # -- the menu ---------------------------------------------------------------------
+
+    def _build_menu(self) -> None:
+        w = self.window
+        self.dictate_action = self._action("&Dictate", self.toggle_dictation, "Ctrl+Shift+Space", "dictateAction")
+        self.voice_mode_action = self._action("&Voice mode (talk and listen)", self.set_voice_mode, "Ctrl+Shift+V",
+                                              "voiceModeAction", checkable=True)
+        self.read_action = self._action("&Read the last answer aloud", self.read_last_answer, "Ctrl+Shift+R",
+                                        "readAloudAction")
+        self.pause_action = self._action("&Pause reading", self.reader.pause, None, "pauseReadingAction", checkable=True)
+        self.stop_reading_action = self._action("&Stop reading", self.stop_reading, "Ctrl+Shift+.", "stopReadingAction")
+        menu = w.menuBar().addMenu("&Voice")
+        help_menu = next((a for a in w.menuBar().actions() if a.text() == "&Help"), None)
+        if help_menu is not None:
+            w.menuBar().insertMenu(help_menu, menu)
+        for a in (self.dictate_action, self.voice_mode_action, self.read_action, self.pause_action,
+                  self.stop_reading_action):
+            menu.addAction(a)
+        pace = menu.addMenu("Reading &pace")
+        for speed in SPEEDS:
+            a = QAction(f"{speed:g}×", self, checkable=True, checked=speed == 1.0)
+            a.triggered.connect(lambda _on=False, s=speed: self.set_speed(s))
+            pace.addAction(a)
+        self.pace_menu = pace
+
+    def _action(self, text: str, slot, shortcut: str | None, name: str, *, checkable: bool = False) -> QAction:
+        action = QAction(text, self.window)
+        action.setObjectName(name)
+        action.setCheckable(checkable)
+        if shortcut:
+            action.setShortcut(QKeySequence(shortcut))
+        (action.toggled if checkable else action.triggered).connect(slot)
+        self.window.addAction(action)
+        return action
+
+    # -- dictation ------------------------------------------------------------------------
+
+    def toggle_dictation(self) -> None:
+        if self.dictation.active:
+            self.dictation.stop()
+        else:
+            self.reader.stop()
+            self.dictation.start()
+
+    def _mic_toggled(self, on: bool) -> None:
+        if on != self.dictation.active:
+            self.toggle_dictation()
+
+    def _listening(self, on: bool) -> None:
+        self.mic.blockSignals(True)
+        self.mic.setChecked(on)
+        self.mic.blockSignals(False)
+        self.mic.setAccessibleName("Stop dictating" if on else "Dictate")
+        if on:
+            self.panel.say("Listening…")
+
+    def _heard(self, text: str) -> None:
+        composer = self.window.composer
+        if not text:
+            self.panel.say("Nothing was heard.") if not self._voice_mode else self.panel.hide()
+            if self._voice_mode:
+                self.dictation.start()  # voice mode keeps listening
+            return
+        self.panel.hide()
+        typed = composer.edit.toPlainText().strip()
+        composer.set_text(f"{typed} {text}".strip() if typed else text)
+        if self._voice_mode and composer.ready:
+            composer.send_button.click()
+        else:
+            composer.edit.setFocus()
+            cursor = composer.edit.textCursor()
+            cursor.movePosition(cursor.MoveOperation.End)
+            composer.edit.setTextCursor(cursor)
+
+    def _failed(self, message: str) -> None:
+        if not self.dictation.active:
+            self._listening(False)  # the button a click checked goes back
+        self.panel.say(message)
+        self.window.statusBar().showMessage(message, 15_000)
+        if self._voice_mode:
+            self.voice_mode_action.setChecked(False)
+
+    # -- reading aloud -----------------------------------------------------------------------
+
+    def read_last_answer(self) -> None:
+        widget = self.window.chat.last_answer()
+        if widget is not None and widget.text().strip():
+            self.read_text(widget.text())
+
+    def read_text(self, text: str) -> None:
+        self.dictation.cancel()
+        self.reader.speak(text)
+
+    def stop_reading(self) -> None:
+        self.reader.stop()
+
+    def set_speed(self, speed: float) -> None:
+        self.reader.speed = speed
+        for a in self.pace_menu.actions():
+            a.setChecked(a.text() == f"{speed:g}×")
+
+    def _speaking(self, on: bool) -> None:
+        if on and self._voice_mode:
+            self.barge_in.start(transcribe=False, no_speech_timeout=3600.0)
+        elif not on:
+            self.barge_in.cancel()
+            self.pause_action.setChecked(False)
+            if self._voice_mode and not self.dictation.active:
+                self.dictation.start()  # the answer was read: the next question
+
+    def _barged_in(self) -> None:
+        """The user spoke over Wren: it stops and listens."""
+        self.barge_in.cancel()
+        self.reader.stop()
+
+    # -- voice mode --------------------------------------------------------------------------
+
+    def set_voice_mode(self, on: bool) -> None:
+        self._voice_mode = on
+        if on:
+            self.reader.stop()
+            self.dictation.start()
+            self.window.statusBar().showMessage("Voice mode: speak; Wren answers aloud. Ctrl+Shift+V ends it.", 8000)
+        else:
+            self.dictation.cancel()
+            self.barge_in.cancel()
+            self.reader.stop()
+            self.panel.hide()
+
+    def _answered(self, finished: Any) -> None:
+        if self._voice_mode:
+            self.read_last_answer()
+
+    def close(self) -> None:
+        self._voice_mode = False
+        self.dictation.cancel()
+        self.barge_in.cancel()
+        self.reader.stop()
