@@ -43,7 +43,9 @@ _inside = threading.local()  # the hook's own file writes never come back into i
 _open: dict[int, tuple[str, Any, Any]] = {}  # fd -> (entry id, weak socket, peer) of a recorded connection
 _open_lock = threading.Lock()
 _warned: set[str] = set()
-_PEER_CLOSED = (6, 8, 9, 11)  # TCP_TIME_WAIT, TCP_CLOSE_WAIT, TCP_LAST_ACK, TCP_CLOSING
+# States in which the peer's FIN came: TIME_WAIT, CLOSE, CLOSE_WAIT, LAST_ACK, CLOSING. CLOSE also
+# follows a reset, when no FIN came: such a connection's count may be one byte short.
+_PEER_CLOSED = (6, 7, 8, 9, 11)
 
 
 # -- turning it on ---------------------------------------------------------------------------
@@ -250,7 +252,7 @@ def tcp_bytes(sock: socket.socket) -> tuple[int | None, int | None]:
     if len(info) < 136:
         return None, None
     # tcpi_bytes_received counts the peer's FIN as one byte once it came (these states)
-    received = struct.unpack_from("Q", info, 128)[0] - (info[0] in _PEER_CLOSED)
+    received = max(0, struct.unpack_from("Q", info, 128)[0] - (info[0] in _PEER_CLOSED))
     if len(info) >= 216:  # tcpi_bytes_sent less tcpi_bytes_retrans (Linux 4.19)
         sent, retrans = struct.unpack_from("QQ", info, 200)
         return sent - retrans, received

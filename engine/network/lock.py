@@ -11,6 +11,7 @@ engine agree without restarting.
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,11 +75,15 @@ class NetworkLocked(OSError):
     connection; Wren's own callers find it in the chain and say it was the lock."""
 
     def __init__(self, message: str, purpose: Purpose, target: str):
-        super().__init__(message)
-        self.purpose, self.target = purpose, target
+        # errno and strerror set: code that rebuilds an OSError from them (socket.create_server) keeps the words
+        super().__init__(errno.EACCES, message)
+        self.purpose, self.target, self.message = purpose, target, message
 
     def __str__(self) -> str:
-        return str(self.args[0])
+        return self.message
+
+    def __reduce__(self):  # pickled across processes (an executor) as what it is
+        return (type(self), (self.message, self.purpose, self.target))
 
 
 class OfflineLocked(WrenError):
