@@ -22,7 +22,7 @@ from torch import nn
 
 from ...errors import ModelFileError
 from ..families.family import ring_size
-from ..quant.modules import QTensor, QuantEmbedding, QuantLinear, exact_activations
+from ..quant.modules import QTensor, QuantEmbedding, QuantLinear, prompt_activations
 from .args import ModelArgs
 from .attention import Attention, ring_resumable, rms_norm, rope_tables
 from .stages import Stages
@@ -257,7 +257,7 @@ class Transformer(nn.Module):
 
     def prefill(self, ids: list[int] | torch.Tensor, start: int, slot: int = 0) -> torch.Tensor:
         ids = torch.as_tensor(ids, dtype=torch.long, device=self._token.device).view(1, -1)
-        with exact_activations():  # the prompt's last logits pick the first word: see there
+        with prompt_activations():  # the prompt's last logits pick the first word: see there
             return self.forward(ids, start, slot=slot)
 
     def decode_one(self, token: int, pos: int, slot: int = 0) -> torch.Tensor:

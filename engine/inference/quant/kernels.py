@@ -200,6 +200,19 @@ def set_max_gemv_rows(n: int) -> None:
     torch.ops.wren.set_max_gemv_rows(int(n))
 
 
+def integer_prompt() -> bool:
+    """Whether qlinear's many-row path (a prompt, x not kept exact) quantizes x to 8 bits per
+    block and multiplies in integers (csrc/qgemm.cpp) rather than dequantizing weight tiles
+    into torch's float GEMM; WREN_PROMPT_GEMM=float at start-up turns it off (A/B runs)."""
+    return _C is not None and hasattr(torch.ops.wren, "integer_prompt") and bool(torch.ops.wren.integer_prompt())
+
+
+def set_integer_prompt(on: bool) -> None:
+    """Turns the integer prompt path on or off (for tests and benchmarks)."""
+    _require()
+    torch.ops.wren.set_integer_prompt(bool(on))
+
+
 def read_sum(t: torch.Tensor) -> int:
     """Reads every byte of a contiguous CPU tensor once (a streaming-read bandwidth probe)."""
     _require()

@@ -33,17 +33,46 @@ EXACT_EVERYWHERE = os.environ.get("WREN_EXACT_ACTIVATIONS", "").strip().lower() 
 _exact = threading.local()
 
 
+# Within prompt_activations, a call of more than PROMPT_INTEGER_ROWS rows (a long prompt's
+# chunk) takes the integer prompt path (kernels.integer_prompt) for all but its last
+# PROMPT_EXACT_TAIL rows, which keep float32 activations; a shorter call (a chat turn's few
+# new tokens, where the float path costs little) stays float32 throughout. On the starter's
+# reference prompts (35-40 tokens) the integer path for all rows took greedy agreement with
+# the float32 reference from 51 to 31 of 73 tokens, and for all but the last 16 to 44; so
+# short prompts keep today's exact answers. Both are settable for measurements
+# (WREN_PROMPT_EXACT_TAIL=0: no exact rows; a huge WREN_PROMPT_INTEGER_ROWS: none integer).
+PROMPT_EXACT_TAIL = max(0, int(os.environ.get("WREN_PROMPT_EXACT_TAIL", "") or 16))
+PROMPT_INTEGER_ROWS = max(0, int(os.environ.get("WREN_PROMPT_INTEGER_ROWS", "") or 64))
+
+
 @contextmanager
 def exact_activations() -> Iterator[None]:
-    """Within it, every QuantLinear multiplies float32 activations: a prompt's tokens, whose
-    last logits pick the answer's first word (a prompt of up to 16 new tokens, after a
-    cached prefix, would otherwise take the 8-bit path). Per thread."""
+    """Within it, every QuantLinear multiplies float32 activations (tests that hold Wren to
+    another implementation's float32 logits). Per thread."""
     before = getattr(_exact, "on", False)
     _exact.on = True
     try:
         yield
     finally:
         _exact.on = before
+
+
+@contextmanager
+def prompt_activations() -> Iterator[None]:
+    """Within it (a prompt's chunk), QuantLinear multiplies float32 activations for the last
+    PROMPT_EXACT_TAIL rows of x, a prompt's last tokens, whose logits pick the answer's first
+    word, and for every row of a call of at most PROMPT_INTEGER_ROWS rows (a short prompt
+    after a cached prefix). Earlier rows of a longer call take 8-bit activations and integer
+    products where the kernels have the integer prompt path (kernels.integer_prompt;
+    otherwise every row stays float32). Per thread."""
+    before = getattr(_exact, "prompt", False)
+    _exact.prompt = True
+    try:
+        yield
+    finally:
+        _exact.prompt = before
+
+
 _FALLBACK_ROWS = 1024  # rows dequantized at a time without the kernels (bounds the temporaries)
 
 # Tests: weights on the CPU take the GPU kernels' path too, run by Triton's interpreter (where
@@ -201,10 +230,15 @@ class QuantLinear(nn.Module):
         if raws[0].device.type == "cpu" and kernels.available():
             # Every part in one call: x quantized once per activation format, one parallel
             # pass over all the rows, no concatenation.
-            everywhere = EXACT_EVERYWHERE or getattr(_exact, "on", False)
+            exact_all = EXACT_EVERYWHERE or getattr(_exact, "on", False)
+            prompt = getattr(_exact, "prompt", False) and not exact_all
+            everywhere = exact_all or prompt
             if self.exact and not everywhere and kernels.WIDE_HEAD and len(raws) == 1:
                 # the head's step: 15-16-bit activations (kernels.qlinear_wide says how close)
                 y = kernels.qlinear_wide(rows, raws[0], self.qtypes[0], self.part_rows[0])
+            elif prompt and not self.exact and rows.shape[0] > max(PROMPT_EXACT_TAIL, PROMPT_INTEGER_ROWS) \
+                    and kernels.integer_prompt():
+                y = self._prompt(rows, raws)
             else:
                 y = kernels.qlinear_parts(rows, raws, self.qtypes, self.part_rows, self.exact or everywhere)
         else:
@@ -214,6 +248,16 @@ class QuantLinear(nn.Module):
         if self.bias is not None:
             y = y + self.bias
         return y.view(*x.shape[:-1], self.out_features).to(x.dtype)
+
+    def _prompt(self, rows: torch.Tensor, raws: list[torch.Tensor]) -> torch.Tensor:
+        """A prompt's rows: all but the last PROMPT_EXACT_TAIL through the integer path,
+        those through float32 activations (prompt_activations says why)."""
+        cut = rows.shape[0] - PROMPT_EXACT_TAIL
+        head = kernels.qlinear_parts(rows[:cut], raws, self.qtypes, self.part_rows, False)
+        if cut == rows.shape[0]:
+            return head
+        tail = kernels.qlinear_parts(rows[cut:], raws, self.qtypes, self.part_rows, True)
+        return torch.cat((head, tail))
 
     def extra_repr(self) -> str:
         types = "+".join(f"{ggml.type_name(q)}[{r}]" for q, r in zip(self.qtypes, self.part_rows))
@@ -225,7 +269,7 @@ def _matmul(x: torch.Tensor, raw: torch.Tensor, qtype: int, rows: int, cols: int
     if qtype == F32:
         return F.linear(x, raw.view(torch.float32).view(rows, cols))
     if raw.device.type == "cpu" and kernels.available():
-        if exact or EXACT_EVERYWHERE or getattr(_exact, "on", False):
+        if exact or EXACT_EVERYWHERE or getattr(_exact, "on", False) or getattr(_exact, "prompt", False):
             return kernels.qlinear_exact(x, raw, qtype, rows)
         return kernels.qlinear(x, raw, qtype, rows)
     # Exact and slow: a slice of rows widened at a time, so memory stays bounded.

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "qgemm.h"
 #include "wren_quant.h"
 
 namespace {
@@ -31,6 +32,13 @@ namespace {
 std::atomic<int64_t> g_max_gemv_rows{[] {
     const char* v = std::getenv("WREN_QLINEAR_GEMV_ROWS");
     return v ? std::max<int64_t>(0, std::atoll(v)) : int64_t(32);
+}()};
+// Whether a prompt's rows (more than g_max_gemv_rows, x not kept exact) take the integer
+// GEMM (qgemm.cpp) rather than dequantized tiles in torch's float GEMM. WREN_PROMPT_GEMM=float
+// keeps the float one (for A/B measurements).
+std::atomic<bool> g_int_prompt{[] {
+    const char* v = std::getenv("WREN_PROMPT_GEMM");
+    return !(v && std::string(v) == "float");
 }()};
 // Bytes of float32 weight per dequantized tile on the GEMM path.
 constexpr int64_t kTileBytes = int64_t(4) << 20;
@@ -271,6 +279,10 @@ at::Tensor linear_impl(const at::Tensor& x_in, const at::Tensor& raw_in, int64_t
                                                x.data_ptr<float>(), n, cols, out.data_ptr<float>()))
                 gemv_path(info, (int)qtype, raw.data_ptr<uint8_t>(), raw.size(1), rows, x.data_ptr<float>(), n, cols,
                           out.data_ptr<float>(), exact);
+        } else if (!exact && g_int_prompt.load() && wren::qgemm_supports(wren::kernels(), (int)qtype)) {
+            std::vector<wren::GemmPart> part{{&info, (int)qtype, raw.data_ptr<uint8_t>(), raw.size(1), rows, 0,
+                                              nullptr, 0}};
+            wren::qgemm(wren::kernels(), part, x.data_ptr<float>(), n, cols, out.data_ptr<float>(), rows);
         } else {
             gemm_path((int)qtype, raw, x, out);
         }
@@ -420,9 +432,13 @@ at::Tensor qlinear_parts_cpu(const at::Tensor& x_in, at::TensorList raws, at::In
     // Each part takes the path qlinear would give it alone: the integer dots for a few rows
     // of x (F32 weights: one row), the tiled GEMM otherwise.
     std::vector<Part> dots;
+    std::vector<wren::GemmPart> integer;  // the integer prompt path's parts
     for (size_t i = 0; i < parts.size(); ++i) {
         if (n <= max_rows && !(parts[i].qtype == wren::F32 && n > 1)) {
             dots.push_back(parts[i]);
+        } else if (!exact && g_int_prompt.load() && wren::qgemm_supports(wren::kernels(), parts[i].qtype)) {
+            const Part& p = parts[i];
+            integer.push_back({p.info, p.qtype, p.w, p.row_bytes, p.rows, p.col0, nullptr, 0});
         } else if (parts.size() == 1) {
             gemm_path(parts[i].qtype, held[i], x, out);
         } else {
@@ -431,6 +447,7 @@ at::Tensor qlinear_parts_cpu(const at::Tensor& x_in, at::TensorList raws, at::In
             out.narrow(1, parts[i].col0, parts[i].rows).copy_(part);
         }
     }
+    if (!integer.empty()) wren::qgemm(wren::kernels(), integer, x.data_ptr<float>(), n, cols, out.data_ptr<float>(), total_rows);
     if (!dots.empty()) parts_gemv(dots, x.data_ptr<float>(), n, cols, out.data_ptr<float>(), total_rows, exact);
     return out.view(out_shape);
 }
@@ -537,6 +554,10 @@ int64_t max_gemv_rows() { return g_max_gemv_rows.load(); }
 
 void set_max_gemv_rows(int64_t n) { g_max_gemv_rows.store(std::max<int64_t>(0, n)); }
 
+bool integer_prompt() { return g_int_prompt.load(); }
+
+void set_integer_prompt(bool on) { g_int_prompt.store(on); }
+
 }  // namespace
 
 TORCH_LIBRARY(wren, m) {
@@ -551,6 +572,8 @@ TORCH_LIBRARY(wren, m) {
     m.def("set_isa(str cap) -> str", &set_isa);
     m.def("max_gemv_rows() -> int", &max_gemv_rows);
     m.def("set_max_gemv_rows(int n) -> ()", &set_max_gemv_rows);
+    m.def("integer_prompt() -> bool", &integer_prompt);
+    m.def("set_integer_prompt(bool on) -> ()", &set_integer_prompt);
     m.def("read_sum(Tensor t) -> int", &read_sum);
     m.def("interleaved_type(int qtype) -> int", &interleaved_type);
     m.def("repack(Tensor raw, int to, int cols) -> Tensor", &repack);
