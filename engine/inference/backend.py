@@ -17,6 +17,8 @@ probed with hasattr or signatures:
   and back (the prefix cache, pausing a sequence for more urgent work).
 - `decode_mode` (default None: the backend does not say) and `wait_compiled`: how a
   decoded token runs now ("eager", "compiling", "compiled", "cuda-graph").
+- `verifies` (default False): `verify` returns the logits after each of several tokens
+  in one pass (speculative decoding's check of drafted tokens, engine.inference.speculative).
 - `takes_messages` (default False): a model that answers chat messages rather than token
   ids (a remote server). Its `prefill`/`decode` raise; `chat_stream` runs a whole answer.
   Such a model runs in a `RemoteWorker` (engine.inference.backends.remote), never in the
@@ -74,6 +76,7 @@ class LoadedModel(Protocol):
     slots: int  # KV-cache slots; 1: one sequence at a time
     batched_decode: bool  # decode_batch steps several slots together (needs slots > 1)
     kv_export: bool  # export_kv / import_kv work
+    verifies: bool  # verify gives the logits after each of several tokens
     takes_messages: bool  # answers chat messages (chat_stream), not token ids
 
     @property
@@ -87,6 +90,11 @@ class LoadedModel(Protocol):
 
     def decode(self, token: int, pos: int, slot: int = 0) -> np.ndarray:
         """Run one token at position `pos` in `slot`; float32 logits [vocab]."""
+
+    def verify(self, ids: Sequence[int], start: int, slot: int = 0) -> np.ndarray:
+        """As `prefill`, but float32 logits [len(ids), vocab] after each id, computed as a
+        one-token `decode` computes them (its activation rounding, not the prompt path's).
+        Only where `verifies`; else raises Unsupported."""
 
     def decode_batch(self, tokens: Sequence[int], positions: Sequence[int],
                      slots: Sequence[int]) -> np.ndarray:
@@ -134,6 +142,7 @@ class ModelBase:
     slots: int = 1
     batched_decode: bool = False
     kv_export: bool = False
+    verifies: bool = False
     takes_messages: bool = False
 
     @property
@@ -149,6 +158,9 @@ class ModelBase:
     def decode_batch(self, tokens: Sequence[int], positions: Sequence[int],
                      slots: Sequence[int]) -> np.ndarray:
         raise Unsupported(f"the {self.backend} backend has no batched decoding")  # type: ignore[attr-defined]
+
+    def verify(self, ids: Sequence[int], start: int, slot: int = 0) -> np.ndarray:
+        raise Unsupported(f"the {self.backend} backend cannot verify drafted tokens")  # type: ignore[attr-defined]
 
     def export_kv(self, n: int, slot: int = 0) -> tuple[Any, int]:
         raise Unsupported(f"the {self.backend} backend cannot export its KV cache")  # type: ignore[attr-defined]

@@ -91,6 +91,27 @@ class KVSession:
         self._logits = logits
         return logits
 
+    def verify(self, tokens: Sequence[int]) -> np.ndarray:
+        """Logits [len(tokens), vocab] after each of `tokens` appended to the cached
+        sequence, in one pass (engine.inference.speculative); all of them are then cached
+        until `truncate` takes back the ones not kept."""
+        tokens = [int(t) for t in tokens]
+        pos = len(self._ids)
+        if pos + len(tokens) > self.context_length:
+            raise InvalidRequest(f"the {self.context_length}-token context is full")
+        self._logits = None
+        rows = self.model.verify(tokens, pos, slot=self.slot) if self.slot else self.model.verify(tokens, pos)
+        self._ids.extend(tokens)
+        return rows
+
+    def truncate(self, n: int) -> None:
+        """Keep the first `n` cached ids. The cache entries after them stay until
+        overwritten: every query sees only positions up to its own, and a sliding-window
+        ring keeps RING_SLACK positions past its window, more than a draft's length."""
+        if n < len(self._ids):
+            del self._ids[n:]
+            self._logits = None
+
     def appended(self, token: int) -> None:
         """A batched decode step wrote `token` into this session's slot."""
         self._ids.append(int(token))

@@ -212,12 +212,55 @@ class Sampler:
             x, candidates = self.constraint.restrict(x)
         return x, candidates
 
+    def distribution(self, logits: np.ndarray, history: Sequence[int] | np.ndarray = ()) -> np.ndarray:
+        """The probabilities [vocab] (float64) the next token would be drawn from after
+        `history`: every filter applied, one-hot on the argmax when greedy. Nothing is drawn
+        and nothing advances (speculative decoding's acceptance test,
+        engine.inference.speculative)."""
+        x, candidates = self._scores(logits, history)
+        dense = np.zeros(np.asarray(logits).size, dtype=np.float64)
+        if self.params.greedy:
+            i = int(np.argmax(x))
+            dense[i if candidates is None else candidates[i]] = 1.0
+            return dense
+        kept, probs = self._filtered(x, candidates)
+        if kept is None:
+            dense[:] = probs
+        else:
+            dense[kept] = probs
+        return dense / dense.sum()
+
+    def draw(self, probs: np.ndarray) -> int:
+        """A token drawn from `probs` [vocab] with this sampler's generator."""
+        cdf = np.cumsum(probs)
+        i = int(np.searchsorted(cdf, self._rng.random() * cdf[-1], side="right"))
+        return min(i, cdf.size - 1)
+
+    def uniform(self) -> float:
+        """A number in [0, 1) from this sampler's generator."""
+        return float(self._rng.random())
+
+    def took(self, token: int) -> None:
+        """A token was chosen outside __call__ (speculative decoding's acceptance test)."""
+        if self.constraint is not None:
+            self.constraint.advance(token)
+        self._steps += 1
+
     def _draw(self, x: np.ndarray, candidates: np.ndarray | None) -> int:
         p = self.params
         if p.greedy:
             i = int(np.argmax(x))
             return int(i if candidates is None else candidates[i])
+        candidates, probs = self._filtered(x, candidates)
+        cdf = np.cumsum(probs)
+        i = int(np.searchsorted(cdf, self._rng.random() * cdf[-1], side="right"))
+        i = min(i, cdf.size - 1)  # rounding at the top end
+        return int(i if candidates is None else candidates[i])
 
+    def _filtered(self, x: np.ndarray, candidates: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray]:
+        """Top-k, temperature, top-p and min-p: the ids still candidates (None: all, in
+        order) and their unnormalised probabilities."""
+        p = self.params
         if 0 < p.top_k < x.size:
             kth = np.partition(x, x.size - p.top_k)[x.size - p.top_k]
             # Tokens tied with the k-th logit stay, as in transformers' TopKLogitsWarper.
@@ -238,11 +281,7 @@ class Sampler:
             keep = np.flatnonzero(probs >= p.min_p * probs.max())
             candidates = keep if candidates is None else candidates[keep]
             probs = probs[keep]
-
-        cdf = np.cumsum(probs)
-        i = int(np.searchsorted(cdf, self._rng.random() * cdf[-1], side="right"))
-        i = min(i, cdf.size - 1)  # rounding at the top end
-        return int(i if candidates is None else candidates[i])
+        return candidates, probs
 
 
 def _choice(x: np.ndarray, candidates: np.ndarray | None, token: int, k: int) -> TokenChoice:

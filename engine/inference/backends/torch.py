@@ -55,6 +55,7 @@ class TorchModel(ModelBase):
     """A loaded model plus its static KV cache; used from one inference thread."""
 
     kv_export = True
+    verifies = True
 
     def __init__(self, model, backend: str, context_length: int, vocab_size: int, *,
                  dtype: str = "float32", quant: str = "none", step=None, share: CpuShare | None = None) -> None:
@@ -117,6 +118,15 @@ class TorchModel(ModelBase):
         self._last_used = time.monotonic()
         with self._turn(), torch.inference_mode():
             return _to_numpy(self._model.prefill(ids, start, slot))
+
+    def verify(self, ids: Sequence[int], start: int, slot: int = 0) -> np.ndarray:
+        ids = list(ids)
+        self._check(len(ids), start, slot)
+        self._last_used = time.monotonic()
+        with self._turn(), torch.inference_mode():
+            tokens = torch.as_tensor(ids, dtype=torch.long, device=self._model._token.device).view(1, -1)
+            # Outside prompt_activations: each row rounds its activations as a decoded token does.
+            return _to_numpy(self._model.forward(tokens, start, last_only=False, slot=slot))
 
     def decode(self, token: int, pos: int, slot: int = 0) -> np.ndarray:
         self._check(1, pos, slot)

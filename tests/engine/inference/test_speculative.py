@@ -1,0 +1,197 @@
+"""Speculative decoding (engine.inference.speculative): the same greedy ids as plain decoding
+with either drafter, the model's own distribution when sampling, and a policy that stops
+drafting where it does not pay."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from tests.fixtures.tiny import make_tiny_model_dir, train_tiny_tokenizer
+from wren.engine.inference.generate import KVSession, generate_tokens
+from wren.engine.inference.sampling import Sampler, SamplingParams
+from wren.engine.inference.speculative import (
+    Draft,
+    DraftModel,
+    Policy,
+    PromptLookup,
+    Speculator,
+    _accept,
+    speculative_tokens,
+    speculator_for,
+)
+
+torch = pytest.importorskip("torch")
+from wren.engine.inference.backends.torch import TorchBackend  # noqa: E402
+
+PROMPTS = (
+    "Rewrite this: the cat sat on the mat, and the cat sat on the mat again.",
+    "def add(a, b):\n    return a + b\n\ndef add(a, b):\n",
+    "Tell me about the little wren.",
+    "One two three four, one two three four, one two three",
+)
+
+
+def always() -> Policy:
+    """A policy that drafts at every step (so every path of the check runs)."""
+    return Policy(margin=-1.0, warmup=0)
+
+
+@pytest.fixture(scope="module")
+def dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("spec")
+    return {
+        "main": make_tiny_model_dir(root / "main", "qwen3", seed=5),
+        "other": make_tiny_model_dir(root / "other", "qwen3", seed=9),
+        # a sliding window short enough that the cache is a ring, wrapped by the prompt
+        "ring": make_tiny_model_dir(root / "ring", "mistral", seed=3, sliding_window=16,
+                                    max_position_embeddings=512),
+    }
+
+
+@pytest.fixture(scope="module")
+def encode():
+    tok = train_tiny_tokenizer()
+    return lambda text: tok.encode(text).ids
+
+
+def _greedy() -> Sampler:
+    return Sampler(SamplingParams(temperature=0))
+
+
+def _plain(model_dir, prompt, n):
+    session = KVSession(TorchBackend().load(model_dir, slots=1))
+    return list(itertools.islice(generate_tokens(session, prompt, _greedy()), n))
+
+
+def _speculated(model_dir, prompt, n, speculator):
+    session = KVSession(TorchBackend().load(model_dir, slots=1))
+    return list(itertools.islice(speculative_tokens(session, prompt, _greedy(), speculator), n))
+
+
+@pytest.mark.parametrize("drafter", ["prompt-lookup", "same-model", "other-model"])
+def test_greedy_ids_are_plain_decodings(dirs, encode, drafter):
+    for text in PROMPTS:
+        prompt = encode(text)
+        if drafter == "prompt-lookup":
+            speculator = Speculator(PromptLookup(longest=3, shortest=1), always())
+        else:
+            draft_dir = dirs["main" if drafter == "same-model" else "other"]
+            speculator = Speculator(DraftModel(TorchBackend().load(draft_dir, slots=1), 0), always())
+            speculator.drafter.vocab_size = speculator.drafter.model.vocab_size
+        assert _speculated(dirs["main"], prompt, 40, speculator) == _plain(dirs["main"], prompt, 40), text
+        stats = speculator.stats
+        assert stats.verify_steps > 0 and stats.drafted > 0
+        if drafter == "same-model":  # its own drafts: nearly all kept
+            assert stats.acceptance > 0.9
+
+
+def test_greedy_ids_hold_through_a_wrapped_sliding_window_ring(dirs, encode):
+    prompt = encode(" ".join(PROMPTS * 4))[:300]  # past the ring's 16 + 256 positions
+    speculator = Speculator(PromptLookup(longest=2, shortest=1), always())
+    assert _speculated(dirs["ring"], prompt, 40, speculator) == _plain(dirs["ring"], prompt, 40)
+    assert speculator.stats.verify_steps > 0
+
+
+def test_prompt_lookup_drafts_what_followed_the_latest_match():
+    lookup = PromptLookup(longest=3, shortest=2)
+    history = np.array([1, 2, 3, 4, 5, 9, 2, 3, 4, 6, 7, 8, 2, 3, 4])
+    # [2, 3, 4] last came before 6, 7, 8
+    assert lookup.draft(history, 3, _greedy()) == Draft((6, 7, 8))
+    assert lookup.draft(history, 2, _greedy()) == Draft((6, 7))
+    assert lookup.draft(np.array([1, 2, 3, 9]), 4, _greedy()) is None  # no n-gram repeats
+
+
+def _sampler(seed: int) -> Sampler:
+    return Sampler(SamplingParams(temperature=1.0, top_k=0, top_p=1.0, seed=seed))
+
+
+@pytest.mark.parametrize("q_kind", ["one-hot", "draft"])
+def test_acceptance_test_keeps_the_target_distribution(q_kind):
+    """The first token _accept gives is distributed as p, whatever q drafted it."""
+    rng = np.random.default_rng(0)
+    vocab, trials = 6, 20000
+    logits = rng.normal(size=(2, vocab)).astype(np.float32) * 1.5
+    p = np.exp(logits[0] - logits[0].max())
+    p /= p.sum()
+    q = rng.dirichlet(np.ones(vocab))
+    sampler = _sampler(1)
+    counts = np.zeros(vocab)
+    history = np.zeros(8, dtype=np.int64)
+    for _ in range(trials):
+        d = int(rng.choice(vocab, p=q)) if q_kind == "draft" else 2
+        draft = Draft((d,), (q,) if q_kind == "draft" else None)
+        kept, after = _accept(logits, draft, sampler, history, 1)
+        counts[kept[0] if kept else after] += 1
+    _chi_square_holds(counts, p)
+
+
+def _chi_square_holds(counts: np.ndarray, p: np.ndarray) -> None:
+    """A chi-square test at the 0.001 level (critical values for up to 20 degrees of freedom
+    below 45.3): frequent enough bins only."""
+    expected = p * counts.sum()
+    keep = expected >= 5
+    chi2 = float((((counts - expected) ** 2)[keep] / expected[keep]).sum())
+    assert chi2 < 45.3 and keep.sum() <= 21, (chi2, counts, expected)
+
+
+def test_sampled_answers_keep_the_models_distribution(dirs, encode):
+    """Second tokens of sampled answers with a draft model of other weights (so drafts are
+    often rejected) follow the model's own distribution after the first token."""
+    prompt = encode("Tell me about the little wren.")
+    model = TorchBackend().load(dirs["main"], slots=1)
+    draft = TorchBackend().load(dirs["other"], slots=1)
+    speculator = Speculator(DraftModel(draft, model.vocab_size), always())
+    session = KVSession(model)
+    pairs = []
+    for seed in range(600):
+        params = SamplingParams(temperature=2.0, top_k=0, top_p=1.0, seed=seed)
+        pairs.append(tuple(itertools.islice(speculative_tokens(session, prompt, Sampler(params), speculator), 2)))
+    assert speculator.stats.drafted > speculator.stats.accepted > 0  # both branches ran
+    first = max(set(t for t, _ in pairs), key=[t for t, _ in pairs].count)
+    seconds = [b for a, b in pairs if a == first]
+    reference = KVSession(TorchBackend().load(dirs["main"], slots=1))
+    logits, _ = reference.prefill([*prompt, first])
+    p = Sampler(SamplingParams(temperature=2.0, top_k=0, top_p=1.0)).distribution(logits, [*prompt, first])
+    top = np.argsort(p)[::-1][:12]  # the likeliest tokens, the rest as one bin
+    counts = np.array([seconds.count(int(t)) for t in top] + [sum(b not in top for b in seconds)], float)
+    _chi_square_holds(counts, np.append(p[top], 1 - p[top].sum()))
+
+
+def test_policy_stops_drafting_below_break_even():
+    policy = Policy()
+    policy.new_answer()
+    for _ in range(3):
+        policy.decoded(0.010)
+    assert policy.plan(100) > 0  # an even prior on acceptance: drafting looks worth a try
+    for _ in range(10):  # every draft of 4 rejected at once, a verify costing 1.6 decodes
+        policy.verified(5, 0.016, 0.0, 4, 0)
+    assert policy.acceptance < 0.2
+    plans = []
+    for _ in range(100):
+        plans.append(policy.plan(100))
+        policy.decoded(0.010)
+    # off, but for a probe after probe_every plain tokens and then after twice as many
+    assert sum(1 for k in plans if k) == 2 and plans[:policy.probe_every].count(0) == policy.probe_every
+
+
+def test_policy_drafts_long_when_drafts_are_kept():
+    policy = Policy()
+    policy.new_answer()
+    for _ in range(3):
+        policy.decoded(0.010)
+    for _ in range(10):
+        policy.verified(9, 0.014, 0.0, 8, 8)
+    assert policy.plan(100) == 8 and policy.gain(8) > 3
+
+
+def test_a_setting_names_a_known_drafter():
+    with pytest.raises(ValueError, match="must be one of"):
+        speculator_for("ngram", None, 100)
+    with pytest.raises(ValueError, match="needs a draft model"):
+        speculator_for("draft-model", None, 100)
+    assert speculator_for("off", None, 100) is None
+    spec = speculator_for("auto", None, 100)
+    assert spec is not None and isinstance(spec.drafter, PromptLookup)
