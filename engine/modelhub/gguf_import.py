@@ -254,7 +254,7 @@ def _model_config(gguf: GGUFFile, arch: str, family: Family) -> dict[str, Any]:
         value = meta.get(f"{arch}.{key}")
         return default if value is None else _uniform(value, f"{arch}.{key}", gguf.label)
 
-    if opt("expert_count", 0):
+    if opt("expert_count", 0) and not family.experts:
         raise UnsupportedArchitecture(f"{gguf.label} is a mixture-of-experts {arch} model, which Wren cannot run")
     hidden, heads = need("embedding_length"), need("attention.head_count")
     head_dim = opt("attention.key_length", hidden // heads)
@@ -269,7 +269,8 @@ def _model_config(gguf: GGUFFile, arch: str, family: Family) -> dict[str, Any]:
         "architectures": [family.hf_class],
         "model_type": family.model_type,
         "hidden_size": hidden,
-        "intermediate_size": need("feed_forward_length"),
+        # a mixture's experts have their own size (the family's gguf_config)
+        "intermediate_size": opt("feed_forward_length", 0) if family.experts else need("feed_forward_length"),
         "num_hidden_layers": need("block_count"),
         "num_attention_heads": heads,
         "num_key_value_heads": opt("attention.head_count_kv", heads),

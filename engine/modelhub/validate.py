@@ -28,6 +28,7 @@ MAX_LAYERS = 1024
 MAX_HIDDEN = 65536
 MAX_HEAD_DIM = 4096
 MAX_FFN = 1 << 20
+MAX_EXPERTS = 4096
 MAX_CONTEXT = 1 << 24  # 16M positions; 1M-context models exist
 MAX_VOCAB = 1 << 22
 MAX_NAME_CHARS = 256
@@ -114,7 +115,7 @@ class _Checker:
     # --- the whole check --------------------------------------------------------------------
 
     def run(self) -> None:
-        if self.raw("expert_count", 0):
+        if self.raw("expert_count", 0) and not self.family.experts:
             raise self.unsupported(f"is a mixture-of-experts {self.arch} model, which Wren cannot run")
         self.strings()
         dims = self.hyperparameters()
@@ -143,7 +144,7 @@ class _Checker:
             raise self.bad(f"the attention head size ({arch}.attention.key_length, else {arch}.embedding_length "
                            f"{hidden} / {arch}.attention.head_count {heads})", head_dim,
                            f"it must be even, for rotary embeddings, and at most {MAX_HEAD_DIM}")
-        ffn = self.integer("feed_forward_length", 1, MAX_FFN)
+        ffn = self.integer("feed_forward_length", 1, MAX_FFN, default=0 if self.family.experts else _REQUIRED)
         self.integer("context_length", 1, MAX_CONTEXT, default=None)
         self.real("rope.freq_base", 0.0, math.inf)
         self.real("attention.layer_norm_rms_epsilon", 0.0, 1.0)
@@ -152,7 +153,15 @@ class _Checker:
         self.real("rope.scaling.attn_factor", 0.0, math.inf)
         self.integer("attention.sliding_window", 0, MAX_CONTEXT, default=None)
         return {"layers": layers, "hidden": hidden, "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim,
-                "ffn": ffn, "rope_dims": rope_dims}
+                "ffn": ffn, "rope_dims": rope_dims, **self.experts()}
+
+    def experts(self) -> dict[str, int]:
+        """A mixture's sizes: how many experts, how many a token uses, each one's inner size."""
+        if not self.family.experts:
+            return {}
+        experts = self.integer("expert_count", 1, MAX_EXPERTS)
+        return {"experts": experts, "used": self.integer("expert_used_count", 1, experts),
+                "expert_ffn": self.integer("expert_feed_forward_length", 1, MAX_FFN)}
 
     def layer_shapes(self, d: dict[str, int]) -> dict[str, tuple[tuple[int, ...], str]]:
         """Each per-layer weight's shape, and the metadata that make it (for the message)."""
@@ -179,10 +188,24 @@ class _Checker:
         # the family's other norms (gemma3's after attention and the MLP) span the hidden size
         shapes |= {part: ((hidden,), embed) for part in self.family.layer_tensors
                    if part.endswith("_norm") and part not in shapes}
+        if self.family.experts:
+            shapes |= self.expert_shapes(d, embed)
         if self.family.fused_projections:  # phi3: q, k, v in one tensor, and gate, up in ffn_up
             shapes |= {"attn_qkv": ((q_rows + 2 * kv_rows, hidden), f"{q_size} + 2 x {kv_size}, {embed}"),
                        "ffn_up": ((2 * ffn, hidden), f"2 x {ffn_size}, {embed}")}
         return shapes
+
+    def expert_shapes(self, d: dict[str, int], embed: str) -> dict[str, tuple[tuple[int, ...], str]]:
+        """The router [experts, hidden] and the 3-D expert tensors [experts, rows, cols]: a
+        count in the metadata that the tensors do not have is refused naming the tensor."""
+        arch, hidden, experts, ffn = self.arch, d["hidden"], d["experts"], d["expert_ffn"]
+        count, size = f"{arch}.expert_count {experts}", f"{arch}.expert_feed_forward_length {ffn}"
+        return {
+            "ffn_gate_inp": ((experts, hidden), f"{count}, {embed}"),
+            "ffn_gate_exps": ((experts, ffn, hidden), f"{count}, {size}, {embed}"),
+            "ffn_up_exps": ((experts, ffn, hidden), f"{count}, {size}, {embed}"),
+            "ffn_down_exps": ((experts, hidden, ffn), f"{count}, {embed}, {size}"),
+        }
 
     def tensors(self, d: dict[str, int], vocab: int) -> None:
         arch, layers, hidden = self.arch, d["layers"], d["hidden"]
@@ -216,7 +239,7 @@ class _Checker:
                     f"{self.path}: tensor {name} belongs to layer {layer}, but {arch}.block_count is {layers}"
                 )
             expected, why = shapes[part]
-            self.shape(name, info.shape, expected if kind == "weight" else expected[:1], why)
+            self.shape(name, info.shape, expected if kind == "weight" else expected[:-1], why)
             if kind == "weight":
                 present.setdefault(layer, set()).add(part)
 

@@ -25,13 +25,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ...errors import UnsupportedArchitecture
-from . import gemma3, gpt_oss, granite, llama, mistral, olmo2, phi3, qwen2, qwen3, smollm3
+from . import gemma3, gpt_oss, granite, llama, mistral, olmo2, phi3, qwen2, qwen3, qwen3moe, smollm3
 from .family import Family, ToolFormat
 from .formats import HERMES
 
 FAMILIES: tuple[Family, ...] = (
     llama.FAMILY, mistral.FAMILY, qwen2.FAMILY, qwen3.FAMILY, phi3.FAMILY, granite.FAMILY, smollm3.FAMILY,
-    gemma3.FAMILY, olmo2.FAMILY, gpt_oss.FAMILY,
+    gemma3.FAMILY, olmo2.FAMILY, gpt_oss.FAMILY, qwen3moe.FAMILY,
 )
 DEFAULT_TOOL_FORMAT = HERMES  # Wren's own instructions describe it
 

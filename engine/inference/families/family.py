@@ -84,6 +84,9 @@ class Family:
     # How its models write their thinking; None: found from the chat template, if at all
     # (engine.inference.reasoning.reasoning_format).
     reasoning: ReasoningFormat | None = None
+    # A mixture of experts: its layers' MLP is a router and 3-D expert tensors (GGUF
+    # expert_count, expert_used_count, expert_feed_forward_length; engine.inference.models.experts)
+    experts: bool = False
 
     @property
     def model_type(self) -> str:

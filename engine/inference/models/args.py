@@ -51,6 +51,14 @@ class ModelArgs:
     final_logit_softcap: float = 0.0  # logits -> cap * tanh(logits / cap); 0: none
     qk_norm_whole: bool = False  # olmo2: RMSNorm over all of q and all of k (not per head)
     attention_sinks: bool = False  # gpt-oss: a learned logit per head joins each softmax (self_attn.sinks)
+    # A mixture of experts (engine/inference/models/experts.py names the hooks): 0 experts is a dense MLP.
+    num_experts: int = 0
+    num_experts_per_tok: int = 0
+    moe_intermediate_size: int = 0  # each expert's inner size
+    expert_router: str = "softmax_topk"  # experts.ROUTERS: how the router's logits pick and weigh experts
+    expert_activation: str = "swiglu"  # experts.ACTIVATIONS: gate, up -> the down projection's input
+    router_bias: bool = False  # gpt-oss: mlp.gate.bias
+    expert_bias: bool = False  # gpt-oss: mlp.experts.{gate,up,down}_proj.bias
 
     def __post_init__(self) -> None:
         if not self.num_key_value_heads:

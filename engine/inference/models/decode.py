@@ -62,6 +62,8 @@ def compile_cpu_decode(model: Transformer, cache_dir: Path | None = None,
         return None  # nothing would ever run compiled
     if any(device.type != "cpu" for _, _, device, _ in model.stages.runs):
         return None  # the compiled blocks are CPU code; a GPU's layers would not run there
+    if model.args.num_experts:
+        return None  # a mixture's routing is data-dependent: its blocks run eagerly (models.experts)
     if cache_dir is not None:
         _use_cache_dir(cache_dir)
     started = time.perf_counter()

@@ -25,6 +25,7 @@ from ..families.family import ring_size
 from ..quant.modules import QTensor, QuantEmbedding, QuantLinear, prompt_activations
 from .args import ModelArgs
 from .attention import Attention, ring_resumable, rms_norm, rope_tables
+from .experts import Experts, experts_state, install_experts
 from .stages import Stages
 
 
@@ -55,7 +56,7 @@ class Block(nn.Module):
         super().__init__()
         self.attention = Attention(args, window, rope)
         self.residual = args.residual_multiplier  # granite scales what each half adds
-        self.feed_forward = FeedForward(args)
+        self.feed_forward: FeedForward | Experts = Experts(args) if args.num_experts else FeedForward(args)
         # Where the norms sit (args.norm_placement): before attention and the MLP ("pre");
         # before and after both ("sandwich", gemma3); after both ("post", olmo2, whose
         # attention_norm and ffn_norm then take the outputs).
@@ -317,6 +318,7 @@ def build_model(
     try:
         for i, layer in enumerate(model.layers):
             state = _layer_state(args, get, i)
+            install_experts(layer, state)  # a mixture's experts stay the file's 3-D blocks
             _install_quantized(layer, state)
             layer.load_state_dict(state, strict=True, assign=True)
             if prepare is not None:
@@ -398,10 +400,13 @@ def _layer_state(args: ModelArgs, get: Callable[[str], torch.Tensor | QTensor], 
         "attention.wqkv.weight": get(attn + "qkv_proj.weight") if args.fused_projections
         else _fuse([get(f"{attn}{x}_proj.weight") for x in "qkv"]),
         "attention.wo.weight": get(attn + "o_proj.weight"),
-        "feed_forward.w13.weight": get(mlp + "gate_up_proj.weight") if args.fused_projections
-        else _fuse([get(mlp + "gate_proj.weight"), get(mlp + "up_proj.weight")]),
-        "feed_forward.w2.weight": get(mlp + "down_proj.weight"),
     }
+    if args.num_experts:
+        sd |= experts_state(get, mlp, args)
+    else:
+        sd["feed_forward.w13.weight"] = get(mlp + "gate_up_proj.weight") if args.fused_projections else _fuse(
+            [get(mlp + "gate_proj.weight"), get(mlp + "up_proj.weight")])
+        sd["feed_forward.w2.weight"] = get(mlp + "down_proj.weight")
     if args.qkv_bias:
         sd["attention.wqkv.bias"] = torch.cat([get(f"{attn}{x}_proj.bias") for x in "qkv"])
     if args.o_bias:

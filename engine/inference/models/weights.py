@@ -79,8 +79,11 @@ class GGUFWeights:
                                     f"{self.path}: tensor {info.name}")
         if len(info.shape) == 1:  # norms and biases: small, used as float32
             return dequantize(raw.view(1, -1), info.ggml_type, info.shape[0]).view(-1)
+        if len(info.shape) == 3:  # a mixture's experts, [E, rows, cols]: all rows as one (models.experts)
+            experts, rows, cols = info.shape
+            return QTensor(raw.view(experts * rows, -1), info.ggml_type, (experts * rows, cols))
         if len(info.shape) != 2:
-            raise ModelFileError(f"{self.path}: tensor {info.name} has {len(info.shape)} dimensions, not 2")
+            raise ModelFileError(f"{self.path}: tensor {info.name} has {len(info.shape)} dimensions, not 2 or 3")
         rows, cols = info.shape
         order = _rope_unpermutation(rows, planned.unpermute_heads, self.path) if planned.unpermute_heads else None
         if info.ggml_type == F32:  # already what a dense layer takes

@@ -1,0 +1,267 @@
+"""A mixture-of-experts MLP (`Experts`) over the file's own blocks, for the torch CPU path.
+
+A GGUF stores each projection of all E experts as one 3-D tensor (`ffn_gate_exps`,
+`ffn_up_exps`, `ffn_down_exps`: [E, rows, cols]); its bytes are E * rows GGUF rows, so expert
+e is rows e*rows .. (e+1)*rows - 1: a view of the blocks, never a dequantized copy. A token
+reads only the rows of the experts its router picked (bytes per token ~ active parameters).
+Tokens are grouped by expert, so a prompt chunk or a batched decoding step reads each chosen
+expert's weights once, for all the tokens that chose it (one quantized matmul per expert and
+projection, through the same kernels as QuantLinear).
+
+Hook points (what a family plugs in; ModelArgs names them, the family's `model_args` sets them):
+- `ROUTERS[name]`: `route(logits [T, E] float32, k) -> (weights [T, k] float32, ids [T, k] long)`,
+  where logits are the router's (`mlp.router`, its bias added when `ModelArgs.router_bias`).
+  Chosen by `ModelArgs.expert_router`. Here: "softmax_topk" (softmax over all E, the top k,
+  renormalised: Qwen3-MoE with norm_topk_prob) and "softmax_topk_raw" (the same, not
+  renormalised); "topk_softmax" (the top k logits, softmax over those only: gpt-oss).
+- `ACTIVATIONS[name]`: `act(gate [n, I], up [n, I]) -> [n, I]`, gate and up each expert's
+  projections of its tokens (their biases added when `ModelArgs.expert_bias`). Chosen by
+  `ModelArgs.expert_activation`; here "swiglu" (silu(gate) * up). A family registers its own
+  (gpt-oss's clamped SwiGLU) with `register_activation` / `register_router` in its module.
+- Biases (gpt-oss): `mlp.experts.{gate,up,down}_proj.bias` [E, rows] and `mlp.router.bias` [E],
+  read when `ModelArgs.expert_bias` / `router_bias` say so.
+The tensors come from weights.get under the names in `EXPERT_TENSORS` (a family's
+layer_tensors maps the GGUF parts to them), each a QTensor of all experts' rows
+[E * rows, cols] (GGUFWeights.get gives a 3-D tensor so).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..quant import ggml, kernels, modules
+from ..quant.modules import QTensor
+
+Router = Callable[[torch.Tensor, int], tuple[torch.Tensor, torch.Tensor]]
+Activation = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+# The HF-style names the model reads (weights.get), under "model.layers.N.mlp.".
+EXPERT_TENSORS = {"router": "router", "gate": "experts.gate_proj", "up": "experts.up_proj",
+                  "down": "experts.down_proj"}
+PROJECTIONS = ("gate", "up", "down")
+
+
+def softmax_topk(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax over every expert, the k largest, renormalised to sum to 1 (Qwen3-MoE)."""
+    weights, ids = softmax_topk_raw(logits, k)
+    return weights / weights.sum(dim=-1, keepdim=True), ids
+
+
+def softmax_topk_raw(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax over every expert and the k largest probabilities, as they are."""
+    return torch.topk(torch.softmax(logits.float(), dim=-1), k, dim=-1)
+
+
+def topk_softmax(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The k largest logits, then a softmax over those k only (gpt-oss)."""
+    top, ids = torch.topk(logits.float(), k, dim=-1)
+    return torch.softmax(top, dim=-1), ids
+
+
+def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    return F.silu(gate) * up
+
+
+ROUTERS: dict[str, Router] = {"softmax_topk": softmax_topk, "softmax_topk_raw": softmax_topk_raw,
+                              "topk_softmax": topk_softmax}
+ACTIVATIONS: dict[str, Activation] = {"swiglu": swiglu}
+
+
+def register_router(name: str, route: Router) -> None:
+    """Make `route` available as ModelArgs.expert_router `name` (a family module calls it)."""
+    ROUTERS[name] = route
+
+
+def register_activation(name: str, act: Activation) -> None:
+    """Make `act` available as ModelArgs.expert_activation `name` (a family module calls it)."""
+    ACTIVATIONS[name] = act
+
+
+class Experts(nn.Module):
+    """The MoE MLP of one block: a router over `num_experts`, each token through its
+    `num_experts_per_tok` chosen experts (gate/up, the activation, down), their outputs
+    summed by the router's weights. Built on `meta`; `install_experts` gives it its blocks."""
+
+    gelu = False  # Block.compiled_traits reads it of every MLP
+
+    def __init__(self, args: Any) -> None:
+        super().__init__()
+        self.num_experts = args.num_experts
+        self.top_k = args.num_experts_per_tok
+        self.hidden = args.hidden_size
+        self.inner = args.moe_intermediate_size
+        if not 0 < self.top_k <= self.num_experts:
+            raise ValueError(f"{self.top_k} experts per token of {self.num_experts}")
+        if args.expert_router not in ROUTERS:
+            raise ValueError(f"no expert router {args.expert_router!r}; known: {', '.join(sorted(ROUTERS))}")
+        if args.expert_activation not in ACTIVATIONS:
+            raise ValueError(f"no expert activation {args.expert_activation!r}; known: {', '.join(sorted(ACTIVATIONS))}")
+        self.route = ROUTERS[args.expert_router]
+        self.activation = ACTIVATIONS[args.expert_activation]
+        self.router = nn.Linear(self.hidden, self.num_experts, bias=args.router_bias)
+        self.qtypes: dict[str, int] = {}
+        self.has_bias = args.expert_bias
+        # The last routing, [T, k] ids, kept when `record` is a list (tests compare routers).
+        self.record: list[torch.Tensor] | None = None
+
+    # --- weights --------------------------------------------------------------------------
+
+    def set_blocks(self, name: str, weight: QTensor) -> None:
+        """All experts' rows of projection `name` ("gate", "up", "down") as one buffer."""
+        rows, cols = (self.inner, self.hidden) if name != "down" else (self.hidden, self.inner)
+        if weight.shape != (self.num_experts * rows, cols):
+            raise ValueError(f"mlp.experts.{name}_proj is {weight.shape[0]}x{weight.shape[1]}, config.json makes it "
+                             f"{self.num_experts} experts x {rows}x{cols}")
+        raw, qtype = weight.raw, weight.qtype
+        if weight.raw.device.type == "cpu":
+            # decoding reads Q4_K/Q4_0/Q4_1 eight rows per pass (csrc/repack.cpp): whole groups
+            # of rows stay within one expert, as rows is a multiple of 8
+            raw, qtype = kernels.interleaved(raw, qtype, cols)
+        self.register_buffer(f"{name}_raw", raw)
+        self.qtypes[name] = qtype
+
+    def blocks(self, name: str, expert: int) -> tuple[torch.Tensor, int, int]:
+        """Expert `expert`'s rows of projection `name`: (a view of the bytes, type, rows)."""
+        rows = self.inner if name != "down" else self.hidden
+        raw: torch.Tensor = getattr(self, f"{name}_raw")
+        return raw[expert * rows : (expert + 1) * rows], self.qtypes[name], rows
+
+    @property
+    def expert_bytes(self) -> int:
+        """Bytes of one expert's three projections (what a token reads per chosen expert)."""
+        return sum(getattr(self, f"{n}_raw").numel() for n in PROJECTIONS) // self.num_experts
+
+    # --- forward --------------------------------------------------------------------------
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = x.shape
+        rows = x.reshape(-1, self.hidden)
+        if rows.dtype != torch.float32:
+            rows = rows.float()
+        rows = rows.contiguous()
+        weights, ids = self.route(self.router(rows).float(), self.top_k)
+        if self.record is not None:
+            self.record.append(ids.detach().clone())
+        out = torch.zeros_like(rows)
+        exact_from = _exact_from(rows.shape[0])
+        for expert, tokens, slots in _groups(ids, self.num_experts):
+            y = self._expert(expert, rows[tokens], tokens, exact_from)
+            out.index_add_(0, tokens, y * weights[tokens, slots].unsqueeze(1))
+        return out.view(shape).to(x.dtype)
+
+    def _expert(self, expert: int, x: torch.Tensor, tokens: torch.Tensor, exact_from: int) -> torch.Tensor:
+        """One expert on its tokens' rows x [n, hidden]: rows of tokens at or past
+        `exact_from` keep float32 activations, as QuantLinear's (modules.prompt_activations)."""
+        if exact_from <= int(tokens[0]) or exact_from > int(tokens[-1]):
+            return self._mlp(expert, x, exact=exact_from <= int(tokens[0]))
+        cut = int(torch.searchsorted(tokens, exact_from))
+        return torch.cat((self._mlp(expert, x[:cut], False), self._mlp(expert, x[cut:], True)))
+
+    def _mlp(self, expert: int, x: torch.Tensor, exact: bool) -> torch.Tensor:
+        gate, g_type, n = self.blocks("gate", expert)
+        up, u_type, _ = self.blocks("up", expert)
+        if kernels.available() and gate.device.type == "cpu":
+            both = kernels.qlinear_parts(x, [gate, up], [g_type, u_type], [n, n], exact)
+            g, u = both[:, :n], both[:, n:]
+        else:
+            g, u = _matmul(x, gate, g_type, self.hidden, exact), _matmul(x, up, u_type, self.hidden, exact)
+        if self.has_bias:
+            g, u = g + self.gate_bias[expert], u + self.up_bias[expert]
+        h = self.activation(g, u).contiguous()
+        down, d_type, _ = self.blocks("down", expert)
+        y = _matmul(h, down, d_type, self.inner, exact)
+        return y + self.down_bias[expert] if self.has_bias else y
+
+    def extra_repr(self) -> str:
+        types = "/".join(ggml.type_name(self.qtypes[n]) for n in PROJECTIONS if n in self.qtypes)
+        return f"experts={self.num_experts}, top_k={self.top_k}, inner={self.inner}, {types}"
+
+
+def _groups(ids: torch.Tensor, experts: int):
+    """(expert, token indices ascending, which of the token's k choices) for every expert
+    some token chose: the tokens an expert's one read of its weights serves."""
+    k = ids.shape[1]
+    flat = ids.reshape(-1)
+    if flat.numel() == k:  # one token: its k experts, no sorting
+        for slot, expert in enumerate(flat.tolist()):
+            yield expert, torch.zeros(1, dtype=torch.long), torch.tensor([slot])
+        return
+    order = torch.argsort(flat, stable=True)  # by expert, then by token
+    counts = torch.bincount(flat, minlength=experts).tolist()
+    start = 0
+    for expert, count in enumerate(counts):
+        if count:
+            chosen = order[start : start + count]
+            yield expert, chosen // k, chosen % k
+            start += count
+
+
+def _exact_from(rows: int) -> int:
+    """The first row that keeps float32 activations, QuantLinear's policy (quant.modules):
+    every row under exact_activations, the last PROMPT_EXACT_TAIL of a prompt's chunk,
+    none of a decoding step."""
+    state = modules._exact  # the same per-thread switch QuantLinear reads
+    if modules.EXACT_EVERYWHERE or getattr(state, "on", False):
+        return 0
+    if getattr(state, "prompt", False):
+        return max(0, rows - modules.PROMPT_EXACT_TAIL)
+    return rows
+
+
+def _matmul(x: torch.Tensor, raw: torch.Tensor, qtype: int, cols: int, exact: bool) -> torch.Tensor:
+    rows = raw.shape[0]
+    if kernels.available() and raw.device.type == "cpu":
+        run = kernels.qlinear_exact if exact else kernels.qlinear
+        return run(x, raw, qtype, rows)
+    return F.linear(x, ggml.dequantize(raw, qtype, cols))
+
+
+def install_experts(block: nn.Module, state: dict) -> None:
+    """Give the block's Experts the QTensors `state` holds for them ("feed_forward.<proj>_exps"),
+    and their biases; their entries leave `state`, which gets the buffers' names instead,
+    so the block's strict load still checks that nothing is missing."""
+    experts = block.feed_forward
+    if not isinstance(experts, Experts):
+        return
+    for name in PROJECTIONS:
+        weight = state.pop(f"feed_forward.{name}_exps")
+        if not isinstance(weight, QTensor):
+            raise ValueError(f"mlp.experts.{name}_proj must be a 3-D weight of the file, got a dense tensor")
+        experts.set_blocks(name, weight)
+        state[f"feed_forward.{name}_raw"] = getattr(experts, f"{name}_raw")
+        if experts.has_bias:
+            rows = experts.hidden if name == "down" else experts.inner
+            bias = state.pop(f"feed_forward.{name}_exps_bias").float().reshape(experts.num_experts, rows)
+            experts.register_buffer(f"{name}_bias", bias)
+            state[f"feed_forward.{name}_bias"] = bias
+
+
+def experts_state(get: Callable[[str], Any], mlp: str, args: Any) -> dict:
+    """The block-state entries of a MoE layer's MLP (names under `mlp`, "model.layers.N.mlp.")."""
+    state = {"feed_forward.router.weight": get(mlp + "router.weight")}
+    if args.router_bias:
+        state["feed_forward.router.bias"] = get(mlp + "router.bias")
+    for name in PROJECTIONS:
+        state[f"feed_forward.{name}_exps"] = get(f"{mlp}experts.{name}_proj.weight")
+        if args.expert_bias:
+            state[f"feed_forward.{name}_exps_bias"] = get(f"{mlp}experts.{name}_proj.bias")
+    return state
+
+
+__all__ = [
+    "ACTIVATIONS",
+    "EXPERT_TENSORS",
+    "ROUTERS",
+    "Experts",
+    "experts_state",
+    "install_experts",
+    "register_activation",
+    "register_router",
+    "softmax_topk",
+    "topk_softmax",
+]
