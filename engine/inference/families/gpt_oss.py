@@ -53,7 +53,7 @@ SLIDING_WINDOW = 128
 SWIGLU_ALPHA = 1.702
 SWIGLU_LIMIT = 7.0
 EXPERTS, EXPERTS_PER_TOKEN = 32, 4  # gpt-oss-20b (120b: 128 experts, 4 a token)
-# The model's YaRN parameters besides those a GGUF records (type, factor, original length)
+# The model's YaRN ramp where a GGUF leaves it out (llama.cpp records the betas, not truncate)
 YARN_DEFAULTS = MappingProxyType({"beta_fast": 32.0, "beta_slow": 1.0, "truncate": False})
 
 
@@ -80,6 +80,12 @@ def gguf_config(opt: MetadataReader, tensors: Collection[str]) -> dict[str, Any]
         "hidden_act": "silu",
         "router_aux_loss_coef": 0.0,
     }
+    if opt("rope.scaling.type", None) == "yarn":  # with the ramp llama.cpp's converter records
+        config["rope_scaling"] = dict(YARN_DEFAULTS) | {
+            "rope_type": "yarn", "factor": float(opt("rope.scaling.factor", 1.0)),
+            "original_max_position_embeddings": int(opt("rope.scaling.original_context_length", 4096)),
+            "beta_fast": float(opt("rope.scaling.yarn_beta_fast", YARN_DEFAULTS["beta_fast"])),
+            "beta_slow": float(opt("rope.scaling.yarn_beta_slow", YARN_DEFAULTS["beta_slow"]))}
     return config
 
 

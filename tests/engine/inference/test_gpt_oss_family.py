@@ -17,7 +17,9 @@ from wren.engine.inference.reasoning import reasoning_format, splitter_for
 # gpt-oss-20b's GGUF metadata, as llama.cpp's converter writes it (without the prefix)
 METADATA = {"block_count": 24, "embedding_length": 2880, "attention.head_count": 64, "attention.head_count_kv": 8,
             "attention.key_length": 64, "attention.sliding_window": 128, "expert_count": 32,
-            "expert_used_count": 4, "expert_feed_forward_length": 2880, "feed_forward_length": 2880}
+            "expert_used_count": 4, "expert_feed_forward_length": 2880, "feed_forward_length": 2880,
+            "rope.scaling.type": "yarn", "rope.scaling.factor": 32.0, "rope.scaling.original_context_length": 4096,
+            "rope.scaling.yarn_beta_fast": 32.0, "rope.scaling.yarn_beta_slow": 1.0}
 
 
 def opt(key: str, default: object) -> object:
@@ -48,6 +50,9 @@ def test_gguf_metadata_becomes_transformers_config() -> None:
     assert config["intermediate_size"] == 2880 and config["sliding_window"] == 128
     assert config["layer_types"][:4] == ["sliding_attention", "full_attention"] * 2
     assert len(config["layer_types"]) == 24 and config["attention_bias"] is True
+    # the file's YaRN, with the model's untruncated ramp (llama.cpp records no truncate)
+    assert config["rope_scaling"] == {"rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 4096,
+                                      "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False}
 
 
 @pytest.mark.parametrize("experts,used", [(0, 0), (32, 0), (4, 8)])
