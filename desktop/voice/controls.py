@@ -83,6 +83,8 @@ class VoiceControls(QObject):
         self.reader.failed.connect(self._failed)
         self.reader.speaking.connect(self._speaking)
         self.window.conversations.turn_finished.connect(self._answered)
+        self.window.conversations.answer_text.connect(self._answer_piece)
+        self._reading_answer = False  # voice mode is reading the answer that streams in now
 
     # -- the menu ---------------------------------------------------------------------
 
@@ -213,9 +215,22 @@ class VoiceControls(QObject):
             self.reader.stop()
             self.panel.hide()
 
+    def _answer_piece(self, conversation_id: Any, text: str) -> None:
+        """Voice mode reads the answer sentence by sentence while it streams."""
+        if not self._voice_mode or conversation_id != self.window.conversations.current_id:
+            return
+        if not self._reading_answer:
+            self._reading_answer = True
+            self.dictation.cancel()
+            self.reader.begin()
+        self.reader.feed(text)
+
     def _answered(self, finished: Any) -> None:
-        if self._voice_mode:
-            self.read_last_answer()
+        if self._reading_answer:
+            self._reading_answer = False
+            self.reader.end()
+        elif self._voice_mode:  # an answer with no text (refused, failed): listen again
+            self._speaking(False)
 
     def close(self) -> None:
         self._voice_mode = False

@@ -53,6 +53,7 @@ class ConversationController(QObject):
     opened = Signal(object)  # the chat view shows this conversation
     listed = Signal()  # the sidebar was refreshed
     turn_finished = Signal(object)  # Finished; the view already shows the stored result
+    answer_text = Signal(object, str)  # conversation id, the next piece of its answer as it streams (read-aloud)
     titled = Signal(object, str)
     temporary_left = Signal(object)  # a temporary chat was left and the engine dropped it
 
@@ -426,6 +427,7 @@ class ConversationController(QObject):
             widget.show_prefill(event.done, event.total)
 
     def _text(self, conversation_id: int, text: str) -> None:
+        self.answer_text.emit(conversation_id, text)
         widget = self._live.get(conversation_id)
         if widget is not None:
             widget.end_prefill()

@@ -82,17 +82,20 @@ def test_voice_mode_listens_sends_reads_and_listens_again(open_window, qtbot, sp
         opened.append(1)
         return WavFileInput(str(spoken if len(opened) == 1 else quiet), tail_seconds=30)
 
-    window = open_window(ANSWER)
+    window = open_window(ANSWER, delay=0.25)  # the answer streams for a few seconds
     window.voice.dictation.input_factory = window.voice.barge_in.input_factory = microphone
     output = MemoryOutput(speed=8.0)
     window.voice.reader.output_factory = lambda: output
+    happened = []
+    window.voice.reader.first_audio.connect(lambda _s: happened.append("first audio"))
+    window.conversations.turn_finished.connect(lambda _f: happened.append("answer finished"))
     window.composer.edit.setFocus()
     _press(qtbot, window, Qt.Key.Key_V, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
-    with qtbot.waitSignal(window.conversations.turn_finished, timeout=60000):
-        pass
+    qtbot.waitUntil(lambda: "answer finished" in happened, timeout=60000)
     qtbot.waitUntil(lambda: len(output.played) == 2, timeout=30000)
     qtbot.waitUntil(lambda: window.voice.dictation.active, timeout=10000)  # listening for the next question
     assert wer(SENTENCES[1], window.chat.message_widgets()[0].text()) <= 0.25  # the spoken question was sent
+    assert happened.index("first audio") < happened.index("answer finished")  # read while it streamed
     _press(qtbot, window, Qt.Key.Key_V, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
     qtbot.waitUntil(lambda: not window.voice.dictation.active, timeout=5000)
 
