@@ -195,7 +195,7 @@ class _Connection:
             loop = asyncio.get_running_loop()
             ready: asyncio.Future = loop.create_future()
             run = self._run = _Run()
-            with acting(Part.MCP_SERVER, f"MCP server '{self.config.name}'"):  # the task keeps it (engine/network)
+            with self._purpose():  # the connection's task keeps it
                 run.task = loop.create_task(self._hold(run, ready, start_timeout), name=f"mcp:{self.config.name}")
             try:
                 # The connection enforces start_timeout itself; this is a backstop.
@@ -343,7 +343,8 @@ class _Connection:
         if client is None:
             return
         try:
-            self.tools = await asyncio.wait_for(self._list_tools(client), self.manager.start_timeout)
+            with self._purpose():
+                self.tools = await asyncio.wait_for(self._list_tools(client), self.manager.start_timeout)
         except Exception as exc:
             self.log.add("wren", f"listing tools again failed: {_describe(exc)}")
             return
@@ -429,7 +430,15 @@ class _Connection:
 
     # -- calls -----------------------------------------------------------------------------
 
+    def _purpose(self) -> Any:
+        """The network ledger's name for what this server's connections are for (engine/network)."""
+        return acting(Part.MCP_SERVER, f"MCP server '{self.config.name}'")
+
     async def call(self, tool: str, arguments: dict[str, Any]) -> tuple[str, bool]:
+        with self._purpose():  # a call's requests go out from this task (HTTP servers)
+            return await self._call(tool, arguments)
+
+    async def _call(self, tool: str, arguments: dict[str, Any]) -> tuple[str, bool]:
         name = self.config.name
         try:
             client = await self.ensure(self.manager.start_timeout)
