@@ -2,7 +2,8 @@
 
 A front end opens one `Engine` and reaches everything through its services, each an
 attribute: `engine.conversations`, `engine.chat`, `engine.models`, `engine.memories`,
-`engine.settings`, `engine.safety`, `engine.tools`, `engine.providers`, `engine.privacy`, `engine.voice`
+`engine.settings`, `engine.safety`, `engine.tools`, `engine.providers`, `engine.privacy`,
+`engine.library`, `engine.projects`, `engine.voice`
 (docs/architecture.md). The core's own members (the database thread `db`, the stores, the
 policy, the loaded model session, the notices) come from `engine.core.Core`. Each service
 is given the core and the services it uses, so they form a tree with no cycles, and none
@@ -22,6 +23,7 @@ from .conversations import Conversations
 from .core import Core
 from .inference.backend import Backend
 from .inference.select import resolve_backend
+from .library.service import Library, ProjectsService
 from .logs import log_event
 from .memory.facade import Memories
 from .modelhub.registry import ModelRegistry
@@ -60,6 +62,8 @@ class Engine(Core):
         self.settings = Settings(self)
         self.safety = Safety(self)
         self.memories = Memories(self)
+        self.library = Library(self)
+        self.projects = ProjectsService(self.library)
         self.tools = Tools(self, self.settings)
         self.providers = Providers(self, self.settings)
         self.models = Models(self, self.settings, self.providers)
@@ -104,5 +108,6 @@ class Engine(Core):
         await self.models.close()
         await self.tools.close()  # every MCP server stops with Wren
         await self.memories.close()
+        await self.library.close()  # indexing stops between two files
         await self.privacy.close()  # deleted chats leave the disk (engine/privacy.py)
         await super().close()

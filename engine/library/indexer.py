@@ -158,7 +158,7 @@ class Indexer:
         digest = self._hash(path)
         row = self.run_db(lambda db: sql.file_at(db, path))
         if row is not None and row["hash"] == digest and row["state"] == State.INDEXED:
-            self.run_db(lambda db: sql.save_file(db, source_id, path, size=size, mtime=mtime))
+            self.run_db(lambda db: sql.save_file(db, source_id, path, size=size, mtime=mtime, state=State.INDEXED))
             self.progress.unchanged += 1
             return
         moved = gone.pop(digest, None)

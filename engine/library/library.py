@@ -22,14 +22,15 @@ SKIPPED_SHOWN = 200  # skipped files listed by status(); the counts cover all
 
 
 class LibraryIndex:
-    def __init__(self, run_db: RunDb, embedder: Callable[[], Embedder | None], *, in_memory: bool = False,
-                 busy: Callable[[], bool] = lambda: False, max_bytes: int = MAX_BYTES):
+    def __init__(self, database: Any, run_db: RunDb, embedder: Callable[[], Embedder | None], *,
+                 in_memory: bool = False, busy: Callable[[], bool] = lambda: False, max_bytes: int = MAX_BYTES):
+        """`database`: the store's peewee database, which `run_db` passes to what it runs."""
         self.run_db = run_db
         self.embedder = embedder
         self.in_memory = in_memory
         self.generation = 0  # bumped on every write: the search's matrix reloads
         self._lock = threading.Lock()  # one indexing pass at a time
-        self.vectors: VectorIndex = run_db(lambda db: VectorIndex(db, sql.DOC_VECTORS))
+        self.vectors = VectorIndex(database, sql.DOC_VECTORS)
         self.indexer = Indexer(run_db, embedder, self.vectors, max_bytes=max_bytes, busy=busy,
                                on_change=self._changed)
 

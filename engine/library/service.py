@@ -1,0 +1,161 @@
+"""`engine.library` and `engine.projects`: the document library as a service of the Engine.
+
+Indexing and watching run on one background thread ("wren-library") at the lowest CPU
+priority, pausing between files while an answer streams; its database calls hop to the
+engine's database thread like every other store call. The async methods run the library's
+blocking calls on the default executor, so the event loop (a window's GUI thread) never waits.
+
+Watching is by polling, not inotify/FSEvents: the standard library only, the same on Linux,
+macOS and Windows, right on network and removable drives, and no per-folder watch limit (the
+Linux default of 8,192 inotify watches is below a 100,000-file tree's folders on some
+systems). A pass costs one stat per file (about 1 s for 100,000 files on these machines,
+at nice 19), so the pause between passes is ten times the last pass's length, at least
+WATCH_SECONDS and at most MAX_WATCH_SECONDS. A start rescans every source once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..memory import embed
+from .library import LibraryIndex
+from .projects import DEFAULT_SCOPE, SCOPE_SETTING, SCOPES, Projects, Scope
+from .retrieve import Passage
+
+if TYPE_CHECKING:
+    from ..core import Core
+
+log = logging.getLogger(__name__)
+
+WATCH_SECONDS = 2.0
+MAX_WATCH_SECONDS = 60.0
+
+
+class Library:
+    """`engine.library`: sources, indexing progress, search; `start()` begins watching."""
+
+    def __init__(self, core: Core, embedder: Callable[[], Any] = embed.shared_embedder):
+        self.e = core
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.index = LibraryIndex(core.store.db, self._run_db, embedder, in_memory=core.store.path == ":memory:",
+                                  busy=lambda: core.answering())
+        self.projects = Projects(self._run_db)
+        self._thread: threading.Thread | None = None
+        self._wake = threading.Event()
+        self._closing = threading.Event()
+        self.passes = 0  # indexing passes finished (tests wait on it)
+
+    def _run_db(self, fn: Callable[[Any], Any]) -> Any:
+        """Run fn(database) on the engine's database thread, from any other thread."""
+        assert self._loop is not None, "the library is used through its async methods"
+        store = self.e.store
+        return asyncio.run_coroutine_threadsafe(self.e.db(fn, store.db), self._loop).result()
+
+    async def _blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
+        self._loop = asyncio.get_running_loop()
+        return await self._loop.run_in_executor(None, fn, *args)
+
+    # -- sources and search --------------------------------------------------------------
+
+    async def add(self, paths: Sequence[str], watch: bool = False) -> builtins.list[dict[str, Any]]:
+        """Add files and folders; they are indexed in the background (`start()` running),
+        or by `sync()`."""
+        added = await self._blocking(self.index.add, paths, watch)
+        self._wake.set()
+        return added
+
+    async def list(self) -> builtins.list[dict[str, Any]]:
+        return await self._blocking(self.index.sources)
+
+    async def remove(self, target: str) -> dict[str, Any]:
+        """Remove a source (path or id) and every trace of its text from the database file."""
+        self.index.stop()  # a pass in progress may be reading it; the next pass starts clean
+        return await self._blocking(self.index.remove, target)
+
+    async def status(self) -> dict[str, Any]:
+        return await self._blocking(self.index.status)
+
+    async def search(self, query: str, limit: int = 5, source_ids: Sequence[int] | None = None) -> builtins.list[Passage]:
+        return await self._blocking(self.index.search, query, limit, source_ids)
+
+    async def sync(self) -> dict[str, Any]:
+        """One indexing pass now, on the executor; its progress."""
+        progress = await self._blocking(self._pass)
+        return progress.to_dict()
+
+    def _pass(self) -> Any:
+        progress = self.index.sync()
+        self.passes += 1
+        return progress
+
+    # -- scope: what a Send searches ---------------------------------------------------------
+
+    async def scope(self, conversation_id: int | None, project: str | None = None,
+                    library_on: bool | None = None) -> Scope:
+        setting = await self.e.db(self.e.store.get_setting, SCOPE_SETTING, DEFAULT_SCOPE)
+        if setting not in SCOPES:
+            setting = DEFAULT_SCOPE
+        return await self._blocking(self.projects.scope, conversation_id, project, library_on, setting)
+
+    # -- watching ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Rescan every source now and keep watching them (front ends call this once)."""
+        self._loop = asyncio.get_running_loop()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._watch, name="wren-library", daemon=True)
+            self._thread.start()
+
+    def _watch(self) -> None:
+        self.index.indexer.lower_priority()
+        while not self._closing.is_set():
+            began = time.monotonic()
+            try:
+                self._pass()
+            except Exception:  # the next pass tries again; the log says what went wrong
+                if self._closing.is_set():
+                    return
+                log.exception("library pass failed")
+            pause = min(max(WATCH_SECONDS, 10 * (time.monotonic() - began)), MAX_WATCH_SECONDS)
+            self._wake.wait(pause)
+            self._wake.clear()
+
+    async def close(self) -> None:
+        self._closing.set()
+        self.index.stop()
+        self._wake.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            await asyncio.get_running_loop().run_in_executor(None, thread.join, 30)
+
+
+class ProjectsService:
+    """`engine.projects`: projects (a name, instructions, library sources, chats), async."""
+
+    def __init__(self, library: Library):
+        self._library = library
+        self._projects = library.projects
+
+    async def create(self, name: str, instructions: str = "") -> dict[str, Any]:
+        return await self._library._blocking(self._projects.create, name, instructions)
+
+    async def list(self) -> builtins.list[dict[str, Any]]:
+        return await self._library._blocking(self._projects.list)
+
+    async def remove(self, name: str) -> dict[str, Any]:
+        return await self._library._blocking(self._projects.remove, name)
+
+    async def set_instructions(self, name: str, text: str) -> dict[str, Any]:
+        return await self._library._blocking(self._projects.set_instructions, name, text)
+
+    async def add_sources(self, name: str, source_ids: builtins.list[int]) -> dict[str, Any]:
+        return await self._library._blocking(self._projects.add_sources, name, source_ids)
+
+    async def add_chat(self, name: str, conversation_id: int) -> None:
+        await self._library._blocking(self._projects.add_chat, name, conversation_id)
