@@ -45,6 +45,7 @@ FP16_FIELDS: dict[T, tuple[tuple[int, float], ...]] = {
     T.Q4_1: ((0, 0.0043), (2, -0.032)),  # d * q + m, centred
     T.Q8_0: ((0, 2.7e-4),),  # d * q, q int8
     T.Q4_K: ((0, 1.4e-4), (2, 1.0e-3)),  # d * sc * q - dmin * m, 6-bit sc and m
+    T.Q5_K: ((0, 7.0e-5), (2, 1.0e-3)),  # as Q4_K, q of 5 bits
     T.Q6_K: ((208, 1.5e-5),),  # d * sc * (q - 32), int8 sc
 }
 
