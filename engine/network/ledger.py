@@ -101,8 +101,11 @@ def _append(line: dict[str, Any], home: Path | None) -> None:
             os.close(fd)
 
 
+_OPTIONAL = ("reason", "sent", "received", "closed")  # left out of a line when empty
+
+
 def record(entry: Entry, home: Path | None = None) -> None:
-    _append({key: value for key, value in asdict(entry).items() if value is not None}, home)
+    _append({key: value for key, value in asdict(entry).items() if value is not None or key not in _OPTIONAL}, home)
 
 
 def record_close(entry_id: str, sent: int | None, received: int | None, home: Path | None = None) -> None:

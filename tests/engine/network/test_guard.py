@@ -159,3 +159,23 @@ def test_a_line_that_is_not_wrens_is_skipped(wren_home):
     with open(ledger.folder() / ledger.FILE, "a") as out:
         out.write('{"id": "x", "part": 3}\nnot json\n{"cut": \n')
     assert [e.action for e in ledger.entries()] == ["MCP server 'a'"]
+
+
+def test_a_unix_socket_is_recorded_only_when_wren_named_it(guarded, tmp_path):
+    from wren.engine import engine_sockets
+
+    path = tmp_path / "engine.sock"
+
+    async def main() -> None:
+        server = await asyncio.start_unix_server(lambda r, w: w.close(), str(path))
+        line = await engine_sockets.connect(path)  # `wren ask` reaching a running engine
+        assert line is not None
+        line[1].close()
+        _r, writer = await asyncio.open_unix_connection(str(path))  # a socket nobody named (a session bus)
+        writer.close()
+        server.close()
+        await server.wait_closed()
+
+    asyncio.run(main())
+    [entry] = entries()
+    assert (entry.part, entry.host, entry.port, entry.loopback) == ("Wren's own engine", str(path), None, True)
