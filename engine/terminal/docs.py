@@ -74,7 +74,7 @@ def _with_library(fn: Callable[[Any, argparse.Namespace], int]) -> Callable[[arg
         store = Store(paths.database_path())
         try:
             store.bind()
-            return fn(LibraryIndex(lambda f: f(store.db), shared_embedder), args)
+            return fn(LibraryIndex(store.db, lambda f: f(store.db), shared_embedder), args)
         finally:
             store.close()
 
