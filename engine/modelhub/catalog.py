@@ -47,6 +47,7 @@ class CatalogEntry:
     head_dim: int
     ram_bytes_4k: int  # file + float32 KV for 4,096 tokens + runtime overhead
     notes: str = ""
+    active_parameters: int = 0  # a mixture of experts: what one token reads; 0: all of them
     fits: bool = True  # computed for this computer
     shortfall_bytes: int = 0  # how much more RAM it would need; 0 when it fits
     installed: bool = False  # computed from the installed models
@@ -106,7 +107,10 @@ def _entry(raw: Any, where: str) -> CatalogEntry:
         )
     if not values["file"].endswith(".gguf") or "/" not in values["repo"]:
         raise ModelFileError(f"{where}: expected a Hugging Face repo (owner/name) and a .gguf file")
-    return CatalogEntry(**values, notes=str(raw.get("notes", "")))
+    active = raw.get("active_parameters", 0)
+    if not isinstance(active, int) or isinstance(active, bool) or not 0 <= active <= values["parameters"]:
+        raise ModelFileError(f"{where}: 'active_parameters' must be a whole number up to 'parameters', got {active!r}")
+    return CatalogEntry(**values, notes=str(raw.get("notes", "")), active_parameters=active)
 
 
 def with_fit(entry: CatalogEntry, total_ram: int, installed: bool) -> CatalogEntry:

@@ -52,6 +52,22 @@ def _kept_positions(config: dict[str, Any], layers: int, context: int) -> list[i
     return [ring_size(window, context) or context for window in windows]
 
 
+def active_parameters(config: dict[str, Any], total: int) -> int | None:
+    """The parameters one token uses in a mixture of experts: all of them less the experts it
+    does not pick (layers x unpicked experts x gate, up and down); None for a dense model."""
+    experts = int(config.get("num_experts") or config.get("num_local_experts") or 0)
+    if not experts:
+        return None
+    try:
+        used = int(config["num_experts_per_tok"])
+        inner = int(config.get("moe_intermediate_size") or config["intermediate_size"])
+        per_expert = 3 * int(config["hidden_size"]) * inner
+        layers = int(config["num_hidden_layers"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ModelFileError(f"config.json lacks the mixture's shape ({exc!r})") from exc
+    return total - layers * (experts - used) * per_expert
+
+
 def estimate_ram(model_path: Path | str, context: int) -> int:
     """Bytes of memory to run the model at `context` tokens: weights + KV cache + overhead."""
     folder = _folder(model_path)

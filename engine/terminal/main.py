@@ -373,14 +373,16 @@ INFO_CONTEXTS = (4096, 32768)
 
 
 def _cmd_models_info(args) -> int:
-    from ..modelhub.sizing import estimate_ram
+    from ..modelhub.sizing import active_parameters, estimate_ram, read_config
 
     info = _registry().get(args.name)
     ram = {context: estimate_ram(info.path, context) for context in INFO_CONTEXTS}
+    active = active_parameters(read_config(info.path), info.parameters)  # None: a dense model
     plan = _gpu_plan(info.path, args)
     if args.json:
         print(json.dumps({
             "name": info.name, "architecture": info.architecture, "parameters": info.parameters,
+            "active_parameters": info.parameters if active is None else active,
             "quantization": info.quantization, "context_length": info.context_length,
             "size_bytes": info.size_bytes, "source": str(info.source), "path": str(info.path),
             "ram_bytes": {str(context): n for context, n in ram.items()},
@@ -389,7 +391,7 @@ def _cmd_models_info(args) -> int:
         return 0
     rows = [
         ("name", info.name), ("architecture", info.architecture),
-        ("parameters", f"{info.parameters / 1e9:.2f} B" if info.parameters >= 1e9 else f"{info.parameters / 1e6:.1f} M"),
+        ("parameters", _count(info.parameters) + ("" if active is None else f", {_count(active)} active per token")),
         ("quantization", info.quantization or "-"), ("context", f"{info.context_length} tokens"),
         ("on disk", f"{info.size_bytes / 1e6:,.1f} MB"), ("source", f"{info.source} ({info.path})"),
     ]
@@ -402,6 +404,10 @@ def _cmd_models_info(args) -> int:
     for key, value in rows:
         print(f"{key:14} {value}")
     return 0
+
+
+def _count(parameters: int) -> str:
+    return f"{parameters / 1e9:.2f} B" if parameters >= 1e9 else f"{parameters / 1e6:.1f} M"
 
 
 def _gpu_plan(model_dir, args):
