@@ -1,4 +1,5 @@
-"""Settings → Privacy: export everything to one zip, or delete all your data (confirmed)."""
+"""Settings → Privacy: the offline lock and the network ledger (network.py), export
+everything to one zip, or delete all your data (confirmed)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from wren.engine.errors import WrenError
 from wren.engine.privacy import EraseReport
 
 from ..bridge import Tasks
+from .network import NetworkSection
 
 EXPLAINER = (
     "Wren keeps everything on this computer, in files only your account can read. "
@@ -56,14 +58,20 @@ class PrivacyPage(QWidget):
         self.status = QLabel()
         self.status.setObjectName("privacyStatus")
         self.status.setWordWrap(True)
+        self.network = NetworkSection(engine, tasks)
         layout = QVBoxLayout(self)
         layout.addWidget(intro)
+        layout.addWidget(self.network, 1)
+        layout.addSpacing(12)
         layout.addWidget(self.export_button)
         layout.addSpacing(12)
         layout.addWidget(self.erase_button)
         layout.addWidget(self.erase_models)
         layout.addWidget(self.status)
-        layout.addStretch(1)
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        self.tasks.run(self.network.load(), what="reading the network ledger")
 
     # -- export ---------------------------------------------------------------------
 

@@ -79,6 +79,7 @@ class MainWindow(QMainWindow):
         self.composer = Composer()
         self.status = WrenStatusBar()
         self.setStatusBar(self.status)
+        self.status.follow_offline_lock(engine.network.lock_state, self.tasks)  # the offline lock's mark
         self.counter = TokenCounter(self.composer, self.tasks, self)
         self.gate = SendGate(engine, self.composer, self.tasks, self)
         self._build_header()

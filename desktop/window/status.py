@@ -1,12 +1,19 @@
-"""The status bar: model and backend, speed of the last answer, context used, load progress."""
+"""The status bar: model and backend, speed of the last answer, context used, load progress,
+and a mark while the offline lock is on."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QWidget
 
 from wren.engine.events import Usage
 
 from .elided import ElidedLabel
+
+OFFLINE_POLL_MS = 3000  # the lock is a file any Wren process may change: read this often
 
 
 class WrenStatusBar(QStatusBar):
@@ -29,11 +36,38 @@ class WrenStatusBar(QStatusBar):
         self.progress.setMaximumWidth(140)
         self.progress.setTextVisible(False)
         self.progress.hide()
+        self.offline_mark = QLabel("Offline")
+        self.offline_mark.setObjectName("offlineLockMark")
+        self.offline_mark.setAccessibleName("Offline lock on")
+        self.offline_mark.hide()
+        self._offline_poll = QTimer(self)
+        self._offline_poll.setInterval(OFFLINE_POLL_MS)
         self.addWidget(self.progress)
+        self.addPermanentWidget(self.offline_mark)
         for label in (self.model_label, self.speed_label, self.context_label):
             label.setContentsMargins(6, 0, 6, 0)  # apart from each other, not run together
             self.addPermanentWidget(label)
         self.context_length = 0
+
+    def show_offline_lock(self, state: Any) -> None:
+        """The mark, shown while the lock (engine.network's LockState) is on, saying why."""
+        on = bool(getattr(state, "on", False))
+        self.offline_mark.setVisible(on)
+        if on:
+            why = "set by WREN_OFFLINE" if state.source == "environment" else "turned on in Settings → Privacy"
+            text = f"Offline lock on ({why}): Wren refuses every connection beyond this computer"
+            self.offline_mark.setToolTip(text)
+            self.offline_mark.setAccessibleDescription(text)
+
+    def follow_offline_lock(self, read: Callable[[], Awaitable[Any]], tasks: Any) -> None:
+        """Keep the mark true: `read` (engine.network.lock_state) now and every few seconds,
+        so a lock turned on by `wren privacy offline on` shows here too."""
+        def poll() -> None:
+            tasks.run(read(), self.show_offline_lock, what="reading the offline lock")
+
+        self._offline_poll.timeout.connect(poll)
+        self._offline_poll.start()
+        poll()
 
     def show_loading(self, text: str) -> None:
         self.model_label.setText(text)

@@ -36,3 +36,8 @@ class NetworkPrivacy:
     @staticmethod
     def entry_line(entry: ledger.Entry) -> str:
         return report.line(entry)
+
+    @staticmethod
+    def children_note() -> str:
+        """Whether the lock keeps MCP servers started by command off the network here."""
+        return report.children_note()
