@@ -224,6 +224,11 @@ def erase_files(*, models: bool) -> list[str]:
         if history.is_file():
             _remove(history)
             removed.append(str(history))
+    from .network import ledger
+
+    if any(ledger.folder().glob("ledger*.jsonl")):  # what Wren connected to; the offline lock stays as it is
+        ledger.clear()
+        removed.append(str(ledger.folder()))
     if models and (data / "models").is_dir():
         for child in (data / "models").iterdir():
             _remove(child)
