@@ -205,7 +205,9 @@ class Chat:
                    options: SendOptions | None) -> AsyncGenerator[Event, None]:
         self._cancel_warm()  # what it cached stays cached; a stale draft must not follow
         # prepared once (engine/turns.py, engine/turn/plan.py): one read, one scan, one assembly
-        async for event in self.turns.ask(conversation_id, parent_id, text, options or SendOptions()):
+        events = self.turns.ask(conversation_id, parent_id, text, options or SendOptions())
+        library = getattr(self.e, "library", None)  # the answer's citations of library passages
+        async for event in library.cite(events, conversation_id) if library is not None else events:
             yield event
 
     async def generate_title(self, conversation_id: int) -> str:

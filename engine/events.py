@@ -210,6 +210,20 @@ class AnswerNotice:
 
 
 @dataclass(frozen=True, slots=True)
+class Citation:
+    """A library passage the answer cites ([number] in its text), after the answer's text:
+    one per passage used, in the order first cited; a number no passage in the prompt had
+    is dropped, never shown."""
+
+    number: int  # the [number] in the answer
+    path: str  # the file
+    location: dict  # page, heading path, lines or rows (engine/library/chunking.py)
+    where: str  # the location in words: "page 3", "Setup › Linux, lines 10-14"
+    passage: str  # the text the model read
+    chunk_id: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class TitleUpdate:
     """The conversation's title, written (or revised) while or after the answer streams."""
 
@@ -219,7 +233,7 @@ class TitleUpdate:
 
 Event = (
     Started | PrefillProgress | Delta | Reasoning | Usage | SafetyNotice | MemoryNotice | ToolCall | ToolApprovalNeeded
-    | ToolResult | TitleUpdate | AnswerNotice | Finished | Failed
+    | ToolResult | TitleUpdate | AnswerNotice | Citation | Finished | Failed
 )
 
 # Event types whose `type` in event_to_dict is not simply the lowercased class name.

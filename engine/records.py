@@ -133,6 +133,10 @@ class SendOptions:
     response_format: dict | None = None
     # One of THINKING_CHOICES for a model that takes it; None: the chat's setting, else the model's default
     thinking: str | None = None
+    # The document library: None as the settings say (a project's chat searches its project,
+    # another chat per library.scope), True/False on or off for this Send (engine/library).
+    documents: bool | None = None
+    project: str | None = None  # search this project's documents (and put the chat in it)
     constraint: Constraint | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

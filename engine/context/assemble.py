@@ -12,6 +12,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import InvalidRequest
+from ..library.cite import HEADER as DOCUMENTS_HEADER
+from ..library.cite import block
+from ..library.retrieve import Passage
 from ..memory.records import Retrieved, SourceKind
 from .attachments import SHARE_OF_ROOM, AttachedFile, AttachmentFit
 from .parts import (
@@ -39,6 +42,9 @@ Summarize = Callable[[list[dict], str], "str | Awaitable[str]"]
 RunDb = Callable[..., Awaitable[Any]]
 
 _COST_CACHE_LIMIT = 100_000
+# Library passages may take this share of the window (and at most half the room left after
+# the question, its files and memories): the chat's own turns keep the rest.
+DOCUMENT_SHARE = 0.25
 
 
 class ContextOverflow(InvalidRequest):
@@ -62,6 +68,7 @@ class ContextRequest:
     retrieved: Sequence[Retrieved] = ()  # best first, from MemoryService.retrieve
     settings: ContextSettings = field(default_factory=ContextSettings)
     attachments: Sequence[AttachedFile] = ()  # the chat's attached files, the newest first
+    documents: Sequence[Passage] = ()  # library passages, best first, numbered [1], [2], … in that order
 
 
 @dataclass(frozen=True)
@@ -176,6 +183,11 @@ class ContextAssembler:
         room -= file_tokens
 
         retrieved, used = self._pick_retrieved(request.retrieved, min(s.memory_budget(window), room // 2), parts)
+        documents, doc_tokens = self._pick_documents(
+            request.documents, min(int(window * DOCUMENT_SHARE), (room - used) // 2), parts)
+        if documents:
+            sections[PartKind.DOCUMENT] = documents
+        used += doc_tokens
         room -= used  # `used` goes on to count the summary too: the estimate's variable part
 
         turns = turn_starts(history)
@@ -248,6 +260,25 @@ class ContextAssembler:
         if free:
             return min(free, key=lambda pair: pair[0])[1]
         return max(ends, key=lambda pair: pair[0], default=(0, None))[1]
+
+    def _pick_documents(self, passages: Sequence[Passage], limit: int, parts: list[ContextPart]) -> tuple[str, int]:
+        """The passages that fit `limit` as one section, and its cost; each passage is a
+        part, included or dropped with the reason. Numbers stay those of the ranking, so a
+        dropped passage leaves a gap and a citation of it is dropped too."""
+        blocks, used = [], self.count(DOCUMENTS_HEADER) + 2 if passages else 0
+        for number, passage in enumerate(passages, start=1):
+            text = block(number, passage)
+            cost = self.count(text) + 1
+            if used + cost > limit:
+                parts.append(ContextPart(PartKind.DOCUMENT, PartState.DROPPED, cost, (passage.chunk_id,), text=text,
+                                         note=f"over the document budget ({limit} tokens)"))
+                continue
+            blocks.append(text)
+            used += cost
+            parts.append(ContextPart(PartKind.DOCUMENT, PartState.INCLUDED, cost, (passage.chunk_id,), text=text))
+        if not blocks:
+            return "", 0
+        return DOCUMENTS_HEADER + "\n\n" + "\n\n".join(blocks), used
 
     def _pick_retrieved(self, items: Sequence[Retrieved], limit: int, parts: list[ContextPart]) -> tuple[list[Retrieved], int]:
         chosen, used, headed = [], 0, set()

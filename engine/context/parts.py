@@ -89,6 +89,8 @@ def system_text(sections: dict[PartKind, str], retrieved: Sequence[Retrieved]) -
         items = [f"- {r.text}" for r in retrieved if r.kind is source]
         if items:
             blocks.append(HEADERS[kind] + "\n" + "\n".join(items))
+    if PartKind.DOCUMENT in sections:  # the question's passages change every turn: last
+        blocks.append(sections[PartKind.DOCUMENT])
     return "\n\n".join(blocks)
 
 

@@ -27,6 +27,7 @@ class PartKind(enum.Enum):
     NEW_MESSAGE = "new_message"  # the message being answered
     ATTACHMENT = "attachment"  # a file the user attached, in the prompt with the new message (`text`: its name)
     THINKING = "thinking"  # an earlier answer's thinking: always DROPPED (engine/context/thinking.py)
+    DOCUMENT = "document"  # a library passage (`source_ids`: its chunk; `text`: "[n] file (where)" and the passage)
     TOOLS = "tools"  # the offered tools' definitions (`text`: their names; `items`: how many)
 
 

@@ -10,26 +10,13 @@ import re
 import time
 import zipfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from xml.etree import ElementTree
 
+from .blocks import Block, Skipped
 from .html_text import html_blocks
 
-
-class Skipped(Exception):
-    """The file is not indexed; the message says why (shown in `wren docs status`)."""
-
-
-@dataclass(frozen=True)
-class Block:
-    """A paragraph, a heading's section, a page or a row, with where it is in its file.
-
-    location: any of "page", "heading" (the path of headings above it), "lines" (first and
-    last line, 1-based), "rows" (first and last data row), "chapter"."""
-
-    text: str
-    location: dict = field(default_factory=dict)
+__all__ = ["Block", "Skipped", "extract", "format_of"]
 
 
 MARKDOWN = {".md", ".markdown", ".mdown", ".mkd", ".rst"}

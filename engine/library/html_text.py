@@ -4,10 +4,8 @@ footers, forms and scripts are left out (stdlib html.parser; no DOM is built).""
 from __future__ import annotations
 
 from html.parser import HTMLParser
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .formats import Block
+from .blocks import Block
 
 # Elements whose text is page furniture, not content.
 SKIPPED = {"script", "style", "noscript", "template", "svg", "nav", "header", "footer", "aside", "form",
@@ -69,8 +67,6 @@ class _MainText(HTMLParser):
 
 
 def html_blocks(html: str) -> list[Block]:
-    from .formats import Block
-
     parser = _MainText()
     parser.feed(html)
     parser.close()

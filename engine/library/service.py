@@ -20,12 +20,15 @@ import builtins
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..context.report import PartKind, PartState, report_from_meta
+from ..events import Citation, Delta, Event, Finished
 from ..memory import embed
+from .cite import citations, cited_numbers
 from .library import LibraryIndex
-from .projects import DEFAULT_SCOPE, SCOPE_SETTING, SCOPES, Projects, Scope
+from .projects import DEFAULT_SCOPE, NO_DOCUMENTS, SCOPE_SETTING, SCOPES, Projects, Scope
 from .retrieve import Passage
 
 if TYPE_CHECKING:
@@ -33,6 +36,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+SCOPE_SECONDS = 5.0
+PASSAGES = 6  # passages offered to a Send (the context keeps those that fit)
 WATCH_SECONDS = 2.0
 MAX_WATCH_SECONDS = 60.0
 
@@ -50,6 +55,8 @@ class Library:
         self._wake = threading.Event()
         self._closing = threading.Event()
         self.passes = 0  # indexing passes finished (tests wait on it)
+        self._scopes: dict[tuple, tuple[int, float, Scope, bool]] = {}  # see _cached_scope
+        self._given: dict[int | None, tuple[str, builtins.list[Passage]]] = {}  # conversation -> (question, passages)
 
     def _run_db(self, fn: Callable[[Any], Any]) -> Any:
         """Run fn(database) on the engine's database thread, from any other thread."""
@@ -98,10 +105,77 @@ class Library:
 
     async def scope(self, conversation_id: int | None, project: str | None = None,
                     library_on: bool | None = None) -> Scope:
-        setting = await self.e.db(self.e.store.get_setting, SCOPE_SETTING, DEFAULT_SCOPE)
-        if setting not in SCOPES:
-            setting = DEFAULT_SCOPE
-        return await self._blocking(self.projects.scope, conversation_id, project, library_on, setting)
+        """What a Send searches (engine/library/projects.py Projects.scope), in one trip."""
+        return (await self.e.db(self._read_scope, conversation_id, project, library_on))[0]
+
+    def _read_scope(self, conversation_id: int | None, project: str | None,
+                    library_on: bool | None) -> tuple[Scope, bool]:
+        """On the database thread: the Send's scope and whether any passage is indexed."""
+        db = self.e.store.db
+        setting = self.e.store.get_setting(SCOPE_SETTING, DEFAULT_SCOPE)
+        scope = Projects(lambda fn: fn(db)).scope(conversation_id, project, library_on,
+                                                  setting if setting in SCOPES else DEFAULT_SCOPE)
+        return scope, bool(db.execute_sql("SELECT 1 FROM doc_chunk LIMIT 1").fetchone())
+
+    async def passages_for(self, conversation_id: int | None, question: str, documents: bool | None = None,
+                           project: str | None = None) -> tuple[builtins.list[Passage], str]:
+        """The passages a Send of `question` offers the model, numbered [1]… in this order
+        (none when the library is off for it or empty), kept for `given` after the answer,
+        and the chat's project instructions. `project`: the chat joins that project."""
+        if conversation_id is not None and project:
+            await self._blocking(self.projects.add_chat, project, conversation_id)
+            self._scopes.clear()
+        scope, has_chunks = await self._cached_scope(conversation_id, project, documents)
+        passages: builtins.list[Passage] = []
+        if scope.search and has_chunks and question.strip() and (scope.source_ids is None or scope.source_ids):
+            passages = await self.search(question, PASSAGES, scope.source_ids)
+        self._given[conversation_id] = (question, passages)
+        if len(self._given) > 64:
+            self._given.pop(next(iter(self._given)))
+        return passages, scope.instructions
+
+    async def _cached_scope(self, conversation_id: int | None, project: str | None,
+                            documents: bool | None) -> tuple[Scope, bool]:
+        """The scope, read at most every SCOPE_SECONDS per chat while this process changed
+        nothing (a Send's path keeps its database trips: none for the library most Sends);
+        another process's change (`wren docs add` beside the window) shows within that time."""
+        if documents is False:
+            return NO_DOCUMENTS, False
+        key = (conversation_id, project, documents)
+        now = time.monotonic()
+        cached = self._scopes.get(key)
+        if cached is None or cached[0] != self.index.generation or now - cached[1] > SCOPE_SECONDS:
+            found = await self.e.db(self._read_scope, conversation_id, project, documents)
+            if len(self._scopes) > 256:
+                self._scopes.clear()
+            cached = self._scopes[key] = (self.index.generation, now, *found)
+        return cached[2], cached[3]
+
+    def given(self, conversation_id: int | None) -> builtins.list[Passage]:
+        """The passages the last Send in this conversation offered."""
+        return self._given.get(conversation_id, ("", []))[1]
+
+    async def cite(self, events: AsyncIterator[Event], conversation_id: int | None) -> AsyncIterator[Event]:
+        """`events` of one answer with its `Citation`s added before its `Finished`: the
+        [n] of its text that name a passage its prompt held (its context report says which)."""
+        text: builtins.list[str] = []
+        async for event in events:
+            if isinstance(event, Delta):
+                text.append(event.text)
+            elif isinstance(event, Finished) and event.message_id is not None and self.given(conversation_id):
+                for citation in await self._citations("".join(text), conversation_id, event.message_id):
+                    yield citation
+            yield event
+
+    async def _citations(self, answer: str, conversation_id: int | None, message_id: int) -> builtins.list[Citation]:
+        passages = self.given(conversation_id)
+        if not cited_numbers(answer):
+            return []
+        message = await self.e.db(self.e.store_for(message_id).get_message, message_id)
+        report = report_from_meta(message.meta)
+        held = [p.source_ids[0] for p in (report.parts if report else ())
+                if p.kind is PartKind.DOCUMENT and p.state is PartState.INCLUDED and p.source_ids]
+        return citations(answer, passages, held)
 
     # -- watching ------------------------------------------------------------------------
 

@@ -119,12 +119,23 @@ class TurnPlanner:
                 query_vector=query_vector,
             )
         files = await asyncio.get_running_loop().run_in_executor(None, read_attached, attached, window) if attached else ()
+        documents, project_instructions = await self.documents(conv_id, text, options)
+        if project_instructions.strip():
+            system = f"{system}\n\nInstructions for this project:\n{project_instructions.strip()}".strip()
         request = ContextRequest(
             window=window, new_message=text, history=list(history), conversation_id=conv_id,
             new_message_id=message_id, system_prompt=system, instructions=settings.instructions,
-            retrieved=retrieved, settings=ctx, attachments=files,
+            retrieved=retrieved, settings=ctx, attachments=files, documents=documents,
         )
         return await e.assembler_for(conv_id).assemble(request, allow_summarize=allow_summarize)
+
+    async def documents(self, conv_id: int | None, text: str, options: SendOptions) -> tuple[list, str]:
+        """The library's passages for `text` and the chat's project instructions
+        (engine/library/service.py); none for an engine without a library."""
+        library = getattr(self.e, "library", None)
+        if library is None:
+            return [], ""
+        return await library.passages_for(conv_id, text, options.documents, options.project)
 
     async def as_sent(self, assembled: AssembledContext, ids: list[int], tokenizer: Tokenizer,
                       tools: ToolPlan | None, dropped: str | None) -> AssembledContext:

@@ -24,6 +24,7 @@ EVERY_KIND = [
     E.ToolResult("call_1", "4", False, 0.01),
     E.TitleUpdate(1, "Tea"),
     E.AnswerNotice(E.NoticeKind.TOOL_NOT_CALLED, "tiny answered without calling the calculator tool"),
+    E.Citation(1, "/docs/manual.md", {"heading": ["Setup"], "lines": [3, 9]}, "Setup, lines 3-9", "Run make.", 7),
     E.Finished(E.FinishReason.CANCELLED, 3),
     E.Failed("the model stopped", E.FailureKind.MODEL),
 ]
