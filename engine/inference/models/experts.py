@@ -36,6 +36,7 @@ from torch import nn
 
 from ..quant import ggml, kernels, modules
 from ..quant.modules import QTensor
+from .gpt_oss_ffn import clamped_swiglu
 
 Router = Callable[[torch.Tensor, int], tuple[torch.Tensor, torch.Tensor]]
 Activation = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -69,7 +70,7 @@ def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
 
 ROUTERS: dict[str, Router] = {"softmax_topk": softmax_topk, "softmax_topk_raw": softmax_topk_raw,
                               "topk_softmax": topk_softmax}
-ACTIVATIONS: dict[str, Activation] = {"swiglu": swiglu}
+ACTIVATIONS: dict[str, Activation] = {"swiglu": swiglu, "clamped_swiglu": clamped_swiglu}  # the latter: gpt-oss
 
 
 def register_router(name: str, route: Router) -> None:
@@ -147,11 +148,18 @@ class Experts(nn.Module):
         weights, ids = self.route(self.router(rows).float(), self.top_k)
         if self.record is not None:
             self.record.append(ids.detach().clone())
-        out = torch.zeros_like(rows)
         exact_from = _exact_from(rows.shape[0])
+        if rows.shape[0] == 1 and kernels.available() and rows.device.type == "cpu" and not self.has_bias:
+            return self._one_token(rows, weights[0], ids[0].tolist(), exact_from == 0).view(shape).to(x.dtype)
+        outs, where = [], []
         for expert, tokens, slots in _groups(ids, self.num_experts):
             y = self._expert(expert, rows[tokens], tokens, exact_from)
-            out.index_add_(0, tokens, y * weights[tokens, slots].unsqueeze(1))
+            outs.append(y * weights[tokens, slots].unsqueeze(1))
+            where.append(tokens)
+        if rows.shape[0] == 1:  # one token: its k outputs summed (no scatter)
+            out = torch.stack(outs).sum(dim=0)
+        else:  # one scatter for all experts' rows: each parallel op costs a thread hand-off
+            out = torch.zeros_like(rows).index_add_(0, torch.cat(where), torch.cat(outs))
         return out.view(shape).to(x.dtype)
 
     def _expert(self, expert: int, x: torch.Tensor, tokens: torch.Tensor, exact_from: int) -> torch.Tensor:
@@ -161,6 +169,24 @@ class Experts(nn.Module):
             return self._mlp(expert, x, exact=exact_from <= int(tokens[0]))
         cut = int(torch.searchsorted(tokens, exact_from))
         return torch.cat((self._mlp(expert, x[:cut], False), self._mlp(expert, x[cut:], True)))
+
+    def _one_token(self, x: torch.Tensor, weights: torch.Tensor, chosen: list[int], exact: bool) -> torch.Tensor:
+        """A decoded token: the gate and up rows of all its k experts in one kernel call (one
+        pass over just those rows), then each expert's down projection, summed by weight."""
+        raws, types, sizes = [], [], []
+        for expert in chosen:
+            for name in ("gate", "up"):
+                raw, qtype, rows = self.blocks(name, expert)
+                raws.append(raw)
+                types.append(qtype)
+                sizes.append(rows)
+        both = kernels.qlinear_parts(x, raws, types, sizes, exact).view(len(chosen), 2, self.inner)
+        h = self.activation(both[:, 0], both[:, 1]).contiguous()
+        out = torch.zeros_like(x)
+        for i, expert in enumerate(chosen):
+            down, d_type, rows = self.blocks("down", expert)
+            out += weights[i] * _matmul(h[i : i + 1], down, d_type, self.inner, exact)
+        return out
 
     def _mlp(self, expert: int, x: torch.Tensor, exact: bool) -> torch.Tensor:
         gate, g_type, n = self.blocks("gate", expert)
