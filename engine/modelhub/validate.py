@@ -190,6 +190,8 @@ class _Checker:
                    if part.endswith("_norm") and part not in shapes}
         if self.family.experts:
             shapes |= self.expert_shapes(d, embed)
+        if "attn_sinks" in self.family.layer_tensors:  # gpt-oss: a logit per query head
+            shapes["attn_sinks"] = ((d["heads"],), f"{arch}.attention.head_count {d['heads']}")
         if self.family.fused_projections:  # phi3: q, k, v in one tensor, and gate, up in ffn_up
             shapes |= {"attn_qkv": ((q_rows + 2 * kv_rows, hidden), f"{q_size} + 2 x {kv_size}, {embed}"),
                        "ffn_up": ((2 * ffn, hidden), f"2 x {ffn_size}, {embed}")}

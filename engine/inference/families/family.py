@@ -87,6 +87,8 @@ class Family:
     # A mixture of experts: its layers' MLP is a router and 3-D expert tensors (GGUF
     # expert_count, expert_used_count, expert_feed_forward_length; engine.inference.models.experts)
     experts: bool = False
+    # Layer parts besides q/k/v/o whose GGUF tensors carry a bias (gpt-oss: router, experts)
+    extra_bias_parts: frozenset[str] = frozenset()
 
     @property
     def model_type(self) -> str:
@@ -96,7 +98,7 @@ class Family:
     def bias_parts(self) -> frozenset[str]:
         """The layer parts a GGUF of this family may carry biases for."""
         parts = {"attn_q", "attn_k", "attn_v"}
-        return frozenset(parts if self.qkv_bias_only else parts | {"attn_output"})
+        return frozenset(parts if self.qkv_bias_only else parts | {"attn_output"}) | self.extra_bias_parts
 
 
 # A sliding-window layer's KV cache keeps its window and this many positions more (the

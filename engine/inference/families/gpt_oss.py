@@ -70,7 +70,7 @@ def gguf_config(opt: MetadataReader, tensors: Collection[str]) -> dict[str, Any]
                                       f"(1..expert_count); it has {experts} and {used}")
     config: dict[str, Any] = {
         "attention_bias": True,
-        "mlp_bias": False,  # the experts' biases are the MoE layer's own
+        "mlp_bias": False,  # the experts' biases are the experts layer's own (expert_bias)
         "sliding_window": int(opt("attention.sliding_window", SLIDING_WINDOW)),
         "layer_types": _kinds(layers),
         "num_local_experts": experts,
@@ -104,10 +104,20 @@ def sliding_windows(config: Mapping[str, Any], layers: int) -> Windows:
 def model_args(config: Mapping[str, Any], layers: int) -> dict[str, Any]:
     """gpt-oss's quirks from config.json: the sinks, and YaRN with the model's ramp (a
     config from a GGUF import names only what the file records)."""
-    limit = float(config.get("swiglu_limit", SWIGLU_LIMIT))
-    if limit != SWIGLU_LIMIT:
-        raise UnsupportedArchitecture(f"gpt-oss with swiglu_limit {limit} is not supported; Wren runs {SWIGLU_LIMIT}")
-    args: dict[str, Any] = {"attention_sinks": True}
+    for key, runs in (("swiglu_limit", SWIGLU_LIMIT), ("swiglu_alpha", SWIGLU_ALPHA)):
+        value = float(config.get(key, runs))
+        if value != runs:
+            raise UnsupportedArchitecture(f"gpt-oss with {key} {value} is not supported; Wren runs {runs}")
+    args: dict[str, Any] = {
+        "attention_sinks": True,
+        "num_experts": int(config["num_local_experts"]),
+        "num_experts_per_tok": int(config["num_experts_per_tok"]),
+        "moe_intermediate_size": int(config["intermediate_size"]),
+        "expert_router": "topk_softmax",
+        "expert_activation": "clamped_swiglu",
+        "router_bias": True,
+        "expert_bias": True,
+    }
     scaling = config.get("rope_scaling") or config.get("rope_parameters")
     if scaling and scaling.get("rope_type") == "yarn":
         args["rope_scaling"] = complete_rope_scaling(
@@ -131,4 +141,6 @@ FAMILY = Family(
     tool_format_needs="<tool_call>",
     model_args=model_args,
     reasoning=ReasoningFormat.HARMONY,
+    experts=True,
+    extra_bias_parts=BIASED_PARTS - {"attn_q", "attn_k", "attn_v", "attn_output"},
 )

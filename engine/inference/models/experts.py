@@ -36,6 +36,7 @@ from torch import nn
 
 from ..quant import ggml, kernels, modules
 from ..quant.modules import QTensor
+from .weights import MAP_EXPERTS
 from .gpt_oss_ffn import clamped_swiglu
 
 Router = Callable[[torch.Tensor, int], tuple[torch.Tensor, torch.Tensor]]
@@ -119,9 +120,10 @@ class Experts(nn.Module):
             raise ValueError(f"mlp.experts.{name}_proj is {weight.shape[0]}x{weight.shape[1]}, config.json makes it "
                              f"{self.num_experts} experts x {rows}x{cols}")
         raw, qtype = weight.raw, weight.qtype
-        if weight.raw.device.type == "cpu":
+        if weight.raw.device.type == "cpu" and not MAP_EXPERTS:
             # decoding reads Q4_K/Q4_0/Q4_1 eight rows per pass (csrc/repack.cpp): whole groups
-            # of rows stay within one expert, as rows is a multiple of 8
+            # of rows stay within one expert, as rows is a multiple of 8. Mapped experts
+            # (weights.MAP_EXPERTS) stay the file's pages: a repacked copy would be memory.
             raw, qtype = kernels.interleaved(raw, qtype, cols)
         self.register_buffer(f"{name}_raw", raw)
         self.qtypes[name] = qtype

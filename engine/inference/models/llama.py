@@ -411,6 +411,8 @@ def _layer_state(args: ModelArgs, get: Callable[[str], torch.Tensor | QTensor], 
         sd["attention.wqkv.bias"] = torch.cat([get(f"{attn}{x}_proj.bias") for x in "qkv"])
     if args.o_bias:
         sd["attention.wo.bias"] = get(attn + "o_proj.bias")
+    if args.attention_sinks:  # gpt-oss
+        sd["attention.sinks"] = get(attn + "sinks.weight")
     if args.mlp_bias:
         sd["feed_forward.w13.bias"] = torch.cat([get(mlp + "gate_proj.bias"), get(mlp + "up_proj.bias")])
         sd["feed_forward.w2.bias"] = get(mlp + "down_proj.bias")
