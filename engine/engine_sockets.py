@@ -126,7 +126,7 @@ async def connect(path: Path) -> tuple[asyncio.StreamReader, asyncio.StreamWrite
     from .network.purpose import Part, acting
 
     try:
-        with acting(Part.ENGINE, "`wren ask` reaching a running engine"):  # recorded in the network ledger
+        with acting(Part.ENGINE, "reaching a running Wren engine on its socket"):  # recorded in the network ledger
             return await asyncio.open_unix_connection(str(path), limit=LINE_LIMIT)
     except OSError:  # no socket there, or nobody listening on it (an engine that died)
         return None
