@@ -90,6 +90,9 @@ def test_locked_a_remote_providers_answer_fails_saying_the_lock_refused_it(locke
     assert "remote provider: an answer from the remote model far/chat" in failed.error
     assert providers == ["far"]  # the provider and its settings stay as they were
     _only_refusals_to_far("remote provider")
+    # refused once each, at once: reading its model list on load, then the answer (no retries of a refusal)
+    assert [e.action for e in entries()] == ["loading the remote model far/chat",
+                                              "an answer from the remote model far/chat"]
 
 
 def test_unlocked_a_remote_providers_answer_is_in_the_ledger_with_its_bytes(guarded, make_engine):
