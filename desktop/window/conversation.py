@@ -54,6 +54,7 @@ class ConversationController(QObject):
     listed = Signal()  # the sidebar was refreshed
     turn_finished = Signal(object)  # Finished; the view already shows the stored result
     answer_text = Signal(object, str)  # conversation id, the next piece of its answer as it streams (read-aloud)
+    announce = Signal(str, bool)  # what a screen reader should say now; True: at once (an error, a question)
     titled = Signal(object, str)
     temporary_left = Signal(object)  # a temporary chat was left and the engine dropped it
 
@@ -79,6 +80,7 @@ class ConversationController(QObject):
         self._temporary_ids: set[int] = set()  # every temporary chat of this session, left or not
         self.streams: dict[int, TurnStream] = {}  # conversation id → its answer in flight
         self._live: dict[int, MessageWidget] = {}  # conversation id → widget receiving text
+        self._thought: set[int] = set()  # conversations whose answer in flight said it is thinking
         self._open_generation = 0
         self._list_generation = 0
         # the composer's tools menu for the chat shown, and the answers' tool approvals
@@ -364,6 +366,7 @@ class ConversationController(QObject):
         self.status.clearMessage()
         self.status.show_speed(None, None)
         answer = self.chat.add_streaming_answer()
+        self._thought.discard(conversation_id)
         stream = TurnStream(self._watch_titles(events), conversation_id, self)
         self.streams[conversation_id] = stream
         self._live[conversation_id] = answer
@@ -380,6 +383,8 @@ class ConversationController(QObject):
         return stream.start()
 
     def _started(self, event: Started, user: MessageWidget | None, answer: MessageWidget) -> None:
+        if event.conversation_id == self.current_id:
+            self.announce.emit("Wren is answering.", False)
         if user is not None:
             user.assign_id(event.user_message_id)
         answer.assign_id(event.assistant_message_id)
@@ -416,6 +421,7 @@ class ConversationController(QObject):
             widget.show_tool_event(event)
         if isinstance(event, ToolApprovalNeeded) and conversation_id == self.current_id:
             self.status.showMessage(f"Wren wants to run the tool {event.name}: allow or deny it in the answer", 10000)
+            self.announce.emit(f"Wren wants to run the tool {event.name}. Allow or deny it in the answer.", True)
 
     def load_tools(self, start_servers: bool = False) -> None:
         """The composer's tools menu listed again for the chat shown (a model loaded, settings changed)."""
@@ -436,6 +442,9 @@ class ConversationController(QObject):
     def _thinking(self, conversation_id: int, text: str) -> None:
         widget = self._live.get(conversation_id)
         if widget is not None:
+            if conversation_id == self.current_id and conversation_id not in self._thought:
+                self._thought.add(conversation_id)
+                self.announce.emit("Wren is thinking.", False)
             widget.show_thinking(text)
 
     def _usage(self, conversation_id: int, usage: Usage) -> None:
@@ -449,6 +458,7 @@ class ConversationController(QObject):
         if widget is not None and isinstance(widget.body, MarkdownBody):  # an answer's body is Markdown
             widget.body.finish()
         failure = stream.failure
+        messages = []
         if conversation_id == self.current_id:
             messages = await self.engine.conversations.messages(conversation_id)
             if conversation_id == self.current_id:
@@ -464,11 +474,25 @@ class ConversationController(QObject):
                     self._refused(failure, draft)
         if failure is not None:
             self.status.showMessage(f"The answer failed: {failure.error}", 10000)
+        if conversation_id == self.current_id and messages:
+            self._announce_end(stream, finished, messages[-1].content)
         self.turn_finished.emit(finished)
+
+    def _announce_end(self, stream: TurnStream, finished: Finished, text: str) -> None:
+        """The finished answer once (not token by token), or why there is none."""
+        if stream.started_event is None and (stream.failure is not None or finished.reason is FinishReason.BLOCKED):
+            return  # refused before it began: _refused said why
+        if stream.failure is not None:
+            self.announce.emit(f"The answer failed: {stream.failure.error}", True)
+        else:
+            text = text.strip()
+            stopped = " (stopped)" if finished.reason is FinishReason.CANCELLED else ""
+            self.announce.emit(f"Wren answered{stopped}: {text}" if text else f"Wren's answer is empty{stopped}.", False)
 
     def _refused(self, failure: Failed, draft: str) -> None:
         """The engine turned the message down before answering: say why, keep the draft."""
         self.chat.show_notice(failure.error[:1].upper() + failure.error[1:])
+        self.announce.emit(failure.error[:1].upper() + failure.error[1:], True)
         if failure.kind is FailureKind.INVALID_REQUEST and draft and not self.composer.text():
             self.composer.set_text(draft)
 

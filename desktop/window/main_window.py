@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 
 from wren.engine.api import Engine
 
+from ..a11y import announce
 from ..bridge import Tasks
 from ..chat.tokens import TokenPopover
 from ..chat.view import ChatView
@@ -114,6 +115,7 @@ class MainWindow(QMainWindow):
             lambda _cid: self.tasks.run(self.context.mark_gone(), what="checking memories"))
         self._build_actions()
         self.voice = VoiceControls(self, engine.voice)  # the microphone, read-aloud, the Voice menu
+        self.conversations.announce.connect(lambda text, assertive: announce(self, text, assertive=assertive))
         self._connect()
         self.keys = ComposerKeys(self, self.composer.edit)
         install_wheel_guard(self.keys.app)  # every dialog the window opens is covered too

@@ -82,7 +82,9 @@ def test_voice_mode_listens_sends_reads_and_listens_again(open_window, qtbot, sp
         opened.append(1)
         return WavFileInput(str(spoken if len(opened) == 1 else quiet), tail_seconds=30)
 
-    window = open_window(ANSWER, delay=0.25)  # the answer streams for a few seconds
+    # a short first sentence, then a long one streaming for seconds: the first is heard meanwhile
+    answer = "It is Paris. " + " ".join(["The city lies on the river Seine in the north of France"] * 3) + "."
+    window = open_window(answer, delay=0.06)
     window.voice.dictation.input_factory = window.voice.barge_in.input_factory = microphone
     output = MemoryOutput(speed=8.0)
     window.voice.reader.output_factory = lambda: output

@@ -1,0 +1,81 @@
+"""Wren through the accessibility API a screen reader uses: on Linux, AT-SPI under Xvfb on a
+private D-Bus session with Debian's at-spi2-core, probed with pyatspi (python3-pyatspi) and
+driven by X key events (xdotool) — the Debian packages are in tests/system/packages.txt.
+Every interactive node shown has a name and a role; Tab goes round the window in a logical
+order without a trap; a conversation driven by keys alone is announced as a reader hears it:
+the answer's start, then its finished text once."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+INTERACTIVE = {"push button", "toggle button", "check box", "radio button", "combo box", "text", "entry", "list",
+               "list item", "menu item", "check menu item", "spin button", "slider", "link", "page tab"}
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow, pytest.mark.xdist_group("screen-reader")]
+
+
+def _missing() -> str | None:
+    for program in ("xvfb-run", "dbus-run-session", "xdotool"):
+        if shutil.which(program) is None:
+            return f"{program} is not installed (tests/system/packages.txt)"
+    if not Path("/usr/libexec/at-spi-bus-launcher").exists():
+        return "at-spi2-core is not installed (tests/system/packages.txt)"
+    probe = subprocess.run(["/usr/bin/python3", "-c", "import pyatspi"], capture_output=True)
+    if probe.returncode != 0:
+        return "python3-pyatspi is not installed (tests/system/packages.txt)"
+    return None
+
+
+def session(*args: str) -> dict:
+    """One window under Xvfb with its own accessibility bus; the probe's findings."""
+    reason = _missing()
+    if reason is not None:
+        pytest.skip(reason)
+    env = {k: v for k, v in os.environ.items() if k not in ("QT_QPA_PLATFORM", "DISPLAY", "DBUS_SESSION_BUS_ADDRESS")}
+    done = subprocess.run(["xvfb-run", "-a", "-s", "-screen 0 1280x900x24", "dbus-run-session", "--",
+                           "bash", str(HERE / "run_session.sh"), sys.executable, *args],
+                          capture_output=True, text=True, timeout=200, env=env)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def unnamed(nodes: list[dict]) -> list[dict]:
+    return [n for n in nodes if n["showing"] and (n["focusable"] or n["role"] in INTERACTIVE)
+            and not n["name"].strip()]
+
+
+def test_a_conversation_by_keys_alone_is_announced_and_every_control_is_named():
+    tabs = ["Tab"] * 26
+    result = session("keys", "type:What is the capital of France?", "Return", *tabs)
+    said = [a["text"] for a in result["announcements"]]
+    assert said == ["Wren is answering.", "Wren answered: Paris is the capital of France."]  # the text once, not token by token
+    assert unnamed(result["nodes"]) == []
+    roles = {n["role"] for n in result["nodes"] if n["showing"]}
+    assert {"push button", "text", "list", "menu item"} <= roles
+    focus = [step["focus"] for step in result["steps"][2:]]
+    assert all(f is not None and f["name"].strip() for f in focus), focus  # every Tab lands somewhere named
+    names = [f["name"] for f in focus]
+    # logical: composer controls, sidebar, header, the chat's messages, back to the message box
+    order = ["Send message", "New chat", "Search chats", "Conversations", "Settings", "Copy message", "Message"]
+    assert all(name in names for name in order), names
+    assert [names.index(name) for name in order] == sorted(names.index(name) for name in order), names
+    assert "Regenerate answer" in names[names.index("Copy message"):names.index("Message")]
+    after = names[names.index("Message") + 1:]
+    assert after and after[0] == names[0]  # no trap: the round starts again
+
+
+def test_the_window_names_its_controls_before_any_chat():
+    nodes = session("tree")["nodes"]
+    assert unnamed(nodes) == []
+    picker = [n for n in nodes if n["role"] == "combo box" and n["showing"]]
+    assert [p["name"] for p in picker] == ["tiny"]  # on Linux Qt names a combo box by its choice
+    menus = {n["name"] for n in nodes if n["role"] == "menu item"}
+    assert {"File", "Edit", "Chat", "Voice", "Help", "Keyboard shortcuts", "Dictate"} <= menus
