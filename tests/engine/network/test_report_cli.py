@@ -138,3 +138,14 @@ def test_erasing_all_data_empties_the_ledger_and_keeps_the_lock(wren_home):
     removed = erase_files(models=False)
     assert str(ledger.folder()) in removed
     assert ledger.entries() == [] and lock.state().on  # erasing data does not open the machine to the network
+
+
+def test_wren_models_pull_says_the_managed_lock_refused_it(wren_home):
+    pulled = wren("models", "pull", "acme/tiny-GGUF", WREN_OFFLINE="1", HF_ENDPOINT="http://192.0.2.1:9")
+    assert pulled.returncode == 2
+    assert pulled.stderr.startswith("wren: Wren's offline lock is on (set by WREN_OFFLINE=1 in the environment): "
+                                    "it refused to connect to 192.0.2.1:9 (model download: model pull of acme/tiny-GGUF)")
+    assert "unset WREN_OFFLINE to connect" in pulled.stderr
+    [refused] = ledger.entries()
+    assert (refused.process, refused.outcome, refused.host) == ("wren models", "refused", "192.0.2.1")
+    assert not (wren_home / "models").exists() or not any((wren_home / "models").iterdir())
