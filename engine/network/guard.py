@@ -227,7 +227,7 @@ def _write(entry: ledger.Entry) -> None:
     connection (or the refusal) goes on as it would."""
     try:
         ledger.record(entry)
-    except OSError as exc:
+    except Exception as exc:  # whatever went wrong, the connection is not the ledger's to stop
         _warn_once(f"the network ledger cannot be written: {exc}")
 
 

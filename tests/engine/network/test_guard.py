@@ -179,3 +179,31 @@ def test_a_unix_socket_is_recorded_only_when_wren_named_it(guarded, tmp_path):
     asyncio.run(main())
     [entry] = entries()
     assert (entry.part, entry.host, entry.port, entry.loopback) == ("Wren's own engine", str(path), None, True)
+
+
+def test_a_ledger_that_cannot_be_written_does_not_stop_a_connection(guarded, caplog):
+    (guarded / "network").write_text("a file where the ledger's folder should be")
+    server = socket.create_server(("127.0.0.1", 0))
+    socket.create_connection(server.getsockname(), timeout=2).close()  # goes on as it would
+    server.close()
+    assert "the network ledger cannot be written" in caplog.text
+
+
+_WRITER = """
+import sys
+from wren.engine.network import ledger
+for n in range(150):
+    ledger.record(ledger.Entry("MCP server", f"writer {sys.argv[1]} entry {n}", "connect", "127.0.0.1", n, True,
+                               "allowed", process=sys.argv[1]))
+"""
+
+
+def test_processes_writing_at_once_leave_whole_lines(wren_home):
+    import os
+    import subprocess
+    import sys
+
+    writers = [subprocess.Popen([sys.executable, "-c", _WRITER, f"p{n}"], env={**os.environ}) for n in range(4)]
+    assert [w.wait(120) for w in writers] == [0, 0, 0, 0]
+    lines = (ledger.folder() / ledger.FILE).read_text().splitlines()
+    assert len(lines) == 600 and len(ledger.entries()) == 600  # every line whole, none lost
