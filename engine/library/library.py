@@ -60,7 +60,8 @@ class LibraryIndex:
         return added
 
     def _add_source(self, path: str, kind: str, watch: bool) -> dict[str, Any]:
-        return self.run_db(lambda db: sql.add_source(db, path, kind, watch))
+        row = self.run_db(lambda db: sql.add_source(db, path, kind, watch))
+        return {**row, "watch": bool(row["watch"])}
 
     def sources(self) -> list[dict[str, Any]]:
         def read(db) -> list[dict[str, Any]]:

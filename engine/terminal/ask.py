@@ -12,6 +12,7 @@ import sys
 
 from ..events import (
     AnswerNotice,
+    Citation,
     Delta,
     Failed,
     Finished,
@@ -59,7 +60,8 @@ def request_from(args, text: str, title: str, response_format: dict | None) -> A
                       temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
                       max_tokens=args.max_tokens, logprobs=args.logprobs, tools=args.tools,
                       tool_choice=args.tool_choice or "auto", response_format=response_format, save=args.save,
-                      thinking=getattr(args, "thinking", None))
+                      thinking=getattr(args, "thinking", None), documents=getattr(args, "docs", None),
+                      project=getattr(args, "project", None))
 
 
 # The exit status when the safety policy blocked the question or stopped the answer
@@ -126,6 +128,11 @@ class AskView:
             self.reading.clear()
             self.out.end()
             print(shown(f"\nwren: note: {event.text}", sys.stderr), file=sys.stderr, flush=True)
+        elif isinstance(event, Citation):  # the sources, after the answer, apart from it
+            self.reading.clear()
+            self.out.end()
+            print(shown(f"\n[{event.number}] {event.path}" + (f" ({event.where})" if event.where else ""),
+                        sys.stderr), file=sys.stderr, end="", flush=True)
         elif isinstance(event, Finished) and not self.args.json:
             self.reading.clear()
             self.thinking.end()

@@ -26,7 +26,7 @@ SAVE_SETTING = "cli.save_questions"
 # refused (the store's busy timeout alone is 3 s; an answer's last write waits 60 s).
 QUESTION_LOCK_WAIT = 30.0
 
-_OPTIONAL_TEXT = ("model", "backend", "tools", "thinking")
+_OPTIONAL_TEXT = ("model", "backend", "tools", "thinking", "project")
 _WHOLE = ("seed", "top_k", "max_tokens", "logprobs")
 _REAL = ("temperature", "top_p", "keep_alive")
 _SAMPLING = ("seed", "temperature", "top_p", "top_k", "max_tokens", "logprobs")
@@ -52,6 +52,8 @@ class AskRequest:
     save: bool | None = None  # None: the cli.save_questions setting
     keep_alive: float | None = None  # seconds a resident engine stays after this; None: its setting
     thinking: str | None = None  # records.THINKING_CHOICES for a thinking model; None: its default
+    documents: bool | None = None  # the document library on/off for this question; None: the settings
+    project: str | None = None  # a project's documents and instructions (the chat joins it)
 
     def to_wire(self) -> dict[str, Any]:
         """The request as a JSON object (AskRequest.from_wire reads it back)."""
@@ -83,6 +85,7 @@ class AskRequest:
                 raise InvalidRequest(f"a question's {name!r} must be a finite number, not {value}")
         _check(data, "response_format", (dict, type(None)), "an object or null")
         _check(data, "save", (bool, type(None)), "true, false or null")
+        _check(data, "documents", (bool, type(None)), "true, false or null")
         values = dict(data)
         for name in _REAL:
             if values.get(name) is not None:
@@ -137,7 +140,7 @@ async def answer(engine: Any, request: AskRequest, load: Load = load_asked_model
     await load(engine, request)
     params = request.sampling(await engine.settings.default_sampling())
     options = SendOptions(sampling=params, response_format=request.response_format, thinking=request.thinking,
-                          **tool_options)
+                          documents=request.documents, project=request.project, **tool_options)
     async for event in engine.chat.send_new(request.text, options, title=request.title,
                                             settings={ORIGIN_KEY: TERMINAL_ORIGIN}, temporary=not saving):
         yield event

@@ -84,6 +84,9 @@ def build_parser(extensions: bool = True) -> argparse.ArgumentParser:
     from .ask_tools import add_arguments as tool_arguments
 
     tool_arguments(ask)  # --tools, --tool-choice, --approve
+    from .docs_args import add_arguments as docs_arguments
+
+    docs_arguments(ask)  # --docs, --no-docs, --project
     ask.add_argument("--audio", metavar="FILE",
                      help="ask what an audio file says (recognised on this machine; the transcript is the "
                           "question, and is printed to standard error)")
