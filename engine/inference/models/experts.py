@@ -36,8 +36,8 @@ from torch import nn
 
 from ..quant import ggml, kernels, modules
 from ..quant.modules import QTensor
-from .weights import MAP_EXPERTS
 from .gpt_oss_ffn import clamped_swiglu
+from .weights import MAP_EXPERTS
 
 Router = Callable[[torch.Tensor, int], tuple[torch.Tensor, torch.Tensor]]
 Activation = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -153,24 +153,45 @@ class Experts(nn.Module):
         exact_from = _exact_from(rows.shape[0])
         if rows.shape[0] == 1 and kernels.available() and rows.device.type == "cpu" and not self.has_bias:
             return self._one_token(rows, weights[0], ids[0].tolist(), exact_from == 0).view(shape).to(x.dtype)
-        outs, where = [], []
-        for expert, tokens, slots in _groups(ids, self.num_experts):
-            y = self._expert(expert, rows[tokens], tokens, exact_from)
-            outs.append(y * weights[tokens, slots].unsqueeze(1))
-            where.append(tokens)
-        if rows.shape[0] == 1:  # one token: its k outputs summed (no scatter)
-            out = torch.stack(outs).sum(dim=0)
-        else:  # one scatter for all experts' rows: each parallel op costs a thread hand-off
-            out = torch.zeros_like(rows).index_add_(0, torch.cat(where), torch.cat(outs))
+        if 0 < exact_from < rows.shape[0]:  # a prompt's last rows keep float32 activations
+            out = torch.cat((self._grouped(rows[:exact_from], weights[:exact_from], ids[:exact_from], False),
+                             self._grouped(rows[exact_from:], weights[exact_from:], ids[exact_from:], True)))
+        else:
+            out = self._grouped(rows, weights, ids, exact_from == 0)
         return out.view(shape).to(x.dtype)
 
-    def _expert(self, expert: int, x: torch.Tensor, tokens: torch.Tensor, exact_from: int) -> torch.Tensor:
-        """One expert on its tokens' rows x [n, hidden]: rows of tokens at or past
-        `exact_from` keep float32 activations, as QuantLinear's (modules.prompt_activations)."""
-        if exact_from <= int(tokens[0]) or exact_from > int(tokens[-1]):
-            return self._mlp(expert, x, exact=exact_from <= int(tokens[0]))
-        cut = int(torch.searchsorted(tokens, exact_from))
-        return torch.cat((self._mlp(expert, x[:cut], False), self._mlp(expert, x[cut:], True)))
+    def _grouped(self, rows: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor, exact: bool) -> torch.Tensor:
+        """Tokens [T, hidden] through their chosen experts, grouped: the (token, choice) pairs
+        sorted by expert, so each chosen expert multiplies all its rows in one call per
+        projection; the elementwise work (biases, activation, weighting) and the scatter back
+        to the tokens run once over all pairs (each small op costs a thread hand-off)."""
+        k = ids.shape[1]
+        flat = ids.reshape(-1)
+        order = torch.argsort(flat, stable=True)
+        experts = flat[order]
+        tokens = order // k
+        xs = rows.index_select(0, tokens)
+        segments = [(e, n) for e, n in enumerate(torch.bincount(flat, minlength=self.num_experts).tolist()) if n]
+        both = torch.cat([self._gate_up(e, part, exact) for (e, _), part in
+                          zip(segments, xs.split([n for _, n in segments]), strict=True)])
+        gate, up = both[:, : self.inner], both[:, self.inner :]
+        if self.has_bias:
+            gate, up = gate + self.gate_bias.index_select(0, experts), up + self.up_bias.index_select(0, experts)
+        h = self.activation(gate, up).contiguous()
+        ys = torch.cat([_matmul(part, *self.blocks("down", e)[:2], self.inner, exact) for (e, _), part in
+                        zip(segments, h.split([n for _, n in segments]), strict=True)])
+        if self.has_bias:
+            ys = ys + self.down_bias.index_select(0, experts)
+        ys = ys * weights.reshape(-1).index_select(0, order).unsqueeze(1)
+        return torch.zeros_like(rows).index_add_(0, tokens, ys)
+
+    def _gate_up(self, expert: int, x: torch.Tensor, exact: bool) -> torch.Tensor:
+        """x [n, hidden] through one expert's gate and up projections: [n, 2 * inner]."""
+        gate, g_type, n = self.blocks("gate", expert)
+        up, u_type, _ = self.blocks("up", expert)
+        if kernels.available() and gate.device.type == "cpu":
+            return kernels.qlinear_parts(x, [gate, up], [g_type, u_type], [n, n], exact)
+        return torch.cat((_matmul(x, gate, g_type, self.hidden, exact), _matmul(x, up, u_type, self.hidden, exact)), 1)
 
     def _one_token(self, x: torch.Tensor, weights: torch.Tensor, chosen: list[int], exact: bool) -> torch.Tensor:
         """A decoded token: the gate and up rows of all its k experts in one kernel call (one
@@ -190,43 +211,9 @@ class Experts(nn.Module):
             out += weights[i] * _matmul(h[i : i + 1], down, d_type, self.inner, exact)
         return out
 
-    def _mlp(self, expert: int, x: torch.Tensor, exact: bool) -> torch.Tensor:
-        gate, g_type, n = self.blocks("gate", expert)
-        up, u_type, _ = self.blocks("up", expert)
-        if kernels.available() and gate.device.type == "cpu":
-            both = kernels.qlinear_parts(x, [gate, up], [g_type, u_type], [n, n], exact)
-            g, u = both[:, :n], both[:, n:]
-        else:
-            g, u = _matmul(x, gate, g_type, self.hidden, exact), _matmul(x, up, u_type, self.hidden, exact)
-        if self.has_bias:
-            g, u = g + self.gate_bias[expert], u + self.up_bias[expert]
-        h = self.activation(g, u).contiguous()
-        down, d_type, _ = self.blocks("down", expert)
-        y = _matmul(h, down, d_type, self.inner, exact)
-        return y + self.down_bias[expert] if self.has_bias else y
-
     def extra_repr(self) -> str:
         types = "/".join(ggml.type_name(self.qtypes[n]) for n in PROJECTIONS if n in self.qtypes)
         return f"experts={self.num_experts}, top_k={self.top_k}, inner={self.inner}, {types}"
-
-
-def _groups(ids: torch.Tensor, experts: int):
-    """(expert, token indices ascending, which of the token's k choices) for every expert
-    some token chose: the tokens an expert's one read of its weights serves."""
-    k = ids.shape[1]
-    flat = ids.reshape(-1)
-    if flat.numel() == k:  # one token: its k experts, no sorting
-        for slot, expert in enumerate(flat.tolist()):
-            yield expert, torch.zeros(1, dtype=torch.long), torch.tensor([slot])
-        return
-    order = torch.argsort(flat, stable=True)  # by expert, then by token
-    counts = torch.bincount(flat, minlength=experts).tolist()
-    start = 0
-    for expert, count in enumerate(counts):
-        if count:
-            chosen = order[start : start + count]
-            yield expert, chosen // k, chosen % k
-            start += count
 
 
 def _exact_from(rows: int) -> int:

@@ -4,10 +4,15 @@
 and a 1-D tensor (norms, biases) as float32. Tensors are read into process memory with
 plain file reads, not through a mapping: a mapped page that was read counts as the
 process's memory for as long as the mapping lives, which would double what loading costs.
+A mixture's 3-D expert tensors may instead stay mapped (WREN_MAP_EXPERTS=1): they are then
+the file's clean pages, which the kernel may drop under memory pressure and read back when
+an expert is chosen again (bench/moe.py measures both ways).
 """
 
 from __future__ import annotations
 
+import mmap
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,6 +28,8 @@ F32 = 0  # GGML type id; float32 weights are used as dense tensors
 # safetensors dtypes that stay as they are (GGML type ids)
 _SAFETENSORS_TYPES = {torch.float32: F32, torch.float16: 1, torch.bfloat16: 30}
 _BIASED_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
+# Expert tensors as views of a private mapping of the file, not read into memory (see above).
+MAP_EXPERTS = os.environ.get("WREN_MAP_EXPERTS", "").strip().lower() in ("1", "on", "true", "yes")
 # A multimodal checkpoint's text model (Gemma 3 4B-27B), under the names of a text-only one
 # (transformers 5 and 4 name it differently).
 _TEXT_MODEL_PREFIXES = (("model.language_model.", "model."), ("language_model.model.", "model."),
@@ -57,6 +64,7 @@ class GGUFWeights:
             self._file = open(path, "rb")
         except OSError as exc:
             raise ModelFileError(f"{path} cannot be read: {exc.strerror or exc}") from None
+        self._map: mmap.mmap | None = None
 
     def close(self) -> None:
         self._file.close()
@@ -66,6 +74,8 @@ class GGUFWeights:
         if planned is None:
             return self._missing(name)
         info = planned.source
+        if len(info.shape) == 3 and MAP_EXPERTS:
+            return self._mapped(info)
         raw = torch.empty(info.n_bytes, dtype=torch.uint8)
         try:
             self._file.seek(info.offset)
@@ -91,6 +101,20 @@ class GGUFWeights:
             return weight if order is None else weight[order].contiguous()
         blocks = QTensor(raw.view(rows, -1), info.ggml_type, (rows, cols))
         return blocks if order is None else blocks.permute_rows(order)
+
+    def _mapped(self, info) -> QTensor:
+        """A 3-D tensor as a view of the file's pages (copy-on-write, so never written back;
+        the tensors keep the mapping alive after close)."""
+        if self._map is None:
+            self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_COPY)
+        if info.offset + info.n_bytes > len(self._map):
+            raise ModelFileError(f"{self.path} is truncated: tensor {info.name} ends past the end of the file")
+        raw = torch.frombuffer(self._map, dtype=torch.uint8, count=info.n_bytes, offset=info.offset)
+        if info.ggml_type == ggml.MXFP4:
+            ggml.check_mxfp4_scales(raw.view(-1, ggml.row_bytes(ggml.MXFP4, info.shape[-1])),
+                                    f"{self.path}: tensor {info.name}")
+        experts, rows, cols = info.shape
+        return QTensor(raw.view(experts * rows, -1), info.ggml_type, (experts * rows, cols))
 
     def _missing(self, name: str) -> torch.Tensor:
         # HF builds every attention projection with a bias once one has it (qwen2's q/k/v);

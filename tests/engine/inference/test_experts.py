@@ -108,25 +108,33 @@ def test_a_decoded_token_reads_only_its_chosen_experts():
 
 def test_each_chosen_expert_runs_once_per_chunk_and_per_batched_step(monkeypatch):
     moe, _ = layer(seed=6)
-    calls: list[int] = []
-    run = ex.Experts._mlp
+    calls: list[int] = []  # the expert of each gate/up product
+    downs: list[int] = []  # the rows of each down product
+    gate_up, matmul = ex.Experts._gate_up, ex._matmul
 
     def counted(self, expert, x, exact):
         calls.append(expert)
-        return run(self, expert, x, exact)
+        return gate_up(self, expert, x, exact)
 
-    monkeypatch.setattr(ex.Experts, "_mlp", counted)
+    def counted_down(x, raw, qtype, cols, exact):
+        downs.append(x.shape[0])
+        return matmul(x, raw, qtype, cols, exact)
+
+    monkeypatch.setattr(ex.Experts, "_gate_up", counted)
+    monkeypatch.setattr(ex, "_matmul", counted_down)
     x = torch.randn(64, HIDDEN, generator=torch.Generator().manual_seed(7))
     with torch.no_grad():
         moe(x)  # a chunk: 64 tokens x 3 choices over 8 experts
-        assert sorted(calls) == sorted(set(calls)) and len(calls) == E
+        assert sorted(calls) == list(range(E)) and len(downs) == E and sum(downs) == 64 * K
         calls.clear()
+        downs.clear()
         # four sequences' decoding step, [B, 1, hidden] as the batched step gives it; two
         # of them the same token, so their choices coincide
         step = torch.stack([x[0], x[1], x[0], x[2]]).unsqueeze(1)
         moe(step)
     want = set(torch.topk(moe.router(step.view(4, -1)), K).indices.reshape(-1).tolist())
-    assert sorted(calls) == sorted(want)  # each expert once, however many rows chose it
+    assert sorted(calls) == sorted(want) and len(downs) == len(want)  # each expert once, however many rows chose it
+    assert sum(downs) == 4 * K
 
 
 def test_a_registered_router_and_activation_are_the_layers(monkeypatch):

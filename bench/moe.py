@@ -1,0 +1,162 @@
+"""A mixture of experts' load, memory and speed on the torch CPU path, interleaved with
+llama.cpp's llama-bench on the same file (bench/random_moe.py makes a synthetic Qwen3-30B-A3B).
+
+Each Wren measurement runs in its own process, so its peak RSS is its own, in each way
+the experts can be held: "plain" (read into memory, Q4_K interleaved for the kernels: the
+default) and "mapped" (WREN_MAP_EXPERTS=1: views of the file's clean pages). A run is
+llama-bench then each Wren way, back to back (a shared machine drifts within minutes);
+figures are medians over --runs, with the load average beside each. Decode is also given
+as a fraction of the machine's read bandwidth (one multi-threaded pass over 1 GB) divided
+by the bytes one token reads (the active bytes: every tensor but the embedding, and k of
+E experts).
+
+    .venv/bin/python bench/moe.py GGUF --home DIR [--runs 2] [--threads 2] [--ways plain,mapped]
+        [--llama-bench /work/.tools/llama.cpp/build/bin/llama-bench] [--out RESULT.json]
+
+The GGUF is moved into DIR's model registry (an 18 GB file is not copied); later runs find it there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+PROMPT, DECODE = 512, 32
+
+
+def child(folder: Path, threads: int) -> dict:
+    """Load, a 512-token prompt, 32 decoded tokens; peak RSS and the bandwidth probe."""
+    import torch
+
+    from wren.engine.inference.backends.torch import TorchBackend
+    from wren.engine.inference.quant import kernels
+
+    torch.set_num_threads(threads)
+    started = time.perf_counter()
+    model = TorchBackend("cpu").load(folder, compile=False)
+    load_s = time.perf_counter() - started
+    after_load = _status()
+    ids = [(i * 7919) % 40000 + 300 for i in range(PROMPT)]
+    started = time.perf_counter()
+    logits = model.prefill(ids, 0)
+    prompt_s = time.perf_counter() - started
+    token, times = int(logits.argmax()), []
+    for i in range(DECODE):
+        started = time.perf_counter()
+        token = int(model.decode(token, PROMPT + i).argmax())
+        times.append(time.perf_counter() - started)
+    probe = torch.ones(1 << 30, dtype=torch.uint8)
+    kernels.read_sum(probe)
+    started = time.perf_counter()
+    kernels.read_sum(probe)
+    bandwidth = probe.numel() / (time.perf_counter() - started)
+    return {"load_s": round(load_s, 2), "prompt_tok_s": round(PROMPT / prompt_s, 2),
+            "decode_tok_s": round(1 / statistics.median(times), 3), "read_bandwidth_gb_s": round(bandwidth / 1e9, 2),
+            "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
+            "after_load": after_load, "end": _status(), "load_avg": os.getloadavg()[0]}
+
+
+def _status() -> dict:
+    """RSS, and its anonymous and file-backed parts (GiB), from /proc/self/status."""
+    fields = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "RssAnon", "RssFile"):
+            fields[key] = round(int(value.split()[0]) / 2**20, 2)
+    return fields
+
+
+def wren(folder: Path, way: str, threads: int) -> dict:
+    env = dict(os.environ, WREN_CPU_SHARE="0", WREN_MAP_EXPERTS="1" if way == "mapped" else "0")
+    out = subprocess.run([sys.executable, __file__, "--child", str(folder), "--threads", str(threads)],
+                         env=env, capture_output=True, text=True, timeout=1800)
+    if out.returncode:
+        return {"error": out.stderr[-2000:]}
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def llama_bench(tool: Path, gguf: Path, threads: int) -> dict:
+    load = os.getloadavg()[0]
+    out = subprocess.run([str(tool), "-m", str(gguf), "-p", str(PROMPT), "-n", str(DECODE), "-t", str(threads),
+                          "-r", "1", "-o", "json"], capture_output=True, text=True, timeout=1800)
+    if out.returncode:
+        return {"error": out.stderr[-2000:]}
+    rows = json.loads(out.stdout)
+    speed = {("prompt" if r["n_prompt"] else "decode") + "_tok_s": round(r["avg_ts"], 3) for r in rows}
+    return speed | {"load_avg": load}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("gguf", type=Path, nargs="?")
+    ap.add_argument("--home", type=Path)
+    ap.add_argument("--child", type=Path)
+    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--ways", default="plain,mapped")
+    ap.add_argument("--llama-bench", type=Path, default=Path("/work/.tools/llama.cpp/build/bin/llama-bench"))
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(args.child, args.threads)))
+        return
+    from bench.random_moe import MoeShape, active_bytes, plan
+    from wren.engine.modelhub.gguf_file import GGUFFile
+    from wren.engine.modelhub.registry import ModelRegistry
+
+    registry = ModelRegistry(args.home)
+    name = args.gguf.stem
+    started = time.perf_counter()
+    try:
+        info = registry.get(name)
+    except Exception:
+        info = registry.import_gguf(args.gguf, name, move=True)
+    import_s = round(time.perf_counter() - started, 1)
+    gguf = info.path / "model.gguf"
+    with GGUFFile(gguf) as g:
+        layers = int(g.metadata["qwen3moe.block_count"])
+    active = active_bytes(plan(MoeShape(layers=layers)), MoeShape(layers=layers))
+    runs: list[dict] = []
+    for _ in range(args.runs):
+        run = {"llama.cpp": llama_bench(args.llama_bench, gguf, args.threads)}
+        for way in args.ways.split(","):
+            run[way] = wren(info.path, way, args.threads)
+        runs.append(run)
+        print(json.dumps(run), file=sys.stderr, flush=True)
+    summary = {"file_bytes": gguf.stat().st_size, "layers": layers, "active_bytes_per_token": active,
+               "import_s": import_s, "threads": args.threads, "runs": runs, "medians": _medians(runs, active)}
+    text = json.dumps(summary, indent=2)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n", encoding="utf-8")
+
+
+def _medians(runs: list[dict], active: int) -> dict:
+    out: dict = {}
+    for who in runs[0]:
+        rows = [r[who] for r in runs if "error" not in r[who]]
+        if not rows:
+            continue
+        out[who] = {key: statistics.median(r[key] for r in rows) for key in rows[0]
+                    if isinstance(rows[0][key], (int, float))}
+        if "read_bandwidth_gb_s" in out[who]:
+            bound = out[who]["read_bandwidth_gb_s"] * 1e9 / active  # tokens/s if only reading bounded it
+            out[who]["decode_fraction_of_bandwidth_bound"] = round(out[who]["decode_tok_s"] / bound, 3)
+    for who in out:
+        if who != "llama.cpp" and "llama.cpp" in out:
+            for key in ("decode_tok_s", "prompt_tok_s"):
+                out[who][key.replace("_tok_s", "_vs_llama_cpp")] = round(out[who][key] / out["llama.cpp"][key], 3)
+    return out
+
+
+if __name__ == "__main__":
+    main()
