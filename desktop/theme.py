@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import re
 from importlib import resources
+from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QGuiApplication, QIcon, QPalette
@@ -39,8 +42,18 @@ def _wants_dark(app: QApplication) -> bool:
     return scheme == Qt.ColorScheme.Dark
 
 
-def style_sheet() -> str:
-    return resources.files("wren.resources").joinpath("desktop/wren.qss").read_text(encoding="utf-8")
+BASE_PX = 13.0  # wren.qss's pixel font sizes are written for a 13 px (10 pt) system font
+
+
+def style_sheet(base_point_size: float | None = None) -> str:
+    """Wren's style sheet; with the system font's point size, its font sizes scaled to it
+    (a user who asks for larger text gets larger titles too, not fixed pixels)."""
+    text = resources.files("wren.resources").joinpath("desktop/wren.qss").read_text(encoding="utf-8")
+    if base_point_size is None or base_point_size <= 0:
+        return text
+    scale = base_point_size / (BASE_PX * 0.75)
+    return re.sub(r"font-size:\s*(\d+(?:\.\d+)?)px",
+                  lambda m: f"font-size: {float(m.group(1)) * 0.75 * scale:.1f}pt", text)
 
 
 def app_icon() -> QIcon:
@@ -48,20 +61,77 @@ def app_icon() -> QIcon:
         return QIcon(str(path))
 
 
-def apply_theme(app: QApplication, *, dark: bool | None = None) -> None:
-    """Fusion with the system's light or dark scheme, and again whenever the scheme changes
-    (`dark` forces one, for screenshots).
+def apply_theme(app: QApplication, *, dark: bool | None = None, high_contrast: bool | None = None) -> None:
+    """Fusion with the system's light or dark scheme, and again whenever the scheme or the
+    contrast preference changes (`dark`, `high_contrast` force one, for screenshots).
 
     Fusion everywhere keeps the chat's look (bubbles, code blocks) the same on every
-    platform; only its colours follow the system.
+    platform; only its colours follow the system. A system asking for more contrast (or
+    WREN_HIGH_CONTRAST=1) gets plain black-and-white palettes and no see-through fills; text
+    sizes follow the system's font size.
     """
     app.setStyle("Fusion")
     light = app.style().standardPalette()
+    # Fusion's selection blue (#308cc6) under white text is 3.7:1, below WCAG AA's 4.5:1
+    light.setColor(QPalette.ColorRole.Highlight, QColor("#2364aa"))
 
     def follow(*_args) -> None:
         wanted = _wants_dark(app) if dark is None else dark
-        app.setPalette(_dark_palette() if wanted else light)
+        contrast = wants_high_contrast(app) if high_contrast is None else high_contrast
+        if contrast:
+            app.setPalette(_contrast_palette(wanted))
+        else:
+            app.setPalette(_dark_palette() if wanted else light)
+        app.setStyleSheet(style_sheet(app.font().pointSizeF()) + (CONTRAST_SHEET if contrast else ""))
 
     follow()
-    app.setStyleSheet(style_sheet())
     app.styleHints().colorSchemeChanged.connect(follow)
+    _accessibility(app).contrastPreferenceChanged.connect(follow)
+
+
+def wants_high_contrast(app: QApplication) -> bool:
+    if os.environ.get("WREN_HIGH_CONTRAST", "") not in ("", "0"):
+        return True
+    return _accessibility(app).contrastPreference() == Qt.ContrastPreference.HighContrast
+
+
+_HINTS: dict[int, Any] = {}
+
+
+def _accessibility(app: QApplication) -> Any:
+    """The app's QAccessibilityHints, fetched once and kept with its QStyleHints: under
+    PySide 6.11, `app.styleHints().accessibility()` as one expression left a wrapper whose C++
+    object was already deleted ("Internal C++ object already deleted")."""
+    key = id(app)
+    if key not in _HINTS:
+        style_hints = app.styleHints()  # held too: a collected wrapper of it took its child along
+        _HINTS[key] = (style_hints, style_hints.accessibility())
+    return _HINTS[key][1]
+
+
+def _contrast_palette(dark: bool) -> QPalette:
+    """Black on white (or white on black), a strong highlight; every pair 7:1 or more."""
+    p = QPalette()
+    role, group = QPalette.ColorRole, QPalette.ColorGroup
+    ink, paper = ("#ffffff", "#000000") if dark else ("#000000", "#ffffff")
+    highlight, on_highlight = ("#ffd700", "#000000") if dark else ("#00008b", "#ffffff")
+    for r in (role.Window, role.Base, role.AlternateBase, role.Button, role.ToolTipBase):
+        p.setColor(r, QColor(paper))
+    for r in (role.WindowText, role.Text, role.ButtonText, role.ToolTipText, role.BrightText, role.PlaceholderText):
+        p.setColor(r, QColor(ink))
+    p.setColor(role.Highlight, QColor(highlight))
+    p.setColor(role.HighlightedText, QColor(on_highlight))
+    p.setColor(role.Link, QColor("#9fd3ff" if dark else "#0000cc"))
+    for r in (role.Mid, role.Midlight, role.Dark, role.Light, role.Shadow):
+        p.setColor(r, QColor(ink))
+    for r in (role.Text, role.WindowText, role.ButtonText):
+        p.setColor(group.Disabled, r, QColor("#c0c0c0" if dark else "#595959"))
+    return p
+
+
+# Appended in high contrast: the see-through fills of bubbles, notes and panels become borders.
+CONTRAST_SHEET = """
+#userMessage, #memoryNote, #undoBar, #temporaryBanner, #safetyPanel, #policyWarnings {
+    background: palette(base); border: 2px solid palette(text); }
+#chatNotice, #messageStatus[problem="true"], #tokenCount[over="true"], #safetyError { color: palette(text); font-weight: 700; }
+"""
