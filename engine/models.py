@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidRequest, ModelNotFound, ModelNotLoaded, WrenError
 from .inference.placement import GpuPlan, gpu_budget, gpu_layers_from_env, plan_for_folder
+from .inference.speculative import DRAFT_MODELS_KEY, DRAFTER_KEY
 from .inference.worker import ModelWorker
 from .logs import log_event
 from .modelhub.catalog import CatalogEntry, load_catalog, system_memory_bytes, with_fit
@@ -202,9 +203,10 @@ class Models:
             tokenizer = await loop.run_in_executor(None, self.e.tokenizer_factory, info.path)
             await self.e.unload_current()
             performance = await self.settings.performance()
+            drafter, draft_dir = await self._drafter(info.name)
             worker = ModelWorker(info.name, chosen, info.path, tokenizer, dtype=dtype,
                                  cache_budget_bytes=performance.prefix_cache_mb * 2**20,
-                                 slots=performance.parallel_sequences)
+                                 slots=performance.parallel_sequences, drafter=drafter, draft_dir=draft_dir)
             try:
                 model = await asyncio.wrap_future(worker.loaded)
             except BaseException:
@@ -216,6 +218,19 @@ class Models:
             self._start_weight_check(info.name)  # in the background: a damaged file is a notice
             log_event("model.loaded", model=info.name, backend=model.backend, load_seconds=round(status.load_seconds, 3))
             return status
+
+    async def _drafter(self, name: str) -> tuple[str, Path | None]:
+        """The drafter setting for speculative decoding and `name`'s draft model's folder
+        (setting "draft_models"; None where none is set or it is not installed)."""
+        drafter = await self.settings.get(DRAFTER_KEY) or "auto"
+        draft = (await self.settings.get(DRAFT_MODELS_KEY) or {}).get(name)
+        if not draft or drafter in ("off", "prompt-lookup"):
+            return drafter, None
+        try:
+            return drafter, (await self._installed(draft)).path
+        except ModelNotFound as exc:
+            log.warning("the draft model for %s is not there (%s): drafting by prompt lookup", name, exc)
+            return "prompt-lookup", None
 
     async def _installed(self, name: str) -> ModelInfo:
         """The installed model `name`; not found, an error naming every model Wren could

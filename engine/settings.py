@@ -15,6 +15,8 @@ from .context.settings import SETTING_KEY as CONTEXT_KEY
 from .errors import InvalidRequest, WrenError
 from .inference.presets import PRESETS_KEY, check_presets, layered, model_defaults
 from .inference.sampling import SamplingParams
+from .inference.speculative import DRAFT_MODELS_KEY, DRAFTER_KEY
+from .inference.speculative import check_setting as check_speculation
 from .keep_alive import DEFAULT_KEEP_ALIVE, KEEP_ALIVE_SETTING
 from .keep_alive import seconds as keep_alive_seconds
 from .modelhub.registry import STARTER_NAME
@@ -39,6 +41,8 @@ class Settings:
             SamplingParams.from_dict(value)
         if key == PRESETS_KEY:
             check_presets(value)
+        if key in (DRAFTER_KEY, DRAFT_MODELS_KEY):
+            check_speculation(key, value)
         await self.e.db(self.e.store.set_setting, key, value)
 
     async def default_sampling(self, model: str | None = None, *, overrides: dict | None = None,

@@ -36,6 +36,7 @@ from .sampling import sampler_for
 
 if TYPE_CHECKING:
     from .backend import LoadedModel
+    from .speculative import Speculator
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +56,19 @@ class _Sequence:
         self.history = np.empty(0, dtype=np.int64)
         self.n = 0
         self.saved: tuple | None = None  # (KV rows, cached ids) while paused
+        # A speculative step's outcome (engine.inference.speculative): drafted ids kept
+        # (cached already) and the id after them, fed out by the next sample step.
+        self.chosen: tuple[list[int], int] | None = None
+        self.speculating = False  # the speculator has begun this answer
 
     @property
     def slot(self) -> int:
         return self.session.slot
+
+    @property
+    def generating(self) -> bool:
+        """Past its prompt, with the next token's logits or a speculative step's choice."""
+        return self.logits is not None or self.chosen is not None
 
 
 class SchedulerHost(Protocol):
@@ -80,6 +90,8 @@ class SchedulerHost(Protocol):
     def announces_progress(self, prompt_tokens: int, cached: int) -> bool: ...
     def warm(self, session: KVSession, request: WarmRequest) -> None: ...
     def switch_prefix(self, session: KVSession, ids: list[int]) -> None: ...
+    @property
+    def speculator(self) -> Speculator | None: ...
 
 
 class BatchScheduler:
@@ -178,7 +190,7 @@ class BatchScheduler:
     def _pause(self, seq: _Sequence) -> None:
         self.active.remove(seq)
         session = seq.session
-        if seq.logits is not None:  # generating: keep its cache rows to resume exactly
+        if seq.generating:  # keep its cache rows to resume exactly
             state, _ = self.model.export_kv(len(session), session.slot)
             seq.saved = (state, session.cached_ids)
         # Else it was still reading its prompt: it starts that again wherever it resumes.
@@ -250,7 +262,7 @@ class BatchScheduler:
         """One chunk of prompt for each sequence still reading it: a long prompt delays
         the others' next token by a chunk, not by the whole prompt."""
         chunk = self.worker.prefill_chunk
-        for seq in [s for s in self.active if s.logits is None]:
+        for seq in [s for s in self.active if not s.generating]:
             request, session = seq.request, seq.session
             prompt = request.prompt_ids
             # All but the last token in chunks; the last runs alone and gives the logits,
@@ -281,23 +293,35 @@ class BatchScheduler:
 
     def _sample_step(self) -> None:
         for seq in list(self.active):
-            if seq.logits is None:
+            if not seq.generating:
                 continue
             try:
-                token = seq.sampler(seq.logits, seq.history[: seq.n])
-                seq.history[seq.n] = token
-                seq.n += 1
-                seq.logits = None
-                reason = seq.output.feed(token, seq.sampler.last)
-                if reason is None and len(seq.session) >= seq.session.context_length:
-                    reason = FinishReason.LENGTH  # the context window filled up
+                if seq.logits is not None:
+                    tokens = [seq.sampler(seq.logits, seq.history[: seq.n])]
+                else:  # a speculative step chose them
+                    assert seq.chosen is not None
+                    tokens = [*seq.chosen[0], seq.chosen[1]]
+                seq.logits, seq.chosen = None, None
+                reason = self._emit(seq, tokens)
                 if reason is not None:
                     self.active.remove(seq)
                     seq.output.finish(reason, seq.cached)
                 else:
-                    seq.token = token
+                    seq.token = tokens[-1]
             except Exception as exc:
                 self._drop(seq, exc)
+
+    def _emit(self, seq: _Sequence, tokens: list[int]) -> FinishReason | None:
+        """Feed chosen tokens to the answer; why it ends, if one of them ends it."""
+        for token in tokens:
+            seq.history[seq.n] = token
+            seq.n += 1
+            reason = seq.output.feed(token, seq.sampler.last)
+            if reason is None and len(seq.session) >= seq.session.context_length:
+                reason = FinishReason.LENGTH  # the context window filled up
+            if reason is not None:
+                return reason
+        return None
 
     def _decode_step(self) -> None:
         pending = [(s, s.token) for s in self.active if s.token is not None]
@@ -306,8 +330,7 @@ class BatchScheduler:
             return
         try:
             if len(pending) == 1:  # one sequence alone keeps the compiled step, in any slot
-                seq, token = pending[0]
-                seq.logits = seq.session.decode(token)
+                self._decode_alone(*pending[0])
             else:
                 logits = self.model.decode_batch(
                     [t for _, t in pending], [len(s.session) for s in ready], [s.slot for s in ready])
@@ -320,6 +343,22 @@ class BatchScheduler:
             return
         for seq in ready:
             seq.token = None
+
+    def _decode_alone(self, seq: _Sequence, token: int) -> None:
+        """One sequence's step: speculative where its speculator drafts, else one token."""
+        speculator = self.worker.speculator
+        if speculator is not None and speculator.serves(self.model, seq.sampler):
+            if not seq.speculating:
+                seq.speculating = True
+                speculator.begin(seq.request.prompt_ids)
+            seq.chosen = speculator.step(seq.session, seq.sampler, seq.history, seq.n)
+            if seq.chosen is not None:
+                return
+            started = time.perf_counter()
+            seq.logits = seq.session.decode(token)
+            speculator.decoded(time.perf_counter() - started)
+            return
+        seq.logits = seq.session.decode(token)
 
     # -- failures ----------------------------------------------------------------------
 

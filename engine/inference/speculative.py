@@ -22,12 +22,28 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from ..errors import InvalidRequest
 from .backend import LoadedModel
 from .generate import KVSession, generate_tokens
 from .sampling import Sampler
 
 MAX_DRAFT = 8  # tokens drafted at most per step
 DRAFTERS = ("auto", "off", "prompt-lookup", "draft-model")
+# Settings: which drafter ("auto": the model's draft model where one is set, else prompt
+# lookup), and each model's draft model by name ({"qwen3-8b": "qwen3-0.6b"}).
+DRAFTER_KEY = "speculative"
+DRAFT_MODELS_KEY = "draft_models"
+
+
+def check_setting(key: str, value) -> None:
+    """Refuse a bad value for DRAFTER_KEY or DRAFT_MODELS_KEY (None clears either)."""
+    if value is None:
+        return
+    if key == DRAFTER_KEY and value not in DRAFTERS:
+        raise InvalidRequest(f"{DRAFTER_KEY} must be one of {', '.join(DRAFTERS)}, got {value!r}")
+    if key == DRAFT_MODELS_KEY and not (isinstance(value, dict) and all(
+            isinstance(k, str) and isinstance(v, str) and k and v and k != v for k, v in value.items())):
+        raise InvalidRequest(f"{DRAFT_MODELS_KEY} must map model names to other models' names, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -209,11 +225,45 @@ class Speculator:
         self.policy = policy or Policy()
         self.stats = Stats()
 
-    @staticmethod
-    def serves(sampler: Sampler) -> bool:
-        """Whether speculation keeps this sampler's answer as it is: not with a constraint
-        (advanced token by token) or log-probabilities (recorded per call)."""
-        return sampler.constraint is None and sampler.params.logprobs is None
+    def serves(self, model: LoadedModel, sampler: Sampler) -> bool:
+        """Whether speculation keeps this answer as it is: not with a constraint (advanced
+        token by token) or log-probabilities (recorded per call), and sampled only without a
+        seed (a seed promises the same ids again, and what is drafted depends on timings)."""
+        return (model.verifies and sampler.constraint is None and sampler.params.logprobs is None
+                and (sampler.params.greedy or sampler.params.seed is None))
+
+    def begin(self, prompt_ids: Sequence[int]) -> None:
+        """A new answer to `prompt_ids`."""
+        self.policy.new_answer()
+        self.drafter.start(prompt_ids)
+
+    def decoded(self, seconds: float) -> None:
+        """A token was decoded plainly in `seconds`."""
+        self.policy.decoded(seconds)
+        self.stats.plain_steps += 1
+
+    def step(self, session: KVSession, sampler: Sampler, history: np.ndarray,
+             n: int) -> tuple[list[int], int] | None:
+        """After history[:n], whose last id is sampled but not yet cached: draft, verify and
+        accept. None when nothing is drafted (the caller decodes the id plainly and reports
+        its time to `decoded`); else the drafted ids kept (written into history after n)
+        and the id after them, the cache then holding history[:n] and the kept ones."""
+        room = session.context_length - len(session) - 1
+        k = self.policy.plan(room)
+        started = time.perf_counter()
+        draft = self.drafter.draft(history[:n], k, sampler) if k else None
+        if draft is None:
+            return None
+        drafted = time.perf_counter()
+        rows = session.verify((int(history[n - 1]), *draft.tokens))
+        verified = time.perf_counter()
+        kept, token = _accept(rows, draft, sampler, history, n)
+        session.truncate(len(session) - len(draft.tokens) + len(kept))
+        self.policy.verified(len(rows), verified - drafted, drafted - started, len(draft.tokens), len(kept))
+        self.stats.verify_steps += 1
+        self.stats.drafted += len(draft.tokens)
+        self.stats.accepted += len(kept)
+        return kept, token
 
     def close(self) -> None:
         self.drafter.close()
@@ -223,13 +273,11 @@ def speculative_tokens(session: KVSession, prompt_ids: Sequence[int], sampler: S
                        speculator: Speculator | None) -> Iterator[int]:
     """generate_tokens with drafted tokens verified in batches where the speculator's policy
     says it pays; the same ids (greedy) or the same distribution (sampled)."""
-    if speculator is None or not session.model.verifies or not Speculator.serves(sampler):
+    if speculator is None or not speculator.serves(session.model, sampler):
         yield from generate_tokens(session, prompt_ids, sampler)
         return
-    policy, stats = speculator.policy, speculator.stats
-    policy.new_answer()
+    speculator.begin(prompt_ids)
     logits, _ = session.prefill(prompt_ids)
-    speculator.drafter.start(prompt_ids)
     history = np.empty(session.context_length + 1, dtype=np.int64)
     n = len(prompt_ids)
     history[:n] = prompt_ids
@@ -240,25 +288,14 @@ def speculative_tokens(session: KVSession, prompt_ids: Sequence[int], sampler: S
         n += 1
         if len(session) >= session.context_length:
             return
-        room = session.context_length - len(session) - 1
-        k = policy.plan(room)
-        started = time.perf_counter()
-        draft = speculator.drafter.draft(history[:n], k, sampler) if k else None
-        if draft is None:
+        step = speculator.step(session, sampler, history, n)
+        if step is None:
+            started = time.perf_counter()
             logits = session.decode(token)
-            policy.decoded(time.perf_counter() - started)
-            stats.plain_steps += 1
+            speculator.decoded(time.perf_counter() - started)
             token = sampler(logits, history[:n])
             continue
-        drafted = time.perf_counter()
-        rows = session.verify((token, *draft.tokens))
-        verified = time.perf_counter()
-        kept, token = _accept(rows, draft, sampler, history, n)
-        session.truncate(len(session) - len(draft.tokens) + len(kept))
-        policy.verified(len(rows), verified - drafted, drafted - started, len(draft.tokens), len(kept))
-        stats.verify_steps += 1
-        stats.drafted += len(draft.tokens)
-        stats.accepted += len(kept)
+        kept, token = step
         for accepted in kept:
             yield accepted
             history[n] = accepted
@@ -312,6 +349,16 @@ def _draw(sampler: Sampler, probs: np.ndarray) -> int:
     token = sampler.draw(probs)
     sampler.took(token)
     return token
+
+
+def share_turns(main: LoadedModel, draft: LoadedModel) -> None:
+    """Let the draft model compute on the main model's turn on the cores
+    (engine.inference.cpu_share): with a turn of its own, every switch from one to the other
+    would wait for the other's idle release. Only CPU models have a `share`."""
+    main_share, draft_share = getattr(main, "share", None), getattr(draft, "share", None)
+    if main_share is not None and draft_share is not None:
+        draft_share.close()
+        draft.share = main_share  # type: ignore[attr-defined]
 
 
 def speculator_for(drafter: str, draft_model: Callable[[], LoadedModel] | None,

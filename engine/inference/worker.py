@@ -21,12 +21,13 @@ from ..events import Failed, FailureKind, Finished, FinishReason, PrefillProgres
 from ..tokenize import Tokenizer
 from .backend import Backend, LoadedModel
 from .batch import BatchScheduler
-from .generate import KVSession, common_prefix, generate_tokens
+from .generate import KVSession, common_prefix
 from .output import SequenceOutput
 from .prefix_cache import MIN_GAIN, PrefixCache
 from .priority import lower_this_thread
 from .requests import STOP, GenerationRequest, WarmRequest
 from .sampling import sampler_for
+from .speculative import Speculator, share_turns, speculative_tokens, speculator_for
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ class ModelWorker:
 
     def __init__(self, name: str, backend: Backend, model_dir: Path, tokenizer: Tokenizer, *,
                  dtype: str = "auto", cache_budget_bytes: int = 512 * 2**20, slots: int | None = None,
-                 prefill_chunk: int = PREFILL_CHUNK):
+                 prefill_chunk: int = PREFILL_CHUNK, drafter: str = "auto", draft_dir: Path | None = None):
         if prefill_chunk < 1:
             raise ValueError(f"prefill_chunk must be at least 1 token, got {prefill_chunk}")
         self.name = name
@@ -56,6 +57,10 @@ class ModelWorker:
         self.tokenizer = tokenizer
         self.dtype = dtype
         self.slots = slots  # KV slots for batching, where the backend has them; None: its default
+        # speculative decoding (engine.inference.speculative): the drafter setting, the draft
+        # model's folder where one is set, and what they gave once the model loaded
+        self.drafter, self.draft_dir = drafter, draft_dir
+        self.speculator: Speculator | None = None
         self.model: LoadedModel | None = None
         self.prefixes = PrefixCache(cache_budget_bytes)  # other conversations' KV states
         self._queue: queue.PriorityQueue = queue.PriorityQueue()
@@ -97,6 +102,7 @@ class ModelWorker:
             if self.model.takes_messages:
                 raise TypeError(f"the {self.model.backend} model takes chat messages; it runs in a RemoteWorker")
             session = KVSession(self.model)
+            self.speculator = self._speculator()
         except BaseException as exc:  # reported through the future, never lost
             self._loaded.set_exception(exc)
             return
@@ -112,8 +118,29 @@ class ModelWorker:
             else:
                 self._run_serial(session)
         finally:
+            if self.speculator is not None:
+                self.speculator.close()
             self.model.close()
             gc.unfreeze()  # the model's objects are collectable again, cycles included
+
+    def _speculator(self) -> Speculator | None:
+        """The drafter the settings ask for; prompt lookup if the draft model fails to load."""
+        model = self.running_model
+        if not model.verifies:
+            return None
+        draft_dir = self.draft_dir
+
+        def load_draft() -> LoadedModel:
+            assert draft_dir is not None
+            draft = self.backend.load(draft_dir, dtype=self.dtype, slots=1)
+            share_turns(model, draft)
+            return draft
+
+        try:
+            return speculator_for(self.drafter, load_draft if draft_dir is not None else None, model.vocab_size)
+        except Exception:
+            log.exception("the draft model did not load: drafting by prompt lookup")
+            return speculator_for("prompt-lookup", None, model.vocab_size)
 
     def _run_serial(self, session: KVSession) -> None:
         """One request at a time, for backends without batched decoding."""
@@ -226,7 +253,7 @@ class ModelWorker:
             request.sink(PrefillProgress(total, total))
         reason = FinishReason.LENGTH  # unless a stop comes first: the context window filled up
         sampler = sampler_for(request, self.tokenizer, self.model_dir)
-        for token in generate_tokens(session, request.prompt_ids, sampler):
+        for token in speculative_tokens(session, request.prompt_ids, sampler, self.speculator):
             stop = output.feed(token, sampler.last)
             if stop is not None:
                 reason = stop

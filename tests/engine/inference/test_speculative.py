@@ -5,26 +5,35 @@ drafting where it does not pay."""
 from __future__ import annotations
 
 import itertools
+import threading
 
 import numpy as np
 import pytest
 
 from tests.fixtures.tiny import make_tiny_model_dir, train_tiny_tokenizer
+from wren.engine.errors import InvalidRequest
+from wren.engine.events import Delta, Finished
 from wren.engine.inference.generate import KVSession, generate_tokens
+from wren.engine.inference.requests import GenerationRequest
 from wren.engine.inference.sampling import Sampler, SamplingParams
 from wren.engine.inference.speculative import (
+    DRAFT_MODELS_KEY,
+    DRAFTER_KEY,
     Draft,
     DraftModel,
     Policy,
     PromptLookup,
     Speculator,
     _accept,
+    check_setting,
     speculative_tokens,
     speculator_for,
 )
 
 torch = pytest.importorskip("torch")
 from wren.engine.inference.backends.torch import TorchBackend  # noqa: E402
+from wren.engine.inference.worker import ModelWorker  # noqa: E402
+from wren.engine.tokenize import Tokenizer  # noqa: E402
 
 PROMPTS = (
     "Rewrite this: the cat sat on the mat, and the cat sat on the mat again.",
@@ -146,8 +155,8 @@ def test_sampled_answers_keep_the_models_distribution(dirs, encode):
     speculator = Speculator(DraftModel(draft, model.vocab_size), always())
     session = KVSession(model)
     pairs = []
-    for seed in range(600):
-        params = SamplingParams(temperature=2.0, top_k=0, top_p=1.0, seed=seed)
+    for _ in range(600):
+        params = SamplingParams(temperature=2.0, top_k=0, top_p=1.0)  # unseeded: seeded answers are not drafted
         pairs.append(tuple(itertools.islice(speculative_tokens(session, prompt, Sampler(params), speculator), 2)))
     assert speculator.stats.drafted > speculator.stats.accepted > 0  # both branches ran
     first = max(set(t for t, _ in pairs), key=[t for t, _ in pairs].count)
@@ -195,3 +204,56 @@ def test_a_setting_names_a_known_drafter():
     assert speculator_for("off", None, 100) is None
     spec = speculator_for("auto", None, 100)
     assert spec is not None and isinstance(spec.drafter, PromptLookup)
+
+
+class _Answer:
+    """A request's sink: the text and how it ended."""
+
+    def __init__(self) -> None:
+        self.text, self.reason = "", None
+        self.done = threading.Event()
+
+    def __call__(self, event) -> None:
+        if isinstance(event, Delta):
+            self.text += event.text
+        elif isinstance(event, Finished):
+            self.reason = event.reason
+            self.done.set()
+
+
+def _worker_answers(model_dir, slots: int, drafter: str, draft_dir=None) -> tuple[list[str], object]:
+    tok = Tokenizer.from_dir(model_dir)
+    worker = ModelWorker("spec", TorchBackend(), model_dir, tok, slots=slots, drafter=drafter, draft_dir=draft_dir)
+    worker.loaded.result(timeout=60)
+    if worker.speculator is not None:
+        worker.speculator.policy = always()
+    answers = []
+    for text in PROMPTS:  # one at a time: a lone sequence is the one that speculates
+        sink = _Answer()
+        worker.submit(GenerationRequest(tok.encode(text), SamplingParams(temperature=0, max_tokens=30), sink))
+        assert sink.done.wait(60)
+        answers.append(sink.text)
+    stats = worker.speculator.stats if worker.speculator is not None else None
+    worker.close()
+    return answers, stats
+
+
+@pytest.mark.parametrize("slots", [1, 2])  # the serial loop, the batch scheduler
+def test_the_worker_speculates_with_the_setting_and_keeps_greedy_answers(dirs, slots):
+    plain, none = _worker_answers(dirs["main"], slots, "off")
+    assert none is None
+    for drafter, draft_dir in (("prompt-lookup", None), ("draft-model", dirs["main"])):
+        answers, stats = _worker_answers(dirs["main"], slots, drafter, draft_dir)
+        assert answers == plain, drafter
+        assert stats.verify_steps > 0 and stats.accepted > 0, drafter
+
+
+def test_speculation_settings_refuse_bad_values():
+    check_setting(DRAFTER_KEY, "prompt-lookup")
+    check_setting(DRAFT_MODELS_KEY, {"qwen3-8b": "qwen3-0.6b"})
+    check_setting(DRAFT_MODELS_KEY, None)
+    with pytest.raises(InvalidRequest, match="speculative must be one of"):
+        check_setting(DRAFTER_KEY, "fast")
+    for bad in (["qwen3-0.6b"], {"qwen3-8b": 3}, {"qwen3-8b": "qwen3-8b"}):
+        with pytest.raises(InvalidRequest, match="draft_models must map"):
+            check_setting(DRAFT_MODELS_KEY, bad)
