@@ -10,6 +10,7 @@ import numpy as np
 from ...errors import BackendUnavailable, ModelFileError, UnsupportedArchitecture
 from ..backend import ModelBase, check_batch, check_slot
 from . import read_model_config
+from .mlx_config import longrope_original, mlx_overrides
 
 GGUF_FILE = "model.gguf"  # an imported GGUF, kept as it is (docs/weights.md)
 
@@ -244,17 +245,19 @@ class MLXBackend:
         model_dir = Path(model_dir)
         config = read_model_config(model_dir)
         model_type = config.get("model_type")
+        context_length = _context_length(config, context_length)
+        overrides = mlx_overrides(config, context_length)
         is_gguf = (model_dir / GGUF_FILE).is_file()
         try:
             if is_gguf:
                 from .mlx_gguf import load_gguf_model
 
-                model, config, auto_dtype = load_gguf_model(model_dir / GGUF_FILE, config)
+                model, config, auto_dtype = load_gguf_model(model_dir / GGUF_FILE, config, overrides)
             else:
                 from mlx_lm.utils import load_model
 
                 _check_weight_files(model_dir)
-                model, config = load_model(model_dir)
+                model, config = load_model(model_dir, model_config=overrides)
                 auto_dtype = None  # the stored dtypes, as they are
         except ValueError as exc:
             if "not supported" in str(exc):
@@ -275,12 +278,18 @@ class MLXBackend:
             model = dequantize_model(model)
         if chosen is not None:
             model.set_dtype(getattr(mx, chosen))
-        limit = int(config.get("max_position_embeddings") or DEFAULT_MAX_CONTEXT)
-        if context_length is None:
-            context_length = min(limit, DEFAULT_MAX_CONTEXT)
-        elif not (1 <= context_length <= limit):
-            raise ValueError(f"context_length must be 1..{limit}, got {context_length}")
         return MLXModel(_soft_capped(model, config), context_length, int(config["vocab_size"]), slots)
+
+
+def _context_length(config: dict, asked: int | None) -> int:
+    """The KV cache's length: `asked`, or min(max_position_embeddings, 8192) and for
+    LongRoPE at most the pretraining length (engine/inference/models/args.py says why)."""
+    limit = int(config.get("max_position_embeddings") or DEFAULT_MAX_CONTEXT)
+    if asked is None:
+        return min(limit, DEFAULT_MAX_CONTEXT, longrope_original(config) or limit)
+    if not (1 <= asked <= limit):
+        raise ValueError(f"context_length must be 1..{limit}, got {asked}")
+    return asked
 
 
 def _plain_layout(layer_cache) -> bool:

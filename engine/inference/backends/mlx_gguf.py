@@ -47,9 +47,10 @@ READ_HERE = frozenset({T.BF16, T.Q4_K})  # mx.load gets these wrong: read from t
 RUNS = frozenset(QUANTIZED) | KEPT | WIDENED_BY_MLX | READ_HERE
 
 
-def load_gguf_model(path: Path, config: dict) -> tuple[nn.Module, dict, str]:
+def load_gguf_model(path: Path, config: dict, overrides: dict | None = None) -> tuple[nn.Module, dict, str]:
     """The mlx-lm model for the GGUF `path` of a model folder (its config.json is
-    `config`), and the dtype "auto" means for it.
+    `config`, read by mlx-lm with `overrides` laid over it: mlx_config.mlx_overrides), and
+    the dtype "auto" means for it.
 
     Raises UnsupportedQuantization for a tensor type MLX cannot run, ModelFileError for a
     damaged file; mlx-lm's own errors (an unknown model_type, weights that do not fit
@@ -85,7 +86,7 @@ def load_gguf_model(path: Path, config: dict) -> tuple[nn.Module, dict, str]:
     # mlx-lm builds the model from config.json (lazily: nothing is allocated until the
     # file's weights replace the initial ones); the layers the file keeps quantized
     # become quantized layers of the file's group size and bits.
-    model, config = load_model(path.parent, lazy=True, strict=False)
+    model, config = load_model(path.parent, lazy=True, strict=False, model_config=overrides)
     family = families.find_model_type(config.get("model_type"))
     if family is not None and family.norm_offset:  # a GGUF's gemma norms are weight + 1
         weights = {k: v - family.norm_offset if k.endswith("norm.weight") else v for k, v in weights.items()}

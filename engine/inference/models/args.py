@@ -94,7 +94,18 @@ class ModelArgs:
 
     @property
     def default_context_length(self) -> int:
-        return min(self.max_position_embeddings, DEFAULT_MAX_CONTEXT)
+        """min(max_position_embeddings, 8192); for LongRoPE (phi3) at most the pretraining
+        length. LongRoPE turns by its short factors for a sequence that fits that length and
+        by its long ones past it (transformers' rule), and keys turned by one table are not
+        valid with the other, so the table is chosen once for the KV cache by its length
+        (attention._longrope_factors): a cache no longer than the pretraining length is
+        right for every chat it holds, where an 8k one would turn a short chat by the long
+        factors. A longer context, asked for, takes the long ones throughout."""
+        limit = min(self.max_position_embeddings, DEFAULT_MAX_CONTEXT)
+        scaling = self.rope_scaling or {}
+        if scaling.get("rope_type", scaling.get("type")) == "longrope":
+            return min(limit, int(scaling["original_max_position_embeddings"]))
+        return limit
 
     @classmethod
     def from_hf_config(cls, config: Mapping) -> ModelArgs:

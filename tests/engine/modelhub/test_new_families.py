@@ -36,6 +36,9 @@ MESSAGES = [
 ]
 # The token each family's template closes an assistant turn with.
 END_OF_TURN = {"phi3": "<|end|>", "granite": "<|end_of_text|>", "smollm3": "<|im_end|>"}
+# The tiny phi3's whole context: its default is the pretraining length, 32 (LongRoPE's short
+# factors, engine/inference/models/args.py), and these prompts run past it (the long factors).
+WHOLE = {"phi3": {"context_length": 256}}
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +90,7 @@ def test_imported_gguf_answers_as_transformers_does(family, imported):
         assert len(ids) > 32  # past the pretraining length: transformers takes the long factors too
 
     want_tokens, want = _transformers_greedy(DATA / family / "hf", ids, STEPS)
-    model = TorchBackend("cpu").load(folder, dtype="float32", compile=False)
+    model = TorchBackend("cpu").load(folder, dtype="float32", compile=False, **WHOLE.get(family, {}))
     got_tokens, got = _wren_greedy(model, ids, STEPS)
     assert got_tokens == want_tokens
     for a, b in zip(got, want, strict=True):
@@ -103,7 +106,8 @@ def test_hf_folder_runs_on_the_torch_model(family):
     hf_dir = DATA / family / "hf"
     ids = list(range(3, 43))
     want_tokens, want = _transformers_greedy(hf_dir, ids, 4)
-    got_tokens, got = _wren_greedy(TorchBackend("cpu").load(hf_dir, dtype="float32", compile=False), ids, 4)
+    got_tokens, got = _wren_greedy(TorchBackend("cpu").load(hf_dir, dtype="float32", compile=False,
+                                                             **WHOLE.get(family, {})), ids, 4)
     assert got_tokens == want_tokens
     assert max(np.abs(a - b).max() for a, b in zip(got, want, strict=True)) < FP32_TOL
 
@@ -133,8 +137,8 @@ def test_mlx_matches_torch(family, imported):
         pytest.skip("mlx is not installed")
     folder = imported[family]
     ids = _prompt(folder)
-    t = TorchBackend("cpu").load(folder, dtype="float32", compile=False)
-    m = MLXBackend().load(folder, dtype="float32")
+    t = TorchBackend("cpu").load(folder, dtype="float32", compile=False, **WHOLE.get(family, {}))
+    m = MLXBackend().load(folder, dtype="float32", **WHOLE.get(family, {}))
     t_tokens, t_logits = _wren_greedy(t, ids, 6)
     m_tokens, m_logits = _wren_greedy(m, ids, 6)
     assert t_tokens == m_tokens
@@ -271,10 +275,11 @@ def test_phi3_sliding_window(tmp_path):
     (hf_dir / "config.json").write_text(json.dumps(config | {"sliding_window": 8}))
     ids = list(range(3, 43))
     want_tokens, want = _transformers_greedy(hf_dir, ids, 4)
-    got_tokens, got = _wren_greedy(TorchBackend("cpu").load(hf_dir, dtype="float32", compile=False), ids, 4)
+    got_tokens, got = _wren_greedy(TorchBackend("cpu").load(hf_dir, dtype="float32", compile=False,
+                                                             **WHOLE["phi3"]), ids, 4)
     assert got_tokens == want_tokens
     assert max(np.abs(a - b).max() for a, b in zip(got, want, strict=True)) < FP32_TOL
-    full = TorchBackend("cpu").load(DATA / "phi3" / "hf", dtype="float32", compile=False)
+    full = TorchBackend("cpu").load(DATA / "phi3" / "hf", dtype="float32", compile=False, **WHOLE["phi3"])
     assert np.abs(full.prefill(ids, 0) - want[0]).max() > 100 * FP32_TOL  # the window mattered
 
 
@@ -298,7 +303,7 @@ def test_phi3_q8_0_fused_blocks_compute_what_the_file_holds(tmp_path):
     reference.load_state_dict({name: get(name) for name in reference.state_dict()}, strict=True)
     source.close()
 
-    model = TorchBackend("cpu").load(folder, dtype="float32", compile=False)
+    model = TorchBackend("cpu").load(folder, dtype="float32", compile=False, **WHOLE["phi3"])
     assert isinstance(model._model.layers[0].attention.wqkv, QuantLinear)  # the file's blocks, fused
     ids = _prompt(folder)
     want: list[np.ndarray] = []
