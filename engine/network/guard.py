@@ -86,7 +86,7 @@ def active() -> bool:
 
 # -- checks Wren's own callers make first ----------------------------------------------------
 
-def check(host: str, port: int | None, purpose: Purpose | None = None) -> None:
+def check(host: str, port: int | None, purpose: Purpose | None = None, *, listen: bool = False) -> None:
     """Raise OfflineLocked (and record the refusal) before an action that would connect to
     `host`, so it says at once that it is locked, in Wren's words, instead of failing in a
     client library. Loopback, or the lock off: nothing."""
@@ -94,8 +94,8 @@ def check(host: str, port: int | None, purpose: Purpose | None = None) -> None:
     if not state.on or _is_local(host):
         return
     purpose = purpose or current()
-    error = lock.refusal(_target(host, port), purpose, state)
-    _write(_entry(purpose, "connect", host, port, False, "refused", str(error)))
+    error = lock.refusal(_target(host, port), purpose, state, verb="listen on" if listen else "connect to")
+    _write(_entry(purpose, "listen" if listen else "connect", host, port, False, "refused", str(error)))
     raise lock.OfflineLocked(str(error))
 
 
@@ -174,13 +174,15 @@ def _on_lookup(event: str, args: tuple) -> None:
         host = host[0]
     if isinstance(host, bytes):
         host = host.decode(errors="replace")
-    if host is None or host == "" or _is_local(str(host)):
+    # An address to resolve asks no resolver anything: the connect or bind that follows is what
+    # is judged (a lookup cannot tell a client's address from one a server will listen on). A
+    # reverse lookup of an address does ask the DNS, so it is judged here.
+    forward = event in ("socket.getaddrinfo", "socket.gethostbyname")
+    if host is None or host == "" or _is_local(str(host)) or (forward and _is_address(str(host))):
         return
     state = lock.state()
     if state.on:
         port = args[1] if event == "socket.getaddrinfo" and isinstance(args[1], int) else None
-        if _is_address(str(host)):  # an address needs no lookup: what is refused is the connection
-            _refuse(current(), "connect", str(host), port, state)
         _refuse(current(), "lookup", str(host), port, state, verb="look up")
 
 

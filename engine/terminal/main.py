@@ -545,6 +545,10 @@ _REFUSED = {errno.EACCES: "permission denied", errno.EPERM: "operation not permi
 def _known_failure(exc: Exception) -> str | None:
     """The sentence for a failure outside Wren (a locked keyring, a read-only or full disk, a
     damaged database), or None for a bug."""
+    from ..network.lock import locked_in
+
+    if (locked := locked_in(exc)) is not None:  # the offline lock, in its own words, however it was wrapped
+        return str(locked)
     keyring_errors = sys.modules.get("keyring.errors")
     if keyring_errors is not None and isinstance(exc, keyring_errors.KeyringError):
         from ..providers.keys import explain_keyring_error

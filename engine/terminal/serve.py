@@ -101,6 +101,9 @@ def _cmd_serve(args):
     if args.new_key and args.show_key:
         return 0
     if not is_loopback(args.host):
+        from ..network.guard import check
+
+        check(args.host, port, listen=True)  # the offline lock refuses, in its words, before the model loads
         print(f"wren serve: WARNING: listening on {args.host}, not only this computer: anyone who can reach "
               f"port {port} and has the key can use Wren. Traffic is plain HTTP; put TLS in front of it.",
               file=sys.stderr)

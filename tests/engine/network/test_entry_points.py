@@ -88,3 +88,18 @@ def test_wren_ask_the_window_and_wren_serve_record_only_loopback(tmp_path, tiny_
     listens = [e for e in found if e.kind == "listen" and e.process == "wren serve"]
     assert listens and all(e.host == "127.0.0.1" and e.part == "wren serve" for e in listens)
     assert "Hello there" not in (ledger.folder(home) / ledger.FILE).read_text()
+
+
+def test_wren_serve_for_other_machines_is_refused_under_the_lock(tmp_path, tiny_model_dir):
+    home = tmp_path / "home"
+    _home_with_tiny_model(home, tiny_model_dir)
+    served = subprocess.run([sys.executable, "-m", "wren.engine.terminal", "serve", "--host", "0.0.0.0",
+                             "--allow-remote", "--port", "0"], capture_output=True, text=True, timeout=300, cwd=REPO,
+                            env=_env(home, WREN_OFFLINE="1", WREN_API_KEY=KEY))
+    assert served.returncode != 0
+    assert "Wren's offline lock is on (set by WREN_OFFLINE=1 in the environment): it refused to listen on 0.0.0.0:" \
+        in served.stderr, served.stderr[-2000:]
+    from wren.engine.network import ledger
+
+    [refused] = [e for e in ledger.entries(home) if e.outcome == "refused"]
+    assert (refused.kind, refused.host, refused.part, refused.process) == ("listen", "0.0.0.0", "wren serve", "wren serve")

@@ -207,3 +207,10 @@ def test_processes_writing_at_once_leave_whole_lines(wren_home):
     assert [w.wait(120) for w in writers] == [0, 0, 0, 0]
     lines = (ledger.folder() / ledger.FILE).read_text().splitlines()
     assert len(lines) == 600 and len(ledger.entries()) == 600  # every line whole, none lost
+
+
+def test_the_lock_refuses_a_reverse_lookup_but_lets_an_address_reach_its_connect(locked):
+    with pytest.raises(lock.NetworkLocked, match=f"refused to look up {TEST_NET}"):
+        socket.gethostbyaddr(TEST_NET)  # asks the DNS for the address's name
+    assert socket.getaddrinfo(TEST_NET, 80)  # an address resolves to itself: no one is asked
+    assert [(e.kind, e.host) for e in entries()] == [("lookup", TEST_NET)]
