@@ -159,9 +159,10 @@ def test_a_row_gives_the_same_result_alone_or_with_others() -> None:
     raw = torch.from_numpy(random_mxfp4(rows, blocks, seed=9))
     x = torch.randn(6, blocks * 32, generator=torch.Generator().manual_seed(2))
 
-    def run() -> tuple[torch.Tensor, torch.Tensor]:
-        return kernels.qlinear(x, raw, MXFP4, rows), torch.cat([kernels.qlinear(x[j:j + 1], raw, MXFP4, rows)
-                                                                for j in range(6)])
+    def run() -> list[tuple[torch.Tensor, torch.Tensor]]:
+        return [(op(x, raw, MXFP4, rows), torch.cat([op(x[j:j + 1], raw, MXFP4, rows) for j in range(6)]))
+                for op in (kernels.qlinear, kernels.qlinear_exact)]
 
-    for isa, (together, alone) in per_isa(run).items():
-        assert torch.equal(together, alone), isa
+    for isa, pairs in per_isa(run).items():
+        for together, alone in pairs:
+            assert torch.equal(together, alone), isa

@@ -86,17 +86,24 @@ float dot_scalar(const uint8_t* w, int64_t nb, const void* xv) {
     return acc;
 }
 
-// Float activations: each block dequantized exactly and multiplied in float32.
+// Float activations: each block dequantized exactly once and multiplied in float32 with
+// every row of x (each row summed in the same order whatever n is).
 void xdot_rows(const uint8_t* w, int64_t nb, const float* x, int64_t xs, int n, float* out, int64_t os) {
+    constexpr int kRows = 8;
     float v[32];
-    for (int j = 0; j < n; ++j) {
-        const float* xj = x + j * xs;
-        float acc = 0.f;
+    for (int j0 = 0; j0 < n; j0 += kRows) {
+        const int m = n - j0 < kRows ? n - j0 : kRows;
+        float acc[kRows] = {};
         for (int64_t b = 0; b < nb; ++b) {
             dequantize_mxfp4_row(w + b * kBlockBytes, v, 32);
-            for (int i = 0; i < 32; ++i) acc += v[i] * xj[b * 32 + i];
+            for (int j = 0; j < m; ++j) {
+                const float* xj = x + (j0 + j) * xs + b * 32;
+                float a = acc[j];
+                for (int i = 0; i < 32; ++i) a += v[i] * xj[i];
+                acc[j] = a;
+            }
         }
-        out[j * os] = acc;
+        for (int j = 0; j < m; ++j) out[(j0 + j) * os] = acc[j];
     }
 }
 
@@ -132,8 +139,9 @@ void fill_mxfp4(Kernels& k) {
     k.quant[MXFP4] = quant_q8;
     k.act_bytes[MXFP4] = (int)sizeof(BlockQ8);
 #ifdef WREN_MXFP4_X86
+    // every other x86 table (AVX2, AVX-VNNI) has at least AVX2: the AVX2 kernels
     if (std::strcmp(k.isa, "avx512-vnni") == 0) mxfp4_vnni::fill(k);
-    else if (std::strcmp(k.isa, "avx2") == 0) mxfp4_avx2::fill(k);
+    else if (std::strncmp(k.isa, "avx", 3) == 0) mxfp4_avx2::fill(k);
 #endif
 }
 
