@@ -63,3 +63,14 @@ def acting(part: Part, action: str) -> Iterator[Purpose]:
             _current.reset(token)
         except ValueError:  # left in another context (a generator closed elsewhere): that one keeps its own
             pass
+
+
+@contextlib.contextmanager
+def unless_named(part: Part, action: str) -> Iterator[Purpose]:
+    """`acting(part, action)` where the caller named no purpose; else the caller's stands."""
+    named = _current.get()
+    if named is not None:
+        yield named
+        return
+    with acting(part, action) as purpose:
+        yield purpose

@@ -175,14 +175,17 @@ class OpenAIClient:
         """A non-streamed request, with the retry rules; raises RemoteError on an error status."""
         import httpx
 
+        from ...network.purpose import Part, unless_named
+
         self._check_lock()
         key = str(uuid.uuid4())
         attempt = 0
         while True:
             self.requests_sent += 1
             try:
-                response = await self._client.request(method, self.base_url + path, json=body,
-                                                      headers=self._headers(key))
+                with unless_named(Part.REMOTE_PROVIDER, f"a request to {self.base_url}{path}"):  # `wren providers test`
+                    response = await self._client.request(method, self.base_url + path, json=body,
+                                                          headers=self._headers(key))
             except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError) as exc:
                 if attempt >= self.transport.retries or self._is_tls(exc):
                     raise

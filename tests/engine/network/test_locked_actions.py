@@ -147,3 +147,23 @@ def test_unlocked_an_http_mcp_server_is_in_the_ledger(guarded, manager, http_ser
     port = int(http_server.split(":")[2].split("/")[0])
     mcp = [e for e in entries() if e.kind == "connect" and e.port == port]
     assert mcp and {(e.part, e.action, e.loopback) for e in mcp} == {("MCP server", "MCP server 'web'", True)}
+
+
+def test_unlocked_a_provider_request_no_caller_named_is_still_the_remote_providers(guarded):
+    from wren.engine.inference.backends.remote import OpenAIClient
+
+    server = FakeServer().start()
+
+    async def main():  # what `wren providers test` does first
+        client = OpenAIClient(server.base_url)
+        try:
+            return await client.list_models()
+        finally:
+            await client.aclose()
+
+    try:
+        asyncio.run(main())
+    finally:
+        server.stop()
+    [entry] = [e for e in entries() if e.kind == "connect"]
+    assert (entry.part, entry.action) == ("remote provider", f"a request to {server.base_url}/models")
