@@ -40,7 +40,8 @@ class Completer(Protocol):
 TITLE_WORDS = 6  # a title is at most this many words
 TITLE_PRIORITY = 5  # behind the visible answer (0), ahead of pre-warming (10)
 SOURCE_CHARS = 600  # how much of the question and the answer the title request reads
-FALLBACK = "New chat"
+FALLBACK = "New chat"  # numbered ("New chat 2") where another chat has it: never two alike
+CARE_TITLE = "A personal conversation"  # a message met with care (self-harm): its words are not the title
 MODEL_KEY = "titles.model"  # "auto" (default), "always" or "off": see Titles.use_model
 
 _STOP = frozenset(["a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "aren't", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "can't", "cannot", "could", "couldn't", "did", "didn't", "do", "does", "doesn't", "doing", "don't", "down", "during", "each", "few", "for", "from", "further", "had", "hadn't", "has", "hasn't", "have", "haven't", "having", "he", "he'd", "he'll", "he's", "her", "here", "here's", "hers", "herself", "him", "himself", "his", "how", "how's", "i", "i'd", "i'll", "i'm", "i've", "if", "in", "into", "is", "isn't", "it", "it's", "its", "itself", "let's", "me", "more", "most", "mustn't", "my", "myself", "no", "nor", "not", "of", "off", "on", "once", "only", "or", "other", "ought", "our", "ours", "ourselves", "out", "over", "own", "same", "shan't", "she", "she'd", "she'll", "she's", "should", "shouldn't", "so", "some", "such", "than", "that", "that's", "the", "their", "theirs", "them", "themselves", "then", "there", "there's", "these", "they", "they'd", "they'll", "they're", "they've", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "wasn't", "we", "we'd", "we'll", "we're", "we've", "were", "weren't", "what", "what's", "when", "when's", "where", "where's", "which", "while", "who", "who's", "whom", "why", "why's", "with", "won't", "would", "wouldn't", "you", "you'd", "you'll", "you're", "you've", "your", "yours", "yourself", "yourselves", "please", "tell", "explain", "give", "show", "help", "want", "need", "know", "like", "just", "really", "also", "get", "got", "make", "can", "could", "would", "will", "shall", "may", "might", "must", "thing", "things", "something", "anything", "way", "hi", "hello", "hey", "thanks", "thank", "ok", "okay", "yes", "sure", "well", "much", "many", "one", "two", "use", "using", "best", "good"])
@@ -52,6 +53,15 @@ _PREFIX = re.compile(
     r"^\s*(?:(?:sure|okay|ok|certainly|of course)[,!.]?\s*)?"
     r"(?:(?:here(?:'s| is)|the|a|my|suggested|possible|chat)\s+)*(?:short\s+)?(?:title|heading|subject)"
     r"(?:\s+(?:could|would|might|can)\s+be|\s+is)?\s*[:\-–—]\s*", re.IGNORECASE)
+# Words about the answer's form rather than the question's topic ("Here's a bulleted list of
+# five"): a title holding one the question does not use is the answer describing itself.
+_FORMAT = frozenset(["here's", "list", "bulleted", "numbered", "table", "answer", "answers", "response",
+                     "question", "following", "below", "above", "overview", "breakdown", "items", "points",
+                     "steps", "options", "suggestions", "ideas", "tips", "five", "three", "four", "ten"])
+_REPLY_START = re.compile(r"^\s*(?:here(?:'s|’s| is| are)|below|the following|sure|certainly|of course)\b", re.IGNORECASE)
+_MARKUP_LINE = re.compile(r"^\s*(?:```|~~~|\|?\s*:?-{3,}|<[^>]*>\s*$)")  # a fence, a table rule, a lone tag
+_MARKUP = re.compile(r"<[^>]+>|[|\[\]{}<>~\\]")
+_LINE_LEAD = re.compile(r"^\s*(?:>+\s*|[-+•]\s+|\d+[.)]\s+)+")  # quote, bullet, number
 _WORD = re.compile(r"[A-Za-zÀ-ÖØ-öø-ÿ0-9][A-Za-zÀ-ÖØ-öø-ÿ0-9'’\-]*")
 _SENTENCE_END = re.compile(r"[.!?。！？](?:\s|$)|\n")
 
@@ -103,7 +113,9 @@ def keyword_title(question: str) -> str:
 def clean(raw: str) -> str:
     """A model's reply made into a title: its first non-empty line, without a "Title:"-like
     prefix, quotes, markdown or end punctuation, cut at TITLE_WORDS words."""
-    line = next((ln for ln in raw.splitlines() if ln.strip(" \t\"'*#`")), "")
+    line = next((ln for ln in raw.splitlines()
+                 if ln.strip(" \t\"'*#`|-:") and not _MARKUP_LINE.match(ln)), "")
+    line = _LINE_LEAD.sub("", _MARKUP.sub(" ", line))  # table cells, tags, a list's or a quote's lead
     line = _PREFIX.sub("", line)
     if ":" in line:
         before, after = line.rsplit(":", 1)
@@ -121,21 +133,33 @@ def clean(raw: str) -> str:
     return line
 
 
-def plausible(title: str, chat_text: str) -> bool:
+def plausible(title: str, chat_text: str, question: str | None = None) -> bool:
     """A title a person would accept: 1..TITLE_WORDS words, no first person, not about
-    titles, and at least one content word shared with the chat."""
+    titles, and at least one content word shared with the chat; given the `question`, not
+    the answer speaking of itself (starting as a reply does, or naming its form — a list, a
+    table, five points — where the question does not)."""
     ws = [w.lower() for w in words(title)]
     if not ws or len(ws) > TITLE_WORDS:
         return False
     if any(w in _FIRST_PERSON for w in ws) or any(w in _META for w in ws):
         return False
+    if question is not None:
+        asked = {w.lower() for w in words(question)}
+        if _REPLY_START.match(title) or any(w in _FORMAT and w not in asked for w in ws):
+            return False
     return bool(content_words(title) & content_words(chat_text))
 
 
 def choose(raw: str, question: str, answer: str = "") -> str:
     """The model's title if it is plausible, else the question's key words."""
     title = clean(raw)
-    return title if plausible(title, f"{question}\n{answer}") else keyword_title(question)
+    return title if plausible(title, f"{question}\n{answer}", question) else keyword_title(question)
+
+
+def topic_source(question: str, answer_head: str) -> str:
+    """What a first title is asked from: the question, its topic; the answer's head only where
+    the question names too little to title ("hi", "go on")."""
+    return answer_head if len(content_words(question)) < 2 else ""
 
 
 def title_request(question: str, answer_head: str) -> list[dict]:
@@ -170,6 +194,7 @@ class TitleJob:
     conversation_id: int
     question: str
     use_model: bool = True
+    care: bool = False  # the question was met with care (engine/safety/care.py): a neutral title
     first: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
     task: asyncio.Task | None = None
     source: str = ""  # what the first title was made from
@@ -199,6 +224,8 @@ class Titles:
 
         e = self.turns.e
         title = clean_title(title) or FALLBACK
+        if title == FALLBACK:
+            title = await e.db(_numbered_fallback, e.store_for(job.conversation_id), job.conversation_id)
         await e.db(e.store_for(job.conversation_id).update_conversation, job.conversation_id, title=title)
         job.written.append(title)
         if not job.first.done():
@@ -207,7 +234,12 @@ class Titles:
 
     async def _first(self, job: TitleJob, head: str) -> str:
         job.source = f"{job.question}\n{head}"
-        return await self._save(job, await self.ask_model(job.question, head))
+        return await self._save(job, await self.ask_model(job.question, topic_source(job.question, head)))
+
+    def _plain(self, job: TitleJob) -> str:
+        """The title without the model: the question's key words, or for a message met with
+        care a neutral one (a sidebar is seen by others; the message's words stay in the chat)."""
+        return CARE_TITLE if job.care else keyword_title(job.question)
 
     async def use_model(self) -> bool:
         """Whether the model writes titles (setting `titles.model`: "auto", the default, where
@@ -222,14 +254,16 @@ class Titles:
         model = getattr(e.loaded_worker, "model", None)
         return bool(getattr(model, "batched_decode", False)) and getattr(model, "slots", 1) > 1
 
-    async def around(self, conversation_id: int, question: str, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
+    async def around(self, conversation_id: int, question: str, events: AsyncIterator[Event], *,
+                     care: bool = False) -> AsyncIterator[Event]:
         """`events` with the chat's title written beside them. With the model (`use_model`):
         the request starts once the answer's first sentence exists, its TitleUpdate follows
         the event during which it finished (and is awaited before Finished); a second one,
         before Finished, only if the finished answer drifted from what the first was made of.
         Without: the question's key words, in a TitleUpdate just before Finished (unless a
-        caller asked for the model's title meanwhile, `generate`: then that one)."""
-        job = TitleJob(conversation_id, question, use_model=await self.use_model())
+        caller asked for the model's title meanwhile, `generate`: then that one). `care`: the
+        question was met with care: CARE_TITLE, neither the model's nor the question's words."""
+        job = TitleJob(conversation_id, question, use_model=not care and await self.use_model(), care=care)
         self.jobs[conversation_id] = job
         text: list[str] = []
         shown = 0
@@ -270,7 +304,7 @@ class Titles:
             except Exception as exc:
                 log_event("title.failed", conversation_id=job.conversation_id, error=str(exc))
         if not job.written:  # no model, or no answer to read: the question's key words
-            await self._save(job, keyword_title(job.question))
+            await self._save(job, self._plain(job))
 
     async def _revised(self, job: TitleJob, answer: str, reason: FinishReason) -> str | None:
         """A second title, saved, when the finished answer drifted from what the first was made
@@ -290,7 +324,7 @@ class Titles:
         if not job.written:
             # walked away from before any title: the question's key words
             try:
-                await asyncio.shield(self._save(job, keyword_title(job.question)))
+                await asyncio.shield(self._save(job, self._plain(job)))
             except Exception as exc:  # the chat is gone (discarded, deleted): nothing to name
                 log_event("title.failed", conversation_id=job.conversation_id, error=str(exc))
         if self.jobs.get(job.conversation_id) is job:
@@ -310,3 +344,14 @@ class Titles:
             return await asyncio.shield(job.first)
         temp = TitleJob(conversation_id, question)
         return await self._save(temp, await self.ask_model(question, answer[:SOURCE_CHARS]))
+
+
+def _numbered_fallback(store, conversation_id: int) -> str:
+    """FALLBACK, numbered past the other chats that have it ("New chat 2"): on the database thread."""
+    taken = {c.title for c in store.list_conversations(limit=10_000) if c.id != conversation_id and c.title}
+    if FALLBACK not in taken:
+        return FALLBACK
+    n = 2
+    while f"{FALLBACK} {n}" in taken:
+        n += 1
+    return f"{FALLBACK} {n}"

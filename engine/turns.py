@@ -40,6 +40,7 @@ from .logs import log_event
 from .memory import TurnOutcome, is_temporary
 from .records import MessageInfo, MessageStatus, Role, can_continue
 from .safety import OutputGuard
+from .safety.care import needs_care
 from .safety.outgoing import guard_outgoing, typed_index
 from .titles import Titles
 from .tools.builtin import CallContext
@@ -342,7 +343,7 @@ class Turns:
             events = self._unused_tool_notice(events, user.content, [s.name for s in plan.tools.specs], status.name, store)
         if not conv.title and not plan.history and not is_temporary(conv.settings):
             # a new chat: the engine names it beside its first answer (engine/titles.py)
-            events = self.titles.around(user.conversation_id, user.content, events)
+            events = self.titles.around(user.conversation_id, user.content, events, care=needs_care(plan.scan.findings))
         async for event in events:
             yield event
             if plan.notices and isinstance(event, Started):
