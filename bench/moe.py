@@ -38,7 +38,6 @@ def child(folder: Path, threads: int) -> dict:
     import torch
 
     from wren.engine.inference.backends.torch import TorchBackend
-    from wren.engine.inference.quant import kernels
 
     torch.set_num_threads(threads)
     started = time.perf_counter()
@@ -54,15 +53,19 @@ def child(folder: Path, threads: int) -> dict:
         started = time.perf_counter()
         token = int(model.decode(token, PROMPT + i).argmax())
         times.append(time.perf_counter() - started)
-    probe = torch.ones(1 << 30, dtype=torch.uint8)
-    kernels.read_sum(probe)
-    started = time.perf_counter()
-    kernels.read_sum(probe)
-    bandwidth = probe.numel() / (time.perf_counter() - started)
     return {"load_s": round(load_s, 2), "prompt_tok_s": round(PROMPT / prompt_s, 2),
-            "decode_tok_s": round(1 / statistics.median(times), 3), "read_bandwidth_gb_s": round(bandwidth / 1e9, 2),
+            "decode_tok_s": round(1 / statistics.median(times), 3),
             "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
             "after_load": after_load, "end": _status(), "load_avg": os.getloadavg()[0]}
+
+
+def read_bandwidth(threads: int) -> float:
+    """GB/s of one multi-threaded pass over 1 GB through the kernels (its own process)."""
+    code = ("import time, torch; from wren.engine.inference.quant import kernels; "
+            f"torch.set_num_threads({threads}); t = torch.ones(1 << 30, dtype=torch.uint8); kernels.read_sum(t); "
+            "s = time.perf_counter(); kernels.read_sum(t); print(t.numel() / (time.perf_counter() - s) / 1e9)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    return round(float(out.stdout.split()[-1]), 2)
 
 
 def _status() -> dict:
@@ -127,7 +130,8 @@ def main(argv: list[str] | None = None) -> None:
     active = active_bytes(plan(MoeShape(layers=layers)), MoeShape(layers=layers))
     runs: list[dict] = []
     for _ in range(args.runs):
-        run = {"llama.cpp": llama_bench(args.llama_bench, gguf, args.threads)}
+        run = {"llama.cpp": llama_bench(args.llama_bench, gguf, args.threads),
+               "bandwidth": {"read_bandwidth_gb_s": read_bandwidth(args.threads), "load_avg": os.getloadavg()[0]}}
         for way in args.ways.split(","):
             run[way] = wren(info.path, way, args.threads)
         runs.append(run)
@@ -148,11 +152,12 @@ def _medians(runs: list[dict], active: int) -> dict:
             continue
         out[who] = {key: statistics.median(r[key] for r in rows) for key in rows[0]
                     if isinstance(rows[0][key], (int, float))}
-        if "read_bandwidth_gb_s" in out[who]:
-            bound = out[who]["read_bandwidth_gb_s"] * 1e9 / active  # tokens/s if only reading bounded it
-            out[who]["decode_fraction_of_bandwidth_bound"] = round(out[who]["decode_tok_s"] / bound, 3)
+    bound = out["bandwidth"]["read_bandwidth_gb_s"] * 1e9 / active  # tokens/s if only reading bounded decode
+    out["bandwidth"]["decode_bound_tok_s"] = round(bound, 2)
     for who in out:
-        if who != "llama.cpp" and "llama.cpp" in out:
+        if "decode_tok_s" in out[who]:
+            out[who]["decode_fraction_of_bandwidth_bound"] = round(out[who]["decode_tok_s"] / bound, 3)
+        if who not in ("llama.cpp", "bandwidth") and "llama.cpp" in out:
             for key in ("decode_tok_s", "prompt_tok_s"):
                 out[who][key.replace("_tok_s", "_vs_llama_cpp")] = round(out[who][key] / out["llama.cpp"][key], 3)
     return out

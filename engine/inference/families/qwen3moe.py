@@ -16,12 +16,13 @@ from .family import Family, MetadataReader, ReasoningFormat
 from .formats import HERMES
 
 _DENSE_MLP = ("ffn_gate", "ffn_up", "ffn_down")
-# GGUF part -> the names engine.inference.models.experts reads (under model.layers.N.mlp.)
+# GGUF part -> mlx-lm's qwen3_moe names (its SwitchGLU), which the torch model reads too
+# (model_args' router_name and experts_name)
 EXPERT_TENSORS = MappingProxyType({
-    "ffn_gate_inp": "mlp.router",
-    "ffn_gate_exps": "mlp.experts.gate_proj",
-    "ffn_up_exps": "mlp.experts.up_proj",
-    "ffn_down_exps": "mlp.experts.down_proj",
+    "ffn_gate_inp": "mlp.gate",
+    "ffn_gate_exps": "mlp.switch_mlp.gate_proj",
+    "ffn_up_exps": "mlp.switch_mlp.up_proj",
+    "ffn_down_exps": "mlp.switch_mlp.down_proj",
 })
 LAYER_TENSORS = MappingProxyType(
     {part: name for part, name in qwen3.LAYER_TENSORS.items() if part not in _DENSE_MLP} | dict(EXPERT_TENSORS))
@@ -49,6 +50,8 @@ def model_args(config: Mapping[str, Any], layers: int) -> dict[str, Any]:
         "moe_intermediate_size": int(config["moe_intermediate_size"]),
         "expert_router": "softmax_topk" if config.get("norm_topk_prob", False) else "softmax_topk_raw",
         "expert_activation": "swiglu",
+        "router_name": "gate",
+        "experts_name": "switch_mlp",
     }
 
 

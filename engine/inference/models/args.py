@@ -59,6 +59,10 @@ class ModelArgs:
     expert_activation: str = "swiglu"  # experts.ACTIVATIONS: gate, up -> the down projection's input
     router_bias: bool = False  # gpt-oss: mlp.gate.bias
     expert_bias: bool = False  # gpt-oss: mlp.experts.{gate,up,down}_proj.bias
+    # The names a family's layer_tensors give them (mlx-lm's module's): mlp.<router_name>,
+    # mlp.<experts_name>.{gate,up,down}_proj
+    router_name: str = "router"
+    experts_name: str = "experts"
 
     def __post_init__(self) -> None:
         if not self.num_key_value_heads:

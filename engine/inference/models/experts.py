@@ -20,9 +20,10 @@ Hook points (what a family plugs in; ModelArgs names them, the family's `model_a
   (gpt-oss's clamped SwiGLU) with `register_activation` / `register_router` in its module.
 - Biases (gpt-oss): `mlp.experts.{gate,up,down}_proj.bias` [E, rows] and `mlp.router.bias` [E],
   read when `ModelArgs.expert_bias` / `router_bias` say so.
-The tensors come from weights.get under the names in `EXPERT_TENSORS` (a family's
-layer_tensors maps the GGUF parts to them), each a QTensor of all experts' rows
-[E * rows, cols] (GGUFWeights.get gives a 3-D tensor so).
+The tensors come from weights.get as `mlp.<router_name>` and `mlp.<experts_name>.<proj>_proj`
+(ModelArgs; a family's layer_tensors maps the GGUF parts to them, by default mlp.router and
+mlp.experts), each a QTensor of all experts' rows [E * rows, cols] (GGUFWeights.get gives a
+3-D tensor so).
 """
 
 from __future__ import annotations
@@ -42,9 +43,6 @@ from .weights import MAP_EXPERTS
 Router = Callable[[torch.Tensor, int], tuple[torch.Tensor, torch.Tensor]]
 Activation = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
-# The HF-style names the model reads (weights.get), under "model.layers.N.mlp.".
-EXPERT_TENSORS = {"router": "router", "gate": "experts.gate_proj", "up": "experts.up_proj",
-                  "down": "experts.down_proj"}
 PROJECTIONS = ("gate", "up", "down")
 
 
@@ -258,19 +256,19 @@ def install_experts(block: nn.Module, state: dict) -> None:
 
 def experts_state(get: Callable[[str], Any], mlp: str, args: Any) -> dict:
     """The block-state entries of a MoE layer's MLP (names under `mlp`, "model.layers.N.mlp.")."""
-    state = {"feed_forward.router.weight": get(mlp + "router.weight")}
+    router, experts = f"{mlp}{args.router_name}.", f"{mlp}{args.experts_name}."
+    state = {"feed_forward.router.weight": get(router + "weight")}
     if args.router_bias:
-        state["feed_forward.router.bias"] = get(mlp + "router.bias")
+        state["feed_forward.router.bias"] = get(router + "bias")
     for name in PROJECTIONS:
-        state[f"feed_forward.{name}_exps"] = get(f"{mlp}experts.{name}_proj.weight")
+        state[f"feed_forward.{name}_exps"] = get(f"{experts}{name}_proj.weight")
         if args.expert_bias:
-            state[f"feed_forward.{name}_exps_bias"] = get(f"{mlp}experts.{name}_proj.bias")
+            state[f"feed_forward.{name}_exps_bias"] = get(f"{experts}{name}_proj.bias")
     return state
 
 
 __all__ = [
     "ACTIVATIONS",
-    "EXPERT_TENSORS",
     "ROUTERS",
     "Experts",
     "experts_state",

@@ -170,3 +170,26 @@ def test_more_experts_per_token_than_experts_is_refused(tmp_path):
     bad = _rewrite(tmp_path / "bad.gguf", meta={"qwen3moe.expert_used_count": 17})
     with pytest.raises(ModelFileError, match=r"qwen3moe\.expert_used_count is 17; it must be between 1 and 16"):
         ModelRegistry(tmp_path / "models").import_gguf(bad, "bad")
+
+
+def test_mlx_matches_torch(folder):
+    """MLX runs the imported file through mlx-lm's qwen3_moe (its SwitchGLU takes the
+    experts under the family's names) with torch's tokens and logits."""
+    from wren.engine.inference.backends.mlx import MLXBackend
+    from wren.engine.inference.backends.torch import TorchBackend
+
+    if not MLXBackend().available():
+        pytest.skip("mlx is not installed")
+    ids = Tokenizer.from_dir(folder).encode_chat(MESSAGES)
+    runs = []
+    for model in (TorchBackend("cpu").load(folder, dtype="float32", compile=False),
+                  MLXBackend().load(folder, dtype="float32")):
+        logits = [model.prefill(ids, 0)]
+        tokens = [int(logits[0].argmax())]
+        for i in range(5):
+            logits.append(model.decode(tokens[-1], len(ids) + i))
+            tokens.append(int(logits[-1].argmax()))
+        runs.append((tokens, logits))
+    (t_tokens, t_logits), (m_tokens, m_logits) = runs
+    assert t_tokens == m_tokens
+    assert max(np.abs(a - b).max() for a, b in zip(t_logits, m_logits, strict=True)) < FP32_TOL
