@@ -98,9 +98,10 @@ def available() -> bool:
     return _C is not None
 
 
-# Every kernel table, narrowest first: x86 (AVX2, AVX-512 VNNI), arm64 (NEON, NEON with the
-# dot-product extension) and the portable one. A CPU runs "scalar" and those of its own.
-ISAS = ("scalar", "avx2", "avx512-vnni", "neon", "neon-dotprod")
+# Every kernel table, narrowest first: x86 (AVX2, AVX-VNNI: VEX-encoded vpdpbusd without
+# AVX-512, AVX-512 VNNI), arm64 (NEON, NEON with the dot-product extension) and the portable
+# one. A CPU runs "scalar" and those of its own.
+ISAS = ("scalar", "avx2", "avx-vnni", "avx512-vnni", "neon", "neon-dotprod")
 
 
 def isa() -> str:
@@ -200,11 +201,17 @@ def set_max_gemv_rows(n: int) -> None:
     torch.ops.wren.set_max_gemv_rows(int(n))
 
 
-def integer_prompt() -> bool:
+def integer_prompt(qtype: int | None = None) -> bool:
     """Whether qlinear's many-row path (a prompt, x not kept exact) quantizes x to 8 bits per
     block and multiplies in integers (csrc/qgemm.cpp) rather than dequantizing weight tiles
-    into torch's float GEMM; WREN_PROMPT_GEMM=float at start-up turns it off (A/B runs)."""
-    return _C is not None and hasattr(torch.ops.wren, "integer_prompt") and bool(torch.ops.wren.integer_prompt())
+    into torch's float GEMM; WREN_PROMPT_GEMM=float at start-up turns it off (A/B runs).
+    With `qtype`: whether the table in use does so for that type (it has kernels that take
+    several tokens per weight pass; float types never)."""
+    if _C is None or not hasattr(torch.ops.wren, "integer_prompt"):
+        return False
+    if qtype is None:
+        return bool(torch.ops.wren.integer_prompt())
+    return bool(torch.ops.wren.integer_prompt_for(int(qtype)))
 
 
 def set_integer_prompt(on: bool) -> None:

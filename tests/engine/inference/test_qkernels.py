@@ -135,7 +135,7 @@ def _check_qlinear(qtype: int, rows: int, cols: int, n: int, seed: int) -> None:
     exact = x.double() @ w.T
     # float32 accumulation: a few units in the last place of sum |w x|
     slack = 1e-5 * (x.double().abs() @ w.abs().T) + 1e-30
-    if qtype in FLOAT_TYPES or (n > kernels.max_gemv_rows() and not kernels.integer_prompt()):
+    if qtype in FLOAT_TYPES or (n > kernels.max_gemv_rows() and not kernels.integer_prompt(qtype)):
         # float activations (float weights, or the prompt path's dequantized GEMM when the
         # integer one is off); otherwise the prompt path rounds x as decoding does
         assert ((y - exact).abs() <= slack).all(), float((y - exact).abs().max())

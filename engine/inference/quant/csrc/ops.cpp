@@ -546,7 +546,7 @@ std::string isa() { return wren::kernels().isa; }
 std::string set_isa(const std::string& cap) {
     const char* chosen = wren::select_isa(cap.c_str());
     TORCH_CHECK(chosen != nullptr, "wren::set_isa: unknown instruction set '", cap,
-                "': use scalar, avx2, avx512-vnni, or an empty string for the best");
+                "': use scalar, avx2, avx-vnni, avx512-vnni, neon, neon-dotprod, or an empty string for the best");
     return chosen;
 }
 
@@ -555,6 +555,11 @@ int64_t max_gemv_rows() { return g_max_gemv_rows.load(); }
 void set_max_gemv_rows(int64_t n) { g_max_gemv_rows.store(std::max<int64_t>(0, n)); }
 
 bool integer_prompt() { return g_int_prompt.load(); }
+
+// Whether the table in use takes qtype's prompt rows through the integer path.
+bool integer_prompt_for(int64_t qtype) {
+    return g_int_prompt.load() && wren::qgemm_supports(wren::kernels(), (int)qtype);
+}
 
 void set_integer_prompt(bool on) { g_int_prompt.store(on); }
 
@@ -573,6 +578,7 @@ TORCH_LIBRARY(wren, m) {
     m.def("max_gemv_rows() -> int", &max_gemv_rows);
     m.def("set_max_gemv_rows(int n) -> ()", &set_max_gemv_rows);
     m.def("integer_prompt() -> bool", &integer_prompt);
+    m.def("integer_prompt_for(int qtype) -> bool", &integer_prompt_for);
     m.def("set_integer_prompt(bool on) -> ()", &set_integer_prompt);
     m.def("read_sum(Tensor t) -> int", &read_sum);
     m.def("interleaved_type(int qtype) -> int", &interleaved_type);

@@ -454,7 +454,8 @@ Kernels build_best(const char* cap) {
     const bool any = cap == nullptr || cap[0] == '\0';
     auto allowed = [&](const char* name) { return any || std::strcmp(cap, name) == 0; };
     // Each fill_* checks the CPU itself; the later, wider ones override the earlier.
-    if (allowed("avx2") || allowed("avx512-vnni")) fill_avx2(k);
+    if (allowed("avx2") || allowed("avx-vnni") || allowed("avx512-vnni")) fill_avx2(k);
+    if (allowed("avx-vnni") || allowed("avx512-vnni")) fill_avxvnni(k);
     if (allowed("avx512-vnni")) fill_avx512vnni(k);
     if (allowed("neon") || allowed("neon-dotprod")) fill_neon(k);
     if (allowed("neon-dotprod")) fill_neon_dotprod(k);
@@ -517,9 +518,10 @@ void fill_scalar(Kernels& k) {
 namespace {
 // One table per possible cap, built once; the active one is swapped atomically.
 struct Tables {
-    Kernels best, scalar, avx2, vnni, neon, neon_dot;
+    Kernels best, scalar, avx2, avxvnni, vnni, neon, neon_dot;
     Tables() : best(build_best(std::getenv("WREN_ISA"))), scalar(build_best("scalar")),
-               avx2(build_best("avx2")), vnni(build_best("avx512-vnni")), neon(build_best("neon")),
+               avx2(build_best("avx2")), avxvnni(build_best("avx-vnni")), vnni(build_best("avx512-vnni")),
+               neon(build_best("neon")),
                neon_dot(build_best("neon-dotprod")) {}
 };
 Tables& tables() {
@@ -544,6 +546,7 @@ const char* select_isa(const char* cap) {
     if (cap != nullptr && cap[0] != '\0') {
         if (std::strcmp(cap, "scalar") == 0) k = &t.scalar;
         else if (std::strcmp(cap, "avx2") == 0) k = &t.avx2;
+        else if (std::strcmp(cap, "avx-vnni") == 0) k = &t.avxvnni;
         else if (std::strcmp(cap, "avx512-vnni") == 0) k = &t.vnni;
         else if (std::strcmp(cap, "neon") == 0) k = &t.neon;
         else if (std::strcmp(cap, "neon-dotprod") == 0) k = &t.neon_dot;

@@ -10,6 +10,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 namespace wren {
@@ -80,7 +81,11 @@ void run_tasks(const Kernels& k, const std::vector<GemmPart>& parts, int64_t n, 
 bool qgemm_supports(const Kernels& k, int qtype) {
     const TypeInfo* info = type_info(qtype);
     if (info == nullptr || info->is_float || k.quant[qtype] == nullptr || k.act_bytes[qtype] <= 0) return false;
-    return info->interleave > 1 ? k.qdot_group[qtype] != nullptr : k.qdot[qtype] != nullptr;
+    if (info->interleave > 1) return k.qdot_group[qtype] != nullptr;
+    // Elsewhere only with several tokens per weight pass: on x86 one dot per row and token
+    // (Q2_K, Q3_K) is slower than the float GEMM on dequantized tiles (measured). The scalar
+    // table, the portable reference the others are tested against, takes every type.
+    return k.qdot_rows[qtype] != nullptr || (k.qdot[qtype] != nullptr && std::strcmp(k.isa, "scalar") == 0);
 }
 
 void qgemm(const Kernels& k, std::vector<GemmPart>& parts, const float* x, int64_t n, int64_t cols, float* out,

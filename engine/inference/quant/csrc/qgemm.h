@@ -20,8 +20,9 @@ struct GemmPart {
     int64_t xs;
 };
 
-// Whether the table has the integer prompt path's kernels for qtype (a block type with its
-// activation quantizer and dot products; float types and any type without them: false).
+// Whether the table has the integer prompt path's kernels for qtype: a block type with its
+// activation quantizer and a kernel that takes several tokens per weight pass (qdot_group,
+// qdot_rows). Float types and the others: false (the float GEMM on dequantized tiles).
 bool qgemm_supports(const Kernels& k, int qtype);
 // out[j * ld + col0 + r] = row r of each part . row j of x (n rows of cols floats), for
 // block-type parts: x quantized once per activation format, each part's xq and xs set.

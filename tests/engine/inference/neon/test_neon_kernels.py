@@ -26,7 +26,8 @@ CSRC = ROOT / "engine" / "inference" / "quant" / "csrc"
 HARNESS = Path(__file__).resolve().parent / "harness.cpp"
 SOURCES = [HARNESS] + [
     CSRC / f
-    for f in ("qdot_scalar.cpp", "qdot_neon.cpp", "qdot_avx2.cpp", "qdot_avx512vnni.cpp", "dequant.cpp", "repack.cpp")
+    for f in ("qdot_scalar.cpp", "qdot_neon.cpp", "qdot_avx2.cpp", "qdot_avx512vnni.cpp", "qdot_avxvnni.cpp", "mxfp4.cpp", "dequant.cpp",
+              "repack.cpp")
 ]
 # setup.py's numerics flags (no fused multiply-adds the source does not write, no errno)
 FLAGS = ["-O2", "-std=c++17", "-ffp-contract=off", "-fno-math-errno", f"-I{CSRC}"]
