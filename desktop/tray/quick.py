@@ -20,6 +20,7 @@ from wren.engine.errors import WrenError
 from wren.engine.events import Finished, FinishReason
 from wren.engine.safety.care import needs_care
 
+from ..a11y import announce
 from ..bridge import Tasks, TurnStream, describe_notices
 from ..chat.body import MarkdownBody
 
@@ -36,6 +37,7 @@ class QuickPrompt(QWidget):
         self.setObjectName("quickPrompt")
         self.setAccessibleName("Quick prompt")
         self.setWindowTitle("Wren quick prompt")
+        self._spoken: list[str] = []  # the answer's text as it streamed, announced once whole
         self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
         self.engine = engine
         self.tasks = tasks
@@ -55,6 +57,7 @@ class QuickPrompt(QWidget):
         self.answer_area = QScrollArea()
         self.answer_area.setWidgetResizable(True)
         self.answer_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.answer_area.setAccessibleName("Answer, scrollable")
         self.answer_area.setWidget(self.answer)
         self.answer_area.setMaximumHeight(ANSWER_MAX_HEIGHT)
         self.answer_area.hide()
@@ -163,6 +166,8 @@ class QuickPrompt(QWidget):
                 return
             self.conversation_id = (await self.engine.conversations.create()).id
         self.status.setText("Answering…  Esc stops")
+        announce(self, "Wren is answering.")
+        self._spoken.clear()
         self.answer.begin_stream()
         self.answer_area.show()
         self.adjustSize()
@@ -173,6 +178,7 @@ class QuickPrompt(QWidget):
         stream.start()
 
     def _append(self, text: str) -> None:
+        self._spoken.append(text)
         self.answer.append(text)
         self.adjustSize()
         bar = self.answer_area.verticalScrollBar()
@@ -194,6 +200,11 @@ class QuickPrompt(QWidget):
             self.status.setText(f"{care.title}. {care.message} {lines}")
         else:
             self.status.setText("Enter asks a follow-up.")
+        text = "".join(self._spoken).strip()
+        if stream.failure is not None or finished.reason is FinishReason.BLOCKED:
+            announce(self, self.status.text(), assertive=True)
+        else:  # the answer once it is whole, then what Enter does next
+            announce(self, f"Wren answered: {text}. {self.status.text()}" if text else self.status.text())
         self.conversation_changed.emit(stream.conversation_id)
         self.turn_finished.emit(finished)  # the engine named a new chat beside its answer (TitleUpdate)
 

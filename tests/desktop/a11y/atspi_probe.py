@@ -3,7 +3,7 @@ Debian's pyatspi; run by run_session.sh with the system's Python, not Wren's).
 
     atspi_probe.py tree                 every node of Wren's window: role, name, states
     atspi_probe.py keys KEY...          press keys (xdotool names: Tab, Return, ctrl+n, or
-                                        type:TEXT) one by one; what got focus after each, and
+                                        type:TEXT, or focus:WINDOW TITLE) one by one; what got focus after each, and
                                         every announcement, until "Wren answered" or the end;
                                         then the tree as `tree` gives it
 
@@ -89,7 +89,14 @@ def keys(steps: list[str], settle: float = 0.4, wait_answer: float = 30.0) -> di
             return False
         step = queue.pop(0)
         before = len(focus)
-        command = ["xdotool", "type", "--delay", "15", step[5:]] if step.startswith("type:") else ["xdotool", "key", step]
+        if step.startswith("focus:"):  # a window by its title, e.g. focus:Wren quick prompt
+            found = subprocess.run(["xdotool", "search", "--name", step[6:]], capture_output=True, text=True,
+                                   timeout=20).stdout.split()
+            command = ["xdotool", "windowfocus", "--sync", found[-1]] if found else ["true"]
+        elif step.startswith("type:"):
+            command = ["xdotool", "type", "--delay", "15", step[5:]]
+        else:
+            command = ["xdotool", "key", step]
         subprocess.run(command, capture_output=True, timeout=30)
         log.append({"key": step, "at": round(time.monotonic() - started, 3), "focus_before": before})
         GLib.timeout_add(int(settle * 1000), press)

@@ -34,12 +34,13 @@ def _missing() -> str | None:
     return None
 
 
-def session(*args: str) -> dict:
+def session(*args: str, **extra_env: str) -> dict:
     """One window under Xvfb with its own accessibility bus; the probe's findings."""
     reason = _missing()
     if reason is not None:
         pytest.skip(reason)
     env = {k: v for k, v in os.environ.items() if k not in ("QT_QPA_PLATFORM", "DISPLAY", "DBUS_SESSION_BUS_ADDRESS")}
+    env.update(extra_env)
     done = subprocess.run(["xvfb-run", "-a", "-s", "-screen 0 1280x900x24", "dbus-run-session", "--",
                            "bash", str(HERE / "run_session.sh"), sys.executable, *args],
                           capture_output=True, text=True, timeout=200, env=env)
@@ -79,3 +80,14 @@ def test_the_window_names_its_controls_before_any_chat():
     assert [p["name"] for p in picker] == ["tiny"]  # on Linux Qt names a combo box by its choice
     menus = {n["name"] for n in nodes if n["role"] == "menu item"}
     assert {"File", "Edit", "Chat", "Voice", "Help", "Keyboard shortcuts", "Dictate"} <= menus
+
+
+def test_the_quick_prompt_names_its_controls_and_takes_a_question_by_keys():
+    result = session("keys", "focus:Wren quick prompt", "type:What is the capital of France?", "Return",
+                     WREN_A11Y_QUICK="1")
+    quick = [n for n in result["nodes"] if n["showing"] and n["role"] in INTERACTIVE]
+    assert unnamed(result["nodes"]) == []
+    assert {"Ask Wren", "Open in Wren"} <= {n["name"] for n in quick}, quick
+    assert result["steps"][0]["focus"] == {"role": "text", "name": "Ask Wren"}  # the hotkey put focus in it
+    said = [a["text"] for a in result["announcements"]]
+    assert said and said[-1].startswith("Wren answered: Paris"), said

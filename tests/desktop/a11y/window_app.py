@@ -48,6 +48,13 @@ def main() -> None:
         while engine.models.current is None:
             await asyncio.sleep(0.02)
         window.activateWindow()
+        if os.environ.get("WREN_A11Y_QUICK"):  # the quick prompt, as the global hotkey opens it
+            from wren.desktop.tray.quick import QuickPrompt
+
+            quick = QuickPrompt(engine, window.tasks)
+            quick.set_ready(True)  # the model is loaded (the app tells it from the model controller)
+            quick.popup()
+            window.quick = quick  # kept alive
         print("READY", flush=True)
         await asyncio.Event().wait()
 
