@@ -74,6 +74,8 @@ def install(process: str) -> None:
 def deactivate() -> None:
     _state["active"] = False
     set_process_default(None)
+    with _open_lock:
+        _open.clear()  # nothing more is written, not even the bytes of connections still open
 
 
 def process_name() -> str:
@@ -281,7 +283,7 @@ def _take(sock: socket.socket) -> str | None:
 
 
 def _counted_close(sock: socket.socket) -> None:
-    if not _open or getattr(_inside, "busy", False):
+    if not _open or not _state["active"] or getattr(_inside, "busy", False):
         return
     entry_id = _take(sock)
     if entry_id is None:

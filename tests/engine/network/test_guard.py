@@ -214,3 +214,13 @@ def test_the_lock_refuses_a_reverse_lookup_but_lets_an_address_reach_its_connect
         socket.gethostbyaddr(TEST_NET)  # asks the DNS for the address's name
     assert socket.getaddrinfo(TEST_NET, 80)  # an address resolves to itself: no one is asked
     assert [(e.kind, e.host) for e in entries()] == [("lookup", TEST_NET)]
+
+
+def test_an_inert_guard_writes_nothing_when_a_recorded_socket_closes_later(guarded):
+    server = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(server.getsockname(), timeout=2)
+    before = (ledger.folder() / ledger.FILE).read_text()
+    guard.deactivate()  # as after a test: another test's data folder must not get its close line
+    client.close()
+    server.close()
+    assert (ledger.folder() / ledger.FILE).read_text() == before
