@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-from PySide6.QtCore import QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
@@ -182,6 +182,13 @@ class MessageWidget(QFrame):
         if role is Role.ASSISTANT:
             self.notices_label = _notices_label()
             layout.addWidget(self.notices_label)
+        self.fold_button: QToolButton | None = None  # a long paste's "Pasted text, N lines" toggle
+        if isinstance(self.body, PlainSegment):
+            self.fold_button = _tool_button("", "pasteFoldButton", "", "")
+            self.fold_button.clicked.connect(self._toggle_fold)
+            self.body.fold_changed.connect(self._show_fold)
+            layout.addWidget(self.fold_button, 0, Qt.AlignmentFlag.AlignLeft)
+            self._show_fold()
         self.attached: AttachedFiles | None = None  # a question's files, under its text
         if role is Role.USER:
             self.attached = AttachedFiles()
@@ -195,6 +202,21 @@ class MessageWidget(QFrame):
         self._live_safety: list[SafetyNotice] = []
         self._reading: tuple[int, int] | None = None  # (done, total) while a long prompt is read
         self.set_info(info)
+
+    def _toggle_fold(self) -> None:
+        if isinstance(self.body, PlainSegment):
+            self.body.set_folded(not self.body.folded)
+
+    def _show_fold(self) -> None:
+        """The toggle under a long paste, as ChatGPT shows one: its size, and open or fold."""
+        body, button = self.body, self.fold_button
+        if button is None or not isinstance(body, PlainSegment):
+            return
+        size = f"Pasted text, {body.lines:,} line{'s' if body.lines != 1 else ''}"
+        button.setText(f"▸ {size} — show all" if body.folded else f"▾ {size} — fold")
+        button.setAccessibleName(f"{size}: {'show all' if body.folded else 'fold'}")
+        button.setToolTip("Show the whole message" if body.folded else "Show only its first lines")
+        button.setVisible(body.foldable)
 
     def _build_footer(self) -> QWidget:
         self.provenance_button = _tool_button(

@@ -107,20 +107,47 @@ class ProseSegment(AutoHeightBrowser):
 
 
 class PlainSegment(AutoHeightBrowser):
-    """A user's message exactly as typed; huge pastes are shown in part so layout stays fast."""
+    """A user's message exactly as typed; huge pastes are shown in part so layout stays fast,
+    and a long one (a paste) is folded to its first lines until opened (`set_folded`)."""
 
     SHOWN_CHARS = 20_000
+    FOLD_LINES = 15  # a message longer than this (or FOLD_CHARS) is folded
+    FOLD_CHARS = 3_000
+    PREVIEW_LINES = 3
+
+    fold_changed = Signal()
 
     def __init__(self, text: str, parent: QWidget | None = None):
         super().__init__(parent)
         self.setAccessibleName("Message text")
+        self.folded = True
+        self._full = ""
         self.set_text(text)
 
+    @property
+    def lines(self) -> int:
+        return self._full.count("\n") + 1
+
+    @property
+    def foldable(self) -> bool:
+        return self.lines > self.FOLD_LINES or len(self._full) > self.FOLD_CHARS
+
+    def set_folded(self, folded: bool) -> None:
+        self.folded = folded
+        self.set_text(self._full)
+
     def set_text(self, text: str) -> None:
+        self._full = text
+        if self.foldable and self.folded:
+            head = [line[:200] for line in text.split("\n")[: self.PREVIEW_LINES]]
+            self.setPlainText("\n".join(head) + "\n…")
+            self.fold_changed.emit()
+            return
         if len(text) > self.SHOWN_CHARS:
             hidden = len(text) - self.SHOWN_CHARS
             text = text[: self.SHOWN_CHARS] + f"\n\n[… {hidden:,} more characters; Copy takes the whole message]"
         self.setPlainText(text)
+        self.fold_changed.emit()
 
 
 class CodeSegment(QFrame):

@@ -1,0 +1,37 @@
+"""A long paste is folded in its bubble (issue 34), as ChatGPT shows one: "Pasted text, N
+lines" under its first lines, opened and folded again from the keyboard; Copy and Edit still
+take the whole message; a short message shows whole, with no toggle."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QGuiApplication
+
+LOG = "\n".join(f"2026-11-28 03:{i % 60:02d}:00 INFO worker {i} finished its batch" for i in range(40))
+
+
+def test_a_long_paste_is_folded_and_opens_from_the_keyboard(open_window, send, qtbot):
+    window = open_window("It is a worker log; every batch finished.")
+    send(window, f"What does this log say?\n{LOG}")
+    question = window.chat.message_widgets()[0]
+    body, button = question.body, question.fold_button
+    assert button is not None and button.isVisible()
+    assert button.text().startswith("▸ Pasted text, 41 lines")
+    shown = body.toPlainText()
+    assert shown.startswith("What does this log say?") and "worker 30" not in shown and len(shown) < 400
+    button.setFocus()
+    qtbot.keyClick(button, Qt.Key.Key_Space)
+    assert "worker 30" in body.toPlainText() and button.text().startswith("▾ Pasted text, 41 lines")
+    qtbot.keyClick(button, Qt.Key.Key_Space)
+    assert "worker 30" not in body.toPlainText()
+    assert question.text() == f"What does this log say?\n{LOG}"  # Copy and Edit take it whole
+    question.copy()
+    assert QGuiApplication.clipboard().text() == question.text()
+
+
+def test_a_short_message_has_no_fold(open_window, send):
+    window = open_window("Hi!")
+    send(window, "Hello there\nsecond line")
+    question = window.chat.message_widgets()[0]
+    assert question.fold_button is not None and not question.fold_button.isVisible()
+    assert question.body.toPlainText() == "Hello there\nsecond line"
