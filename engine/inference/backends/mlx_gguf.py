@@ -18,6 +18,10 @@ test_mlx_gguf.py checks each against `gguf.quants.dequantize`):
   repacked here from the file's bytes and stays quantized, with the file's exact values.
 - Q5_0, Q5_1, Q3_K, Q5_K (and any other type): mx.load fails on the whole file, so loading
   stops first with UnsupportedQuantization naming a tensor and its type.
+- MXFP4 (gpt-oss's experts): mx.load reads a file holding it as no tensors at all, so such a
+  file is read here whole: MXFP4 into MLX's own mxfp4 layout (mlx_mxfp4.py), Q8_0 into 8-bit
+  affine groups (q + 128, scale d, bias -128 d), Q4_K as above, F32/F16/BF16 as they are; the
+  values are the file's exactly. Other types beside MXFP4 are refused by name.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from gguf.constants import GGMLQuantizationType as T
 from ...errors import ModelFileError, UnsupportedQuantization
 from ...modelhub.gguf_file import GGUFFile
 from .. import families
+from .mlx_mxfp4 import MLX_QUANTIZATION, mxfp4_to_mlx
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +49,10 @@ GROUP_SIZE = 32
 KEPT = frozenset({T.F32, T.F16})
 WIDENED_BY_MLX = frozenset({T.Q2_K, T.Q6_K})  # float16, values rounded to it
 READ_HERE = frozenset({T.BF16, T.Q4_K})  # mx.load gets these wrong: read from the bytes
-RUNS = frozenset(QUANTIZED) | KEPT | WIDENED_BY_MLX | READ_HERE
+RUNS = frozenset(QUANTIZED) | KEPT | WIDENED_BY_MLX | READ_HERE | {T.MXFP4}
+# mx.load reads a GGUF holding MXFP4 (gpt-oss's experts) as no tensors at all: such a file is
+# read here whole, each tensor from its bytes (mlx_mxfp4.py), for these types only.
+READ_ALL_HERE = frozenset({T.F32, T.F16, T.BF16, T.Q8_0, T.Q4_K, T.MXFP4})
 
 
 def load_gguf_model(path: Path, config: dict, overrides: dict | None = None) -> tuple[nn.Module, dict, str]:
@@ -70,17 +78,21 @@ def load_gguf_model(path: Path, config: dict, overrides: dict | None = None) -> 
         info = item.source
         stem, kind = info.name.rsplit(".", 1)
         hf_stem = item.hf_name[: -len(kind) - 1]
-        parts = [kind] + (["scales", "biases"] if info.ggml_type in QUANTIZED else [])
+        mxfp4 = info.ggml_type == T.MXFP4
+        parts = [kind] + (["scales", "biases"] if info.ggml_type in QUANTIZED else ["scales"] if mxfp4 else [])
         for part in parts:
             array = loaded.pop(f"{stem}.{part}", None)
             if array is None:
                 raise ModelFileError(f"{path}: MLX read no {stem}.{part} for tensor {info.name}")
             if item.unpermute_heads:
                 array = unpermute_rows(array, item.unpermute_heads)
-            weights[f"{hf_stem}.{part}"] = array
+            # gpt-oss's sinks are a bare parameter in mlx-lm (self_attn.sinks)
+            weights[hf_stem if hf_stem.endswith(".sinks") else f"{hf_stem}.{part}"] = array
         if info.ggml_type in QUANTIZED:
             quantized[hf_stem] = {"group_size": GROUP_SIZE, "bits": QUANTIZED[T(info.ggml_type)],
                                   "mode": "affine"}
+        elif mxfp4:
+            quantized[hf_stem] = dict(MLX_QUANTIZATION)
     _log_widened(plan, path)
 
     # mlx-lm builds the model from config.json (lazily: nothing is allocated until the
@@ -108,6 +120,8 @@ def read_tensors(gguf: GGUFFile) -> dict[str, mx.array]:
     tensor NAME.weight comes as NAME.weight (packed uint32), NAME.scales and NAME.biases."""
     for info in gguf.tensors.values():  # mx.load would fail on the whole file, unnamed
         check_mlx_runs(info.ggml_type, info.name, gguf.path.name)
+    if any(info.ggml_type == T.MXFP4 for info in gguf.tensors.values()):
+        return _read_all_here(gguf)
     try:
         loaded = mx.load(str(gguf.path))
     except (RuntimeError, ValueError, OSError) as exc:
@@ -123,6 +137,40 @@ def read_tensors(gguf: GGUFFile) -> dict[str, mx.array]:
             loaded[info.name] = mx.array(packed)
             loaded[f"{stem}.scales"], loaded[f"{stem}.biases"] = mx.array(scales), mx.array(biases)
     return loaded
+
+
+def _read_all_here(gguf: GGUFFile) -> dict[str, mx.array]:
+    """read_tensors for a file mx.load cannot read (MXFP4): every tensor from its bytes."""
+    loaded: dict[str, mx.array] = {}
+    for info in gguf.tensors.values():
+        kind = T(info.ggml_type)
+        if kind not in READ_ALL_HERE:
+            raise UnsupportedQuantization(f"{gguf.path.name}: MLX cannot run {kind.name} tensors ({info.name}) in a "
+                                          "file with MXFP4 tensors; use the torch backend")
+        stem = info.name.rsplit(".", 1)[0]
+        if kind == T.MXFP4:
+            weight, scales = mxfp4_to_mlx(gguf.raw(info.name), info.shape)
+            loaded[info.name], loaded[f"{stem}.scales"] = mx.array(weight), mx.array(scales)
+        elif kind in (T.Q8_0, T.Q4_K):
+            convert = q8_0_to_mlx if kind == T.Q8_0 else q4_k_to_mlx
+            packed, scales, biases = convert(gguf.raw(info.name), info.shape)
+            loaded[info.name] = mx.array(packed)
+            loaded[f"{stem}.scales"], loaded[f"{stem}.biases"] = mx.array(scales), mx.array(biases)
+        elif kind == T.BF16:
+            loaded[info.name] = mx.array(gguf.read(info.name)).view(mx.bfloat16)
+        else:
+            loaded[info.name] = mx.array(gguf.read(info.name))
+    return loaded
+
+
+def q8_0_to_mlx(raw: np.ndarray, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Q8_0 bytes -> MLX's 8-bit affine arrays (groups of 32) with the file's values exactly:
+    q + 128 unsigned, scale d, bias -128 d (each value d * q, as gguf computes it)."""
+    rows, cols = int(math.prod(shape[:-1])), shape[-1]
+    blocks = np.asarray(raw, dtype=np.uint8).reshape(rows, cols // 32, 34)
+    d = blocks[..., 0:2].copy().view(np.float16).astype(np.float32).reshape(rows, cols // 32)
+    q = (blocks[..., 2:].view(np.int8).astype(np.int16) + 128).astype(np.uint8).reshape(rows, cols)
+    return q.view("<u4").reshape(*shape[:-1], cols // 4), d.reshape(*shape[:-1], -1), (-128 * d).reshape(*shape[:-1], -1)
 
 
 def q4_k_to_mlx(raw: np.ndarray, shape: tuple[int, ...],

@@ -42,6 +42,19 @@ def test_mlx_quantized_matmul_runs_the_blocks() -> None:
     np.testing.assert_allclose(np.array(y.astype(mx.float32)), x @ w.T, rtol=2e-2, atol=2e-2)
 
 
+def test_q8_0_beside_mxfp4_keeps_the_files_values() -> None:
+    # a file with MXFP4 is read without mx.load, its Q8_0 tensors too (mlx_gguf.q8_0_to_mlx)
+    from wren.engine.inference.backends.mlx_gguf import q8_0_to_mlx
+
+    rng = np.random.default_rng(5)
+    raw = rng.integers(0, 256, (6, 2, 34), dtype=np.uint8)
+    raw[..., 0:2] = rng.uniform(1e-3, 2e-2, (6, 2)).astype(np.float16).view(np.uint8).reshape(6, 2, 2)
+    raw = raw.reshape(6, -1)
+    packed, scales, biases = q8_0_to_mlx(raw, (6, 64))
+    got = mx.dequantize(mx.array(packed), mx.array(scales), mx.array(biases), group_size=32, bits=8)
+    assert np.array_equal(np.array(got.astype(mx.float32)), quants.dequantize(raw, T.Q8_0).reshape(6, 64))
+
+
 def test_a_wrong_size_is_refused() -> None:
     with pytest.raises(ModelFileError, match="MXFP4 tensor of shape"):
         mxfp4_to_mlx(np.zeros(33, np.uint8), (1, 64))

@@ -35,6 +35,8 @@ FP32_TOL = 1e-4
 # Wren's default decoding rounds the activations of quantized weights to 8 bits per 32 values
 # (the MXFP4 experts here; the rest of the fixture is F32): measured at most 0.15.
 Q8_TOL = 0.4
+# MLX against torch, both float32 with the same weights (see test_mlx_matches_torch)
+MLX_TOL = 1e-3
 STEPS = 10
 MESSAGES = [
     {"role": "system", "content": "You are a small brown bird with a loud voice."},
@@ -145,3 +147,42 @@ def test_a_misshapen_sink_tensor_is_refused_naming_it(tmp_path):
     writer.close()
     with pytest.raises(ModelFileError, match=r"blk\.1\.attn_sinks\.weight has shape \[3\].*head_count 4"):
         ModelRegistry(tmp_path / "models").import_gguf(dest, "bad")
+
+
+def test_mlx_matches_torch(folder, tmp_path):
+    """mlx-lm's gpt_oss module on the same file: the experts in MLX's own mxfp4 layout (the
+    file's exact values), the sinks and router as mlx-lm names them; greedy tokens and logits as
+    torch's with exact activations. mlx-lm's YaRN always rounds the ramp's ends out (floor and
+    ceil, as llama.cpp does) where gpt-oss's config says not to (truncate false): torch is run
+    with that rounding for the comparison, and without it the two differ (by 0.89 here)."""
+    import shutil
+
+    from wren.engine.inference.backends.mlx import MLXBackend
+    from wren.engine.inference.backends.torch import TorchBackend
+    from wren.engine.inference.quant.modules import exact_activations
+
+    if not MLXBackend().available():
+        pytest.skip("mlx is not installed")
+    rounded = tmp_path / "rounded"
+    shutil.copytree(folder, rounded)
+    config = json.loads((rounded / "config.json").read_text())
+    assert config["rope_scaling"]["truncate"] is False
+    config["rope_scaling"]["truncate"] = True
+    (rounded / "config.json").write_text(json.dumps(config))
+    ids = Tokenizer.from_dir(folder).encode_chat(MESSAGES)
+    results = []
+    for model in (TorchBackend("cpu").load(rounded, dtype="float32", compile=False),
+                  MLXBackend().load(folder, dtype="float32"),
+                  TorchBackend("cpu").load(folder, dtype="float32", compile=False)):
+        with exact_activations():
+            logits = [model.prefill(ids, 0)]
+            tokens = [int(logits[0].argmax())]
+            for i in range(5):
+                logits.append(model.decode(tokens[-1], len(ids) + i))
+                tokens.append(int(logits[-1].argmax()))
+        results.append((tokens, logits))
+    (t_tokens, t_logits), (m_tokens, m_logits), (_, exact_logits) = results
+    assert t_tokens == m_tokens
+    worst = max(float(np.abs(a - b).max()) for a, b in zip(t_logits, m_logits, strict=True))
+    assert worst < MLX_TOL, worst
+    assert max(float(np.abs(a - b).max()) for a, b in zip(exact_logits, m_logits, strict=True)) > 100 * MLX_TOL
