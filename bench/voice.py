@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cpuinfo import cpu  # noqa: E402
+from cpuinfo import cpu
 
 UTTERANCE = ("Could you please remind me tomorrow morning to call the dentist about my appointment "
              "and also buy some bread on the way home")
