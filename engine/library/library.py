@@ -16,6 +16,7 @@ from ..memory.vectors import VectorIndex
 from ..store import library as sql
 from ..store.privacy import compact
 from .indexer import MAX_BYTES, Indexer, Progress, RunDb, State
+from .purge import scrub_passages
 from .retrieve import Passage, embed_query, search
 
 SKIPPED_SHOWN = 200  # skipped files listed by status(); the counts cover all
@@ -98,7 +99,16 @@ class LibraryIndex:
         """Remove sources with their files' text, chunks, vectors and index entries, then
         compact the file as a deleted chat's purge does (no removed text stays on disk)."""
         found = self.find_sources(target)
-        files = self.run_db(lambda db: sql.delete_sources(db, [s["id"] for s in found]))
+        ids = [s["id"] for s in found]
+
+        def delete(db) -> int:
+            with db.atomic():
+                texts = dict(sql.chunk_texts_of_sources(db, ids))
+                files = sql.delete_sources(db, ids)
+                scrub_passages(db, texts)  # and from the answers that read them
+            return files
+
+        files = self.run_db(delete)
         self._changed()
         self.vectors.forget()
         if not self.in_memory:

@@ -196,6 +196,14 @@ def bm25(db: pw.Database, match: str, limit: int, source_ids: Sequence[int] | No
     return [(r[0], r[1]) for r in db.execute_sql(sql, (*args, limit)).fetchall()]
 
 
+def chunk_texts_of_sources(db: pw.Database, source_ids: Sequence[int]) -> list[tuple[int, str]]:
+    if not source_ids:
+        return []
+    return [(r[0], r[1]) for r in db.execute_sql(
+        f"SELECT c.id, c.text FROM doc_chunk c JOIN doc_file f ON f.id = c.file_id "
+        f"WHERE f.source_id IN ({','.join('?' * len(source_ids))})", list(source_ids)).fetchall()]
+
+
 def chunk_ids_of_sources(db: pw.Database, source_ids: Sequence[int]) -> list[int]:
     if not source_ids:
         return []
