@@ -106,6 +106,7 @@ class ChatView(QScrollArea):
     def clear(self) -> None:
         self._backlog = []
         self._truncate(0)
+        self._update_empty()  # an emptied pane (a deleted chat) says what it is for again
         self.show_notice("")
         self._stick = True
 

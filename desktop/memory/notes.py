@@ -13,9 +13,16 @@ from wren.engine.events import MemoryNotice, MemoryRef
 PREVIEW_CHARS = 160
 
 
-def quoted(text: str) -> str:
-    text = " ".join(text.split())
-    return f"“{text[:PREVIEW_CHARS]}…”" if len(text) > PREVIEW_CHARS else f"“{text}”"
+QUOTE_MARKS = "\"'“”‘’«»„"
+
+
+def quoted(text: str, limit: int = PREVIEW_CHARS) -> str:
+    """`text` on one line in curly quotes, cut at `limit`; quotes it already has around it are
+    dropped first, so it never reads “"…"”."""
+    text = " ".join(text.split()).strip(QUOTE_MARKS).strip()
+    if len(text) > limit:
+        return f"“{text[:limit]}…”"
+    return f"“{text}”"
 
 
 def notice_from_meta(data: dict | None) -> MemoryNotice | None:

@@ -28,6 +28,7 @@ from wren.engine.memory.settings import MemorySettings
 
 from ..bridge import Tasks
 from .editor import MemoryEditor
+from .notes import quoted
 
 ID_ROLE = Qt.ItemDataRole.UserRole
 SEARCH_DEBOUNCE_MS = 200
@@ -226,7 +227,7 @@ class MemoryPage(QWidget):
         if memory_id is None:
             return
         self._deleted = await self.engine.memories.delete(memory_id)
-        self.undo_label.setText(f"Deleted “{self._deleted.text[:80]}”.")
+        self.undo_label.setText(f"Deleted {quoted(self._deleted.text, 80)}.")
         self.undo_bar.show()
         await self.reload()
 

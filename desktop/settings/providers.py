@@ -118,7 +118,7 @@ class ProvidersPage(QWidget):
         self.secret_edit.setVisible(store in ("file", "env"))
         if store == "file":
             self.secret_edit.setEchoMode(QLineEdit.EchoMode.Password)
-            self.secret_edit.setPlaceholderText("passphrase of the encrypted key file (WREN_KEYS_PASSPHRASE when Wren runs)")
+            self.secret_edit.setPlaceholderText("passphrase of the encrypted key file (WREN_KEYRING_PASSPHRASE when Wren runs)")
         else:
             self.secret_edit.setEchoMode(QLineEdit.EchoMode.Normal)
             self.secret_edit.setPlaceholderText("variable name, e.g. WREN_KEY_OFFICE_GPU")

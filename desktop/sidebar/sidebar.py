@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 
 from wren.engine.records import ConversationInfo
 
+from ..memory.notes import quoted
 from ..window.elided import elide
 from .grouping import group_by_day
 
@@ -223,7 +224,7 @@ class Sidebar(QWidget):
 
     def show_undo(self, conv: ConversationInfo) -> None:
         self._undo_id = conv.id
-        self.undo_label.setText(f"Deleted “{elide(conv.title or UNTITLED, 40)}”.")
+        self.undo_label.setText(f"Deleted {quoted(elide(conv.title or UNTITLED, 40))}.")
         self.undo_bar.show()
         self._undo_timer.start()
 
