@@ -177,6 +177,8 @@ def format_report(report: ContextReport, message_id: int | None = None,
         elif p.source_ids:
             ids = " ".join(f"#{i}" for i in p.source_ids)
         detail = p.text if p.kind in (PartKind.MEMORY, PartKind.PAST_CHAT, PartKind.ATTACHMENT) else ""
+        if p.kind is PartKind.DOCUMENT:  # "[n] file (where)": the passage is in the prompt below
+            detail = p.text.split("\n", 1)[0]
         if (p.kind is PartKind.MEMORY and existing_memory_ids is not None
                 and p.state is PartState.INCLUDED and p.source_ids[0] not in existing_memory_ids):
             detail += " [forgotten since]"

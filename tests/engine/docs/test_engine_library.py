@@ -6,6 +6,7 @@ changed, renamed and deleted files while running and after a restart."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 
@@ -201,3 +202,29 @@ def test_removing_a_file_takes_its_passages_out_of_past_answers_too(make_engine,
 
 def _raw(path: Path) -> bytes:
     return b"".join(p.read_bytes() for p in (path, Path(f"{path}-wal")) if p.exists())
+
+
+def test_wren_context_shows_document_parts(make_engine, tmp_path: Path, capsys):
+    from wren.engine.terminal.main import main
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "bees.md").write_text("# Bees\n\nA hive keeps about forty thousand bees in summer.\n")
+
+    async def run():
+        engine = make_engine("About forty thousand [1].")
+        engine.library.index.embedder = no_embedder
+        await engine.library.add([str(folder)])
+        await engine.library.sync()
+        conv = await engine.conversations.create()
+        await collect(engine.chat.send(conv.id, "How many bees live in a hive?"))
+        await engine.close()
+        return conv.id
+
+    conv_id = asyncio.run(run())
+    assert main(["context", str(conv_id), "--json"]) == 0
+    parts = json.loads(capsys.readouterr().out)["parts"]
+    (document,) = [p for p in parts if p["kind"] == "document"]
+    assert document["state"] == "included" and document["text"].startswith("[1] bees.md (Bees, line 3)\n")
+    assert main(["context", str(conv_id)]) == 0
+    assert "included   document" in capsys.readouterr().out

@@ -262,3 +262,22 @@ def test_rm_leaves_no_text_in_the_database_files(store, tmp_path: Path):
         library.remove(str(drop))
     with pytest.raises(InvalidRequest, match="part of the library folder"):
         library.remove(str(keep / "k.md"))
+
+
+def test_indexing_waits_while_an_answer_streams(store, tmp_path: Path):
+    import threading
+
+    folder = tmp_path / "lib"
+    folder.mkdir()
+    (folder / "a.txt").write_text("Alpha.\n")
+    answering = threading.Event()
+    answering.set()
+    library = make_library(store, busy=answering.is_set)
+    library.add([folder])
+    worker = threading.Thread(target=library.sync)
+    worker.start()
+    time.sleep(1.0)
+    assert library.progress.phase == "indexing" and library.progress.done == 0  # held back
+    answering.clear()  # the answer ended
+    worker.join(10)
+    assert not worker.is_alive() and library.progress.changed == 1
