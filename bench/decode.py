@@ -23,6 +23,10 @@ background after load; the benchmark waits for it and reports how long it took),
 (compile / CUDA-graph capture during load) and off (eager); each is measured in its own
 subprocess, so `--compile auto,off` gives the compiled and the eager figures in one run.
 
+--prompt-gemm takes int (the default: the integer prompt path), float (WREN_PROMPT_GEMM=float:
+dequantized weight tiles in torch's float GEMM, the path before it) or both, comma-separated,
+each measured in its own subprocess like --compile: before and after in one run.
+
 --compare-llama-cpp runs llama.cpp's llama-bench on the starter GGUF with the same thread
 count and token counts, one run of it right before each Wren run (a shared machine's
 speed drifts by tens of percent within minutes; pairs see the same conditions), and
@@ -99,6 +103,9 @@ def measure(backend_name: str, args: argparse.Namespace) -> dict:
     longer_ids = tokenizer.encode(text * 4)[: args.long_prompt_tokens]
     long_pp = []
     for _ in range(max(1, args.runs // 2)):
+        if gguf is not None:  # llama.cpp reading as many tokens, right before
+            reference.setdefault("long_pp", []).extend(
+                llama_bench(args.compare_llama_cpp, gguf, args.threads, len(longer_ids), 0, runs=1)["pp"][:1])
         t0 = time.perf_counter()
         for start in range(0, len(longer_ids), args.prompt_tokens):  # the worker's chunks
             model.prefill(longer_ids[start:start + args.prompt_tokens], start)
@@ -147,6 +154,11 @@ def measure(backend_name: str, args: argparse.Namespace) -> dict:
     })
     if gguf is not None:
         result.update(_beside_llama_cpp(gguf, args.threads, pp, tg, reference))
+        if reference.get("long_pp"):
+            result["llama_cpp"]["long_prompt_tokens_per_s"] = round(statistics.median(reference["long_pp"]), 1)
+            result["vs_llama_cpp"]["long_prompt"] = round(statistics.median(
+                w / r for w, r in zip(long_pp, reference["long_pp"])), 2)
+    result["prompt_gemm"] = os.environ.get("WREN_PROMPT_GEMM") or "int"
     return result
 
 
@@ -263,6 +275,8 @@ def main() -> None:
     ap.add_argument("--quant", default="auto", help="torch weight format: auto, none, int8, int4")
     ap.add_argument("--compile", default="auto",
                     help="torch: auto, on, off, or several comma-separated (default auto)")
+    ap.add_argument("--prompt-gemm", default="int",
+                    help="the prompt path: int, float (the one before the integer path), or both comma-separated")
     ap.add_argument("--threads", type=int, default=0, help="torch and llama.cpp threads (default: torch's)")
     ap.add_argument("--compare-llama-cpp", metavar="PATH", help="a llama-bench binary to measure against")
     ap.add_argument("--one", help=argparse.SUPPRESS)
@@ -289,6 +303,10 @@ def main() -> None:
     if not compiles or any(c not in ("auto", "on", "off") for c in compiles):
         raise SystemExit(f"--compile takes auto, on and off, got {args.compile!r}")
 
+    gemms = [g.strip() for g in args.prompt_gemm.split(",") if g.strip()]
+    if not gemms or any(g not in ("int", "float") for g in gemms):
+        raise SystemExit(f"--prompt-gemm takes int and float, got {args.prompt_gemm!r}")
+
     def run_backends() -> list:
         results = []
         for name in names:
@@ -297,7 +315,8 @@ def main() -> None:
             except Exception as exc:
                 results.append({"backend": name, "skipped": str(exc)})
                 continue
-            for compile_mode in compiles if name.startswith("torch") else ["off"]:
+            for compile_mode, gemm in [(c, g) for c in compiles for g in gemms] if name.startswith("torch") \
+                    else [("off", "int")]:
                 cmd = [sys.executable, __file__, "--one", name, "--runs", str(args.runs), "--prompt-tokens",
                        str(args.prompt_tokens), "--decode-tokens", str(args.decode_tokens),
                        "--long-prompt-tokens", str(args.long_prompt_tokens),
@@ -308,7 +327,7 @@ def main() -> None:
                     cmd += ["--compare-llama-cpp", args.compare_llama_cpp]
                 if args.model:
                     cmd += ["--model", str(Path(args.model).resolve())]
-                out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+                out = subprocess.run(cmd, env=dict(env, WREN_PROMPT_GEMM=gemm), capture_output=True, text=True)
                 if out.returncode != 0:
                     results.append({"backend": name, "compile": compile_mode,
                                     "error": out.stderr.strip().splitlines()[-1:]})

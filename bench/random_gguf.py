@@ -8,6 +8,7 @@ The types follow llama-quantize's choices, so the byte counts match real files:
 
   q4_k_m   Q4_K matrices; Q6_K for the output (the token embedding when tied) and for attn_v
            and ffn_down in the layers llama.cpp gives more bits (its use_more_bits rule)
+  q4_0     Q4_0 matrices and token embedding, Q6_K for the output (llama-quantize's Q4_0)
   starter  the shipped starter's layout: Q4_1 matrices, the tied embedding Q8_0
 
 Tokenizer: a GGUF's tokenizer.* keys (--tokenizer-from, default the starter's), padded as
@@ -37,7 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import make_gguf
 from make_gguf import PRESETS, Planned, Shape, tensor_bytes
 
-LAYOUTS = {"q4_k_m": LlamaFileType.MOSTLY_Q4_K_M, "starter": LlamaFileType.MOSTLY_Q4_1}
+LAYOUTS = {"q4_k_m": LlamaFileType.MOSTLY_Q4_K_M, "q4_0": LlamaFileType.MOSTLY_Q4_0,
+           "starter": LlamaFileType.MOSTLY_Q4_1}
 # Where each type's fp16 scales sit in its block and the value they take (so the block's
 # values have a spread near 0.02): (offset, value) pairs.
 FP16_FIELDS: dict[T, tuple[tuple[int, float], ...]] = {
@@ -61,7 +63,7 @@ def plan(shape: Shape, layout: str) -> list[Planned]:
         raise ValueError(f"unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
     shape.check()
     base = make_gguf.plan(shape, "Q4_0", pure=True)  # names, shapes and fills; types set here
-    matrix, head = (T.Q4_K, T.Q6_K) if layout == "q4_k_m" else (T.Q4_1, T.Q8_0)
+    matrix, head = {"q4_k_m": (T.Q4_K, T.Q6_K), "q4_0": (T.Q4_0, T.Q6_K)}.get(layout, (T.Q4_1, T.Q8_0))
     out = []
     for p in base:
         qtype = p.qtype
