@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ..context.report import PartKind, PartState, report_from_meta
 from ..events import Citation, Delta, Event, Finished
 from ..memory import embed
+from ..store import library as sql
 from .cite import citations, cited_numbers
 from .library import LibraryIndex
 from .projects import DEFAULT_SCOPE, NO_DOCUMENTS, SCOPE_SETTING, SCOPES, Projects, Scope
@@ -115,7 +116,7 @@ class Library:
         setting = self.e.store.get_setting(SCOPE_SETTING, DEFAULT_SCOPE)
         scope = Projects(lambda fn: fn(db)).scope(conversation_id, project, library_on,
                                                   setting if setting in SCOPES else DEFAULT_SCOPE)
-        return scope, bool(db.execute_sql("SELECT 1 FROM doc_chunk LIMIT 1").fetchone())
+        return scope, sql.has_chunks(db)
 
     async def passages_for(self, conversation_id: int | None, question: str, documents: bool | None = None,
                            project: str | None = None) -> tuple[builtins.list[Passage], str]:

@@ -154,6 +154,10 @@ def replace_chunks(db: pw.Database, file_id: int, chunks: Sequence[tuple[str, di
                        (*values.values(), len(chunks), file_id))
 
 
+def has_chunks(db: pw.Database) -> bool:
+    return db.execute_sql("SELECT 1 FROM doc_chunk LIMIT 1").fetchone() is not None
+
+
 def counts(db: pw.Database) -> dict[str, int]:
     """Files by state, and the chunks and vectors stored."""
     out = {r[0]: r[1] for r in db.execute_sql("SELECT state, count(*) FROM doc_file GROUP BY state").fetchall()}
