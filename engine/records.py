@@ -173,6 +173,17 @@ def can_continue(message: MessageInfo) -> bool:
         return False
     if message.status in (MessageStatus.STOPPED, MessageStatus.INTERRUPTED):
         return True
+    return cut_at_limit(message)
+
+
+KEPT_TOKENS_KEY = "kept_tokens"  # meta: a continued answer's tokens from before its last Continue
+
+
+def cut_at_limit(message: MessageInfo) -> bool:
+    """An answer that ended because it reached its max_tokens (its last part, for a continued
+    answer: completion_tokens counts the whole answer, meta[KEPT_TOKENS_KEY] what came before)."""
     limit = (message.sampling or {}).get("max_tokens")
-    return (message.status is MessageStatus.COMPLETE and isinstance(limit, int)
-            and (message.completion_tokens or 0) >= limit > 0)
+    kept = (message.meta or {}).get(KEPT_TOKENS_KEY)
+    written = (message.completion_tokens or 0) - (kept if isinstance(kept, int) else 0)
+    return (message.role is Role.ASSISTANT and message.status is MessageStatus.COMPLETE
+            and isinstance(limit, int) and written >= limit > 0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..events import FinishReason, SafetyNotice, event_to_dict
-from ..records import MessageStatus
+from ..records import KEPT_TOKENS_KEY, MessageStatus
 
 if TYPE_CHECKING:
     from ..records import MessageInfo
@@ -45,6 +45,8 @@ def final_fields(answer: MessageInfo, state: AnswerState) -> dict[str, Any]:
         meta["safety"] = notice_fields(state.notices)
     if state.tool_log:
         meta["tools"] = state.tool_log
+    if state.kept_tokens:  # continued: completion_tokens counts these too (records.cut_at_limit)
+        meta[KEPT_TOKENS_KEY] = state.kept_tokens
     state.probs.store(meta)
     if meta != answer.meta:
         fields["meta"] = meta

@@ -70,3 +70,26 @@ def test_continue_keeps_the_context_an_answer_filled(make_engine):
     assert grown.id == cut.id and len(grown.content) > len(cut.content) and cut.completion_tokens
     assert abs(grown.completion_tokens - whole) <= 3  # the whole answer's tokens, as read back
     assert context_used(grown.prompt_tokens, grown.completion_tokens) > context_used(cut.prompt_tokens, cut.completion_tokens)
+
+
+def test_a_continued_answer_that_ends_is_not_offered_continue_again(make_engine):
+    """completion_tokens counts the whole answer after a Continue; the length-limit check
+    (records.cut_at_limit) counts only its last part, so a finished one is not "cut"."""
+    from wren.engine.inference.sampling import SamplingParams
+    from wren.engine.records import can_continue, cut_at_limit
+
+    async def main():
+        engine = make_engine(" ".join(f"w{i}" for i in range(40)))
+        conv = await engine.conversations.create()
+        options = SendOptions(sampling=SamplingParams(temperature=0.0, max_tokens=12))
+        _ = [e async for e in engine.chat.send(conv.id, "count", options)]
+        cut = (await engine.conversations.messages(conv.id))[-1]
+        _ = [e async for e in engine.chat.continue_answer(cut.id)]
+        after = (await engine.conversations.messages(conv.id))[-1]
+        await engine.close()
+        return cut, after
+
+    cut, after = asyncio.run(main())
+    assert cut_at_limit(cut) and can_continue(cut)
+    assert after.completion_tokens >= 12  # the whole answer's tokens
+    assert not cut_at_limit(after) and not can_continue(after)
