@@ -69,6 +69,7 @@ def measure(backend_name: str, args: argparse.Namespace) -> dict:
     greedy = SamplingParams(temperature=0.0)
 
     pp, tg, ttft = [], [], []
+    turn_waits: list[float] = []  # seconds each decode run waited for the CPU turn
     reference = {"pp": [], "tg": []}
     gguf = None
     if args.compare_llama_cpp:
@@ -95,11 +96,13 @@ def measure(backend_name: str, args: argparse.Namespace) -> dict:
         sampler = Sampler(greedy)
         history = list(chat_ids)
         token = sampler(logits, history)
+        waited = _turn_waits(model)
         t0 = time.perf_counter()
         for _ in range(args.decode_tokens):
             history.append(token)
             token = sampler(model.decode(token, len(history) - 1), history)
         tg.append(args.decode_tokens / (time.perf_counter() - t0))
+        turn_waits.append(round(_turn_waits(model) - waited, 3))
     longer_ids = tokenizer.encode(text * 4)[: args.long_prompt_tokens]
     long_pp = []
     for _ in range(max(1, args.runs // 2)):
@@ -141,6 +144,7 @@ def measure(backend_name: str, args: argparse.Namespace) -> dict:
         "decode_tokens": args.decode_tokens,
         "decode_tokens_per_s": round(statistics.median(tg), 1),
         "decode_tokens_per_s_runs": [round(x, 1) for x in tg],
+        "cpu_turn_wait_s_runs": turn_waits,
         "time_to_first_token_s": round(statistics.median(ttft), 4),
         "long_prompt_tokens": len(longer_ids),
         "long_prompt_tokens_per_s": round(statistics.median(long_pp), 1),
@@ -160,6 +164,12 @@ def measure(backend_name: str, args: argparse.Namespace) -> dict:
                 w / r for w, r in zip(long_pp, reference["long_pp"])), 2)
     result["prompt_gemm"] = os.environ.get("WREN_PROMPT_GEMM") or "int"
     return result
+
+
+def _turn_waits(model) -> float:
+    """Seconds the model has waited for its turn on the cores so far (0 without turns)."""
+    share = getattr(model, "share", None)
+    return share.waited_seconds if share is not None else 0.0
 
 
 def _load(backend_name: str, args: argparse.Namespace, path: Path) -> tuple[Any, float, float]:
@@ -292,6 +302,12 @@ def main() -> None:
     made_home = not os.environ.get("WREN_HOME")  # a data folder of its own, removed at the end
     home = os.environ.get("WREN_HOME") or tempfile.mkdtemp(prefix="wren-bench-")
     env = dict(os.environ, WREN_HOME=home)
+    # Wren's CPU models take turns on the cores with every other Wren process of the user
+    # (engine/inference/cpu_share.py); llama-bench takes none. On a machine where other Wren
+    # processes run, the turns made Wren's figures fall run after run (waits of 10 s and more)
+    # while llama.cpp's held: the benchmark's own process takes no turns unless the caller
+    # sets WREN_CPU_SHARE. Each run's waits are reported (cpu_turn_wait_s_runs).
+    env.setdefault("WREN_CPU_SHARE", "0")
     os.environ["WREN_HOME"] = home  # the parent finds the starter GGUF for llama-bench there too
     threads = args.threads
     if not threads:
