@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -25,6 +25,27 @@ from PySide6.QtWidgets import (
 )
 
 from wren.engine.tools.registry import ToolInfo
+
+
+class TickMenu(QMenu):
+    """A menu whose checkable entries tick without closing it (Space, Enter or a click), so
+    several tools can be chosen in one visit; other entries behave as usual."""
+
+    def _tick(self, action: QAction | None) -> bool:
+        if action is None or not action.isCheckable() or not action.isEnabled():
+            return False
+        action.trigger()  # toggles it and says so (toggled), as a click would
+        return True
+
+    def mouseReleaseEvent(self, event) -> None:
+        if event.button() == Qt.MouseButton.LeftButton and self._tick(self.actionAt(event.position().toPoint())):
+            return
+        super().mouseReleaseEvent(event)
+
+    def keyPressEvent(self, event) -> None:
+        if event.key() in (Qt.Key.Key_Space, Qt.Key.Key_Return, Qt.Key.Key_Enter) and self._tick(self.activeAction()):
+            return
+        super().keyPressEvent(event)
 
 
 class ToolsButton(QToolButton):
@@ -41,7 +62,7 @@ class ToolsButton(QToolButton):
         self.setObjectName("toolsButton")
         self.setAutoRaise(True)
         self.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
-        self.menu_ = QMenu(self)
+        self.menu_ = TickMenu(self)
         self.menu_.setObjectName("toolsMenu")
         self.menu_.setAccessibleName("Tools this chat may use")
         self.menu_.aboutToShow.connect(lambda: self.refresh_requested.emit(True))

@@ -41,3 +41,23 @@ def test_the_passphrase_placeholder_names_the_variable_the_engine_reads(open_win
     page.store_picker.setCurrentIndex(page.store_picker.findData("file"))
     assert PASSPHRASE_ENV in page.secret_edit.placeholderText()
     page.deleteLater()
+
+
+def test_the_tools_menu_stays_open_while_ticking_from_the_keyboard(open_window, qtbot):
+    window = open_window()
+    qtbot.waitUntil(lambda: window.conversations.tools.loaded)
+    button = window.composer.tools_button
+    menu = button.menu_
+    menu.popup(button.mapToGlobal(button.rect().bottomLeft()))
+    qtbot.waitUntil(menu.isVisible)
+    ticks = [a for a in menu.actions() if a.isCheckable()]
+    assert len(ticks) >= 2
+    before = [a.isChecked() for a in ticks[:2]]
+    for action in ticks[:2]:
+        menu.setActiveAction(action)
+        qtbot.keyClick(menu, Qt.Key.Key_Space)
+        assert menu.isVisible()  # still open for the next tick
+    assert [a.isChecked() for a in ticks[:2]] == [not b for b in before]
+    assert [a.text() in button.chosen() for a in ticks[:2]] == [not b for b in before]
+    qtbot.keyClick(menu, Qt.Key.Key_Escape)
+    qtbot.waitUntil(lambda: not menu.isVisible())
