@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLay
 
 from wren.engine.context.report import report_from_meta
 from wren.engine.events import MemoryNotice, SafetyNotice, ToolApprovalNeeded, ToolCall, ToolResult
-from wren.engine.records import MessageInfo, MessageStatus, Role, can_continue
+from wren.engine.records import MessageInfo, MessageStatus, Role, can_continue, cut_at_limit
 
 from ..bridge import describe_notices
 from ..memory.notes import MemoryNotes, notice_from_meta
@@ -417,6 +417,8 @@ class MessageWidget(QFrame):
             self._reading = None  # the answer is over: stored statuses never say "reading"
         if status is MessageStatus.FAILED and error:
             text = f"failed: {error}"
+        if status is MessageStatus.COMPLETE and self.info is not None and cut_at_limit(self.info):
+            text = "cut at the length limit (Continue goes on)"
         safety = shown_notices((self.info.meta.get("safety") if self.info else None) or self._live_safety)
         if safety:
             text = " · ".join(t for t in (text, f"safety {describe_notices(safety)}") if t)

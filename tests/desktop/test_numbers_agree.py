@@ -81,3 +81,25 @@ def test_while_a_model_loads_loading_is_said_once_and_no_old_numbers_show(open_w
     with qtbot.waitSignal(window.models.loaded, timeout=20000):
         gate.set()
     assert window.composer.edit.placeholderText() == "Message Wren"
+
+
+def test_an_answer_cut_by_the_length_limit_is_labelled(open_window, arun, qtbot):
+    from wren.engine.inference.sampling import SamplingParams
+    from wren.engine.records import SendOptions
+
+    window = open_window(REPLY)
+    engine = window.engine
+
+    async def ask():
+        conv = await engine.conversations.create()
+        async for _ in engine.chat.send(conv.id, "count", SendOptions(sampling=SamplingParams(max_tokens=6))):
+            pass
+        return conv.id
+
+    conv = arun(ask())
+    with qtbot.waitSignal(window.conversations.opened):
+        window.tasks.run(window.conversations.open(conv), what="opening")
+    answer = window.chat.last_answer()
+    assert not answer.status_label.isHidden()
+    assert "length limit" in answer.status_label.text()
+    assert not answer.continue_button.isHidden()
