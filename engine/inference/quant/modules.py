@@ -252,12 +252,11 @@ class QuantLinear(nn.Module):
     def _prompt(self, rows: torch.Tensor, raws: list[torch.Tensor]) -> torch.Tensor:
         """A prompt's rows: all but the last PROMPT_EXACT_TAIL through the integer path,
         those through float32 activations (prompt_activations says why)."""
-        cut = rows.shape[0] - PROMPT_EXACT_TAIL
-        head = kernels.qlinear_parts(rows[:cut], raws, self.qtypes, self.part_rows, False)
-        if cut == rows.shape[0]:
-            return head
-        tail = kernels.qlinear_parts(rows[cut:], raws, self.qtypes, self.part_rows, True)
-        return torch.cat((head, tail))
+        y = kernels.qlinear_parts(rows, raws, self.qtypes, self.part_rows, False)
+        if PROMPT_EXACT_TAIL:  # the tail's integer rows overwritten: no copy of the whole result
+            cut = rows.shape[0] - PROMPT_EXACT_TAIL
+            y[cut:] = kernels.qlinear_parts(rows[cut:], raws, self.qtypes, self.part_rows, True)
+        return y
 
     def extra_repr(self) -> str:
         types = "+".join(f"{ggml.type_name(q)}[{r}]" for q, r in zip(self.qtypes, self.part_rows))
