@@ -4,7 +4,7 @@ the plain answer's ids; prints JSON (acceptance, tokens/s, speed-up, the policy'
 verify cost) with the CPU, its flags and the load average.
 
     .venv/bin/python bench/speculative.py [--model PATH.gguf] [--draft PATH.gguf]
-        [--tokens 96] [--runs 3] [--threads 2]
+        [--tokens 96] [--runs 3] [--threads 2] [--compile auto|on|off] [--tasks rewrite,code,chat]
 
 The model is the starter unless --model names a GGUF; the draft model is --draft, by default
 the model itself (every draft kept, at the cost of a full decode step each: the policy must
@@ -57,13 +57,13 @@ TASKS = {
 }
 
 
-def load(path: Path, threads: int):
+def load(path: Path, threads: int, compile: str = "auto"):
     import torch
 
     from wren.engine.inference.backends.torch import TorchBackend
 
     torch.set_num_threads(threads)
-    model = TorchBackend("cpu").load(path, slots=1)
+    model = TorchBackend("cpu").load(path, slots=1, compile=compile)
     model.wait_compiled()
     return model
 
@@ -88,9 +88,10 @@ def measure(model, draft, tokenizer, args) -> dict:
     from wren.engine.inference.speculative import DraftModel, PromptLookup, Speculator
 
     drafters = {"prompt_lookup": lambda: Speculator(PromptLookup()),
-                "draft_model": lambda: Speculator(DraftModel(draft, model.vocab_size))}
+                "draft_model": lambda: Speculator(DraftModel(draft, model.vocab_size, model))}
     results = {}
-    for task, text in TASKS.items():
+    for task in args.tasks.split(","):
+        text = TASKS[task]
         prompt = tokenizer.encode_chat([{"role": "user", "content": text}])
         row: dict = {"prompt_tokens": len(prompt)}
         plain_ids, _ = answer(model, prompt, args.tokens)  # warm-up
@@ -129,11 +130,12 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=96)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--compile", default="auto", choices=("auto", "on", "off"))
+    ap.add_argument("--tasks", default=",".join(TASKS), help="which of rewrite, code, chat")
     args = ap.parse_args()
 
     from decode import machine
 
-    from wren.engine.inference.speculative import share_turns
     from wren.engine.modelhub.registry import ModelRegistry
     from wren.engine.tokenize import Tokenizer
 
@@ -149,9 +151,8 @@ def main() -> None:
             return registry.import_gguf(gguf, name=name).path
 
     path = folder(args.model)
-    model = load(path, args.threads)
-    draft = load(folder(args.draft), args.threads) if args.draft else load(path, args.threads)
-    share_turns(model, draft)
+    model = load(path, args.threads, args.compile)
+    draft = load(folder(args.draft) if args.draft else path, args.threads, args.compile)
     report = {
         "machine": machine(), "load_average_before": os.getloadavg(),
         "model": args.model or "starter", "draft": args.draft or "the model itself",

@@ -95,10 +95,13 @@ class DraftModel:
 
     name = "draft-model"
 
-    def __init__(self, model: LoadedModel, vocab_size: int) -> None:
+    def __init__(self, model: LoadedModel, vocab_size: int, main: LoadedModel | None = None) -> None:
         self.model = model
         self.session = KVSession(model)
         self.vocab_size = vocab_size  # the main model's: logits are cut or padded to it
+        # On the CPU it computes on the main model's turn on the cores (engine.inference.
+        # cpu_share): with a turn of its own, each switch would wait for the other's idle release.
+        self._borrowed = main is not None and _share_turns(main, model)
 
     def draft(self, history: np.ndarray, k: int, sampler: Sampler) -> Draft | None:
         k = min(k, self.session.context_length - len(history))
@@ -132,6 +135,8 @@ class DraftModel:
         return np.concatenate((logits, np.full(self.vocab_size - logits.size, -np.inf, np.float32)))
 
     def close(self) -> None:
+        if self._borrowed:  # the main model's turns: it closes them
+            self.model.share = None  # type: ignore[attr-defined]
         self.model.close()
 
 
@@ -351,21 +356,22 @@ def _draw(sampler: Sampler, probs: np.ndarray) -> int:
     return token
 
 
-def share_turns(main: LoadedModel, draft: LoadedModel) -> None:
-    """Let the draft model compute on the main model's turn on the cores
-    (engine.inference.cpu_share): with a turn of its own, every switch from one to the other
-    would wait for the other's idle release. Only CPU models have a `share`."""
+def _share_turns(main: LoadedModel, draft: LoadedModel) -> bool:
+    """Give `draft` the main model's turns on the cores; False where either has none (only
+    CPU models have a `share`)."""
     main_share, draft_share = getattr(main, "share", None), getattr(draft, "share", None)
-    if main_share is not None and draft_share is not None:
-        draft_share.close()
-        draft.share = main_share  # type: ignore[attr-defined]
+    if main_share is None or draft_share is None:
+        return False
+    draft_share.close()
+    draft.share = main_share  # type: ignore[attr-defined]
+    return True
 
 
 def speculator_for(drafter: str, draft_model: Callable[[], LoadedModel] | None,
-                   vocab_size: int) -> Speculator | None:
-    """The speculator a setting names: "off" none, "prompt-lookup" n-gram drafts,
-    "draft-model" the model `draft_model()` loads, "auto" the draft model where one is set,
-    else prompt lookup."""
+                   main: LoadedModel) -> Speculator | None:
+    """The speculator for `main` a setting names: "off" none, "prompt-lookup" n-gram
+    drafts, "draft-model" the model `draft_model()` loads, "auto" the draft model where one
+    is set, else prompt lookup."""
     if drafter not in DRAFTERS:
         raise ValueError(f"the drafter must be one of {', '.join(DRAFTERS)}, got {drafter!r}")
     if drafter == "off":
@@ -373,5 +379,5 @@ def speculator_for(drafter: str, draft_model: Callable[[], LoadedModel] | None,
     if drafter == "draft-model" and draft_model is None:
         raise ValueError("the drafter 'draft-model' needs a draft model set for this model")
     if drafter in ("auto", "draft-model") and draft_model is not None:
-        return Speculator(DraftModel(draft_model(), vocab_size))
+        return Speculator(DraftModel(draft_model(), main.vocab_size, main))
     return Speculator(PromptLookup())

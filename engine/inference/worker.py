@@ -27,7 +27,7 @@ from .prefix_cache import MIN_GAIN, PrefixCache
 from .priority import lower_this_thread
 from .requests import STOP, GenerationRequest, WarmRequest
 from .sampling import sampler_for
-from .speculative import Speculator, share_turns, speculative_tokens, speculator_for
+from .speculative import Speculator, speculative_tokens, speculator_for
 
 log = logging.getLogger(__name__)
 
@@ -132,15 +132,13 @@ class ModelWorker:
 
         def load_draft() -> LoadedModel:
             assert draft_dir is not None
-            draft = self.backend.load(draft_dir, dtype=self.dtype, slots=1)
-            share_turns(model, draft)
-            return draft
+            return self.backend.load(draft_dir, dtype=self.dtype, slots=1)
 
         try:
-            return speculator_for(self.drafter, load_draft if draft_dir is not None else None, model.vocab_size)
+            return speculator_for(self.drafter, load_draft if draft_dir is not None else None, model)
         except Exception:
             log.exception("the draft model did not load: drafting by prompt lookup")
-            return speculator_for("prompt-lookup", None, model.vocab_size)
+            return speculator_for("prompt-lookup", None, model)
 
     def _run_serial(self, session: KVSession) -> None:
         """One request at a time, for backends without batched decoding."""

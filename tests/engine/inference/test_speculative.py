@@ -196,13 +196,17 @@ def test_policy_drafts_long_when_drafts_are_kept():
     assert policy.plan(100) == 8 and policy.gain(8) > 3
 
 
+class _Vocab:
+    vocab_size = 100
+
+
 def test_a_setting_names_a_known_drafter():
     with pytest.raises(ValueError, match="must be one of"):
-        speculator_for("ngram", None, 100)
+        speculator_for("ngram", None, _Vocab())
     with pytest.raises(ValueError, match="needs a draft model"):
-        speculator_for("draft-model", None, 100)
-    assert speculator_for("off", None, 100) is None
-    spec = speculator_for("auto", None, 100)
+        speculator_for("draft-model", None, _Vocab())
+    assert speculator_for("off", None, _Vocab()) is None
+    spec = speculator_for("auto", None, _Vocab())
     assert spec is not None and isinstance(spec.drafter, PromptLookup)
 
 
