@@ -127,6 +127,7 @@ class QuickPrompt(QWidget):
         self.conversation_id = None
         self.input.clear()
         self.answer.set_text("")
+        self.answer_area.setMinimumHeight(0)
         self.answer_area.hide()
         self.open_button.setEnabled(False)
         if self._ready:
@@ -149,6 +150,16 @@ class QuickPrompt(QWidget):
     def _show_question(self, text: str) -> None:
         self.answer.set_text(f"**You asked:** {text}")
         self.answer_area.show()
+        self._fit_answer()
+
+    def _fit_answer(self) -> None:
+        """The answer area as tall as its text, up to ANSWER_MAX_HEIGHT (then it scrolls): a
+        scroll area's own size hint is a few lines, whatever it holds."""
+        width = self.answer_area.viewport().width() or self.answer_area.width()
+        wanted = self.answer.heightForWidth(width) if self.answer.hasHeightForWidth() else -1
+        if wanted < 0:
+            wanted = self.answer.sizeHint().height()
+        self.answer_area.setMinimumHeight(min(wanted + 2 * self.answer_area.frameWidth(), ANSWER_MAX_HEIGHT))
         self.adjustSize()
 
     def _send(self, text: str) -> None:
@@ -170,7 +181,10 @@ class QuickPrompt(QWidget):
         self._spoken.clear()
         self.answer.begin_stream()
         self.answer_area.show()
-        self.adjustSize()
+        # handed to the window only once whole: "Open in Wren" mid-answer left this answer
+        # running here, and the next hotkey brought back that chat instead of a fresh box
+        self.open_button.setEnabled(False)
+        self._fit_answer()
         stream = TurnStream(self.engine.chat.send(self.conversation_id, text), self.conversation_id, self)
         self.stream = stream
         stream.text.connect(self._append)
@@ -180,13 +194,14 @@ class QuickPrompt(QWidget):
     def _append(self, text: str) -> None:
         self._spoken.append(text)
         self.answer.append(text)
-        self.adjustSize()
+        self._fit_answer()
         bar = self.answer_area.verticalScrollBar()
         bar.setValue(bar.maximum())
 
     async def _finished(self, stream: TurnStream, finished: Finished) -> None:
         self.stream = None
         self.answer.finish()
+        self._fit_answer()
         self.open_button.setEnabled(True)
         if stream.failure is not None:
             self.status.setText(f"Failed: {stream.failure.error}")
