@@ -2,8 +2,8 @@
 llama.cpp's llama-bench on the same file (bench/random_moe.py makes a synthetic Qwen3-30B-A3B).
 
 Each Wren measurement runs in its own process, so its peak RSS is its own, in each way
-the experts can be held: "plain" (read into memory, Q4_K interleaved for the kernels: the
-default) and "mapped" (WREN_MAP_EXPERTS=1: views of the file's clean pages). A run is
+the experts can be held: "plain" (read into memory, Q4_K interleaved for the kernels:
+WREN_MAP_EXPERTS=0) and "mapped" (views of the file's clean pages: the default). A run is
 llama-bench then each Wren way, back to back (a shared machine drifts within minutes);
 figures are medians over --runs, with the load average beside each. Decode is also given
 as a fraction of the machine's read bandwidth (one multi-threaded pass over 1 GB) divided
@@ -30,7 +30,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-PROMPT, DECODE = 512, 32
+PROMPT = 512
+DECODE = int(os.environ.get("WREN_BENCH_DECODE", "32"))  # fewer for a 48-layer file on a loaded machine
 
 
 def child(folder: Path, threads: int) -> dict:

@@ -193,3 +193,29 @@ def test_mlx_matches_torch(folder):
     (t_tokens, t_logits), (m_tokens, m_logits) = runs
     assert t_tokens == m_tokens
     assert max(np.abs(a - b).max() for a, b in zip(t_logits, m_logits, strict=True)) < FP32_TOL
+
+
+def test_experts_are_mapped_copy_on_write_by_default(folder):
+    """By default the 3-D expert tensors are views of the file's pages (weights.MAP_EXPERTS:
+    not read into memory); a write to one stays in this process, never in the file."""
+    import hashlib
+    import os
+
+    from wren.engine.inference.models import weights
+
+    if os.environ.get("WREN_MAP_EXPERTS"):
+        pytest.skip("WREN_MAP_EXPERTS is set for this run")
+    assert weights.MAP_EXPERTS
+    path = folder / "model.gguf"
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    config = json.loads((folder / "config.json").read_text())
+    opened = weights.GGUFWeights(path, config)
+    gate = opened.get("model.layers.0.mlp.switch_mlp.gate_proj.weight")
+    assert gate.shape == (16 * 32, 64)
+    info = opened._plan["model.layers.0.mlp.switch_mlp.gate_proj.weight"].source
+    with open(path, "rb") as f:
+        f.seek(info.offset)
+        assert f.read(info.n_bytes) == gate.raw.numpy().tobytes()
+    gate.raw.zero_()
+    opened.close()
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
