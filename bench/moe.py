@@ -42,7 +42,7 @@ def child(folder: Path, threads: int) -> dict:
 
     torch.set_num_threads(threads)
     started = time.perf_counter()
-    model = TorchBackend("cpu").load(folder, compile=False)
+    model = TorchBackend("cpu").load(folder, compile=False, slots=4)
     load_s = time.perf_counter() - started
     after_load = _status()
     ids = [(i * 7919) % 40000 + 300 for i in range(PROMPT)]
@@ -54,10 +54,27 @@ def child(folder: Path, threads: int) -> dict:
         started = time.perf_counter()
         token = int(model.decode(token, PROMPT + i).argmax())
         times.append(time.perf_counter() - started)
+    batch_tok_s = batched(model, token, DECODE)
     return {"load_s": round(load_s, 2), "prompt_tok_s": round(PROMPT / prompt_s, 2),
-            "decode_tok_s": round(1 / statistics.median(times), 3),
+            "decode_tok_s": round(1 / statistics.median(times), 3), "batch4_decode_tok_s": batch_tok_s,
             "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
             "after_load": after_load, "end": _status(), "load_avg": os.getloadavg()[0]}
+
+
+def batched(model, token: int, steps: int) -> float:
+    """Aggregate tokens/s of 4 sequences decoded together (slot 0 after the prompt, slots
+    1-3 after 16-token prompts of their own): experts two rows chose are read once."""
+    positions = [PROMPT + DECODE]
+    for slot in (1, 2, 3):
+        model.prefill([(slot * 131 + i * 17) % 40000 + 300 for i in range(16)], 0, slot=slot)
+        positions.append(16)
+    tokens, times = [token, 500, 900, 1300], []
+    for step in range(steps):
+        started = time.perf_counter()
+        logits = model.decode_batch(tokens, [p + step for p in positions], [0, 1, 2, 3])
+        times.append(time.perf_counter() - started)
+        tokens = [int(row.argmax()) for row in logits]
+    return round(4 / statistics.median(times), 3)
 
 
 def read_bandwidth(threads: int) -> float:
