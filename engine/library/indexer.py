@@ -32,7 +32,7 @@ from .scan import Scan, scan
 
 log = logging.getLogger(__name__)
 
-MAX_BYTES = 64 * 2**20  # a larger file is skipped (setting: library.max_file_mb)
+MAX_BYTES = 64 * 2**20  # a larger file is skipped, with its size and this limit in the reason
 EMBED_BATCH = 32
 BUSY_PAUSE = 0.2  # seconds between looks while an answer streams
 INDEX_NICE = 19
