@@ -321,7 +321,8 @@ class Sidebar(QWidget):
         export_md.triggered.connect(lambda: self.export_requested.emit(conv.id, "markdown"))
         export_json = QAction("Export as JSON…", menu)
         export_json.triggered.connect(lambda: self.export_requested.emit(conv.id, "json"))
-        delete = QAction("Delete", menu, shortcut=QKeySequence(QKeySequence.StandardKey.Delete))
+        delete = QAction("Delete (can be undone)", menu, shortcut=QKeySequence(QKeySequence.StandardKey.Delete))
+        delete.setToolTip(f"Undo brings it back for {UNDO_SECONDS} seconds; then its text is removed for good")
         delete.triggered.connect(lambda: self.delete_requested.emit(conv.id))
         forget = QAction("Delete permanently", menu)
         forget.setToolTip("Delete at once, with no undo: the chat's text is removed from disk")
@@ -331,4 +332,5 @@ class Sidebar(QWidget):
         menu.addSeparator()
         menu.addAction(delete)
         menu.addAction(forget)
+        menu.setToolTipsVisible(True)  # the difference between the two, on hover
         menu.popup(self.list.viewport().mapToGlobal(pos))

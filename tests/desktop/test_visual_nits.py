@@ -61,3 +61,19 @@ def test_the_tools_menu_stays_open_while_ticking_from_the_keyboard(open_window, 
     assert [a.text() in button.chosen() for a in ticks[:2]] == [not b for b in before]
     qtbot.keyClick(menu, Qt.Key.Key_Escape)
     qtbot.waitUntil(lambda: not menu.isVisible())
+
+
+def test_the_two_deletes_say_how_they_differ(open_window, send, qtbot):
+    from PySide6.QtWidgets import QMenu
+
+    window = open_window("Fine.")
+    send(window, "Hello")
+    item = window.sidebar._find(window.conversations.current_id)
+    window.sidebar._menu(window.sidebar.list.visualItemRect(item).center())
+    menu = window.sidebar.findChildren(QMenu)[-1]
+    actions = {a.text(): a for a in menu.actions()}
+    assert "Delete (can be undone)" in actions and "Delete permanently" in actions
+    assert "Undo" in actions["Delete (can be undone)"].toolTip()
+    assert "no undo" in actions["Delete permanently"].toolTip()
+    assert menu.toolTipsVisible()
+    menu.close()
