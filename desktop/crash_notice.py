@@ -35,7 +35,8 @@ class CrashNotice(QMessageBox):
         self.reports = reports
         self.setObjectName("crashNotice")
         self.setWindowTitle("Wren closed unexpectedly" if any(r.crashed for r in reports) else "Wren hit an error")
-        self.setIcon(QMessageBox.Icon.Information)
+        # a crash or an error is a warning; Information draws a lightbulb in some icon themes
+        self.setIcon(QMessageBox.Icon.Warning)
         headline, details = notice_text(reports)
         self.setText(headline)
         self.setInformativeText(details)

@@ -77,3 +77,18 @@ def test_the_two_deletes_say_how_they_differ(open_window, send, qtbot):
     assert "no undo" in actions["Delete permanently"].toolTip()
     assert menu.toolTipsVisible()
     menu.close()
+
+
+def test_the_crash_notice_shows_a_warning_not_a_lightbulb(qtbot, wren_home):
+    from PySide6.QtWidgets import QMessageBox
+
+    from wren.desktop.crash_notice import CrashNotice
+    from wren.engine.crashreport import list_crash_reports, write_crash_report
+
+    try:
+        raise RuntimeError("the model worker died")
+    except RuntimeError as exc:
+        write_crash_report(exc, program="wren-desktop")
+    notice = CrashNotice(list_crash_reports())
+    qtbot.addWidget(notice)
+    assert notice.icon() is QMessageBox.Icon.Warning
