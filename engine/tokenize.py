@@ -29,6 +29,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import pass_environment, pass_eval_context
 
 from .errors import InvalidRequest, ModelFileError
+from .inference.families.formats import TOOL_MARKERS
 
 # Tokens that end an assistant turn in the common chat formats, besides the model's EOS.
 _END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|endoftext|>", "<|end|>", "<end_of_turn>")
@@ -119,7 +120,7 @@ class Tokenizer:
         self.eos_ids: frozenset[int] = frozenset(eos)  # type: ignore[arg-type]
         # Special tokens that mark a model's thinking apart (engine/inference/reasoning.py reads
         # them): the stream keeps their text, which it drops for other special tokens.
-        markers = _HARMONY_MARKERS if harmony else _THINK_MARKERS
+        markers = (_HARMONY_MARKERS if harmony else _THINK_MARKERS) + TOOL_MARKERS  # and tool-call tags
         self.marker_ids: frozenset[int] = frozenset(
             i for i in map(self._id, markers) if i is not None and i in self.special_ids and i not in self.eos_ids)
         self._template_vars = {k: _token_text(config.get(k)) for k in ("bos_token", "eos_token", "unk_token", "pad_token")}

@@ -386,7 +386,8 @@ def _marker(text: str, specials: Mapping[str, int]) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
-_MARKER_TEXTS = {"<tool_call>", "</tool_call>", "[TOOL_CALLS]", '{"name": '}
+# Every format's tags (a vocabulary may spell any of them with one special token)
+_MARKER_TEXTS = {text for w in TOOL_FORMATS.values() for text in (w.marker, w.trigger, w.after.strip()) if text}
 
 
 def _special_markers(tokenizer, constraint: Constraint) -> dict[str, int]:

@@ -7,6 +7,8 @@
 - "mistral": `[TOOL_CALLS][{"name": …, "arguments": {…}}, …]` (or `[TOOL_CALLS]name[ARGS]{…}`);
   the marker is a control token most tokenizers hide, so an answer that starts with
   `[{"name"` counts too.
+- "granite": `<|tool_call|>[{"name": …, "arguments": {…}}, …]`, a JSON list after the tag;
+- "phi4": `<|tool_call|>{"name": …, "arguments": {…}}<|/tool_call|>`, each call in its tags.
 
 The parser is fed the answer's deltas as they arrive and returns the text that is safe to
 show plus the calls it completed. Text that may still turn out to be the start of a call
@@ -169,6 +171,8 @@ class CallParser:
             raise ValueError(f"unknown tool-call family {family!r}; known: {', '.join(TOOL_FORMATS)}")
         self.family = family
         self.marker = TOOL_FORMATS[family].marker
+        # the tag that closes one call (phi4's <|/tool_call|>); hermes' is read by its scan
+        self.closer = "" if family == "hermes" else TOOL_FORMATS[family].after.strip()
         self._buf = ""
         self._state = "text"  # text | start | call | after | done
         self._scan = _Scan()
@@ -381,8 +385,13 @@ class CallParser:
         body = self._buf.lstrip()
         if self.family == "llama3" and body.startswith(";"):
             body = body[1:].lstrip()
+        if self.closer and body.startswith(self.closer):
+            body = body[len(self.closer):].lstrip()
         if not body:
             self._buf = ""
+            return False
+        if self.closer and self.closer.startswith(body) and not final:
+            self._buf = body  # maybe the closing tag, cut by the delta
             return False
         if body.startswith(self.marker):
             self._buf = body[len(self.marker):]

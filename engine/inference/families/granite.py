@@ -12,7 +12,7 @@ from typing import Any
 
 from . import llama
 from .family import Family, MetadataReader
-from .formats import HERMES
+from .formats import GRANITE
 
 
 def _short(value: float) -> float:
@@ -47,9 +47,9 @@ FAMILY = Family(
     permuted_qk=True,
     gguf_config=gguf_config,
     sliding_windows=llama.sliding_windows,
-    # Granite 3.3 writes <|tool_call|>[...], a format Wren does not parse yet: hermes where
-    # a template asks for it, else Wren's own instructions.
-    tool_format=HERMES,
-    tool_format_needs="<tool_call>",
+    # Granite 3.x writes <|tool_call|>[...] where its template offers tools (a template with
+    # hermes' <tool_call> gets hermes: engine.tools.parse.family_for reads that first).
+    tool_format=GRANITE,
+    tool_format_needs="<|tool_call|>",
     model_args=model_args,
 )

@@ -15,7 +15,7 @@ from typing import Any
 
 from . import llama
 from .family import Family, MetadataReader, Windows, layer_windows
-from .formats import HERMES
+from .formats import PHI4
 
 LAYER_TENSORS = MappingProxyType({
     "attn_norm": "input_layernorm",
@@ -66,8 +66,10 @@ FAMILY = Family(
     permuted_qk=False,
     gguf_config=gguf_config,
     sliding_windows=sliding_windows,
-    tool_format=HERMES,
-    tool_format_needs="<tool_call>",
+    # Phi-4-mini declares tools in <|tool|>...<|/tool|> and calls them with
+    # <|tool_call|>{...}<|/tool_call|>; Phi-3.5's template has no tools (Wren's own instructions).
+    tool_format=PHI4,
+    tool_format_needs="<|tool|>",
     fused_projections=True,
     partial_rotary=True,
     model_args=model_args,

@@ -87,7 +87,7 @@ def test_sliding_windows_follow_each_family_rule():
 
 
 def test_tool_formats():
-    assert list(families.TOOL_FORMATS) == ["hermes", "llama3", "mistral"]
+    assert list(families.TOOL_FORMATS) == ["hermes", "llama3", "mistral", "phi4", "granite"]
     assert families.DEFAULT_TOOL_FORMAT.name == "hermes"
     llama3 = "<|start_header_id|>user<|end_header_id|>"
     assert families.tool_format_for("llama", llama3).name == "llama3"
