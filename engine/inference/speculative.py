@@ -168,8 +168,11 @@ class Policy:
     decode_s: float | None = None
     row_cost: float = 0.25
     draft_cost: float = 0.0
+    refresh_every: int = 16  # speculative steps between plain ones, which keep decode_s current
     _accepted: float = 1.0
     _rejected: float = 1.0
+    _realized: float | None = None  # this answer's measured speed-up of a speculative step
+    _since_plain: int = 0
     _decodes: int = 0
     _plain_run: int = 0
     _backoff: int = field(default=0, repr=False)
@@ -177,6 +180,7 @@ class Policy:
     def new_answer(self) -> None:
         """Acceptance is the answer's own: start again from an even prior."""
         self._accepted = self._rejected = 1.0
+        self._realized = None
         self._plain_run = 0
         self._backoff = self.probe_every
 
@@ -192,10 +196,11 @@ class Policy:
 
     def plan(self, room: int) -> int:
         """How many tokens to draft now (0: decode one plainly)."""
-        if self._decodes < self.warmup or room < 1:
+        if self._decodes < self.warmup or room < 1 or self._since_plain >= self.refresh_every:
             return 0
         best = max(range(1, min(MAX_DRAFT, room) + 1), key=self.gain)
-        if self.gain(best) > 1 + self.margin:
+        # The model of the costs picks the length; what the steps measurably gave decides too.
+        if self.gain(best) > 1 + self.margin and (self._realized is None or self._realized > 1 + self.margin):
             return best
         if self._plain_run >= self._backoff:  # probe: has the text turned repetitive?
             self._plain_run = 0
@@ -206,6 +211,7 @@ class Policy:
     def decoded(self, seconds: float) -> None:
         self._decodes += 1
         self._plain_run += 1
+        self._since_plain = 0
         self.decode_s = seconds if self.decode_s is None else 0.8 * self.decode_s + 0.2 * seconds
 
     def verified(self, rows: int, seconds: float, draft_seconds: float, drafted: int, accepted: int) -> None:
@@ -216,6 +222,10 @@ class Policy:
             if drafted:
                 self.draft_cost = 0.7 * self.draft_cost + 0.3 * draft_seconds / self.decode_s / drafted
         self._plain_run = 0
+        self._since_plain += 1
+        if self.decode_s:  # tokens this step gave against what plain decoding gives in its time
+            realized = (accepted + 1) * self.decode_s / max(seconds + draft_seconds, 1e-9)
+            self._realized = realized if self._realized is None else 0.5 * self._realized + 0.5 * realized
         self._accepted = 0.9 * self._accepted + accepted
         self._rejected = 0.9 * self._rejected + (accepted < drafted)
         if accepted == drafted:

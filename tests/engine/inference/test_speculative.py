@@ -261,3 +261,32 @@ def test_speculation_settings_refuse_bad_values():
     for bad in (["qwen3-0.6b"], {"qwen3-8b": 3}, {"qwen3-8b": "qwen3-8b"}):
         with pytest.raises(InvalidRequest, match="draft_models must map"):
             check_setting(DRAFT_MODELS_KEY, bad)
+
+
+def test_policy_stops_when_steps_measure_slower_than_plain_decoding():
+    """Drafts all kept, but each step took longer than the tokens it gave would have taken
+    plainly (costs the model of the step did not foresee): off, and a plain step now and then."""
+    policy = Policy()
+    policy.new_answer()
+    for _ in range(3):
+        policy.decoded(0.010)
+    for _ in range(4):
+        policy.verified(3, 0.011, 0.030, 2, 2)  # 3 tokens in 41 ms; plainly 30 ms
+    policy.row_cost = policy.draft_cost = 0.0  # as if the cost model had missed it
+    assert policy.gain(8) > 1.5 and policy.plan(100) == 0
+
+
+def test_policy_decodes_plainly_now_and_then_to_keep_its_measure():
+    policy = Policy()
+    policy.new_answer()
+    for _ in range(3):
+        policy.decoded(0.010)
+    plans = []
+    for _ in range(2 * policy.refresh_every + 2):
+        k = policy.plan(100)
+        plans.append(k)
+        if k:
+            policy.verified(k + 1, 0.012, 0.0, k, k)
+        else:
+            policy.decoded(0.010)
+    assert plans.count(0) == 2 and plans[policy.refresh_every] == 0
