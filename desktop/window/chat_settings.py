@@ -27,6 +27,8 @@ from .seams import OpenChat, StatusLine, TaskRunner
 DEFAULT_PRESET = "Model defaults"
 CUSTOM_PRESET = "Custom (kept as it is)"
 THINKING_DEFAULT = "The model's default"
+ALWAYS_THINKS = "Always (this model cannot be told not to think)"
+ALWAYS_THINKS_WHY = "This model's chat template has no switch for thinking: it thinks before every answer"
 THINKING_LABELS = {"on": "On", "off": "Off", "low": "Low effort", "medium": "Medium effort", "high": "High effort"}
 
 
@@ -130,7 +132,14 @@ class ChatSettingsDialog(QDialog):
             self.thinking.addItem(f"{THINKING_LABELS.get(saved, saved)} (not taken by this model)", saved)
         index = self.thinking.findData(saved) if saved is not None else 0
         self.thinking.setCurrentIndex(max(0, index))
-        shown = bool(choices) or isinstance(saved, str)
+        # A model that thinks but whose template has no switch (the DeepSeek-R1 distills):
+        # the control is shown, off, and says why, rather than offering a choice it ignores.
+        fixed = support is not None and support.thinks and not choices and not isinstance(saved, str)
+        if fixed:
+            self.thinking.setItemText(0, ALWAYS_THINKS)
+            self.thinking.setToolTip(ALWAYS_THINKS_WHY)
+        self.thinking.setEnabled(not fixed)
+        shown = bool(choices) or isinstance(saved, str) or fixed
         self.thinking.setVisible(shown)
         self.thinking_label.setVisible(shown)
 
@@ -156,7 +165,7 @@ class ChatSettingsDialog(QDialog):
             out["sampling_preset"] = name if values else None
         out["tools"] = None if self.tools_default.isChecked() else [
             name for name, box in self.tool_boxes.items() if box.isChecked()]
-        if self.thinking.isVisibleTo(self):  # else the chat's choice stays as it is
+        if self.thinking.isVisibleTo(self) and self.thinking.isEnabled():  # else the chat's choice stays
             out["thinking"] = self.thinking.currentData()
         return out
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import Qt, QTimer
 
-from tests.engine.reasoning.conftest import QWEN3, thinking_model_dir
+from tests.engine.reasoning.conftest import QWEN3, R1_DISTILL, thinking_model_dir
 
 THOUGHT = "The user greets me; I should greet back."
 REPLY = f"<think>\n{THOUGHT}\n</think>\n\nHello there, nice to meet you today."
@@ -106,6 +106,28 @@ def test_chat_settings_hide_thinking_for_a_model_without_it(open_window, send, q
                     timeout=10000)
     dialog = window.chat_settings_dialog
     assert not dialog.thinking.isVisible() and "thinking" not in dialog.changes()
+
+
+def test_chat_settings_say_a_model_without_a_switch_always_thinks(open_window, wren_home, tmp_path, send, qtbot):
+    """A DeepSeek-R1 distill (its real template: no enable_thinking, no /no_think) thinks but
+    cannot be told not to: the control is shown disabled and says so, instead of hiding."""
+    from tests.fixtures.tiny import tiny_engine
+    from wren.engine.inference.backends.scripted import ScriptedBackend
+
+    scripted = ScriptedBackend("Hello.")
+    engine = tiny_engine(wren_home, thinking_model_dir(tmp_path, R1_DISTILL, "qwen2"),
+                         backend_factory=lambda name: scripted)
+    window = open_window(engine=engine)
+    send(window, "hello")
+    window.chat_settings_dialog = None
+    qtbot.mouseClick(window.chat_settings_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: window.chat_settings_dialog is not None and window.chat_settings_dialog.isVisible(),
+                    timeout=10000)
+    dialog = window.chat_settings_dialog
+    assert dialog.thinking.isVisible() and not dialog.thinking.isEnabled()
+    assert dialog.thinking.currentText() == "Always (this model cannot be told not to think)"
+    assert "no switch for thinking" in dialog.thinking.toolTip()
+    assert "thinking" not in dialog.changes()
 
 
 def test_the_inspector_shows_earlier_thinking_left_out(thinking_window, send, qtbot):
