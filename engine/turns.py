@@ -480,6 +480,9 @@ class Turns:
         state.kept_tokens = kept_tokens
         if thought:  # a continued answer's thinking so far: kept, and gone on with if it was cut
             state.thinking.append(thought)
+        # the thinking reaches the database while it streams too: a crash mid-thinking keeps it
+        state.thinking_checkpoints = Checkpoints(
+            lambda text: e.db(store.update_message, answer.id, reasoning=text.strip()), len(thought or ""))
         runner = None if tools is None else ToolTurn(
             e, tools.plan, answer.id, turn.stopped, worker.tokenizer, tools.context, destination=e.destination(),
             timeout=tools.timeout, result_tokens=tools.result_tokens)
@@ -579,6 +582,8 @@ class Turns:
                 yield event
                 if isinstance(event, Delta):
                     await state.checkpoints.maybe(state.parts)
+                elif isinstance(event, Reasoning) and state.thinking_checkpoints is not None:
+                    await state.thinking_checkpoints.maybe(state.thinking)
         finally:
             request.cancel.set()
             e.answer_ended(request, conv_id)

@@ -30,6 +30,8 @@ class AnswerState:
     raw_base: int = 0  # the raw text of the earlier rounds (notices' offsets)
     number: int = 0  # the round
     thinking: list[str] = field(default_factory=list)  # the Reasoning events' text, every round's
+    # saves the thinking as it streams, as `checkpoints` the answer (None: not saved until the end)
+    thinking_checkpoints: Checkpoints | None = None
     thought_from: float | None = None  # time.monotonic() at the first and the latest Reasoning
     thought_to: float | None = None
     kept_tokens: int = 0  # a continued answer's tokens from before (its record counts the whole answer)

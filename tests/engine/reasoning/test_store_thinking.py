@@ -34,5 +34,33 @@ def test_a_database_from_before_thinking_is_migrated_and_keeps_its_answers(tmp_p
     again = Store(path).get_message(answer.id)
     assert (again.content, again.reasoning, again.reasoning_seconds) == ("Paris.", "Recall capitals.", 1.5)
     con = sqlite3.connect(path)
-    assert con.execute("SELECT max(version) FROM schema_migrations").fetchone()[0] == 7
+    assert con.execute("SELECT count(*) FROM schema_migrations WHERE version = 7").fetchone()[0] == 1  # later ones follow
     con.close()
+
+
+def test_thinking_is_saved_while_it_streams(thinking_engine):
+    """As the answer's text is (engine/turn/checkpoint.py): the database holds the thinking so
+    far while the model still thinks, so a crash mid-thinking keeps it."""
+    import asyncio
+
+    from wren.engine.events import Reasoning
+
+    thought = " ".join(f"step{i}" for i in range(120))
+    engine = thinking_engine(f"<think>\n{thought}\n</think>\n\nDone.", delay=0.01)
+
+    async def main():
+        conv = await engine.conversations.create()
+        seen = []
+        async for event in engine.chat.send(conv.id, "go"):
+            if isinstance(event, Reasoning):
+                last = (await engine.conversations.messages(conv.id))[-1]
+                if last.status is MessageStatus.STREAMING and last.reasoning:
+                    seen.append(last.reasoning)
+        final = (await engine.conversations.messages(conv.id))[-1]
+        await engine.close()
+        return seen, final
+
+    seen, final = asyncio.run(main())
+    assert seen, "the thinking must reach the database before the answer ends"
+    assert all(thought.startswith(s) for s in seen) and len(seen[-1]) < len(thought)
+    assert final.reasoning == thought and final.content == "Done."
