@@ -104,6 +104,18 @@ class Family:
 # A sliding-window layer's KV cache keeps its window and this many positions more (the
 # torch model's rings, engine.inference.models.attention; the slack lets a sequence go back
 # that far and go on from there).
+#
+# Going back further (a regenerate after an answer longer than the slack, an edit or a
+# branch switch far back) re-reads the prompt from the start, by design: the ring has
+# overwritten the keys the new position must see, and they cannot be recomputed from a
+# part of the prompt (a sliding layer's keys at a position depend, through the layers
+# below, on everything before it), so a partial re-read would not be the model's answer.
+# llama.cpp's SWA cache starts over the same way. The prefix cache still restores another
+# conversation's saved state whole (engine.inference.prefix_cache); what would make the
+# common case free is a copy of the rings at each prompt's end, taken when the answer
+# passes the slack (not done yet). tests/engine/inference/test_sliding_window_cache.py
+# checks both: within the slack the cache is reused, beyond it the restart gives
+# transformers' logits.
 RING_SLACK = 256
 
 
