@@ -434,15 +434,20 @@ async def _cmd_models(args) -> int:
     engine = _open_engine()
     try:
         models = await engine.models.list()
-        backend = resolve_backend("auto").name
+        local = resolve_backend("auto").name
+
+        def backend(m) -> str:  # a provider's model runs on its server, not on this machine's backend
+            return f"remote ({m.base_url})" if getattr(m, "remote", False) else local
+
         if args.json:
             for m in models:
                 print(json.dumps({"name": m.name, "architecture": m.architecture, "size_bytes": m.size_bytes,
                                   "context_length": m.context_length, "source": m.source,
-                                  "quantization": m.quantization, "backend": backend, "path": str(m.path)}))
+                                  "quantization": m.quantization, "backend": "remote" if getattr(m, "remote", False)
+                                  else local, "path": str(m.path) if m.path is not None else None}))
         else:
             for m in models:
-                print(f"{m.name:32} {m.architecture:8} {m.size_bytes / 1e6:8.0f} MB  ctx {m.context_length:<6} {m.source:8} {backend}")
+                print(f"{m.name:32} {m.architecture:8} {m.size_bytes / 1e6:8.0f} MB  ctx {m.context_length:<6} {m.source:8} {backend(m)}")
         return 0
     finally:
         await engine.close()

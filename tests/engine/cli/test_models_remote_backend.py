@@ -1,0 +1,23 @@
+"""`wren models` lists a provider's model as running remotely, not on this machine's backend."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from wren.engine.terminal.main import main
+
+
+def test_a_remote_model_is_listed_as_remote(make_engine, capsys):
+    async def add() -> None:
+        engine = make_engine()
+        await engine.providers.add("lab", "http://127.0.0.1:9/v1", models=("qwen3-32b",))
+        await engine.close()
+
+    asyncio.run(add())
+    assert main(["models", "list", "--json"]) == 0
+    listed = {m["name"]: m for m in map(json.loads, capsys.readouterr().out.splitlines())}
+    assert listed["lab/qwen3-32b"]["backend"] == "remote" and listed["lab/qwen3-32b"]["path"] is None
+    assert main(["models"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("lab/qwen3-32b"))
+    assert line.endswith("remote (http://127.0.0.1:9/v1)") and "torch" not in line
