@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidRequest, ModelNotFound, ModelNotLoaded, WrenError
 from .inference.placement import GpuPlan, gpu_budget, gpu_layers_from_env, plan_for_folder
-from .inference.speculative import DRAFT_MODELS_KEY, DRAFTER_KEY
+from .inference.speculative import DEFAULT_DRAFTER, DRAFT_MODELS_KEY, DRAFTER_KEY
 from .inference.worker import ModelWorker
 from .logs import log_event
 from .modelhub.catalog import CatalogEntry, load_catalog, system_memory_bytes, with_fit
@@ -222,7 +222,7 @@ class Models:
     async def _drafter(self, name: str) -> tuple[str, Path | None]:
         """The drafter setting for speculative decoding and `name`'s draft model's folder
         (setting "draft_models"; None where none is set or it is not installed)."""
-        drafter = await self.settings.get(DRAFTER_KEY) or "auto"
+        drafter = await self.settings.get(DRAFTER_KEY) or DEFAULT_DRAFTER
         draft = (await self.settings.get(DRAFT_MODELS_KEY) or {}).get(name)
         if not draft or drafter in ("off", "prompt-lookup"):
             return drafter, None

@@ -27,7 +27,7 @@ from .prefix_cache import MIN_GAIN, PrefixCache
 from .priority import lower_this_thread
 from .requests import STOP, GenerationRequest, WarmRequest
 from .sampling import sampler_for
-from .speculative import Speculator, speculative_tokens, speculator_for
+from .speculative import DEFAULT_DRAFTER, Speculator, speculative_tokens, speculator_for
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class ModelWorker:
 
     def __init__(self, name: str, backend: Backend, model_dir: Path, tokenizer: Tokenizer, *,
                  dtype: str = "auto", cache_budget_bytes: int = 512 * 2**20, slots: int | None = None,
-                 prefill_chunk: int = PREFILL_CHUNK, drafter: str = "auto", draft_dir: Path | None = None):
+                 prefill_chunk: int = PREFILL_CHUNK, drafter: str = DEFAULT_DRAFTER, draft_dir: Path | None = None):
         if prefill_chunk < 1:
             raise ValueError(f"prefill_chunk must be at least 1 token, got {prefill_chunk}")
         self.name = name
