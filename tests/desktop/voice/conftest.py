@@ -1,3 +1,3 @@
-"""The voice tests' shared pieces."""
+"""The voice window tests use the engine voice tests' recognizer fixture."""
 
 from tests.engine.voice.conftest import transcriber  # noqa: F401  (a fixture)
