@@ -39,6 +39,10 @@ def _cache_attribute(node: ast.AST) -> str | None:
     return name if name in KV_CACHES else None
 
 
+# A mixture's router takes a softmax over its experts' scores, which is not attention.
+ROUTER_SOFTMAX = {"experts.py"}
+
+
 def attention_sites(source: str) -> list[str]:
     """What in `source` computes attention or RoPE, or writes a KV cache, as 'line: what'."""
     found = []
@@ -68,7 +72,9 @@ def test_attention_rope_and_cache_writes_live_only_in_the_attention_module():
     elsewhere = {
         str(path.relative_to(ROOT)): sites
         for path in TORCH_MODEL_CODE
-        if path.resolve() != ATTENTION_FILE and (sites := attention_sites(path.read_text()))
+        if path.resolve() != ATTENTION_FILE and (sites := [
+            site for site in attention_sites(path.read_text())
+            if not (path.name in ROUTER_SOFTMAX and site.endswith("calls softmax"))])
     }
     assert elsewhere == {}, f"a second attention implementation: {elsewhere}"
     # ...and the one module really is where they are.

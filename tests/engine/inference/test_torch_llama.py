@@ -105,9 +105,9 @@ def test_unknown_architecture_is_named(tmp_path):
     d = make_tiny_model_dir(tmp_path, "llama", model_type="mamba")
     with pytest.raises(UnsupportedArchitecture, match="mamba"):
         TorchBackend().load(d)
-    with pytest.raises(UnsupportedArchitecture, match="yarn"):
+    with pytest.raises(UnsupportedArchitecture, match="dynamic"):  # dynamic NTK: not one Wren runs
         ModelArgs.from_hf_config(tiny_config("llama", vocab_size=400,
-                                             rope_scaling={"rope_type": "yarn", "factor": 4.0}))
+                                             rope_scaling={"rope_type": "dynamic", "factor": 4.0}))
 
 
 def test_truncated_safetensors_names_the_file(tmp_path):
