@@ -201,6 +201,7 @@ class MessageWidget(QFrame):
         self._assigned_id: int | None = None
         self._live_safety: list[SafetyNotice] = []
         self._reading: tuple[int, int] | None = None  # (done, total) while a long prompt is read
+        self.sources: QWidget | None = None  # an answer's cited passages (set_sources)
         self.set_info(info)
 
     def _toggle_fold(self) -> None:
@@ -254,6 +255,12 @@ class MessageWidget(QFrame):
         """The store's id for a message shown before it was committed."""
         self._assigned_id = message_id
         self._refresh_controls()
+
+    def set_sources(self, panel: QWidget) -> None:
+        """The library passages the answer cited, under its text (desktop/library/sources.py)."""
+        self.sources = panel
+        layout = self.layout()
+        layout.insertWidget(layout.indexOf(self.body) + 1, panel)
 
     def text(self) -> str:
         return self.body.text() if isinstance(self.body, MarkdownBody) else self._text

@@ -31,6 +31,7 @@ from wren.engine.records import MessageInfo, Role, SendOptions
 from ..bridge import TurnStream, describe_notices
 from ..chat.body import MarkdownBody
 from ..chat.message import MessageWidget
+from ..library.sources import watch_citations
 from ..safety.labels import shown_notices
 from ..sidebar.sidebar import UNTITLED
 from .probabilities import TokenProbabilities
@@ -57,6 +58,7 @@ class ConversationController(QObject):
     announce = Signal(str, bool)  # what a screen reader should say now; True: at once (an error, a question)
     titled = Signal(object, str)
     temporary_left = Signal(object)  # a temporary chat was left and the engine dropped it
+    cited = Signal(int, object)  # an answer's message id, the library passages it cited (tuple of Citation)
 
     def __init__(self, engine: Engine, *, chat: AnswerView, composer: Draft, tools: ToolMenu,
                  attachments: Attachments, sidebar: ChatList, status: StatusLine, counter: UsageMeter,
@@ -77,6 +79,7 @@ class ConversationController(QObject):
         self.tasks = tasks
         self.current_id: int | None = None
         self.temporary = False  # the chat shown is temporary (created on its first message)
+        self.project: str | None = None  # the project a new chat is started in (desktop/library/projects.py)
         self._temporary_ids: set[int] = set()  # every temporary chat of this session, left or not
         self.streams: dict[int, TurnStream] = {}  # conversation id → its answer in flight
         self._live: dict[int, MessageWidget] = {}  # conversation id → widget receiving text
@@ -163,6 +166,7 @@ class ConversationController(QObject):
         self._leave_temporary()
         self._detach()
         self.current_id = None
+        self.project = None
         self._set_temporary(temporary)
         self.chat.clear()
         self.frame.set_title(UNTITLED)
@@ -188,6 +192,7 @@ class ConversationController(QObject):
             self._detach()
             self.chat.clear()
             self.composer.cancel_edit()
+            self.project = None  # a project's chat is in it already: the engine scopes it
         self.current_id = conversation_id
         self.chat.show_messages(messages)
         self.frame.set_title(conv.title or UNTITLED)
@@ -262,7 +267,7 @@ class ConversationController(QObject):
         """The composer's tools (once loaded; else the chat's own choice) and attached files,
         which leave the composer with this message."""
         chosen = tuple(self.tools.chosen()) if self.tools.loaded else None
-        return SendOptions(tools=chosen, attachments=tuple(self.attachments.take()))
+        return SendOptions(tools=chosen, attachments=tuple(self.attachments.take()), project=self.project)
 
     async def _send(self, text: str, options: SendOptions | None = None) -> None:
         conversation_id = self.current_id
@@ -367,7 +372,7 @@ class ConversationController(QObject):
         self.status.show_speed(None, None)
         answer = self.chat.add_streaming_answer()
         self._thought.discard(conversation_id)
-        stream = TurnStream(self._watch_titles(events), conversation_id, self)
+        stream = TurnStream(watch_citations(self._watch_titles(events), self.cited.emit), conversation_id, self)
         self.streams[conversation_id] = stream
         self._live[conversation_id] = answer
         self._sync_busy()

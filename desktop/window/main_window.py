@@ -32,6 +32,7 @@ from ..composer.composer import Composer
 from ..composer.counter import TokenCounter
 from ..composer.ghost import GhostController
 from ..composer.prewarm import Prewarmer
+from ..library.window import LibraryInWindow
 from ..models.dialog import ModelsDialog
 from ..safety.gate import SendGate
 from ..sidebar.sidebar import Sidebar
@@ -114,6 +115,7 @@ class MainWindow(QMainWindow):
         self.conversations.opened.connect(
             lambda _cid: self.tasks.run(self.context.mark_gone(), what="checking memories"))
         self._build_actions()
+        self.library = LibraryInWindow(self)  # File ▸ Library…, answers' sources, the sidebar's projects
         self.voice = VoiceControls(self, engine.voice)  # the microphone, read-aloud, the Voice menu
         self.conversations.announce.connect(lambda text, assertive: announce(self, text, assertive=assertive))
         self._connect()
@@ -316,6 +318,7 @@ class MainWindow(QMainWindow):
         await self.restore_layout()
         await self.conversations.load_settings()
         await self.conversations.refresh_list()
+        await self.library.start()
         self.models.load_in_background()
         self.chat.warm_up()
         self.focus_composer()  # not the first button: what is typed first must not be lost

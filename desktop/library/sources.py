@@ -1,0 +1,167 @@
+"""An answer's sources: the library passages it cited ([1], [2] in its text), listed under
+it by file name and place; clicking one (or Enter on it) opens the passage in a viewer.
+
+The engine sends a `Citation` per cited passage after the answer's text and does not store
+them with the message, so the sources show for answers given while this window runs (kept
+per message id, across switching chats), not for answers read back from an older start."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Qt, QUrl, Signal
+from PySide6.QtGui import QDesktopServices
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QFrame,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from wren.engine.events import Citation, Event, Finished
+
+MAX_CITED_ANSWERS = 500  # answers whose sources this window remembers
+
+
+async def watch_citations(events: AsyncIterator[Event],
+                          on_cited: Callable[[int, tuple[Citation, ...]], None]) -> AsyncIterator[Event]:
+    """`events` unchanged; an answer's Citations are handed to `on_cited` with its message id
+    when its Finished arrives (the Citations come just before it)."""
+    cited: list[Citation] = []
+    async for event in events:
+        if isinstance(event, Citation):
+            cited.append(event)
+        elif isinstance(event, Finished):
+            if cited and event.message_id is not None:
+                on_cited(event.message_id, tuple(cited))
+            cited = []
+        yield event
+
+
+def source_text(citation: Citation) -> str:
+    name = Path(citation.path).name or citation.path
+    return f"[{citation.number}] {name} — {citation.where}" if citation.where else f"[{citation.number}] {name}"
+
+
+class SourceButton(QPushButton):
+    """One source: a flat button; Enter and Return open it as Space and a click do."""
+
+    def keyPressEvent(self, event) -> None:
+        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+            self.click()
+        else:
+            super().keyPressEvent(event)
+
+
+class SourcesList(QFrame):
+    """"Sources" and one button per cited passage, under an answer's text."""
+
+    opened = Signal(object)  # Citation
+
+    def __init__(self, citations: tuple[Citation, ...], parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("answerSources")
+        self.setAccessibleName("Sources")
+        self.citations = citations
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 4, 0, 0)
+        layout.setSpacing(2)
+        heading = QLabel("Sources")
+        heading.setObjectName("answerSourcesHeading")
+        layout.addWidget(heading)
+        self.buttons: list[SourceButton] = []
+        for citation in citations:
+            button = SourceButton(source_text(citation))
+            button.setObjectName("answerSourceButton")
+            button.setFlat(True)
+            button.setCursor(Qt.CursorShape.PointingHandCursor)
+            button.setAccessibleName(f"Source {source_text(citation)}")
+            button.setToolTip(f"{citation.path}\nOpen the passage")
+            button.setStyleSheet("text-align: left; padding: 2px 4px;")
+            button.clicked.connect(lambda _=False, c=citation: self.opened.emit(c))
+            layout.addWidget(button, 0, Qt.AlignmentFlag.AlignLeft)
+            self.buttons.append(button)
+
+
+class PassageViewer(QDialog):
+    """The passage an answer cited, with its file and place, and "Open file" for the file
+    itself. The file opens in the system's app for it: a PDF's page or a text file's line
+    cannot be asked for portably (each viewer takes its own arguments, if any), so the place
+    is shown here to find."""
+
+    def __init__(self, citation: Citation, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("passageViewer")
+        self.citation = citation
+        name = Path(citation.path).name or citation.path
+        self.setWindowTitle(f"{name} — Wren")
+        self.setAccessibleName(f"Passage from {name}")
+        layout = QVBoxLayout(self)
+        title = QLabel(f"<b>[{citation.number}] {name}</b>")
+        title.setObjectName("passageFile")
+        self.where_label = QLabel(citation.where or "")
+        self.where_label.setObjectName("passageWhere")
+        self.path_label = QLabel(citation.path)
+        self.path_label.setObjectName("passagePath")
+        self.path_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.path_label.setWordWrap(True)
+        self.text = QPlainTextEdit(citation.passage)
+        self.text.setObjectName("passageText")
+        self.text.setAccessibleName("Passage")
+        self.text.setReadOnly(True)
+        exists = Path(citation.path).exists()
+        self.missing = QLabel("" if exists else "The file is no longer there; this is the text the answer read.")
+        self.missing.setObjectName("passageMissing")
+        self.missing.setVisible(not exists)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        self.open_button = buttons.addButton("Open file", QDialogButtonBox.ButtonRole.ActionRole)
+        self.open_button.setObjectName("openFileButton")
+        self.open_button.setToolTip("Open the file in its usual app (find the place shown above)")
+        self.open_button.setEnabled(exists)
+        self.open_button.clicked.connect(self.open_file)
+        buttons.rejected.connect(self.reject)
+        for w in (title, self.where_label, self.path_label, self.text, self.missing, buttons):
+            layout.addWidget(w)
+        self.resize(560, 420)
+
+    def open_file(self) -> bool:
+        return QDesktopServices.openUrl(QUrl.fromLocalFile(self.citation.path))
+
+
+class AnswerSources(QObject):
+    """Keeps each answer's citations by message id and puts a SourcesList under the answer
+    wherever the chat view shows it."""
+
+    def __init__(self, chat, parent: QObject | None = None):
+        super().__init__(parent)
+        self.chat = chat
+        self.cited: dict[int, tuple[Citation, ...]] = {}
+        self.viewer: PassageViewer | None = None
+        chat.messages_changed.connect(self.show)
+
+    def add(self, message_id: int, citations: tuple[Citation, ...]) -> None:
+        self.cited[message_id] = citations
+        while len(self.cited) > MAX_CITED_ANSWERS:
+            self.cited.pop(next(iter(self.cited)))
+        self.show()
+
+    def show(self) -> None:
+        for widget in self.chat.message_widgets():
+            citations = self.cited.get(widget.message_id) if widget.message_id is not None else None
+            if citations and getattr(widget, "sources", None) is None:
+                panel = SourcesList(citations)
+                panel.opened.connect(self.open)
+                widget.set_sources(panel)
+
+    def open(self, citation: Citation) -> PassageViewer:
+        if self.viewer is not None:  # one passage open at a time
+            self.viewer.close()
+            self.viewer.deleteLater()
+        self.viewer = PassageViewer(citation, self.chat.window())
+        self.viewer.open()
+        return self.viewer
