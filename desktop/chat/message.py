@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QBoxLayout, QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
 from wren.engine.context.report import report_from_meta
 from wren.engine.events import MemoryNotice, SafetyNotice, ToolApprovalNeeded, ToolCall, ToolResult
@@ -260,6 +260,7 @@ class MessageWidget(QFrame):
         """The library passages the answer cited, under its text (desktop/library/sources.py)."""
         self.sources = panel
         layout = self.layout()
+        assert isinstance(layout, QBoxLayout)
         layout.insertWidget(layout.indexOf(self.body) + 1, panel)
 
     def text(self) -> str:

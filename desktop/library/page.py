@@ -129,8 +129,8 @@ class LibraryPage(QWidget):
         self.error_label.setWordWrap(True)
         self.error_label.hide()
         layout = QVBoxLayout(self)
-        for w in (heading, note, self.sources):
-            layout.addWidget(w)
+        for top in (heading, note, self.sources):
+            layout.addWidget(top)
         layout.addLayout(buttons)
         for w in (self.error_label, self.progress_label, self.progress_bar, self.skipped_label, self.skipped,
                   self.search_box, self.results):

@@ -69,8 +69,7 @@ class ProjectsSection(QWidget):
     def set_projects(self, projects: list[dict[str, Any]], chats: dict[int, ConversationInfo]) -> None:
         """`projects` as engine.projects.list() gives them; `chats`: titles by id (a chat
         deleted since is left out)."""
-        open_names = {self.tree.topLevelItem(i).data(0, PROJECT_ROLE) for i in range(self.tree.topLevelItemCount())
-                      if self.tree.topLevelItem(i).isExpanded()}
+        open_names = {item.data(0, PROJECT_ROLE) for item in self._items() if item.isExpanded()}
         self.tree.clear()
         for project in projects:
             item = QTreeWidgetItem([project["name"]])
@@ -90,14 +89,18 @@ class ProjectsSection(QWidget):
         self.tree.setFixedHeight(rows * max(self.tree.sizeHintForRow(0), 20) + 6)
         self.tree.setVisible(bool(projects))
 
+    def _items(self) -> list[QTreeWidgetItem]:
+        found = (self.tree.topLevelItem(i) for i in range(self.tree.topLevelItemCount()))
+        return [item for item in found if item is not None]
+
     def project_names(self) -> list[str]:
-        return [self.tree.topLevelItem(i).text(0) for i in range(self.tree.topLevelItemCount())]
+        return [item.text(0) for item in self._items()]
 
     def chats_of(self, name: str) -> list[int]:
-        for i in range(self.tree.topLevelItemCount()):
-            item = self.tree.topLevelItem(i)
+        for item in self._items():
             if item.text(0) == name:
-                return [item.child(n).data(0, CHAT_ROLE) for n in range(item.childCount())]
+                children = (item.child(n) for n in range(item.childCount()))
+                return [child.data(0, CHAT_ROLE) for child in children if child is not None]
         return []
 
     def _activated(self, item: QTreeWidgetItem, _column: int = 0) -> None:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QToolButton
+from PySide6.QtWidgets import QBoxLayout, QMenu, QToolButton
 
 from .page import LibraryDialog
 from .projects import ProjectsSection
@@ -40,6 +40,7 @@ class LibraryInWindow(QObject):
         self.action.triggered.connect(self.open)
         w.addAction(self.action)
         file_menu = w.menuBar().actions()[0].menu()
+        assert isinstance(file_menu, QMenu)
         file_menu.insertAction(w.models_action, self.action)
         self.button = QToolButton()
         self.button.setText("Library")
@@ -49,12 +50,14 @@ class LibraryInWindow(QObject):
         self.button.setAutoRaise(True)
         self.button.clicked.connect(self.open)
         row = w.header.layout()
+        assert isinstance(row, QBoxLayout)
         row.insertWidget(row.indexOf(w.models_button), self.button)
 
     def _build_projects(self) -> None:
         w = self.window
         self.projects = ProjectsSection()
         column = w.sidebar.layout()
+        assert isinstance(column, QBoxLayout)
         column.insertWidget(column.indexOf(w.sidebar.list), self.projects)
         self.projects.create_requested.connect(
             lambda name: self.tasks.run(self.create_project(name), what="making the project"))
