@@ -47,7 +47,8 @@ ENV_NAMES = (
     "WREN_ISA", "WREN_KERNELS", "WREN_REPACK", "WREN_HEAD_ACTIVATIONS", "WREN_EXACT_ACTIVATIONS",
     "WREN_KERNEL_RMS_NORM", "WREN_QLINEAR_GEMV_ROWS",
     # the integer prompt path (its rows, its exact tail, float A/B) and how experts are read
-    "WREN_PROMPT_GEMM", "WREN_PROMPT_INTEGER_ROWS", "WREN_PROMPT_EXACT_TAIL", "WREN_MAP_EXPERTS",
+    "WREN_PROMPT_GEMM", "WREN_PROMPT_INTEGER_ROWS", "WREN_PROMPT_EXACT_TAIL", "WREN_PROMPT_INTEGER_WIDTH",
+    "WREN_MAP_EXPERTS",
     # compiling, the compute threads' priority and core sharing, the safety notes' language
     "WREN_TORCH_COMPILE", "WREN_COMPUTE_NICE", "WREN_CPU_SHARE", "WREN_LANGUAGE",
     # threads and devices

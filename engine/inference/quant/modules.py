@@ -43,6 +43,11 @@ _exact = threading.local()
 # (WREN_PROMPT_EXACT_TAIL=0: no exact rows; a huge WREN_PROMPT_INTEGER_ROWS: none integer).
 PROMPT_EXACT_TAIL = max(0, int(os.environ.get("WREN_PROMPT_EXACT_TAIL", "") or 16))
 PROMPT_INTEGER_ROWS = max(0, int(os.environ.get("WREN_PROMPT_INTEGER_ROWS", "") or 64))
+# ...and only for a layer at least this wide. The starter (576 wide, its down projection 1536)
+# answered an attached note wrongly with 8-bit prompt activations (tests/e2e/
+# test_starter_attachment.py) and its float path already reads a prompt at 1.8x llama.cpp;
+# from ~1B models up (2048 wide) the integer path is where the prompt time goes.
+PROMPT_INTEGER_MIN_WIDTH = max(0, int(os.environ.get("WREN_PROMPT_INTEGER_WIDTH", "") or 2048))
 
 
 @contextmanager
@@ -237,7 +242,7 @@ class QuantLinear(nn.Module):
                 # the head's step: 15-16-bit activations (kernels.qlinear_wide says how close)
                 y = kernels.qlinear_wide(rows, raws[0], self.qtypes[0], self.part_rows[0])
             elif prompt and not self.exact and rows.shape[0] > max(PROMPT_EXACT_TAIL, PROMPT_INTEGER_ROWS) \
-                    and kernels.integer_prompt():
+                    and self.in_features >= PROMPT_INTEGER_MIN_WIDTH and kernels.integer_prompt():
                 y = self._prompt(rows, raws)
             else:
                 y = kernels.qlinear_parts(rows, raws, self.qtypes, self.part_rows, self.exact or everywhere)

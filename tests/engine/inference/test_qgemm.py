@@ -111,7 +111,17 @@ def _linear(rng: np.random.Generator) -> tuple[QuantLinear, list[torch.Tensor]]:
     return layer, [getattr(layer, f"raw{i}") for i in range(len(layer.qtypes))]
 
 
-def test_a_prompts_last_rows_keep_float32_activations():
+def test_a_narrow_layer_keeps_float32_activations_in_a_long_prompt():
+    """Below PROMPT_INTEGER_MIN_WIDTH (the starter's 576 and 1536) every prompt row is float32."""
+    layer, raws = _linear(np.random.default_rng(5))
+    assert layer.in_features < modules.PROMPT_INTEGER_MIN_WIDTH
+    x = torch.randn(modules.PROMPT_INTEGER_ROWS + 40, 256)
+    with prompt_activations():
+        assert torch.equal(layer(x), kernels.qlinear_parts(x, raws, layer.qtypes, layer.part_rows, True))
+
+
+def test_a_prompts_last_rows_keep_float32_activations(monkeypatch):
+    monkeypatch.setattr(modules, "PROMPT_INTEGER_MIN_WIDTH", 0)  # the small test layer as if it were wide
     layer, raws = _linear(np.random.default_rng(6))
     tail = modules.PROMPT_EXACT_TAIL
     assert tail > 0
