@@ -82,6 +82,50 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
+class Heartbeat:
+    """A precise BEAT_MS timer on the GUI thread; the gaps between its beats, less the period,
+    are the event loop's stalls."""
+
+    def __init__(self) -> None:
+        from PySide6.QtCore import Qt, QTimer
+
+        self.gaps: list[float] = []
+        self.last = time.perf_counter()
+        self.timer = QTimer(interval=BEAT_MS, timerType=Qt.TimerType.PreciseTimer)
+        self.timer.timeout.connect(self._beat)
+
+    def _beat(self) -> None:
+        now = time.perf_counter()
+        self.gaps.append(now - self.last)
+        self.last = now
+
+    def start(self) -> float:
+        self.last = time.perf_counter()
+        self.timer.start()
+        return self.last
+
+    def stop(self) -> None:
+        self.timer.stop()
+
+    def stalls(self) -> dict:
+        stalls_ms = [max(0.0, (g * 1000) - BEAT_MS) for g in self.gaps]
+        return {"max": round(max(stalls_ms), 2), "p99": round(_percentile(stalls_ms, 99), 2),
+                "p95": round(_percentile(stalls_ms, 95), 2), "median": round(statistics.median(stalls_ms), 3)}
+
+
+async def _window_ready(engine):
+    """The Wren window over `engine`, shown and started, its model loaded."""
+    from wren.desktop.window.main_window import MainWindow
+
+    window = MainWindow(engine)
+    window.resize(1100, 760)
+    window.show()
+    await window.start()
+    while engine.models.current is None:
+        await asyncio.sleep(0.01)
+    return window
+
+
 def start_background_compile():
     """The starter model as Wren loads it by default: compiling in the background."""
     from wren.engine.inference.backends.torch import TorchBackend
@@ -95,11 +139,8 @@ def start_background_compile():
 
 
 async def run(tokens: int, rate: float, while_compiling: bool = False) -> dict:
-    from PySide6.QtCore import Qt, QTimer
-
     from tests.fixtures.tiny import make_tiny_model_dir
     from wren.desktop.chat.body import MarkdownBody
-    from wren.desktop.window.main_window import MainWindow
     from wren.engine.api import Engine
     from wren.engine.inference.backends.scripted import ScriptedBackend
     from wren.engine.modelhub.registry import ModelRegistry
@@ -136,23 +177,8 @@ async def run(tokens: int, rate: float, while_compiling: bool = False) -> dict:
     MarkdownBody.append = timed(MarkdownBody.append)
     MarkdownBody.finish = timed(MarkdownBody.finish)
 
-    window = MainWindow(engine)
-    window.resize(1100, 760)
-    window.show()
-    await window.start()
-    while engine.models.current is None:
-        await asyncio.sleep(0.01)
-
-    gaps: list[float] = []
-    last = [time.perf_counter()]
-
-    def beat() -> None:
-        now = time.perf_counter()
-        gaps.append(now - last[0])
-        last[0] = now
-
-    heartbeat = QTimer(interval=BEAT_MS, timerType=Qt.TimerType.PreciseTimer)
-    heartbeat.timeout.connect(beat)
+    window = await _window_ready(engine)
+    heartbeat = Heartbeat()
     done = asyncio.get_running_loop().create_future()
     window.conversations.turn_finished.connect(lambda fin: done.done() or done.set_result(fin))
 
@@ -161,15 +187,12 @@ async def run(tokens: int, rate: float, while_compiling: bool = False) -> dict:
         model = await asyncio.get_running_loop().run_in_executor(None, start_background_compile)
         compiling = model.background
     window.composer.edit.setPlainText("Write a long answer with code.")
-    started = time.perf_counter()
-    last[0] = started
-    heartbeat.start()
+    started = heartbeat.start()
     window.composer._submit()
     finished = await done
     heartbeat.stop()
     elapsed = time.perf_counter() - started
 
-    stalls_ms = [max(0.0, (g * 1000) - BEAT_MS) for g in gaps]
     shown = window.chat.message_widgets()[-1].text()
     usage = window.chat.message_widgets()[-1].info
     result = {
@@ -178,13 +201,8 @@ async def run(tokens: int, rate: float, while_compiling: bool = False) -> dict:
         "stream_seconds": round(elapsed, 3),
         "finish_reason": finished.reason.value,
         "text_matches": shown == answer,
-        "heartbeats": len(gaps),
-        "stall_ms": {
-            "max": round(max(stalls_ms), 2),
-            "p99": round(_percentile(stalls_ms, 99), 2),
-            "p95": round(_percentile(stalls_ms, 95), 2),
-            "median": round(statistics.median(stalls_ms), 3),
-        },
+        "heartbeats": len(heartbeat.gaps),
+        "stall_ms": heartbeat.stalls(),
         "render": {
             "total_ms": round(render["seconds"] * 1000, 1),
             "appends": render["calls"],
@@ -329,11 +347,8 @@ async def run_voice(rate: float) -> dict:
     import shutil
     import subprocess
 
-    from PySide6.QtCore import Qt, QTimer
-
     from tests.fixtures.tiny import make_tiny_model_dir
     from wren.desktop.voice.devices import MemoryOutput, WavFileInput
-    from wren.desktop.window.main_window import MainWindow
     from wren.engine.api import Engine
     from wren.engine.inference.backends.scripted import ScriptedBackend
     from wren.engine.modelhub.registry import ModelRegistry
@@ -352,12 +367,7 @@ async def run_voice(rate: float) -> dict:
     store.set_setting("model", "tiny")
     backend = ScriptedBackend(VOICE_ANSWER, delay=1.0 / rate)
     engine = Engine(store, registry, backend_factory=lambda _name: backend)
-    window = MainWindow(engine)
-    window.resize(1100, 760)
-    window.show()
-    await window.start()
-    while engine.models.current is None:
-        await asyncio.sleep(0.01)
+    window = await _window_ready(engine)
     await asyncio.get_running_loop().run_in_executor(None, lambda: (engine.voice.transcriber().load(),
                                                                       engine.voice.voice().load()))
     opened: list[int] = []
@@ -372,18 +382,8 @@ async def run_voice(rate: float) -> dict:
     voice.reader.output_factory = lambda: output
     marks: dict[str, float] = {}
     voice.reader.first_audio.connect(lambda s: marks.setdefault("first_audio_after_sentence_s", s))
-    gaps: list[float] = []
-    last = [time.perf_counter()]
-
-    def beat() -> None:
-        now = time.perf_counter()
-        gaps.append(now - last[0])
-        last[0] = now
-
-    heartbeat = QTimer(interval=BEAT_MS, timerType=Qt.TimerType.PreciseTimer)
-    heartbeat.timeout.connect(beat)
-    started = last[0] = time.perf_counter()
-    heartbeat.start()
+    heartbeat = Heartbeat()
+    started = heartbeat.start()
     voice.voice_mode_action.setChecked(True)
     while not voice.reader.active:
         await asyncio.sleep(0.01)
@@ -392,16 +392,14 @@ async def run_voice(rate: float) -> dict:
         await asyncio.sleep(0.01)
     heartbeat.stop()
     voice.voice_mode_action.setChecked(False)
-    stalls_ms = [max(0.0, (g * 1000) - BEAT_MS) for g in gaps]
     result = {
         "scenario": "voice mode: listen, send, read the answer aloud",
         "seconds": round(time.perf_counter() - started, 2),
         "question_heard": window.chat.message_widgets()[0].text(),
         "sentences_played": len(output.played),
         **{k: round(v, 3) for k, v in marks.items()},
-        "heartbeats": len(gaps),
-        "stall_ms": {"max": round(max(stalls_ms), 2), "p99": round(_percentile(stalls_ms, 99), 2),
-                     "p95": round(_percentile(stalls_ms, 95), 2), "median": round(statistics.median(stalls_ms), 3)},
+        "heartbeats": len(heartbeat.gaps),
+        "stall_ms": heartbeat.stalls(),
         "targets": {"p99_ms": P99_TARGET_MS, "max_ms": MAX_TARGET_MS},
         "text_matches": len(output.played) >= 4,
     }
