@@ -331,9 +331,11 @@ class MainWindow(QMainWindow):
 
     def tab_stops(self) -> list[QWidget]:
         """Every place Tab stops, in order (hidden ones are skipped by Qt as Tab moves)."""
+        projects = self.library.projects
         stops: list[QWidget] = [
-            self.sidebar.new_chat_button, self.sidebar.search_box, self.sidebar.list, self.sidebar.undo_button,
-            self.model_picker, self.temporary_button, self.models_button, self.chat_settings_button, self.settings_button, self.chat,
+            self.sidebar.new_chat_button, self.sidebar.search_box, projects.add_button, projects.tree,
+            self.sidebar.list, self.sidebar.undo_button, self.model_picker, self.temporary_button,
+            self.library.button, self.models_button, self.chat_settings_button, self.settings_button, self.chat,
         ]
         for message in self.chat.message_widgets():
             stops += _stops_in_reading_order(message)

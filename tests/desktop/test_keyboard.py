@@ -68,8 +68,8 @@ def test_tab_goes_through_the_whole_window_in_order_with_focus_always_visible(st
     _ready(window, qtbot)
     order = _tab_round(window, qtbot, window.sidebar.new_chat_button)
     assert [_name(w) for w in order] == [
-        "newChatButton", "searchBox", "conversationList", "modelPicker", "temporaryChatButton",
-        "modelsButton", "chatSettingsButton", "settingsButton", "chatView", "composer", "micButton", "sendButton", "toolsButton",
+        "newChatButton", "searchBox", "newProjectButton", "conversationList", "modelPicker", "temporaryChatButton",
+        "libraryButton", "modelsButton", "chatSettingsButton", "settingsButton", "chatView", "composer", "micButton", "sendButton", "toolsButton",
         "tokensButton", "attachFileButton",
     ]
     window.composer.edit.setPlainText("draft")  # Send is enabled only with text to send
@@ -102,6 +102,9 @@ def test_tabbing_and_arrows_in_the_chat_list_do_not_switch_chats(open_window, ar
     window.conversations.opened.connect(opened.append)
     window.sidebar.search_box.setFocus()
     qtbot.keyClick(window.sidebar.search_box, Qt.Key.Key_Tab)
+    new_project = window.library.projects.add_button  # the Projects section sits above the chats
+    assert new_project.hasFocus()
+    qtbot.keyClick(new_project, Qt.Key.Key_Tab)
     chats = window.sidebar.list
     assert chats.hasFocus()
     qtbot.keyClick(chats, Qt.Key.Key_Down)
