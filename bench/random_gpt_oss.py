@@ -19,7 +19,6 @@ import argparse
 import json
 import math
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,8 +30,9 @@ from gguf.constants import GGMLQuantizationType as T
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import make_gguf
-from make_gguf import Planned, tensor_bytes
+from make_gguf import Planned
 from random_gguf import random_blocks
+from random_moe import write_mixture
 
 ARCH = "gpt-oss"
 MXFP4_SCALES = (118, 122)  # e8m0 bytes: 2^-9 .. 2^-6 (values up to 6 times that)
@@ -134,35 +134,9 @@ def header(writer: GGUFWriter, shape: GptOssShape) -> None:
     writer.add_quantization_version(GGML_QUANT_VERSION)
 
 
-def active_bytes(planned: list[Planned], shape: GptOssShape) -> int:
-    """Bytes one decoded token reads: every tensor but the embedding (one row of it), and of
-    the experts (and their biases) `used` of `experts`."""
-    total = 0
-    for p in planned:
-        if p.name == "token_embd.weight":
-            continue
-        n = tensor_bytes(p)
-        total += n * shape.used // shape.experts if "_exps." in p.name else n
-    return total
-
-
 def write(out: Path, shape: GptOssShape, *, tokenizer_from: Path, seed: int = 0) -> dict:
-    out = Path(out)
-    planned = plan(shape)
-    tokenizer = make_gguf.tokenizer_metadata(Path(tokenizer_from), shape.vocab)
-    tmp = out.with_name(out.name + ".partial")
-    writer = GGUFWriter(tmp, ARCH)
-    header(writer, shape)
-    started = time.monotonic()
-    counts = make_gguf.write_body(writer, tmp, out, tokenizer, planned,
-                                  lambda index, p: tensor_data(p, np.random.default_rng([seed, index])),
-                                  log=lambda line: print(line, file=sys.stderr, flush=True))
-    parameters = sum(math.prod(p.shape) for p in planned)
-    expert = sum(math.prod(p.shape) for p in planned if "_exps." in p.name)
-    return {"path": str(out), "shape": shape.__dict__, "file_bytes": out.stat().st_size,
-            "tensor_bytes": sum(tensor_bytes(p) for p in planned), "active_bytes_per_token": active_bytes(planned, shape),
-            "parameters": parameters, "active_parameters": parameters - expert * (shape.experts - shape.used) // shape.experts,
-            "tensors_per_type": counts, "seconds": round(time.monotonic() - started, 1)}
+    return write_mixture(out, shape, plan(shape), header, tensor_data, arch=ARCH, tokenizer_from=tokenizer_from,
+                         seed=seed)
 
 
 def main(argv: list[str] | None = None) -> None:

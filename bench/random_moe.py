@@ -116,31 +116,38 @@ def header(writer: GGUFWriter, shape: MoeShape) -> None:
     writer.add_quantization_version(GGML_QUANT_VERSION)
 
 
-def active_bytes(planned: list[Planned], shape: MoeShape) -> int:
+def active_bytes(planned: list[Planned], shape) -> int:
     """Bytes one decoded token reads: every tensor but the embedding (one row of it), and of
-    the experts `used` of `experts`."""
+    the experts' tensors (`*_exps.*`, biases too) `used` of `experts`."""
     total = 0
     for p in planned:
         if p.name == "token_embd.weight":
             continue
         n = tensor_bytes(p)
-        total += n * shape.used // shape.experts if p.name.endswith("_exps.weight") else n
+        total += n * shape.used // shape.experts if "_exps." in p.name else n
     return total
 
 
 def write(out: Path, shape: MoeShape, *, tokenizer_from: Path, seed: int = 0) -> dict:
+    return write_mixture(out, shape, plan(shape), header, tensor_data, arch=ARCH, tokenizer_from=tokenizer_from,
+                         seed=seed)
+
+
+def write_mixture(out: Path, shape, planned: list[Planned], header_of, data_of, *, arch: str,
+                  tokenizer_from: Path, seed: int = 0) -> dict:
+    """Stream a mixture's GGUF (`header_of(writer, shape)`, `data_of(planned, rng)`; also for
+    random_gpt_oss.py) and say what it holds: sizes, parameters, active ones."""
     out = Path(out)
-    planned = plan(shape)
     tokenizer = make_gguf.tokenizer_metadata(Path(tokenizer_from), shape.vocab)
     tmp = out.with_name(out.name + ".partial")
-    writer = GGUFWriter(tmp, ARCH)
-    header(writer, shape)
+    writer = GGUFWriter(tmp, arch)
+    header_of(writer, shape)
     started = time.monotonic()
     counts = make_gguf.write_body(writer, tmp, out, tokenizer, planned,
-                                  lambda index, p: tensor_data(p, np.random.default_rng([seed, index])),
+                                  lambda index, p: data_of(p, np.random.default_rng([seed, index])),
                                   log=lambda line: print(line, file=sys.stderr, flush=True))
     parameters = sum(math.prod(p.shape) for p in planned)
-    expert = sum(math.prod(p.shape) for p in planned if p.name.endswith("_exps.weight"))
+    expert = sum(math.prod(p.shape) for p in planned if "_exps." in p.name)
     return {"path": str(out), "shape": shape.__dict__, "file_bytes": out.stat().st_size,
             "tensor_bytes": sum(tensor_bytes(p) for p in planned), "active_bytes_per_token": active_bytes(planned, shape),
             "parameters": parameters, "active_parameters": parameters - expert * (shape.experts - shape.used) // shape.experts,
