@@ -68,7 +68,7 @@ class Engine(Core):
         self.providers = Providers(self, self.settings)
         self.models = Models(self, self.settings, self.providers)
         self.privacy = Privacy(self)
-        self.voice = VoiceService(self.settings)  # dictation and read-aloud (engine/voice)
+        self.voice = VoiceService()  # dictation and read-aloud (engine/voice)
         self.network = NetworkPrivacy()  # the network ledger and the offline lock (engine/network)
         self.conversations = Conversations(self, self.tools, self.privacy)
         # The answering half uses the core and the services above (engine/turns.py, TurnHost).
