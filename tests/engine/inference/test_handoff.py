@@ -117,8 +117,22 @@ def test_a_requests_first_event_reaches_the_loop_before_the_producer_goes_on(mon
         sys.setswitchinterval(interval)
 
 
+class _StampedQueue(asyncio.Queue):
+    """Notes when each item is put into it on the loop: the moment the loop has taken the
+    event (what the handover promises), not when the awaiting task is next scheduled, which
+    on a loaded machine may come after the producer's next stretch of Python."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.put_at: list[float] = []
+
+    def put_nowait(self, item) -> None:
+        self.put_at.append(time.perf_counter())
+        super().put_nowait(item)
+
+
 async def _handed_over():
-    queue: asyncio.Queue = asyncio.Queue()
+    queue = _StampedQueue()
     sink = loop_sink(queue)
     times: dict[str, float] = {}
 
@@ -136,10 +150,10 @@ async def _handed_over():
 
     asyncio.get_running_loop().call_soon(busy_loop)
     assert await asyncio.wait_for(queue.get(), 10) == "first token"
-    times["arrived"] = time.perf_counter()
     assert await asyncio.wait_for(queue.get(), 10) == "second token"
     thread.join()
-    assert times["arrived"] <= times["busy from"] + 0.1
+    # the first was in the queue before the producer went on to its 0.3 s of Python
+    assert queue.put_at[0] <= times["busy from"]
 
 
 def test_a_sink_called_on_its_own_loop_does_not_wait(monkeypatch):
