@@ -19,6 +19,7 @@ from ..memory.notes import MemoryNotes, notice_from_meta
 from ..safety.labels import shown_notices
 from .attachments import AttachedFiles, attached_paths
 from .body import MarkdownBody
+from .message_menu import MessageMenuButton, replay_state
 from .probabilities import META_KEY as LOGPROBS_KEY
 from .probabilities import TokenProbabilities
 from .segments import PlainSegment
@@ -40,24 +41,6 @@ MARK_SLICE_MS = 8  # underlining unsure tokens takes at most this long per event
 def prefill_status_text(done: int, total: int) -> str:
     """What an answer's status says while the model reads a long prompt."""
     return f"Reading your message… {done:,} / {total:,} tokens"
-
-
-def replay_state(info: MessageInfo | None) -> tuple[bool, str]:
-    """Whether an answer can be replayed exactly, and the Replay button's tooltip saying so.
-    A sampled answer needs the seed it used (recorded since every sampled answer keeps one);
-    a greedy one (temperature 0) is the same every time without one."""
-    if info is None or info.role is not Role.ASSISTANT:
-        return False, ""
-    sampling = info.sampling or {}
-    seed, temperature = sampling.get("seed"), sampling.get("temperature")
-    model = info.model or "its model"
-    if isinstance(seed, int) and not isinstance(seed, bool):
-        return True, (f"Write this answer again with {model}, the same settings and seed {seed}: "
-                      "the same text, token for token (kept beside this one)")
-    if sampling and temperature == 0:
-        return True, (f"Write this answer again with {model} and the same settings (it always took "
-                      "the likeliest token): the same text (kept beside this one)")
-    return False, "This answer kept no seed (it was written before Wren recorded them), so it cannot be replayed"
 
 
 def answer_notices(meta: dict | None) -> list[str]:
@@ -141,10 +124,11 @@ class MessageWidget(QFrame):
             "Go on with this answer where it ended (it was stopped, interrupted or reached its length limit)")
         self.continue_button.clicked.connect(lambda: self._emit_for(self.continue_requested))
         self.continue_button.hide()
-        self.replay_button = _tool_button("Replay", "replayButton", "Replay answer", "")
-        self.replay_button.clicked.connect(lambda: self._emit_for(self.replay_requested))
+        self.menu_button = MessageMenuButton()  # "⋯": Replay
+        self.replay_action = self.menu_button.replay_action
+        self.replay_action.triggered.connect(lambda: self._emit_for(self.replay_requested))
         if role is Role.USER:
-            self.replay_button.hide()  # (showing it here, before it has a parent, would open a window)
+            self.menu_button.hide()  # (showing it here, before it has a parent, would open a window)
 
         header = QHBoxLayout()
         header.setContentsMargins(0, 0, 0, 0)
@@ -153,7 +137,7 @@ class MessageWidget(QFrame):
         header.addWidget(self.status_label, 1)
         header.addStretch(0)
         for w in (self.previous_button, self.version_label, self.next_button, self.copy_button, self.continue_button,
-                  self.action_button, self.replay_button, self.remember_button):
+                  self.action_button, self.remember_button, self.menu_button):
             header.addWidget(w)
 
         if role is Role.USER:
@@ -505,8 +489,7 @@ class MessageWidget(QFrame):
         self.continue_button.setVisible(info is not None and not self.is_streaming and can_continue(info))
         self.continue_button.setEnabled(idle)
         replayable, why = replay_state(info)
-        self.replay_button.setEnabled(idle and replayable and not self.is_streaming)
-        self.replay_button.setToolTip(why)
+        self.menu_button.set_replay(idle and replayable and not self.is_streaming, why)
         self.remember_button.setEnabled(self.message_id is not None and bool(self.text().strip()))
 
     def copy(self) -> None:

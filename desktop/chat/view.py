@@ -74,8 +74,12 @@ class ChatView(QScrollArea):
         self._temporary = False
         self._marks = False  # underline the tokens the model was unsure of (token probabilities)
         self._stick = True
+        # A message kept in view while the chat re-lays out (the answer whose version was
+        # switched), in place of following the bottom; the user scrolling lets go of it.
+        self._anchor: MessageWidget | None = None
         bar = self.verticalScrollBar()
         bar.rangeChanged.connect(self._follow)
+        bar.actionTriggered.connect(lambda _a: setattr(self, "_anchor", None))
         bar.valueChanged.connect(lambda v: setattr(self, "_stick", v >= bar.maximum() - _STICK_SLACK))
 
     # -- contents -------------------------------------------------------------------
@@ -104,6 +108,7 @@ class ChatView(QScrollArea):
         return next((w for w in self._messages if w.message_id == message_id), None)
 
     def clear(self) -> None:
+        self._anchor = None
         self._backlog = []
         self._truncate(0)
         self._update_empty()  # an emptied pane (a deleted chat) says what it is for again
@@ -135,6 +140,23 @@ class ChatView(QScrollArea):
             QTimer.singleShot(0, self, self._backlog_slice)
         self._update_empty()
 
+    def show_branch(self, messages: list[MessageInfo], position: int) -> None:
+        """Another version of the message at `position`: the messages after it change, the
+        view stays on it (its ‹ n/m › control under the pointer or the keyboard), not at the bottom."""
+        self._stick = False
+        self.show_messages(messages)
+        if 0 <= position < len(self._messages):
+            self._anchor = self._messages[position]
+            self._keep_anchor()
+
+    def _keep_anchor(self) -> None:
+        anchor = self._anchor
+        if anchor is None:
+            return
+        self._column.activate()  # the new messages' places, before scrolling to one
+        self.ensureWidgetVisible(anchor, 0, 24)
+        self._stick = False
+
     @property
     def complete(self) -> bool:
         """Every message is built (older ones of a long chat arrive over a few turns)."""
@@ -154,7 +176,7 @@ class ChatView(QScrollArea):
 
     def add_pending_user(self, text: str, attachments: Sequence[str] = ()) -> MessageWidget:
         """The user's message (and the files sent with it), shown before the store has given it an id."""
-        self._stick = True
+        self._anchor, self._stick = None, True
         widget = self._add(MessageWidget(Role.USER, text))
         if widget.attached is not None:
             widget.attached.set_paths(attachments)
@@ -162,7 +184,7 @@ class ChatView(QScrollArea):
         return widget
 
     def add_streaming_answer(self) -> MessageWidget:
-        self._stick = True
+        self._anchor, self._stick = None, True
         widget = self._add(MessageWidget(Role.ASSISTANT))
         widget.answer_body.begin_stream()
         widget.set_status(MessageStatus.STREAMING)
@@ -213,6 +235,7 @@ class ChatView(QScrollArea):
         body.deleteLater()
 
     def scroll_to_bottom(self) -> None:
+        self._anchor = None
         self._stick = True
         bar = self.verticalScrollBar()
         bar.setValue(bar.maximum())
@@ -262,5 +285,7 @@ class ChatView(QScrollArea):
         self.empty_label.setVisible(not self._messages)
 
     def _follow(self, _minimum: int, maximum: int) -> None:
-        if self._stick:
+        if self._anchor is not None:
+            self._keep_anchor()
+        elif self._stick:
             self.verticalScrollBar().setValue(maximum)

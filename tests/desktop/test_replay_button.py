@@ -1,12 +1,13 @@
-"""The Replay button under an answer: the same answer again (its model, settings and seed),
+"""Replay, in an answer's "⋯" menu: the same answer again (its model, settings and seed),
 streamed as a new version beside it, as Regenerate streams one."""
 
 from __future__ import annotations
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 
-from wren.desktop.chat.message import replay_state
+from tests.desktop.test_branches_view import tab_to
+from wren.desktop.chat.message_menu import replay_state
 from wren.engine.records import MessageStatus, Role
 
 
@@ -15,10 +16,21 @@ def _answer(window):
 
 
 def _click_replay(window, qtbot, timeout: int = 15000):
+    """Replay from the answer's "⋯" menu, by keyboard: focus the button, Space opens the
+    menu, Enter on its Replay item."""
     widget = _answer(window)
-    qtbot.waitUntil(widget.replay_button.isEnabled, timeout=5000)
+    qtbot.waitUntil(widget.replay_action.isEnabled, timeout=5000)
+    menu = widget.menu_button.menu()
+    tab_to(window, qtbot, widget.menu_button)
     with qtbot.waitSignal(window.conversations.turn_finished, timeout=timeout):
-        qtbot.mouseClick(widget.replay_button, Qt.MouseButton.LeftButton)
+        QTimer.singleShot(0, lambda: _choose_replay(qtbot, menu, widget.replay_action))
+        qtbot.keyClick(widget.menu_button, Qt.Key.Key_Space)  # the menu's own loop runs here
+
+
+def _choose_replay(qtbot, menu, action) -> None:
+    qtbot.waitUntil(menu.isVisible, timeout=5000)
+    menu.setActiveAction(action)
+    qtbot.keyClick(menu, Qt.Key.Key_Return)
 
 
 def test_replay_adds_a_version_with_the_same_seed(open_window, send, arun, qtbot):
@@ -28,9 +40,9 @@ def test_replay_adds_a_version_with_the_same_seed(open_window, send, arun, qtbot
     first = arun(window.engine.conversations.messages(cid))[-1]
     assert isinstance(first.sampling.get("seed"), int)  # a sampled answer keeps its seed
     user = [w for w in window.chat.message_widgets() if w.role is Role.USER][-1]
-    assert not user.replay_button.isVisible()  # only answers replay
+    assert not user.menu_button.isVisible()  # only answers replay
     widget = _answer(window)
-    assert widget.replay_button.isVisible() and str(first.sampling["seed"]) in widget.replay_button.toolTip()
+    assert widget.menu_button.isVisible() and str(first.sampling["seed"]) in widget.replay_action.toolTip()
 
     _click_replay(window, qtbot)
     again = arun(window.engine.conversations.messages(cid))[-1]
@@ -51,8 +63,8 @@ def test_replay_is_offered_only_where_the_answer_can_be_redone(open_window, send
     window.conversations.new_chat()
     arun(window.conversations.open(cid))
     widget = _answer(window)
-    assert widget.replay_button.isVisible() and not widget.replay_button.isEnabled()
-    assert "kept no seed" in widget.replay_button.toolTip()
+    assert widget.menu_button.isVisible() and not widget.replay_action.isEnabled()
+    assert "kept no seed" in widget.replay_action.toolTip()
 
     greedy = arun(window.engine.conversations.message(answer.id))
     ok, why = replay_state(greedy)
@@ -64,9 +76,9 @@ def test_replay_is_offered_only_where_the_answer_can_be_redone(open_window, send
     window.chat.set_busy(True)
     arun(window.engine.db(window.engine.store.update_message, answer.id, sampling=answer.sampling))
     widget.set_info(arun(window.engine.conversations.message(answer.id)))
-    assert not widget.replay_button.isEnabled()
+    assert not widget.replay_action.isEnabled()
     window.chat.set_busy(False)
-    assert widget.replay_button.isEnabled()
+    assert widget.replay_action.isEnabled()
 
 
 def test_a_refused_replay_says_why_and_keeps_the_answer(open_window, send, arun, qtbot):
