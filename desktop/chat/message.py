@@ -17,11 +17,13 @@ from wren.engine.records import MessageInfo, MessageStatus, Role, can_continue, 
 from ..bridge import describe_notices
 from ..memory.notes import MemoryNotes, notice_from_meta
 from ..safety.labels import shown_notices
+from .answer_notices import NoticesLabel
 from .attachments import AttachedFiles, attached_paths
 from .body import MarkdownBody
 from .message_menu import MessageMenuButton, replay_state
 from .probabilities import META_KEY as LOGPROBS_KEY
 from .probabilities import TokenProbabilities
+from .reading import ReadingProgress, prefill_status_text
 from .segments import PlainSegment
 from .thinking import ThinkingSection
 from .toolcard import ToolCard
@@ -36,27 +38,6 @@ _STATUS_TEXT = {
 
 
 MARK_SLICE_MS = 8  # underlining unsure tokens takes at most this long per event-loop turn
-
-
-def prefill_status_text(done: int, total: int) -> str:
-    """What an answer's status says while the model reads a long prompt."""
-    return f"Reading your message… {done:,} / {total:,} tokens"
-
-
-def answer_notices(meta: dict | None) -> list[str]:
-    """The texts of the notices an answer kept (meta["notices"]: the engine's AnswerNotice)."""
-    value = (meta or {}).get("notices")
-    items = value if isinstance(value, list) else []
-    return [str(n["text"]) for n in items if isinstance(n, dict) and isinstance(n.get("text"), str)]
-
-
-def _notices_label() -> QLabel:
-    label = QLabel()
-    label.setObjectName("answerNotices")
-    label.setAccessibleName("Notes about this answer")
-    label.setWordWrap(True)
-    label.hide()
-    return label
 
 
 def _tool_button(text: str, name: str, accessible: str, tip: str) -> QToolButton:
@@ -148,6 +129,9 @@ class MessageWidget(QFrame):
         layout.setContentsMargins(12, 8, 12, 8)
         layout.setSpacing(4)
         layout.addLayout(header)
+        self.reading_progress = ReadingProgress()  # a long prompt being read: bar and time left
+        if role is Role.ASSISTANT:
+            layout.addWidget(self.reading_progress)
         self.notes: MemoryNotes | None = None
         self.memory_ids: tuple[int, ...] = ()
         # Hover a token of a stored answer for its probability (desktop/chat/probabilities.py)
@@ -162,9 +146,9 @@ class MessageWidget(QFrame):
             self.thinking = ThinkingSection()
             layout.addWidget(self.thinking)
         layout.addWidget(self.body)
-        self.notices_label: QLabel | None = None  # an answer's notices (meta["notices"]), under its text
+        self.notices_label: NoticesLabel | None = None  # an answer's notices (meta["notices"]), under its text
         if role is Role.ASSISTANT:
-            self.notices_label = _notices_label()
+            self.notices_label = NoticesLabel()
             layout.addWidget(self.notices_label)
         self.fold_button: QToolButton | None = None  # a long paste's "Pasted text, N lines" toggle
         if isinstance(self.body, PlainSegment):
@@ -184,7 +168,6 @@ class MessageWidget(QFrame):
         self._temporary = False
         self._assigned_id: int | None = None
         self._live_safety: list[SafetyNotice] = []
-        self._reading: tuple[int, int] | None = None  # (done, total) while a long prompt is read
         self.sources: QWidget | None = None  # an answer's cited passages (set_sources)
         self.set_info(info)
 
@@ -272,9 +255,7 @@ class MessageWidget(QFrame):
         if self.attached is not None and info is not None:
             self.attached.set_paths(attached_paths(info.meta))
         if self.notices_label is not None:
-            texts = answer_notices(info.meta if info is not None else None)
-            self.notices_label.setText("\n".join(f"⚠ {t}" for t in texts))
-            self.notices_label.setVisible(bool(texts))
+            self.notices_label.show_meta(info.meta if info is not None else None)
         if self.notes is not None:
             self._show_provenance(info)
             self.notes.show_notice(notice_from_meta(info.meta.get("memory")) if info else None)
@@ -403,10 +384,10 @@ class MessageWidget(QFrame):
 
     def set_status(self, status: MessageStatus | None, error: str | None = None) -> None:
         text = _STATUS_TEXT.get(status, "") if status else ""
-        if status is MessageStatus.STREAMING and self._reading is not None:
-            text = prefill_status_text(*self._reading)
+        if status is MessageStatus.STREAMING and self.reading_progress.reading is not None:
+            text = prefill_status_text(*self.reading_progress.reading)
         elif status is not MessageStatus.STREAMING:
-            self._reading = None  # the answer is over: stored statuses never say "reading"
+            self.reading_progress.end()  # the answer is over: stored statuses never say "reading"
         if status is MessageStatus.FAILED and error:
             text = f"failed: {error}"
         if status is MessageStatus.COMPLETE and self.info is not None and cut_at_limit(self.info):
@@ -423,7 +404,7 @@ class MessageWidget(QFrame):
         """The model is still reading the prompt: say how far, until the answer's text comes."""
         if self.answer_body.text() or not self.is_streaming:
             return  # text already streams (or the answer ended): the usual status stands
-        self._reading = (done, total)
+        self.reading_progress.show_progress(done, total)
         self.set_status(MessageStatus.STREAMING)
 
     def end_prefill(self) -> None:
@@ -433,8 +414,7 @@ class MessageWidget(QFrame):
         self.end_thinking()
 
     def _end_reading(self) -> None:
-        if self._reading is not None:
-            self._reading = None
+        if self.reading_progress.end():
             self.set_status(self.info.status if self.info else MessageStatus.STREAMING)
 
     def show_thinking(self, text: str) -> None:
