@@ -41,6 +41,8 @@ from ...events import Delta, Failed, FailureKind, Finished, FinishReason, Usage
 from ...loopback import is_loopback
 from ...threadloop import LoopThread
 from ..backend import ChatChunk, ModelBase, Unsupported
+from .remote_context import context_from_info as context_from_info  # its callers import it from here
+from .remote_context import discover_context
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +173,17 @@ class OpenAIClient:
             raise RemoteProtocolError(f"{self.base_url}/models has no 'data' list of models")
         return [m for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
 
-    async def _send(self, method: str, path: str, body: dict | None):
+    async def root_json(self, method: str, path: str, body: dict | None = None) -> Any:
+        """A server's own JSON route beside its /v1 (llama.cpp's /props, Ollama's /api/show)."""
+        import httpx
+
+        root = self.base_url.removesuffix("/v1")
+        try:
+            return (await self._send(method, path, body, url=root + path)).json()
+        except httpx.HTTPError as exc:
+            raise self._transport_error(exc) from None
+
+    async def _send(self, method: str, path: str, body: dict | None, *, url: str | None = None):
         """A non-streamed request, with the retry rules; raises RemoteError on an error status."""
         import httpx
 
@@ -184,7 +196,7 @@ class OpenAIClient:
             self.requests_sent += 1
             try:
                 with unless_named(Part.REMOTE_PROVIDER, f"a request to {self.base_url}{path}"):  # `wren providers test`
-                    response = await self._client.request(method, self.base_url + path, json=body,
+                    response = await self._client.request(method, url or self.base_url + path, json=body,
                                                           headers=self._headers(key))
             except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError) as exc:
                 if attempt >= self.transport.retries or self._is_tls(exc):
@@ -449,19 +461,6 @@ class ThinkingTags:
         return out + chunk.text
 
 
-def context_from_info(info: dict) -> int | None:
-    """A model's context window from a /models entry, in the fields servers use for it
-    (vLLM max_model_len, OpenRouter-style context_length, llama.cpp meta.n_ctx...)."""
-    candidates = [info.get(k) for k in ("max_model_len", "context_length", "context_window", "max_context_length")]
-    meta = info.get("meta")
-    if isinstance(meta, dict):
-        candidates += [meta.get("n_ctx"), meta.get("n_ctx_train")]
-    for value in candidates:
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return None
-
-
 class RemoteModel(ModelBase):
     """One model on one provider. Takes chat messages (`chat_stream`); token-level calls
     raise. Used from its RemoteWorker's event loop."""
@@ -624,12 +623,11 @@ class RemoteWorker:
             return
         if self.backend.spec.context_length is None:
             try:
-                infos = await asyncio.wait_for(model.client.list_models(), model.client.transport.connect_timeout)
-                info = next((m for m in infos if m["id"] == model.model), None)
-                found = context_from_info(info) if info else None
+                found = await asyncio.wait_for(discover_context(model.client, model.model),
+                                               3 * model.client.transport.connect_timeout)
                 if found:
                     model.context_length = found
-            except Exception as exc:  # the provider may list no models; the default stands
+            except Exception as exc:  # the provider says nothing of it; the default stands
                 log.warning("could not read the context window of %s from its provider: %s", self.name, exc)
         self.model = model
         self._loaded.set_result(model)
