@@ -20,6 +20,7 @@ from ..safety.labels import shown_notices
 from .answer_notices import NoticesLabel
 from .attachments import AttachedFiles, attached_paths
 from .body import MarkdownBody
+from .found import mark_terms
 from .message_menu import MessageMenuButton, replay_state
 from .probabilities import META_KEY as LOGPROBS_KEY
 from .probabilities import TokenProbabilities
@@ -169,6 +170,7 @@ class MessageWidget(QFrame):
         self._assigned_id: int | None = None
         self._live_safety: list[SafetyNotice] = []
         self.sources: QWidget | None = None  # an answer's cited passages (set_sources)
+        self.found_marks = 0  # the words a search result opened at, marked in its text
         self.set_info(info)
 
     def _toggle_fold(self) -> None:
@@ -471,6 +473,12 @@ class MessageWidget(QFrame):
         replayable, why = replay_state(info)
         self.menu_button.set_replay(idle and replayable and not self.is_streaming, why)
         self.remember_button.setEnabled(self.message_id is not None and bool(self.text().strip()))
+
+    def show_found(self, found: bool, terms: tuple[str, ...] = ()) -> None:
+        """Highlighted as the message a search result opened at, its matching words marked."""
+        self.setProperty("found", found)
+        self.style().polish(self)
+        self.found_marks = mark_terms(self, terms if found else ())
 
     def copy(self) -> None:
         QGuiApplication.clipboard().setText(self.text())

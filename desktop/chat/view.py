@@ -77,6 +77,7 @@ class ChatView(QScrollArea):
         # A message kept in view while the chat re-lays out (the answer whose version was
         # switched), in place of following the bottom; the user scrolling lets go of it.
         self._anchor: MessageWidget | None = None
+        self._found: MessageWidget | None = None  # the message a search result was opened at
         bar = self.verticalScrollBar()
         bar.rangeChanged.connect(self._follow)
         bar.actionTriggered.connect(lambda _a: setattr(self, "_anchor", None))
@@ -109,6 +110,7 @@ class ChatView(QScrollArea):
 
     def clear(self) -> None:
         self._anchor = None
+        self._found = None
         self._backlog = []
         self._truncate(0)
         self._update_empty()  # an emptied pane (a deleted chat) says what it is for again
@@ -148,6 +150,26 @@ class ChatView(QScrollArea):
         if 0 <= position < len(self._messages):
             self._anchor = self._messages[position]
             self._keep_anchor()
+
+    def reveal(self, message_id: int, terms: Sequence[str] = ()) -> bool:
+        """A search result opened: scroll to its matching message and highlight it (and the
+        words searched for in it) until another chat is shown; False if it is not shown here."""
+        self._build_backlog(until=None)
+        widget = self.widget_for(message_id)
+        if widget is None:
+            return False
+        self._set_found(widget, tuple(terms))
+        self._stick = False
+        self._anchor = widget
+        self._keep_anchor()
+        return True
+
+    def _set_found(self, widget: MessageWidget | None, terms: tuple[str, ...] = ()) -> None:
+        if self._found is not None and self._found is not widget:
+            self._found.show_found(False)
+        self._found = widget
+        if widget is not None:
+            widget.show_found(True, terms)
 
     def _keep_anchor(self) -> None:
         anchor = self._anchor
@@ -275,6 +297,11 @@ class ChatView(QScrollArea):
         return widget
 
     def _truncate(self, keep: int) -> None:
+        gone = self._messages[keep:]
+        if self._anchor in gone:
+            self._anchor = None
+        if self._found in gone:
+            self._found = None
         for widget in self._messages[keep:]:
             self._column.removeWidget(widget)
             widget.hide()

@@ -27,6 +27,7 @@ from wren.engine.records import ConversationInfo
 from ..memory.notes import quoted
 from ..window.elided import elide
 from .grouping import group_by_day
+from .snippets import SNIPPET_ROLE, Hit, SnippetDelegate
 
 ID_ROLE = Qt.ItemDataRole.UserRole
 INFO_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -63,7 +64,7 @@ class ConversationList(QListWidget):
         self.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.setWordWrap(False)
         self.setResizeMode(QListView.ResizeMode.Adjust)  # rows re-fit when the sidebar is resized
-        self.setItemDelegate(_FitDelegate(self))
+        self.setItemDelegate(SnippetDelegate(_FitDelegate(self)))  # a search result's snippet under its title
 
     def keyPressEvent(self, event) -> None:
         if event.key() == Qt.Key.Key_F2 and self.state() != QAbstractItemView.State.EditingState:
@@ -191,6 +192,30 @@ class Sidebar(QWidget):
                 self.list.clearSelection()
         finally:
             self._populating = was
+
+    def show_hits(self, hits: dict[int, Hit]) -> None:
+        """Under each listed result, where it matched the search (its snippet, the match marked)."""
+        for item in self._conversation_items():
+            hit = hits.get(item.data(ID_ROLE))
+            item.setData(SNIPPET_ROLE, hit)
+            if hit is not None:
+                item.setToolTip(f"{item.data(INFO_ROLE).title or UNTITLED}\n{hit.snippet}")
+                item.setData(Qt.ItemDataRole.AccessibleDescriptionRole, hit.snippet)
+
+    def hit_for(self, conversation_id: int) -> Hit | None:
+        item = self._find(conversation_id)
+        hit = item.data(SNIPPET_ROLE) if item is not None else None
+        return hit if isinstance(hit, Hit) else None
+
+    def clear_search(self) -> None:
+        """The filter off again (a result was opened): every chat listed at once."""
+        if not self.search_box.text():
+            return
+        self.search_box.blockSignals(True)
+        self.search_box.clear()
+        self.search_box.blockSignals(False)
+        self._search_timer.stop()
+        self.search_changed.emit("")
 
     def conversation_ids(self) -> list[int]:
         return [i.data(ID_ROLE) for i in self._conversation_items()]

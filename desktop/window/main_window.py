@@ -11,13 +11,9 @@ from pathlib import Path
 from PySide6.QtCore import QByteArray, QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
-    QComboBox,
     QFileDialog,
-    QHBoxLayout,
-    QLabel,
     QMainWindow,
     QSplitter,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -41,9 +37,11 @@ from ..wheel import install_wheel_guard
 from .chat_settings import open_chat_settings
 from .context import ContextController
 from .conversation import ConversationController
-from .elided import ElidedLabel, elide
+from .elided import elide
+from .header import ChatHeader
 from .keyboard import ComposerKeys, ShortcutsDialog, chat_after
 from .models import ModelController
+from .search import ChatSearch
 from .status import WrenStatusBar
 
 log = logging.getLogger(__name__)
@@ -52,11 +50,6 @@ TEMPORARY_TITLE = "Temporary chat"
 LAYOUT_KEY = "desktop.window_layout"  # size, position, splitter and maximized state, for the next start
 LAYOUT_SAVE_MS = 1000  # saved this long after the last move or resize, and again on close
 WINDOW_TITLE_CHARS = 60  # a window title is cut here: task bars and window lists show little more
-MODEL_PICKER_WIDTH = (120, 240)  # pixels: the least and the most the model picker takes
-TEMPORARY_NOTE = (
-    "Temporary chat — not saved, not in your chat list, and no memories are used or saved. "
-    "It is gone when you leave it."
-)
 
 
 class MainWindow(QMainWindow):
@@ -136,57 +129,11 @@ class MainWindow(QMainWindow):
     # -- layout ---------------------------------------------------------------------
 
     def _build_header(self) -> None:
-        self.title_label = ElidedLabel("New chat")  # a long title is cut with "…", whole in its tooltip
-        self.title_label.setObjectName("conversationTitle")
-        self.title_label.setAccessibleName("Conversation title")
-        self.model_picker = QComboBox()
-        self.model_picker.setObjectName("modelPicker")
-        self.model_picker.setAccessibleName("Model")
-        self.model_picker.setToolTip("The model that answers")
-        # As wide as the names, up to a limit: a longer one is cut, never widening the header.
-        self.model_picker.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
-        self.model_picker.setMinimumWidth(MODEL_PICKER_WIDTH[0])
-        self.model_picker.setMaximumWidth(MODEL_PICKER_WIDTH[1])
-        self.temporary_button = QToolButton()
-        self.temporary_button.setText("Temporary")
-        self.temporary_button.setObjectName("temporaryChatButton")
-        self.temporary_button.setAccessibleName("Temporary chat")
-        self.temporary_button.setToolTip("A chat that is not saved and uses no memories (Ctrl+Shift+N)")
-        self.temporary_button.setCheckable(True)
-        self.temporary_button.setAutoRaise(True)
-        self.models_button = QToolButton()
-        self.models_button.setText("Models")
-        self.models_button.setObjectName("modelsButton")
-        self.models_button.setAccessibleName("Models")
-        self.models_button.setToolTip("Download, import, delete models and choose the default (Ctrl+Shift+M)")
-        self.models_button.setAutoRaise(True)
-        self.chat_settings_button = QToolButton()
-        self.chat_settings_button.setText("Chat settings")
-        self.chat_settings_button.setObjectName("chatSettingsButton")
-        self.chat_settings_button.setAccessibleName("Chat settings")
-        self.chat_settings_button.setToolTip("This chat's system prompt, sampling, tools and memory")
-        self.chat_settings_button.setAutoRaise(True)
-        self.settings_button = QToolButton()
-        self.settings_button.setText("Settings")
-        self.settings_button.setObjectName("settingsButton")
-        self.settings_button.setAccessibleName("Settings")
-        self.settings_button.setToolTip("Settings (Ctrl+,)")
-        self.settings_button.setAutoRaise(True)
-        self.header = QWidget()
-        self.header.setObjectName("chatHeader")
-        row = QHBoxLayout(self.header)
-        row.setContentsMargins(16, 8, 12, 8)
-        row.addWidget(self.title_label, 1)
-        row.addWidget(self.model_picker)
-        row.addWidget(self.temporary_button)
-        row.addWidget(self.models_button)
-        row.addWidget(self.chat_settings_button)
-        row.addWidget(self.settings_button)
-        self.temporary_banner = QLabel(TEMPORARY_NOTE)
-        self.temporary_banner.setObjectName("temporaryBanner")
-        self.temporary_banner.setAccessibleName("This is a temporary chat")
-        self.temporary_banner.setWordWrap(True)
-        self.temporary_banner.hide()
+        self.header = header = ChatHeader()  # desktop/window/header.py
+        self.title_label, self.model_picker = header.title_label, header.model_picker
+        self.temporary_button, self.models_button = header.temporary_button, header.models_button
+        self.chat_settings_button, self.settings_button = header.chat_settings_button, header.settings_button
+        self.temporary_banner = header.temporary_banner
 
     def _build_layout(self) -> None:
         pane = QWidget()
@@ -291,6 +238,11 @@ class MainWindow(QMainWindow):
         self.sidebar.delete_permanently_requested.connect(
             lambda cid: tasks.run(delete_permanently(cid), what="deleting permanently"))
         self.sidebar.search_changed.connect(lambda _q: c.refresh())
+        # a result's snippet; opening one shows its match and clears the filter (desktop/window/search.py)
+        self.search = ChatSearch(self.engine, self.sidebar, self.chat, tasks, self)
+        c.listed.connect(self.search.listed)
+        self.sidebar.conversation_selected.connect(self.search.selected)
+        c.opened.connect(self.search.opened)
         self.sidebar.export_requested.connect(self.export)
         # Every message passes the safety check before it reaches the conversation.
         self.composer.submitted.connect(self.gate.submit)

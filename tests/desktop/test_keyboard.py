@@ -135,9 +135,11 @@ def test_search_results_open_with_the_arrow_keys_and_enter(open_window, arun, qt
     assert len(window.sidebar.conversation_ids()) == 2
     qtbot.keyClick(window.sidebar.search_box, Qt.Key.Key_Down)  # into the results
     assert window.sidebar.list.hasFocus() and window.conversations.current_id is None
+    first = window.sidebar.conversation_ids()[0]
     with qtbot.waitSignal(window.conversations.opened) as blocker:
         qtbot.keyClick(window.sidebar.list, Qt.Key.Key_Return)
-    assert blocker.args[0] == window.sidebar.conversation_ids()[0]
+    assert blocker.args[0] == first
+    assert window.sidebar.search_box.text() == ""  # opening a result clears the filter
     # Enter in the search box opens the first result once the results are shown.
     window.focus_search()
     with qtbot.waitSignal(window.conversations.listed, timeout=5000):
