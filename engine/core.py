@@ -14,6 +14,7 @@ from typing import Any
 
 from .context import ContextAssembler, MemorySummaries, SummaryStore
 from .inference.backend import Backend
+from .inference.release import release_memory
 from .inference.select import resolve_backend
 from .inference.worker import ModelWorker
 from .memory import MemoryService
@@ -161,7 +162,10 @@ class Core:
         worker, self._worker, self._status = self._worker, None, None
         if worker is not None:
             self.stop_answers()
-            await asyncio.get_running_loop().run_in_executor(None, worker.close)
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(None, worker.close)
+            del worker  # the last reference: what it held is collected now, before the next load freezes
+            await loop.run_in_executor(None, release_memory)
 
     async def unload(self) -> None:
         """Let the loaded model go (waiting for a load in progress)."""

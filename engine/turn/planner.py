@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import json
 import secrets
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +45,8 @@ class TurnPlanner:
 
     def __init__(self, engine: TurnHost) -> None:
         self.e = engine
-        self._defaults: tuple[Any, dict] | None = None  # (worker, its model's sampling defaults)
+        # (the worker, weakly: an unloaded model must not live on here; its model's sampling defaults)
+        self._defaults: tuple[weakref.ref, dict] | None = None
 
     async def plan(self, conv_id: int, history: tuple | list, text: str, message_id: int | None,
                    options: SendOptions, worker: ModelWorker, settings: TurnSettings, *,
@@ -166,10 +168,10 @@ class TurnPlanner:
 
     async def default_sampling(self, settings: TurnSettings, worker: ModelWorker) -> SamplingParams:
         model = self.e.model_status.name if self.e.model_status else worker.name
-        if self._defaults is None or self._defaults[0] is not worker:
+        if self._defaults is None or self._defaults[0]() is not worker:
             # the loaded model's own defaults (card, generation_config.json in the folder it was
             # loaded from) do not change while it is loaded: read once per load
-            self._defaults = (worker, await asyncio.get_running_loop().run_in_executor(
+            self._defaults = (weakref.ref(worker), await asyncio.get_running_loop().run_in_executor(
                 None, model_defaults, model, worker.model_dir))
         return layered(model, self._defaults[1], settings.get(SAMPLING_KEY), settings.get(PRESETS_KEY),
                        settings.conversation.get("sampling"))
