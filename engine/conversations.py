@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from .context import ContextReport, report_from_meta
 from .errors import InvalidRequest
 from .ghost import CHAT_SETTING_KEYS, MEMORY_KEY, PRESET_KEY, SAMPLING_KEY, SYSTEM_PROMPT_KEY, THINKING_KEY
+from .library import stored
 from .memory import TEMPORARY_KEY
 from .records import THINKING_CHOICES, ConversationInfo, MessageInfo, clean_title
 
@@ -74,8 +75,9 @@ class Conversations:
         return await self.e.db(self.e.store.restore_conversation, conversation_id)
 
     async def messages(self, conversation_id: int) -> builtins.list[MessageInfo]:
-        """The visible branch of a conversation, oldest first."""
-        return await self.e.db(self.e.store_for(conversation_id).messages, conversation_id)
+        """The visible branch of a conversation, oldest first, each answer with the library
+        passages it cited."""
+        return await self.e.db(stored.messages, self.e.store_for(conversation_id), conversation_id)
 
     async def message(self, message_id: int) -> MessageInfo:
         return await self.e.db(self.e.store_for(message_id).get_message, message_id)

@@ -75,6 +75,9 @@ class MessageInfo:
     # and the seconds it thought ("Thought for N s"); None: it did not think apart.
     reasoning: str = ""
     reasoning_seconds: float | None = None
+    # The library passages this answer cited (engine.events.Citation), kept with it
+    # (engine/store/citations.py); filled by engine.conversations' messages.
+    citations: tuple = ()
 
 
 def check_unicode(text: str, what: str) -> str:

@@ -1,9 +1,10 @@
 """An answer's sources: the library passages it cited ([1], [2] in its text), listed under
 it by file name and place; clicking one (or Enter on it) opens the passage in a viewer.
 
-The engine sends a `Citation` per cited passage after the answer's text and does not store
-them with the message, so the sources show for answers given while this window runs (kept
-per message id, across switching chats), not for answers read back from an older start."""
+The engine sends a `Citation` per cited passage after the answer's text and keeps them with
+the message: an answer read back (another chat, a later start) carries them in its
+MessageInfo.citations; those of an answer just given are kept here by message id until its
+chat is read again."""
 
 from __future__ import annotations
 
@@ -152,11 +153,18 @@ class AnswerSources(QObject):
 
     def show(self) -> None:
         for widget in self.chat.message_widgets():
-            citations = self.cited.get(widget.message_id) if widget.message_id is not None else None
+            citations = self.cited_by(widget)
             if citations and getattr(widget, "sources", None) is None:
                 panel = SourcesList(citations)
                 panel.opened.connect(self.open)
                 widget.set_sources(panel)
+
+    def cited_by(self, widget) -> tuple[Citation, ...]:
+        """What the answer shown by `widget` cited: as stored with it, else as it streamed."""
+        info = getattr(widget, "info", None)
+        if info is not None and info.citations:
+            return tuple(info.citations)
+        return self.cited.get(widget.message_id, ()) if widget.message_id is not None else ()
 
     def open(self, citation: Citation) -> PassageViewer:
         if self.viewer is not None:  # one passage open at a time

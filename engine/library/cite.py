@@ -16,8 +16,6 @@ from .retrieve import Passage
 
 HEADER = ("Passages from the user's documents. Use them when they answer the question, and cite each "
           "passage you use by its number in square brackets, like [1], right after the sentence it supports:")
-_MARK = re.compile(r"\[(\d{1,3})\]")
-_LIST = re.compile(r"\[(\d{1,3}(?:\s*,\s*\d{1,3})+)\]")  # [1, 2]
 
 
 def label(number: int, passage: Passage) -> str:
@@ -30,13 +28,64 @@ def block(number: int, passage: Passage) -> str:
     return f"{label(number, passage)}\n{passage.text}"
 
 
+# A marker: [n] or [n, m], not a Markdown link's text ([1](url)) (nor, in _markers, a reference).
+_MARKER = re.compile(r"(?P<space>[ \t]?)\[(?P<numbers>\d{1,3}(?:\s*,\s*\d{1,3})*)\](?!\()")
+# Code, where [n] is an index and never a citation: fenced blocks (to the end if left open), inline spans.
+_CODE = re.compile(r"(?ms)^[ \t]*(`{3,}|~{3,}).*?(?:^[ \t]*\1[ \t]*$|\Z)|`[^`\n]+`")
+
+
+def _prose(answer: str) -> list[tuple[int, int]]:
+    """The (start, end) spans of `answer` outside code."""
+    spans, at = [], 0
+    for code in _CODE.finditer(answer):
+        spans.append((at, code.start()))
+        at = code.end()
+    spans.append((at, len(answer)))
+    return [(a, b) for a, b in spans if b > a]
+
+
+_LINK_TEXT = re.compile(r"\[[^\[\]\n]*\]$")  # "[the manual]" right before a reference link's [3]
+_NUMBERS = re.compile(r"\[\d{1,3}(?:\s*,\s*\d{1,3})*\]")
+
+
+def _markers(answer: str):
+    for start, end in _prose(answer):
+        for match in _MARKER.finditer(answer, start, end):
+            before = _LINK_TEXT.search(answer, max(start, match.start() - 200), match.start())
+            if not match.group("space") and before and not _NUMBERS.fullmatch(before.group()):
+                continue  # [text][3]: a reference-style link, not a citation ([1][2] still is)
+            if answer.startswith(":", match.end()) and not answer[answer.rfind("\n", 0, match.start()) + 1:
+                                                                   match.start()].strip():
+                continue  # [9]: https://… at the start of a line: a reference definition
+            yield match
+
+
 def cited_numbers(answer: str) -> list[int]:
-    """Each [n] (and [n, m]) of the answer, in order of first appearance."""
+    """Each [n] (and [n, m]) of the answer outside code, in order of first appearance."""
     seen: dict[int, None] = {}
-    for match in re.finditer(f"{_MARK.pattern}|{_LIST.pattern}", answer):
-        for number in (match.group(1) or match.group(2)).split(","):
+    for match in _markers(answer):
+        for number in match.group("numbers").split(","):
             seen.setdefault(int(number), None)
     return list(seen)
+
+
+def without_uncited(answer: str, kept: Iterable[int]) -> str:
+    """`answer` with each marker's numbers outside `kept` taken out (a marker left with none
+    goes, with the space before it): what the answer says once a citation that points to no
+    passage of its prompt is dropped. Code and Markdown links are left as written."""
+    keep = set(kept)
+    out, at = [], 0
+    for match in _markers(answer):
+        numbers = [n.strip() for n in match.group("numbers").split(",")]
+        left = [n for n in numbers if int(n) in keep]
+        if len(left) == len(numbers):
+            continue
+        out.append(answer[at:match.start()])
+        if left:
+            out.append(f"{match.group('space')}[{', '.join(left)}]")
+        at = match.end()
+    out.append(answer[at:])
+    return "".join(out)
 
 
 def citations(answer: str, passages: Sequence[Passage], included: Iterable[int]) -> list[Citation]:

@@ -2,13 +2,14 @@
 with each answer (meta["context"]) holds the passages it put in the prompt, as `document`
 parts and inside the rendered prompt. When their file leaves the library, each passage's
 text there becomes REMOVED (the file's name and the chunk ids stay, so the report still
-says a passage was used). Runs on the database thread inside the removal's transaction."""
+says a passage was used), and so does each cited passage kept with an answer. Runs on the database thread inside the removal's transaction."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from ..store import citations as cited_rows
 from ..store import privacy as rows
 
 REMOVED = "[passage removed from the library]"
@@ -19,6 +20,7 @@ def scrub_passages(db: Any, removed: dict[int, str]) -> int:
     how many answers were rewritten."""
     if not removed:
         return 0
+    cited_rows.scrub(db, removed, REMOVED)  # and the passages answers cited (their sources)
     changed = 0
     for message_id, raw in rows.metas_containing(db, '"document"'):
         try:

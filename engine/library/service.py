@@ -27,7 +27,8 @@ from ..context.report import PartKind, PartState, report_from_meta
 from ..events import Citation, Delta, Event, Finished
 from ..memory import embed
 from ..store import library as sql
-from .cite import citations, cited_numbers
+from . import stored
+from .cite import citations, cited_numbers, without_uncited
 from .library import LibraryIndex
 from .projects import DEFAULT_SCOPE, NO_DOCUMENTS, SCOPE_SETTING, SCOPES, Projects, Scope
 from .retrieve import Passage
@@ -164,9 +165,25 @@ class Library:
             if isinstance(event, Delta):
                 text.append(event.text)
             elif isinstance(event, Finished) and event.message_id is not None and self.given(conversation_id):
-                for citation in await self._citations("".join(text), conversation_id, event.message_id):
+                answer = "".join(text)
+                cited = await self._citations(answer, conversation_id, event.message_id)
+                await self._keep(event.message_id, answer, cited)
+                for citation in cited:
                     yield citation
             yield event
+
+    async def _keep(self, message_id: int, answer: str, cited: builtins.list[Citation]) -> None:
+        """Keep the citations with the answer (its sources show when the chat is read back)
+        and store its text without the markers that named no passage of its prompt: the
+        window, a copy, an export and the next turn's history then read what was shown."""
+        store = self.e.store_for(message_id)
+        if cited:
+            await self.e.db(stored.save, store, message_id, cited)
+        shown = without_uncited(answer, [c.number for c in cited])
+        if shown != answer:
+            message = await self.e.db(store.get_message, message_id)
+            if message.content == answer:  # the whole answer as stored (not cut by a failed write)
+                await self.e.db(store.update_message, message_id, content=shown)
 
     async def _citations(self, answer: str, conversation_id: int | None, message_id: int) -> builtins.list[Citation]:
         passages = self.given(conversation_id)

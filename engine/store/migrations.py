@@ -84,6 +84,13 @@ def _m008_document_library(db: pw.Database) -> None:
     create_schema(db)
 
 
+def _m009_message_citations(db: pw.Database) -> None:
+    # The library passages an answer cited, kept with it (engine/store/citations.py).
+    from .citations import create_schema
+
+    create_schema(db)
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[pw.Database], None]]] = [
     (1, "initial", _m001_initial),
     (2, "message_text_search", _m002_message_text_search),
@@ -93,6 +100,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[pw.Database], None]]] = [
     (6, "message_vectors", _m006_message_vectors),
     (7, "message_reasoning", _m007_message_reasoning),
     (8, "document_library", _m008_document_library),
+    (9, "message_citations", _m009_message_citations),
 ]
 
 

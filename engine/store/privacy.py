@@ -14,7 +14,7 @@ log = logging.getLogger(__name__)
 
 FTS_TABLES = ("message_fts", "memory_fts", "doc_chunk_fts")
 USER_TABLES = ("project_chat", "project_doc", "project", "doc_vector", "doc_chunk", "doc_file", "doc_source",
-               "message_vector", "memory_vector", "conversation_summary", "message", "conversation",
+               "message_vector", "memory_vector", "conversation_summary", "message_citation", "message", "conversation",
                "memory", "setting")
 EXPORTED_MEMORY_COLUMNS = ("id", "text", "created_at", "updated_at", "source_conversation_id", "origin")
 

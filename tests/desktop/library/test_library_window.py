@@ -1,7 +1,8 @@
 """The library in the window, over a real engine and real files: the Library page adds a
 folder and shows its files, the indexing's end and a skipped file with its reason; removing
 and searching; an answer citing [1] shows its source under it, and clicking the source (or
-Enter on it) opens the passage; a chat started in a project belongs to it."""
+Enter on it) opens the passage; sources of an answer read back after a restart; a chat
+started in a project belongs to it."""
 
 from __future__ import annotations
 
@@ -97,7 +98,10 @@ def answered_with_sources(open_window, qtbot, arun, send, docs):
 
 def test_an_answer_lists_the_passage_it_cited_and_a_click_opens_it(open_window, qtbot, arun, send, docs):
     window, answer = answered_with_sources(open_window, qtbot, arun, send, docs)
-    assert "[1]" in answer.text() and "[7]" in answer.text()  # the markers stay as written
+    # [1] stays; [7] named no passage of the prompt, so the stored answer drops it and the view shows that
+    qtbot.waitUntil(lambda: window.chat.last_answer().text() == "The thermocouple failed [1]. See also.",
+                    timeout=5000)
+    answer = window.chat.last_answer()
     buttons = answer.sources.buttons
     assert [b.text() for b in buttons] == ["[1] kiln.md — Kiln › Errors, line 5"]  # [7] named no passage
     qtbot.mouseClick(buttons[0], Qt.MouseButton.LeftButton)
@@ -113,6 +117,28 @@ def test_an_answer_lists_the_passage_it_cited_and_a_click_opens_it(open_window, 
     arun(window.conversations.open(cid))
     again = window.chat.last_answer()
     assert again.sources is not None and again.sources.buttons[0].text().startswith("[1] kiln.md")
+
+
+def test_sources_show_under_an_answer_after_a_restart(open_window, qtbot, arun, send, docs, tmp_path):
+    db_path = tmp_path / "restart.db"
+    window = open_window("The thermocouple failed [1]. See also [7].", db_path=db_path)
+    window.engine.library.index.embedder = no_embedder
+    arun(window.engine.library.add([str(docs)]))
+    arun(window.engine.library.sync())
+    send(window, "What does error E-3 on the kiln mean?")
+    cid = window.conversations.current_id
+    arun(window.conversations.close())
+    arun(window.engine.close())
+    window.engine._closed_by_test = True
+    window.close()
+    again = open_window("ok", db_path=db_path)  # a new engine and window over the same file
+    arun(again.conversations.open(cid))
+    answer = again.chat.last_answer()
+    qtbot.waitUntil(lambda: answer.sources is not None, timeout=5000)
+    assert [b.text() for b in answer.sources.buttons] == ["[1] kiln.md — Kiln › Errors, line 5"]
+    assert answer.text() == "The thermocouple failed [1]. See also."
+    answer.sources.buttons[0].click()
+    assert "thermocouple failed" in again.library.sources.viewer.text.toPlainText()
 
 
 def test_enter_on_a_source_opens_the_passage(open_window, qtbot, arun, send, docs):
