@@ -139,6 +139,17 @@ class Models:
         entries, installed, origins = await asyncio.get_running_loop().run_in_executor(None, self._catalog_state)
         return [with_fit(e, total, e.id in installed or e.file in origins) for e in entries]
 
+    async def licences(self) -> dict[str, str | None]:
+        """Each installed model's licence as its own files (or, for the starter, its package)
+        record it, else its catalog entry's; None where nothing says."""
+        def work() -> dict[str, str | None]:
+            from .modelhub.licence import model_licence
+
+            by_id = {e.id: e.license for e in load_catalog()}
+            return {info.name: model_licence(info) or by_id.get(info.name) for info in self.e.registry.list()}
+
+        return await asyncio.get_running_loop().run_in_executor(None, work)
+
     def _catalog_state(self) -> tuple[builtins.list[CatalogEntry], set[str], set[str]]:
         names, origins = set(), set()
         for info in self.e.registry.list():

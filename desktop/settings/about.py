@@ -4,9 +4,7 @@ it is built on, and the licence of the model that answers."""
 from __future__ import annotations
 
 import html
-import re
 from importlib import metadata
-from pathlib import Path
 
 from PySide6.QtCore import Qt, QUrl
 from PySide6.QtGui import QDesktopServices
@@ -21,8 +19,6 @@ WREN_LICENCE = "Apache-2.0"
 # What Wren is built on and ships with (shown when installed).
 COMPONENTS = (("PySide6", "PySide6_Essentials"), "qasync", "torch", "numpy", "tokenizers", "safetensors", "jinja2", "peewee",
               "huggingface_hub", "gguf", "httpx", "starlette", "uvicorn", "mcp", "keyring")
-_LICENCE_FILES = ("LICENSE", "LICENSE.txt", "LICENSE.md", "LICENCE", "LICENCE.txt", "COPYING")
-_CARD_LICENCE = re.compile(r"^license:\s*['\"]?([^'\"\n]+)", re.MULTILINE)
 
 
 def package_licence(name: str | tuple[str, ...]) -> tuple[str, str] | None:
@@ -52,21 +48,7 @@ def _field(meta: metadata.PackageMetadata, key: str) -> str | None:
     return values[0] if values else None
 
 
-def model_licence(folder: Path | None, catalog_licence: str | None = None) -> str:
-    """What the model's own files say its licence is: the model card's `license:`, a licence
-    file in its folder, else the catalog's entry; says so plainly when none is recorded."""
-    if folder is not None and folder.is_dir():
-        card = folder / "README.md"
-        if card.is_file():
-            found = _CARD_LICENCE.search(card.read_text(encoding="utf-8", errors="replace")[:4000])
-            if found:
-                return found.group(1).strip()
-        for name in _LICENCE_FILES:
-            if (folder / name).is_file():
-                return f"in {folder / name}"
-    if catalog_licence:
-        return catalog_licence
-    return "not recorded with the model; see where it came from"
+NOT_RECORDED = "not recorded with the model; see where it came from"
 
 
 class AboutPage(QWidget):
@@ -118,20 +100,17 @@ class AboutPage(QWidget):
         self.model_label.setText(await self._model_text())
 
     async def _model_text(self) -> str:
+        """The answering (or chosen) model's licence first, then every other installed one's,
+        as the engine reads them from each model's own files."""
         current = self.engine.models.current
-        name = current.name if current is not None else await self.engine.settings.get("model")
-        if not name:
-            return "No model is chosen yet."
-        folder = None
-        for info in await self.engine.models.installed():
-            if info.name == name:
-                folder = Path(info.path)
-        catalog = None
+        name = current.name if current is not None else await self.engine.models.default()  # the starter if unset
         try:
-            catalog = next((e.license for e in await self.engine.models.catalog() if e.id == name), None)
-        except (OSError, ValueError, WrenError):  # the catalog is a convenience here
-            catalog = None
-        return f"{name}: {model_licence(folder, catalog)}"
+            licences = await self.engine.models.licences()
+        except (OSError, WrenError):  # a models folder that cannot be read: say nothing wrong
+            licences = {}
+        lines = [f"{name}: {licences.get(name) or NOT_RECORDED}"]
+        lines += [f"{other}: {licence}" for other, licence in licences.items() if other != name and licence]
+        return "\n".join(lines)
 
     def open_folder(self) -> None:
         QDesktopServices.openUrl(QUrl.fromLocalFile(str(data_dir())))

