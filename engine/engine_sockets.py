@@ -66,8 +66,8 @@ SECRET_NAMES = ("WREN_KEYRING_PASSPHRASE", "WREN_KEYS_PASSPHRASE")
 SECRET_PREFIXES = ("WREN_KEY_",)
 # Read by Wren but not shaping an engine (a test checks every WREN_ name is in one of these lists):
 # the data folder is in the socket's name already, the keep-alive comes with each question,
-# the server's key is `wren serve`'s alone.
-NOT_SHAPING = ("WREN_HOME", KEEP_ALIVE_ENV, "WREN_API_KEY")
+# the server's key is `wren serve`'s alone, the audio devices are `wren chat --voice`'s (engine/voice/microphone.py).
+NOT_SHAPING = ("WREN_HOME", KEEP_ALIVE_ENV, "WREN_API_KEY", "WREN_AUDIO_INPUT", "WREN_AUDIO_OUTPUT")
 
 
 def supported() -> bool:

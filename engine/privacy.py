@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from . import paths
 from .store import privacy as rows
 from .store.privacy import compact
+from .voice import recordings as voice_recordings
 
 if TYPE_CHECKING:
     from .core import Core
@@ -65,6 +66,7 @@ def purge_conversations(store, *, older_than: float | None = None, ids: Iterable
     )
     if not conv_ids:
         return 0
+    voice_recordings.forget(conv_ids)  # kept dictation audio ("keep audio" setting) goes with its chat
     if store.path != ":memory:":
         compact(db)
         _forget_typed_lines(store, conv_ids)
@@ -209,7 +211,7 @@ def erase_files(*, models: bool) -> list[str]:
     finally:
         if logging_on:
             setup_logging()
-    for name in CACHE_DIRS + CHAT_HISTORY_FILES:
+    for name in CACHE_DIRS + CHAT_HISTORY_FILES + (voice_recordings.FOLDER,):
         if (data / name).exists():
             _remove(data / name)
             removed.append(str(data / name))

@@ -38,10 +38,11 @@ from ..network.guard import check_url
 from ..network.purpose import Part, acting
 from .gguf_header import gguf_header_length
 from .hub import hub_endpoint
-from .resolve import DEFAULT_QUANT, PullPlan, first_line, hub_call, quant_label, resolve
+from .resolve import DEFAULT_QUANT, PullPlan, first_line, hub_call, quant_label, resolve, resolve_files
 
 # the plan's names, read here by the terminal and the models service (pull.resolve, pull.PullPlan)
-__all__ = ["DEFAULT_QUANT", "PullPlan", "downloads_folder", "gguf_header_length", "pull", "quant_label", "resolve"]
+__all__ = ["DEFAULT_QUANT", "PullPlan", "downloads_folder", "fetch_file", "gguf_header_length", "pull", "quant_label",
+           "resolve", "resolve_files"]
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +98,30 @@ def _pull(registry: Any, plan: PullPlan, name: str, progress: Progress | None,
             shutil.rmtree(workdir, ignore_errors=True)
             Path(lock.lock_file).unlink(missing_ok=True)
     return info
+
+
+def fetch_file(plan: PullPlan, workdir: Path, progress: Progress | None = None,
+               cancel: threading.Event | None = None) -> Path:
+    """Download one planned file (any kind: the voice models' files too) into `workdir`, with
+    the same resume, size and sha256 checks as a GGUF, and return its path there. The caller
+    moves it into place and removes `workdir`; one process at a time may use a workdir."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(workdir.parent / f"{workdir.name}.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise InvalidRequest(f"{plan.repo}:{plan.filename} is already being downloaded by another Wren process") from None
+    try:
+        return _download(plan, workdir, progress, cancel)
+    finally:
+        lock.release()
+
+
+def download_key(plan: PullPlan) -> str:
+    """The folder name under .downloads where `plan`'s partial file waits to be resumed."""
+    return _download_key(plan)
 
 
 def downloads_folder(registry: Any) -> Path:
@@ -155,11 +180,12 @@ def _download(plan: PullPlan, workdir: Path, progress: Progress | None,
     check_disk_space(workdir, plan.size - have + int(plan.size * DISK_MARGIN))
     _stop_if(cancel)
     headers = _headers()
-    try:
-        _check_header(plan, part, workdir, headers, cancel)
-    except (UnsupportedArchitecture, UnsupportedQuantization, ModelFileError):
-        shutil.rmtree(workdir, ignore_errors=True)  # Wren cannot run it: nothing worth resuming
-        raise
+    if final.suffix.lower() == ".gguf":  # other files (a voice model's) have no header to check first
+        try:
+            _check_header(plan, part, workdir, headers, cancel)
+        except (UnsupportedArchitecture, UnsupportedQuantization, ModelFileError):
+            shutil.rmtree(workdir, ignore_errors=True)  # Wren cannot run it: nothing worth resuming
+            raise
     _fetch_rest(plan, part, headers, progress, cancel)
     _verify(plan, part)
     os.replace(part, final)

@@ -75,6 +75,20 @@ def resolve(spec: str, quant: str | None = DEFAULT_QUANT) -> PullPlan:
     return _file_plan(repo, info.sha, siblings[filename], endpoint)
 
 
+def resolve_files(repo: str, filenames: list[str] | tuple[str, ...]) -> list[PullPlan]:
+    """A plan for each of `filenames` in `repo`, all from the same commit (a model made of a
+    few files that are not a GGUF or a safetensors folder: a Whisper or Piper voice model)."""
+    endpoint = hub_endpoint()
+    info = hub_call(repo, lambda api: api.model_info(repo, files_metadata=True), endpoint)
+    if not info.sha:
+        raise ModelFileError(f"the hub at {endpoint} gave no commit for {repo}")
+    siblings = {s.rfilename: s for s in info.siblings or []}
+    missing = [f for f in filenames if f not in siblings]
+    if missing:
+        raise ModelNotFound(f"{repo} has no file {', '.join(missing)}")
+    return [_file_plan(repo, info.sha, siblings[f], endpoint) for f in filenames]
+
+
 def quant_label(filename: str) -> str | None:
     """The quantization a GGUF's name carries (the last label in it), upper-cased."""
     labels = _QUANT_RE.findall(Path(filename).name)

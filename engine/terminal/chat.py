@@ -386,6 +386,7 @@ def history_path() -> Path:
 
 def run(args, open_engine: Callable, load: Callable, sampling: Callable, save_setting: Callable) -> int:
     """The chat loop; the engine's work runs on one event loop, the prompt outside it."""
+    voice = _voice_chat(args)  # before the model loads: no microphone is said at once
     loop = asyncio.new_event_loop()
     sigint = SigintRouter().start(loop)  # before the engine makes its threads: see sigint.py
     try:
@@ -408,7 +409,7 @@ def run(args, open_engine: Callable, load: Callable, sampling: Callable, save_se
         print(f"Type a message; /help lists the commands, {QUOTES} starts several lines, "
               f"Ctrl+C stops an answer, Ctrl+D or /bye quits.{kept}", file=sys.stderr, flush=True)
         prompt, more = (PROMPT, MORE) if interactive else ("", "")
-        read = history.input if history is not None else input
+        read = voice.listen if voice is not None else history.input if history is not None else input
         while True:
             try:
                 with sigint.prompt():
@@ -418,14 +419,27 @@ def run(args, open_engine: Callable, load: Callable, sampling: Callable, save_se
                     print(file=sys.stderr)
                 return 0
             except KeyboardInterrupt:  # at the prompt: drop what was typed
+                if voice is not None:  # talking: Ctrl+C ends the chat
+                    print(file=sys.stderr)
+                    return 0
                 print("\n(Ctrl+D or /bye quits)", file=sys.stderr, flush=True)
                 continue
             going_on = loop.run_until_complete(chat.handle(line))
+            if voice is not None and going_on:
+                answer = loop.run_until_complete(voice.last_answer(engine, chat.conv.id if chat.conv else None))
+                try:
+                    with sigint.prompt():
+                        voice.speak(answer)
+                except KeyboardInterrupt:
+                    print(file=sys.stderr)
+                    return 0
             if history is not None:
                 history.settle(chat.conv.id if chat.conv is not None else None)
             if not going_on:
                 return 0
     finally:
+        if voice is not None:
+            voice.close()
         if history is not None:
             history.close(lambda cid: loop.run_until_complete(_exists(engine, cid)))
         try:
@@ -437,6 +451,15 @@ def run(args, open_engine: Callable, load: Callable, sampling: Callable, save_se
         finally:
             loop.close()
             sigint.stop()
+
+
+def _voice_chat(args):
+    """`--voice`: the microphone and speaker (engine/terminal/voice.py), or None."""
+    if not getattr(args, "voice", False):
+        return None
+    from .voice import VoiceChat
+
+    return VoiceChat()
 
 
 async def _exists(engine, conversation_id: int) -> bool:

@@ -65,6 +65,8 @@ def build_parser(extensions: bool = True) -> argparse.ArgumentParser:
     chat = sub.add_parser("chat", help="chat in the terminal; /help lists its commands (Ctrl+C stops an answer)")
     _sampling_args(chat)
     _save_args(chat)
+    chat.add_argument("--voice", action="store_true", help="talk instead of typing: each question is heard from the "
+                                                          "microphone and each answer spoken (Ctrl+C stops)")
     chat.set_defaults(func=_cmd_chat)
 
     ask = sub.add_parser("ask", help="ask one question and stream the answer (Ctrl+C stops it, status 130)")
@@ -238,7 +240,8 @@ def _models_args(sub) -> None:
     p.add_argument("--name", help="the installed name (default: from the file or folder name)")
     p.set_defaults(func=_cmd_models_import)
     p = actions.add_parser("pull", help="download a model from the Hugging Face hub (Ctrl+C stops; pull again to resume)")
-    p.add_argument("spec", metavar="REPO[:FILE]", help="OWNER/NAME, or OWNER/NAME:FILE.gguf for one file of it")
+    p.add_argument("spec", metavar="REPO[:FILE]", help="OWNER/NAME, or OWNER/NAME:FILE.gguf for one file of it; "
+                                                   "or a speech recognizer or voice Wren offers (e.g. whisper-base)")
     p.add_argument("--quant", default="Q4_K_M", help="which GGUF of the repo, by its quantization (default Q4_K_M)")
     p.add_argument("--name", help="the installed name (default: from the file name)")
     p.set_defaults(func=_cmd_models_pull)
@@ -324,7 +327,10 @@ def _cmd_models_pull(args) -> int:
 
     from ..errors import Cancelled
     from ..modelhub import pull
+    from .voice import is_voice_model, pull_voice_model
 
+    if is_voice_model(args.spec):
+        return pull_voice_model(args.spec, _ProgressBar("Downloading"))
     plan = pull.resolve(args.spec, quant=args.quant)
     what = f"{plan.repo}:{plan.filename}" if plan.filename else f"{plan.repo} ({len(plan.files)} files)"
     print(f"Pulling {what}, {plan.size / 1e6:,.1f} MB", file=sys.stderr)

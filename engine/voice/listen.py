@@ -5,7 +5,11 @@ seconds of non-speech has ended. Partial transcripts can be asked for while the 
 Qt-free: the window feeds it from its audio thread's queue, off the GUI thread.
 
 Barge-in: while Wren speaks, the same detector on the microphone says when the user starts
-talking (Listener.speaking), so playback can stop."""
+talking (Listener.speaking), so playback can stop. Without headphones the microphone hears
+Wren too, and its voice is speech to the detector: the echo guard (EchoGuard, for barge-in
+listeners) learns how loud what the microphone hears is during the first half second of
+playback, and counts as the user only speech clearly louder than that, held for a moment.
+It cannot tell a quiet user from a loud speaker: the window says to use headphones."""
 
 from __future__ import annotations
 
@@ -21,6 +25,33 @@ from .stt import Transcriber, Transcript
 CHUNK = 512  # Silero's window at 16 kHz: 32 ms
 CONTEXT = 64  # samples of the previous window it sees
 SPEECH_ON, SPEECH_OFF = 0.5, 0.35  # hysteresis: a word's quiet middle does not end it
+
+
+class EchoGuard:
+    """Speech counts only when `margin_db` louder than what was heard during the first
+    `learn_seconds` (Wren's own voice from the speakers, or the room), and `hold_seconds` long."""
+
+    def __init__(self, *, learn_seconds: float = 0.5, margin_db: float = 10.0, hold_seconds: float = 0.25,
+                 speech_on: float = 0.8) -> None:
+        self.learn_windows = max(1, round(learn_seconds * RATE / CHUNK))
+        self.hold_windows = max(1, round(hold_seconds * RATE / CHUNK))
+        self.margin_db = margin_db
+        self.speech_on = speech_on
+        self._levels: list[float] = []
+        self._run = 0
+
+    @property
+    def baseline_db(self) -> float | None:
+        return float(np.median(self._levels)) if len(self._levels) >= self.learn_windows else None
+
+    def __call__(self, level_db: float, probability: float) -> bool:
+        """Whether this window is the user speaking."""
+        if len(self._levels) < self.learn_windows:
+            self._levels.append(level_db)
+            return False
+        loud = level_db >= (self.baseline_db or -100.0) + self.margin_db
+        self._run = self._run + 1 if loud and probability >= self.speech_on else 0
+        return self._run >= self.hold_windows
 
 
 class StreamingVad:
@@ -61,12 +92,14 @@ class Listener:
     was followed by `end_silence` seconds without it; transcript() gives the words."""
 
     def __init__(self, transcriber: Transcriber | None = None, *, end_silence: float = 0.8,
-                 no_speech_timeout: float = 8.0, max_seconds: float = 120.0, vad: StreamingVad | None = None) -> None:
+                 no_speech_timeout: float = 8.0, max_seconds: float = 120.0, vad: StreamingVad | None = None,
+                 echo_guard: EchoGuard | None = None) -> None:
         self.transcriber = transcriber
         self.end_silence = end_silence
         self.no_speech_timeout = no_speech_timeout
         self.max_seconds = max_seconds
         self.vad = vad or StreamingVad()
+        self.echo_guard = echo_guard  # barge-in while Wren speaks: its own voice is not the user
         self._lock = threading.Lock()
         self._pending = np.zeros(0, dtype=np.float32)
         self._audio: list[np.ndarray] = []
@@ -91,6 +124,8 @@ class Listener:
                 self._samples += CHUNK
                 level = _db(window)
                 probability = self.vad(window)
+                if self.echo_guard is not None:
+                    probability = 1.0 if self.echo_guard(level, probability) else 0.0
                 if probability >= SPEECH_ON or (self.speaking and probability >= SPEECH_OFF):
                     if not self.speaking and self._speech_at is None:
                         self._speech_at, started = self._samples - CHUNK, True
