@@ -26,6 +26,7 @@ NAMES = {
     "pii.payment_card": "payment card number",
     "pii.iban": "bank account number (IBAN)",
     "pii.national_id": "national ID number",
+    "content.self_harm": "self-harm",
     "user.blocklist": "a word or pattern from your block list",
 }
 GROUPS = {"secret": "Secrets", "pii": "Personal data", "content": "Sensitive topics", "user": "Your block list"}

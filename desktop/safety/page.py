@@ -55,6 +55,7 @@ class SafetyPage(QWidget):
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
         self.table.verticalHeader().hide()
+        self.table.setColumnHidden(1, True)  # the raw category id: each row's tooltip gives it
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         for column in range(1, len(COLUMNS)):
@@ -98,6 +99,8 @@ class SafetyPage(QWidget):
         self._loaded_actions.clear()
         for r, rule in enumerate(rows):
             what = QTableWidgetItem(f"{group_label(rule.category)}: {category_label(rule.category)}")
+            what.setToolTip(rule.category)  # the id the policy file and `wren` use, for who needs it
+            what.setData(Qt.ItemDataRole.UserRole, rule.category)
             self.table.setItem(r, 0, what)
             self.table.setItem(r, 1, QTableWidgetItem(rule.category))
             for c, destination in enumerate(DESTINATIONS, start=2):

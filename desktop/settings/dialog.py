@@ -31,7 +31,6 @@ from PySide6.QtWidgets import (
     QPushButton,
     QScrollArea,
     QSpinBox,
-    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -51,6 +50,7 @@ from ..window.models import installed_models
 from .about import AboutPage
 from .diagnostics import DiagnosticsPage
 from .importer import import_model
+from .pages import SettingsPages
 from .personal import PersonalPage
 from .privacy import PrivacyPage
 from .providers import ProvidersPage
@@ -110,27 +110,25 @@ class SettingsDialog(QDialog):
         self.memory_page = MemoryPage(engine, tasks)
         self.safety_page = SafetyPage(engine)
         self.diagnostics_page = DiagnosticsPage(engine, tasks)
-        self.tabs = QTabWidget()
-        self.tabs.setObjectName("settingsTabs")
-        self.tabs.setUsesScrollButtons(True)  # many pages: the dialog still fits a small screen
+        self.pages = SettingsPages()  # a sidebar list of the pages, and the page shown
         self._model_page = self._model_tab()
-        self.tabs.addTab(self._model_page, "Model")
+        self.pages.add_page(self._model_page, "Model")
         self._generation_page = _scrolling(self._generation_tab())
-        self.tabs.addTab(self._generation_page, "Generation")
-        self.tabs.addTab(self.personal_page, "Personalization")
-        self.tabs.addTab(self.memory_page, "Memory")
-        self.tabs.addTab(self.safety_page, "Safety")
-        self.tabs.addTab(self._quick_tab(hotkey_problem), "Quick prompt")
-        self.tabs.addTab(self.diagnostics_page, "Diagnostics")
-        self.about_page = AboutPage(engine)
-        self.tabs.addTab(self.about_page, "About")
+        self.pages.add_page(self._generation_page, "Generation")
+        self.pages.add_page(self.personal_page, "Personalization")
+        self.pages.add_page(self.memory_page, "Memory")
+        self.pages.add_page(self.safety_page, "Safety")
+        self.tools_page = ToolsPage(engine, tasks)  # loads itself when shown; its switches are kept on Save
+        self.pages.add_page(self.tools_page, "Tools")
         self.providers_page = ProvidersPage(engine, tasks)  # loads itself when shown
         self.providers_page.changed.connect(self.models_changed)  # its models join the window's picker at once
-        self.tabs.addTab(self.providers_page, "Providers")
-        self.tools_page = ToolsPage(engine, tasks)  # loads itself when shown; changes are kept at once
-        self.tabs.addTab(self.tools_page, "Tools")
+        self.pages.add_page(self.providers_page, "Providers")
+        self.pages.add_page(self._quick_tab(hotkey_problem), "Quick prompt")
         self.privacy_page = PrivacyPage(engine, tasks)  # export and erase act at once (erase asks first)
-        self.tabs.addTab(self.privacy_page, "Privacy")
+        self.pages.add_page(self.privacy_page, "Privacy")
+        self.pages.add_page(self.diagnostics_page, "Diagnostics")
+        self.about_page = AboutPage(engine)
+        self.pages.add_page(self.about_page, "About")
         self.error_label = QLabel()
         self.error_label.setObjectName("settingsError")
         self.error_label.setWordWrap(True)
@@ -140,18 +138,23 @@ class SettingsDialog(QDialog):
         self.buttons.accepted.connect(lambda: self.tasks.run(self.save(), what="saving settings"))
         self.buttons.rejected.connect(self.reject)
         layout = QVBoxLayout(self)
-        layout.addWidget(self.tabs)
+        layout.addWidget(self.pages, 1)
         layout.addWidget(self.error_label)
+        # One rule for every page: a setting is kept on Save and dropped on Cancel, so trying
+        # values (sampling, a backend that reloads the model) costs nothing until Save. What a
+        # button names as an action (import, add or delete, export, erase, the offline lock)
+        # is done when pressed, as its label says.
         self.save_note = QLabel(
-            "Save keeps the changes on every page at once; Cancel leaves every page as it was. "
-            "Memories you add, edit or delete and models you import are kept straight away.")
+            "Save keeps the settings on every page, tool switches included; Cancel leaves every page as it was. "
+            "Buttons that name an action — importing a model, adding or deleting a memory, a server or a "
+            "provider, exporting, erasing, the offline lock — act when you press them.")
         self.save_note.setObjectName("settingsSaveNote")
         self.save_note.setWordWrap(True)
         layout.addWidget(self.save_note)
         layout.addWidget(self.buttons)
-        self.resize(720, 600)
+        self.resize(880, 620)  # the sidebar (150 px) beside pages laid out for ~720
 
-    # -- tabs -----------------------------------------------------------------------
+    # -- pages ----------------------------------------------------------------------
 
     def _model_tab(self) -> QWidget:
         self.model_list = QListWidget()
@@ -339,8 +342,8 @@ class SettingsDialog(QDialog):
         await self.about_page.load()
 
     async def show_memory(self, memory_id: int) -> bool:
-        """Open on the Memory tab with one memory selected (from an answer or a notice)."""
-        self.tabs.setCurrentWidget(self.memory_page)
+        """Open on the Memory page with one memory selected (from an answer or a notice)."""
+        self.pages.setCurrentWidget(self.memory_page)
         return await self.memory_page.show_memory(memory_id)
 
     async def refresh_models(self, select: str | None = None) -> None:
@@ -378,17 +381,17 @@ class SettingsDialog(QDialog):
     def _refuse(self, text: str, page: QWidget) -> None:
         self.error_label.setText(text)
         self.error_label.setVisible(bool(text))
-        self.tabs.setCurrentWidget(page)
+        self.pages.setCurrentWidget(page)
 
     async def save(self) -> SavedSettings | None:
-        # Whatever the engine may refuse goes first; a refusal stops here and shows its tab.
+        # Whatever the engine may refuse goes first; a refusal stops here and shows its page.
         try:
             general = self.general_sampling()
         except WrenError as exc:
             self._refuse(str(exc), self._generation_page)
             return None
         if not await self.safety_page.save():
-            self._refuse("A safety setting was not saved; see the Safety tab.", self.safety_page)
+            self._refuse("A safety setting was not saved; see the Safety page.", self.safety_page)
             return None
         try:
             await self.personal_page.save()
@@ -412,6 +415,7 @@ class SettingsDialog(QDialog):
         if self.keep_alive_spin.value() != self._keep_alive_minutes:  # an untouched odd value (90 s) stays
             await self.engine.settings.set_terminal_keep_alive(self.keep_alive_spin.value() * 60)
         await self.memory_page.save()
+        await self.tools_page.save()
         model, backend = self.selected_model(), self.backend_picker.currentText()
         prompt = self.system_prompt.toPlainText().strip()
         # Unset means "Wren's default", which may improve in a later version; keep it unset

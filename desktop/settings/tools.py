@@ -32,6 +32,7 @@ from wren.engine.tools.mcp_facade import McpServerInfo
 from wren.engine.tools.registry import ToolInfo
 
 from ..bridge import Tasks
+from .tool_labels import tool_label
 
 _KINDS = (("Program on this computer (stdio)", "stdio"), ("URL (streamable HTTP)", "http"))
 
@@ -87,6 +88,7 @@ class ToolsPage(QScrollArea):
         self.engine = engine
         self.tasks = tasks
         self._filling = False
+        self._pending: dict[str, bool] = {}  # tool switches not saved yet (the dialog's Save keeps them)
         self.servers: list[McpServerInfo] = []
 
         # -- tools on/off ---------------------------------------------------------------
@@ -238,11 +240,13 @@ class ToolsPage(QScrollArea):
             for tool in tools:
                 where = "built in" if tool.source == "builtin" else f"MCP server {tool.source.removeprefix('mcp:')}"
                 asks = " · asks first" if tool.needs_approval else ""
-                item = QListWidgetItem(f"{tool.name} — {_short(tool.description) or 'no description'} ({where}{asks})")
+                label = tool_label(tool.name)
+                item = QListWidgetItem(f"{label} — {_short(tool.description) or 'no description'} ({where}{asks})")
                 item.setData(Qt.ItemDataRole.UserRole, tool.name)
                 item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
-                item.setCheckState(Qt.CheckState.Checked if tool.enabled else Qt.CheckState.Unchecked)
-                item.setToolTip(tool.description)
+                on = self._pending.get(tool.name, tool.enabled)
+                item.setCheckState(Qt.CheckState.Checked if on else Qt.CheckState.Unchecked)
+                item.setToolTip(f"{tool.name}: {tool.description}" if tool.description else tool.name)
                 self.tool_list.addItem(item)
         finally:
             self._filling = False
@@ -250,8 +254,9 @@ class ToolsPage(QScrollArea):
     def _fill_always(self, names: list[str]) -> None:
         self.always_list.clear()
         for name in names:
-            item = QListWidgetItem(name)
+            item = QListWidgetItem(tool_label(name))
             item.setData(Qt.ItemDataRole.UserRole, name)
+            item.setToolTip(name)
             self.always_list.addItem(item)
         if not names:
             empty = QListWidgetItem("None: every tool that asks will ask.")
@@ -285,11 +290,20 @@ class ToolsPage(QScrollArea):
             return
         name = item.data(Qt.ItemDataRole.UserRole)
         on = item.checkState() == Qt.CheckState.Checked
-        self.tasks.run(self.set_enabled(name, on), what="switching the tool")
+        self._pending[name] = on
+        self.status.setText(f"{tool_label(name)} will be {'on' if on else 'off'} when you press Save.")
+
+    async def save(self) -> None:
+        """Keep the tool switches made since the page loaded (the dialog's Save)."""
+        pending, self._pending = self._pending, {}
+        for name, on in pending.items():
+            await self.engine.tools.set_enabled(name, on)
+        if pending:
+            self.changed.emit()
 
     async def set_enabled(self, name: str, enabled: bool) -> None:
         await self.engine.tools.set_enabled(name, enabled)
-        self.status.setText(f"{name} is {'on' if enabled else 'off'}.")
+        self.status.setText(f"{tool_label(name)} is {'on' if enabled else 'off'}.")
         self.changed.emit()
 
     async def revoke(self) -> None:
@@ -298,7 +312,7 @@ class ToolsPage(QScrollArea):
         if not name:
             return
         await self.engine.tools.revoke_approval(name)
-        self.status.setText(f"{name} will ask again before each call.")
+        self.status.setText(f"{tool_label(name)} will ask again before each call.")
         self._fill_always(await self.engine.tools.always_allowed())
         self.always_list.setFocus()
 

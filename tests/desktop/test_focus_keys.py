@@ -333,7 +333,7 @@ def _settings_on(window, arun, qtbot, page: QWidget) -> SettingsDialog:
     dialog.resize(700, 300)  # short, so its pages scroll
     dialog.show()
     qtbot.waitUntil(dialog.isVisible)
-    tabs = dialog.tabs
+    tabs = dialog.pages
     for i in range(tabs.count()):
         if tabs.widget(i).isAncestorOf(page) or tabs.widget(i) is page:
             tabs.setCurrentIndex(i)

@@ -59,7 +59,7 @@ def test_settings_dialog_has_the_privacy_page(make_engine, arun, qtbot):
     engine = make_engine()
     dialog = SettingsDialog(engine, Tasks())
     qtbot.addWidget(dialog)
-    titles = [dialog.tabs.tabText(i) for i in range(dialog.tabs.count())]
+    titles = [dialog.pages.title(i) for i in range(dialog.pages.count())]
     assert "Privacy" in titles and isinstance(dialog.privacy_page, PrivacyPage)
     arun(engine.close())
 

@@ -14,7 +14,7 @@ def test_providers_page_adds_tests_and_removes(open_window, arun, qtbot):
         window = open_window()
         dialog = SettingsDialog(window.engine, window.tasks, hotkey_problem="not here", parent=window)
         page = dialog.providers_page
-        assert dialog.tabs.indexOf(page) >= 0
+        assert dialog.pages.indexOf(page) >= 0
         arun(page.load())
         page.name_edit.setText("far")
         page.url_edit.setText("http://10.9.8.7:8000/v1")

@@ -31,12 +31,11 @@ def test_settings_speak_plainly_and_every_sampling_setting_explains_itself(open_
     boxes = [*dialog.sampling_editor.boxes.values(), dialog.max_tokens, dialog.seed, dialog.stop_strings]
     for box in boxes:
         assert box.toolTip().strip(), box.objectName()
-    assert dialog.tabs.tabBar().minimumSizeHint().width() <= 700  # many tabs scroll, not widen
-    for i in range(dialog.tabs.count()):
-        if dialog.tabs.tabText(i) == "Providers":
+    for i in range(dialog.pages.count()):
+        if dialog.pages.title(i) == "Providers":
             continue  # another page's own layout (see the report); every page here fits a small screen
-        hint = dialog.tabs.widget(i).minimumSizeHint()
-        assert hint.width() <= 760 and hint.height() <= 480, (dialog.tabs.tabText(i), hint)
+        hint = dialog.pages.widget(i).minimumSizeHint()
+        assert hint.width() <= 760 and hint.height() <= 480, (dialog.pages.title(i), hint)
     helps = {w.objectName(): w.text() for w in dialog.findChildren(QLabel) if w.objectName().endswith("Help")}
     for name in ("temperatureHelp", "top_kHelp", "top_pHelp", "min_pHelp", "repetition_penaltyHelp",
                  "maxTokensSpinHelp", "seedEditHelp", "stopStringsEditHelp"):
@@ -49,7 +48,7 @@ def test_cancel_and_escape_keep_every_page_as_it_was_and_save_keeps_every_page(o
     dialog.show()
     dialog.activateWindow()
     qtbot.waitUntil(dialog.isActiveWindow)
-    dialog.tabs.setCurrentWidget(dialog.memory_page)
+    dialog.pages.setCurrentWidget(dialog.memory_page)
     dialog.temperature.setValue(1.3)  # Generation
     dialog.parallel_spin.setValue(3)  # Model
     dialog.memory_page.suggest_box.setChecked(not dialog.memory_page.suggest_box.isChecked())  # Memory
@@ -64,7 +63,7 @@ def test_cancel_and_escape_keep_every_page_as_it_was_and_save_keeps_every_page(o
     again.parallel_spin.setValue(3)
     again.memory_page.suggest_box.setChecked(not suggest)
     again.hotkey_enabled.setChecked(False)
-    again.tabs.setCurrentWidget(again.about_page)  # Save from any page saves every page
+    again.pages.setCurrentWidget(again.about_page)  # Save from any page saves every page
     with qtbot.waitSignal(again.saved):
         again.buttons.accepted.emit()
     third = _dialog(window, arun)
@@ -78,7 +77,7 @@ def test_about_page_shows_version_data_folder_and_licences(open_window, arun, wr
     window = open_window()
     dialog = _dialog(window, arun)
     about = dialog.about_page
-    assert dialog.tabs.tabText(dialog.tabs.indexOf(about)) == "About"
+    assert dialog.pages.title(dialog.pages.indexOf(about)) == "About"
     assert __version__ in about.version_label.text()
     assert about.folder_label.text() == str(wren_home)
     table = about.licences.toPlainText()

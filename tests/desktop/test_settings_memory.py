@@ -73,7 +73,7 @@ def test_a_memory_opened_from_an_answer_is_selected_or_said_to_be_gone(open_wind
     arun(window.engine.memories.delete(gone.id))
     dialog = _dialog(window, arun)
     assert arun(dialog.show_memory(keep.id))
-    assert dialog.tabs.currentWidget() is dialog.memory_page and dialog.memory_page.selected_id() == keep.id
+    assert dialog.pages.currentWidget() is dialog.memory_page and dialog.memory_page.selected_id() == keep.id
     assert not arun(dialog.show_memory(gone.id))
     assert "deleted" in dialog.memory_page.count_label.text()
 
@@ -105,5 +105,5 @@ def test_memory_switches_and_custom_instructions_are_saved(open_window, arun, qt
     again.personal_page.how_to_respond.setPlainText("y" * 3001)
     again.personal_page.reserve.setValue(0)
     assert arun(again.save()) is None
-    assert again.tabs.currentWidget() is again.personal_page and "3,000" in again.error_label.text()
+    assert again.pages.currentWidget() is again.personal_page and "3,000" in again.error_label.text()
     assert arun(window.engine.settings.context()).answer_reserve == 512  # nothing was written

@@ -319,7 +319,7 @@ def _item(widget, name):
                 if widget.item(i).data(Qt.ItemDataRole.UserRole) == name)
 
 
-def test_settings_switches_a_tool_off_and_on(tools_page, qtbot, arun):
+def test_settings_switches_a_tool_off_and_on_when_saved(tools_page, qtbot, arun):
     engine = tools_page.engine
     item = _item(tools_page.tool_list, "calculator")
     assert item.checkState() == Qt.CheckState.Checked
@@ -327,9 +327,14 @@ def test_settings_switches_a_tool_off_and_on(tools_page, qtbot, arun):
 
     def enabled():
         return {t.name: t.enabled for t in arun(engine.tools.list())}["calculator"]
-    qtbot.waitUntil(lambda: enabled() is False, timeout=5000)
+    assert enabled() is True and "Save" in tools_page.status.text()  # kept on Save, like every setting
+    arun(tools_page.load())  # the page shown again keeps the switch not saved yet
+    assert _item(tools_page.tool_list, "calculator").checkState() == Qt.CheckState.Unchecked
+    arun(tools_page.save())
+    assert enabled() is False
     _item(tools_page.tool_list, "calculator").setCheckState(Qt.CheckState.Checked)
-    qtbot.waitUntil(lambda: enabled() is True, timeout=5000)
+    arun(tools_page.save())
+    assert enabled() is True
 
 
 def test_settings_lists_always_allowed_tools_and_revokes(tools_page, qtbot, arun):
@@ -338,11 +343,11 @@ def test_settings_lists_always_allowed_tools_and_revokes(tools_page, qtbot, arun
     arun(engine.tools.allow_always("echo"))
     arun(engine.tools.allow_always("calculator"))
     arun(tools_page.load())
-    assert [tools_page.always_list.item(i).text() for i in range(2)] == ["calculator", "echo"]
+    assert [tools_page.always_list.item(i).text() for i in range(2)] == ["Calculator", "Echo"]
     tools_page.always_list.setCurrentRow(1)
     arun(tools_page.revoke())
     assert arun(engine.tools.always_allowed()) == ["calculator"]
-    assert tools_page.always_list.item(0).text() == "calculator" and "ask again" in tools_page.status.text()
+    assert tools_page.always_list.item(0).text() == "Calculator" and "ask again" in tools_page.status.text()
 
 
 def test_settings_adds_edits_and_removes_an_mcp_server_without_starting_it(tools_page, qtbot, arun):
@@ -410,15 +415,15 @@ def test_settings_test_connection_failure_is_said_and_the_log_shown(tools_page, 
     assert page.status.text() == "The log of missing, newest last."
 
 
-def test_settings_has_a_tools_tab(open_window, qtbot):
+def test_settings_has_a_tools_page(open_window, qtbot):
     from wren.desktop.settings.dialog import SettingsDialog
 
     window = open_window()
     dialog = SettingsDialog(window.engine, window.tasks)
     qtbot.addWidget(dialog)
-    titles = [dialog.tabs.tabText(i) for i in range(dialog.tabs.count())]
+    titles = [dialog.pages.title(i) for i in range(dialog.pages.count())]
     assert "Tools" in titles
-    assert dialog.tabs.widget(titles.index("Tools")) is dialog.tools_page
+    assert dialog.pages.widget(titles.index("Tools")) is dialog.tools_page
 
 
 @pytest.mark.parametrize("bad", ["NOEQUALS", "TWO WORDS=1", "=value"])
