@@ -114,11 +114,9 @@ class MiniLMEmbedder:
         blocked = (1.0 - mask)[:, None, None, :] * np.float32(-1e9)
         for qkv, qkv_b, out_w, out_b, norm1, up_w, up_b, down_w, down_b, norm2 in self.layers:
             q, k, v = np.split(x @ qkv + qkv_b, 3, axis=-1)
-            q, k, v = (t.reshape(batch, width, heads, size).transpose(0, 2, 1, 3) for t in (q, k, v))
-            scores = q @ k.transpose(0, 1, 3, 2) / np.float32(np.sqrt(size)) + blocked
-            scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
-            attention = scores / scores.sum(axis=-1, keepdims=True)
-            context = (attention @ v).transpose(0, 2, 1, 3).reshape(batch, width, heads * size)
+            q, k, v = (np.ascontiguousarray(t.reshape(batch, width, heads, size).transpose(0, 2, 1, 3))
+                       for t in (q, k, v))
+            context = _attention(q, k, v, blocked).transpose(0, 2, 1, 3).reshape(batch, width, heads * size)
             x = _layer_norm(x + context @ out_w + out_b, *norm1, self.eps)
             x = _layer_norm(x + _gelu(x @ up_w + up_b) @ down_w + down_b, *norm2, self.eps)
         pooled = (x * mask[:, :, None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1.0)
@@ -174,14 +172,56 @@ def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float)
     return (x - mean) / np.sqrt(var + eps) * weight + bias
 
 
+def _attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, blocked: np.ndarray) -> np.ndarray:
+    """Softmax attention, one sequence at a time: its scores (heads x width x width, 3 MB at
+    256 tokens) stay in cache, where a batch's (100 MB at 32 x 256) went through memory
+    four times."""
+    out = np.empty_like(q)
+    scale = np.float32(1 / np.sqrt(q.shape[-1]))
+    for b in range(q.shape[0]):
+        scores = q[b] @ k[b].transpose(0, 2, 1)
+        scores *= scale
+        scores += blocked[b]
+        scores -= scores.max(axis=-1, keepdims=True)
+        np.exp(scores, out=scores)
+        scores /= scores.sum(axis=-1, keepdims=True)
+        np.matmul(scores, v[b], out=out[b])
+    return out
+
+
+_GELU_BLOCK = 1 << 15  # values per step: the step's temporaries stay in L2
+
+
 def _gelu(x: np.ndarray) -> np.ndarray:
-    # BERT's exact (erf) GELU; erf by Abramowitz & Stegun 7.1.26 (error < 1.5e-7).
-    z = x / np.float32(np.sqrt(2.0))
-    a = np.abs(z)
-    t = 1.0 / (1.0 + 0.3275911 * a)
-    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
-    erf = np.sign(z) * (1.0 - poly * np.exp(-a * a))
-    return (0.5 * x * (1.0 + erf)).astype(np.float32)
+    """BERT's exact (erf) GELU; erf by Abramowitz & Stegun 7.1.26 (error < 1.5e-7), in place
+    on cache-sized blocks: a batch's 12M values took 0.64 s through fresh temporaries (a
+    third of an indexing batch), 0.05 s so."""
+    out = np.empty(x.shape, dtype=np.float32)
+    flat, result = x.reshape(-1), out.reshape(-1)
+    for start in range(0, flat.size, _GELU_BLOCK):
+        v = flat[start:start + _GELU_BLOCK]
+        z = v * np.float32(1 / np.sqrt(2.0))
+        a = np.abs(z)
+        t = a * np.float32(0.3275911)
+        t += 1
+        np.reciprocal(t, out=t)
+        p = t * np.float32(1.061405429)
+        for c in (-1.453152027, 1.421413741, -0.284496736):
+            p += np.float32(c)
+            p *= t
+        p += np.float32(0.254829592)
+        p *= t
+        np.multiply(a, a, out=a)
+        np.negative(a, out=a)
+        np.exp(a, out=a)
+        p *= a  # poly * exp(-z^2)
+        np.subtract(1, p, out=p)
+        p *= np.sign(z)  # erf(z)
+        p += 1
+        p *= v
+        p *= np.float32(0.5)
+        result[start:start + _GELU_BLOCK] = p
+    return out
 
 
 def embeddings_available() -> bool:
