@@ -118,30 +118,18 @@ class Conversations:
         out["tools"] = await self.tools.for_conversation(conversation_id)
         return out
 
+    def new_chat_settings(self, **changes: Any) -> dict[str, Any]:
+        """The settings of a chat not made yet, checked (the keys of `update_settings`), to
+        give `create(settings=...)` or `chat.send_new(settings=...)`; raises InvalidRequest."""
+        return settings_for_new_chat(**changes)
+
     async def update_settings(self, conversation_id: int, **changes: Any) -> dict[str, Any]:
         """Change this chat's own settings; a value of None removes it (the app's setting
         applies again). Keys: system_prompt (text), sampling (SamplingParams fields),
         sampling_preset (a name), memory (True/False), tools (tool names), thinking (one of
         records.THINKING_CHOICES, for a model that takes it: engine.models.thinking_choices()).
         Checked before anything is saved; returns the chat's settings after the change."""
-        from .inference.presets import check_layer
-
-        unknown = sorted(set(changes) - {*CHAT_SETTING_KEYS, "tools"})
-        if unknown:
-            raise InvalidRequest(f"unknown chat setting(s): {', '.join(unknown)}; the chat settings are "
-                                 f"{', '.join([*CHAT_SETTING_KEYS, 'tools'])}")
-        for key in (SYSTEM_PROMPT_KEY, PRESET_KEY):
-            value = changes.get(key)
-            if value is not None and not isinstance(value, str):
-                raise InvalidRequest(f"the chat's {key} must be text, not {value!r}")
-        if changes.get(SAMPLING_KEY) is not None:
-            check_layer(changes[SAMPLING_KEY], "the chat's sampling settings")
-        if changes.get(MEMORY_KEY) is not None and not isinstance(changes[MEMORY_KEY], bool):
-            raise InvalidRequest(f"the chat's memory setting must be true or false, not {changes[MEMORY_KEY]!r}")
-        thinking = changes.get(THINKING_KEY)
-        if thinking is not None and thinking not in THINKING_CHOICES:
-            raise InvalidRequest(f"the chat's thinking setting must be one of {', '.join(THINKING_CHOICES)} "
-                                 f"(or none for the model's default), not {thinking!r}")
+        _check_chat_settings(changes)
         if "tools" in changes:
             await self.tools.set_for_conversation(conversation_id, changes.pop("tools"))
         if changes:
@@ -155,3 +143,41 @@ class Conversations:
             store = self.e.store_for(conversation_id)
             await self.e.db(store.update_conversation, conversation_id, settings=settings)
         return await self.settings(conversation_id)
+
+
+def _check_chat_settings(changes: dict[str, Any]) -> None:
+    """Refuse an unknown key or a value of the wrong kind, before anything is saved."""
+    from .inference.presets import check_layer
+
+    unknown = sorted(set(changes) - {*CHAT_SETTING_KEYS, "tools"})
+    if unknown:
+        raise InvalidRequest(f"unknown chat setting(s): {', '.join(unknown)}; the chat settings are "
+                             f"{', '.join([*CHAT_SETTING_KEYS, 'tools'])}")
+    for key in (SYSTEM_PROMPT_KEY, PRESET_KEY):
+        value = changes.get(key)
+        if value is not None and not isinstance(value, str):
+            raise InvalidRequest(f"the chat's {key} must be text, not {value!r}")
+    if changes.get(SAMPLING_KEY) is not None:
+        check_layer(changes[SAMPLING_KEY], "the chat's sampling settings")
+    if changes.get(MEMORY_KEY) is not None and not isinstance(changes[MEMORY_KEY], bool):
+        raise InvalidRequest(f"the chat's memory setting must be true or false, not {changes[MEMORY_KEY]!r}")
+    thinking = changes.get(THINKING_KEY)
+    if thinking is not None and thinking not in THINKING_CHOICES:
+        raise InvalidRequest(f"the chat's thinking setting must be one of {', '.join(THINKING_CHOICES)} "
+                             f"(or none for the model's default), not {thinking!r}")
+    tools = changes.get("tools")
+    if tools is not None and (isinstance(tools, str) or not all(isinstance(n, str) for n in tools)):
+        raise InvalidRequest(f"a chat's tools must be a list of tool names, not {tools!r}")
+
+
+def settings_for_new_chat(**changes: Any) -> dict[str, Any]:
+    """A chat's own settings for a chat not made yet (the window's new, empty chat), checked
+    as `update_settings` checks them, in the form `create(settings=...)` keeps: the first
+    answer then follows them. None (or an empty system prompt) leaves a key out."""
+    _check_chat_settings(changes)
+    out: dict[str, Any] = {}
+    for key, value in changes.items():
+        if value is None or (key == SYSTEM_PROMPT_KEY and not value.strip()):
+            continue
+        out[key] = list(dict.fromkeys(value)) if key == "tools" else value
+    return out

@@ -1,7 +1,9 @@
 """This chat's own settings, from the header: its system prompt, a sampling preset, the
 tools it may use, whether it uses and saves memories, and (for a thinking model that takes
 it) how much the model thinks. Saved in the conversation
-(`engine.conversations.update_settings`); the next Send of this chat follows them."""
+(`engine.conversations.update_settings`); the next Send of this chat follows them. A new,
+empty chat takes them too: they are kept by the window until its first message makes the
+chat, which is created with them (`engine.conversations.new_chat_settings`)."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from wren.engine.api import Engine
-from wren.engine.ghost import CHAT_SAMPLING_PRESETS
+from wren.engine.ghost import CHAT_SAMPLING_PRESETS, CHAT_SETTING_KEYS
 
 from .seams import OpenChat, StatusLine, TaskRunner
 
@@ -35,13 +37,18 @@ THINKING_LABELS = {"on": "On", "off": "Off", "low": "Low effort", "medium": "Med
 class ChatSettingsDialog(QDialog):
     saved = Signal(dict)  # the chat's settings after saving
 
-    def __init__(self, engine: Engine, conversation_id: int, parent: QWidget | None = None):
+    def __init__(self, engine: Engine, conversation_id: int | None, parent: QWidget | None = None, *,
+                 pending: dict | None = None, temporary: bool = False):
+        """`conversation_id` None: the new chat not made yet, whose settings so far are
+        `pending` (`temporary`: it will be a temporary chat)."""
         super().__init__(parent)
         self.setObjectName("chatSettingsDialog")
         self.setWindowTitle("Chat settings")
         self.setAccessibleName("Chat settings")
         self.engine = engine
         self.conversation_id = conversation_id
+        self._pending = dict(pending or {})
+        self._temporary = temporary
         self._current: dict = {}
         self.system_prompt = QPlainTextEdit()
         self.system_prompt.setObjectName("chatSystemPrompt")
@@ -90,8 +97,12 @@ class ChatSettingsDialog(QDialog):
 
     async def load(self) -> None:
         engine = self.engine
-        current = await engine.conversations.settings(self.conversation_id)
-        conv = await engine.conversations.get(self.conversation_id)
+        if self.conversation_id is None:
+            current = {key: self._pending.get(key) for key in (*CHAT_SETTING_KEYS, "tools")}
+            temporary = self._temporary
+        else:
+            current = await engine.conversations.settings(self.conversation_id)
+            temporary = bool((await engine.conversations.get(self.conversation_id)).settings.get("temporary"))
         self._current = current
         self.system_prompt.setPlainText(current.get("system_prompt") or "")
         name = current.get("sampling_preset")
@@ -100,7 +111,6 @@ class ChatSettingsDialog(QDialog):
         if index < 0:
             index = 0 if not sampling else self._custom_index()
         self.preset.setCurrentIndex(index)
-        temporary = bool(conv.settings.get("temporary"))
         self.memory.setChecked(current.get("memory") is not False and not temporary)
         self.memory.setEnabled(not temporary)
         if temporary:
@@ -170,7 +180,10 @@ class ChatSettingsDialog(QDialog):
         return out
 
     async def save(self) -> dict:
-        result = await self.engine.conversations.update_settings(self.conversation_id, **self.changes())
+        if self.conversation_id is None:  # checked now, kept by the window until the chat is made
+            result = self.engine.conversations.new_chat_settings(**self.changes())
+        else:
+            result = await self.engine.conversations.update_settings(self.conversation_id, **self.changes())
         self._current = result
         self.saved.emit(result)
         return result
@@ -178,20 +191,24 @@ class ChatSettingsDialog(QDialog):
 
 async def open_chat_settings(engine: Engine, conversations: OpenChat, status: StatusLine, tasks: TaskRunner,
                              parent: QWidget) -> ChatSettingsDialog | None:
-    """The header's Chat settings, for the open chat. Save writes and closes; the composer's
-    tool menu then shows the chat's new choice. Its collaborators are the seams of
-    desktop/window/seams.py; the dialog opens over `parent`."""
+    """The header's Chat settings, for the open chat, or the new one before its first
+    message. Save writes (or, for the new chat, keeps for its first message) and closes; the
+    composer's tool menu then shows the chat's new choice. Its collaborators are the seams
+    of desktop/window/seams.py; the dialog opens over `parent`."""
     conversation_id = conversations.current_id
-    if conversation_id is None:
-        status.showMessage("Send a first message, then this chat's settings can be set.", 6000)
-        return None
-    dialog = ChatSettingsDialog(engine, conversation_id, parent)
+    new = conversation_id is None
+    dialog = ChatSettingsDialog(engine, conversation_id, parent, pending=conversations.new_chat_settings if new else None,
+                                temporary=conversations.temporary)
     await dialog.load()
+    opened = conversations.opening()
 
     async def save() -> None:
-        await dialog.save()
+        result = await dialog.save()
         dialog.accept()
-        if conversations.current_id == conversation_id:
+        if new and conversations.current_id is None and conversations.opening() == opened:  # the same new chat
+            await conversations.set_new_chat_settings(result)
+            status.showMessage("This new chat starts with these settings when you send its first message.", 5000)
+        elif not new and conversations.current_id == conversation_id:
             conversations.load_tools()
 
     dialog.buttons.accepted.connect(lambda: tasks.run(save(), what="saving the chat settings"))

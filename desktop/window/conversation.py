@@ -79,6 +79,7 @@ class ConversationController(QObject):
         self.tasks = tasks
         self.current_id: int | None = None
         self.temporary = False  # the chat shown is temporary (created on its first message)
+        self.new_chat_settings: dict = {}  # the new chat's own settings, set before its first message
         self.project: str | None = None  # the project a new chat is started in (desktop/library/projects.py)
         self._temporary_ids: set[int] = set()  # every temporary chat of this session, left or not
         self.streams: dict[int, TurnStream] = {}  # conversation id → its answer in flight
@@ -161,8 +162,25 @@ class ConversationController(QObject):
     def new_temporary_chat(self) -> None:
         self._reset(temporary=True)
 
+    def opening(self) -> int:
+        """Which opening of a chat (or of a new one) is shown: each changes it."""
+        return self._open_generation
+
+    async def set_new_chat_settings(self, settings: dict) -> None:
+        """The new chat's own settings (checked by engine.conversations.new_chat_settings),
+        kept until its first message creates it with them; its tools tick the composer's menu,
+        whose choice that message keeps."""
+        self.new_chat_settings = dict(settings)
+        names = settings.get("tools")
+        if names is None:
+            saved = await self.engine.settings.get("tools.default")
+            names = [n for n in saved if isinstance(n, str)] if isinstance(saved, list) else []
+        self.tools.set_tools(await self.engine.tools.list(), list(names))
+        self.tool_choice.picked(list(names))
+
     def _reset(self, *, temporary: bool) -> None:
         self._open_generation += 1
+        self.new_chat_settings = {}
         self._leave_temporary()
         self._detach()
         self.current_id = None
@@ -284,12 +302,14 @@ class ConversationController(QObject):
                 self.turn_finished.emit(Finished(FinishReason.ERROR))
                 return
             try:
-                conversation_id = (await self.engine.conversations.create(temporary=temporary)).id
+                conversation_id = (await self.engine.conversations.create(
+                    temporary=temporary, settings=self.new_chat_settings or None)).id
             except Exception:
                 self._sync_busy()
                 self.composer.set_text(text)
                 raise
             self.current_id = conversation_id
+            self.new_chat_settings = {}  # the chat has them now
             if temporary:
                 self._temporary_ids.add(conversation_id)
         user = self.chat.add_pending_user(text, options.attachments if options is not None else ())

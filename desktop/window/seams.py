@@ -158,5 +158,9 @@ class OpenChat(Protocol):
     """The conversation shown, as the chat settings panel needs it (ConversationController)."""
 
     current_id: int | None
+    temporary: bool
+    new_chat_settings: dict  # the new chat's own settings before its first message
 
     def load_tools(self, start_servers: bool = False) -> None: ...
+    def opening(self) -> int: ...
+    async def set_new_chat_settings(self, settings: dict) -> None: ...

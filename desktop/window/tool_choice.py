@@ -82,6 +82,10 @@ class ToolChoice(QObject):
         self.tasks.run(self.engine.settings.set("tools.default", list(names) or None), what="saving the tools for new chats")
         self.status.showMessage(f"New chats will start with: {', '.join(names) or 'no tools'}", 5000)
 
+    def picked(self, names: list[str]) -> None:
+        """A choice made elsewhere (a new chat's settings) counts as the user's, as a tick does."""
+        self._chosen(names)
+
     def _chosen(self, names: list[str]) -> None:
         self._picked += 1
         current = self.current_chat()

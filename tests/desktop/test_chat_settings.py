@@ -68,10 +68,43 @@ def test_edits_persist_and_reach_the_next_send(open_window, send, qtbot, arun):
     assert [m.text for m in arun(window.engine.memories.list())] == ["I prefer metric units"]
 
 
-def test_a_new_chat_says_to_send_first(open_window, qtbot):
-    window = open_window("ok")
+def test_a_new_chats_settings_are_set_before_its_first_message_and_apply_to_its_first_answer(
+        open_window, send, qtbot, arun):
+    window = open_window("Arr, noted.")
+    send(window, "Hello")  # another chat first: the new one must not inherit its settings
     window.conversations.new_chat()
-    window.chat_settings_dialog = None
-    qtbot.mouseClick(window.chat_settings_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: "first message" in window.status.currentMessage(), timeout=5000)
-    assert window.chat_settings_dialog is None
+    assert window.conversations.current_id is None
+    dialog = _open_panel(window, qtbot)  # the empty new chat has its settings too
+    assert dialog.system_prompt.toPlainText() == "" and dialog.preset.currentText() == "Model defaults"
+    tool = sorted(dialog.tool_boxes)[0]
+    dialog.system_prompt.setPlainText("You are a pirate. Answer like one.")
+    dialog.preset.setCurrentText("Precise")
+    dialog.memory.setChecked(False)
+    dialog.tools_default.setChecked(False)
+    for name, box in dialog.tool_boxes.items():
+        box.setChecked(name == tool)
+    qtbot.mouseClick(dialog.buttons.button(dialog.buttons.StandardButton.Save), Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not dialog.isVisible(), timeout=10000)
+    assert window.conversations.current_id is None  # no chat is made before its first message
+    qtbot.waitUntil(lambda: window.composer.tools_button.chosen() == [tool], timeout=5000)
+
+    again = _open_panel(window, qtbot)  # the panel shows what was set, still before the first message
+    assert again.system_prompt.toPlainText() == "You are a pirate. Answer like one."
+    assert again.preset.currentText() == "Precise" and not again.memory.isChecked()
+    again.reject()
+
+    send(window, "Remember that I prefer metric units")
+    conversation_id = window.conversations.current_id
+    assert conversation_id is not None
+    assert "You are a pirate. Answer like one." in window.engine.scripted.loaded[-1].prompts[-1]
+    answer = arun(window.engine.conversations.messages(conversation_id))[-1]
+    assert answer.sampling["temperature"] == CHAT_SAMPLING_PRESETS["Precise"]["temperature"]
+    assert answer.sampling["top_p"] == CHAT_SAMPLING_PRESETS["Precise"]["top_p"]
+    saved = arun(window.engine.conversations.settings(conversation_id))
+    assert saved["memory"] is False and saved["tools"] == [tool] and saved["sampling_preset"] == "Precise"
+    assert arun(window.engine.memories.list()) == []  # memory is off for this chat from its first message
+
+    window.conversations.new_chat()  # the next new chat starts from the app's settings again
+    fresh = _open_panel(window, qtbot)
+    assert fresh.system_prompt.toPlainText() == "" and fresh.memory.isChecked()
+    fresh.reject()
