@@ -41,6 +41,28 @@ def test_the_previous_model_is_collected_after_a_switch(make_engine):
     assert worker_gone, "the unloaded worker is still referenced"
 
 
+def test_a_model_in_a_reference_cycle_is_not_pinned_by_the_next_loads_freeze(make_engine):
+    """A torch model is full of cycles (modules point at their parents). The next worker
+    freezes what exists once its model has loaded (gc.freeze): a cycle still uncollected
+    then would outlive the switch for as long as the new model stays loaded."""
+    async def main():
+        engine = make_engine("Hello from Wren.")
+        try:
+            await engine.models.load()
+            model = engine.loaded_worker.model
+            model.itself = model  # a cycle, as a torch module tree has
+            model_ref = weakref.ref(model)
+            del model
+            engine.scripted.loaded.clear()
+            await engine.models.load()
+            gc.collect()  # what the test can do: frozen objects are out of its reach
+            return model_ref() is None
+        finally:
+            await engine.close()
+
+    assert asyncio.run(main()), "the unloaded model's cycle was frozen with the next model"
+
+
 GROWTH_BOUND_MIB = 64  # measured +10 to +21 MiB after switching back and deleting (2-core EPYC, torch-cpu)
 
 
