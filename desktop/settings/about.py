@@ -78,7 +78,7 @@ class AboutPage(QWidget):
         form.addRow("Version", self.version_label)
         form.addRow("Data folder", self.folder_label)
         form.addRow("", self.open_button)
-        form.addRow("Model's licence", self.model_label)
+        form.addRow("Models' licences", self.model_label)  # the answering one first
         layout = QVBoxLayout(self)
         layout.addWidget(QLabel("Wren: a private assistant that runs on this computer."))
         layout.addLayout(form)

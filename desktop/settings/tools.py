@@ -1,7 +1,8 @@
 """Settings → Tools: which tools are switched on, the tools the user always allows (with
 Revoke), and MCP servers (add a command or a URL, import the `mcpServers` JSON of other
-apps, edit, remove, test the connection and see its tools, read its log). Changes here are
-kept at once, like the Providers page's; nothing starts a server but Test (docs/tools.md)."""
+apps, edit, remove, test the connection and see its tools, read its log). Tool switches are kept by the dialog's Save, like every setting; a server is
+saved, removed or imported by its own button, at once; nothing starts a server but Test
+(docs/tools.md)."""
 
 from __future__ import annotations
 
@@ -212,7 +213,9 @@ class ToolsPage(QScrollArea):
 
         content = QWidget()
         layout = QVBoxLayout(content)
-        kept = QLabel("Changes on this page are kept at once.")
+        kept = QLabel("Tool switches are kept when you press Save. Servers are saved, removed and "
+                      "imported with their own buttons, at once.")
+        kept.setWordWrap(True)
         kept.setObjectName("toolsKeptNote")
         layout.addWidget(kept)
         layout.addWidget(tools_box)
