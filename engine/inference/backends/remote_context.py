@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import logging
 from typing import Any
+from urllib.parse import urlsplit
 
 log = logging.getLogger(__name__)
 
+OLLAMA_PORT = 11434
+OLLAMA_OWNERS = ("library", "ollama")  # Ollama's /v1/models: owned_by "library" for its own models
 ENTRY_FIELDS = ("max_model_len", "context_length", "context_window", "max_context_length")
 
 
@@ -70,17 +73,29 @@ def entry_for(infos: list[dict], model: str) -> dict | None:
     return found if found is not None or len(infos) != 1 else infos[0]
 
 
+def _probes(base_url: str, entry: dict | None, model: str) -> list[tuple[str, str, dict | None, Any]]:
+    """The server's own routes worth asking, by what its /models entry shows it to be: only
+    llama.cpp's server and Ollama get a question past /v1 (no stray requests to others)."""
+    owner = entry.get("owned_by") if entry else None
+    probes: list[tuple[str, str, dict | None, Any]] = []
+    if entry is not None and (owner == "llamacpp" or isinstance(entry.get("meta"), dict)):
+        probes.append(("GET", "/props", None, context_from_props))
+    if owner in OLLAMA_OWNERS or urlsplit(base_url).port == OLLAMA_PORT:
+        probes.append(("POST", "/api/show", {"model": model}, context_from_show))
+    return probes
+
+
 async def discover_context(client, model: str) -> int | None:
     """Ask the server behind `client` (an OpenAIClient) how long `model`'s context is;
-    None when nothing it answers says so. Each question that fails is skipped."""
-    entry: dict | None = None
+    None when nothing it answers says so. A server that does not answer its model list (or
+    the offline lock that refuses it) is asked nothing more; a route it lacks is skipped."""
     try:
         entry = entry_for(await client.list_models(), model)
-    except Exception as exc:  # the provider may list no models
+    except Exception as exc:  # unreachable, refused, or no model list
         log.info("no model list from %s: %s", client.base_url, exc)
+        return None
     found = context_from_info(entry, trained=False) if entry else None
-    for method, path, body, read in (("GET", "/props", None, context_from_props),
-                                     ("POST", "/api/show", {"model": model}, context_from_show)):
+    for method, path, body, read in _probes(client.base_url, entry, model):
         if found:
             break
         try:

@@ -15,19 +15,23 @@ from wren.engine.inference.backends.remote_context import context_from_show
 
 VLLM = {"GET /v1/models": {"data": [{"id": "m", "max_model_len": 32768}]}}
 LLAMA_CPP = {
-    "GET /v1/models": {"data": [{"id": "/models/m-Q4_K_M.gguf", "meta": {"n_ctx_train": 131072}}]},
+    "GET /v1/models": {"data": [{"id": "/models/m-Q4_K_M.gguf", "owned_by": "llamacpp",
+                                 "meta": {"n_ctx_train": 131072}}]},
     "GET /props": {"default_generation_settings": {"n_ctx": 32768}, "total_slots": 1},
 }
 OLLAMA = {
-    "GET /v1/models": {"data": [{"id": "m", "object": "model"}, {"id": "other", "object": "model"}]},
+    "GET /v1/models": {"data": [{"id": "m", "object": "model", "owned_by": "library"},
+                                {"id": "other", "object": "model", "owned_by": "library"}]},
     "POST /api/show": {"parameters": "num_ctx 32768\nstop \"<|eot|>\"", "model_info": {"llama.context_length": 131072}},
 }
 SILENT = {"GET /v1/models": {"data": [{"id": "m"}]}}
 
 
-def _serve(routes: dict):
+def _serve(routes: dict, seen: list | None = None):
     class Handler(BaseHTTPRequestHandler):
         def _answer(self) -> None:
+            if seen is not None:
+                seen.append(f"{self.command} {self.path}")
             size = int(self.headers.get("content-length") or 0)
             self.rfile.read(size)
             body = routes.get(f"{self.command} {self.path}")
@@ -67,12 +71,14 @@ def test_the_loaded_remote_model_reads_as_much_as_its_server_says(routes):
         server.shutdown()
 
 
-def test_a_server_that_says_nothing_leaves_the_default():
-    server = _serve(SILENT)
+def test_a_server_that_says_nothing_leaves_the_default_and_is_asked_nothing_else():
+    seen: list[str] = []
+    server = _serve(SILENT, seen)
     spec = RemoteSpec("local", "m", f"http://127.0.0.1:{server.server_address[1]}/v1", None, False, None)
     worker = RemoteWorker("local/m", RemoteBackend(spec), Words())
     try:
         assert worker.loaded.result(20).context_length == DEFAULT_CONTEXT
+        assert seen == ["GET /v1/models"]  # not llama.cpp's /props nor Ollama's /api/show
     finally:
         worker.close()
         server.shutdown()
