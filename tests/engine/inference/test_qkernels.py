@@ -343,3 +343,24 @@ def test_qlinear_row_result_independent_of_call_shape(qtype, isa):
     for rows in range(1, 10):
         assert torch.equal(kernels.qlinear(x[:1], raw[:rows], qtype, rows)[0], alone[:rows])
     assert torch.equal(kernels.qlinear(x, raw, qtype, 9)[0], alone)
+
+
+@pytest.mark.parametrize("qtype", QUANT_TYPES, ids=_name)
+def test_qlinear_exact_row_result_independent_of_call_rows(qtype, isa):
+    """The float-activation kernels take several x rows per weight pass (a prompt's exact
+    tail of 16 rows, a verify pass): a row's result is the same, bit for bit, whether it is
+    computed alone or among 2..16 rows (every remainder of the four-, two- and one-row
+    passes), in the file's layout and in the interleaved one QuantLinear holds."""
+    rng = np.random.default_rng(qtype + 100)
+    block = GGML_QUANT_SIZES[GGMLQuantizationType(qtype)][0]
+    cols = 3 * max(block, 32)
+    raw = torch.from_numpy(random_raw(qtype, 16, cols, rng))
+    layouts = {(qtype, raw.data_ptr()): raw}
+    packed, packed_type = kernels.interleaved(raw, qtype, cols)
+    layouts[(packed_type, packed.data_ptr())] = packed
+    x = torch.from_numpy(rng.standard_normal((16, cols)).astype(np.float32))
+    for (layout, _), w in layouts.items():
+        alone = torch.cat([kernels.qlinear_exact(x[j:j + 1], w, layout, 16) for j in range(16)])
+        for n in (2, 3, 4, 5, 6, 7, 8, 9, 12, 16):
+            together = kernels.qlinear_exact(x[:n], w, layout, 16)
+            assert torch.equal(together, alone[:n]), f"{_name(qtype)} layout {layout}, {n} rows"
