@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QSizePolicy, QTextBro
 from ..theme import is_dark
 from .blocks import hard_breaks
 from .highlight import code_colors, code_html
+from .quotes import paint_quote_bars
 
 
 class AutoHeightBrowser(QTextBrowser):
@@ -70,6 +71,10 @@ class ProseSegment(AutoHeightBrowser):
         self._plain = QTextCharFormat()
         self._paragraph_start = 0  # where the paragraph being streamed begins
         self._needs_block = False  # the next raw text starts below rendered text
+
+    def paintEvent(self, event) -> None:
+        super().paintEvent(event)
+        paint_quote_bars(self)  # a block quote's bar (desktop/chat/quotes.py)
 
     def append_live(self, text: str) -> None:
         cursor = self._cursor

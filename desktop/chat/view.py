@@ -142,9 +142,11 @@ class ChatView(QScrollArea):
             QTimer.singleShot(0, self, self._backlog_slice)
         self._update_empty()
 
-    def show_branch(self, messages: list[MessageInfo], position: int) -> None:
-        """Another version of the message at `position`: the messages after it change, the
-        view stays on it (its ‹ n/m › control under the pointer or the keyboard), not at the bottom."""
+    def show_branch(self, messages: list[MessageInfo], switched: int) -> None:
+        """Another version of the message `switched` (its id before the switch): the messages
+        after it change, the view stays on it (its ‹ n/m › control under the pointer or the
+        keyboard), not at the bottom."""
+        position = next((i for i, w in enumerate(self._messages) if w.message_id == switched), -1)
         self._stick = False
         self.show_messages(messages)
         if 0 <= position < len(self._messages):

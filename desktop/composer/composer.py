@@ -197,7 +197,6 @@ class Composer(QWidget):
     stop_requested = Signal()
     edit_last_requested = Signal()
     changed = Signal()  # the text to send changed (typed or pasted)
-    tokens_requested = Signal()  # show the draft as the model's tokens (desktop.chat.tokens)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -236,16 +235,10 @@ class Composer(QWidget):
         self._row = row
         self.tools_button = ToolsButton()  # which tools this chat may use (SendOptions.tools)
         self.attachment_bar = AttachmentBar()  # files for read_attachment (SendOptions.attachments)
-        self.tokens_button = QToolButton()
-        self.tokens_button.setText("Tokens")
-        self.tokens_button.setObjectName("tokensButton")
-        self.tokens_button.setAccessibleName("Show the draft as tokens")
-        self.tokens_button.setToolTip("See the draft as the model's tokens (Ctrl+Shift+K)")
-        self.tokens_button.setAutoRaise(True)
-        self.tokens_button.clicked.connect(self.tokens_requested)
+        # The draft as tokens, a developer's tool, is Chat ▸ Show the draft as tokens (Ctrl+Shift+K):
+        # not a button in this row, which is for writing and sending.
         foot = QHBoxLayout()
         foot.addWidget(self.tools_button)
-        foot.addWidget(self.tokens_button)
         foot.addWidget(self.attachment_bar)
         foot.addWidget(self.reason_label, 1)
         foot.addStretch(0)

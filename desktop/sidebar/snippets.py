@@ -105,7 +105,7 @@ class SnippetDelegate(QStyledItemDelegate):
         doc = QTextDocument()
         doc.setDefaultFont(option.font)
         doc.setDocumentMargin(0)
-        doc.setHtml(hit.html(mark_colour(option.palette)))
+        doc.setHtml(hit.html(mark_colour(QApplication.palette())))  # the list's own base is see-through
         doc.setTextWidth(width)
         return doc
 

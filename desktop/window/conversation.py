@@ -367,9 +367,8 @@ class ConversationController(QObject):
     async def sibling(self, message_id: int, step: int) -> None:
         if self.current_id is None or self.current_id in self.streams:
             return
-        position = next((i for i, w in enumerate(self.chat.message_widgets()) if w.message_id == message_id), -1)
         messages = await self.engine.conversations.sibling(message_id, step)
-        self.chat.show_branch(messages, position)
+        self.chat.show_branch(messages, message_id)
         self._show_usage_of(messages)
 
     def stop(self) -> bool:

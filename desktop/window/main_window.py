@@ -42,6 +42,8 @@ from .header import ChatHeader
 from .keyboard import ComposerKeys, ShortcutsDialog, chat_after
 from .models import ModelController
 from .search import ChatSearch
+from .sidebar_fit import DEFAULT_WIDTH as SIDEBAR_WIDTH
+from .sidebar_fit import SidebarFit
 from .status import WrenStatusBar
 
 log = logging.getLogger(__name__)
@@ -79,6 +81,7 @@ class MainWindow(QMainWindow):
         self.gate = SendGate(engine, self.composer, self.tasks, self)
         self._build_header()
         self._build_layout()
+        self.sidebar_fit = SidebarFit(self.splitter, self.sidebar, self.title_label, self)  # narrow: the title first
 
         self.conversations = ConversationController(
             engine, chat=self.chat, composer=self.composer, tools=self.composer.tools_button,
@@ -90,7 +93,6 @@ class MainWindow(QMainWindow):
         self.ghost = GhostController(engine, self.composer, self.tasks, lambda: self.conversations.current_id,
                                      lambda: bool(self.conversations.temporary), self)
         self.token_popover = TokenPopover(engine, self.tasks, self)
-        self.composer.tokens_requested.connect(self.show_draft_tokens)
         self.chat_settings_dialog = None
         self.chat_settings_button.clicked.connect(
             lambda: self.tasks.run(self.open_chat_settings(), what="opening the chat settings"))
@@ -150,7 +152,7 @@ class MainWindow(QMainWindow):
         splitter.addWidget(self.sidebar)
         splitter.addWidget(pane)
         splitter.setStretchFactor(1, 1)
-        splitter.setSizes([260, 840])
+        splitter.setSizes([SIDEBAR_WIDTH, 840])
         splitter.setChildrenCollapsible(False)
         self.setCentralWidget(splitter)
 
@@ -276,8 +278,8 @@ class MainWindow(QMainWindow):
         self.focus_composer()  # not the first button: what is typed first must not be lost
 
     def show_draft_tokens(self):
-        """The composer's popover: the draft as the model's tokens."""
-        return self.token_popover.show_for(self.composer.text(), self.composer.tokens_button)
+        """The composer's popover: the draft as the model's tokens (Chat menu, Ctrl+Shift+K)."""
+        return self.token_popover.show_for(self.composer.text(), self.composer.tools_button)
 
     # -- keyboard ---------------------------------------------------------------------
 
@@ -293,7 +295,7 @@ class MainWindow(QMainWindow):
             stops += _stops_in_reading_order(message)
         stops += _stops_in_reading_order(self.gate.panel)
         stops += [self.composer.edit, self.voice.mic, self.composer.send_button, self.composer.stop_button]
-        stops += [self.composer.tools_button, self.composer.tokens_button, *_stops_in_reading_order(self.composer.attachment_bar)]
+        stops += [self.composer.tools_button, *_stops_in_reading_order(self.composer.attachment_bar)]
         return stops
 
     def order_tab_stops(self) -> None:
@@ -306,7 +308,7 @@ class MainWindow(QMainWindow):
     def layout_state(self) -> dict:
         return {
             "geometry": base64.b64encode(self.saveGeometry().data()).decode("ascii"),
-            "splitter": self.splitter.sizes(),
+            "splitter": self.sidebar_fit.natural_sizes(),  # not what a narrow window took for the title
             "maximized": self.isMaximized(),
         }
 
@@ -342,6 +344,7 @@ class MainWindow(QMainWindow):
             log.warning("the saved window geometry was refused, using the default")
         if len(sizes) == 2 and all(n > 0 for n in sizes):
             self.splitter.setSizes(sizes)
+            self.sidebar_fit.chosen(sizes[0])
         if saved.get("maximized"):
             self.setWindowState(self.windowState() | Qt.WindowState.WindowMaximized)
 
@@ -357,6 +360,7 @@ class MainWindow(QMainWindow):
         if self.conversations.temporary:
             title = TEMPORARY_TITLE
         self.title_label.setText(title)
+        self.sidebar_fit.title_changed()
         self.setWindowTitle(f"{elide(title, WINDOW_TITLE_CHARS)} — Wren" if title else "Wren")
 
     def focus_composer(self) -> None:

@@ -70,7 +70,7 @@ def test_tab_goes_through_the_whole_window_in_order_with_focus_always_visible(st
     assert [_name(w) for w in order] == [
         "newChatButton", "searchBox", "newProjectButton", "conversationList", "modelPicker", "temporaryChatButton",
         "libraryButton", "modelsButton", "chatSettingsButton", "settingsButton", "chatView", "composer", "micButton", "sendButton", "toolsButton",
-        "tokensButton", "attachFileButton",
+        "attachFileButton",
     ]
     window.composer.edit.setPlainText("draft")  # Send is enabled only with text to send
     for widget in order:
@@ -88,7 +88,7 @@ def test_a_chats_own_buttons_come_between_the_header_and_the_composer(open_windo
     between = order[chat + 1 : composer]
     assert "regenerateButton" in between and "editMessageButton" in between
     assert between.index("editMessageButton") < between.index("regenerateButton")  # question first
-    assert order[composer + 1 : composer + 3] == ["micButton", "sendButton"] and order[-3:] == ["toolsButton", "tokensButton", "attachFileButton"]
+    assert order[composer + 1 : composer + 3] == ["micButton", "sendButton"] and order[-2:] == ["toolsButton", "attachFileButton"]
 
 
 def test_tabbing_and_arrows_in_the_chat_list_do_not_switch_chats(open_window, arun, qtbot):

@@ -3,7 +3,7 @@ the loaded model's tokens, with boundaries, ids on hover, spaces as · and newli
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QPoint, Qt
+from PySide6.QtCore import QEvent, QPoint
 from PySide6.QtGui import QHelpEvent
 from PySide6.QtWidgets import QApplication, QToolTip
 
@@ -16,7 +16,7 @@ def test_the_draft_as_tokens_in_a_popover(open_window, qtbot, arun):
     window.composer.edit.setPlainText(text)
     popover = window.token_popover
     with qtbot.waitSignal(popover.panel.loaded, timeout=10000) as blocker:
-        qtbot.mouseClick(window.composer.tokens_button, Qt.MouseButton.LeftButton)
+        window.tokens_action.trigger()  # Chat ▸ Show the draft as tokens (Ctrl+Shift+K)
     expected = arun(window.engine.models.tokens(text))
     strip = popover.panel.strip
     assert popover.isVisible() and blocker.args[0] == len(expected)
