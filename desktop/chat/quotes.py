@@ -8,7 +8,8 @@ from PySide6.QtGui import QPainter, QPalette, QTextDocument, QTextFormat
 from PySide6.QtWidgets import QTextEdit
 
 BAR_WIDTH = 3.0
-BAR_STEP = 12.0  # each level of nesting: the next bar this far right
+BAR_STEP = 12.0  # each level of nesting: the next bar this far right (when the quote has no margin)
+BAR_GAP = 14.0  # the bar sits this far left of the quoted text
 
 
 def quote_bars(doc: QTextDocument) -> list[QRectF]:
@@ -17,12 +18,15 @@ def quote_bars(doc: QTextDocument) -> list[QRectF]:
     bars: list[QRectF] = []
     block = doc.begin()
     while block.isValid():
-        level = block.blockFormat().intProperty(QTextFormat.Property.BlockQuoteLevel)
+        fmt = block.blockFormat()
+        level = fmt.intProperty(QTextFormat.Property.BlockQuoteLevel)
         if level > 0:
             rect = layout.blockBoundingRect(block)
-            left = doc.documentMargin() + 4
+            # each level's bar a little left of where that level's text begins
+            step = fmt.leftMargin() / level if fmt.leftMargin() > 0 else BAR_STEP
             for depth in range(level):
-                bars.append(QRectF(left + depth * BAR_STEP, rect.top(), BAR_WIDTH, rect.height()))
+                left = doc.documentMargin() + step * (depth + 1) - BAR_GAP
+                bars.append(QRectF(max(doc.documentMargin(), left), rect.top(), BAR_WIDTH, rect.height()))
         block = block.next()
     return bars
 

@@ -138,6 +138,7 @@ class SnippetDelegate(QStyledItemDelegate):
         painter.translate(QPointF(rect.left(), rect.top() + line + 2))
         painter.setClipRect(QRectF(0, 0, rect.width(), line * 2 + 2))
         context = QAbstractTextDocumentLayout.PaintContext()
-        context.palette.setColor(QPalette.ColorRole.Text, opt.palette.color(role))
+        quiet = role if selected else QPalette.ColorRole.PlaceholderText  # the snippet under the title, quieter
+        context.palette.setColor(QPalette.ColorRole.Text, opt.palette.color(quiet))
         doc.documentLayout().draw(painter, context)
         painter.restore()
