@@ -85,6 +85,9 @@ def _scrolling(page: QWidget) -> QScrollArea:
     area.setWidgetResizable(True)
     area.setFrameShape(QFrame.Shape.NoFrame)
     area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    # Not a Tab stop of its own: Shift+Tab from the page's first field goes back to the
+    # sidebar; the area still scrolls to whichever field has focus.
+    area.setFocusPolicy(Qt.FocusPolicy.NoFocus)
     area.setWidget(page)
     return area
 

@@ -42,6 +42,8 @@ def test_the_sidebar_shows_every_page_and_the_keyboard_walks_it(open_window, aru
     qtbot.keyClick(pages.sidebar, Qt.Key.Key_Tab)  # into the page shown, not the next list or button
     focused = QApplication.focusWidget()
     assert focused is not None and dialog._generation_page.isAncestorOf(focused), focused
+    qtbot.keyClick(focused, Qt.Key.Key_Backtab)  # and Shift+Tab from there back to the list
+    assert QApplication.focusWidget() is pages.sidebar
     qtbot.keyClick(pages.sidebar, Qt.Key.Key_End)
     assert pages.currentWidget() is dialog.about_page
     dialog.reject()
