@@ -113,13 +113,13 @@ class LibraryPage(QWidget):
         self.skipped = QListWidget()
         self.skipped.setObjectName("librarySkipped")
         self.skipped.setAccessibleName("Skipped files and why")
-        self.search_box = QLineEdit()
+        self.search_box = SearchBox()
         self.search_box.setObjectName("librarySearch")
         self.search_box.setPlaceholderText("Search your documents…")
         self.search_box.setAccessibleName("Search your documents")
         self.search_box.returnPressed.connect(lambda: self.tasks.run(self.search(self.search_box.text()),
                                                                      what="searching the library"))
-        self.results = QListWidget()
+        self.results = KeepsEnter()
         self.results.setObjectName("librarySearchResults")
         self.results.setAccessibleName("Passages found")
         self.results.setWordWrap(True)
@@ -267,6 +267,28 @@ class LibraryPage(QWidget):
         citation = item.data(ID_ROLE)
         if citation is not None:
             self.passage_requested.emit(citation)
+
+
+def _keep_enter(event) -> None:
+    if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+        event.accept()
+
+
+class SearchBox(QLineEdit):
+    """The search's line: Enter searches and goes no further (in the dialog it also pressed
+    the default button, Add folder…, and opened the folder chooser over the results)."""
+
+    def keyPressEvent(self, event) -> None:
+        super().keyPressEvent(event)
+        _keep_enter(event)
+
+
+class KeepsEnter(QListWidget):
+    """The results: Enter opens the current passage and goes no further (see SearchBox)."""
+
+    def keyPressEvent(self, event) -> None:
+        super().keyPressEvent(event)
+        _keep_enter(event)
 
 
 class LibraryDialog(QDialog):
