@@ -37,6 +37,7 @@ from .tray.hotkey import DEFAULT_SHORTCUT, GlobalHotkey, unsupported_reason
 from .tray.instance import QUICK, SHOW, SingleInstance, server_name
 from .tray.quick import QuickPrompt
 from .tray.tray import Tray
+from .voice.quick_mic import QuickMic
 from .welcome import WELCOME_SEEN, WelcomeDialog
 from .window.main_window import MainWindow
 
@@ -55,6 +56,7 @@ class WrenApp(QObject):
         self.window = MainWindow(engine)
         self.tasks = self.window.tasks
         self.quick = QuickPrompt(engine, self.tasks)
+        self.quick_mic = QuickMic(self.quick, engine.voice, device=lambda: self.window.voice.choices.device())
         self.tray = Tray(app_icon(), self, available=tray)
         self.hotkey = GlobalHotkey(self)
         self.hotkey_problem: str | None = None
@@ -235,6 +237,7 @@ class WrenApp(QObject):
         if self._stop_terminal is not None:
             await self._stop_terminal()
         self.quick.hide()
+        self.quick_mic.close()
         for dialog in (self.welcome, self.crash_notice):
             if dialog is not None:
                 dialog.hide()

@@ -77,7 +77,9 @@ class QuickPrompt(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(14, 14, 14, 12)
         layout.setSpacing(8)
-        layout.addWidget(self.input)
+        self.input_row = QHBoxLayout()  # the box, and the microphone (desktop/voice/quick_mic.py) beside it
+        self.input_row.addWidget(self.input, 1)
+        layout.addLayout(self.input_row)
         layout.addWidget(self.answer_area)
         layout.addLayout(row)
         self.setFixedWidth(620)

@@ -1,22 +1,27 @@
 """The voice controls of the window: the microphone button beside Send, a panel with the level
 meter and the words heard so far, the Voice menu (dictate, voice mode, read the last answer
-aloud, pause, stop, pace), and voice mode — listen → send → read the answer aloud → listen,
-where speaking over Wren stops it (barge-in) and starts the next question."""
+aloud, pause, stop, pace, and the choices in choices.py), and voice mode — listen → send →
+read the answer aloud → listen, where speaking over Wren stops it (barge-in) and starts the
+next question. Without headphones (the user says so in the Voice menu) barge-in listens with
+the engine's echo guard, which can still miss a quiet voice; the window says so (BARGE_IN_HINT)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QObject, Qt
+from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QToolButton, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QMenu, QProgressBar, QToolButton, QWidget
 
+from .choices import VoiceChoices
 from .devices import default_input, default_output
-from .dictation import Dictation
+from .dictation import Dictation, Heard
 from .reader import ReadAloud
 
 METER_FLOOR_DB = -60.0
 SPEEDS = (0.75, 1.0, 1.25, 1.5)
+BARGE_IN_HINT = ("Headphones work best: through speakers the microphone hears Wren too, so only speech clearly "
+                 "louder than Wren interrupts it (Voice → I use headphones: off).")
 
 
 class VoicePanel(QWidget):
@@ -57,9 +62,15 @@ class VoiceControls(QObject):
         super().__init__(window)
         self.window: Any = window
         self.voice = voice  # engine.voice
-        self.dictation = Dictation(voice, input_factory=input_factory, parent=self)
+        self.choices: VoiceChoices  # made with the menu, below; asked at each start for the chosen microphone
+        self.menu: QMenu
+
+        def microphone() -> Any:
+            return input_factory(self.choices.device())
+
+        self.dictation = Dictation(voice, input_factory=microphone, parent=self)
         self.reader = ReadAloud(voice, output_factory=output_factory, parent=self)
-        self.barge_in = Dictation(voice, input_factory=input_factory, parent=self)  # speech detection only
+        self.barge_in = Dictation(voice, input_factory=microphone, parent=self)  # speech detection only
         self.panel = VoicePanel()
         self.mic = QToolButton()
         self.mic.setObjectName("micButton")
@@ -71,18 +82,25 @@ class VoiceControls(QObject):
         self.window.composer.add_panel(self.panel)
         self.window.composer.add_row_widget(self.mic)
         self._build_menu()
+        self.choices = VoiceChoices(window, voice, self.menu)
+        self.choices.notice.connect(self._notice)
+        QTimer.singleShot(0, lambda: self.window.tasks.run(self.choices.load(), what="reading the voice settings"))
         self._voice_mode = False
+        self._kept_audio: Heard | None = None  # a dictated question's sound, kept once it is sent
+        self.language = "en"  # what the recognizer heard last (a multilingual model detects it)
         d = self.dictation
         d.level.connect(self.panel.show_level)
         d.partial.connect(lambda text: self.panel.say(f"Listening… {text}"))
         d.speech_started.connect(lambda: self.reader.stop())
         d.finished.connect(self._heard)
+        d.heard.connect(self._heard_with)
         d.failed.connect(self._failed)
         d.listening.connect(self._listening)
         self.barge_in.speech_started.connect(self._barged_in)
         self.reader.failed.connect(self._failed)
         self.reader.speaking.connect(self._speaking)
         self.window.conversations.turn_finished.connect(self._answered)
+        self.window.conversations.turn_finished.connect(self._keep_audio)
         self.window.conversations.answer_text.connect(self._answer_piece)
         self._reading_answer = False  # voice mode is reading the answer that streams in now
 
@@ -97,7 +115,7 @@ class VoiceControls(QObject):
                                         "readAloudAction")
         self.pause_action = self._action("&Pause reading", self.reader.pause, None, "pauseReadingAction", checkable=True)
         self.stop_reading_action = self._action("&Stop reading", self.stop_reading, "Ctrl+Shift+.", "stopReadingAction")
-        menu = w.menuBar().addMenu("&Voice")
+        menu = self.menu = w.menuBar().addMenu("&Voice")
         help_menu = next((a for a in w.menuBar().actions() if a.text() == "&Help"), None)
         if help_menu is not None:
             w.menuBar().insertMenu(help_menu, menu)
@@ -110,6 +128,7 @@ class VoiceControls(QObject):
             a.triggered.connect(lambda _on=False, s=speed: self.set_speed(s))
             pace.addAction(a)
         self.pace_menu = pace
+        self.voice_mode_action.setToolTip(BARGE_IN_HINT)
 
     def _action(self, text: str, slot, shortcut: str | None, name: str, *, checkable: bool = False) -> QAction:
         action = QAction(text, self.window)
@@ -160,6 +179,25 @@ class VoiceControls(QObject):
             cursor.movePosition(cursor.MoveOperation.End)
             composer.edit.setTextCursor(cursor)
 
+    def _heard_with(self, heard: Heard) -> None:
+        """The language heard, and the sound when the user keeps it (saved once the question is sent)."""
+        self.language = heard.language
+        if heard.language != "en":
+            self.window.statusBar().showMessage(f"Heard in {heard.language}", 5000)
+        self._kept_audio = heard if self.choices.keep_audio else None
+
+    def _keep_audio(self, finished: Any) -> None:
+        heard, self._kept_audio = self._kept_audio, None
+        chat = self.window.conversations.current_id
+        if heard is not None and chat is not None and self.choices.keep_audio:
+            import asyncio
+
+            self.window.tasks.run(asyncio.to_thread(self.voice.keep_audio, chat, heard.audio),
+                                  what="keeping the dictated audio")
+
+    def _notice(self, message: str) -> None:
+        self.window.statusBar().showMessage(message, 10_000)
+
     def _failed(self, message: str) -> None:
         if not self.dictation.active:
             self._listening(False)  # the button a click checked goes back
@@ -189,7 +227,7 @@ class VoiceControls(QObject):
 
     def _speaking(self, on: bool) -> None:
         if on and self._voice_mode:
-            self.barge_in.start(transcribe=False, no_speech_timeout=3600.0)
+            self.barge_in.start(transcribe=False, no_speech_timeout=3600.0, echo_guard=not self.choices.headphones)
         elif not on:
             self.barge_in.cancel()
             self.pause_action.setChecked(False)
@@ -208,7 +246,8 @@ class VoiceControls(QObject):
         if on:
             self.reader.stop()
             self.dictation.start()
-            self.window.statusBar().showMessage("Voice mode: speak; Wren answers aloud. Ctrl+Shift+V ends it.", 8000)
+            self.window.statusBar().showMessage(f"Voice mode: speak; Wren answers aloud. Ctrl+Shift+V ends it. "
+                                                f"{BARGE_IN_HINT}", 15_000)
         else:
             self.dictation.cancel()
             self.barge_in.cancel()
@@ -233,6 +272,7 @@ class VoiceControls(QObject):
             self._speaking(False)
 
     def close(self) -> None:
+        self.choices.close()
         self._voice_mode = False
         self.dictation.cancel()
         self.barge_in.cancel()

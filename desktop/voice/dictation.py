@@ -8,14 +8,27 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from PySide6.QtCore import QObject, Signal
 
 from .devices import AudioInput, AudioUnavailable, default_input
 
 SILENT_DEVICE_SECONDS = 2.0  # a microphone that sends nothing this long was unplugged
 LEVEL_EVERY = 1 / 15  # the meter is redrawn at most this often
+
+
+@dataclass(frozen=True)
+class Heard:
+    """One finished utterance: the words, the language the recognizer heard (a multilingual
+    model detects it), and the sound from a little before speech began (kept only when the
+    user's "keep audio" setting says so)."""
+
+    text: str
+    language: str
+    audio: np.ndarray
 
 
 class Dictation(QObject):
@@ -26,6 +39,7 @@ class Dictation(QObject):
     speech_started = Signal()
     partial = Signal(str)
     finished = Signal(str)  # the transcript ("" when nothing was said)
+    heard = Signal(object)  # Heard, just before `finished`, when words were heard
     failed = Signal(str)
 
     def __init__(self, voice: Any, *, input_factory: Callable[[], AudioInput] = default_input,
@@ -96,7 +110,10 @@ class Dictation(QObject):
             device.stop()
         text = ""
         if not self._cancel.is_set() and listener.transcriber is not None and listener.heard_speech:
-            text = listener.transcript().text
+            transcript = listener.transcript()
+            text = transcript.text
+            if text:
+                self.heard.emit(Heard(text, transcript.language, listener.audio()))
         self.listening.emit(False)
         if problem is not None:
             self.failed.emit(problem)
