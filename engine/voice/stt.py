@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import ModelFileError
 from .audio import RATE, load_audio
 from .starter import starter_stt_dir
 
@@ -64,8 +65,12 @@ class Transcriber:
             from faster_whisper import WhisperModel
 
             folder = self.model_dir or starter_stt_dir()
-            self._model = WhisperModel(str(folder), device="cpu", compute_type="int8",
-                                       cpu_threads=self.threads or 0, local_files_only=True)
+            try:
+                self._model = WhisperModel(str(folder), device="cpu", compute_type="int8",
+                                           cpu_threads=self.threads or 0, local_files_only=True)
+            except Exception as exc:  # CTranslate2's errors for a damaged or foreign model.bin
+                raise ModelFileError(f"the speech recognizer in {folder} could not be loaded ({exc}); "
+                                     "pull it again, or remove it") from None
         return self._model
 
     def load(self) -> None:
