@@ -28,7 +28,7 @@ from ..events import Citation, Delta, Event, Finished
 from ..memory import embed
 from ..store import library as sql
 from . import stored
-from .cite import citations, cited_numbers, without_uncited
+from .cite import citations, without_uncited
 from .library import LibraryIndex
 from .projects import DEFAULT_SCOPE, NO_DOCUMENTS, SCOPE_SETTING, SCOPES, Projects, Scope
 from .retrieve import Passage
@@ -187,13 +187,11 @@ class Library:
 
     async def _citations(self, answer: str, conversation_id: int | None, message_id: int) -> builtins.list[Citation]:
         passages = self.given(conversation_id)
-        if not cited_numbers(answer):
-            return []
         message = await self.e.db(self.e.store_for(message_id).get_message, message_id)
         report = report_from_meta(message.meta)
         held = [p.source_ids[0] for p in (report.parts if report else ())
                 if p.kind is PartKind.DOCUMENT and p.state is PartState.INCLUDED and p.source_ids]
-        return citations(answer, passages, held)
+        return citations(answer, passages, held, self._given.get(conversation_id, ("", []))[0])
 
     # -- watching ------------------------------------------------------------------------
 
