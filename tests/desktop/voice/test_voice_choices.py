@@ -69,9 +69,14 @@ def test_dictated_audio_is_kept_only_when_asked(open_window, qtbot, spoken, monk
     if keep:
         voice.choices.keep_action.trigger()
         qtbot.waitUntil(lambda: arun(window.engine.settings.get("voice.keep_audio")) is True, timeout=5000)
+    heard = []
+    voice.dictation.heard.connect(heard.append)
     window.composer.edit.setFocus()
     qtbot.keyClick(window.composer.edit, Qt.Key.Key_Space, CTRL_SHIFT)
     qtbot.waitUntil(lambda: bool(window.composer.text()) and not voice.dictation.active, timeout=30000)
+    (utterance,) = heard  # the words, the language the recognizer reported, the sound
+    assert utterance.text == window.composer.text() and utterance.language == voice.language == "en"
+    assert utterance.audio.size > 16_000
     with qtbot.waitSignal(window.conversations.turn_finished, timeout=20000):
         window.composer.send_button.click()
     chat = window.conversations.current_id
