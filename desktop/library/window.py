@@ -75,7 +75,8 @@ class LibraryInWindow(QObject):
 
     def open(self) -> LibraryDialog:
         if self.dialog is None:
-            self.dialog = LibraryDialog(self.engine, self.tasks)
+            # the window's child: it goes with the window (its progress timer with it)
+            self.dialog = LibraryDialog(self.engine, self.tasks, self.window)
             self.dialog.move(self.window.geometry().center() - self.dialog.rect().center())
             self.dialog.page.passage_requested.connect(self.sources.open)
         self.tasks.run(self.dialog.show_page(), what="opening the library")
