@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..families.gpt_oss import SWIGLU_ALPHA, SWIGLU_LIMIT
 from ..quant import ggml, kernels, modules
 from ..quant.modules import QTensor
 from .gpt_oss_ffn import clamped_swiglu
@@ -44,6 +45,9 @@ Router = Callable[[torch.Tensor, int], tuple[torch.Tensor, torch.Tensor]]
 Activation = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 PROJECTIONS = ("gate", "up", "down")
+# Whether a chunk's 8-bit rows go through that kernel (one call per layer) where it can run
+# them; False keeps one kernel call per expert and projection (tests compare the two).
+GROUPED_KERNEL = True
 
 
 def softmax_topk(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -70,6 +74,10 @@ def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
 ROUTERS: dict[str, Router] = {"softmax_topk": softmax_topk, "softmax_topk_raw": softmax_topk_raw,
                               "topk_softmax": topk_softmax}
 ACTIVATIONS: dict[str, Activation] = {"swiglu": swiglu, "clamped_swiglu": clamped_swiglu}  # the latter: gpt-oss
+# The activations the grouped kernel (csrc/experts.cpp) computes itself, by its number
+# (these functions, not their names: one registered under a known name is another function,
+# and a layer with it keeps the torch path for its chunks).
+KERNEL_ACTIVATIONS: dict[Activation, int] = {swiglu: 0, clamped_swiglu: 1}
 
 
 def register_router(name: str, route: Router) -> None:
@@ -103,6 +111,7 @@ class Experts(nn.Module):
             raise ValueError(f"no expert activation {args.expert_activation!r}; known: {', '.join(sorted(ACTIVATIONS))}")
         self.route = ROUTERS[args.expert_router]
         self.activation = ACTIVATIONS[args.expert_activation]
+        self.kernel_act = KERNEL_ACTIVATIONS.get(self.activation)
         self.router = nn.Linear(self.hidden, self.num_experts, bias=args.router_bias)
         self.qtypes: dict[str, int] = {}
         self.has_bias = args.expert_bias
@@ -163,6 +172,8 @@ class Experts(nn.Module):
         sorted by expert, so each chosen expert multiplies all its rows in one call per
         projection; the elementwise work (biases, activation, weighting) and the scatter back
         to the tokens run once over all pairs (each small op costs a thread hand-off)."""
+        if not exact and self._kernel_runs(rows):
+            return self._grouped_kernel(rows, weights, ids)
         k = ids.shape[1]
         flat = ids.reshape(-1)
         order = torch.argsort(flat, stable=True)
@@ -182,6 +193,24 @@ class Experts(nn.Module):
             ys = ys + self.down_bias.index_select(0, experts)
         ys = ys * weights.reshape(-1).index_select(0, order).unsqueeze(1)
         return torch.zeros_like(rows).index_add_(0, tokens, ys)
+
+    def _kernel_runs(self, rows: torch.Tensor) -> bool:
+        """Whether the grouped kernel takes these 8-bit rows: built, on the CPU, the layer's
+        activation one it computes, and each projection's type one with integer prompt kernels."""
+        if not GROUPED_KERNEL or self.kernel_act is None or rows.device.type != "cpu" or not kernels.available():
+            return False
+        if not hasattr(torch.ops.wren, "experts_grouped") or self.gate_raw.device.type != "cpu":
+            return False
+        return all(kernels.integer_prompt(self.qtypes[n]) for n in PROJECTIONS)
+
+    def _grouped_kernel(self, rows: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """The same product as _grouped's torch path in one kernel call (csrc/experts.cpp):
+        the pairs sorted by expert, x quantized once, each chosen expert's gate/up, the
+        activation, down, and the weighted sum back to the tokens, multi-threaded inside."""
+        biases = [getattr(self, f"{n}_bias") if self.has_bias else None for n in PROJECTIONS]
+        return torch.ops.wren.experts_grouped.default(
+            rows, ids, weights.float().contiguous(), self.gate_raw, self.up_raw, self.down_raw,
+            [self.qtypes[n] for n in PROJECTIONS], self.inner, self.kernel_act, SWIGLU_ALPHA, SWIGLU_LIMIT, *biases)
 
     def _gate_up(self, expert: int, x: torch.Tensor, exact: bool) -> torch.Tensor:
         """x [n, hidden] through one expert's gate and up projections: [n, 2 * inner]."""

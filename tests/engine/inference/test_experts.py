@@ -121,6 +121,7 @@ def test_each_chosen_expert_runs_once_per_chunk_and_per_batched_step(monkeypatch
             downs.append(x.shape[0])
         return matmul(x, raw, qtype, cols, exact)
 
+    monkeypatch.setattr(ex, "GROUPED_KERNEL", False)  # the torch path (the kernel: test_experts_kernel.py)
     monkeypatch.setattr(ex.Experts, "_gate_up", counted)
     monkeypatch.setattr(ex, "_matmul", counted_down)
     x = torch.randn(64, HIDDEN, generator=torch.Generator().manual_seed(7))

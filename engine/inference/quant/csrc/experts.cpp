@@ -1,0 +1,280 @@
+// A mixture-of-experts MLP over a prompt chunk (or a batched decoding step) in one call:
+// wren::experts_grouped. The (token, choice) pairs are sorted by expert (stable: a counting
+// sort), x is quantized once per activation format and its rows gathered into that order,
+// then every chosen expert's gate and up rows meet all of its tokens (the integer kernels of
+// the prompt path: qdot_group / qdot_rows, as qgemm.cpp runs them), the activation and the
+// down projection's quantization run fused per pair, the down rows meet their pairs, and
+// each token sums its k pairs by the router's weights. One thread hand-off per stage, so an
+// expert's weights are read once per chunk and no per-expert call costs a pool wake-up.
+//
+// Routing stays with the caller (experts.py): ids [T, k] and weights [T, k] are its result.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "qgemm.h"
+#include "wren_quant.h"
+
+#ifndef WREN_OPS_NS
+#define WREN_OPS_NS wren
+#endif
+
+namespace {
+
+using wren::Kernels;
+using wren::TypeInfo;
+
+constexpr int64_t kTaskBytes = int64_t(96) << 10;   // weight bytes per task (stays in L2)
+constexpr int64_t kTokenBytes = int64_t(256) << 10;  // quantized activation bytes per pass
+
+// One projection of all experts: expert e's rows are rows e * rows .. (e + 1) * rows - 1.
+struct Proj {
+    const TypeInfo* info;
+    int qtype;
+    const uint8_t* w;
+    int64_t row_bytes, rows, cols;
+    int64_t xs;  // bytes of one activation row quantized for this type
+};
+
+// Expert e's rows [r0, r1) of p against n quantized rows x (xs apart) into o[j * ld + r].
+void tile(const Kernels& k, const Proj& p, int64_t e, const uint8_t* x, int n, int64_t r0, int64_t r1, float* o,
+          int64_t ld) {
+    const uint8_t* w = p.w + e * p.rows * p.row_bytes;
+    const int64_t nb = p.cols / p.info->block;
+    if (p.info->interleave > 1) {
+        for (int64_t r = r0; r < r1; r += p.info->interleave)
+            k.qdot_group[p.qtype](w + r * p.row_bytes, nb, x, p.xs, n, o + r, ld);
+        return;
+    }
+    if (n == 1) {  // a token alone (a decoding step): the decoding path's kernels, its bits
+        if (const wren::QDotWRowsFn wrows = k.qdot_wrows[p.qtype]) {
+            wrows(w + r0 * p.row_bytes, p.row_bytes, (int)(r1 - r0), nb, x, o + r0);
+            return;
+        }
+    } else if (const wren::QDotRowsFn rows = k.qdot_rows[p.qtype]) {
+        for (int64_t r = r0; r < r1; ++r) rows(w + r * p.row_bytes, nb, x, p.xs, n, o + r, ld);
+        return;
+    }
+    const wren::QDotFn dot = k.qdot[p.qtype];
+    for (int64_t r = r0; r < r1; ++r)
+        for (int j = 0; j < n; ++j) o[j * ld + r] = dot(w + r * p.row_bytes, nb, x + j * p.xs);
+}
+
+// The chosen experts and where their pairs sit in sorted order.
+struct Segment {
+    int64_t expert, start, count;
+};
+
+// A slice of one expert's rows of one projection.
+struct Task {
+    int proj;
+    int64_t seg, r0, r1;
+};
+
+// Tasks over every segment's rows of the listed projections, about kTaskBytes each.
+std::vector<Task> tasks_for(const std::vector<Segment>& segs, const std::vector<const Proj*>& projs) {
+    std::vector<Task> tasks;
+    for (size_t s = 0; s < segs.size(); ++s)
+        for (size_t i = 0; i < projs.size(); ++i) {
+            const Proj& p = *projs[i];
+            const int64_t il = p.info->interleave;
+            const int64_t step = std::max<int64_t>(1, kTaskBytes / (p.row_bytes * il)) * il;
+            for (int64_t r = 0; r < p.rows; r += step) tasks.push_back({(int)i, (int64_t)s, r, std::min(p.rows, r + step)});
+        }
+    return tasks;
+}
+
+// Each task's rows against its segment's pairs: xq[i] holds projection i's activations in
+// pair order; out[pair * ld + col0[i] + r].
+void run(const Kernels& k, const std::vector<Segment>& segs, const std::vector<const Proj*>& projs,
+         const std::vector<const uint8_t*>& xq, const std::vector<int64_t>& col0, float* out, int64_t ld) {
+    const std::vector<Task> tasks = tasks_for(segs, projs);
+    at::parallel_for(0, (int64_t)tasks.size(), 1, [&](int64_t b, int64_t e) {
+        for (int64_t t = b; t < e; ++t) {
+            const Task& task = tasks[t];
+            const Proj& p = *projs[task.proj];
+            const Segment& s = segs[task.seg];
+            const int64_t step = std::max<int64_t>(4, kTokenBytes / p.xs / 4 * 4);
+            for (int64_t j0 = 0; j0 < s.count; j0 += step) {
+                const int n = (int)std::min(step, s.count - j0);
+                const int64_t pair = s.start + j0;
+                tile(k, p, s.expert, xq[task.proj] + pair * p.xs, n, task.r0, task.r1,
+                     out + pair * ld + col0[task.proj], ld);
+            }
+        }
+    });
+}
+
+enum Act : int64_t { kSwiglu = 0, kClampedSwiglu = 1 };
+
+inline float sigmoid(float z) { return 1.0f / (1.0f + std::exp(-z)); }
+
+// h = act(gate + gb, up + ub) over n values.
+void activate(int64_t act, const float* gate, const float* up, const float* gb, const float* ub, int64_t n,
+              float alpha, float limit, float* h) {
+    for (int64_t i = 0; i < n; ++i) {
+        float g = gate[i] + (gb ? gb[i] : 0.0f), u = up[i] + (ub ? ub[i] : 0.0f);
+        if (act == kClampedSwiglu) {
+            g = std::min(g, limit);
+            u = std::min(std::max(u, -limit), limit);
+            h[i] = (u + 1.0f) * (g * sigmoid(g * alpha));
+        } else {
+            h[i] = g * sigmoid(g) * u;
+        }
+    }
+}
+
+Proj proj_of(const at::Tensor& raw, int64_t qtype, int64_t rows, int64_t cols, const char* name) {
+    const Kernels& k = wren::kernels();
+    const TypeInfo* info = wren::type_info((int)qtype);
+    TORCH_CHECK(info != nullptr && wren::qgemm_supports(k, (int)qtype), "wren::experts_grouped: ", name,
+                " has GGML type ", qtype, ", which has no integer prompt kernels in the '", k.isa, "' table");
+    TORCH_CHECK(raw.scalar_type() == at::kByte && raw.dim() == 2 && raw.is_contiguous() && raw.device().is_cpu(),
+                "wren::experts_grouped: ", name, " must be a contiguous 2-D uint8 CPU tensor of blocks");
+    TORCH_CHECK(cols % info->block == 0 && raw.size(1) == cols / info->block * info->type_size, "wren::experts_grouped: ",
+                name, " rows are ", raw.size(1), " bytes, ", cols, " columns of ", info->name, " take ",
+                cols / info->block * info->type_size);
+    TORCH_CHECK(rows > 0 && rows % info->interleave == 0, "wren::experts_grouped: ", name, " has ", rows,
+                " rows per expert, not a multiple of ", info->interleave);
+    const int64_t xs = cols / info->block * (int64_t)k.act_bytes[qtype];
+    return {info, (int)qtype, raw.data_ptr<uint8_t>(), raw.size(1), rows, cols, xs};
+}
+
+const float* bias_of(const c10::optional<at::Tensor>& b, int64_t experts, int64_t rows, const char* name) {
+    if (!b.has_value() || !b->defined()) return nullptr;
+    TORCH_CHECK(b->scalar_type() == at::kFloat && b->is_contiguous() && b->numel() == experts * rows,
+                "wren::experts_grouped: ", name, " must be contiguous float32 [", experts, ", ", rows, "]");
+    return b->data_ptr<float>();
+}
+
+// Pairs sorted by expert, stable in token order: order[p] = t * k + j.
+std::vector<Segment> sort_pairs(const int64_t* ids, int64_t pairs, int64_t experts, std::vector<int64_t>& order) {
+    std::vector<int64_t> count(experts + 1, 0);
+    for (int64_t p = 0; p < pairs; ++p) {
+        TORCH_CHECK(ids[p] >= 0 && ids[p] < experts, "wren::experts_grouped: expert id ", ids[p], " of ", experts);
+        ++count[ids[p] + 1];
+    }
+    std::vector<Segment> segs;
+    for (int64_t e = 0; e < experts; ++e) {
+        if (count[e + 1]) segs.push_back({e, count[e], count[e + 1]});
+        count[e + 1] += count[e];
+    }
+    order.resize(pairs);
+    for (int64_t p = 0; p < pairs; ++p) order[count[ids[p]]++] = p;
+    return segs;
+}
+
+// x's rows quantized for p, gathered into pair order (a row is quantized once per format).
+void gather_quantized(const Kernels& k, const Proj& p, const float* x, int64_t tokens, int64_t topk,
+                      const std::vector<int64_t>& order, std::vector<uint8_t>& out) {
+    std::vector<uint8_t> rows((size_t)(tokens * p.xs));
+    const wren::QuantFn fn = k.quant[p.qtype];
+    at::parallel_for(0, tokens, std::max<int64_t>(1, (int64_t(1) << 14) / p.cols), [&](int64_t b, int64_t e) {
+        for (int64_t t = b; t < e; ++t) fn(x + t * p.cols, p.cols, rows.data() + t * p.xs);
+    });
+    out.resize((size_t)(order.size() * p.xs));
+    for (size_t i = 0; i < order.size(); ++i)
+        std::memcpy(out.data() + i * p.xs, rows.data() + (order[i] / topk) * p.xs, (size_t)p.xs);
+}
+
+at::Tensor experts_grouped(const at::Tensor& x_in, const at::Tensor& ids_in, const at::Tensor& weights_in,
+                           const at::Tensor& gate_raw, const at::Tensor& up_raw, const at::Tensor& down_raw,
+                           at::IntArrayRef qtypes, int64_t inner, int64_t act, double alpha, double limit,
+                           const c10::optional<at::Tensor>& gate_bias, const c10::optional<at::Tensor>& up_bias,
+                           const c10::optional<at::Tensor>& down_bias) {
+    TORCH_CHECK(x_in.dim() == 2 && x_in.scalar_type() == at::kFloat && x_in.device().is_cpu(),
+                "wren::experts_grouped: x must be float32 [tokens, hidden] on the CPU");
+    TORCH_CHECK(qtypes.size() == 3, "wren::experts_grouped: qtypes are gate's, up's and down's");
+    TORCH_CHECK(act == kSwiglu || act == kClampedSwiglu, "wren::experts_grouped: activation ", act, " is not 0 or 1");
+    const at::Tensor x = x_in.contiguous();
+    const int64_t tokens = x.size(0), hidden = x.size(1);
+    TORCH_CHECK(ids_in.dim() == 2 && ids_in.size(0) == tokens && weights_in.sizes() == ids_in.sizes(),
+                "wren::experts_grouped: ids and weights must both be [", tokens, ", k]");
+    const at::Tensor ids = ids_in.to(at::kLong).contiguous();
+    const at::Tensor weights = weights_in.to(at::kFloat).contiguous();
+    const int64_t topk = ids.size(1);
+    TORCH_CHECK(inner > 0 && gate_raw.size(0) % inner == 0, "wren::experts_grouped: gate's ", gate_raw.size(0),
+                " rows are not whole experts of ", inner);
+    const int64_t experts = gate_raw.size(0) / inner;
+    TORCH_CHECK(up_raw.size(0) == experts * inner && down_raw.size(0) == experts * hidden,
+                "wren::experts_grouped: up has ", up_raw.size(0), " rows and down ", down_raw.size(0), "; ", experts,
+                " experts make them ", experts * inner, " and ", experts * hidden);
+    const Proj gate = proj_of(gate_raw, qtypes[0], inner, hidden, "gate");
+    const Proj up = proj_of(up_raw, qtypes[1], inner, hidden, "up");
+    const Proj down = proj_of(down_raw, qtypes[2], hidden, inner, "down");
+    const float* gb = bias_of(gate_bias, experts, inner, "gate_bias");
+    const float* ub = bias_of(up_bias, experts, inner, "up_bias");
+    const float* db = bias_of(down_bias, experts, hidden, "down_bias");
+    at::Tensor out = at::zeros({tokens, hidden}, x.options());
+    const int64_t pairs = tokens * topk;
+    if (pairs == 0) return out;
+    const Kernels& k = wren::kernels();
+
+    std::vector<int64_t> order;
+    const std::vector<Segment> segs = sort_pairs(ids.data_ptr<int64_t>(), pairs, experts, order);
+    std::vector<int64_t> expert_of(pairs);
+    for (const Segment& s : segs) std::fill_n(expert_of.begin() + s.start, s.count, s.expert);
+
+    // gate and up: one buffer when they share an activation format
+    std::vector<uint8_t> xg, xu;
+    gather_quantized(k, gate, x.data_ptr<float>(), tokens, topk, order, xg);
+    const bool shared = k.quant[up.qtype] == k.quant[gate.qtype] && up.xs == gate.xs;
+    if (!shared) gather_quantized(k, up, x.data_ptr<float>(), tokens, topk, order, xu);
+    std::vector<float> both((size_t)(pairs * 2 * inner));
+    run(k, segs, {&gate, &up}, {xg.data(), shared ? xg.data() : xu.data()}, {0, inner}, both.data(), 2 * inner);
+    std::vector<uint8_t>().swap(xg);
+    std::vector<uint8_t>().swap(xu);
+
+    // the activation, quantized straight into down's format
+    std::vector<uint8_t> hq((size_t)(pairs * down.xs));
+    const wren::QuantFn quant = k.quant[down.qtype];
+    at::parallel_for(0, pairs, std::max<int64_t>(1, (int64_t(1) << 13) / inner), [&](int64_t b, int64_t e) {
+        std::vector<float> h((size_t)inner);
+        for (int64_t p = b; p < e; ++p) {
+            const float* row = both.data() + p * 2 * inner;
+            const int64_t ex = expert_of[p];
+            activate(act, row, row + inner, gb ? gb + ex * inner : nullptr, ub ? ub + ex * inner : nullptr, inner,
+                     (float)alpha, (float)limit, h.data());
+            quant(h.data(), inner, hq.data() + p * down.xs);
+        }
+    });
+    std::vector<float>().swap(both);
+
+    std::vector<float> ys((size_t)(pairs * hidden));
+    run(k, segs, {&down}, {hq.data()}, {0}, ys.data(), hidden);
+
+    // each token: its pairs, in choice order, weighted
+    std::vector<int64_t> where(pairs);
+    for (int64_t i = 0; i < pairs; ++i) where[order[i]] = i;
+    const float* w = weights.data_ptr<float>();
+    float* o = out.data_ptr<float>();
+    at::parallel_for(0, tokens, std::max<int64_t>(1, (int64_t(1) << 12) / hidden), [&](int64_t b, int64_t e) {
+        for (int64_t t = b; t < e; ++t)
+            for (int64_t j = 0; j < topk; ++j) {
+                const int64_t i = where[t * topk + j];
+                const float* y = ys.data() + i * hidden;
+                const float* bias = db ? db + expert_of[i] * hidden : nullptr;
+                const float wt = w[t * topk + j];
+                float* ot = o + t * hidden;
+                if (bias)
+                    for (int64_t c = 0; c < hidden; ++c) ot[c] += (y[c] + bias[c]) * wt;
+                else
+                    for (int64_t c = 0; c < hidden; ++c) ot[c] += y[c] * wt;
+            }
+    });
+    return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(WREN_OPS_NS, m) {
+    m.def("experts_grouped(Tensor x, Tensor ids, Tensor weights, Tensor gate, Tensor up, Tensor down, int[] qtypes, "
+          "int inner, int act, float alpha, float limit, Tensor? gate_bias, Tensor? up_bias, Tensor? down_bias) "
+          "-> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(WREN_OPS_NS, CPU, m) { m.impl("experts_grouped", experts_grouped); }

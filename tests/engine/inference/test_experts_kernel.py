@@ -1,0 +1,157 @@
+"""The grouped experts kernel (csrc/experts.cpp, torch.ops.wren.experts_grouped): a chunk's
+8-bit rows through every chosen expert in one call, against the layer's torch path (one
+kernel call per expert and projection, experts.GROUPED_KERNEL off) on the same routing.
+
+- Q4_K/Q6_K (Qwen3-MoE's Q4_K_M), Q8_0, and MXFP4 with biases and the clamped SwiGLU
+  (gpt-oss), file layouts and interleaved copies, one token to a few hundred.
+- A chunk runs the kernel once and no per-expert product; a registered activation keeps
+  the torch path.
+- Bad input (an expert id out of range, rows that are not whole experts) is refused, named.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from gguf.constants import GGML_QUANT_SIZES
+from gguf.constants import GGMLQuantizationType as T
+
+from wren.engine.inference.models import experts as ex
+from wren.engine.inference.quant import kernels
+from wren.engine.inference.quant.modules import QTensor
+
+pytestmark = pytest.mark.skipif(not kernels.available() or not hasattr(torch.ops.wren, "experts_grouped"),
+                                reason="kernels not built")
+
+
+E, K, HIDDEN, INNER = 8, 3, 256, 512
+# Where each type's fp16 scales sit in a block and a value keeping weights ~0.02
+SCALES = {T.Q4_K: ((0, 1.4e-4), (2, 1.0e-3)), T.Q6_K: ((208, 1.5e-5),), T.Q8_0: ((0, 2.7e-4),)}
+
+
+def blocks(qtype: T, rows: int, cols: int, rng: np.random.Generator) -> QTensor:
+    block, size = GGML_QUANT_SIZES[qtype]
+    n = rows * cols // block
+    raw = rng.integers(0, 256, (n, size), dtype=np.uint8)
+    for at, value in SCALES[qtype]:
+        raw[:, at:at + 2] = (value * rng.uniform(0.5, 1.0, n)).astype(np.float16).view(np.uint8).reshape(-1, 2)
+    return QTensor(torch.from_numpy(raw.reshape(rows, -1).copy()), int(qtype), (rows, cols))
+
+
+def args(**over) -> SimpleNamespace:
+    return SimpleNamespace(**({"num_experts": E, "num_experts_per_tok": K, "hidden_size": HIDDEN,
+                               "moe_intermediate_size": INNER, "expert_router": "softmax_topk",
+                               "expert_activation": "swiglu", "router_bias": False, "expert_bias": False} | over))
+
+
+def mxfp4(rows: int, cols: int, rng: np.random.Generator) -> QTensor:
+    """Random MXFP4 blocks with scales 2^-10..2^-5 (finite values of a few hundredths)."""
+    n = rows * cols // 32
+    raw = rng.integers(0, 256, (n, 17), dtype=np.uint8)
+    raw[:, 0] = rng.integers(118, 124, n)
+    return QTensor(torch.from_numpy(raw.reshape(rows, -1).copy()), int(T.MXFP4), (rows, cols))
+
+
+def layer(types: tuple[T, T, T], gpt_oss: bool, seed: int, interleave: bool = False) -> ex.Experts:
+    rng = np.random.default_rng(seed)
+    over = {"expert_bias": True, "router_bias": True, "expert_activation": "clamped_swiglu",
+            "expert_router": "topk_softmax"} if gpt_oss else {}
+    moe = ex.Experts(args(**over))
+    moe.router.weight.data = torch.from_numpy(rng.standard_normal((E, HIDDEN)).astype(np.float32)) * 0.3
+    for name, qtype in zip(ex.PROJECTIONS, types, strict=True):
+        rows, cols = (HIDDEN, INNER) if name == "down" else (INNER, HIDDEN)
+        weight = mxfp4(E * rows, cols, rng) if qtype == T.MXFP4 else blocks(qtype, E * rows, cols, rng)
+        if interleave:
+            raw, to = kernels.interleaved(weight.raw, weight.qtype, cols)
+            weight = QTensor(raw, to, weight.shape)
+        moe.set_blocks(name, weight)
+        if gpt_oss:
+            moe.router.bias.data = torch.from_numpy(rng.standard_normal(E).astype(np.float32))
+            moe.register_buffer(f"{name}_bias", torch.from_numpy(rng.standard_normal((E, rows)).astype(np.float32)) * 0.1)
+    return moe.eval()
+
+
+def both_paths(moe: ex.Experts, x: torch.Tensor, monkeypatch: pytest.MonkeyPatch) -> tuple[torch.Tensor, torch.Tensor]:
+    """The layer's output with the grouped kernel, then with the torch path, same routing."""
+    with torch.no_grad():
+        weights, ids = moe.route(moe.router(x).float(), moe.top_k)
+        assert moe._kernel_runs(x)
+        got = moe._grouped(x, weights, ids, False)
+        monkeypatch.setattr(ex, "GROUPED_KERNEL", False)
+        want = moe._grouped(x, weights, ids, False)
+        monkeypatch.setattr(ex, "GROUPED_KERNEL", True)
+    return got, want
+
+
+CASES = [((T.Q4_K, T.Q4_K, T.Q6_K), False), ((T.Q8_0, T.Q4_K, T.Q8_0), False), ((T.MXFP4,) * 3, True),
+         ((T.Q6_K, T.Q6_K, T.Q4_K), True)]
+
+
+@pytest.mark.parametrize(("types", "gpt_oss"), CASES, ids=lambda c: "/".join(t.name for t in c) if
+                         isinstance(c, tuple) else ("gpt-oss" if c else "qwen3moe"))
+@pytest.mark.parametrize("tokens", [1, 5, 70])
+def test_the_kernel_equals_the_per_expert_path(types, gpt_oss, tokens, monkeypatch):
+    moe = layer(types, gpt_oss, seed=tokens)
+    x = torch.randn(tokens, HIDDEN, generator=torch.Generator().manual_seed(tokens))
+    got, want = both_paths(moe, x, monkeypatch)
+    assert want.abs().max() > 0.03  # not a vanishing output
+    # the same 8-bit products; the activation's last bit (C++ exp against torch's) can move
+    # one value of the down projection's 8-bit input by a step, ~1e-4 of the output's scale
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=3e-4 * float(want.abs().max()))
+
+
+def test_interleaved_copies_of_the_experts_give_the_same_products(monkeypatch):
+    moe = layer((T.Q4_K, T.Q4_K, T.Q6_K), False, seed=11, interleave=True)
+    assert moe.qtypes["gate"] != int(T.Q4_K)  # the eight-row layout (csrc/repack.cpp)
+    x = torch.randn(70, HIDDEN, generator=torch.Generator().manual_seed(12))
+    got, want = both_paths(moe, x, monkeypatch)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=3e-4 * float(want.abs().max()))
+
+
+def test_a_chunk_is_one_kernel_call_with_no_per_expert_product(monkeypatch):
+    moe = layer((T.Q4_K, T.Q4_K, T.Q6_K), False, seed=13)
+    calls: list[int] = []
+    grouped = torch.ops.wren.experts_grouped.default
+
+    def counted(*a):
+        calls.append(a[0].shape[0])
+        return grouped(*a)
+
+    def refused(*_):
+        raise AssertionError("a per-expert product ran")
+
+    monkeypatch.setattr(ex.Experts, "_gate_up", refused)
+    monkeypatch.setattr(ex, "_matmul", refused)
+    monkeypatch.setattr(ex.Experts, "_grouped_kernel", lambda self, rows, w, ids: counted(
+        rows, ids, w, self.gate_raw, self.up_raw, self.down_raw, [self.qtypes[n] for n in ex.PROJECTIONS],
+        self.inner, self.kernel_act, 1.702, 7.0, None, None, None))
+    with torch.no_grad():
+        moe(torch.randn(64, HIDDEN))  # a chunk (8-bit rows outside exact_activations)
+        moe(torch.randn(4, 1, HIDDEN))  # a batched decoding step of four sequences
+    assert calls == [64, 4]
+
+
+def test_a_registered_activation_keeps_the_torch_path(monkeypatch):
+    monkeypatch.setitem(ex.ACTIVATIONS, "swiglu_copy", lambda gate, up: torch.nn.functional.silu(gate) * up)
+    moe = ex.Experts(args(expert_activation="swiglu_copy"))
+    assert moe.kernel_act is None and not moe._kernel_runs(torch.zeros(3, HIDDEN))
+
+
+def test_bad_input_is_refused_with_what_was_wrong():
+    moe = layer((T.Q4_K, T.Q4_K, T.Q6_K), False, seed=14)
+    x = torch.randn(3, HIDDEN)
+    ids = torch.tensor([[0, 1, E]] * 3)
+    weights = torch.full((3, K), 1 / K)
+    qtypes = [moe.qtypes[n] for n in ex.PROJECTIONS]
+    op = torch.ops.wren.experts_grouped.default
+    with pytest.raises(RuntimeError, match=f"expert id {E} of {E}"):
+        op(x, ids, weights, moe.gate_raw, moe.up_raw, moe.down_raw, qtypes, INNER, 0, 1.0, 1.0, None, None, None)
+    with pytest.raises(RuntimeError, match="not whole experts"):
+        op(x, ids.clamp(max=E - 1), weights, moe.gate_raw, moe.up_raw, moe.down_raw, qtypes, INNER + 8, 0, 1.0, 1.0,
+           None, None, None)
+    with pytest.raises(RuntimeError, match="no integer prompt kernels"):
+        op(x, ids.clamp(max=E - 1), weights, moe.gate_raw, moe.up_raw, moe.down_raw, [int(T.Q3_K)] + qtypes[1:],
+           INNER, 0, 1.0, 1.0, None, None, None)
