@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.child:
         print(json.dumps(child(args.child, args.threads)))
         return
-    from bench.random_moe import MoeShape, active_bytes, plan
+    from bench import random_gpt_oss, random_moe
     from wren.engine.modelhub.gguf_file import GGUFFile
     from wren.engine.modelhub.registry import ModelRegistry
 
@@ -143,9 +143,12 @@ def main(argv: list[str] | None = None) -> None:
         info = registry.import_gguf(args.gguf, name, move=True)
     import_s = round(time.perf_counter() - started, 1)
     gguf = info.path / "model.gguf"
-    with GGUFFile(gguf) as g:
-        layers = int(g.metadata["qwen3moe.block_count"])
-    active = active_bytes(plan(MoeShape(layers=layers)), MoeShape(layers=layers))
+    with GGUFFile(gguf) as g:  # either generator's file: its architecture picks the shape
+        arch = str(g.metadata["general.architecture"])
+        layers = int(g.metadata[f"{arch}.block_count"])
+    maker = random_gpt_oss if arch == random_gpt_oss.ARCH else random_moe
+    shape = maker.GptOssShape(layers=layers) if maker is random_gpt_oss else random_moe.MoeShape(layers=layers)
+    active = random_moe.active_bytes(maker.plan(shape), shape)
     runs: list[dict] = []
     for _ in range(args.runs):
         run = {"llama.cpp": llama_bench(args.llama_bench, gguf, args.threads),
