@@ -3,8 +3,8 @@
 kernel call per expert and projection, experts.GROUPED_KERNEL off) on the same routing.
 
 - Q4_K/Q6_K (Qwen3-MoE's Q4_K_M), Q8_0, and MXFP4 with biases and the clamped SwiGLU
-  (gpt-oss), file layouts and interleaved copies, one token to a few hundred.
-- A chunk runs the kernel once and no per-expert product; a registered activation keeps
+  (gpt-oss), file layouts and interleaved copies, 33 tokens (past the decoding kernels' rows) to a few hundred.
+- A chunk runs the kernel once and no per-expert product (a decoding step's few rows do not); a registered activation keeps
   the torch path.
 - Bad input (an expert id out of range, rows that are not whole experts) is refused, named.
 """
@@ -92,7 +92,7 @@ CASES = [((T.Q4_K, T.Q4_K, T.Q6_K), False), ((T.Q8_0, T.Q4_K, T.Q8_0), False), (
 
 @pytest.mark.parametrize(("types", "gpt_oss"), CASES, ids=lambda c: "/".join(t.name for t in c) if
                          isinstance(c, tuple) else ("gpt-oss" if c else "qwen3moe"))
-@pytest.mark.parametrize("tokens", [1, 5, 70])
+@pytest.mark.parametrize("tokens", [33, 70, 200])
 def test_the_kernel_equals_the_per_expert_path(types, gpt_oss, tokens, monkeypatch):
     moe = layer(types, gpt_oss, seed=tokens)
     x = torch.randn(tokens, HIDDEN, generator=torch.Generator().manual_seed(tokens))
@@ -130,8 +130,9 @@ def test_a_chunk_is_one_kernel_call_with_no_per_expert_product(monkeypatch):
         self.inner, self.kernel_act, 1.702, 7.0, None, None, None))
     with torch.no_grad():
         moe(torch.randn(64, HIDDEN))  # a chunk (8-bit rows outside exact_activations)
-        moe(torch.randn(4, 1, HIDDEN))  # a batched decoding step of four sequences
-    assert calls == [64, 4]
+    assert calls == [64]
+    with torch.no_grad():  # a batched decoding step of four sequences keeps the decoding kernels
+        assert not moe._kernel_runs(torch.zeros(4, HIDDEN))
 
 
 def test_a_registered_activation_keeps_the_torch_path(monkeypatch):
