@@ -360,6 +360,7 @@ class MainWindow(QMainWindow):
         if self.conversations.temporary:
             title = TEMPORARY_TITLE
         self.title_label.setText(title)
+        self.header.fit()
         self.sidebar_fit.title_changed()
         self.setWindowTitle(f"{elide(title, WINDOW_TITLE_CHARS)} — Wren" if title else "Wren")
 

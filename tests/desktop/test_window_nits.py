@@ -1,11 +1,11 @@
 """The visual nits of issue 34, each measured: a focused button's label is not clipped; a
-tab's table is not framed twice; at 800 px the chat's title gets room from the sidebar;
+tab's table is not framed twice; at 800 px the chat's title keeps its room (the header's buttons fold into "⋯");
 block quotes have a bar; the developer-only Tokens button is not in the composer's row."""
 
 from __future__ import annotations
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
     QHBoxLayout,
@@ -68,23 +68,56 @@ def test_a_table_that_is_a_tabs_page_has_no_frame_of_its_own(styled, qtbot):
     assert table.frameWidth() == 0 and framed.frameWidth() > 0
 
 
-def test_at_800_px_the_sidebar_gives_the_title_room_and_takes_it_back(open_window, send, arun, qtbot):
+def test_at_800_px_the_title_keeps_its_room_and_the_buttons_fold_into_more(open_window, send, arun, qtbot):
     window = open_window("Fine.")
     send(window, "Hello")
     arun(window.conversations.rename(window.conversations.current_id, TITLE))
-    window.resize(1100, 700)
-    qtbot.waitUntil(lambda: window.width() == 1100)
-    qtbot.waitUntil(lambda: window.sidebar.width() >= 250)
-    wide = window.sidebar.width()
+    window.resize(1400, 700)
+    qtbot.waitUntil(lambda: window.width() == 1400)
+    header = window.header
+    qtbot.waitUntil(lambda: not header.folded)
+    assert window.settings_button.isVisible() and not header.more_button.isVisible()
     window.resize(800, 600)
     qtbot.waitUntil(lambda: window.width() == 800)
     label = window.title_label
-    qtbot.waitUntil(lambda: window.sidebar.width() < wide, timeout=3000)
+    qtbot.waitUntil(lambda: header.folded, timeout=3000)
     qtbot.wait(50)
     assert window.sidebar.width() >= 180  # never narrower than its least
-    assert len(label.shown_text().rstrip("…")) >= 10, label.shown_text()  # "A Gift for …", not "A Gi…"
-    window.resize(1100, 700)
-    qtbot.waitUntil(lambda: window.sidebar.width() == wide, timeout=3000)
+    assert not window.settings_button.isVisible() and header.more_button.isVisible()
+    assert len(label.shown_text().rstrip("…")) >= 20, label.shown_text()  # "A Gift for Mum's sev…", not "A Gi…"
+    window.resize(1400, 700)
+    qtbot.waitUntil(lambda: not header.folded, timeout=3000)
+    assert window.settings_button.isVisible() and not header.more_button.isVisible()
+
+
+def test_the_folded_buttons_are_reached_by_keyboard_from_more(open_window, qtbot):
+    window = open_window("Fine.")
+    window.resize(800, 600)
+    header = window.header
+    qtbot.waitUntil(lambda: header.folded, timeout=3000)
+    header.title_label.setText("x")  # a short title wants little room: the buttons come back
+    header.fit()
+    assert not header.folded
+    header.title_label.setText(TITLE)
+    header.fit()
+    assert header.folded
+    menu = header.more_button.menu()
+    header.more_button.setFocus()
+    qtbot.waitUntil(header.more_button.hasFocus)
+    seen: list[str] = []
+
+    def choose_temporary() -> None:  # runs inside the menu's own loop
+        qtbot.waitUntil(menu.isVisible, timeout=5000)
+        seen.extend(a.text() for a in menu.actions())
+        temporary = menu.actions()[0]
+        assert temporary.isCheckable()
+        menu.setActiveAction(temporary)
+        qtbot.keyClick(menu, Qt.Key.Key_Return)  # the same as clicking Temporary
+
+    QTimer.singleShot(0, choose_temporary)
+    qtbot.keyClick(header.more_button, Qt.Key.Key_Space)  # opens the menu; its loop runs here
+    assert seen[0] == "Temporary chat" and "Library" in seen and seen[-1] == "Settings", seen
+    qtbot.waitUntil(window.temporary_button.isChecked, timeout=3000)
 
 
 def test_a_block_quote_has_a_bar(styled, qtbot):
