@@ -58,8 +58,13 @@ def test_no_microphone_says_so_and_where_to_allow_it(open_window, qtbot, monkeyp
     assert window.voice.panel.label.text() == failures[0] and not window.voice.mic.isChecked()
 
 
+# Long enough that one misheard pair ("Paris is" as "parishes": Piper's voice varies from run
+# to run) does not decide the check; heard back alone it gives 0.06, at worst 0.17 in 8 runs.
+READ_ALOUD = "Paris is the capital of France. It lies on the river Seine, in the north of the country."
+
+
 def test_read_aloud_speaks_the_last_answer(open_window, send, qtbot, transcriber):
-    window = open_window(ANSWER)
+    window = open_window(READ_ALOUD)
     output = MemoryOutput(speed=8.0)
     window.voice.reader.output_factory = lambda: output
     send(window, "What is the capital of France?")
@@ -69,7 +74,7 @@ def test_read_aloud_speaks_the_last_answer(open_window, send, qtbot, transcriber
     audio = np.concatenate([samples for samples, _ in output.played])
     rate = output.played[0][1]
     heard = transcriber.transcribe(np.interp(np.arange(0, audio.size, rate / 16_000), np.arange(audio.size), audio))
-    assert wer(ANSWER, heard.text) <= 0.25
+    assert wer(READ_ALOUD, heard.text) <= 0.25
 
 
 def test_voice_mode_listens_sends_reads_and_listens_again(open_window, qtbot, spoken, tmp_path):
