@@ -140,6 +140,8 @@ class ModelsPage(QWidget):
         column.addWidget(_heading("Download a model"))
         column.addWidget(self.memory_note)
         column.addLayout(self.catalog_box)
+        self.sections = QVBoxLayout()  # what other parts of the window add (the voice models)
+        column.addLayout(self.sections)
         column.addStretch(1)
         self.scroll_area = QScrollArea()
         self.scroll_area.setObjectName("modelsScroll")
@@ -155,6 +157,15 @@ class ModelsPage(QWidget):
     async def load(self) -> None:
         await self.refresh_installed()
         await self.refresh_catalog()
+        for i in range(self.sections.count()):
+            item = self.sections.itemAt(i)
+            section = item.widget() if item is not None else None
+            if section is not None and hasattr(section, "refresh"):
+                section.refresh()
+
+    def add_section(self, section: QWidget) -> None:
+        """A further section under the catalog, refreshed whenever the page loads."""
+        self.sections.addWidget(section)
 
     async def refresh_installed(self) -> None:
         models = await self.engine.models.installed()

@@ -33,6 +33,7 @@ from ..models.dialog import ModelsDialog
 from ..safety.gate import SendGate
 from ..sidebar.sidebar import Sidebar
 from ..voice.controls import VoiceControls
+from ..voice.models_section import VoiceModelsSection
 from ..wheel import install_wheel_guard
 from .chat_settings import open_chat_settings
 from .context import ContextController
@@ -408,6 +409,7 @@ class MainWindow(QMainWindow):
             self.models_dialog = ModelsDialog(self.engine, self.tasks)
             self.models_dialog.move(self.geometry().center() - self.models_dialog.rect().center())
             page = self.models_dialog.page
+            page.add_section(VoiceModelsSection(self.voice.choices))
             page.changed.connect(lambda: self.tasks.run(self.models.refresh(), what="listing the models"))
             page.default_changed.connect(self._default_model_changed)
             # the picker chose another model: the page's "default" and "answering now" follow

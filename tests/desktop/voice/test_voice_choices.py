@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel, QWidget
 
 from tests.desktop.test_tray import wren_app  # noqa: F401  (a fixture)
 from tests.engine.voice.conftest import SENTENCES, espeak, wer
@@ -112,3 +113,22 @@ def test_the_quick_prompt_has_a_microphone_and_push_to_talk(wren_app, qtbot, spo
     qtbot.waitUntil(lambda: bool(quick.input.text()) and not app.quick_mic.dictation.active, timeout=30000)
     assert wer(SENTENCES[1], quick.input.text()) <= 0.25
     assert not app.quick_mic.mic.isChecked() and quick.conversation_id is None  # in the box, not sent
+
+
+def test_the_models_page_lists_voice_models_and_downloads_one_through_the_voice_choice(open_window, qtbot):
+    window = open_window("Fine.")
+    dialog = window.open_models()
+    section = dialog.page.findChild(QWidget, "voiceModelsSection")
+    qtbot.waitUntil(lambda: section is not None and len(section.buttons) > 2, timeout=10000)
+    buttons = section.buttons
+    in_use = [b for b in buttons.values() if b.text() == "In use"]
+    assert len(in_use) == 2  # the starter recognizer and the starter voice
+    offered = window.voice.choices.voice.offered()
+    download = next(m for m in offered if not m.installed and not m.starter)
+    asked: list[str] = []
+    window.voice.choices.download = lambda model: asked.append(model.id)  # no network in tests
+    button = buttons[download.id]
+    assert button.text() == "Download and use" and download.license in button.parent().findChild(QLabel).text()
+    button.setFocus()
+    qtbot.keyClick(button, Qt.Key.Key_Space)
+    assert asked == [download.id]
