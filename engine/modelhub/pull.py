@@ -22,7 +22,8 @@ import os
 import re
 import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -79,25 +80,39 @@ def _pull(registry: Any, plan: PullPlan, name: str, progress: Progress | None,
         return _pull_folder(registry, plan, name, progress, cancel)
     root = Path(registry.root)
     workdir = root / DOWNLOADS_DIR / _download_key(plan)
+    installed = False
+    try:
+        with _claimed(plan, workdir):
+            final = _download(plan, workdir, progress, cancel)
+            info = registry.import_gguf(final, name, move=True)
+            installed = True
+    finally:
+        if installed or not workdir.exists():  # done, or refused: nothing left to resume
+            shutil.rmtree(workdir, ignore_errors=True)
+            _lock_path(workdir).unlink(missing_ok=True)
+    return info
+
+
+def _lock_path(workdir: Path) -> Path:
+    return workdir.parent / f"{workdir.name}.lock"
+
+
+@contextmanager
+def _claimed(plan: PullPlan, workdir: Path) -> Iterator[None]:
+    """`workdir` made and held by this process for the download (another Wren process
+    downloading the same file is refused, not raced)."""
     workdir.mkdir(parents=True, exist_ok=True)
     from filelock import FileLock, Timeout
 
-    lock = FileLock(str(workdir.parent / f"{workdir.name}.lock"))
+    lock = FileLock(str(_lock_path(workdir)))
     try:
         lock.acquire(timeout=0)
     except Timeout:
         raise InvalidRequest(f"{plan.repo}:{plan.filename} is already being downloaded by another Wren process") from None
-    installed = False
     try:
-        final = _download(plan, workdir, progress, cancel)
-        info = registry.import_gguf(final, name, move=True)
-        installed = True
+        yield
     finally:
         lock.release()
-        if installed or not workdir.exists():  # done, or refused: nothing left to resume
-            shutil.rmtree(workdir, ignore_errors=True)
-            Path(lock.lock_file).unlink(missing_ok=True)
-    return info
 
 
 def fetch_file(plan: PullPlan, workdir: Path, progress: Progress | None = None,
@@ -105,18 +120,8 @@ def fetch_file(plan: PullPlan, workdir: Path, progress: Progress | None = None,
     """Download one planned file (any kind: the voice models' files too) into `workdir`, with
     the same resume, size and sha256 checks as a GGUF, and return its path there. The caller
     moves it into place and removes `workdir`; one process at a time may use a workdir."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    from filelock import FileLock, Timeout
-
-    lock = FileLock(str(workdir.parent / f"{workdir.name}.lock"))
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        raise InvalidRequest(f"{plan.repo}:{plan.filename} is already being downloaded by another Wren process") from None
-    try:
+    with _claimed(plan, workdir):
         return _download(plan, workdir, progress, cancel)
-    finally:
-        lock.release()
 
 
 def download_key(plan: PullPlan) -> str:
