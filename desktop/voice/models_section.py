@@ -56,10 +56,16 @@ class VoiceModelsSection(QWidget):
         row = QFrame()
         row.setObjectName("catalogModelRow")
         line = QHBoxLayout(row)
-        text = QLabel(f"<b>{model.name}</b><br>{_size(model)} · {model.license} · {model.languages}")
-        text.setObjectName("modelRowDetails")
-        text.setToolTip(model.notes)
-        line.addWidget(text, 1)
+        title = QLabel(model.name)
+        title.setObjectName("modelRowTitle")
+        title.setToolTip(model.notes)
+        details = QLabel(f"{_size(model)} · {model.license} · {model.languages}")
+        details.setObjectName("modelRowDetails")
+        text = QVBoxLayout()
+        text.setSpacing(0)
+        text.addWidget(title)
+        text.addWidget(details)
+        line.addLayout(text, 1)
         downloading = self.choices.downloading == model.id
         if self.in_use(model):
             label, enabled = "In use", False

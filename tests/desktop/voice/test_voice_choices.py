@@ -128,7 +128,8 @@ def test_the_models_page_lists_voice_models_and_downloads_one_through_the_voice_
     asked: list[str] = []
     window.voice.choices.download = lambda model: asked.append(model.id)  # no network in tests
     button = buttons[download.id]
-    assert button.text() == "Download and use" and download.license in button.parent().findChild(QLabel).text()
+    details = button.parent().findChild(QLabel, "modelRowDetails")
+    assert button.text() == "Download and use" and download.license in details.text()
     button.setFocus()
     qtbot.keyClick(button, Qt.Key.Key_Space)
     assert asked == [download.id]
