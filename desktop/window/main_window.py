@@ -470,6 +470,7 @@ class MainWindow(QMainWindow):
             return
         event.accept()
         self.voice.close()
+        self.status.stop_following()
         if self.models_dialog is not None:
             self.models_dialog.hide()
         self.quit_requested.emit()

@@ -59,11 +59,20 @@ class WrenStatusBar(QStatusBar):
             self.offline_mark.setToolTip(text)
             self.offline_mark.setAccessibleDescription(text)
 
+    def stop_following(self) -> None:
+        """The window closed: no more polls (a closed window's timer must not outlive its loop)."""
+        self._offline_poll.stop()
+
     def follow_offline_lock(self, read: Callable[[], Awaitable[Any]], tasks: Any) -> None:
         """Keep the mark true: `read` (engine.network.lock_state) now and every few seconds,
         so a lock turned on by `wren privacy offline on` shows here too."""
         def poll() -> None:
-            tasks.run(read(), self.show_offline_lock, what="reading the offline lock")
+            coro = read()
+            try:
+                tasks.run(coro, self.show_offline_lock, what="reading the offline lock")
+            except RuntimeError:  # the event loop this window ran on is gone: nothing left to ask
+                coro.close()
+                self._offline_poll.stop()
 
         self._offline_poll.timeout.connect(poll)
         self._offline_poll.start()
