@@ -71,7 +71,9 @@ class WrenStatusBar(QStatusBar):
             try:
                 tasks.run(coro, self.show_offline_lock, what="reading the offline lock")
             except RuntimeError:  # the event loop this window ran on is gone: nothing left to ask
-                coro.close()
+                close = getattr(coro, "close", None)  # a coroutine never started: no "never awaited"
+                if close is not None:
+                    close()
                 self._offline_poll.stop()
 
         self._offline_poll.timeout.connect(poll)
