@@ -13,6 +13,18 @@ import pytest
 import qasync
 
 
+@pytest.fixture(autouse=True)
+def _deleted_before_the_next_test():
+    """Whatever a test's fixtures handed to deleteLater() is deleted as the test ends: a
+    window left for later (several app fixtures only call deleteLater) kept its timers, and
+    its offline-lock poll fired into the next test with no event loop."""
+    yield
+    from PySide6.QtCore import QCoreApplication, QEvent
+
+    if QCoreApplication.instance() is not None:
+        QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+
+
 @pytest.fixture(scope="session")
 def _session_loop(qapp):
     # One loop for the whole run: PySide6 6.11 loses the thread-safe wake-up signal of a
