@@ -134,12 +134,21 @@ class WrenApp(QObject):
                                          model_loading=lambda: models.is_loading, parent=self.window)
             self.welcome.models_requested.connect(self.window.open_models)
             self.welcome.finished.connect(lambda _result: self.window.focus_composer())  # typing goes on there
+            self.welcome.destroyed.connect(self._forget_welcome)
             for signal in (models.loaded, models.load_failed):
                 signal.connect(self._welcome_model_changed)
         await self.welcome.refresh()
         self.welcome.show()
         self.welcome.raise_()
         return self.welcome
+
+    # A dialog deleted by Qt (its parent going, a deleteLater) is forgotten, so that closing
+    # Wren never reaches for a deleted one.
+    def _forget_welcome(self, *_) -> None:
+        self.welcome = None
+
+    def _forget_crash_notice(self, *_) -> None:
+        self.crash_notice = None
 
     def _welcome_model_changed(self, *_) -> None:
         if self.welcome is not None:
@@ -161,6 +170,7 @@ class WrenApp(QObject):
             self.tray.say(notice_text(reports)[0], f"A crash report was saved at {reports[0].path}")
             return None
         self.crash_notice = CrashNotice(reports, self.window)
+        self.crash_notice.destroyed.connect(self._forget_crash_notice)
         self.crash_notice.show()
         return self.crash_notice
 

@@ -223,3 +223,9 @@ def test_crash_notice_shows_the_folder_and_a_hidden_start_says_it_in_the_tray(wr
     notice.folder_button.click()
     assert [u.toLocalFile() for u in opened] == [str(second.parent)]
     notice.deleteLater()
+    # Once Qt has deleted it, closing Wren does not reach for it.
+    from PySide6.QtCore import QCoreApplication, QEvent
+
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    assert app.crash_notice is None
+    arun(app.shutdown())
