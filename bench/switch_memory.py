@@ -89,6 +89,7 @@ def main() -> None:
         import wren.engine.core as core
 
         core.release_memory = lambda: None  # type: ignore[assignment]
+        core.collect_garbage = lambda: None  # type: ignore[assignment]
     if args.old:
         import types
 

@@ -30,6 +30,7 @@ from wren.engine.errors import WrenError
 from wren.engine.paths import data_dir
 from wren.engine.terminal.resident_host import host_for_window
 
+from .collector import WindowThreadCollector
 from .crash_notice import CrashNotice, notice_text
 from .settings.dialog import HOTKEY, HOTKEY_ENABLED, SavedSettings, SettingsDialog
 from .theme import app_icon, apply_theme
@@ -286,6 +287,8 @@ async def _run(args: argparse.Namespace, instance: SingleInstance) -> int:
     ticker = QTimer(interval=300)
     ticker.timeout.connect(lambda: None)
     ticker.start()
+    collector = WindowThreadCollector()  # cycles are collected on this thread only (collector.py)
+    collector.start()
     from .smoke import from_environment
 
     smoke = from_environment(wren, args.began)  # packaged builds' start-up check; None normally
@@ -294,6 +297,7 @@ async def _run(args: argparse.Namespace, instance: SingleInstance) -> int:
         smoke.window_shown()
     await wren.done
     await wren.shutdown()
+    collector.stop()
     return smoke.status if smoke is not None else 0
 
 

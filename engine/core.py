@@ -14,7 +14,7 @@ from typing import Any
 
 from .context import ContextAssembler, MemorySummaries, SummaryStore
 from .inference.backend import Backend
-from .inference.release import release_memory
+from .inference.release import collect_garbage, release_memory
 from .inference.select import resolve_backend
 from .inference.worker import ModelWorker
 from .memory import MemoryService
@@ -165,6 +165,7 @@ class Core:
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(None, worker.close)
             del worker  # the last reference: what it held is collected now, before the next load freezes
+            collect_garbage()  # here, on the loop's thread (release.py says why)
             await loop.run_in_executor(None, release_memory)
 
     async def unload(self) -> None:

@@ -3,7 +3,7 @@
 A model's objects form reference cycles (torch modules point at their parents), and the
 next worker freezes whatever exists once its own model has loaded (`gc.freeze`, worker.py
 says why): a cycle not yet collected then lives as long as the next model. So the old one
-is collected at once, then the caches that keep its memory are emptied (torch's device
+is collected at once (on the event loop's thread), then the caches that keep its memory are emptied (torch's device
 caches, compiled graphs) and glibc's freed heap is handed back (`malloc_trim`).
 """
 
@@ -43,9 +43,17 @@ def _empty_torch_caches() -> None:
         log.warning("could not empty torch's caches: %s", exc)
 
 
-def release_memory() -> None:
-    """Collect what the unloaded model left, empty the caches, trim the heap (blocking:
-    ~0.3 s with torch loaded; run it off the event loop)."""
+def collect_garbage() -> None:
+    """Collect the unloaded model's cycles, on the event loop's thread (~0.1 s with torch
+    and the window loaded). Never in a worker thread: a cycle can hold objects that must die
+    in the thread that owns them (a window's Qt objects). A collection in an executor thread
+    destroyed widgets there, and their destructors waited for the main thread's lock while
+    the main thread waited for theirs: the window froze for good."""
     gc.collect()
+
+
+def release_memory() -> None:
+    """Empty the caches that keep an unloaded model's memory and trim the heap (blocking:
+    ~0.2 s with torch loaded; run it off the event loop, after `collect_garbage`)."""
     _empty_torch_caches()
     trim_heap()

@@ -9,6 +9,7 @@ import gc
 import json
 import subprocess
 import sys
+import threading
 import weakref
 from pathlib import Path
 
@@ -75,3 +76,36 @@ def test_memory_comes_back_after_switching_to_a_big_model_and_back():
     rss = result["rss_mib"]
     assert rss["big_loaded"] - rss["small_loaded"] >= 200, rss  # the big model really was in memory
     assert result["growth_after_switching_back_mib"] <= GROWTH_BOUND_MIB, rss
+
+
+def test_the_unloaded_models_cycles_are_collected_on_the_event_loops_thread(make_engine):
+    """A cycle can hold objects that must die in the thread that owns them (a window's Qt
+    objects): collected in an executor thread, their destructors deadlocked against the
+    window's thread (the clean-clone run froze in a model switch)."""
+    died_in: list[str] = []
+
+    class OwnedByTheLoop:
+        def __del__(self) -> None:
+            died_in.append(threading.current_thread().name)
+
+    async def main():
+        engine = make_engine("Hello from Wren.")
+        try:
+            await engine.models.load()
+            loop_thread = threading.current_thread().name
+            garbage = OwnedByTheLoop()
+            garbage.itself = garbage  # only a collection frees it
+            del garbage
+            engine.scripted.loaded.clear()
+            await engine.models.load()  # the switch collects
+            return loop_thread
+        finally:
+            await engine.close()
+
+    gc.collect()
+    gc.disable()  # no automatic collection may happen to free it first, in whichever thread
+    try:
+        loop_thread = asyncio.run(main())
+    finally:
+        gc.enable()
+    assert died_in == [loop_thread]

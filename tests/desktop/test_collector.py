@@ -1,0 +1,72 @@
+"""Cycles are collected on the window's thread only: a cycle holding Qt objects collected
+in an engine worker thread destroyed them there and froze the window (collector.py)."""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+
+def _garbage_and_a_busy_thread(died_in: list[str]) -> str:
+    class Cyclic:
+        def __del__(self) -> None:
+            died_in.append(threading.current_thread().name)
+
+    garbage = Cyclic()
+    garbage.itself = garbage
+    del garbage
+
+    def allocate() -> None:  # what a worker loading a model does: enough to start a collection
+        kept = []
+        for _ in range(20_000):
+            pair: list = []
+            pair.append(pair)
+            kept.append(pair)
+
+    worker = threading.Thread(target=allocate, name="engine-worker")
+    worker.start()
+    worker.join()
+    return threading.current_thread().name
+
+
+def test_the_window_thread_collects_and_worker_threads_do_not(qtbot):
+    from wren.desktop.collector import WindowThreadCollector
+
+    gc.collect()
+    collector = WindowThreadCollector(interval_ms=20)
+    collector.start()
+    died_in: list[str] = []
+    try:
+        assert not gc.isenabled()
+        window_thread = _garbage_and_a_busy_thread(died_in)
+        assert died_in == []  # the worker's allocations collected nothing
+        qtbot.waitUntil(lambda: died_in != [], timeout=5000)
+        assert died_in == [window_thread]
+    finally:
+        collector.stop()
+    assert gc.isenabled()
+
+
+def test_without_it_a_worker_thread_collects_what_the_window_left():
+    """The hazard the collector removes, shown with Python's own collector."""
+    gc.collect()
+    died_in: list[str] = []
+    _garbage_and_a_busy_thread(died_in)
+    assert died_in == ["engine-worker"]
+
+
+def test_the_generation_collected_follows_pythons_thresholds(qtbot):
+    from wren.desktop.collector import WindowThreadCollector
+
+    collector = WindowThreadCollector()
+    old = gc.get_threshold()
+    gc.collect()
+    try:
+        gc.set_threshold(10, 1000, 1000)
+        assert collector.collect_due() is None  # nothing allocated since the collection
+        kept = [[] for _ in range(50)]
+        assert collector.collect_due() == 0
+        assert collector.collect_due() is None
+        del kept
+    finally:
+        gc.set_threshold(*old)
