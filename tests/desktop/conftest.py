@@ -14,6 +14,19 @@ import qasync
 
 
 @pytest.fixture(autouse=True)
+def _collected_on_the_window_thread(qapp):
+    """As in the real window (desktop/collector.py): cycles are collected on this thread
+    only, never by an engine worker thread that happens to allocate (which froze runs)."""
+    from wren.desktop.collector import WindowThreadCollector
+
+    collector = WindowThreadCollector()
+    collector.start()
+    yield
+    collector.stop()
+    collector.deleteLater()
+
+
+@pytest.fixture(autouse=True)
 def _deleted_before_the_next_test():
     """Whatever a test's fixtures handed to deleteLater() is deleted as the test ends: a
     window left for later (several app fixtures only call deleteLater) kept its timers, and

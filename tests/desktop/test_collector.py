@@ -33,6 +33,7 @@ def test_the_window_thread_collects_and_worker_threads_do_not(qtbot):
     from wren.desktop.collector import WindowThreadCollector
 
     gc.collect()
+    gc.enable()  # as a process starts (the suite's own collector has turned it off)
     collector = WindowThreadCollector(interval_ms=20)
     collector.start()
     died_in: list[str] = []
@@ -44,14 +45,19 @@ def test_the_window_thread_collects_and_worker_threads_do_not(qtbot):
         assert died_in == [window_thread]
     finally:
         collector.stop()
-    assert gc.isenabled()
+    assert gc.isenabled()  # given back as it was
+    gc.disable()
 
 
 def test_without_it_a_worker_thread_collects_what_the_window_left():
     """The hazard the collector removes, shown with Python's own collector."""
     gc.collect()
-    died_in: list[str] = []
-    _garbage_and_a_busy_thread(died_in)
+    gc.enable()
+    try:
+        died_in: list[str] = []
+        _garbage_and_a_busy_thread(died_in)
+    finally:
+        gc.disable()  # as the suite's own collector keeps it
     assert died_in == ["engine-worker"]
 
 
