@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 
 from ..loopback import is_loopback
 from . import ledger, lock
-from .purpose import Part, Purpose, current, set_process_default
+from .purpose import Part, Purpose, carry_into_threads, current, set_process_default
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +67,7 @@ def install(process: str) -> None:
     if not _state["hooked"]:
         _state["hooked"] = True
         _patch_close()
+        carry_into_threads()
         sys.addaudithook(_hook)
         atexit.register(_count_still_open)
 

@@ -3,10 +3,14 @@ starts the action and read by the network guard (engine/network/guard.py) when a
 connects.
 
 A context variable carries it, so an asyncio task, and the tasks it starts, keep the purpose
-of the code that started them. A plain thread or an executor's worker does not inherit it:
-a connection made there without its own `acting(...)` is recorded as not attributed, never
-guessed. The action is built from names only (a model's repo, a provider's name, a server's
-name), never from a prompt or an answer.
+of the code that started them. Threads do not inherit context variables (before Python
+3.14), so `carry_into_threads()` (the guard installs it) hands the purpose on: a thread
+takes the one current where it was started (a folder model's download fetches its files on
+the hub client's worker threads), and a call submitted to a thread pool (an asyncio
+executor's included) runs with its submitter's, whichever action made the pool's worker.
+A connection whose code named nothing is recorded as not attributed, never guessed. The
+action is built from names only (a model's repo, a provider's name, a server's name), never
+from a prompt or an answer.
 """
 
 from __future__ import annotations
@@ -14,8 +18,12 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import enum
-from collections.abc import Iterator
+import functools
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 
 class Part(enum.Enum):
@@ -74,3 +82,39 @@ def unless_named(part: Part, action: str) -> Iterator[Purpose]:
         return
     with acting(part, action) as purpose:
         yield purpose
+
+
+# -- into threads ----------------------------------------------------------------------------
+
+def _running_as(purpose: Purpose | None, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    token = _current.set(purpose)
+    try:
+        return call(*args, **kwargs)
+    finally:
+        _current.reset(token)
+
+
+def carry_into_threads() -> None:
+    """From now on a thread starts with the purpose current where `start()` was called, and a
+    thread pool's task runs with its submitter's (set even when that is none, so a worker made
+    during one action never lends it to a later task). Only this variable travels, not the
+    rest of the caller's context. Done once per process."""
+    if getattr(threading.Thread, "_wren_carries_purpose", False):
+        return
+    start, bootstrap, submit = threading.Thread.start, threading.Thread._bootstrap_inner, ThreadPoolExecutor.submit  # type: ignore[attr-defined]
+
+    def _start(self: threading.Thread) -> None:
+        self._wren_purpose = _current.get()  # type: ignore[attr-defined]
+        start(self)
+
+    def _bootstrap_inner(self: threading.Thread) -> None:
+        _current.set(getattr(self, "_wren_purpose", None))  # this thread's own context: nothing to reset
+        bootstrap(self)
+
+    def _submit(self: ThreadPoolExecutor, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        return submit(self, functools.partial(_running_as, _current.get(), fn), *args, **kwargs)
+
+    threading.Thread.start = _start  # type: ignore[method-assign]
+    threading.Thread._bootstrap_inner = _bootstrap_inner  # type: ignore[attr-defined]
+    ThreadPoolExecutor.submit = _submit  # type: ignore[method-assign, assignment]
+    threading.Thread._wren_carries_purpose = True  # type: ignore[attr-defined]
