@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Protocol
 from .events import Delta, Event, Finished, FinishReason, TitleUpdate
 from .inference.sampling import SamplingParams
 from .logs import log_event
+from .pasted import STAMPS, describe_paste, looks_pasted, split_paste
 
 if TYPE_CHECKING:
     from .turn.host import TurnHost
@@ -58,6 +59,14 @@ _PREFIX = re.compile(
 _FORMAT = frozenset(["here's", "list", "bulleted", "numbered", "table", "answer", "answers", "response",
                      "question", "following", "below", "above", "overview", "breakdown", "items", "points",
                      "steps", "options", "suggestions", "ideas", "tips", "five", "three", "four", "ten"])
+# Words of a question that only point at a paste: with nothing else, the paste names the chat.
+_POINTING = frozenset(["say", "says", "mean", "means", "raise", "raises", "happen", "happening", "wrong", "work",
+                       "working", "fix", "explain", "summarize", "summarise", "review", "debug", "translate",
+                       "log", "logs", "code", "error", "errors", "traceback", "output", "snippet", "script",
+                       "file", "text", "paste", "pasted", "trace", "stack", "function", "config", "look", "see",
+                       "bullet", "bullets", "short", "shorter", "email", "article", "message", "paragraph",
+                       "words", "sentences", "points"])
+_ACTIONS = frozenset(["fix", "explain", "summarize", "summarise", "review", "debug", "translate"])
 _REPLY_START = re.compile(r"^\s*(?:here(?:'s|’s| is| are)|below|the following|sure|certainly|of course)\b", re.IGNORECASE)
 _MARKUP_LINE = re.compile(r"^\s*(?:```|~~~|\|?\s*:?-{3,}|<[^>]*>\s*$)")  # a fence, a table rule, a lone tag
 _MARKUP = re.compile(r"<[^>]+>|[|\[\]{}<>~\\]")
@@ -93,10 +102,45 @@ def first_sentence(text: str) -> str | None:
 
 def keyword_title(question: str) -> str:
     """A title from the question's own key words, in their order: "How do I keep basil
-    alive indoors?" → "Keep basil alive indoors"."""
+    alive indoors?" → "Keep basil alive indoors". Where the message holds a paste (a log,
+    code, a long text), the typed question's words; a paste with no question is named for
+    what it is ("Log from 2026-11-28") or by its first meaningful line."""
+    asked, paste = split_paste(question)
+    if not paste:
+        return _key_words(question) or _first_words(question) or FALLBACK
+    asked_title = _key_words(asked)
+    if asked_title and not _thin(asked_title):
+        return asked_title
+    kind = describe_paste(paste)
+    if not kind:
+        return _first_meaningful(paste) or asked_title or FALLBACK
+    verb = next((w.capitalize() for w in words(asked) if w.lower() in _ACTIONS), "")
+    if not verb:
+        return kind
+    first, _, rest = kind.partition(" ")
+    return f"{verb} {first.lower() if first in ('Log', 'Code') else first} {rest}".strip()
+
+
+def _thin(title: str) -> bool:
+    """Whether a question's key words only point at its paste ("What does this log say?")."""
+    return not {w.lower() for w in title.split()} - _POINTING - _FORMAT
+
+
+def _first_meaningful(paste: str) -> str:
+    """The key words of a paste's first typed-looking line that has two or more of them."""
+    for line in paste.splitlines():
+        title = "" if looks_pasted(line) else _key_words(line)
+        if len(title.split()) >= 2:
+            return title
+    return ""
+
+
+def _key_words(text: str) -> str:
+    """Up to TITLE_WORDS - 1 of a text's key words, in their order; "" where none has a letter
+    (timestamps, ids and bare numbers never make a title)."""
     kept: list[str] = []
     seen: set[str] = set()
-    for w in words(question):
+    for w in words(STAMPS.sub(" ", text)):
         low = w.lower()
         if low in _STOP or low in _FIRST_PERSON or _stem(w) in seen or (len(w) < 3 and not w.isdigit()):
             continue
@@ -104,10 +148,14 @@ def keyword_title(question: str) -> str:
         kept.append(w)
         if len(kept) == TITLE_WORDS - 1:
             break
-    if not kept:
-        return " ".join(question.split()[:TITLE_WORDS]).strip(" ?!.,:;") or FALLBACK
+    if all(w.isdigit() for w in kept):
+        return ""
     title = " ".join(kept)
     return title[0].upper() + title[1:]
+
+
+def _first_words(text: str) -> str:
+    return " ".join(text.split()[:TITLE_WORDS]).strip(" ?!.,:;")
 
 
 def clean(raw: str) -> str:
@@ -163,6 +211,9 @@ def topic_source(question: str, answer_head: str) -> str:
 
 
 def title_request(question: str, answer_head: str) -> list[dict]:
+    asked, paste = split_paste(question)
+    if paste:  # the typed question first, then as much of the paste as the request reads
+        question = f"{asked}\n(pasted) {paste}" if asked else f"(pasted) {paste}"
     q = " ".join(question.split())[:SOURCE_CHARS]
     a = " ".join(answer_head.split())[:SOURCE_CHARS]
     about = f"Question: {q}" + (f"\nAnswer: {a}" if a else "")
