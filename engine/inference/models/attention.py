@@ -239,13 +239,24 @@ def _one_query(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
 def _sink_attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None,
                  causal: bool, sinks: torch.Tensor) -> torch.Tensor:
     """attend() with attention sinks, in float32 for any number of queries: each kv head's
-    query heads against its keys, the sink logit appended to each row of scores before the
-    softmax and its column dropped after (SDPA has no place for it)."""
+    query heads stacked into one matrix against its keys (two bmm's: no copy of the keys per
+    query head, as a broadcast matmul makes), the sink logit appended to each row of scores
+    before the softmax and its column dropped after (SDPA has no place for it)."""
+    if q.shape[1] == 1 and keys.numel() <= _ONE_THREAD_KEYS and torch.get_num_threads() > 1:
+        with _one_thread():  # a decoding step over a short span: see _one_query
+            return _sink_block(q, keys, values, mask, causal, sinks)
+    return _sink_block(q, keys, values, mask, causal, sinks)
+
+
+def _sink_block(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None,
+                causal: bool, sinks: torch.Tensor) -> torch.Tensor:
     batch, length, heads, head_dim = q.shape
     kv_heads, span = keys.shape[1], keys.shape[2]
     group = heads // kv_heads
-    grouped = q.reshape(batch, length, kv_heads, group, head_dim).permute(0, 2, 3, 1, 4).float() * head_dim**-0.5
-    scores = grouped @ keys.float()[:, :, None].transpose(-1, -2)  # [B, kv_heads, group, L, T]
+    stacked = (q.reshape(batch, length, kv_heads, group, head_dim).permute(0, 2, 3, 1, 4)
+               .reshape(batch * kv_heads, group * length, head_dim).float() * head_dim**-0.5)
+    scores = torch.bmm(stacked, keys.reshape(batch * kv_heads, span, head_dim).float().transpose(1, 2))
+    scores = scores.view(batch, kv_heads, group, length, span)
     if causal and mask is None:
         mask = causal_mask(length, 0, 0, None, q.device, torch.float32)
     if mask is not None and mask.dtype == torch.bool:
@@ -254,8 +265,10 @@ def _sink_attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask
         scores = scores + mask
     sink = sinks.float().view(1, kv_heads, group, 1, 1).expand(batch, -1, -1, length, 1)
     probs = torch.softmax(torch.cat((scores, sink), dim=-1), dim=-1)[..., :span]
-    out = probs @ values.float()[:, :, None]  # [B, kv_heads, group, L, head_dim]
-    return out.permute(0, 3, 1, 2, 4).reshape(batch, length, heads, head_dim).to(values.dtype)
+    out = torch.bmm(probs.reshape(batch * kv_heads, group * length, span),
+                    values.reshape(batch * kv_heads, span, head_dim).float())
+    out = out.view(batch, kv_heads, group, length, head_dim).permute(0, 3, 1, 2, 4)
+    return out.reshape(batch, length, heads, head_dim).to(values.dtype)
 
 
 # Up to this many queries (a short message after a cached history, a prompt's last piece)

@@ -199,10 +199,13 @@ class Experts(nn.Module):
         activation one it computes, and each projection's type one with integer prompt kernels."""
         if not GROUPED_KERNEL or self.kernel_act is None or rows.device.type != "cpu" or not kernels.available():
             return False
-        # A prompt's chunk only: on a 24-layer gpt-oss-20b shape a 4-sequence decoding step
-        # measured 5.3 tok/s through it against 8.5 through the per-expert decoding kernels
-        # (one run each, load ~1.8), and a single token no faster; their few rows stay there.
-        if rows.shape[0] <= kernels.max_gemv_rows():
+        # A prompt's chunk, or a decoded token with biases (gpt-oss): on a 24-layer gpt-oss-20b
+        # shape a 4-sequence decoding step measured 5.3 tok/s through it against 8.5 through
+        # the per-expert decoding kernels (one run each, load ~1.8), so a batched step's few
+        # rows stay there; a token alone with biases would otherwise take the torch grouped
+        # path (some thirty small ops and 2k kernel calls a layer, each a thread hand-off).
+        # A token without biases has Experts._one_token.
+        if 1 < rows.shape[0] <= kernels.max_gemv_rows():
             return False
         if not hasattr(torch.ops.wren, "experts_grouped") or self.gate_raw.device.type != "cpu":
             return False

@@ -156,3 +156,36 @@ def test_bad_input_is_refused_with_what_was_wrong():
     with pytest.raises(RuntimeError, match="no integer prompt kernels"):
         op(x, ids.clamp(max=E - 1), weights, moe.gate_raw, moe.up_raw, moe.down_raw, [int(T.Q3_K)] + qtypes[1:],
            INNER, 0, 1.0, 1.0, None, None, None)
+
+
+@pytest.mark.parametrize("types", [(T.MXFP4,) * 3, (T.Q8_0, T.Q4_K, T.Q8_0)], ids=["mxfp4", "q8_0/q4_k"])
+def test_a_decoded_token_with_biases_is_one_kernel_call(types, monkeypatch):
+    # gpt-oss's decoded token (biases: no Experts._one_token) runs the kernel once, with the
+    # same products as the torch path's per-expert decoding kernels on the same routing
+    moe = layer(types, True, seed=21)
+    x = torch.randn(1, HIDDEN, generator=torch.Generator().manual_seed(22))
+    with torch.no_grad():
+        assert moe._kernel_runs(x)
+        weights, ids = moe.route(moe.router(x).float(), moe.top_k)
+        monkeypatch.setattr(ex, "GROUPED_KERNEL", False)
+        want = moe._grouped(x, weights, ids, False)
+        monkeypatch.setattr(ex, "GROUPED_KERNEL", True)
+        calls: list[int] = []
+        kernel = ex.Experts._grouped_kernel
+        monkeypatch.setattr(ex.Experts, "_grouped_kernel", lambda self, *a: calls.append(1) or kernel(self, *a))
+        got = moe(x.view(1, 1, HIDDEN)).view(1, HIDDEN)
+    assert calls == [1]
+    assert want.abs().max() > 0.03
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=3e-4 * float(want.abs().max()))
+
+
+def test_a_decoded_token_without_biases_keeps_the_decoding_path(monkeypatch):
+    # Qwen3-MoE's token: Experts._one_token (its gate and up rows of all k experts in one call)
+    moe = layer((T.Q4_K, T.Q4_K, T.Q6_K), False, seed=23)
+    one: list[int] = []
+    alone = ex.Experts._one_token
+    monkeypatch.setattr(ex.Experts, "_one_token", lambda self, *a: one.append(1) or alone(self, *a))
+    monkeypatch.setattr(ex.Experts, "_grouped_kernel", lambda *_: pytest.fail("the grouped kernel ran"))
+    with torch.no_grad():
+        assert moe(torch.randn(1, 1, HIDDEN)).abs().max() > 0
+    assert one == [1]

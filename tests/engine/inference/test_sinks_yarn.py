@@ -99,3 +99,19 @@ def test_a_sink_takes_attention_away_from_the_keys() -> None:
     plain = attend(q, keys, values)
     torch.testing.assert_close(attend(q, keys, values, sinks=torch.full((2,), -1e4)), plain)
     assert attend(q, keys, values, sinks=torch.full((2,), 1e4)).abs().max() < 1e-6
+
+
+def test_sinks_of_a_batched_step_over_cache_slices_match_transformers() -> None:
+    # a batched decoding step: three sequences, one query each, whose keys are the first
+    # `span` positions of a longer cache (a view, not contiguous), each row's own positions
+    gen = torch.Generator().manual_seed(5)
+    heads, kv, dim, span = 8, 2, 16, 11
+    cache_k, cache_v = torch.randn(3, kv, 32, dim, generator=gen), torch.randn(3, kv, 32, dim, generator=gen)
+    keys, values = cache_k[:, :, :span], cache_v[:, :, :span]
+    q = torch.randn(3, 1, heads, dim, generator=gen)
+    sinks = torch.randn(heads, generator=gen) * 3
+    pos = torch.tensor([10, 4, 7])
+    seen = visible(pos[:, None], torch.arange(span)[None, :], 6)[:, None, None, :]  # [B, 1, 1, span]
+    additive = torch.zeros(seen.shape).masked_fill(~seen, float("-inf"))
+    want = hf_attention(q.transpose(1, 2), keys, values, sinks, additive)
+    torch.testing.assert_close(attend(q, keys, values, seen, sinks=sinks), want, rtol=1e-5, atol=1e-5)
