@@ -11,11 +11,12 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QMenu, QProgressBar, QToolButton, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QMenu, QProgressBar, QWidget
 
 from .choices import VoiceChoices
 from .devices import default_input, default_output
 from .dictation import Dictation, Heard
+from .mic_button import MicButton
 from .reader import ReadAloud
 
 METER_FLOOR_DB = -60.0
@@ -72,13 +73,9 @@ class VoiceControls(QObject):
         self.reader = ReadAloud(voice, output_factory=output_factory, parent=self)
         self.barge_in = Dictation(voice, input_factory=microphone, parent=self)  # speech detection only
         self.panel = VoicePanel()
-        self.mic = QToolButton()
-        self.mic.setObjectName("micButton")
-        self.mic.setText("Mic")
-        self.mic.setCheckable(True)
-        self.mic.setAccessibleName("Dictate")
-        self.mic.setToolTip("Dictate: speak, and the words land in the message box (Ctrl+Shift+Space)")
-        self.mic.toggled.connect(self._mic_toggled)
+        self.mic = MicButton(self.dictation, "micButton",
+                             "Dictate: speak, and the words land in the message box (Ctrl+Shift+Space)",
+                             start=self._start_dictation)
         self.window.composer.add_panel(self.panel)
         self.window.composer.add_row_widget(self.mic)
         self._build_menu()
@@ -143,21 +140,13 @@ class VoiceControls(QObject):
     # -- dictation ------------------------------------------------------------------------
 
     def toggle_dictation(self) -> None:
-        if self.dictation.active:
-            self.dictation.stop()
-        else:
-            self.reader.stop()
-            self.dictation.start()
+        self.mic.toggle_dictation()
 
-    def _mic_toggled(self, on: bool) -> None:
-        if on != self.dictation.active:
-            self.toggle_dictation()
+    def _start_dictation(self) -> None:
+        self.reader.stop()
+        self.dictation.start()
 
     def _listening(self, on: bool) -> None:
-        self.mic.blockSignals(True)
-        self.mic.setChecked(on)
-        self.mic.blockSignals(False)
-        self.mic.setAccessibleName("Stop dictating" if on else "Dictate")
         if on:
             self.panel.say("Listening…")
 
@@ -200,7 +189,7 @@ class VoiceControls(QObject):
 
     def _failed(self, message: str) -> None:
         if not self.dictation.active:
-            self._listening(False)  # the button a click checked goes back
+            self.mic.show_listening(False)  # the button a click checked goes back
         self.panel.say(message)
         self.window.statusBar().showMessage(message, 15_000)
         if self._voice_mode:

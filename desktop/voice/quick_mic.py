@@ -9,10 +9,10 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QKeySequence, QShortcut
-from PySide6.QtWidgets import QToolButton
 
 from .devices import AudioInput, default_input
 from .dictation import Dictation
+from .mic_button import MicButton
 
 SHORTCUT = "Ctrl+Shift+Space"
 
@@ -24,17 +24,12 @@ class QuickMic(QObject):
         super().__init__(quick)
         self.quick = quick
         self.dictation = Dictation(voice, input_factory=lambda: input_factory(device()), parent=self)
-        self.mic = QToolButton()
-        self.mic.setObjectName("quickMicButton")
-        self.mic.setText("Mic")
-        self.mic.setCheckable(True)
-        self.mic.setAccessibleName("Dictate")
-        self.mic.setToolTip(f"Dictate: speak, and the words land in the box ({SHORTCUT})")
+        self.mic = MicButton(self.dictation, "quickMicButton",
+                             f"Dictate: speak, and the words land in the box ({SHORTCUT})", start=self._start)
         quick.input_row.addWidget(self.mic)
         self.shortcut = QShortcut(QKeySequence(SHORTCUT), quick)
         self.shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
         self.shortcut.activated.connect(self.toggle)
-        self.mic.toggled.connect(self._clicked)
         d = self.dictation
         d.listening.connect(self._listening)
         d.partial.connect(lambda text: quick.status.setText(f"Listening… {text}"))
@@ -42,20 +37,13 @@ class QuickMic(QObject):
         d.failed.connect(quick.status.setText)
 
     def toggle(self) -> None:
-        if self.dictation.active:
-            self.dictation.stop()
-        elif self.quick.input.isEnabled():
+        self.mic.toggle_dictation()
+
+    def _start(self) -> None:
+        if self.quick.input.isEnabled():
             self.dictation.start()
 
-    def _clicked(self, on: bool) -> None:
-        if on != self.dictation.active:
-            self.toggle()
-
     def _listening(self, on: bool) -> None:
-        self.mic.blockSignals(True)
-        self.mic.setChecked(on)
-        self.mic.blockSignals(False)
-        self.mic.setAccessibleName("Stop dictating" if on else "Dictate")
         if on:
             self.quick.status.setText("Listening…")
 
