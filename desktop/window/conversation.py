@@ -18,13 +18,8 @@ from wren.engine.events import (
     FailureKind,
     Finished,
     FinishReason,
-    MemoryNotice,
-    PrefillProgress,
-    SafetyNotice,
     Started,
     TitleUpdate,
-    ToolApprovalNeeded,
-    Usage,
 )
 from wren.engine.records import MessageInfo, Role, SendOptions
 
@@ -32,8 +27,8 @@ from ..bridge import TurnStream, describe_notices
 from ..chat.body import MarkdownBody
 from ..chat.message import MessageWidget
 from ..library.sources import watch_citations
-from ..safety.labels import shown_notices
 from ..sidebar.sidebar import UNTITLED
+from .live_answer import LiveAnswers
 from .probabilities import TokenProbabilities
 from .seams import (
     AnswerView,
@@ -83,8 +78,9 @@ class ConversationController(QObject):
         self.project: str | None = None  # the project a new chat is started in (desktop/library/projects.py)
         self._temporary_ids: set[int] = set()  # every temporary chat of this session, left or not
         self.streams: dict[int, TurnStream] = {}  # conversation id → its answer in flight
-        self._live: dict[int, MessageWidget] = {}  # conversation id → widget receiving text
-        self._thought: set[int] = set()  # conversations whose answer in flight said it is thinking
+        # each answer in flight: its live widget, what a screen reader and read-aloud hear of it
+        self.live = LiveAnswers(chat=chat, status=status, current=lambda: self.current_id,
+                                announce=self.announce.emit, text_out=self.answer_text.emit)
         self._open_generation = 0
         self._list_generation = 0
         # the composer's tools menu for the chat shown, and the answers' tool approvals
@@ -182,7 +178,7 @@ class ConversationController(QObject):
         self._open_generation += 1
         self.new_chat_settings = {}
         self._leave_temporary()
-        self._detach()
+        self.live.detach(self.current_id)
         self.current_id = None
         self.project = None
         self._set_temporary(temporary)
@@ -207,7 +203,7 @@ class ConversationController(QObject):
         if conversation_id != self.current_id:
             self._leave_temporary()
             self._set_temporary(conversation_id in self._temporary_ids)
-            self._detach()
+            self.live.detach(self.current_id)
             self.chat.clear()
             self.composer.cancel_edit()
             self.project = None  # a project's chat is in it already: the engine scopes it
@@ -215,7 +211,7 @@ class ConversationController(QObject):
         self.chat.show_messages(messages)
         self.frame.set_title(conv.title or UNTITLED)
         self.sidebar.select(conversation_id)
-        self._reattach(conversation_id)
+        self.live.reattach(self.streams.get(conversation_id))
         self._sync_busy()
         self._show_usage_of(messages)
         self.chat.scroll_to_bottom()
@@ -238,27 +234,6 @@ class ConversationController(QObject):
             await stream.wait()
         await self.engine.conversations.delete(conversation_id)
         self.temporary_left.emit(conversation_id)
-
-    def _detach(self) -> None:
-        if self.current_id is not None:
-            self._live.pop(self.current_id, None)
-
-    def _reattach(self, conversation_id: int) -> None:
-        """Coming back to a chat whose answer is still streaming: keep showing it live."""
-        stream = self.streams.get(conversation_id)
-        if stream is None or stream.done or stream.assistant_id is None:
-            return
-        widget = self.chat.widget_for(stream.assistant_id)
-        if widget is None:
-            return
-        if stream.thinking:  # what it thought so far, still folded
-            widget.show_thinking("".join(stream.thinking))
-            if stream.received():
-                widget.end_thinking()
-        widget.replay_stream(stream.received(), stream.tool_events)
-        if stream.prefill_event is not None:  # still reading the prompt: say how far
-            widget.show_prefill(stream.prefill_event.done, stream.prefill_event.total)
-        self._live[conversation_id] = widget
 
     def _show_usage_of(self, messages: list[MessageInfo]) -> None:
         last = next((m for m in reversed(messages) if m.role is Role.ASSISTANT), None)
@@ -391,25 +366,16 @@ class ConversationController(QObject):
         self.status.clearMessage()
         self.status.show_speed(None, None)
         answer = self.chat.add_streaming_answer()
-        self._thought.discard(conversation_id)
         stream = TurnStream(watch_citations(self._watch_titles(events), self.cited.emit), conversation_id, self)
         self.streams[conversation_id] = stream
-        self._live[conversation_id] = answer
         self._sync_busy()
         stream.started.connect(lambda ev: self._started(ev, user, answer))
-        stream.prefill.connect(lambda ev: self._prefill(conversation_id, ev))
-        stream.text.connect(lambda text: self._text(conversation_id, text))
-        stream.reasoning.connect(lambda text: self._thinking(conversation_id, text))
-        stream.usage.connect(lambda usage: self._usage(conversation_id, usage))
-        stream.notice.connect(lambda n: self._safety_notice(conversation_id, n))
-        stream.memory.connect(lambda n: self._memory_notice(conversation_id, n))
-        stream.tool.connect(lambda event: self._tool_event(conversation_id, event))
+        self.live.follow(stream, answer)
         stream.finished.connect(lambda fin: self.tasks.run(self._finished(stream, fin, draft), what="finishing the answer"))
         return stream.start()
 
     def _started(self, event: Started, user: MessageWidget | None, answer: MessageWidget) -> None:
-        if event.conversation_id == self.current_id:
-            self.announce.emit("Wren is answering.", False)
+        self.live.started(event.conversation_id)
         if user is not None:
             user.assign_id(event.user_message_id)
         answer.assign_id(event.assistant_message_id)
@@ -424,62 +390,16 @@ class ConversationController(QObject):
             self.counter.set_used(used)
             self.status.show_context(used)
 
-    def _safety_notice(self, conversation_id: int, notice: SafetyNotice) -> None:
-        if not shown_notices([notice]):
-            return  # met with care (the composer's care panel), not with a safety line
-        where = {"output": "the answer", "outgoing": "what was sent to the remote model"}.get(notice.stage, "your message")
-        self.status.showMessage(f"Safety, in {where}: {describe_notices([notice])}", 10000)
-        widget = self._live.get(conversation_id)
-        if widget is not None and notice.stage == "output":
-            widget.show_live_notice(notice)
-
-    def _memory_notice(self, conversation_id: int, notice: MemoryNotice) -> None:
-        widget = self._live.get(conversation_id)
-        if widget is not None:
-            widget.show_memory_notice(notice)
-
     # -- tools ----------------------------------------------------------------------
-
-    def _tool_event(self, conversation_id: int, event) -> None:
-        widget = self._live.get(conversation_id)
-        if widget is not None:
-            widget.show_tool_event(event)
-        if isinstance(event, ToolApprovalNeeded) and conversation_id == self.current_id:
-            self.status.showMessage(f"Wren wants to run the tool {event.name}: allow or deny it in the answer", 10000)
-            self.announce.emit(f"Wren wants to run the tool {event.name}. Allow or deny it in the answer.", True)
 
     def load_tools(self, start_servers: bool = False) -> None:
         """The composer's tools menu listed again for the chat shown (a model loaded, settings changed)."""
         self.tool_choice.load(start_servers)
 
-    def _prefill(self, conversation_id: int, event: PrefillProgress) -> None:
-        widget = self._live.get(conversation_id)
-        if widget is not None:
-            widget.show_prefill(event.done, event.total)
-
-    def _text(self, conversation_id: int, text: str) -> None:
-        self.answer_text.emit(conversation_id, text)
-        widget = self._live.get(conversation_id)
-        if widget is not None:
-            widget.end_prefill()
-            widget.body.append(text)
-
-    def _thinking(self, conversation_id: int, text: str) -> None:
-        widget = self._live.get(conversation_id)
-        if widget is not None:
-            if conversation_id == self.current_id and conversation_id not in self._thought:
-                self._thought.add(conversation_id)
-                self.announce.emit("Wren is thinking.", False)
-            widget.show_thinking(text)
-
-    def _usage(self, conversation_id: int, usage: Usage) -> None:
-        if conversation_id == self.current_id:  # its context: the record's, once it finishes
-            self.status.show_speed(usage.tokens_per_second, usage.time_to_first_token)
-
     async def _finished(self, stream: TurnStream, finished: Finished, draft: str) -> None:
         conversation_id = stream.conversation_id
         self.streams.pop(conversation_id, None)
-        widget = self._live.pop(conversation_id, None)
+        widget = self.live.drop(conversation_id)
         if widget is not None and isinstance(widget.body, MarkdownBody):  # an answer's body is Markdown
             widget.body.finish()
         failure = stream.failure
@@ -500,19 +420,8 @@ class ConversationController(QObject):
         if failure is not None:
             self.status.showMessage(f"The answer failed: {failure.error}", 10000)
         if conversation_id == self.current_id and messages:
-            self._announce_end(stream, finished, messages[-1].content)
+            self.live.announce_end(stream, finished, messages[-1].content)
         self.turn_finished.emit(finished)
-
-    def _announce_end(self, stream: TurnStream, finished: Finished, text: str) -> None:
-        """The finished answer once (not token by token), or why there is none."""
-        if stream.started_event is None and (stream.failure is not None or finished.reason is FinishReason.BLOCKED):
-            return  # refused before it began: _refused said why
-        if stream.failure is not None:
-            self.announce.emit(f"The answer failed: {stream.failure.error}", True)
-        else:
-            text = text.strip()
-            stopped = " (stopped)" if finished.reason is FinishReason.CANCELLED else ""
-            self.announce.emit(f"Wren answered{stopped}: {text}" if text else f"Wren's answer is empty{stopped}.", False)
 
     def _refused(self, failure: Failed, draft: str) -> None:
         """The engine turned the message down before answering: say why, keep the draft."""

@@ -20,6 +20,7 @@ from wren.desktop.window import seams
 from wren.desktop.window.chat_settings import open_chat_settings
 from wren.desktop.window.context import ContextController
 from wren.desktop.window.conversation import ConversationController
+from wren.desktop.window.live_answer import LiveAnswers
 from wren.desktop.window.models import ModelController
 from wren.desktop.window.probabilities import TokenProbabilities
 from wren.desktop.window.tool_choice import ToolChoice
@@ -29,6 +30,7 @@ WINDOW = ROOT / "desktop" / "window"
 # Each controller (or the function standing for one) and the module it lives in.
 CONTROLLERS = {
     ConversationController: WINDOW / "conversation.py",
+    LiveAnswers: WINDOW / "live_answer.py",
     ContextController: WINDOW / "context.py",
     ModelController: WINDOW / "models.py",
     ToolChoice: WINDOW / "tool_choice.py",
