@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import json
 import logging
 import random
 import time
@@ -36,40 +35,28 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from ...errors import WrenError
 from ...events import Delta, Failed, FailureKind, Finished, FinishReason, Usage
 from ...loopback import is_loopback
 from ...threadloop import LoopThread
 from ..backend import ChatChunk, ModelBase, Unsupported
 from .remote_context import context_from_info as context_from_info  # its callers import it from here
 from .remote_context import discover_context
+from .remote_stream import (
+    RemoteError,
+    RemoteInterrupted,
+    RemoteProtocolError,
+    RemoteTimeout,
+    RemoteTLSError,
+    ThinkingTags,
+    error_message,
+    parse_stream,
+)
 
 log = logging.getLogger(__name__)
 
 DEFAULT_CONTEXT = 8192  # when neither the server's model info nor a setting says
 RETRY_STATUSES = (429, 502, 503, 504)
-MAX_ERROR_BODY = 2000  # characters of an error response quoted back
 CANCEL_POLL = 0.05  # seconds between looks at a request's cancel flag
-
-
-class RemoteError(WrenError):
-    """The remote provider could not give an answer."""
-
-
-class RemoteTLSError(RemoteError):
-    """The server's certificate failed verification."""
-
-
-class RemoteTimeout(RemoteError):
-    """Nothing came from the server within a timeout."""
-
-
-class RemoteInterrupted(RemoteError):
-    """The stream broke after it had started; it is not sent again."""
-
-
-class RemoteProtocolError(RemoteError):
-    """The server sent something that is not an OpenAI-compatible stream."""
 
 
 def check_base_url(base_url: str, *, allow_http: bool = False) -> str:
@@ -314,7 +301,7 @@ class OpenAIClient:
         return RemoteError(f"the request to {self.base_url} failed: {_describe(exc)}")
 
     def _status_error(self, status: int, text: str) -> RemoteError:
-        message = _error_message(text)
+        message = error_message(text)
         if status in (401, 403):
             return RemoteError(f"{self.base_url} refused the key (HTTP {status}): {message}. "
                                "Check it with `wren providers test`, or set it again.")
@@ -325,23 +312,6 @@ class OpenAIClient:
 
 def _describe(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
-
-
-def _error_message(text: str) -> str:
-    text = text[:MAX_ERROR_BODY]
-    try:
-        body = json.loads(text)
-    except ValueError:
-        return text.strip() or "no details"
-    if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return error["message"]
-        if isinstance(error, str):
-            return error
-        if isinstance(body.get("message"), str):
-            return body["message"]
-    return text.strip()
 
 
 # What an OpenAI-compatible server reads of a chat message (tool calls and results included);
@@ -367,98 +337,6 @@ def chat_body(model: str, messages: list[dict], params: Any) -> dict:
         if params.seed is not None:
             body["seed"] = params.seed
     return body
-
-
-async def parse_stream(lines: AsyncIterator[str], where: str) -> AsyncGenerator[ChatChunk, None]:
-    """Server-sent events of an OpenAI-compatible chat stream, as ChatChunks. A chunk that
-    is not JSON, or an error event, raises RemoteProtocolError / RemoteError."""
-    data: list[str] = []
-    done = False
-    async for line in lines:
-        if done:  # read on to the end of the body, so every layer below finishes cleanly
-            continue
-        if line.startswith(":"):  # a comment (keep-alive)
-            continue
-        if line.startswith("data:"):
-            data.append(line[5:].removeprefix(" "))
-            continue
-        if line.strip():  # event:, id:, retry: fields carry nothing Wren needs
-            continue
-        if not data:
-            continue
-        payload, data = "\n".join(data), []
-        if payload.strip() == "[DONE]":
-            done = True
-            continue
-        chunk = _chunk(payload, where)
-        if chunk is not None:
-            yield chunk
-    if data and not done:  # a last event without its blank line
-        payload = "\n".join(data)
-        if payload.strip() != "[DONE]":
-            chunk = _chunk(payload, where)
-            if chunk is not None:
-                yield chunk
-
-
-def _chunk(payload: str, where: str) -> ChatChunk | None:
-    try:
-        body = json.loads(payload)
-    except ValueError:
-        shown = payload if len(payload) <= 80 else payload[:77] + "..."
-        raise RemoteProtocolError(f"{where} sent a malformed stream chunk (not JSON): {shown!r}") from None
-    if not isinstance(body, dict):
-        raise RemoteProtocolError(f"{where} sent a stream chunk that is not a JSON object")
-    if "error" in body:
-        raise RemoteError(f"{where} reported an error mid-stream: {_error_message(json.dumps(body))}")
-    text, finish, thought = "", None, ""
-    choices = body.get("choices") or []
-    if choices and isinstance(choices[0], dict):
-        delta = choices[0].get("delta") or {}
-        content = delta.get("content") if isinstance(delta, dict) else None
-        if isinstance(content, str):
-            text = content
-        thought = _reasoning_of(delta)
-        finish = choices[0].get("finish_reason")
-    usage = body.get("usage")
-    if not isinstance(usage, dict):
-        usage = {}
-    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    if not text and not thought and finish is None and prompt is None and completion is None:
-        return None  # the role-only first chunk, and the like
-    return ChatChunk(text, finish, prompt if isinstance(prompt, int) else None,
-                     completion if isinstance(completion, int) else None, thought)
-
-
-def _reasoning_of(delta: Any) -> str:
-    """A delta's thinking: reasoning_content (vLLM, llama.cpp's server, DeepSeek), or
-    reasoning (OpenRouter, Ollama's OpenAI endpoint)."""
-    if not isinstance(delta, dict):
-        return ""
-    for key in ("reasoning_content", "reasoning"):
-        value = delta.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return ""
-
-
-class ThinkingTags:
-    """A server's thinking as the `<think>…</think>` text the turn's reasoning step splits
-    off (engine/turn/thinking.py reads a remote model's stream as <think> tags): the tag
-    opens before the first thinking and closes before the answer's first text."""
-
-    def __init__(self) -> None:
-        self.open = False
-
-    def text(self, chunk: ChatChunk) -> str:
-        out = ""
-        if chunk.reasoning:
-            out += ("" if self.open else "<think>") + chunk.reasoning
-            self.open = True
-        if chunk.text and self.open:
-            out += "</think>"
-            self.open = False
-        return out + chunk.text
 
 
 class RemoteModel(ModelBase):

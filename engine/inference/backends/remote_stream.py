@@ -1,0 +1,144 @@
+"""The OpenAI wire format as a remote backend reads it: a chat stream's server-sent events
+parsed into ChatChunks (`parse_stream`), a server's thinking turned into the `<think>` tags the
+turn splits off (`ThinkingTags`), an error body's message (`error_message`), and the errors a
+remote provider's answer ends with (re-exported by remote.py, where callers import them)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
+
+from ...errors import WrenError
+from ..backend import ChatChunk
+
+MAX_ERROR_BODY = 2000  # characters of an error response quoted back
+
+
+class RemoteError(WrenError):
+    """The remote provider could not give an answer."""
+
+
+class RemoteTLSError(RemoteError):
+    """The server's certificate failed verification."""
+
+
+class RemoteTimeout(RemoteError):
+    """Nothing came from the server within a timeout."""
+
+
+class RemoteInterrupted(RemoteError):
+    """The stream broke after it had started; it is not sent again."""
+
+
+class RemoteProtocolError(RemoteError):
+    """The server sent something that is not an OpenAI-compatible stream."""
+
+
+def error_message(text: str) -> str:
+    text = text[:MAX_ERROR_BODY]
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return text.strip() or "no details"
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return error["message"]
+        if isinstance(error, str):
+            return error
+        if isinstance(body.get("message"), str):
+            return body["message"]
+    return text.strip()
+
+
+async def parse_stream(lines: AsyncIterator[str], where: str) -> AsyncGenerator[ChatChunk, None]:
+    """Server-sent events of an OpenAI-compatible chat stream, as ChatChunks. A chunk that
+    is not JSON, or an error event, raises RemoteProtocolError / RemoteError."""
+    data: list[str] = []
+    done = False
+    async for line in lines:
+        if done:  # read on to the end of the body, so every layer below finishes cleanly
+            continue
+        if line.startswith(":"):  # a comment (keep-alive)
+            continue
+        if line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+            continue
+        if line.strip():  # event:, id:, retry: fields carry nothing Wren needs
+            continue
+        if not data:
+            continue
+        payload, data = "\n".join(data), []
+        if payload.strip() == "[DONE]":
+            done = True
+            continue
+        chunk = _chunk(payload, where)
+        if chunk is not None:
+            yield chunk
+    if data and not done:  # a last event without its blank line
+        payload = "\n".join(data)
+        if payload.strip() != "[DONE]":
+            chunk = _chunk(payload, where)
+            if chunk is not None:
+                yield chunk
+
+
+def _chunk(payload: str, where: str) -> ChatChunk | None:
+    try:
+        body = json.loads(payload)
+    except ValueError:
+        shown = payload if len(payload) <= 80 else payload[:77] + "..."
+        raise RemoteProtocolError(f"{where} sent a malformed stream chunk (not JSON): {shown!r}") from None
+    if not isinstance(body, dict):
+        raise RemoteProtocolError(f"{where} sent a stream chunk that is not a JSON object")
+    if "error" in body:
+        raise RemoteError(f"{where} reported an error mid-stream: {error_message(json.dumps(body))}")
+    text, finish, thought = "", None, ""
+    choices = body.get("choices") or []
+    if choices and isinstance(choices[0], dict):
+        delta = choices[0].get("delta") or {}
+        content = delta.get("content") if isinstance(delta, dict) else None
+        if isinstance(content, str):
+            text = content
+        thought = _reasoning_of(delta)
+        finish = choices[0].get("finish_reason")
+    usage = body.get("usage")
+    if not isinstance(usage, dict):
+        usage = {}
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if not text and not thought and finish is None and prompt is None and completion is None:
+        return None  # the role-only first chunk, and the like
+    return ChatChunk(text, finish, prompt if isinstance(prompt, int) else None,
+                     completion if isinstance(completion, int) else None, thought)
+
+
+def _reasoning_of(delta: Any) -> str:
+    """A delta's thinking: reasoning_content (vLLM, llama.cpp's server, DeepSeek), or
+    reasoning (OpenRouter, Ollama's OpenAI endpoint)."""
+    if not isinstance(delta, dict):
+        return ""
+    for key in ("reasoning_content", "reasoning"):
+        value = delta.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+class ThinkingTags:
+    """A server's thinking as the `<think>…</think>` text the turn's reasoning step splits
+    off (engine/turn/thinking.py reads a remote model's stream as <think> tags): the tag
+    opens before the first thinking and closes before the answer's first text."""
+
+    def __init__(self) -> None:
+        self.open = False
+
+    def text(self, chunk: ChatChunk) -> str:
+        out = ""
+        if chunk.reasoning:
+            out += ("" if self.open else "<think>") + chunk.reasoning
+            self.open = True
+        if chunk.text and self.open:
+            out += "</think>"
+            self.open = False
+        return out + chunk.text
