@@ -14,6 +14,8 @@ from dataclasses import dataclass
 LONG_PROSE_LINES = 4  # a paragraph this long beside a short one is a pasted text, not the question
 LONG_PROSE_CHARS = 320
 QUESTION_CHARS = 400  # a typed question is shorter than this
+ENDS_LINES = 200  # of a longer message, this many lines at each end are read
+LINE_CHARS = 1000  # and of each line, this many characters
 
 _FENCE = re.compile(r"^\s*(```|~~~)\s*([\w+#.-]*)")
 _DATE = r"\d{4}-\d{2}-\d{2}"
@@ -98,10 +100,20 @@ def _asks(text: str) -> bool:
     return "?" in text or first in _ASK
 
 
+def _ends(message: str) -> str:
+    """A long message's first and last ENDS_LINES lines, each cut at LINE_CHARS: a question
+    stands before or after its paste, and a 1 MB paste must not hold up the title."""
+    lines = message.splitlines()
+    if len(lines) > 2 * ENDS_LINES:
+        lines = lines[:ENDS_LINES] + [""] + lines[-ENDS_LINES:]
+    return "\n".join(line[:LINE_CHARS] for line in lines)
+
+
 def split_paste(message: str) -> tuple[str, str]:
-    """(the question's own lines, the pasted rest). With nothing pasted: (message, ""). With a
-    paste and no typed line that reads as a question or names a topic: ("", the paste)."""
-    segs = _segments(message)
+    """(the question's own lines, the pasted rest — of a long message, only its ends). With
+    nothing pasted: (message, ""). With a paste and no typed line that reads as a question
+    or names a topic: ("", the paste)."""
+    segs = _segments(_ends(message))
     typed = [s for s in segs if not s.pasted]
     if any(_is_long(s) for s in typed) and any(not _is_long(s) and _asks(s.text) for s in typed):
         for s in typed:  # a long text pasted beside a short question

@@ -102,3 +102,9 @@ def test_a_chat_started_with_a_paste_gets_its_title(make_engine):
 
     titles, saved = asyncio.run(main())
     assert titles == ["Log from 2026-11-28"] and saved == "Log from 2026-11-28"
+
+
+def test_a_very_long_paste_is_read_at_its_ends():
+    huge = "\n".join(f"2026-11-28 03:{i // 60 % 60:02d}:{i % 60:02d} INFO handled request {i}" for i in range(30_000))
+    assert keyword_title(f"{huge}\nWhy are the request handlers slow tonight?") == "Request handlers slow tonight"
+    assert keyword_title(f"What does this log say?\n{huge}") == "Log from 2026-11-28"
