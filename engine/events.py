@@ -209,6 +209,16 @@ class AnswerNotice:
     text: str  # one sentence a front end shows as it is
 
 
+class CitedBy(enum.Enum):
+    """Who tied a citation to the answer: the model by its [n], or Wren for an answer that
+    wrote none, by a passage it quotes or, failing that, the passage nearest its meaning
+    (a window may say "matched" for those two)."""
+
+    MARKER = "marker"
+    QUOTED = "quoted"
+    MATCHED = "matched"
+
+
 @dataclass(frozen=True, slots=True)
 class Citation:
     """A library passage the answer cites ([number] in its text), after the answer's text:
@@ -221,6 +231,7 @@ class Citation:
     where: str  # the location in words: "page 3", "Setup › Linux, lines 10-14"
     passage: str  # the text the model read
     chunk_id: int = 0
+    cited_by: CitedBy = CitedBy.MARKER  # the model's [n], or Wren's attribution of an answer without one
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +281,7 @@ def _refs(values: list) -> tuple[MemoryRef, ...]:
 _FIELD_TYPES: dict[str, Callable[[Any], Any]] = {
     "reason": FinishReason, "kind": FailureKind, "action": SafetyAction, "span": tuple, "about": NoticeKind,
     "saved": _refs, "forgotten": _refs, "refused": tuple, "unmatched_forgets": tuple, "suggestions": tuple,
+    "cited_by": CitedBy,
 }
 _BY_TYPE = {_TYPE_NAMES.get(kind) or kind.__name__.lower(): kind for kind in Event.__args__}
 

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ..events import Citation
+from ..events import Citation, CitedBy
 from .retrieve import Passage
 
 HEADER = ("Passages from the user's documents. Use them when they answer the question, and cite each "
@@ -94,7 +94,8 @@ def without_uncited(answer: str, kept: Iterable[int]) -> str:
 def citations(answer: str, passages: Sequence[Passage], included: Iterable[int], question: str = "") -> list[Citation]:
     """The citations of `answer`: `passages` numbered from 1 as the prompt numbered them,
     `included` the chunk ids the prompt really held. An answer with no marker that names
-    one of them is attributed by what it quotes (`quoted`)."""
+    one of them is attributed by what it quotes (`quoted`); one that quotes none either is
+    left to the meaning's match (engine/library/matched.py, run by the library service)."""
     held = set(included)
     out = []
     for number in cited_numbers(answer):
@@ -102,14 +103,15 @@ def citations(answer: str, passages: Sequence[Passage], included: Iterable[int],
             continue
         p = passages[number - 1]
         if p.chunk_id in held:
-            out.append(_citation(number, p))
+            out.append(cite(number, p))
     if not out:
-        out = [_citation(n, passages[n - 1]) for n in quoted(answer, question, passages, held)]
+        out = [cite(n, passages[n - 1], CitedBy.QUOTED) for n in quoted(answer, question, passages, held)]
     return out
 
 
-def _citation(number: int, p: Passage) -> Citation:
-    return Citation(number, p.path, dict(p.location), p.where, p.text, p.chunk_id)
+def cite(number: int, p: Passage, by: CitedBy = CitedBy.MARKER) -> Citation:
+    """`p`, numbered `number` in the prompt, as a citation made `by` the model or Wren."""
+    return Citation(number, p.path, dict(p.location), p.where, p.text, p.chunk_id, by)
 
 
 QUOTE_WORDS = 4  # words in a row an answer shares with a passage to quote it

@@ -24,12 +24,13 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..context.report import PartKind, PartState, report_from_meta
-from ..events import Citation, Delta, Event, Finished
+from ..events import Citation, CitedBy, Delta, Event, Finished
 from ..memory import embed
 from ..store import library as sql
 from . import stored
-from .cite import citations, without_uncited
+from .cite import citations, cite, without_uncited
 from .library import LibraryIndex
+from .matched import Nearness, best_match, nearness
 from .projects import DEFAULT_SCOPE, NO_DOCUMENTS, SCOPE_SETTING, SCOPES, Projects, Scope
 from .retrieve import Passage
 
@@ -186,12 +187,40 @@ class Library:
                 await self.e.db(store.update_message, message_id, content=shown)
 
     async def _citations(self, answer: str, conversation_id: int | None, message_id: int) -> builtins.list[Citation]:
-        passages = self.given(conversation_id)
+        question, passages = self._given.get(conversation_id, ("", []))
         message = await self.e.db(self.e.store_for(message_id).get_message, message_id)
         report = report_from_meta(message.meta)
         held = [p.source_ids[0] for p in (report.parts if report else ())
                 if p.kind is PartKind.DOCUMENT and p.state is PartState.INCLUDED and p.source_ids]
-        return citations(answer, passages, held, self._given.get(conversation_id, ("", []))[0])
+        return citations(answer, passages, held, question) or await self._matched(answer, passages, set(held))
+
+    async def _matched(self, answer: str, passages: builtins.list[Passage], held: set[int]) -> builtins.list[Citation]:
+        """The passage nearest the answer's meaning (engine/library/matched.py), for an
+        answer that cites none by number and quotes none."""
+        number = best_match(await self.nearness(answer, passages, held))
+        return [] if number is None else [cite(number, passages[number - 1], CitedBy.MATCHED)]
+
+    async def nearness(self, answer: str, passages: Sequence[Passage], held: set[int]) -> builtins.list[Nearness]:
+        """The cosine of `answer` with each of `passages` (numbered from 1 as the prompt
+        numbered them) whose chunk id is in `held`, nearest first; none without the embedder.
+        One embedding of the answer; the passages' vectors are the stored ones."""
+        text = without_uncited(answer, []).strip()
+        chosen = [p for p in passages if p.chunk_id in held]
+        embedder = await self._blocking(self.index.embedder) if text and chosen else None
+        if embedder is None:
+            return []
+        vectors = await self.e.db(self._passage_vectors, embedder.name, [p.chunk_id for p in chosen])
+        unembedded = [p for p in chosen if p.chunk_id not in vectors]  # indexed, not yet embedded
+        made = await self._blocking(embedder.embed, [text, *(p.text for p in unembedded)])
+        vectors.update(zip((p.chunk_id for p in unembedded), made[1:]))
+        return nearness(made[0], vectors, passages, held)
+
+    def _passage_vectors(self, model: str, chunk_ids: builtins.list[int]) -> dict[int, Any]:
+        """On the database thread: the stored vectors of `chunk_ids` made by `model` (the
+        search's matrix, reloaded only if the library changed since)."""
+        vectors = self.index.vectors
+        vectors.load(model, self.index.generation)
+        return {i: vectors.matrix[vectors.position[i]] for i in chunk_ids if i in vectors.position}
 
     # -- watching ------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..events import Citation
+from ..events import Citation, CitedBy
 from ..records import MessageInfo
 from ..store import citations as sql
 
@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 def save(store: Store, message_id: int, cited: Sequence[Citation]) -> None:
     """Keep `cited` as the citations of `message_id` (on the database thread)."""
     sql.save(store.db, message_id, [{"number": c.number, "path": c.path, "location": c.location,
-                                     "place": c.where, "passage": c.passage, "chunk_id": c.chunk_id}
+                                     "place": c.where, "passage": c.passage, "chunk_id": c.chunk_id,
+                                     "cited_by": c.cited_by.value}
                                     for c in cited])
 
 
@@ -27,8 +28,8 @@ def attach(store: Store, messages: Sequence[MessageInfo]) -> list[MessageInfo]:
     """`messages` with the citations each answer keeps (on the database thread)."""
     found = sql.of_messages(store.db, [m.id for m in messages])
     return [dataclasses.replace(m, citations=tuple(
-        Citation(c["number"], c["path"], c["location"], c["place"], c["passage"], c["chunk_id"])
-        for c in found[m.id])) if m.id in found else m for m in messages]
+        Citation(c["number"], c["path"], c["location"], c["place"], c["passage"], c["chunk_id"],
+                 CitedBy(c["cited_by"])) for c in found[m.id])) if m.id in found else m for m in messages]
 
 
 def messages(store: Store, conversation_id: int) -> list[MessageInfo]:

@@ -16,7 +16,7 @@ SCHEMA = (
     "number INTEGER NOT NULL, path TEXT NOT NULL, location TEXT NOT NULL, place TEXT NOT NULL, "
     "passage TEXT NOT NULL, chunk_id INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (message_id, number))",
 )
-COLUMNS = ("message_id", "number", "path", "location", "place", "passage", "chunk_id")
+COLUMNS = ("message_id", "number", "path", "location", "place", "passage", "chunk_id", "cited_by")
 
 
 def create_schema(db: pw.Database) -> None:
@@ -24,14 +24,21 @@ def create_schema(db: pw.Database) -> None:
         db.execute_sql(sql)
 
 
+def add_cited_by(db: pw.Database) -> None:
+    """Migration 10: who tied each citation to its answer (engine.events.CitedBy's value);
+    those kept before it were all the model's markers."""
+    if "cited_by" not in {c.name for c in db.get_columns(TABLE)}:
+        db.execute_sql(f"ALTER TABLE {TABLE} ADD COLUMN cited_by TEXT NOT NULL DEFAULT 'marker'")
+
+
 def save(db: pw.Database, message_id: int, cited: Sequence[dict[str, Any]]) -> None:
     """Replace the citations of `message_id` with `cited` (dicts of COLUMNS but message_id)."""
     with db.atomic():
         db.execute_sql(f"DELETE FROM {TABLE} WHERE message_id = ?", (message_id,))
         for c in cited:
-            db.execute_sql(f"INSERT INTO {TABLE} ({', '.join(COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            db.execute_sql(f"INSERT INTO {TABLE} ({', '.join(COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                            (message_id, c["number"], c["path"], json.dumps(c["location"]), c["place"],
-                            c["passage"], c["chunk_id"]))
+                            c["passage"], c["chunk_id"], c.get("cited_by", "marker")))
 
 
 def of_messages(db: pw.Database, message_ids: Iterable[int]) -> dict[int, list[dict[str, Any]]]:

@@ -91,6 +91,13 @@ def _m009_message_citations(db: pw.Database) -> None:
     create_schema(db)
 
 
+def _m010_citation_cited_by(db: pw.Database) -> None:
+    # Who tied a citation to its answer: the model's [n], or Wren's quote or meaning match.
+    from .citations import add_cited_by
+
+    add_cited_by(db)
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[pw.Database], None]]] = [
     (1, "initial", _m001_initial),
     (2, "message_text_search", _m002_message_text_search),
@@ -101,6 +108,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[pw.Database], None]]] = [
     (7, "message_reasoning", _m007_message_reasoning),
     (8, "document_library", _m008_document_library),
     (9, "message_citations", _m009_message_citations),
+    (10, "citation_cited_by", _m010_citation_cited_by),
 ]
 
 

@@ -1,0 +1,54 @@
+"""The passage an answer's meaning matches, for an answer that cites none by number and
+quotes none: the last of the ways Wren ties an answer to its sources (engine/library/cite.py).
+
+The answer is embedded once, after it ends, with the library's embedder (truncated as the
+embedder truncates, MiniLMEmbedder.max_tokens); the prompt's passages' vectors are those the
+library already stores. The nearest passage is cited only when its cosine with the answer is
+at least THRESHOLD and at least MARGIN above the nearest passage of another file: an answer
+about the topic of two files cites neither, since a citation of the wrong file is what users
+complain of. Such a citation says the answer is about that passage, not that the passage
+supports what it says (the starter's answers often change the passage's figures)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .retrieve import Passage
+
+# Chosen on the project's test set and checked on the held-out one (bench/docs_cited.py,
+# bench/docs_heldout.py; figures in their results' "matched" sections).
+THRESHOLD = 0.5
+MARGIN = 0.1
+
+
+@dataclass(frozen=True)
+class Nearness:
+    """One passage of the prompt and its cosine with the answer."""
+
+    number: int  # as the prompt numbered it, from 1
+    path: str
+    cosine: float
+
+
+def nearness(answer_vector: np.ndarray, passage_vectors: dict[int, np.ndarray], passages: Sequence[Passage],
+             held: set[int]) -> list[Nearness]:
+    """The cosine of the answer with each passage the prompt held that has a vector, nearest
+    first. Vectors are of unit length (Embedder.embed), so a dot product is the cosine."""
+    out = [Nearness(number, p.path, float(np.dot(answer_vector, passage_vectors[p.chunk_id])))
+           for number, p in enumerate(passages, 1) if p.chunk_id in held and p.chunk_id in passage_vectors]
+    return sorted(out, key=lambda n: -n.cosine)
+
+
+def best_match(near: Sequence[Nearness], threshold: float = THRESHOLD, margin: float = MARGIN) -> int | None:
+    """The number of the passage to cite from `near` (nearest first), or None: the nearest
+    must reach `threshold` and lead the nearest passage of any other file by `margin` (a
+    second passage of the same file is no rival: citing either names the right file)."""
+    if not near or near[0].cosine < threshold:
+        return None
+    rival = next((n.cosine for n in near[1:] if n.path != near[0].path), None)
+    if rival is not None and near[0].cosine - rival < margin:
+        return None
+    return near[0].number
