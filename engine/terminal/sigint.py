@@ -9,9 +9,14 @@ the prompt did nothing (about one press in 200 with eight threads, measured on L
 `SigintRouter` makes the delivery deterministic. From `start()` on, SIGINT is blocked in the
 main thread, so every thread made afterwards (by any thread) inherits the block, and one
 thread of its own takes the signal with `sigwait`:
-  - at the prompt (`prompt()`), the main thread unblocks it, so the signal lands there,
-    directly or forwarded by the router with `pthread_kill`, and input() raises
-    KeyboardInterrupt as before;
+  - at the prompt (`prompt()`), the router nudges the main thread with a signal of its own
+    (NUDGE, sent with `pthread_kill`) until input() has raised KeyboardInterrupt. One signal
+    is not enough: CPython's readline looks for signals only when its select() is
+    interrupted, so a signal that came while it was taking a key (echoing it, or preempted
+    just after, under load) was noticed only at the next key: Ctrl+C did nothing. Repeated,
+    one lands in select(). And the terminal keeps the keys typed before a Ctrl+C (NOFLSH):
+    discarded between readline's select() and its read(), they left read() waiting, and
+    readline restarts a read() that a signal interrupts;
   - during an answer (`on_interrupt(callback)`), the callback runs on the event loop (the
     answer stops);
   - at any other time, the main thread is interrupted as Python would have done it
@@ -29,15 +34,22 @@ from __future__ import annotations
 import _thread
 import asyncio
 import signal
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from types import FrameType
 
 _SIGINT = {signal.SIGINT}
+# The nudge: a real-time signal where there are some (nothing else in Wren uses them), else SIGUSR2.
+NUDGE: int | None = signal.SIGRTMIN + 7 if hasattr(signal, "SIGRTMIN") else getattr(signal, "SIGUSR2", None)
+NUDGE_EVERY = 0.02  # seconds between nudges
+NUDGE_FOR = 5.0  # a main thread that has not raised by then is not at a read that can be interrupted
 
 
 def supported() -> bool:
-    return (hasattr(signal, "pthread_sigmask") and hasattr(signal, "sigwait")
+    return (hasattr(signal, "pthread_sigmask") and hasattr(signal, "sigwait") and NUDGE is not None
             and threading.current_thread() is threading.main_thread())
 
 
@@ -53,6 +65,37 @@ def release() -> None:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGINT)
 
 
+@contextmanager
+def _typeahead_kept() -> Iterator[None]:
+    """While inside, Ctrl+C on the terminal does not discard the keys typed before it (NOFLSH).
+    Readline waits for a key with select() and then reads it: a Ctrl+C between the two that
+    discarded the key left read() waiting for the next one, where signals are not looked at.
+    Kept, the keys are read, and the line they are in is dropped with the Ctrl+C."""
+    try:
+        import termios
+
+        fd = sys.stdin.fileno()
+        before = termios.tcgetattr(fd)
+    except (ImportError, AttributeError, ValueError, OSError):  # not a terminal: nothing is discarded
+        yield
+        return
+    if before[3] & termios.NOFLSH:
+        yield
+        return
+    kept = list(before)
+    kept[3] = before[3] | termios.NOFLSH
+    termios.tcsetattr(fd, termios.TCSANOW, kept)
+    try:
+        yield
+    finally:
+        try:
+            now = termios.tcgetattr(fd)
+            now[3] &= ~termios.NOFLSH
+            termios.tcsetattr(fd, termios.TCSANOW, now)
+        except OSError:  # the terminal went away
+            pass
+
+
 class SigintRouter:
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -61,14 +104,17 @@ class SigintRouter:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._main = threading.main_thread().ident or 0
         self._active = False
+        self._prompts = 0  # counts prompts, so a press is acted on at the prompt it was made at only
+        self._wanted: int | None = None  # the prompt a press is waiting to interrupt
 
     def start(self, loop: asyncio.AbstractEventLoop | None = None) -> SigintRouter:
         """Block SIGINT in this (the main) thread and start the thread that takes it.
         Call it before the engine makes its threads."""
-        if not supported():
+        if not supported() or NUDGE is None:
             return self
         self._loop = loop
         hold()
+        signal.signal(NUDGE, self._nudged)
         self._active = True
         threading.Thread(target=self._wait, name="wren-sigint", daemon=True).start()
         return self
@@ -86,19 +132,24 @@ class SigintRouter:
         if not self._active:
             yield
             return
-        with self._lock:
-            self._at_prompt = True
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGINT)
-        try:
-            yield
-        finally:
-            signal.pthread_sigmask(signal.SIG_BLOCK, _SIGINT)
+        try:  # a press from here on raises inside the try, so the finally always runs
             with self._lock:
-                self._at_prompt = False
-                # A press forwarded just as the line ended must not wait, pending, to
-                # interrupt the next prompt.
-                if signal.SIGINT in signal.sigpending():
-                    signal.sigtimedwait(_SIGINT, 0)
+                self._prompts += 1
+                self._wanted = None
+                self._at_prompt = True
+            with _typeahead_kept():
+                yield
+        finally:
+            self._at_prompt = False  # first: a nudge still on its way is ignored from here on
+            with self._lock:
+                self._wanted = None
+
+    def _nudged(self, signum: int, frame: FrameType | None) -> None:
+        """NUDGE's handler, on the main thread: KeyboardInterrupt once per press at the prompt;
+        nudges after it, or away from the prompt, do nothing."""
+        if self._at_prompt and self._wanted == self._prompts:
+            self._wanted = None
+            raise KeyboardInterrupt
 
     @contextmanager
     def on_interrupt(self, callback: Callable[[], object]) -> Iterator[bool]:
@@ -124,9 +175,14 @@ class SigintRouter:
     def _route(self) -> None:
         with self._lock:
             if self._at_prompt:
-                signal.pthread_kill(self._main, signal.SIGINT)  # unblocked there: input() raises
-                return
+                self._wanted = self._prompts
+                press = self._prompts
+            else:
+                press = None
             target = self._callback
+        if press is not None:
+            self._nudge(press)
+            return
         if target is not None:
             loop, callback = target
             try:
@@ -141,3 +197,11 @@ class SigintRouter:
                 waiting.call_soon_threadsafe(lambda: None)  # wake a waiting loop to notice it
             except RuntimeError:
                 pass
+
+    def _nudge(self, press: int) -> None:
+        """Nudge the main thread until the press made at prompt `press` has raised there (or
+        that prompt ended, or NUDGE_FOR passed)."""
+        deadline = time.monotonic() + NUDGE_FOR
+        while self._at_prompt and self._wanted == press == self._prompts and time.monotonic() < deadline:
+            signal.pthread_kill(self._main, NUDGE or signal.SIGINT)  # NUDGE is set where the router runs
+            time.sleep(NUDGE_EVERY)
