@@ -4,7 +4,9 @@ module), in other formats and layouts, with distractors on near topics, and ques
 written apart from the files in other words. Each question goes through `wren docs search
 --json` (recall@5: a passage of the right file holding the answer's words among the first
 five) and, unless --no-ask, `wren ask --json --docs` with the starter model (cite rate: a
-`citation` event for the right file). Everything lives in a fresh WREN_HOME; prints JSON.
+`citation` event for the right file) and precision (the share of citations naming the right
+file), "before" counting only citations by [n] or quote, "after" those matched by meaning too
+(engine/library/matched.py). Everything lives in a fresh WREN_HOME; prints JSON.
 
     .venv/bin/python bench/docs_heldout.py [--no-ask] [--limit N] [--out FILE]
 """
@@ -106,6 +108,16 @@ def make_library(folder: Path) -> None:
                                             "traps. Wasps nest in sheds in summer.\n")
 
 
+def rates(rows: list[dict], cited_of) -> dict:
+    """Cite rate (the right file among the answer's citations) and precision (the share of
+    citations that name the right file) of `cited_of(row)`, the files each answer cites."""
+    cited = [(r["file"], cited_of(r)) for r in rows]
+    made = sum(len(files) for _, files in cited)
+    right = sum(files.count(name) for name, files in cited)
+    return {"cites_file_rate": round(sum(name in files for name, files in cited) / len(rows), 3),
+            "precision": round(right / made, 3) if made else None, "citations": made}
+
+
 def cli(home: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     env = {**os.environ, "WREN_HOME": str(home)}
     return subprocess.run([*WREN, *args], env=env, capture_output=True, text=True, timeout=timeout)
@@ -136,7 +148,8 @@ def main() -> None:
             asked = cli(home, "ask", "--json", "--docs", "--temperature", "0", "--max-tokens", str(args.max_tokens), q)
             events = [json.loads(line) for line in asked.stdout.splitlines() if line.startswith("{")]
             cited = [Path(e.get("path", "")).name for e in events if e.get("type") == "citation"]
-            row.update(cited_files=cited, cites_file=name in cited, seconds=round(time.perf_counter() - began, 1),
+            row.update(cited_files=cited, cited_by=[e.get("cited_by") for e in events if e.get("type") == "citation"],
+                       cites_file=name in cited, seconds=round(time.perf_counter() - began, 1),
                        answer="".join(e.get("text", "") for e in events if e.get("type") == "delta"),
                        error=asked.stderr.strip()[-300:] if asked.returncode else None)
         rows.append(row)
@@ -146,6 +159,8 @@ def main() -> None:
                   recall_at_5=round(sum(r["recall_at_5"] for r in rows) / n, 3))
     if not args.no_ask:
         report["cites_file_rate"] = round(sum(r["cites_file"] for r in rows) / n, 3)
+        report["before"] = rates(rows, lambda r: [f for f, by in zip(r["cited_files"], r["cited_by"]) if by != "matched"])
+        report["after"] = rates(rows, lambda r: r["cited_files"])
     report.update(rows=rows, machine_after=cpu().get("load_average_1_5_15"))
     text = json.dumps(report, indent=2, ensure_ascii=False)
     print(text)
