@@ -70,6 +70,7 @@ def measure(backend_name: str, args: argparse.Namespace) -> dict:
 
     pp, tg, ttft = [], [], []
     turn_waits: list[float] = []  # seconds each decode run waited for the CPU turn
+    strain: list[dict] = []  # each decode run's CPU per token, involuntary switches and load
     reference = {"pp": [], "tg": []}
     gguf = None
     if args.compare_llama_cpp:
@@ -97,12 +98,14 @@ def measure(backend_name: str, args: argparse.Namespace) -> dict:
         history = list(chat_ids)
         token = sampler(logits, history)
         waited = _turn_waits(model)
+        before = resource.getrusage(resource.RUSAGE_SELF)
         t0 = time.perf_counter()
         for _ in range(args.decode_tokens):
             history.append(token)
             token = sampler(model.decode(token, len(history) - 1), history)
         tg.append(args.decode_tokens / (time.perf_counter() - t0))
         turn_waits.append(round(_turn_waits(model) - waited, 3))
+        strain.append(_decode_strain(before, args.decode_tokens))
     longer_ids = tokenizer.encode(text * 4)[: args.long_prompt_tokens]
     long_pp = []
     for _ in range(max(1, args.runs // 2)):
@@ -145,6 +148,9 @@ def measure(backend_name: str, args: argparse.Namespace) -> dict:
         "decode_tokens_per_s": round(statistics.median(tg), 1),
         "decode_tokens_per_s_runs": [round(x, 1) for x in tg],
         "cpu_turn_wait_s_runs": turn_waits,
+        "decode_cpu_ms_per_token_runs": [run["cpu_ms_per_token"] for run in strain],
+        "decode_involuntary_switches_runs": [run["involuntary_switches"] for run in strain],
+        "decode_load_average_runs": [run["load_1min"] for run in strain],
         "time_to_first_token_s": round(statistics.median(ttft), 4),
         "long_prompt_tokens": len(longer_ids),
         "long_prompt_tokens_per_s": round(statistics.median(long_pp), 1),
@@ -164,6 +170,19 @@ def measure(backend_name: str, args: argparse.Namespace) -> dict:
                 w / r for w, r in zip(long_pp, reference["long_pp"])), 2)
     result["prompt_gemm"] = os.environ.get("WREN_PROMPT_GEMM") or "int"
     return result
+
+
+def _decode_strain(before, tokens: int) -> dict:
+    """What a decode run cost this process since `before` (a getrusage): CPU milliseconds per
+    token (all its threads) and involuntary context switches, with the 1-minute load. A run
+    slowed by other processes on the cores shows many switches and more CPU per token (the
+    thread pool spins at its barriers while a partner is off its core; llama.cpp's run beside
+    it slows too); one slowed by Wren's own work shows the CPU without the switches."""
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return {"cpu_ms_per_token": round(cpu / tokens * 1e3, 1),
+            "involuntary_switches": after.ru_nivcsw - before.ru_nivcsw,
+            "load_1min": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None}
 
 
 def _turn_waits(model) -> float:
