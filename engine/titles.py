@@ -10,7 +10,9 @@ a `TitleUpdate`, before `Finished`.
 A model's title is cleaned (prefixes such as "Title:", quotes, markdown, at most
 TITLE_WORDS words) and checked for plausibility: no first person, no talk about titles,
 at least one content word shared with the chat. One that fails is replaced by the
-question's own key words (`keyword_title`), so a new chat always ends with a title.
+question's own key words (`keyword_title`), so a new chat always ends with a title. A message
+holding a paste (a log, code, a long text) is read for its typed question (engine/pasted.py);
+a paste with no question is named for what it is ("Log from 2026-11-28").
 """
 
 from __future__ import annotations
