@@ -145,6 +145,7 @@ class ModelsPage(QWidget):
         column.addStretch(1)
         self.scroll_area = QScrollArea()
         self.scroll_area.setObjectName("modelsScroll")
+        self.scroll_area.setAccessibleName("Models list")  # a Tab stop: a reader must say what it is
         self.scroll_area.setWidgetResizable(True)
         self.scroll_area.setFrameShape(QFrame.Shape.NoFrame)
         self.scroll_area.setWidget(content)

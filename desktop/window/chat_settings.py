@@ -70,6 +70,7 @@ class ChatSettingsDialog(QDialog):
         self.thinking.setAccessibleName("Thinking in this chat")
         self.thinking.setToolTip("Whether (or how much) a thinking model thinks before it answers in this chat")
         self.thinking_label = QLabel("Thinking")
+        self.thinking_label.setBuddy(self.thinking)  # what a reader says the combo box is (Linux reads only its choice)
         self.tools_box = QGroupBox("Tools this chat may use")
         self.tools_box.setObjectName("chatTools")
         self.tools_default = QCheckBox("The tools chosen in Settings")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QMenu, QToolButton, QWidget
 
+from .. import a11y
 from .elided import ElidedLabel
 
 MODEL_PICKER_WIDTH = (120, 240)  # pixels: the least and the most the model picker takes
@@ -42,7 +43,7 @@ class ChatHeader(QWidget):
         self.title_label.setAccessibleName("Conversation title")
         self.model_picker = QComboBox()
         self.model_picker.setObjectName("modelPicker")
-        self.model_picker.setAccessibleName("Model")
+        a11y.say_what_it_is(self.model_picker, "Model")  # Linux reads a combo box by its choice ("tiny") alone
         self.model_picker.setToolTip("The model that answers")
         # As wide as the names, up to a limit: a longer one is cut, never widening the header.
         self.model_picker.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)

@@ -37,11 +37,39 @@ def find_app(timeout: float = 20.0):
     raise SystemExit(f"no application named {APP_NAME!r} on the accessibility bus")
 
 
+def labels(node) -> list[str]:
+    """The names of the nodes that label this one (AT-SPI's labelled-by relation), as a
+    reader says them before the control's own name (Orca does for a combo box)."""
+    found = []
+    try:
+        relations = node.getRelationSet()
+    except Exception:  # a node gone meanwhile
+        return found
+    for relation in relations:
+        if relation.getRelationType() == pyatspi.RELATION_LABELLED_BY:
+            for i in range(relation.getNTargets()):
+                target = relation.getTarget(i)
+                if target is not None and (target.name or "").strip():
+                    found.append(target.name.strip())
+    return found
+
+
 def describe(node) -> dict:
     states = node.getState().getStates()
     return {"role": node.getRoleName(), "name": node.name or "", "description": node.description or "",
+            "labels": labels(node), "window": window_of(node),
             "focusable": pyatspi.STATE_FOCUSABLE in states, "showing": pyatspi.STATE_SHOWING in states,
             "enabled": pyatspi.STATE_ENABLED in states, "focused": pyatspi.STATE_FOCUSED in states}
+
+
+def window_of(node) -> str:
+    """The title of the window (or dialog) the node is in."""
+    try:
+        while node is not None and node.getRoleName() not in ("frame", "dialog", "window"):
+            node = node.parent
+        return (node.name or "") if node is not None else ""
+    except Exception:
+        return ""
 
 
 def walk(node, path: str = "", out: list | None = None) -> list:

@@ -77,7 +77,8 @@ def test_the_window_names_its_controls_before_any_chat():
     nodes = session("tree")["nodes"]
     assert unnamed(nodes) == []
     picker = [n for n in nodes if n["role"] == "combo box" and n["showing"]]
-    assert [p["name"] for p in picker] == ["tiny"]  # on Linux Qt names a combo box by its choice
+    assert [p["name"] for p in picker] == ["tiny"]  # on Linux Qt names a combo box by its choice...
+    assert [p["labels"] for p in picker] == [["Model"]]  # ...and a reader says its label first
     menus = {n["name"] for n in nodes if n["role"] == "menu item"}
     assert {"File", "Edit", "Chat", "Voice", "Help", "Keyboard shortcuts", "Dictate"} <= menus
 
@@ -91,3 +92,30 @@ def test_the_quick_prompt_names_its_controls_and_takes_a_question_by_keys():
     assert result["steps"][0]["focus"] == {"role": "text", "name": "Ask Wren"}  # the hotkey put focus in it
     said = [a["text"] for a in result["announcements"]]
     assert said and said[-1].startswith("Wren answered: Paris"), said
+
+
+def says_only_its_value(node: dict) -> bool:
+    """A combo box, spin box or check box that a reader would announce by its value alone:
+    no label, or a label that is only its own name (Linux names a combo box by its choice)."""
+    if node["role"] == "combo box":
+        return not [label for label in node["labels"] if label.strip() and label != node["name"]]
+    return not (node["name"].strip() or node["labels"])
+
+
+def test_every_window_a_keyboard_user_reaches_says_what_each_choice_is():
+    """The main window, every Settings page (shown or not), the Library, the Models window,
+    Chat settings and the quick prompt: each combo box has a label that is not its choice,
+    each spin box and check box a name; every shown control has a name."""
+    nodes = session("tree", WREN_A11Y_OPEN="settings,library,models,chat-settings", WREN_A11Y_QUICK="1")["nodes"]
+    windows = {n["window"] for n in nodes}
+    assert {"Wren", "Settings", "Library", "Models", "Chat settings"} <= windows, windows
+    assert "Ask Wren" in {n["name"] for n in nodes}  # the quick prompt's box
+    assert unnamed(nodes) == []
+    choices = [n for n in nodes if n["role"] in ("combo box", "spin button", "check box")]
+    assert {n["role"] for n in choices} == {"combo box", "spin button", "check box"}
+    assert len([n for n in choices if n["role"] == "combo box"]) >= 5  # the header's, Settings' and Chat settings'
+    assert [(n["window"], n["role"], n["name"]) for n in choices if says_only_its_value(n)] == []
+    # Checkable buttons are check boxes to Qt: each reads as a setting with its state ("Temporary chat,
+    # check box, not checked"), its name the thing turned on, not a command
+    header = {n["name"] for n in choices if n["window"] == "Wren" and n["role"] == "check box"}
+    assert {"Temporary chat", "Dictate"} <= header

@@ -15,6 +15,30 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("QT_LINUX_ACCESSIBILITY_ALWAYS_ON", "1")  # no desktop settings tell Qt a reader runs
 
 
+async def _open(name: str, engine, window):
+    """A window a keyboard user reaches from the main one, opened beside it (WREN_A11Y_OPEN):
+    settings (every page), library, models, chat-settings."""
+    from wren.desktop.library.page import LibraryDialog
+    from wren.desktop.models.dialog import ModelsDialog
+    from wren.desktop.settings.dialog import SettingsDialog
+    from wren.desktop.window.chat_settings import ChatSettingsDialog
+
+    if name == "settings":
+        dialog = SettingsDialog(engine, window.tasks, parent=window)
+    elif name == "library":
+        dialog = LibraryDialog(engine, window.tasks, parent=window)
+    elif name == "models":
+        dialog = ModelsDialog(engine, window.tasks, parent=window)
+        await dialog.page.load()
+    elif name == "chat-settings":
+        dialog = ChatSettingsDialog(engine, None, window)
+        await dialog.load()
+    else:
+        raise SystemExit(f"WREN_A11Y_OPEN: no window {name!r}")
+    dialog.show()
+    return dialog
+
+
 def main() -> None:
     import qasync
     from PySide6.QtWidgets import QApplication
@@ -55,6 +79,8 @@ def main() -> None:
             quick.set_ready(True)  # the model is loaded (the app tells it from the model controller)
             quick.popup()
             window.quick = quick  # kept alive
+        opened = [name for name in os.environ.get("WREN_A11Y_OPEN", "").split(",") if name]
+        window.a11y_opened = [await _open(name, engine, window) for name in opened]  # kept alive
         print("READY", flush=True)
         await asyncio.Event().wait()
 
