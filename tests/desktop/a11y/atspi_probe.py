@@ -3,7 +3,7 @@ Debian's pyatspi; run by run_session.sh with the system's Python, not Wren's).
 
     atspi_probe.py tree                 every node of Wren's window: role, name, states
     atspi_probe.py keys KEY...          press keys (xdotool names: Tab, Return, ctrl+n, or
-                                        type:TEXT, or focus:WINDOW TITLE) one by one; what got focus after each, and
+                                        type:TEXT, focus:WINDOW TITLE, or tab-to:NAME) one by one; what got focus after each, and
                                         every announcement, until "Wren answered" or the end;
                                         then the tree as `tree` gives it
 
@@ -88,6 +88,24 @@ def tree() -> dict:
     return {"nodes": walk(find_app())}
 
 
+def _command(step: str) -> list[str]:
+    if step.startswith("focus:"):  # a window by its title, e.g. focus:Wren quick prompt
+        found = subprocess.run(["xdotool", "search", "--name", step[6:]], capture_output=True, text=True,
+                               timeout=20).stdout.split()
+        return ["xdotool", "windowfocus", "--sync", found[-1]] if found else ["true"]
+    if step.startswith("type:"):
+        return ["xdotool", "type", "--delay", "15", step[5:]]
+    return ["xdotool", "key", step]
+
+
+def _focus_after_each(log: list[dict], focus: list[dict]) -> None:
+    """The focus right after each key: the last focus event before the next key."""
+    for n, entry in enumerate(log):
+        end = log[n + 1]["at"] if n + 1 < len(log) else float("inf")
+        during = [f for f in focus if entry["at"] <= f["at"] < end]
+        entry["focus"] = {k: during[-1][k] for k in ("role", "name")} if during else None
+
+
 def keys(steps: list[str], settle: float = 0.4, wait_answer: float = 30.0) -> dict:
     app = find_app()
     window = subprocess.run(["xdotool", "search", "--sync", "--name", "^Wren"], capture_output=True, text=True,
@@ -110,6 +128,7 @@ def keys(steps: list[str], settle: float = 0.4, wait_answer: float = 30.0) -> di
     pyatspi.Registry.registerEventListener(on_focus, "object:state-changed:focused")
     pyatspi.Registry.registerEventListener(on_announcement, "object:announcement")
     queue = list(steps)
+    tabs: dict[str, int] = {}
 
     def press() -> bool:
         if not queue:
@@ -117,15 +136,18 @@ def keys(steps: list[str], settle: float = 0.4, wait_answer: float = 30.0) -> di
             return False
         step = queue.pop(0)
         before = len(focus)
-        if step.startswith("focus:"):  # a window by its title, e.g. focus:Wren quick prompt
-            found = subprocess.run(["xdotool", "search", "--name", step[6:]], capture_output=True, text=True,
-                                   timeout=20).stdout.split()
-            command = ["xdotool", "windowfocus", "--sync", found[-1]] if found else ["true"]
-        elif step.startswith("type:"):
-            command = ["xdotool", "type", "--delay", "15", step[5:]]
-        else:
-            command = ["xdotool", "key", step]
-        subprocess.run(command, capture_output=True, timeout=30)
+        if step.startswith("tab-to:"):  # Tab until NAME has focus (at most 60 presses), as a reader's user does
+            if focus and focus[-1]["name"] == step[7:]:
+                log.append({"key": step, "at": round(time.monotonic() - started, 3), "focus_before": before})
+                GLib.timeout_add(int(settle * 1000), press)
+                return False
+            tabs[step] = tabs.get(step, 0) + 1
+            if tabs[step] <= 60:
+                queue.insert(0, step)
+            subprocess.run(["xdotool", "key", "Tab"], capture_output=True, timeout=30)
+            GLib.timeout_add(int(settle * 1000), press)
+            return False
+        subprocess.run(_command(step), capture_output=True, timeout=30)
         log.append({"key": step, "at": round(time.monotonic() - started, 3), "focus_before": before})
         GLib.timeout_add(int(settle * 1000), press)
         return False
@@ -146,14 +168,7 @@ def keys(steps: list[str], settle: float = 0.4, wait_answer: float = 30.0) -> di
 
     GLib.timeout_add(500, press)
     pyatspi.Registry.start()
-    for entry in log:  # what had focus after each key
-        later = [f for f in focus if f["at"] >= entry["at"]]
-        entry["focus"] = {k: later[-1][k] for k in ("role", "name")} if later else None
-    # the focus right after each key: the last focus event before the next key
-    for n, entry in enumerate(log):
-        end = log[n + 1]["at"] if n + 1 < len(log) else float("inf")
-        during = [f for f in focus if entry["at"] <= f["at"] < end]
-        entry["focus"] = {k: during[-1][k] for k in ("role", "name")} if during else None
+    _focus_after_each(log, focus)
     time.sleep(0.5)  # the answer's buttons are laid out
     return {"steps": log, "announcements": announcements, "focus_events": len(focus), "nodes": walk(app)}
 

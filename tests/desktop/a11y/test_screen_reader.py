@@ -119,3 +119,15 @@ def test_every_window_a_keyboard_user_reaches_says_what_each_choice_is():
     # check box, not checked"), its name the thing turned on, not a command
     header = {n["name"] for n in choices if n["window"] == "Wren" and n["role"] == "check box"}
     assert {"Temporary chat", "Dictate"} <= header
+
+
+def test_a_tool_approval_is_announced_and_granted_by_keys_alone():
+    result = session("keys", "type:Say hi with the tool", "Return", "tab-to:Allow echo once", "space",
+                     WREN_A11Y_TOOL="1", WREN_A11Y_REPLY="The tool said hi.")
+    said = [a["text"] for a in result["announcements"]]
+    asked = "Wren wants to run the tool echo. Allow or deny it in the answer."
+    assert asked in said and said[-1] == "Wren answered: The tool said hi.", said
+    assert said.index(asked) < len(said) - 1
+    reached = [step for step in result["steps"] if step["key"] == "tab-to:Allow echo once"]
+    assert reached, result["steps"]  # Tab reached the card's Allow button: no mouse needed
+    assert unnamed(result["nodes"]) == []

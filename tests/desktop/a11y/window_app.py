@@ -15,6 +15,29 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("QT_LINUX_ACCESSIBILITY_ALWAYS_ON", "1")  # no desktop settings tell Qt a reader runs
 
 
+class _AskingSource:
+    """One tool, echo, that asks before each call."""
+
+    name = "test"
+
+    def specs(self):
+        from wren.engine.tools.registry import ToolSpec
+
+        return [ToolSpec("echo", "Says its argument back", {"type": "object", "properties": {"x": {"type": "string"}}},
+                         needs_approval=True)]
+
+    async def call(self, name, arguments, cancel):
+        return f"echoed {arguments.get('x', '')}", False
+
+
+def _tool_round(engine_reply: str):
+    """The first round calls echo; the round after its result answers `engine_reply`."""
+    import json
+
+    asking = '<tool_call>\n' + json.dumps({"name": "echo", "arguments": {"x": "hi"}}) + '\n</tool_call>'
+    return lambda prompt: engine_reply if "<tool_response>" in prompt else asking
+
+
 async def _open(name: str, engine, window):
     """A window a keyboard user reaches from the main one, opened beside it (WREN_A11Y_OPEN):
     settings (every page), library, models, chat-settings."""
@@ -64,7 +87,13 @@ def main() -> None:
         store = Store(home / "wren.sqlite3")
         store.set_setting("model", "tiny")
         reply = os.environ.get("WREN_A11Y_REPLY", "Paris is the capital of France.")
-        engine = Engine(store, registry, backend_factory=lambda _name: ScriptedBackend(reply, delay=0.02))
+        answer = reply
+        if os.environ.get("WREN_A11Y_TOOL"):  # the answer calls a tool that asks first: the approval by keys
+            answer = _tool_round(engine_reply=reply)
+        engine = Engine(store, registry, backend_factory=lambda _name: ScriptedBackend(answer, delay=0.02))
+        if os.environ.get("WREN_A11Y_TOOL"):
+            engine.tools.registry.add_source(_AskingSource())
+            await engine.settings.set("tools.default", ["echo"])
         window = MainWindow(engine)
         window.resize(1100, 760)
         window.show()
