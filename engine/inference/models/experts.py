@@ -158,7 +158,8 @@ class Experts(nn.Module):
         if self.record is not None:
             self.record.append(ids.detach().clone())
         exact_from = _exact_from(rows.shape[0])
-        if rows.shape[0] == 1 and kernels.available() and rows.device.type == "cpu" and not self.has_bias:
+        one = rows.shape[0] == 1 and not self.has_bias and kernels.available() and rows.device.type == "cpu"
+        if one and (exact_from == 0 or not self._kernel_runs(rows)):  # else _grouped's kernel call
             return self._one_token(rows, weights[0], ids[0].tolist(), exact_from == 0).view(shape).to(x.dtype)
         if 0 < exact_from < rows.shape[0]:  # a prompt's last rows keep float32 activations
             out = torch.cat((self._grouped(rows[:exact_from], weights[:exact_from], ids[:exact_from], False),
@@ -199,12 +200,13 @@ class Experts(nn.Module):
         activation one it computes, and each projection's type one with integer prompt kernels."""
         if not GROUPED_KERNEL or self.kernel_act is None or rows.device.type != "cpu" or not kernels.available():
             return False
-        # A prompt's chunk, or a decoded token with biases (gpt-oss): on a 24-layer gpt-oss-20b
-        # shape a 4-sequence decoding step measured 5.3 tok/s through it against 8.5 through
-        # the per-expert decoding kernels (one run each, load ~1.8), so a batched step's few
-        # rows stay there; a token alone with biases would otherwise take the torch grouped
-        # path (some thirty small ops and 2k kernel calls a layer, each a thread hand-off).
-        # A token without biases has Experts._one_token.
+        # A prompt's chunk, or a decoded token: on a 24-layer gpt-oss-20b shape a 4-sequence
+        # decoding step measured 5.3 tok/s through it against 8.5 through the per-expert
+        # decoding kernels (one run each, load ~1.8), so a batched step's few rows stay there.
+        # A token alone is one call (four thread hand-offs) instead of the torch grouped path
+        # (gpt-oss: some thirty small ops and 2k kernel calls a layer) or _one_token (k + 1
+        # kernel calls and 2k small ops): 4-layer Qwen3-30B-A3B shape, 2 cores, load ~13,
+        # 433 ms a token against 714 (interleaved, one process).
         if 1 < rows.shape[0] <= kernels.max_gemv_rows():
             return False
         if not hasattr(torch.ops.wren, "experts_grouped") or self.gate_raw.device.type != "cpu":

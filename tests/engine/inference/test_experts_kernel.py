@@ -158,34 +158,46 @@ def test_bad_input_is_refused_with_what_was_wrong():
            INNER, 0, 1.0, 1.0, None, None, None)
 
 
-@pytest.mark.parametrize("types", [(T.MXFP4,) * 3, (T.Q8_0, T.Q4_K, T.Q8_0)], ids=["mxfp4", "q8_0/q4_k"])
-def test_a_decoded_token_with_biases_is_one_kernel_call(types, monkeypatch):
-    # gpt-oss's decoded token (biases: no Experts._one_token) runs the kernel once, with the
-    # same products as the torch path's per-expert decoding kernels on the same routing
-    moe = layer(types, True, seed=21)
+@pytest.mark.parametrize(("types", "gpt_oss"), [((T.MXFP4,) * 3, True), ((T.Q8_0, T.Q4_K, T.Q8_0), True),
+                                              ((T.Q4_K, T.Q4_K, T.Q6_K), False)], ids=["mxfp4", "q8_0/q4_k", "qwen3moe"])
+def test_a_decoded_token_is_one_kernel_call(types, gpt_oss, monkeypatch):
+    # a decoded token runs the kernel once (gpt-oss's with its biases), with the same products
+    # as the per-expert decoding kernels (the torch path / _one_token) on the same routing
+    moe = layer(types, gpt_oss, seed=21)
     x = torch.randn(1, HIDDEN, generator=torch.Generator().manual_seed(22))
     with torch.no_grad():
         assert moe._kernel_runs(x)
         weights, ids = moe.route(moe.router(x).float(), moe.top_k)
         monkeypatch.setattr(ex, "GROUPED_KERNEL", False)
         want = moe._grouped(x, weights, ids, False)
+        if not gpt_oss:
+            torch.testing.assert_close(moe._one_token(x, weights[0], ids[0].tolist(), False), want)
         monkeypatch.setattr(ex, "GROUPED_KERNEL", True)
         calls: list[int] = []
         kernel = ex.Experts._grouped_kernel
         monkeypatch.setattr(ex.Experts, "_grouped_kernel", lambda self, *a: calls.append(1) or kernel(self, *a))
+        monkeypatch.setattr(ex.Experts, "_one_token", lambda *_: pytest.fail("_one_token ran"))
         got = moe(x.view(1, 1, HIDDEN)).view(1, HIDDEN)
     assert calls == [1]
     assert want.abs().max() > 0.03
     torch.testing.assert_close(got, want, rtol=1e-4, atol=3e-4 * float(want.abs().max()))
 
 
-def test_a_decoded_token_without_biases_keeps_the_decoding_path(monkeypatch):
-    # Qwen3-MoE's token: Experts._one_token (its gate and up rows of all k experts in one call)
-    moe = layer((T.Q4_K, T.Q4_K, T.Q6_K), False, seed=23)
+def test_an_exact_token_and_a_registered_activation_keep_one_token(monkeypatch):
+    # float32 activations (exact_activations) and an activation the kernel does not compute:
+    # Experts._one_token (its gate and up rows of all k experts in one call)
+    from wren.engine.inference.quant.modules import exact_activations
+
+    monkeypatch.setitem(ex.ACTIVATIONS, "swiglu_copy", lambda gate, up: torch.nn.functional.silu(gate) * up)
+    plain, copied = layer((T.Q4_K, T.Q4_K, T.Q6_K), False, seed=23), layer((T.Q4_K, T.Q4_K, T.Q6_K), False, seed=23)
+    copied.activation, copied.kernel_act = ex.ACTIVATIONS["swiglu_copy"], None
     one: list[int] = []
     alone = ex.Experts._one_token
     monkeypatch.setattr(ex.Experts, "_one_token", lambda self, *a: one.append(1) or alone(self, *a))
     monkeypatch.setattr(ex.Experts, "_grouped_kernel", lambda *_: pytest.fail("the grouped kernel ran"))
+    x = torch.randn(1, 1, HIDDEN, generator=torch.Generator().manual_seed(24))
     with torch.no_grad():
-        assert moe(torch.randn(1, 1, HIDDEN)).abs().max() > 0
-    assert one == [1]
+        with exact_activations():
+            assert plain(x).abs().max() > 0
+        assert copied(x).abs().max() > 0
+    assert one == [1, 1]
