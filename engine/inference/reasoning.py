@@ -5,7 +5,8 @@ harmony channels (`analysis` is thinking, `final` the answer, a message addresse
 are whole, so no piece of a tag reaches the answer.
 
 Which format applies is the family's (`Family.reasoning`), else the chat template's: one
-that writes `<|channel|>` is harmony, one that mentions `<think>` uses the tags.
+that writes `<|channel|>` is harmony, one that mentions `<think>` (or is one of
+THINKING_TEMPLATES) uses the tags.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from dataclasses import dataclass
 from .families.family import ReasoningFormat
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+# Templates of models that think in tags but never name them: Phi-4-mini-reasoning's
+# (phi3, like the non-thinking Phi-4-mini-instruct) starts with this fixed system line.
+THINKING_TEMPLATES = ("an AI math expert developed by Microsoft",)
 STOPPED_NOTE = "The model stopped while thinking."
 
 
@@ -37,7 +41,7 @@ def reasoning_format(declared: ReasoningFormat | None, chat_template: str | None
     template = chat_template or ""
     if "<|channel|>" in template:
         return ReasoningFormat.HARMONY
-    if THINK_OPEN in template:
+    if THINK_OPEN in template or any(mark in template for mark in THINKING_TEMPLATES):
         return ReasoningFormat.THINK_TAGS
     return None
 
