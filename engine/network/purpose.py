@@ -32,6 +32,7 @@ class Part(enum.Enum):
     MODEL_DOWNLOAD = "model download"
     REMOTE_PROVIDER = "remote provider"
     MCP_SERVER = "MCP server"
+    TOOL = "tool"  # a tool the model called, run inside Wren's process (an MCP server's call names its server)
     ENGINE = "Wren's own engine"  # the resident engine's and the window's sockets
     SERVER = "wren serve"
     UNATTRIBUTED = "not attributed"
@@ -71,6 +72,12 @@ def acting(part: Part, action: str) -> Iterator[Purpose]:
             _current.reset(token)
         except ValueError:  # left in another context (a generator closed elsewhere): that one keeps its own
             pass
+
+
+def assume(part: Part, action: str) -> None:
+    """Name the purpose for the rest of the current context: one made for a single task
+    (`contextvars.copy_context().run(assume, ...)`), which nothing resets."""
+    _current.set(Purpose(part, action))
 
 
 @contextlib.contextmanager

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..events import Event, SafetyAction, SafetyNotice, ToolApprovalNeeded, ToolCall, ToolResult
 from ..logs import log_event
+from ..network.purpose import Part, assume
 from ..safety import scan
 from .builtin import CALL_CONTEXT, CallContext
 from .parse import ParsedCall
@@ -143,6 +144,7 @@ class ToolTurn:
         cancel = asyncio.Event()
         context = contextvars.copy_context()
         context.run(CALL_CONTEXT.set, self.context)
+        context.run(assume, Part.TOOL, f"the tool '{name}', called in an answer")  # what it connects to, in the ledger
         task = asyncio.get_running_loop().create_task(source.call(name, arguments, cancel), context=context)
         state.running[call_id] = task
         stop = asyncio.ensure_future(self.stop.wait())

@@ -1,7 +1,8 @@
 """A hostile tool run inside Wren's process (not an MCP child): while the lock is on, what
 it tries to reach beyond this machine is refused at the guard, whether it connects on the
-event loop or in a worker thread, and each refusal is in the ledger. The answer goes on with
-the refusal as the tool's error, and nothing reached the address."""
+event loop or in a worker thread, and each refusal is in the ledger as that tool's (part
+"tool", the tool's name). The answer goes on with the refusal as the tool's error, and
+nothing reached the address."""
 
 from __future__ import annotations
 
@@ -58,6 +59,8 @@ def test_locked_a_tool_in_wrens_process_is_refused_and_each_refusal_recorded(loc
     results = [e for e in asyncio.run(main()) if isinstance(e, ToolResult)]
     assert len(results) == 3 and all(r.is_error for r in results), results
     assert all("Wren's offline lock is on" in r.content for r in results), [r.content for r in results]
-    refused = [(e.kind, e.host, e.port) for e in entries() if e.outcome == "refused"]
-    assert refused == [("connect", FAR, 80), ("connect", FAR, 443), ("lookup", "exfiltrate.example.com", 443)]
+    refused = [(e.kind, e.host, e.port, e.part, e.action) for e in entries() if e.outcome == "refused"]
+    assert refused == [("connect", FAR, 80, "tool", "the tool 'grab', called in an answer"),
+                       ("connect", FAR, 443, "tool", "the tool 'grab_threaded', called in an answer"),
+                       ("lookup", "exfiltrate.example.com", 443, "tool", "the tool 'resolve', called in an answer")]
     assert not [e for e in entries() if e.outcome == "allowed" and not e.loopback]
