@@ -73,10 +73,13 @@ def _typeahead_kept() -> Iterator[None]:
     Kept, the keys are read, and the line they are in is dropped with the Ctrl+C."""
     try:
         import termios
-
+    except ImportError:  # Windows
+        yield
+        return
+    try:
         fd = sys.stdin.fileno()
         before = termios.tcgetattr(fd)
-    except (ImportError, AttributeError, ValueError, OSError):  # not a terminal: nothing is discarded
+    except (AttributeError, ValueError, OSError, termios.error):  # not a terminal: nothing is discarded
         yield
         return
     if before[3] & termios.NOFLSH:
@@ -92,7 +95,7 @@ def _typeahead_kept() -> Iterator[None]:
             now = termios.tcgetattr(fd)
             now[3] &= ~termios.NOFLSH
             termios.tcsetattr(fd, termios.TCSANOW, now)
-        except OSError:  # the terminal went away
+        except (OSError, termios.error):  # the terminal went away
             pass
 
 
