@@ -106,6 +106,7 @@ class SafetyPage(QWidget):
             for c, destination in enumerate(DESTINATIONS, start=2):
                 action = rule.local if destination == "local" else rule.remote
                 combo = self._combo(rule.category, destination, action)
+                self.table.setItem(r, c, _cell_read_as(combo))
                 self.table.setCellWidget(r, c, combo)
                 self.combos[(rule.category, destination)] = combo
                 self._loaded_actions[(rule.category, destination)] = action
@@ -152,3 +153,16 @@ class SafetyPage(QWidget):
             self.error_label.show()
             return False
         return True
+
+
+def _cell_read_as(combo: QComboBox) -> QTableWidgetItem:
+    """The cell under a combo box: a screen reader walks the table's cells, not the widgets
+    in them, so the cell says what the combo is and its choice (kept up to date)."""
+    cell = QTableWidgetItem()
+
+    def say(choice: str) -> None:
+        cell.setData(Qt.ItemDataRole.AccessibleTextRole, f"{combo.accessibleName()}: {choice}")
+
+    say(combo.currentText())
+    combo.currentTextChanged.connect(say)
+    return cell

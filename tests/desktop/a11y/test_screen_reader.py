@@ -115,6 +115,9 @@ def test_every_window_a_keyboard_user_reaches_says_what_each_choice_is():
     assert {n["role"] for n in choices} == {"combo box", "spin button", "check box"}
     assert len([n for n in choices if n["role"] == "combo box"]) >= 5  # the header's, Settings' and Chat settings'
     assert [(n["window"], n["role"], n["name"]) for n in choices if says_only_its_value(n)] == []
+    # Settings → Safety's rules: a reader walks the table's cells, and the cells holding a choice say which
+    cells = [n for n in nodes if n["role"] == "table cell" and "sent to" in n["name"]]
+    assert cells and all(n["name"].split(": ")[-1] in ("Allow", "Warn", "Redact", "Block") for n in cells), cells[:3]
     # Checkable buttons are check boxes to Qt: each reads as a setting with its state ("Temporary chat,
     # check box, not checked"), its name the thing turned on, not a command
     header = {n["name"] for n in choices if n["window"] == "Wren" and n["role"] == "check box"}

@@ -48,6 +48,7 @@ async def _open(name: str, engine, window):
 
     if name == "settings":
         dialog = SettingsDialog(engine, window.tasks, parent=window)
+        await dialog.load(hotkey_default="Ctrl+Alt+Space")  # as the app opens it: every page filled in
     elif name == "library":
         dialog = LibraryDialog(engine, window.tasks, parent=window)
     elif name == "models":
