@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 HOME = Path(tempfile.mkdtemp(prefix="wren-docs-cited-"))
 os.environ["WREN_HOME"] = str(HOME)
 
+from cite_rates import rates  # noqa: E402
 from cpuinfo import cpu  # noqa: E402
 
 from wren.engine.api import Engine  # noqa: E402
@@ -66,16 +67,6 @@ async def ask(engine: Engine, q: dict, max_tokens: int) -> dict:
             "cited_by": [e.cited_by.value for e in citations], "cites_file": q["file"] in cited,
             "seconds": round(took, 1), "match_seconds": round(time.perf_counter() - began, 3),
             "near": [[n.number, Path(n.path).name, round(n.cosine, 4)] for n in near], "answer": answer}
-
-
-def rates(rows: list[dict], cited_of) -> dict:
-    """Cite rate (the right file among the answer's citations) and precision (the share of
-    citations that name the right file) of `cited_of(row)`, the files each answer cites."""
-    cited = [(r["file"], cited_of(r)) for r in rows]
-    made = sum(len(files) for _, files in cited)
-    right = sum(files.count(name) for name, files in cited)
-    return {"cites_file_rate": round(sum(name in files for name, files in cited) / len(rows), 3),
-            "precision": round(right / made, 3) if made else None, "citations": made}
 
 
 def written(row: dict) -> list[str]:

@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from cite_rates import rates  # noqa: E402
 from cpuinfo import cpu  # noqa: E402
 
 from tests.engine.docs.makers import write_docx, write_pdf  # noqa: E402
@@ -106,16 +107,6 @@ def make_library(folder: Path) -> None:
                                           "for 35 minutes. Water should be lukewarm.\n")
     (folder / "garden_pests.md").write_text("# Garden pests\n\nAphids on roses: spray soapy water. Slugs: beer "
                                             "traps. Wasps nest in sheds in summer.\n")
-
-
-def rates(rows: list[dict], cited_of) -> dict:
-    """Cite rate (the right file among the answer's citations) and precision (the share of
-    citations that name the right file) of `cited_of(row)`, the files each answer cites."""
-    cited = [(r["file"], cited_of(r)) for r in rows]
-    made = sum(len(files) for _, files in cited)
-    right = sum(files.count(name) for name, files in cited)
-    return {"cites_file_rate": round(sum(name in files for name, files in cited) / len(rows), 3),
-            "precision": round(right / made, 3) if made else None, "citations": made}
 
 
 def cli(home: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
