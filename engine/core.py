@@ -163,9 +163,12 @@ class Core:
         if worker is not None:
             self.stop_answers()
             loop = asyncio.get_running_loop()
-            await loop.run_in_executor(None, worker.close)
-            del worker  # the last reference: what it held is collected now, before the next load freezes
-            collect_garbage()  # here, on the loop's thread (release.py says why)
+            # The executor's work item outlives the call by a moment in its thread: it must not
+            # hold the worker (a bound `worker.close` did), or the collection below can miss it.
+            held = [worker]
+            del worker
+            await loop.run_in_executor(None, lambda: held.pop().close())
+            collect_garbage()  # the last reference is gone: collected now, on the loop's thread (release.py)
             await loop.run_in_executor(None, release_memory)
 
     async def unload(self) -> None:
