@@ -20,15 +20,21 @@ def fresh_probe():
     sandbox.namespace_prefix.cache_clear()
 
 
-@pytest.mark.parametrize("platform", ["darwin", "win32"])
-def test_the_lock_note_says_it_covers_wrens_own_process_only(platform, make_engine, arun, qtbot, fresh_probe,
-                                                             monkeypatch):
-    monkeypatch.setattr(sys, "platform", platform)
+def _page_with_the_lock_on(make_engine, arun, qtbot):
+    """Settings → Privacy with the lock on, loaded; (engine, page)."""
     lock.set_offline(True)
     engine = make_engine()
     page = PrivacyPage(engine, Tasks())
     qtbot.addWidget(page)
     arun(page.network.load())
+    return engine, page
+
+
+@pytest.mark.parametrize("platform", ["darwin", "win32"])
+def test_the_lock_note_says_it_covers_wrens_own_process_only(platform, make_engine, arun, qtbot, fresh_probe,
+                                                             monkeypatch):
+    monkeypatch.setattr(sys, "platform", platform)
+    engine, page = _page_with_the_lock_on(make_engine, arun, qtbot)
     note = page.network.lock_note.text()
     assert note.startswith("On.") and "the lock covers Wren's own process only" in note, note
     assert "not kept off the network" in note
@@ -40,11 +46,7 @@ def test_the_lock_note_says_it_covers_wrens_own_process_only(platform, make_engi
 
 @pytest.mark.skipif(sandbox.namespace_prefix() is None, reason="this system cannot start a program without network")
 def test_where_servers_run_without_network_the_note_says_so(make_engine, arun, qtbot, fresh_probe):
-    lock.set_offline(True)
-    engine = make_engine()
-    page = PrivacyPage(engine, Tasks())
-    qtbot.addWidget(page)
-    arun(page.network.load())
+    engine, page = _page_with_the_lock_on(make_engine, arun, qtbot)
     note = page.network.lock_note.text()
     assert "run without network" in note and "own process only" not in note
     lock.set_offline(False)
