@@ -62,5 +62,9 @@ def test_thinking_is_saved_while_it_streams(thinking_engine):
 
     seen, final = asyncio.run(main())
     assert seen, "the thinking must reach the database before the answer ends"
-    assert all(thought.startswith(s) for s in seen) and len(seen[-1]) < len(thought)
+    assert all(thought.startswith(s) for s in seen)
+    # Some save was of part of the thinking. Not necessarily the last one seen: the final
+    # Reasoning event can be read after the checkpoint that already holds the whole thought
+    # (the clean-clone run, on a loaded machine, saw exactly that).
+    assert any(len(s) < len(thought) for s in seen), [len(s) for s in seen]
     assert final.reasoning == thought and final.content == "Done."
