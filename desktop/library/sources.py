@@ -4,7 +4,11 @@ it by file name and place; clicking one (or Enter on it) opens the passage in a 
 The engine sends a `Citation` per cited passage after the answer's text and keeps them with
 the message: an answer read back (another chat, a later start) carries them in its
 MessageInfo.citations; those of an answer just given are kept here by message id until its
-chat is read again."""
+chat is read again.
+
+A passage Wren tied to the answer itself (the answer quoted it, or matched it by meaning:
+Citation.cited_by) carries a quiet "matched" tag after its button, with a tooltip and the
+same words as the button's accessible description: the model did not cite it."""
 
 from __future__ import annotations
 
@@ -12,11 +16,12 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, QUrl, Signal
-from PySide6.QtGui import QDesktopServices
+from PySide6.QtGui import QDesktopServices, QPalette
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
     QFrame,
+    QHBoxLayout,
     QLabel,
     QPlainTextEdit,
     QPushButton,
@@ -24,9 +29,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from wren.engine.events import Citation, Event, Finished
+from wren.engine.events import Citation, CitedBy, Event, Finished
 
 MAX_CITED_ANSWERS = 500  # answers whose sources this window remembers
+MATCHED_TAG = "matched"
+MATCHED_NOTE = "Wren matched this passage to the answer; the model did not cite it"
 
 
 async def watch_citations(events: AsyncIterator[Event],
@@ -42,6 +49,12 @@ async def watch_citations(events: AsyncIterator[Event],
                 on_cited(event.message_id, tuple(cited))
             cited = []
         yield event
+
+
+def matched_by_wren(citation: Citation) -> bool:
+    """Whether Wren tied this passage to the answer (by a quote or by meaning) rather than
+    the model citing it by its [n]."""
+    return citation.cited_by is not CitedBy.MARKER
 
 
 def source_text(citation: Citation) -> str:
@@ -76,17 +89,49 @@ class SourcesList(QFrame):
         heading.setObjectName("answerSourcesHeading")
         layout.addWidget(heading)
         self.buttons: list[SourceButton] = []
+        self.tags: dict[int, QLabel] = {}  # by the index of its button: the "matched" tags
         for citation in citations:
-            button = SourceButton(source_text(citation))
-            button.setObjectName("answerSourceButton")
-            button.setFlat(True)
-            button.setCursor(Qt.CursorShape.PointingHandCursor)
-            button.setAccessibleName(f"Source {source_text(citation)}")
-            button.setToolTip(f"{citation.path}\nOpen the passage")
-            button.setStyleSheet("text-align: left; padding: 2px 4px;")
-            button.clicked.connect(lambda _=False, c=citation: self.opened.emit(c))
-            layout.addWidget(button, 0, Qt.AlignmentFlag.AlignLeft)
+            button = self._button(citation)
+            if matched_by_wren(citation):
+                layout.addWidget(self._matched_row(button, citation), 0, Qt.AlignmentFlag.AlignLeft)
+            else:
+                layout.addWidget(button, 0, Qt.AlignmentFlag.AlignLeft)
             self.buttons.append(button)
+
+    def _button(self, citation: Citation) -> SourceButton:
+        button = SourceButton(source_text(citation))
+        button.setObjectName("answerSourceButton")
+        button.setFlat(True)
+        button.setCursor(Qt.CursorShape.PointingHandCursor)
+        button.setAccessibleName(f"Source {source_text(citation)}")
+        button.setToolTip(f"{citation.path}\nOpen the passage")
+        button.setStyleSheet("text-align: left; padding: 2px 4px;")
+        button.clicked.connect(lambda _=False, c=citation: self.opened.emit(c))
+        return button
+
+    def _matched_row(self, button: SourceButton, citation: Citation) -> QWidget:
+        """The source's button and a quiet "matched" tag after it: the model wrote no [n]
+        for this passage. A screen reader hears the same on the button itself."""
+        button.setAccessibleDescription(MATCHED_NOTE)
+        button.setToolTip(f"{citation.path}\nOpen the passage\n{MATCHED_NOTE}")
+        tag = QLabel(MATCHED_TAG)
+        tag.setObjectName("answerSourceMatched")
+        tag.setToolTip(MATCHED_NOTE)
+        tag.setAccessibleName(f"{MATCHED_TAG}: {MATCHED_NOTE}")
+        tag.setAccessibleDescription(MATCHED_NOTE)
+        tag.setForegroundRole(QPalette.ColorRole.PlaceholderText)  # quiet, and readable in each theme
+        font = tag.font()
+        font.setPointSizeF(max(font.pointSizeF() * 0.85, 7.0))
+        tag.setFont(font)
+        row = QWidget()
+        row.setObjectName("answerSourceRow")
+        line = QHBoxLayout(row)
+        line.setContentsMargins(0, 0, 0, 0)
+        line.setSpacing(4)
+        line.addWidget(button)
+        line.addWidget(tag, 0, Qt.AlignmentFlag.AlignVCenter)
+        self.tags[len(self.buttons)] = tag
+        return row
 
 
 class PassageViewer(QDialog):
