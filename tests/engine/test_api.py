@@ -49,31 +49,26 @@ def test_send_streams_in_order_and_stores_the_answer(make_engine):
     assert shown[1].model == "tiny" and shown[1].backend == "scripted"
 
 
-def test_user_message_is_committed_before_generation(make_engine):
-    seen: dict = {"answer_rows": []}
-
-    def reply(prompt):
-        # Runs on the inference thread at prefill: the question must already be on disk.
-        # Only the answer's own prefill counts (its prompt holds the question): another call of
-        # the model (a title) may come later under load and must not overwrite what it saw.
-        if "is it saved?" not in prompt:
-            return "ok"
-        probe = Store(seen["path"])
-        seen["answer_rows"].append([m.content for m in probe.messages(seen["conv"])])
-        probe.close()
-        return "ok"
+def test_user_message_is_committed_before_the_answer_is_shown(make_engine):
+    """The model may read the prompt while the question is written (engine/turns.py submits
+    the generation early, for the first token's sake), but nothing of the answer reaches the
+    caller before the question and the answer's row are on disk: a crash after the first
+    token the user saw keeps the question."""
+    seen: dict = {"rows": []}
 
     async def main():
-        engine = make_engine(reply)
-        seen["path"] = engine.store.path
+        engine = make_engine(lambda prompt: "it is saved")
         conv = await engine.conversations.create()
-        seen["conv"] = conv.id
-        await collect(engine.chat.send(conv.id, "is it saved?"))
+        async for event in engine.chat.send(conv.id, "is it saved?"):
+            if isinstance(event, (Started, Delta)):
+                probe = Store(engine.store.path)  # another connection: what is on disk
+                seen["rows"].append([(m.role, m.content) for m in probe.messages(conv.id)][:1])
+                probe.close()
         await engine.close()
 
     run(main())
-    assert seen["answer_rows"], "the model was never asked to answer"
-    assert all(rows and rows[0] == "is it saved?" for rows in seen["answer_rows"]), seen["answer_rows"]
+    assert len(seen["rows"]) >= 2, "the answer must start and stream"
+    assert all(rows == [(Role.USER, "is it saved?")] for rows in seen["rows"]), seen["rows"]
 
 
 def test_stop_ends_within_one_token_and_keeps_the_partial_answer(make_engine):
