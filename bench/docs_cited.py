@@ -7,7 +7,9 @@ with its path), and the precision of the citations (the share naming the right f
 answer with no [n] of a held passage is attributed by Wren (quoted, else matched by meaning:
 engine/library/matched.py); each row keeps its answer's cosine with every held passage, so
 "matched_sweep" gives cite rate and precision for other thresholds and margins without
-asking again, and "before" the figures with the quote attribution alone. Greedy, short
+asking again (the whole answer's match only: the sentence step and a slight quote giving
+way are replayed by bench/docs_replay.py), and "before" the figures with the quote
+attribution alone. Greedy, short
 answers; prints JSON.
 
     .venv/bin/python bench/docs_cited.py [--limit N] [--max-tokens 64] [--out FILE]

@@ -133,12 +133,37 @@ def quoted(answer: str, question: str, passages: Sequence[Passage], held: set[in
     does not hold (restating the question quotes nothing), or names the passage's file. Shared
     numbers alone are not enough: the starter's invented figures matched other files' numbers
     (6 of 14 answers cited a wrong file that way, against 1 of 6 by words in a row)."""
-    mine = _grams(without_uncited(answer, [])) - _grams(question)
+    mine = _own_grams(answer, question)
     scored = []
     for number, p in enumerate(passages, 1):
         if p.chunk_id not in held:
             continue
-        shared = len(mine & _grams(p.text)) + (QUOTE_WORDS if Path(p.path).name in answer else 0)
+        shared = _shared(mine, answer, p.path, p.text)
         if shared:
             scored.append((-shared, number))
     return [number for _, number in sorted(scored)[:MAX_QUOTED]]
+
+
+def _own_grams(answer: str, question: str) -> set[tuple[str, ...]]:
+    return _grams(without_uncited(answer, [])) - _grams(question)
+
+
+def _shared(mine: set[tuple[str, ...]], answer: str, path: str, text: str) -> int:
+    """How much of a passage an answer quotes: its runs of QUOTE_WORDS words in the passage,
+    and QUOTE_WORDS more when it names the passage's file."""
+    return len(mine & _grams(text)) + (QUOTE_WORDS if Path(path).name in answer else 0)
+
+
+# Shared runs of QUOTE_WORDS words that make a quote more than a turn of phrase: a run of six
+# words, or several shorter ones. The starter's "on the first day of" (two runs) tied an
+# answer about a backup job to the leave policy (bench/docs_replay.py, the project's set).
+STRONG_QUOTE = 3
+
+
+def slight_quote(answer: str, question: str, cited: Sequence[Citation]) -> bool:
+    """Whether the citations `cited` that the answer quotes rest on a slight quote only (fewer
+    than STRONG_QUOTE shared runs with each passage, no file named): such a quote gives way
+    to a clear match of the answer's meaning with another file (LibraryService.attribute)."""
+    mine = _own_grams(answer, question)
+    return all(c.cited_by is CitedBy.QUOTED and _shared(mine, answer, c.path, c.passage) < STRONG_QUOTE
+               for c in cited)

@@ -28,9 +28,9 @@ from ..events import Citation, CitedBy, Delta, Event, Finished
 from ..memory import embed
 from ..store import library as sql
 from . import stored
-from .cite import citations, cite, without_uncited
+from .cite import citations, cite, slight_quote, without_uncited
 from .library import LibraryIndex
-from .matched import Nearness, best_match, nearness
+from .matched import Nearness, best_match, first_match, nearness, sentences, titled
 from .projects import DEFAULT_SCOPE, NO_DOCUMENTS, SCOPE_SETTING, SCOPES, Projects, Scope
 from .retrieve import Passage
 
@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 SCOPE_SECONDS = 5.0
 PASSAGES = 6  # passages offered to a Send (the context keeps those that fit)
+MAX_TITLED = 2048  # passages' titled vectors kept for the match by meaning (3 MB)
 WATCH_SECONDS = 2.0
 MAX_WATCH_SECONDS = 60.0
 
@@ -60,6 +61,10 @@ class Library:
         self.passes = 0  # indexing passes finished (tests wait on it)
         self._scopes: dict[tuple, tuple[int, float, Scope, bool]] = {}  # see _cached_scope
         self._given: dict[int | None, tuple[str, builtins.list[Passage]]] = {}  # conversation -> (question, passages)
+        # (embedder, chunk id) -> the vector of the chunk's `titled` text, for the match by
+        # meaning; emptied when the library changes (index.generation)
+        self._titled: dict[tuple[str, int], Any] = {}
+        self._titled_generation = -1
 
     def _run_db(self, fn: Callable[[Any], Any]) -> Any:
         """Run fn(database) on the engine's database thread, from any other thread."""
@@ -192,35 +197,54 @@ class Library:
         report = report_from_meta(message.meta)
         held = [p.source_ids[0] for p in (report.parts if report else ())
                 if p.kind is PartKind.DOCUMENT and p.state is PartState.INCLUDED and p.source_ids]
-        return citations(answer, passages, held, question) or await self._matched(answer, passages, set(held))
+        return await self.attribute(answer, question, passages, set(held))
 
-    async def _matched(self, answer: str, passages: builtins.list[Passage], held: set[int]) -> builtins.list[Citation]:
-        """The passage nearest the answer's meaning (engine/library/matched.py), for an
-        answer that cites none by number and quotes none."""
-        number = best_match(await self.nearness(answer, passages, held))
+    async def attribute(self, answer: str, question: str, passages: Sequence[Passage],
+                        held: set[int]) -> builtins.list[Citation]:
+        """The citations of `answer` to `question`, whose prompt offered `passages` (numbered
+        from 1) and held those with chunk ids in `held`: its markers, else what it quotes, else
+        the passage nearest its meaning (bench/docs_replay.py replays stored answers through it).
+        A slight quote (cite.slight_quote) gives way to a clear match with another file."""
+        found = citations(answer, passages, held, question)
+        if found and slight_quote(answer, question, found):
+            number = best_match(await self.nearness(answer, passages, held))
+            if number is not None and passages[number - 1].path not in {c.path for c in found}:
+                return [cite(number, passages[number - 1], CitedBy.MATCHED)]
+        return found or await self._matched(answer, passages, held)
+
+    async def _matched(self, answer: str, passages: Sequence[Passage], held: set[int]) -> builtins.list[Citation]:
+        """The passage nearest the answer's meaning, as a whole or else by its first sentence
+        that matches one clearly (engine/library/matched.py), for an answer that cites none by
+        number and quotes none."""
+        number = first_match(await self._nearness(answer, passages, held, by_sentence=True))
         return [] if number is None else [cite(number, passages[number - 1], CitedBy.MATCHED)]
 
     async def nearness(self, answer: str, passages: Sequence[Passage], held: set[int]) -> builtins.list[Nearness]:
         """The cosine of `answer` with each of `passages` (numbered from 1 as the prompt
-        numbered them) whose chunk id is in `held`, nearest first; none without the embedder.
-        One embedding of the answer; the passages' vectors are the stored ones."""
+        numbered them) whose chunk id is in `held`, nearest first; none without the embedder."""
+        found = await self._nearness(answer, passages, held, by_sentence=False)
+        return found[0] if found else []
+
+    async def _nearness(self, answer: str, passages: Sequence[Passage], held: set[int],
+                        by_sentence: bool) -> builtins.list[builtins.list[Nearness]]:
+        """The nearness of the whole answer, then (`by_sentence`) of each of its sentences, to
+        the held passages as `titled` text: one embedding call for the answer's pieces and
+        the passages not embedded so since the library last changed (a passage of up to 256
+        tokens takes tens of milliseconds on two busy cores)."""
         text = without_uncited(answer, []).strip()
         chosen = [p for p in passages if p.chunk_id in held]
         embedder = await self._blocking(self.index.embedder) if text and chosen else None
         if embedder is None:
             return []
-        vectors = await self.e.db(self._passage_vectors, embedder.name, [p.chunk_id for p in chosen])
-        unembedded = [p for p in chosen if p.chunk_id not in vectors]  # indexed, not yet embedded
-        made = await self._blocking(embedder.embed, [text, *(p.text for p in unembedded)])
-        vectors.update(zip((p.chunk_id for p in unembedded), made[1:]))
-        return nearness(made[0], vectors, passages, held)
-
-    def _passage_vectors(self, model: str, chunk_ids: builtins.list[int]) -> dict[int, Any]:
-        """On the database thread: the stored vectors of `chunk_ids` made by `model` (the
-        search's matrix, reloaded only if the library changed since)."""
-        vectors = self.index.vectors
-        vectors.load(model, self.index.generation)
-        return {i: vectors.matrix[vectors.position[i]] for i in chunk_ids if i in vectors.position}
+        pieces = [text, *(s for s in (sentences(text) if by_sentence else []) if s != text)]
+        if self._titled_generation != self.index.generation or len(self._titled) > MAX_TITLED:
+            self._titled.clear()
+            self._titled_generation = self.index.generation
+        missing = [p for p in chosen if (embedder.name, p.chunk_id) not in self._titled]
+        made = await self._blocking(embedder.embed, [*pieces, *(titled(p) for p in missing)])
+        self._titled.update(((embedder.name, p.chunk_id), v) for p, v in zip(missing, made[len(pieces):]))
+        vectors = {p.chunk_id: self._titled[(embedder.name, p.chunk_id)] for p in chosen}
+        return [nearness(vector, vectors, passages, held) for vector in made[:len(pieces)]]
 
     # -- watching ------------------------------------------------------------------------
 
