@@ -201,3 +201,27 @@ def test_an_exact_token_and_a_registered_activation_keep_one_token(monkeypatch):
             assert plain(x).abs().max() > 0
         assert copied(x).abs().max() > 0
     assert one == [1, 1]
+
+
+@pytest.mark.parametrize(("types", "gpt_oss", "tokens"), [((T.Q4_K, T.Q4_K, T.Q6_K), False, 200),
+                                                        ((T.MXFP4,) * 3, True, 1), ((T.MXFP4,) * 3, True, 70)],
+                         ids=["qwen3moe-chunk", "gpt-oss-token", "gpt-oss-chunk"])
+def test_the_same_bits_whatever_the_threads(types, gpt_oss, tokens):
+    # each stage's tasks are shared out, then taken from a slower thread's share (csrc/
+    # experts.cpp each_task); every task writes only its own rows, so one thread, two, and
+    # three on this machine's cores (unequal shares, taken over as threads finish) agree bit for bit
+    moe = layer(types, gpt_oss, seed=31 + tokens)
+    x = torch.randn(tokens, HIDDEN, generator=torch.Generator().manual_seed(32))
+    threads = torch.get_num_threads()
+    outs = []
+    try:
+        with torch.no_grad():
+            weights, ids = moe.route(moe.router(x).float(), moe.top_k)
+            for n in (1, 2, 3):
+                torch.set_num_threads(n)
+                outs.append(moe._grouped_kernel(x, weights, ids))
+    finally:
+        torch.set_num_threads(threads)
+    assert outs[0].abs().max() > 0.03
+    for out in outs[1:]:
+        assert torch.equal(out, outs[0])

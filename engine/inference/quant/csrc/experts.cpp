@@ -13,6 +13,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <vector>
 
@@ -88,13 +89,40 @@ std::vector<Task> tasks_for(const std::vector<Segment>& segs, const std::vector<
     return tasks;
 }
 
+// Tasks 0..n-1, each thread of the pool first through its own contiguous share (as a static
+// split: its own stretch of the weights), then through what is left of the others' (from
+// their front): a thread that is late (another process took its core) or whose share was
+// cheaper (experts chosen by fewer tokens) does not hold the stage's end. Each task writes
+// its own rows, so the result does not depend on which thread ran it.
+template <class F>
+void each_task(int64_t n, const F& body) {
+    struct alignas(64) Share {
+        std::atomic<int64_t> next{0};
+        int64_t end = 0;
+    };
+    const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), n));
+    std::vector<Share> shares(workers);
+    for (int64_t w = 0; w < workers; ++w) {
+        shares[w].next.store(w * n / workers, std::memory_order_relaxed);
+        shares[w].end = (w + 1) * n / workers;
+    }
+    at::parallel_for(0, workers, 1, [&](int64_t b, int64_t e) {
+        for (int64_t w = b; w < e; ++w)
+            for (int64_t i = 0; i < workers; ++i) {
+                Share& share = shares[(w + i) % workers];
+                for (int64_t t = share.next.fetch_add(1, std::memory_order_relaxed); t < share.end;
+                     t = share.next.fetch_add(1, std::memory_order_relaxed))
+                    body(t);
+            }
+    });
+}
+
 // Each task's rows against its segment's pairs: xq[i] holds projection i's activations in
 // pair order; out[pair * ld + col0[i] + r].
 void run(const Kernels& k, const std::vector<Segment>& segs, const std::vector<const Proj*>& projs,
          const std::vector<const uint8_t*>& xq, const std::vector<int64_t>& col0, float* out, int64_t ld) {
     const std::vector<Task> tasks = tasks_for(segs, projs);
-    at::parallel_for(0, (int64_t)tasks.size(), 1, [&](int64_t b, int64_t e) {
-        for (int64_t t = b; t < e; ++t) {
+    each_task((int64_t)tasks.size(), [&](int64_t t) {
             const Task& task = tasks[t];
             const Proj& p = *projs[task.proj];
             const Segment& s = segs[task.seg];
@@ -105,7 +133,6 @@ void run(const Kernels& k, const std::vector<Segment>& segs, const std::vector<c
                 tile(k, p, s.expert, xq[task.proj] + pair * p.xs, n, task.r0, task.r1,
                      out + pair * ld + col0[task.proj], ld);
             }
-        }
     });
 }
 
