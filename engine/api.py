@@ -73,6 +73,7 @@ class Engine(Core):
         self.conversations = Conversations(self, self.tools, self.privacy)
         # The answering half uses the core and the services above (engine/turns.py, TurnHost).
         turns = Turns(self)
+        self.library.complete = turns.complete  # query expansion's short request (engine/library/expand.py)
         self.chat = Chat(self, turns, self.conversations, self.settings, self.safety, self.models)
         self.summarizer = turns.summarize
 

@@ -140,6 +140,9 @@ class SendOptions:
     # another chat per library.scope), True/False on or off for this Send (engine/library).
     documents: bool | None = None
     project: str | None = None  # search this project's documents (and put the chat in it)
+    # Other phrasings of the question by the model, searched too (engine/library/expand.py);
+    # None: the library.expand_query setting (off by default).
+    expand_query: bool | None = None
     constraint: Constraint | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -139,10 +139,15 @@ class LibraryIndex:
 
     # -- search -----------------------------------------------------------------------------
 
-    def search(self, query: str, limit: int = 5, source_ids: Sequence[int] | None = None) -> list[Passage]:
+    def search(self, query: str, limit: int = 5, source_ids: Sequence[int] | None = None,
+               also: Sequence[str] = ()) -> list[Passage]:
+        """`also`: other phrasings of the query, searched too and fused (engine/library/expand.py)."""
         if not query.strip():
             raise InvalidRequest("the search is empty: give some words to look for")
         if limit < 1:
             raise InvalidRequest(f"--limit must be at least 1, not {limit}")
-        vector = embed_query(self.embedder(), query)
-        return self.run_db(lambda db: search(db, self.vectors, query, vector, limit, source_ids, self.generation))
+        embedder = self.embedder()
+        vector = embed_query(embedder, query)
+        more = [(text, embed_query(embedder, text)) for text in also if text.strip()]
+        return self.run_db(lambda db: search(db, self.vectors, query, vector, limit, source_ids, self.generation,
+                                             more))

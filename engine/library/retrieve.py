@@ -51,19 +51,30 @@ def embed_query(embedder: Embedder | None, query: str) -> tuple[str, np.ndarray]
 
 
 def search(db, vectors: VectorIndex, query: str, query_vector: tuple[str, np.ndarray] | None, limit: int,
-           source_ids: Sequence[int] | None = None, generation: object = None) -> list[Passage]:
-    """The best `limit` passages for `query` (within `source_ids` when given), best first."""
-    ranked_words = [cid for cid, _ in sql.bm25(db, fts.any_of(query), CANDIDATES, source_ids)]
-    ranked_vectors = _by_vector(db, vectors, query_vector, source_ids, generation)
-    fused: dict[int, float] = {}
-    for ranking in (ranked_words, ranked_vectors):
-        for rank, cid in enumerate(ranking):
-            fused[cid] = fused.get(cid, 0.0) + 1.0 / (RRF_K + rank + 1)
+           source_ids: Sequence[int] | None = None, generation: object = None,
+           also: Sequence[tuple[str, tuple[str, np.ndarray] | None]] = ()) -> list[Passage]:
+    """The best `limit` passages for `query` (within `source_ids` when given), best first.
+    `also`: other phrasings of it (engine/library/expand.py), each with its vector; their
+    rankings are fused with the query's own."""
+    rankings = []
+    for text, vector in ((query, query_vector), *also):
+        rankings.append([cid for cid, _ in sql.bm25(db, fts.any_of(text), CANDIDATES, source_ids)])
+        rankings.append(_by_vector(db, vectors, vector, source_ids, generation))
+    fused = fuse(rankings)
     best = sorted(fused, key=lambda c: -fused[c])[: max(limit * 2, limit + 5)]
     rows = sql.chunks_by_id(db, best)  # a chunk deleted since the matrix was loaded is absent
     out = [Passage(cid, rows[cid]["path"], rows[cid]["location"], rows[cid]["text"], fused[cid],
                    rows[cid]["tokens"]) for cid in best if cid in rows]
     return out[:limit]
+
+
+def fuse(rankings: Sequence[Sequence[int]]) -> dict[int, float]:
+    """Reciprocal rank fusion: each chunk's sum over the rankings of 1 / (RRF_K + its rank)."""
+    fused: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, cid in enumerate(ranking):
+            fused[cid] = fused.get(cid, 0.0) + 1.0 / (RRF_K + rank + 1)
+    return fused
 
 
 def _by_vector(db, vectors: VectorIndex, query_vector: tuple[str, np.ndarray] | None,

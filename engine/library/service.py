@@ -29,6 +29,8 @@ from ..memory import embed
 from ..store import library as sql
 from . import stored
 from .cite import citations, cite, slight_quote, without_uncited
+from .expand import EXPAND_SETTING, Complete
+from .expand import expand as expand_query
 from .library import LibraryIndex
 from .matched import Nearness, best_match, first_match, nearness, sentences, titled
 from .projects import DEFAULT_SCOPE, NO_DOCUMENTS, SCOPE_SETTING, SCOPES, Projects, Scope
@@ -59,12 +61,15 @@ class Library:
         self._wake = threading.Event()
         self._closing = threading.Event()
         self.passes = 0  # indexing passes finished (tests wait on it)
-        self._scopes: dict[tuple, tuple[int, float, Scope, bool]] = {}  # see _cached_scope
+        self._scopes: dict[tuple, tuple[int, float, Scope, bool, bool]] = {}  # see _cached_scope
         self._given: dict[int | None, tuple[str, builtins.list[Passage]]] = {}  # conversation -> (question, passages)
         # (embedder, chunk id) -> the vector of the chunk's `titled` text, for the match by
         # meaning; emptied when the library changes (index.generation)
         self._titled: dict[tuple[str, int], Any] = {}
         self._titled_generation = -1
+        # the loaded model's short requests (Turns.complete, set by the Engine): query expansion
+        self.complete: Complete | None = None
+        self.last_expansion: builtins.list[str] = []  # the phrasings the last expanded search used
 
     def _run_db(self, fn: Callable[[Any], Any]) -> Any:
         """Run fn(database) on the engine's database thread, from any other thread."""
@@ -96,8 +101,13 @@ class Library:
     async def status(self) -> dict[str, Any]:
         return await self._blocking(self.index.status)
 
-    async def search(self, query: str, limit: int = 5, source_ids: Sequence[int] | None = None) -> builtins.list[Passage]:
-        return await self._blocking(self.index.search, query, limit, source_ids)
+    async def search(self, query: str, limit: int = 5, source_ids: Sequence[int] | None = None,
+                     expand: bool = False) -> builtins.list[Passage]:
+        """The best `limit` passages for `query`; `expand`: with other phrasings of it by the
+        loaded model fused in (engine/library/expand.py; the query alone if that fails)."""
+        also = await expand_query(self.complete, query) if expand else []
+        self.last_expansion = also
+        return await self._blocking(self.index.search, query, limit, source_ids, also)
 
     async def sync(self) -> dict[str, Any]:
         """One indexing pass now, on the executor; its progress."""
@@ -117,38 +127,42 @@ class Library:
         return (await self.e.db(self._read_scope, conversation_id, project, library_on))[0]
 
     def _read_scope(self, conversation_id: int | None, project: str | None,
-                    library_on: bool | None) -> tuple[Scope, bool]:
-        """On the database thread: the Send's scope and whether any passage is indexed."""
+                    library_on: bool | None) -> tuple[Scope, bool, bool]:
+        """On the database thread: the Send's scope, whether any passage is indexed, and
+        whether the setting asks for query expansion."""
         db = self.e.store.db
         setting = self.e.store.get_setting(SCOPE_SETTING, DEFAULT_SCOPE)
         scope = Projects(lambda fn: fn(db)).scope(conversation_id, project, library_on,
                                                   setting if setting in SCOPES else DEFAULT_SCOPE)
-        return scope, sql.has_chunks(db)
+        return scope, sql.has_chunks(db), self.e.store.get_setting(EXPAND_SETTING, False) is True
 
     async def passages_for(self, conversation_id: int | None, question: str, documents: bool | None = None,
-                           project: str | None = None) -> tuple[builtins.list[Passage], str]:
+                           project: str | None = None, expand: bool | None = None,
+                           ) -> tuple[builtins.list[Passage], str]:
         """The passages a Send of `question` offers the model, numbered [1]… in this order
         (none when the library is off for it or empty), kept for `given` after the answer,
-        and the chat's project instructions. `project`: the chat joins that project."""
+        and the chat's project instructions. `project`: the chat joins that project.
+        `expand`: other phrasings by the model searched too; None: as EXPAND_SETTING says."""
         if conversation_id is not None and project:
             await self._blocking(self.projects.add_chat, project, conversation_id)
             self._scopes.clear()
-        scope, has_chunks = await self._cached_scope(conversation_id, project, documents)
+        scope, has_chunks, expand_setting = await self._cached_scope(conversation_id, project, documents)
         passages: builtins.list[Passage] = []
         if scope.search and has_chunks and question.strip() and (scope.source_ids is None or scope.source_ids):
-            passages = await self.search(question, PASSAGES, scope.source_ids)
+            passages = await self.search(question, PASSAGES, scope.source_ids,
+                                         expand=expand_setting if expand is None else expand)
         self._given[conversation_id] = (question, passages)
         if len(self._given) > 64:
             self._given.pop(next(iter(self._given)))
         return passages, scope.instructions
 
     async def _cached_scope(self, conversation_id: int | None, project: str | None,
-                            documents: bool | None) -> tuple[Scope, bool]:
+                            documents: bool | None) -> tuple[Scope, bool, bool]:
         """The scope, read at most every SCOPE_SECONDS per chat while this process changed
         nothing (a Send's path keeps its database trips: none for the library most Sends);
         another process's change (`wren docs add` beside the window) shows within that time."""
         if documents is False:
-            return NO_DOCUMENTS, False
+            return NO_DOCUMENTS, False, False
         key = (conversation_id, project, documents)
         now = time.monotonic()
         cached = self._scopes.get(key)
@@ -157,7 +171,7 @@ class Library:
             if len(self._scopes) > 256:
                 self._scopes.clear()
             cached = self._scopes[key] = (self.index.generation, now, *found)
-        return cached[2], cached[3]
+        return cached[2], cached[3], cached[4]
 
     def given(self, conversation_id: int | None) -> builtins.list[Passage]:
         """The passages the last Send in this conversation offered."""

@@ -61,7 +61,7 @@ def request_from(args, text: str, title: str, response_format: dict | None) -> A
                       max_tokens=args.max_tokens, logprobs=args.logprobs, tools=args.tools,
                       tool_choice=args.tool_choice or "auto", response_format=response_format, save=args.save,
                       thinking=getattr(args, "thinking", None), documents=getattr(args, "docs", None),
-                      project=getattr(args, "project", None))
+                      project=getattr(args, "project", None), expand_query=getattr(args, "expand_query", None))
 
 
 # The exit status when the safety policy blocked the question or stopped the answer

@@ -54,6 +54,7 @@ class AskRequest:
     thinking: str | None = None  # records.THINKING_CHOICES for a thinking model; None: its default
     documents: bool | None = None  # the document library on/off for this question; None: the settings
     project: str | None = None  # a project's documents and instructions (the chat joins it)
+    expand_query: bool | None = None  # the model's other phrasings searched too; None: the setting
 
     def to_wire(self) -> dict[str, Any]:
         """The request as a JSON object (AskRequest.from_wire reads it back)."""
@@ -86,6 +87,7 @@ class AskRequest:
         _check(data, "response_format", (dict, type(None)), "an object or null")
         _check(data, "save", (bool, type(None)), "true, false or null")
         _check(data, "documents", (bool, type(None)), "true, false or null")
+        _check(data, "expand_query", (bool, type(None)), "true, false or null")
         values = dict(data)
         for name in _REAL:
             if values.get(name) is not None:
@@ -140,7 +142,8 @@ async def answer(engine: Any, request: AskRequest, load: Load = load_asked_model
     await load(engine, request)
     params = request.sampling(await engine.settings.default_sampling())
     options = SendOptions(sampling=params, response_format=request.response_format, thinking=request.thinking,
-                          documents=request.documents, project=request.project, **tool_options)
+                          documents=request.documents, project=request.project, expand_query=request.expand_query,
+                          **tool_options)
     async for event in engine.chat.send_new(request.text, options, title=request.title,
                                             settings={ORIGIN_KEY: TERMINAL_ORIGIN}, temporary=not saving):
         yield event

@@ -38,7 +38,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("query")
     p.add_argument("--limit", type=int, default=5, help="how many passages (default 5)")
     p.add_argument("--project", help="search this project's documents only")
-    p.set_defaults(func=_search)
+    p.add_argument("--expand", action="store_true",
+                   help="load the model; it writes a few other phrasings of the question, searched too")
+    p.set_defaults(func=lambda args: _search_expanded(args) if args.expand else _search(args))
     p = actions.add_parser("status", parents=[common], help="what is indexed, and what was skipped and why")
     p.set_defaults(func=_status)
     p = actions.add_parser("sync", parents=[common], help="index what changed in the library since the last pass")
@@ -173,14 +175,42 @@ def _search(library, args) -> int:
     source_ids = None
     if args.project:
         source_ids = _projects(library).scope(None, args.project, None, "all").source_ids
-    passages = library.search(args.query, args.limit, source_ids)
+    _print_passages(library.search(args.query, args.limit, source_ids), args.json)
+    return 0
+
+
+def _print_passages(passages: list, as_json: bool) -> None:
     for p in passages:
-        if args.json:
+        if as_json:
             print(json.dumps({"path": p.path, "location": p.location, "text": p.text, "score": round(p.score, 6)},
                              ensure_ascii=False))
         else:
             print(f"{p.path} ({p.where})  {p.score:.4f}\n  {' '.join(p.text.split())[:300]}")
-    return 0
+
+
+async def _search_expanded(args) -> int:
+    """`wren docs search --expand`: the default model loaded, its phrasings of the query (on
+    standard error) searched beside it (engine/library/expand.py); the query alone if the
+    model writes nothing usable."""
+    from ..errors import InvalidRequest
+    from .main import _open_engine
+
+    if not args.query.strip():
+        raise InvalidRequest("the search is empty: give some words to look for")
+    if args.limit < 1:
+        raise InvalidRequest(f"--limit must be at least 1, not {args.limit}")
+    engine = _open_engine(one_shot=True)
+    try:
+        source_ids = (await engine.library.scope(None, args.project, True)).source_ids if args.project else None
+        await engine.models.load()
+        passages = await engine.library.search(args.query, args.limit, source_ids, expand=True)
+        also = engine.library.last_expansion
+        print(f"also searched: {' | '.join(also)}" if also else "also searched: nothing (the model wrote no usable "
+              "phrasing; the question alone)", file=sys.stderr)
+        _print_passages(passages, args.json)
+        return 0
+    finally:
+        await engine.close()
 
 
 @_with_library

@@ -13,5 +13,8 @@ def add_arguments(ask: argparse.ArgumentParser) -> None:
                            "or the project's documents in a project's chat); the sources follow the answer")
     docs.add_argument("--no-docs", dest="docs", action="store_const", const=False,
                       help="leave the document library out of this question")
+    ask.add_argument("--expand-query", dest="expand_query", action="store_const", const=True, default=None,
+                     help="the loaded model writes a few other phrasings of the question and the library search "
+                          "uses them too (default: the library.expand_query setting, off)")
     ask.add_argument("--project", metavar="NAME",
                      help="ask in a project: its documents and instructions (see `wren projects`)")

@@ -137,7 +137,7 @@ class TurnPlanner:
         library = getattr(self.e, "library", None)
         if library is None:
             return [], ""
-        return await library.passages_for(conv_id, text, options.documents, options.project)
+        return await library.passages_for(conv_id, text, options.documents, options.project, options.expand_query)
 
     async def as_sent(self, assembled: AssembledContext, ids: list[int], tokenizer: Tokenizer,
                       tools: ToolPlan | None, dropped: str | None) -> AssembledContext:
