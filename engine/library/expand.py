@@ -42,13 +42,14 @@ def request(question: str) -> list[dict]:
 
 def phrasings(text: str, question: str) -> list[str]:
     """The usable lines of the model's reply: bullets and numbers taken off, quotes too,
-    the question itself and repeats left out, at most MAX_PHRASINGS of PHRASING_CHARS."""
+    the question itself, repeats and a list's preamble left out, at most MAX_PHRASINGS of
+    PHRASING_CHARS."""
     out: list[str] = []
     seen = {" ".join(question.lower().split())}
     for line in text.splitlines():
         line = _LEAD.sub("", line).strip().strip("\"'“”").strip()
         key = " ".join(line.lower().split())
-        if len(key) < 3 or key in seen:
+        if len(key) < 3 or key in seen or key.endswith(":"):  # ":" ends a preamble ("…the following queries:")
             continue
         seen.add(key)
         out.append(line[:PHRASING_CHARS])

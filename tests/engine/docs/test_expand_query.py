@@ -139,7 +139,8 @@ def test_a_send_whose_expansion_fails_still_answers(make_engine, tmp_path: Path,
 
 
 def test_phrasings_drop_bullets_numbers_and_labels():
-    text = "Query 1: kiln error codes\n2) thermocouple failure\n• E-3\n\n“kiln error codes”"
+    text = ("Here are some search queries:\nQuery 1: kiln error codes\n2) thermocouple failure\n• E-3\n\n"
+            "“kiln error codes”")
     assert phrasings(text, "x") == ["kiln error codes", "thermocouple failure", "E-3"]
 
 
