@@ -23,6 +23,9 @@ probed with hasattr or signatures:
   ids (a remote server). Its `prefill`/`decode` raise; `chat_stream` runs a whole answer.
   Such a model runs in a `RemoteWorker` (engine.inference.backends.remote), never in the
   token-level ModelWorker.
+- `partial_prefill` (default False): `prefill` takes `final=False` for a long prompt's
+  earlier chunk, whose logits pick no token, so the model may compute its last rows as
+  it does the rest (the torch backend's exact tail, engine.inference.quant.modules).
 """
 
 from __future__ import annotations
@@ -78,6 +81,7 @@ class LoadedModel(Protocol):
     kv_export: bool  # export_kv / import_kv work
     verifies: bool  # verify gives the logits after each of several tokens
     takes_messages: bool  # answers chat messages (chat_stream), not token ids
+    partial_prefill: bool  # prefill takes final=False (a long prompt's earlier chunk)
 
     @property
     def decode_mode(self) -> str | None:
@@ -144,6 +148,9 @@ class ModelBase:
     kv_export: bool = False
     verifies: bool = False
     takes_messages: bool = False
+    # prefill takes final=False: a long prompt's earlier chunk, whose logits nobody reads,
+    # so the model may compute its last rows as it does the rest (KVSession.prefill)
+    partial_prefill: bool = False
 
     @property
     def decode_mode(self) -> str | None:

@@ -279,7 +279,9 @@ class BatchScheduler:
                         continue
                     if seq.announce:
                         request.sink(PrefillProgress(done, len(prompt)))
-                    session.prefill(target[: done + chunk])
+                    # Only the chunk that ends the target holds the rows the first token
+                    # attends to most closely; earlier chunks' last rows pick no token.
+                    session.prefill(target[: done + chunk], final=done + chunk >= len(target))
                     continue
                 seq.logits, _ = session.prefill(prompt)
                 if seq.announce:

@@ -44,8 +44,12 @@ class KVSession:
         self._ids = [int(i) for i in ids]
         self._logits = None
 
-    def prefill(self, ids: Sequence[int]) -> tuple[np.ndarray, int]:
-        """Logits after `ids` and how many leading ids were reused from the cache."""
+    def prefill(self, ids: Sequence[int], final: bool = True) -> tuple[np.ndarray, int]:
+        """Logits after `ids` and how many leading ids were reused from the cache. `final`
+        False: `ids` is a long prompt read in pieces and not its last one, so these logits
+        pick no token; a model that can (`partial_prefill`) then keeps no row of it exact
+        (engine.inference.quant.modules.prompt_activations), and they are not kept for a
+        later prefill of the same ids."""
         ids = [int(i) for i in ids]
         if not ids:
             raise InvalidRequest("the prompt has no tokens")
@@ -68,12 +72,13 @@ class KVSession:
         # is in an unknown state.
         del self._ids[reused:]
         self._logits = None
+        partial = {"final": False} if not final and self.model.partial_prefill else {}
         if self.slot:
-            logits = self.model.prefill(ids[reused:], reused, slot=self.slot)
+            logits = self.model.prefill(ids[reused:], reused, slot=self.slot, **partial)
         else:
-            logits = self.model.prefill(ids[reused:], reused)
+            logits = self.model.prefill(ids[reused:], reused, **partial)
         self._ids = ids
-        self._logits = logits
+        self._logits = logits if final else None
         self.last_reused = reused
         return logits, reused
 

@@ -219,7 +219,7 @@ class ModelWorker:
             if progress is not None:
                 progress(done)
             done = min(done + self.prefill_chunk, len(ids))
-            session.prefill(ids[:done])
+            session.prefill(ids[:done], final=done >= len(ids))  # only the last chunk's tail stays exact
         return True
 
     def announces_progress(self, prompt_tokens: int, cached: int) -> bool:

@@ -56,6 +56,7 @@ class TorchModel(ModelBase):
 
     kv_export = True
     verifies = True
+    partial_prefill = True
 
     def __init__(self, model, backend: str, context_length: int, vocab_size: int, *,
                  dtype: str = "float32", quant: str = "none", step=None, share: CpuShare | None = None) -> None:
@@ -112,12 +113,12 @@ class TorchModel(ModelBase):
                 f"{self.context_length}-token context"
             )
 
-    def prefill(self, ids: Sequence[int], start: int, slot: int = 0) -> np.ndarray:
+    def prefill(self, ids: Sequence[int], start: int, slot: int = 0, final: bool = True) -> np.ndarray:
         ids = list(ids)
         self._check(len(ids), start, slot)
         self._last_used = time.monotonic()
         with self._turn(), torch.inference_mode():
-            return _to_numpy(self._model.prefill(ids, start, slot))
+            return _to_numpy(self._model.prefill(ids, start, slot, final))
 
     def verify(self, ids: Sequence[int], start: int, slot: int = 0) -> np.ndarray:
         ids = list(ids)

@@ -256,9 +256,11 @@ class Transformer(nn.Module):
         h = self.tok_embeddings(ids)
         return h if self.args.embedding_multiplier == 1.0 else h * self.args.embedding_multiplier
 
-    def prefill(self, ids: list[int] | torch.Tensor, start: int, slot: int = 0) -> torch.Tensor:
+    def prefill(self, ids: list[int] | torch.Tensor, start: int, slot: int = 0, final: bool = True) -> torch.Tensor:
+        """Logits after the last of `ids`; `final` False: a long prompt's earlier chunk,
+        whose last rows pick no token, so none keep float32 activations (prompt_activations)."""
         ids = torch.as_tensor(ids, dtype=torch.long, device=self._token.device).view(1, -1)
-        with prompt_activations():  # the prompt's last logits pick the first word: see there
+        with prompt_activations(exact_tail=final):  # the prompt's last logits pick the first word: see there
             return self.forward(ids, start, slot=slot)
 
     def decode_one(self, token: int, pos: int, slot: int = 0) -> torch.Tensor:

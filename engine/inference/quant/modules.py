@@ -63,19 +63,26 @@ def exact_activations() -> Iterator[None]:
 
 
 @contextmanager
-def prompt_activations() -> Iterator[None]:
+def prompt_activations(exact_tail: bool = True) -> Iterator[None]:
     """Within it (a prompt's chunk), QuantLinear multiplies float32 activations for the last
     PROMPT_EXACT_TAIL rows of x, a prompt's last tokens, whose logits pick the answer's first
     word, and for every row of a call of at most PROMPT_INTEGER_ROWS rows (a short prompt
     after a cached prefix). Earlier rows of a longer call take 8-bit activations and integer
     products where the kernels have the integer prompt path (kernels.integer_prompt;
-    otherwise every row stays float32). Per thread."""
-    before = getattr(_exact, "prompt", False)
-    _exact.prompt = True
+    otherwise every row stays float32). `exact_tail` False: a long prompt's earlier chunk,
+    whose last rows pick no token (the final chunk's do): a call of more than
+    PROMPT_INTEGER_ROWS rows takes the integer path for all of them. Per thread."""
+    before = getattr(_exact, "prompt", False), getattr(_exact, "tail", True)
+    _exact.prompt, _exact.tail = True, exact_tail
     try:
         yield
     finally:
-        _exact.prompt = before
+        _exact.prompt, _exact.tail = before
+
+
+def _prompt_min_rows() -> int:
+    """Rows above which a prompt's call takes the integer path (prompt_activations)."""
+    return max(PROMPT_EXACT_TAIL, PROMPT_INTEGER_ROWS) if getattr(_exact, "tail", True) else PROMPT_INTEGER_ROWS
 
 
 _FALLBACK_ROWS = 1024  # rows dequantized at a time without the kernels (bounds the temporaries)
@@ -241,7 +248,7 @@ class QuantLinear(nn.Module):
             if self.exact and not everywhere and kernels.WIDE_HEAD and len(raws) == 1:
                 # the head's step: 15-16-bit activations (kernels.qlinear_wide says how close)
                 y = kernels.qlinear_wide(rows, raws[0], self.qtypes[0], self.part_rows[0])
-            elif prompt and not self.exact and rows.shape[0] > max(PROMPT_EXACT_TAIL, PROMPT_INTEGER_ROWS) \
+            elif prompt and not self.exact and rows.shape[0] > _prompt_min_rows() \
                     and self.in_features >= PROMPT_INTEGER_MIN_WIDTH and kernels.integer_prompt():
                 y = self._prompt(rows, raws)
             else:
@@ -256,9 +263,10 @@ class QuantLinear(nn.Module):
 
     def _prompt(self, rows: torch.Tensor, raws: list[torch.Tensor]) -> torch.Tensor:
         """A prompt's rows: all but the last PROMPT_EXACT_TAIL through the integer path,
-        those through float32 activations (prompt_activations says why)."""
+        those through float32 activations (prompt_activations says why); every row through
+        the integer path in a chunk whose tail picks no token."""
         y = kernels.qlinear_parts(rows, raws, self.qtypes, self.part_rows, False)
-        if PROMPT_EXACT_TAIL:  # the tail's integer rows overwritten: no copy of the whole result
+        if PROMPT_EXACT_TAIL and getattr(_exact, "tail", True):  # the tail's integer rows overwritten: no copy
             cut = rows.shape[0] - PROMPT_EXACT_TAIL
             y[cut:] = kernels.qlinear_parts(rows[cut:], raws, self.qtypes, self.part_rows, True)
         return y

@@ -146,8 +146,8 @@ class _AfterPrefill(_Slots):
         model = super().load(model_dir)
         prefill = model.prefill
 
-        def hooked(ids, start, slot=0):
-            logits = prefill(ids, start, slot)
+        def hooked(ids, start, slot=0, **options):  # options: final (TorchModel.partial_prefill)
+            logits = prefill(ids, start, slot, **options)
             self.hook(ids, start)
             return logits
 

@@ -140,6 +140,30 @@ def test_a_prompts_last_rows_keep_float32_activations(monkeypatch):
         assert torch.equal(layer(short), kernels.qlinear_parts(short, raws, layer.qtypes, layer.part_rows, True))
 
 
+def test_a_chunk_whose_tail_picks_no_token_takes_the_integer_path_for_every_row(monkeypatch):
+    """prompt_activations(exact_tail=False), a long prompt's earlier chunk: no row keeps float32
+    activations, a call of up to PROMPT_INTEGER_ROWS rows still does, and the default comes back."""
+    monkeypatch.setattr(modules, "PROMPT_INTEGER_MIN_WIDTH", 0)  # the small test layer as if it were wide
+    layer, raws = _linear(np.random.default_rng(8))
+    x = torch.randn(modules.PROMPT_INTEGER_ROWS + 1, 256)  # above the integer rows, below rows + tail
+    integer = kernels.qlinear_parts(x, raws, layer.qtypes, layer.part_rows, False)
+    exact = kernels.qlinear_parts(x, raws, layer.qtypes, layer.part_rows, True)
+    with prompt_activations(exact_tail=False):
+        assert torch.equal(layer(x), integer)
+        short = x[:modules.PROMPT_INTEGER_ROWS]
+        assert torch.equal(layer(short), exact[:modules.PROMPT_INTEGER_ROWS])
+        with prompt_activations():  # a final chunk inside: its tail exact again
+            inner = layer(x)
+        assert torch.equal(layer(x), integer)
+    tail = modules.PROMPT_EXACT_TAIL
+    with prompt_activations():
+        final = layer(x)
+    exact_tail = kernels.qlinear_parts(x[-tail:], raws, layer.qtypes, layer.part_rows, True)
+    for y in (inner, final):
+        assert torch.equal(y[:-tail], integer[:-tail]) and torch.equal(y[-tail:], exact_tail)
+    assert not torch.equal(integer[-tail:], exact_tail)  # the two paths do differ there
+
+
 def test_turning_the_integer_prompt_path_off_gives_the_float_path_back():
     layer, raws = _linear(np.random.default_rng(7))
     x = torch.randn(modules.PROMPT_INTEGER_ROWS + 16, 256)
