@@ -9,7 +9,7 @@ whose rows keep no report). Prints JSON: cite rate and precision per set, and ea
 whose citation the stored run and the replay disagree on; the median time of one answer's
 attribution (after the first, which loads the embedder).
 
-    .venv/bin/python bench/docs_replay.py [--set cited|heldout|both] [--rows] [--out FILE]
+    .venv/bin/python bench/docs_replay.py [--set cited|heldout|both] [--rows] [--cited FILE] [--out FILE]
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ SETS = {"cited": (RESULTS / "docs_cited.json", ROOT / "tests" / "data" / "docs")
         "heldout": (RESULTS / "docs_heldout.json", None)}
 
 
-async def replay(name: str) -> dict:
-    stored_path, data = SETS[name]
+async def replay(name: str, stored_path: Path | None = None) -> dict:
+    stored_path, data = stored_path or SETS[name][0], SETS[name][1]
     rows = json.loads(stored_path.read_text())["rows"]
     home = Path(tempfile.mkdtemp(prefix=f"wren-replay-{name}-"))
     if data is None:
@@ -71,10 +71,10 @@ async def replay(name: str) -> dict:
             "changed": [r for r in out if r["stored"] != r["replayed"]], "rows": out}
 
 
-async def run(names: list[str], with_rows: bool) -> dict:
+async def run(names: list[str], with_rows: bool, cited: Path | None = None) -> dict:
     report = {}
     for name in names:
-        found = await replay(name)
+        found = await replay(name, cited if name == "cited" else None)
         if not with_rows:
             found.pop("rows")
         report[name] = found
@@ -86,9 +86,10 @@ def main() -> None:
     parser.add_argument("--set", choices=("cited", "heldout", "both"), default="both")
     parser.add_argument("--rows", action="store_true")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--cited", type=Path, help="another docs_cited.py output to replay (default: the committed one)")
     args = parser.parse_args()
     names = ["cited", "heldout"] if args.set == "both" else [args.set]
-    report = {"machine": cpu(), **asyncio.run(run(names, args.rows)), "machine_after": cpu().get("load_average_1_5_15")}
+    report = {"machine": cpu(), **asyncio.run(run(names, args.rows, args.cited)), "machine_after": cpu().get("load_average_1_5_15")}
     text = json.dumps(report, indent=2, ensure_ascii=False)
     print(text)
     if args.out:

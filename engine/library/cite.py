@@ -91,6 +91,31 @@ def without_uncited(answer: str, kept: Iterable[int]) -> str:
     return "".join(out)
 
 
+# A line that is only a marker and a file's name, perhaps with a place: a passage label's shape.
+_LABEL_LINE = re.compile(r"^\s*\[\d{1,3}\]\s+(?P<name>\S+)(?:\s+\([^()\n]*\))?\s*$")
+
+
+def without_echo(answer: str, passages: Sequence[Passage]) -> str:
+    """`answer` without the lines shaped as the prompt's passage labels ("[2] employees.csv
+    (rows 2-6)", `label`, naming a file of its passages) when its prose cites nothing by
+    number: the starter sometimes echoes the prompt's list of passages (with made-up
+    places), every file in it, which is no citation of them (one answer of the project's
+    set cited three files so, one wrong). Beside a [n] in the prose, such lines are a list
+    of references and stay."""
+    names = {Path(p.path).name for p in passages}
+
+    def echoed(line: str) -> bool:
+        match = _LABEL_LINE.match(line)
+        return match is not None and match.group("name") in names
+
+    lines = answer.split("\n")
+    rest = [line for line in lines if not echoed(line)]
+    if len(rest) == len(lines):
+        return answer
+    prose = "\n".join(rest)
+    return answer if cited_numbers(prose) else prose
+
+
 def citations(answer: str, passages: Sequence[Passage], included: Iterable[int], question: str = "") -> list[Citation]:
     """The citations of `answer`: `passages` numbered from 1 as the prompt numbered them,
     `included` the chunk ids the prompt really held. An answer with no marker that names

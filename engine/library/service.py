@@ -28,7 +28,7 @@ from ..events import Citation, CitedBy, Delta, Event, Finished
 from ..memory import embed
 from ..store import library as sql
 from . import stored
-from .cite import citations, cite, slight_quote, without_uncited
+from .cite import citations, cite, slight_quote, without_echo, without_uncited
 from .expand import EXPAND_SETTING, Complete
 from .expand import expand as expand_query
 from .library import LibraryIndex
@@ -218,7 +218,9 @@ class Library:
         """The citations of `answer` to `question`, whose prompt offered `passages` (numbered
         from 1) and held those with chunk ids in `held`: its markers, else what it quotes, else
         the passage nearest its meaning (bench/docs_replay.py replays stored answers through it).
-        A slight quote (cite.slight_quote) gives way to a clear match with another file."""
+        A slight quote (cite.slight_quote) gives way to a clear match with another file; the
+        prompt's passage labels echoed without a citation in the prose cite nothing (cite.without_echo)."""
+        answer = without_echo(answer, passages)
         found = citations(answer, passages, held, question)
         if found and slight_quote(answer, question, found):
             number = best_match(await self.nearness(answer, passages, held))

@@ -19,7 +19,7 @@ import numpy as np
 
 from wren.engine.events import Citation, CitedBy
 from wren.engine.library.cite import _COMMON as COMMON  # the quote rule's common words
-from wren.engine.library.cite import STRONG_QUOTE, slight_quote
+from wren.engine.library.cite import STRONG_QUOTE, slight_quote, without_echo
 from wren.engine.library.matched import Nearness, first_match, sentences, titled
 from wren.engine.library.retrieve import Passage
 from wren.engine.records import SendOptions
@@ -46,14 +46,14 @@ class WordsEmbedder:
 WORDS = WordsEmbedder()
 
 
-def ask(make_engine, tmp_path: Path, files: dict[str, str], question: str, reply: str) -> list[Citation]:
+def ask(make_engine, tmp_path: Path, files: dict[str, str], question: str, reply) -> list[Citation]:
     folder = tmp_path / "docs"
-    folder.mkdir()
+    folder.mkdir(parents=True)
     for name, text in files.items():
         (folder / name).write_text(text)
 
     async def main():
-        engine = make_engine(reply)
+        engine = make_engine(reply, db_path=tmp_path / "wren.db")
         engine.library.index.embedder = lambda: WORDS
         try:
             await engine.library.add([str(folder)])
@@ -188,3 +188,30 @@ def test_a_passage_is_embedded_as_titled_text_once_until_the_library_changes(mak
     assert first == (["Rye loaf, fifty minutes.", "bread\nBake the rye loaf for fifty minutes."], [CitedBy.MATCHED])
     assert second == (["The rye bakes fifty minutes."], [CitedBy.MATCHED])
     assert third == (["Fifty minutes for rye.", "bread\nBake the rye loaf for fifty-five minutes."], [CitedBy.MATCHED])
+
+
+def test_echoed_passage_labels_cite_nothing_but_a_list_of_references_does(make_engine, tmp_path: Path):
+    files = {"bread.txt": "Oven heat, oven racks and oven timing: bake the rye loaf for fifty minutes.\n",
+             "kiln.txt": "Oven heat, oven racks and oven timing: fire the glaze at cone six.\n"}
+
+    def echoing(prose: str):
+        def reply(prompt: str) -> str:  # the prose, then the prompt's labels with made-up places
+            labels = re.findall(r"^\[(\d+)\] (\S+)", prompt, flags=re.MULTILINE)
+            return prose + "\n\n" + "\n".join(f"[{n}] {name} (page {n})" for n, name in labels)
+        return reply
+
+    echoed = ask(make_engine, tmp_path / "a", files, "How long in the oven?", echoing("Rye loaf, fifty minutes."))
+    assert cited(echoed) == [("bread.txt", CitedBy.MATCHED)]  # not both files by their echoed [n]
+    listed = ask(make_engine, tmp_path / "b", files, "How long in the oven?", echoing("Rye loaf, fifty minutes [1]."))
+    assert [by for _, by in cited(listed)] == [CitedBy.MARKER, CitedBy.MARKER]
+
+
+def test_without_echo_takes_only_label_shaped_lines_of_the_prompts_files():
+    passages = [passage("/d/annual_report.pdf", "Outlook."), passage("/d/employees.csv", "name: Ana")]
+    answer = "Plans:\n[1] annual_report.pdf (page 9)\n[2] employees.csv\n[3] other.md (x)\nSee [2] employees.csv too"
+    assert without_echo(answer, passages) == answer  # "See [2] …" cites in the prose: all stays
+    # with no marker left in the prose the label lines go
+    assert without_echo("Plans:\n[1] annual_report.pdf (page 9)\n[2] employees.csv", passages) == "Plans:"
+    # a [n] in the prose: the lines are its references and stay
+    kept = "Outlook is good [1].\n[1] annual_report.pdf (page 4)"
+    assert without_echo(kept, passages) == kept
