@@ -149,3 +149,20 @@ def test_wren_ask_takes_expand_query(argv, expected):
     args = build_parser().parse_args(["ask", *argv, "why?"])
     assert request_from(args, "why?", "", None).expand_query is expected
     assert build_parser().parse_args(["docs", "search", "q", *(["--expand"] if argv else [])]).expand is bool(argv)
+
+
+def test_wren_docs_search_expand_prints_what_the_phrasings_found(make_engine, tmp_path: Path, monkeypatch, capsys):
+    import json
+
+    from wren.engine.terminal import main as terminal_main
+
+    engine = make_engine(replying("Query 1: thermocouple failed"), db_path=tmp_path / "wren.db")
+    engine.library.index.embedder = lambda: None
+    asyncio.run(engine.library.add([str(folder_with_kiln(tmp_path))]))
+    asyncio.run(engine.library.sync())
+    monkeypatch.setattr(terminal_main, "_open_engine", lambda one_shot=False: engine)
+    assert terminal_main.main(["docs", "search", QUESTION, "--expand", "--json"]) == 0
+    out, err = capsys.readouterr()
+    (hit,) = [json.loads(line) for line in out.splitlines() if line.strip()]
+    assert hit["path"].endswith("kiln.md") and "thermocouple failed" in hit["text"]
+    assert "also searched: thermocouple failed" in err
