@@ -39,6 +39,15 @@ COMPILE_NICE = 10  # the background compile thread: below the inference thread (
 # Dynamo specialises the int values 0 and 1; decoding there (after a one-token prompt)
 # would compile a second graph, so those positions run eagerly.
 _FIRST_COMPILED_POS = 2
+# A compiled block's element-wise loops (a norm over 2,048 values, SiLU over 8,192) run on
+# one thread: split between threads, each would cost a fork and a barrier (~7 a layer
+# besides the linears' 4) for microseconds of work, and on a busy machine every barrier
+# waits for whichever thread is off its core. Loops with more work per thread than this
+# many elements are still split: the attention over the cache, which inductor sizes at
+# the position the graph is traced at, so it is traced at _TRACE_POSITION (or the
+# domain's end, if smaller), not at its first position.
+_SERIAL_ELEMENTS = 16384
+_TRACE_POSITION = 512
 
 
 def compile_cpu_decode(model: Transformer, cache_dir: Path | None = None,
@@ -230,22 +239,34 @@ def _compile_domain(layer, cos, sin, fn, row_counts: list[int], end: int):
         if not todo:
             return
         rows0 = todo[0]
-        with _compile_config():
-            compiled = jit.aot_compile(((layer, *_example(cos, sin, rows0, next_x[rows0], hidden)), {}))
-        # The guards are checked input by input (microseconds each): a graph used outside
-        # its guards could be silently wrong.
-        cells = []
-        for rows in todo:
-            last = next_x[rows] - 1
-            while last < end and compiled.guard_check(layer, *_example(cos, sin, rows, last + 1, hidden)):
-                last += 1
-            if last >= next_x[rows]:
-                cells.append((rows, next_x[rows], last))
-                next_x[rows] = last + 1
+        # Traced further on where the graph's guards take its first position there too;
+        # else (a graph that specialised) at the first position, as the sweep needs.
+        for x in dict.fromkeys((max(next_x[rows0], min(_TRACE_POSITION, end)), next_x[rows0])):
+            with _compile_config():
+                compiled = jit.aot_compile(((layer, *_example(cos, sin, rows0, x, hidden)), {}))
+            if compiled.guard_check(layer, *_example(cos, sin, rows0, next_x[rows0], hidden)):
+                break
+        cells = _guarded_cells(compiled, layer, cos, sin, todo, next_x, end, hidden)
         if not cells or cells[0][0] != rows0:
             raise RuntimeError(f"the compiled block rejects the input it was compiled for ({rows0} rows "
                                f"at {next_x[rows0]})")
         yield cells, compiled
+
+
+def _guarded_cells(compiled, layer, cos, sin, todo: list[int], next_x: dict[int, int], end: int,
+                   hidden: int) -> list[tuple[int, int, int]]:
+    """The (rows, first, last) cells `compiled` accepts from each row count's next position
+    on (advancing next_x). The guards are checked input by input (microseconds each): a
+    graph used outside its guards could be silently wrong."""
+    cells = []
+    for rows in todo:
+        last = next_x[rows] - 1
+        while last < end and compiled.guard_check(layer, *_example(cos, sin, rows, last + 1, hidden)):
+            last += 1
+        if last >= next_x[rows]:
+            cells.append((rows, next_x[rows], last))
+            next_x[rows] = last + 1
+    return cells
 
 
 def _hidden(dtype, size: int, device) -> torch.Tensor:
@@ -271,7 +292,7 @@ def _compile_config():
     # analysis, which ahead-of-time compiling cannot. No input size asserts: the guard
     # sweep already proved every call's shapes, and the asserts cost ~1 ms a token.
     with torch._dynamo.config.patch(specialize_float=True), \
-            torch._inductor.config.patch(size_asserts=False):
+            torch._inductor.config.patch({"size_asserts": False, "cpp.min_chunk_size": _SERIAL_ELEMENTS}):
         yield
 
 

@@ -387,6 +387,39 @@ def test_compiled_blocks_route_each_position_to_its_graph(tmp_path):
     assert calls == []
 
 
+@pytest.mark.slow
+def test_a_graph_traced_past_its_first_position_still_serves_it(tmp_path, monkeypatch):
+    """The one-sequence graph is traced at decode._TRACE_POSITION (so inductor sizes the
+    attention over the cache as a long one and splits it between threads), yet covers the
+    positions from the first compiled one, and gives the prompt path's logits at both ends."""
+    from wren.engine.inference.models import decode
+
+    context = decode._TRACE_POSITION + 64
+    model = TorchBackend().load(make_tiny_model_dir(tmp_path, "llama", seed=5, max_position_embeddings=context),
+                                dtype="float32", slots=1, context_length=context, compile="off")
+    m = model._model
+    traced = []
+    real = decode._example
+
+    def spy(cos, sin, rows, x, hidden):
+        traced.append(x)
+        return real(cos, sin, rows, x, hidden)
+
+    monkeypatch.setattr(decode, "_example", spy)
+    assert decode.compile_cpu_decode(m) is not None
+    assert decode._TRACE_POSITION in traced  # traced there (the guard sweep then checks each position)
+    ranges = m.decode_block.ranges(m.layers[0])
+    assert ranges[0][0] == decode._FIRST_COMPILED_POS and ranges[-1][1] == context - 2
+    seq = [int(t) for t in np.random.default_rng(3).integers(3, 300, context - 2)]
+    with torch.inference_mode():
+        full = m.forward(torch.tensor([seq]), 0, last_only=False).numpy()
+    for first in (decode._FIRST_COMPILED_POS, decode._TRACE_POSITION + 40):
+        model.prefill(seq[:first], 0)
+        for p in range(first, first + 4):
+            np.testing.assert_allclose(model.decode(seq[p], p), full[p], rtol=1e-4, atol=1e-4)
+    model.close()
+
+
 def test_compile_setting_resolves_per_device_and_size(monkeypatch):
     import wren.engine.inference.backends.torch as torch_backend
 
