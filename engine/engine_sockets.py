@@ -32,6 +32,7 @@ from typing import Any
 
 from . import __version__, paths
 from .errors import WrenError
+from .inference import DEFAULT_ENVIRONMENT
 from .keep_alive import KEEP_ALIVE_ENV
 
 # 2: a question is one typed object, {"cmd": "ask", "question": AskRequest} (1 sent `wren ask`'s arguments)
@@ -54,6 +55,7 @@ ENV_NAMES = (
     # threads and devices
     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
     "WREN_GPU_LAYERS", "WREN_GPU_MEMORY",  # how many layers a GPU holds (engine/inference/placement.py)
+    "THP_MEM_ALLOC_ENABLE",  # huge pages for torch's large buffers (engine/inference/__init__.py)
     # the offline lock of a managed machine (engine/network/lock.py): a resident engine started
     # without it must not answer a shell that has it
     "WREN_OFFLINE",
@@ -75,7 +77,7 @@ def supported() -> bool:
 
 
 def _environment_digest() -> str:
-    env = os.environ
+    env = {**DEFAULT_ENVIRONMENT, **os.environ}
     shaping = sorted((k, env[k]) for k in ENV_NAMES if k in env)
     secrets = sorted((k, env[k]) for k in env if k in SECRET_NAMES or k.startswith(SECRET_PREFIXES))
     return hashlib.sha256(json.dumps([shaping, secrets]).encode()).hexdigest()[:8]
