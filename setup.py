@@ -58,6 +58,9 @@ def _extension():
         "wren.engine.inference.quant._C",
         sources=[f"{CSRC}/{s}" for s in SOURCES],
         include_dirs=[os.path.abspath(CSRC)],
+        # the headers and the per-ISA kernel bodies the sources include: a change to one of
+        # them rebuilds the module (`setup.py build_ext --inplace` compares times with these)
+        depends=sorted(f"{CSRC}/{n}" for n in os.listdir(CSRC) if n.endswith((".h", ".inc"))),
         # -ffp-contract=off: the exact dequantization must not fuse a*b+c into one rounding.
         # -fopenmp: at::parallel_for is an inline `#pragma omp parallel` in torch's headers;
         # without it every kernel runs on one thread. The OpenMP runtime is torch's own
