@@ -17,7 +17,7 @@ from ..store import library as sql
 from ..store.privacy import compact
 from .indexer import MAX_BYTES, Indexer, Progress, RunDb, State
 from .purge import scrub_passages
-from .retrieve import Passage, embed_query, search
+from .retrieve import Passage, embed_queries, search
 
 SKIPPED_SHOWN = 200  # skipped files listed by status(); the counts cover all
 
@@ -146,8 +146,8 @@ class LibraryIndex:
             raise InvalidRequest("the search is empty: give some words to look for")
         if limit < 1:
             raise InvalidRequest(f"--limit must be at least 1, not {limit}")
-        embedder = self.embedder()
-        vector = embed_query(embedder, query)
-        more = [(text, embed_query(embedder, text)) for text in also if text.strip()]
+        phrasings = [text for text in also if text.strip()]
+        vector, *vectors = embed_queries(self.embedder(), [query, *phrasings])
+        more = list(zip(phrasings, vectors))
         return self.run_db(lambda db: search(db, self.vectors, query, vector, limit, source_ids, self.generation,
                                              more))

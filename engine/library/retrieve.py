@@ -1,7 +1,7 @@
 """Hybrid search over the library's chunks: the words' index (FTS5, BM25) and sentence
 vectors (the memories' all-MiniLM-L6-v2 and their VectorIndex, numpy over a table), fused by
 reciprocal rank (RRF). Database-bound: call `search` on the database thread, with the query's
-vector made beforehand off it (`embed_query`).
+vector made beforehand off it (`embed_queries`).
 
 Vectors: numpy over the `doc_vector` table, loaded once into one matrix and refreshed when
 rows change. Measured (bench/docs.py, 2 cores): a 100k x 384 matrix-vector product takes
@@ -44,10 +44,14 @@ class Passage:
                 "text": self.text, "score": round(self.score, 6), "tokens": self.tokens}
 
 
-def embed_query(embedder: Embedder | None, query: str) -> tuple[str, np.ndarray] | None:
-    if embedder is None or not query.strip():
-        return None
-    return embedder.name, embedder.embed([query])[0]
+def embed_queries(embedder: Embedder | None, queries: Sequence[str]) -> list[tuple[str, np.ndarray] | None]:
+    """Each query's vector (None for a blank one, or every one without an embedder), in one
+    call of the model: a question and its other phrasings cost one batch, not one each."""
+    texts = [q for q in queries if q.strip()]
+    if embedder is None or not texts:
+        return [None] * len(queries)
+    vectors = iter(embedder.embed(texts))
+    return [(embedder.name, next(vectors)) if q.strip() else None for q in queries]
 
 
 def search(db, vectors: VectorIndex, query: str, query_vector: tuple[str, np.ndarray] | None, limit: int,

@@ -166,3 +166,31 @@ def test_wren_docs_search_expand_prints_what_the_phrasings_found(make_engine, tm
     (hit,) = [json.loads(line) for line in out.splitlines() if line.strip()]
     assert hit["path"].endswith("kiln.md") and "thermocouple failed" in hit["text"]
     assert "also searched: thermocouple failed" in err
+
+
+def test_the_question_and_its_phrasings_are_embedded_in_one_call():
+    """One batch of the real embedder for a question and its phrasings (blank ones skipped),
+    each vector the one the question alone would get."""
+    from wren.engine.library.retrieve import embed_queries
+    from wren.engine.memory.embed import load_embedder
+
+    real = load_embedder()
+    if real is None:
+        pytest.skip("the embeddings package is not installed")
+    calls: list[list[str]] = []
+
+    class Counting:
+        name = real.name
+
+        def embed(self, texts):
+            calls.append(list(texts))
+            return real.embed(texts)
+
+    texts = [QUESTION, "  ", "oven warning light meaning", "thermocouple error code"]
+    got = embed_queries(Counting(), texts)
+    assert calls == [[QUESTION, "oven warning light meaning", "thermocouple error code"]]
+    assert got[1] is None and all(v is not None and v[0] == real.name for i, v in enumerate(got) if i != 1)
+    for text, vector in zip(texts, got):
+        if vector is not None:
+            assert abs(float(vector[1] @ real.embed([text])[0]) - 1.0) < 1e-4
+    assert embed_queries(None, texts) == [None] * 4
