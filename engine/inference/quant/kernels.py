@@ -99,9 +99,10 @@ def available() -> bool:
 
 
 # Every kernel table, narrowest first: x86 (AVX2, AVX-VNNI: VEX-encoded vpdpbusd without
-# AVX-512, AVX-512 VNNI), arm64 (NEON, NEON with the dot-product extension) and the portable
-# one. A CPU runs "scalar" and those of its own.
-ISAS = ("scalar", "avx2", "avx-vnni", "avx512-vnni", "neon", "neon-dotprod")
+# AVX-512, AVX-512 VNNI), arm64 (NEON, NEON with the dot-product extension, and with the
+# int8 matrix multiply too for the prompt path) and the portable one. A CPU runs "scalar"
+# and those of its own.
+ISAS = ("scalar", "avx2", "avx-vnni", "avx512-vnni", "neon", "neon-dotprod", "neon-i8mm")
 
 
 def isa() -> str:

@@ -546,7 +546,7 @@ std::string isa() { return wren::kernels().isa; }
 std::string set_isa(const std::string& cap) {
     const char* chosen = wren::select_isa(cap.c_str());
     TORCH_CHECK(chosen != nullptr, "wren::set_isa: unknown instruction set '", cap,
-                "': use scalar, avx2, avx-vnni, avx512-vnni, neon, neon-dotprod, or an empty string for the best");
+                "': use scalar, avx2, avx-vnni, avx512-vnni, neon, neon-dotprod, neon-i8mm, or an empty string for the best");
     return chosen;
 }
 

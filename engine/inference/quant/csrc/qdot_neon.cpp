@@ -1,8 +1,11 @@
 // Arm NEON kernels (arm64 with GCC or Clang: Linux, macOS, Windows on Arm through
-// clang-cl): qdot_neon.inc compiled twice, for the Armv8.0 baseline (every arm64 CPU) and
+// clang-cl): qdot_neon.inc compiled three times, for the Armv8.0 baseline (every arm64 CPU),
 // with the dot-product extension (FEAT_DotProd: vdotq_s32), which fill_neon_dotprod installs
-// only where the CPU reports it. Both give the scalar table's bits (tests/engine/inference/
-// neon runs them against it under qemu). Elsewhere (x86, MSVC) both fills return false.
+// only where the CPU reports it, and with the int8 matrix multiply too (FEAT_I8MM, Armv8.6:
+// the prompt path's interleaved groups by SMMLA, qdot_neon_i8mm.inc), which fill_neon_i8mm
+// installs only where the CPU reports both. All give the scalar table's bits
+// (tests/engine/inference/neon runs them against it under qemu). Elsewhere (x86, MSVC) the
+// fills return false.
 #include "wren_quant.h"
 
 #if defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
@@ -13,12 +16,20 @@
 #ifndef HWCAP_ASIMDDP
 #define HWCAP_ASIMDDP (1 << 20)
 #endif
+#ifndef HWCAP2_I8MM
+#define HWCAP2_I8MM (1 << 13)
+#endif
 #elif defined(__APPLE__)
 #include <sys/sysctl.h>
 #elif defined(_WIN32)
 #include <windows.h>
 #ifndef PF_ARM_V82_DP_INSTRUCTIONS_AVAILABLE
 #define PF_ARM_V82_DP_INSTRUCTIONS_AVAILABLE 43
+#endif
+// Windows reports only SVE's int8 matrix multiply (Windows SDK 26100), which implies the
+// NEON one; a CPU with i8mm but no SVE (Snapdragon X) stays on the dotprod table.
+#ifndef PF_ARM_SVE_I8MM_INSTRUCTIONS_AVAILABLE
+#define PF_ARM_SVE_I8MM_INSTRUCTIONS_AVAILABLE 57
 #endif
 #endif
 
@@ -52,6 +63,27 @@
 #undef NS
 #undef WREN_NEON_DOT
 
+// The same spellings for the int8 matrix multiply: GCC 12 declares vmmlaq_s32 under
+// "arch=armv8.2-a+i8mm", Clang under "i8mm" (before 16 only for a whole file compiled with
+// it, __ARM_FEATURE_MATMUL_INT8: else the kernels write smmla themselves).
+#if defined(__clang__) && !defined(__ARM_FEATURE_MATMUL_INT8)
+#define WREN_NEON_SMMLA_ASM 1
+#else
+#define WREN_NEON_SMMLA_ASM 0
+#endif
+#if defined(__clang__)
+#define TGT __attribute__((target("dotprod,i8mm")))
+#else
+#define TGT __attribute__((target("arch=armv8.2-a+dotprod+i8mm")))
+#endif
+#define NS neon_mm
+#define WREN_NEON_DOT 1
+#include "qdot_neon.inc"
+#include "qdot_neon_i8mm.inc"
+#undef TGT
+#undef NS
+#undef WREN_NEON_DOT
+
 namespace wren {
 namespace {
 bool cpu_has_dotprod() {
@@ -63,6 +95,20 @@ bool cpu_has_dotprod() {
     return sysctlbyname("hw.optional.arm.FEAT_DotProd", &v, &n, nullptr, 0) == 0 && v != 0;
 #elif defined(_WIN32)
     return IsProcessorFeaturePresent(PF_ARM_V82_DP_INSTRUCTIONS_AVAILABLE) != 0;
+#else
+    return false;
+#endif
+}
+
+bool cpu_has_i8mm() {
+#if defined(__linux__)
+    return (getauxval(AT_HWCAP2) & HWCAP2_I8MM) != 0;
+#elif defined(__APPLE__)
+    int v = 0;
+    size_t n = sizeof(v);
+    return sysctlbyname("hw.optional.arm.FEAT_I8MM", &v, &n, nullptr, 0) == 0 && v != 0;
+#elif defined(_WIN32)
+    return IsProcessorFeaturePresent(PF_ARM_SVE_I8MM_INSTRUCTIONS_AVAILABLE) != 0;
 #else
     return false;
 #endif
@@ -81,10 +127,18 @@ bool fill_neon_dotprod(Kernels& k) {
     k.isa = "neon-dotprod";
     return true;
 }
+
+bool fill_neon_i8mm(Kernels& k) {
+    if (!cpu_has_dotprod() || !cpu_has_i8mm()) return false;
+    neon_mm::fill_i8mm(k);
+    k.isa = "neon-i8mm";
+    return true;
+}
 }  // namespace wren
 #else
 namespace wren {
 bool fill_neon(Kernels&) { return false; }
 bool fill_neon_dotprod(Kernels&) { return false; }
+bool fill_neon_i8mm(Kernels&) { return false; }
 }  // namespace wren
 #endif

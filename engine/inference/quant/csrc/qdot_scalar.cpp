@@ -13,6 +13,8 @@ namespace wren {
 // qdot_neon.cpp's second arm64 table: the NEON kernels with the dot-product extension,
 // false (k untouched) where the CPU lacks it or the build is not for arm64.
 bool fill_neon_dotprod(Kernels& k);
+// Its third: dotprod plus the int8 matrix multiply (FEAT_I8MM) for the prompt path's groups.
+bool fill_neon_i8mm(Kernels& k);
 
 namespace {
 
@@ -457,8 +459,9 @@ Kernels build_best(const char* cap) {
     if (allowed("avx2") || allowed("avx-vnni") || allowed("avx512-vnni")) fill_avx2(k);
     if (allowed("avx-vnni") || allowed("avx512-vnni")) fill_avxvnni(k);
     if (allowed("avx512-vnni")) fill_avx512vnni(k);
-    if (allowed("neon") || allowed("neon-dotprod")) fill_neon(k);
-    if (allowed("neon-dotprod")) fill_neon_dotprod(k);
+    if (allowed("neon") || allowed("neon-dotprod") || allowed("neon-i8mm")) fill_neon(k);
+    if (allowed("neon-dotprod") || allowed("neon-i8mm")) fill_neon_dotprod(k);
+    if (allowed("neon-i8mm")) fill_neon_i8mm(k);
     fill_mxfp4(k);
     return k;
 }
@@ -518,11 +521,11 @@ void fill_scalar(Kernels& k) {
 namespace {
 // One table per possible cap, built once; the active one is swapped atomically.
 struct Tables {
-    Kernels best, scalar, avx2, avxvnni, vnni, neon, neon_dot;
+    Kernels best, scalar, avx2, avxvnni, vnni, neon, neon_dot, neon_mm;
     Tables() : best(build_best(std::getenv("WREN_ISA"))), scalar(build_best("scalar")),
                avx2(build_best("avx2")), avxvnni(build_best("avx-vnni")), vnni(build_best("avx512-vnni")),
                neon(build_best("neon")),
-               neon_dot(build_best("neon-dotprod")) {}
+               neon_dot(build_best("neon-dotprod")), neon_mm(build_best("neon-i8mm")) {}
 };
 Tables& tables() {
     static Tables t;
@@ -550,6 +553,7 @@ const char* select_isa(const char* cap) {
         else if (std::strcmp(cap, "avx512-vnni") == 0) k = &t.vnni;
         else if (std::strcmp(cap, "neon") == 0) k = &t.neon;
         else if (std::strcmp(cap, "neon-dotprod") == 0) k = &t.neon_dot;
+        else if (std::strcmp(cap, "neon-i8mm") == 0) k = &t.neon_mm;
         else return nullptr;
     }
     g_active.store(k, std::memory_order_release);

@@ -146,11 +146,11 @@ void fill_scalar(Kernels& k);
 bool fill_avx2(Kernels& k);
 bool fill_avx512vnni(Kernels& k);
 bool fill_avxvnni(Kernels& k);  // AVX-VNNI: the VEX-encoded vpdpbusd, without AVX-512
-bool fill_neon(Kernels& k);
+bool fill_neon(Kernels& k);  // and fill_neon_dotprod, fill_neon_i8mm (qdot_scalar.cpp declares them)
 
 // The table in use: the best for this CPU, chosen at load from its flags (the environment
-// variable WREN_ISA=scalar|avx2|avx-vnni|avx512-vnni|neon|neon-dotprod caps it); select_isa switches it
-// (for tests).
+// variable WREN_ISA=scalar|avx2|avx-vnni|avx512-vnni|neon|neon-dotprod|neon-i8mm caps it);
+// select_isa switches it (for tests).
 const Kernels& kernels();
 // Switches to the best table not above `cap` ("" for the best); returns the name of the
 // table chosen (which may be lower than the cap on this CPU), nullptr for an unknown cap.

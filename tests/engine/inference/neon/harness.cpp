@@ -3,7 +3,7 @@
 // differs from the scalar table's) and the scalar reference on the same bytes, and compares
 // the outputs bit for bit (memcmp of floats and of quantized activation bytes).
 //
-//   harness            compare every NEON table this CPU runs ("neon", "neon-dotprod")
+//   harness            compare every NEON table this CPU runs ("neon", "neon-dotprod", "neon-i8mm")
 //   harness --sanity   the scalar table's dots against a double-precision product (any CPU)
 //   harness --dispatch the table in use at load (WREN_ISA caps it) and each cap's, no checks
 //
@@ -274,7 +274,8 @@ void check_table(Checker& c, const std::string& name, const Kernels& s, const Ke
                 for (int xkind = 0; xkind < 8; ++xkind) {
                     const int fill = kWeightFills[fi];
                     const int64_t cols = nb * binfo->block, row_bytes = nb * binfo->type_size;
-                    const int n = 1 + r.below(5);
+                    // 1..7 tokens in turn: the i8mm kernels' tiles of four and two and the odd one left
+                    const int n = 1 + (int)(c.cur->cases % 7);
                     std::vector<uint8_t> rows;
                     for (int i = 0; i < 8; ++i) {
                         const std::vector<uint8_t> one = weight_blocks(base, nb, r, fill);
@@ -365,9 +366,11 @@ int sanity(const Kernels& s) {
 int main(int argc, char** argv) {
     if (argc > 1 && std::strcmp(argv[1], "--dispatch") == 0) {
         const std::string loaded = kernels().isa;  // the table in use at load: the best, capped by WREN_ISA
-        const std::string neon = select_isa("neon"), dot = select_isa("neon-dotprod"), scalar = select_isa("scalar");
-        std::printf("{\"dispatch\": true, \"loaded\": \"%s\", \"scalar\": \"%s\", \"neon\": \"%s\", \"neon-dotprod\": \"%s\"}\n",
-                    loaded.c_str(), scalar.c_str(), neon.c_str(), dot.c_str());
+        const std::string neon = select_isa("neon"), dot = select_isa("neon-dotprod"), mm = select_isa("neon-i8mm"),
+                          scalar = select_isa("scalar");
+        std::printf("{\"dispatch\": true, \"loaded\": \"%s\", \"scalar\": \"%s\", \"neon\": \"%s\", \"neon-dotprod\": \"%s\", "
+                    "\"neon-i8mm\": \"%s\"}\n",
+                    loaded.c_str(), scalar.c_str(), neon.c_str(), dot.c_str(), mm.c_str());
         return 0;
     }
     const char* scalar_name = select_isa("scalar");
@@ -380,7 +383,7 @@ int main(int argc, char** argv) {
     const std::string best = select_isa("");
     Checker c;
     std::vector<std::string> tables;
-    for (const char* cap : {"neon", "neon-dotprod"}) {
+    for (const char* cap : {"neon", "neon-dotprod", "neon-i8mm"}) {
         const char* got = select_isa(cap);
         if (got == nullptr || std::strcmp(got, cap) != 0) continue;  // this CPU (or build) has no such table
         const Kernels table = kernels();

@@ -1,9 +1,10 @@
 """Wren's NEON kernel tables give the scalar table's bits (harness.cpp, no torch).
 
 On x86 the harness is cross-compiled for aarch64 (g++-aarch64-linux-gnu) and run under
-qemu-user: on qemu's `max` CPU, which has the dot-product extension, both "neon" and
-"neon-dotprod" are compared with "scalar"; on a Cortex-A53 (Armv8.0) the dispatch must pick
-"neon" and the baseline table alone is compared. On an arm64 machine the harness is built
+qemu-user: on qemu's `max` CPU, which has the dot-product extension and the int8 matrix
+multiply, "neon", "neon-dotprod" and "neon-i8mm" are compared with "scalar"; on a Cortex-A76
+(dotprod, no i8mm) the dispatch must pick "neon-dotprod"; on a Cortex-A53 (Armv8.0) it must
+pick "neon" and the baseline table alone is compared. On an arm64 machine the harness is built
 with the native g++ and run directly. Emulated timings mean nothing: this is about bits.
 The harness is also built natively on x86, where it checks the scalar table against a
 double-precision product (the NEON files compile to stubs there).
@@ -46,6 +47,7 @@ EXPECTED = (
     | {("qdot_group", t) for t in ("Q4_0x8", "Q4_1x8", "Q4_Kx8")}
     | {("x16dot_rows", t) for t in ("Q8_0", "Q6_K")}
 )
+TABLES = ["neon", "neon-dotprod", "neon-i8mm"]
 
 
 def _build(compiler: list[str], out: Path) -> Path:
@@ -108,8 +110,19 @@ def test_setup_py_still_builds_with_the_harness_flags():
 
 
 @pytest.mark.skipif(NATIVE_ARM, reason="the emulated CPUs are for cross-compiled runs")
-def test_neon_tables_equal_scalar_on_an_emulated_cpu_with_dotprod(arm_harness):
+def test_neon_tables_equal_scalar_on_an_emulated_cpu_with_dotprod_and_i8mm(arm_harness):
     lines, _ = _run([QEMU, "-L", SYSROOT, "-cpu", "max", str(arm_harness)])
+    _check(lines, TABLES, "neon-i8mm")
+    # the i8mm groups met 1..7 tokens: SMMLA's tiles of four and two tokens and the odd one left
+    groups = [line for line in lines if line.get("table") == "neon-i8mm" and line.get("entry") == "qdot_group"]
+    assert len(groups) == 3 and all(line["cases"] >= 7 * 8 for line in groups)
+
+
+@pytest.mark.skipif(NATIVE_ARM, reason="the emulated CPUs are for cross-compiled runs")
+def test_dotprod_equals_scalar_on_an_emulated_cpu_without_i8mm(arm_harness):
+    """A Cortex-A76 has the dot-product instructions but not the int8 matrix multiply: the
+    dispatch stops at "neon-dotprod", and running it proves that table uses no SMMLA."""
+    lines, _ = _run([QEMU, "-L", SYSROOT, "-cpu", "cortex-a76", str(arm_harness)])
     _check(lines, ["neon", "neon-dotprod"], "neon-dotprod")
 
 
@@ -123,16 +136,19 @@ def test_baseline_neon_equals_scalar_on_an_armv8_0_cpu(arm_harness):
 
 @pytest.mark.skipif(NATIVE_ARM, reason="the emulated CPUs are for cross-compiled runs")
 @pytest.mark.parametrize(
-    ("cpu", "cap", "loaded", "dot"),
+    ("cpu", "cap", "loaded", "mm"),
     [
-        ("max", "", "neon-dotprod", "neon-dotprod"),
-        ("max", "neon", "neon", "neon-dotprod"),
-        ("max", "scalar", "scalar", "neon-dotprod"),
+        ("max", "", "neon-i8mm", "neon-i8mm"),
+        ("max", "neon-dotprod", "neon-dotprod", "neon-i8mm"),
+        ("max", "neon", "neon", "neon-i8mm"),
+        ("max", "scalar", "scalar", "neon-i8mm"),
+        ("cortex-a76", "", "neon-dotprod", "neon-dotprod"),
+        ("cortex-a76", "neon-i8mm", "neon-dotprod", "neon-dotprod"),
         ("cortex-a53", "", "neon", "neon"),
-        ("cortex-a53", "neon-dotprod", "neon", "neon"),
+        ("cortex-a53", "neon-i8mm", "neon", "neon"),
     ],
 )
-def test_dispatch_follows_the_cpu_and_wren_isa(arm_harness, cpu, cap, loaded, dot):
+def test_dispatch_follows_the_cpu_and_wren_isa(arm_harness, cpu, cap, loaded, mm):
     """The table in use at load is the CPU's best not above WREN_ISA; a cap the CPU cannot run
     gives the best below it."""
     env = {"WREN_ISA": cap} if cap else {}
@@ -145,12 +161,20 @@ def test_dispatch_follows_the_cpu_and_wren_isa(arm_harness, cpu, cap, loaded, do
         check=True,
     )
     got = json.loads(proc.stdout.splitlines()[-1])
-    assert got == {"dispatch": True, "loaded": loaded, "scalar": "scalar", "neon": "neon", "neon-dotprod": dot}
+    dot = "neon" if cpu == "cortex-a53" else "neon-dotprod"
+    assert got == {
+        "dispatch": True,
+        "loaded": loaded,
+        "scalar": "scalar",
+        "neon": "neon",
+        "neon-dotprod": dot,
+        "neon-i8mm": mm,
+    }
 
 
 def test_clang_build_equals_scalar(tmp_path):
-    """Clang (macOS, Windows on Arm) reaches the dot-product instructions another way (see
-    qdot_neon.cpp): its build must give the same bits. Skips without clang++ (not in
+    """Clang (macOS, Windows on Arm) reaches the dot-product and matrix-multiply
+    instructions another way (see qdot_neon.cpp): its build must give the same bits. Skips without clang++ (not in
     packages.txt: a large package for one check)."""
     if shutil.which("clang++") is None:
         pytest.skip("no clang++")
@@ -163,15 +187,25 @@ def test_clang_build_equals_scalar(tmp_path):
         pytest.skip(f"no qemu-aarch64 or aarch64 sysroot: install {PACKAGES}")
     exe = _build(["clang++", "--target=aarch64-linux-gnu"], tmp_path)
     lines, _ = _run([QEMU, "-L", SYSROOT, "-cpu", "max", str(exe)])
-    _check(lines, ["neon", "neon-dotprod"], "neon-dotprod")
+    _check(lines, TABLES, "neon-i8mm")
 
 
 @pytest.mark.skipif(not NATIVE_ARM, reason="runs on an arm64 machine")
 def test_neon_tables_equal_scalar_natively(arm_harness):
     flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
     dot = " asimddp" in flags or platform.system() == "Darwin"
+    mm = dot and (" i8mm" in flags or _sysctl("hw.optional.arm.FEAT_I8MM"))
+    tables = TABLES[: 1 + dot + mm]
     lines, _ = _run([str(arm_harness)])
-    _check(lines, ["neon", "neon-dotprod"] if dot else ["neon"], "neon-dotprod" if dot else "neon")
+    _check(lines, tables, tables[-1])
+
+
+def _sysctl(name: str) -> bool:
+    """A macOS feature flag (False elsewhere)."""
+    if platform.system() != "Darwin":
+        return False
+    proc = subprocess.run(["sysctl", "-n", name], capture_output=True, text=True)
+    return proc.stdout.strip() == "1"
 
 
 @pytest.mark.skipif(NATIVE_ARM, reason="the x86 build of the harness")
