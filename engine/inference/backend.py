@@ -18,7 +18,8 @@ probed with hasattr or signatures:
 - `decode_mode` (default None: the backend does not say) and `wait_compiled`: how a
   decoded token runs now ("eager", "compiling", "compiled", "cuda-graph").
 - `verifies` (default False): `verify` returns the logits after each of several tokens
-  in one pass (speculative decoding's check of drafted tokens, engine.inference.speculative).
+  in one pass (speculative decoding's check of drafted tokens, engine.inference.speculative);
+  `verifies_exactly` (default False): with the bits `decode` gives them, at present.
 - `takes_messages` (default False): a model that answers chat messages rather than token
   ids (a remote server). Its `prefill`/`decode` raise; `chat_stream` runs a whole answer.
   Such a model runs in a `RemoteWorker` (engine.inference.backends.remote), never in the
@@ -86,6 +87,11 @@ class LoadedModel(Protocol):
     @property
     def decode_mode(self) -> str | None:
         """How a decoded token runs now; None: not said (read-only: a backend may compute it)."""
+
+    @property
+    def verifies_exactly(self) -> bool:
+        """Whether verify gives each row the bits decode would, now (a model that compiles
+        its decode step may stop)."""
 
     def prefill(self, ids: Sequence[int], start: int, slot: int = 0) -> np.ndarray:
         """Run `ids` at positions start..start+len-1 in `slot` and return float32 logits
@@ -155,6 +161,10 @@ class ModelBase:
     @property
     def decode_mode(self) -> str | None:
         return None
+
+    @property
+    def verifies_exactly(self) -> bool:
+        return False
 
     def rest(self) -> None:
         return None

@@ -12,10 +12,12 @@ cost of a verify step against a decoded token and the acceptance seen so far, it
 draft length with the best expected tokens per unit of time, drafting nothing where that is
 below one, with a rare probe to notice when drafting pays again.
 
-"The same ids" holds as far as a verify step's logits equal a decoded token's: bit for bit
-only where both run the same kernels on the same rows (float32 eager, as the tests check);
-otherwise to float rounding, which can flip a near-tied greedy pick (DEFAULT_DRAFTER says
-why speculation is off unless the "speculative" setting asks for it).
+"The same ids" holds as far as a verify step's logits equal a decoded token's. They do bit
+for bit where the model says so (`verifies_exactly`: Wren's quantized kernels compute each
+row alone, and verify attends row by row as decoding does); a decode step compiled by
+inductor rounds its fused norms and attention otherwise (~5e-7, which 8-bit activation
+rounding can grow into a changed near-tied greedy pick). "auto" speculates only where
+verification is exact; a drafter named in the setting speculates anyway.
 """
 
 from __future__ import annotations
@@ -37,11 +39,7 @@ DRAFTERS = ("auto", "off", "prompt-lookup", "draft-model")
 # Settings: which drafter ("auto": the model's draft model where one is set, else prompt
 # lookup), and each model's draft model by name ({"qwen3-8b": "qwen3-0.6b"}).
 DRAFTER_KEY = "speculative"
-# Off unless asked for. A verify step's rows agree with decoded tokens' logits only to float
-# rounding, and on quantized weights 8-bit activation rounding amplifies that: on the starter
-# a verified row's logits differed from the decoded token's by up to 0.56 (1e-5 with float32
-# activations), enough to change a near-tied greedy pick (bench/speculative.py: the free-chat
-# answer differed). Measured on a shared 2-core machine, neither drafter was faster either.
+# Off until bench/speculative.py measures "auto" (exact verification only) faster.
 DEFAULT_DRAFTER = "off"
 DRAFT_MODELS_KEY = "draft_models"
 
@@ -246,10 +244,14 @@ class Policy:
 class Speculator:
     """A drafter and the policy for one loaded model, reused across its answers."""
 
-    def __init__(self, drafter: PromptLookup | DraftModel, policy: Policy | None = None) -> None:
+    def __init__(self, drafter: PromptLookup | DraftModel, policy: Policy | None = None, *,
+                 exact_only: bool = False) -> None:
         self.drafter = drafter
         self.policy = policy or Policy()
         self.stats = Stats()
+        # Draft only while the model verifies with decoding's own bits ("auto"): it may stop
+        # mid-answer, when its compiled decode step is installed.
+        self.exact_only = exact_only
 
     def serves(self, model: LoadedModel, sampler: Sampler) -> bool:
         """Whether speculation keeps this answer as it is: not with a constraint (advanced
@@ -274,6 +276,8 @@ class Speculator:
         accept. None when nothing is drafted (the caller decodes the id plainly and reports
         its time to `decoded`); else the drafted ids kept (written into history after n)
         and the id after them, the cache then holding history[:n] and the kept ones."""
+        if self.exact_only and not session.model.verifies_exactly:
+            return None
         room = session.context_length - len(session) - 1
         k = self.policy.plan(room)
         started = time.perf_counter()
@@ -392,13 +396,14 @@ def speculator_for(drafter: str, draft_model: Callable[[], LoadedModel] | None,
                    main: LoadedModel) -> Speculator | None:
     """The speculator for `main` a setting names: "off" none, "prompt-lookup" n-gram
     drafts, "draft-model" the model `draft_model()` loads, "auto" the draft model where one
-    is set, else prompt lookup."""
+    is set, else prompt lookup, drafting only while verification is exact."""
     if drafter not in DRAFTERS:
         raise ValueError(f"the drafter must be one of {', '.join(DRAFTERS)}, got {drafter!r}")
     if drafter == "off":
         return None
     if drafter == "draft-model" and draft_model is None:
         raise ValueError("the drafter 'draft-model' needs a draft model set for this model")
+    exact_only = drafter == "auto"
     if drafter in ("auto", "draft-model") and draft_model is not None:
-        return Speculator(DraftModel(draft_model(), main.vocab_size, main))
-    return Speculator(PromptLookup())
+        return Speculator(DraftModel(draft_model(), main.vocab_size, main), exact_only=exact_only)
+    return Speculator(PromptLookup(), exact_only=exact_only)

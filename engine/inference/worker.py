@@ -138,7 +138,7 @@ class ModelWorker:
             return speculator_for(self.drafter, load_draft if draft_dir is not None else None, model)
         except Exception:
             log.exception("the draft model did not load: drafting by prompt lookup")
-            return speculator_for("prompt-lookup", None, model)
+            return speculator_for("auto" if self.drafter == "auto" else "prompt-lookup", None, model)
 
     def _run_serial(self, session: KVSession) -> None:
         """One request at a time, for backends without batched decoding."""

@@ -76,6 +76,7 @@ class TorchModel(ModelBase):
         self._graphs = step
         self._step = step or model.decode_one
         self._last_used = time.monotonic()  # loading counts as use: a background compile waits a moment
+        self._rows_alone: bool | None = None  # see verifies_exactly
 
     def idle_seconds(self) -> float:
         """Seconds since the model last ran (or loaded)."""
@@ -127,7 +128,21 @@ class TorchModel(ModelBase):
         with self._turn(), torch.inference_mode():
             tokens = torch.as_tensor(ids, dtype=torch.long, device=self._model._token.device).view(1, -1)
             # Outside prompt_activations: each row rounds its activations as a decoded token does.
-            return _to_numpy(self._model.forward(tokens, start, last_only=False, slot=slot))
+            return _to_numpy(self._model.verify(tokens, start, slot=slot))
+
+    @property
+    def verifies_exactly(self) -> bool:
+        """Whether `verify` gives each row the bits `decode` would, now: decoding eagerly
+        on the CPU (a compiled step's fused loops round norms and attention otherwise, by
+        ~5e-7), every linear one of Wren's quantized ones (their kernels compute each row
+        alone; torch's float GEMM blocks rows together) and no mixture of experts (its
+        chunk and token paths differ)."""
+        model = self._model
+        if model is None or self._graphs is not None or model.decode_block is not None:
+            return False
+        if self._rows_alone is None:
+            self._rows_alone = _rows_alone(model)
+        return self._rows_alone
 
     def decode(self, token: int, pos: int, slot: int = 0) -> np.ndarray:
         self._check(1, pos, slot)
@@ -187,6 +202,21 @@ class TorchModel(ModelBase):
         del model
         if torch is not None and torch.cuda.is_available():
             torch.cuda.empty_cache()
+
+
+def _rows_alone(model) -> bool:
+    """Whether each row of a multi-row forward computes as a one-row one does (apart from
+    attention, which verify runs row by row): every linear quantized and on the CPU, float32
+    activations, no experts."""
+    from torch import nn
+
+    from ..quant.modules import QuantLinear
+
+    if model.args.num_experts or any(device.type != "cpu" for _, _, device, _ in model.stages.runs):
+        return False
+    if model.norm.weight.dtype != torch.float32:
+        return False
+    return all(isinstance(m, QuantLinear) for m in model.modules() if isinstance(m, (nn.Linear, QuantLinear)))
 
 
 def _to_numpy(logits) -> np.ndarray:

@@ -14,6 +14,7 @@ tests/engine/inference/test_attention.py fails if attention or RoPE is computed 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import math
 from typing import TYPE_CHECKING
@@ -329,6 +330,23 @@ def _bmm_softmax_bmm(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
     return torch.bmm(probs, values.reshape(batch * kv_heads, span, head_dim).float())
 
 
+# Set while verifying drafted tokens (engine.inference.speculative): a block of rows then
+# attends row by row as decoded tokens do. Multi-query attention sums in another order
+# (one bmm over all rows, masked), a difference of ~1e-7 that 8-bit activation rounding
+# downstream grows into changed greedy picks.
+_ROWS_AS_DECODED: contextvars.ContextVar[bool] = contextvars.ContextVar("rows_as_decoded", default=False)
+
+
+@contextlib.contextmanager
+def rows_as_decoded():
+    """Within: Attention.forward attends each of a block's rows as a one-token step."""
+    token = _ROWS_AS_DECODED.set(True)
+    try:
+        yield
+    finally:
+        _ROWS_AS_DECODED.reset(token)
+
+
 # --- the module -----------------------------------------------------------------------------
 
 class Attention(nn.Module):
@@ -415,8 +433,20 @@ class Attention(nn.Module):
         if self.rope_cos is not None:
             cos, sin = self.rope_cos[start : start + length], self.rope_sin[start : start + length]
         q, k, v = self.project(x, cos, sin)
+        if length > 1 and _ROWS_AS_DECODED.get():
+            # Each row as the one-token step would: its key written, then one query over the
+            # span up to its own position (the same ops, so the same bits, as decoding it).
+            rows = [self._attend(q[:, i : i + 1], k[:, i : i + 1], v[:, i : i + 1], start + i, slot)
+                    for i in range(length)]
+            return self.output(torch.cat(rows, dim=1))
+        return self.output(self._attend(q, k, v, start, slot))
+
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int, slot: int) -> torch.Tensor:
+        """Write k and v [1, L, kv_heads, dim] at start.. of `slot`'s cache and attend
+        queries q [1, L, heads, dim] over what each sees."""
+        length = q.shape[1]
         if self.pos_cache is not None:
-            return self.output(ring_attend_one(self, q, k, v, start, slot))
+            return ring_attend_one(self, q, k, v, start, slot)
         end = start + length
         k_cache, v_cache = (self.k_cache, self.v_cache) if slot == 0 else (
             self.k_slots[slot : slot + 1], self.v_slots[slot : slot + 1])
@@ -426,11 +456,11 @@ class Attention(nn.Module):
         lo = first_visible_key(start, self.window)
         keys, values = k_cache[:, :, lo:end], v_cache[:, :, lo:end]
         if length == 1:  # one query sees every key in the slice: no mask needed
-            return self.output(attend(q, keys, values, sinks=self.sinks))
+            return attend(q, keys, values, sinks=self.sinks)
         if start == 0 and self.window is None:
-            return self.output(attend(q, keys, values, causal=True, sinks=self.sinks))
-        mask = causal_mask(length, start, lo, self.window, x.device, q.dtype)
-        return self.output(attend(q, keys, values, mask, sinks=self.sinks))
+            return attend(q, keys, values, causal=True, sinks=self.sinks)
+        mask = causal_mask(length, start, lo, self.window, q.device, q.dtype)
+        return attend(q, keys, values, mask, sinks=self.sinks)
 
     def export_slot(self, n: int, slot: int) -> tuple[torch.Tensor, ...]:
         """Copies of `slot`'s first n cached keys and values (a ring: all of it, and the

@@ -24,7 +24,7 @@ from ...errors import ModelFileError
 from ..families.family import ring_size
 from ..quant.modules import QTensor, QuantEmbedding, QuantLinear, prompt_activations
 from .args import ModelArgs
-from .attention import Attention, ring_resumable, rms_norm, rope_tables
+from .attention import Attention, ring_resumable, rms_norm, rope_tables, rows_as_decoded
 from .experts import Experts, experts_state, install_experts
 from .stages import Stages
 
@@ -262,6 +262,15 @@ class Transformer(nn.Module):
         ids = torch.as_tensor(ids, dtype=torch.long, device=self._token.device).view(1, -1)
         with prompt_activations(exact_tail=final):  # the prompt's last logits pick the first word: see there
             return self.forward(ids, start, slot=slot)
+
+    def verify(self, ids: torch.Tensor, start: int, slot: int = 0) -> torch.Tensor:
+        """Logits [L, vocab] after each of ids [1, L] (drafted tokens checked in one pass:
+        engine.inference.speculative). The linears read each weight once for all rows and
+        give each row a decoded token's bits (their kernels' rows are independent); the
+        attention runs row by row as decoding does (attention.rows_as_decoded). Eager: a
+        compiled decode step's fused loops round differently (speculative.exact_verify)."""
+        with rows_as_decoded():
+            return self.forward(ids, start, last_only=False, slot=slot)
 
     def decode_one(self, token: int, pos: int, slot: int = 0) -> torch.Tensor:
         self._token.fill_(token)
