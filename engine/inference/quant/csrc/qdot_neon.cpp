@@ -11,6 +11,8 @@
 #if defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
 #include <arm_neon.h>
 
+#include <type_traits>
+
 #if defined(__linux__)
 #include <sys/auxv.h>
 #ifndef HWCAP_ASIMDDP

@@ -90,6 +90,11 @@ using QuantFn = void (*)(const float* x, int64_t cols, void* out);
 // One group of an interleaved layout (its rows' blocks side by side) against n quantized
 // activation rows xs bytes apart; out[j * os + r] = dot of the group's row r with row j.
 using QDotGroupFn = void (*)(const uint8_t* g, int64_t nb, const void* xq, int64_t xs, int n, float* out, int64_t os);
+// Two weight rows (row_bytes apart, nb blocks each) against n quantized activation rows xs
+// bytes apart; out[j * os + r] = dot of weight row r (0, 1) with activation row j, each the
+// table's qdot of that pair bit for bit.
+using QDotPairFn = void (*)(const uint8_t* w, int64_t row_bytes, int64_t nb, const void* xq, int64_t xs, int n,
+                           float* out, int64_t os);
 
 struct Kernels {
     const char* isa;
@@ -110,6 +115,9 @@ struct Kernels {
     X16DotRowsFn x16dot_rows[kMaxType];
     QuantFn quant_wide[kMaxType];
     int wide_bytes[kMaxType];
+    // optional (the i8mm table): two weight rows x several activation rows a pass, for the
+    // prompt path's types without an interleaved layout
+    QDotPairFn qdot_pair[kMaxType];
 };
 
 // Interleaved layouts (repack.cpp). A group is `interleave` consecutive rows, which keep

@@ -262,6 +262,37 @@ void check_table(Checker& c, const std::string& name, const Kernels& s, const Ke
                     }
         }
     }
+    // two weight rows at once: the scalar qdot of each row and token
+    for (int t : kPlain) {
+        if (v.qdot_pair[t] == nullptr) continue;
+        const TypeInfo* info = type_info(t);
+        c.begin(name, "qdot_pair", t);
+        for (int64_t nb : kNb)
+            for (int fi = 0; fi < 6; ++fi)
+                for (int xkind = 0; xkind < 8; ++xkind) {
+                    if (nb == 64 && (fi >= 2 || xkind >= 2)) continue;
+                    const int fill = kWeightFills[fi];
+                    const int64_t cols = nb * info->block;
+                    const int64_t row_bytes = nb * info->type_size + 16 * r.below(2);  // rows apart by more than a row
+                    const int n = 1 + (int)(c.cur->cases % 7);  // the tiles of four and two tokens, the odd one
+                    std::vector<uint8_t> w((size_t)(row_bytes + nb * info->type_size), 0x5a);
+                    for (int i = 0; i < 2; ++i) {
+                        const std::vector<uint8_t> one = weight_blocks(t, nb, r, fill);
+                        std::memcpy(w.data() + i * row_bytes, one.data(), one.size());
+                    }
+                    const std::vector<float> x = activations(cols * n, r, xkind < 5 ? xkind : 0);
+                    int64_t xs = 0;
+                    std::vector<uint8_t> xq = quantize_rows(s, t, x, cols, n, &xs, false);
+                    if (xkind >= 5) extreme_q8(xq, t, r, xkind - 5);
+                    const int64_t os = 2 + r.below(3);
+                    std::vector<float> want((size_t)(n * os), 0.f), got((size_t)(n * os), 0.f);
+                    for (int j = 0; j < n; ++j)
+                        for (int i = 0; i < 2; ++i)
+                            want[(size_t)(j * os + i)] = s.qdot[t](w.data() + i * row_bytes, nb, xq.data() + j * xs);
+                    v.qdot_pair[t](w.data(), row_bytes, nb, xq.data(), xs, n, got.data(), os);
+                    c.compare(got.data(), want.data(), want.size() * 4, shape_str(nb, n, "n", fill, xkind));
+                }
+    }
     // interleaved groups: the scalar group kernel on the same group and activation rows
     for (int t : kGroups) {
         if (v.qdot_group[t] == nullptr || v.qdot_group[t] == s.qdot_group[t]) continue;
