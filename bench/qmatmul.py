@@ -210,7 +210,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="GEMV only, no prompt figures")
     ap.add_argument("--crossover", action="store_true")
     ap.add_argument("--exact", action="store_true", help="also qlinear_exact's GEMV (float activations)")
-    ap.add_argument("--isa", default="", help="cap the kernels' instruction set (scalar, avx2, avx512-vnni, neon, neon-dotprod)")
+    ap.add_argument("--isa", default="", help=f"cap the kernels' instruction set ({', '.join(kernels.ISAS)})")
     args = ap.parse_args()
     if not kernels.available():
         sys.exit(kernels.NOTICE)
