@@ -166,3 +166,21 @@ def test_a_row_gives_the_same_result_alone_or_with_others() -> None:
     for isa, pairs in per_isa(run).items():
         for together, alone in pairs:
             assert torch.equal(together, alone), isa
+
+
+@needs_kernels
+@pytest.mark.parametrize("blocks", [1, 2, 3, 91, 1027])
+def test_decoding_rows_one_after_another_give_the_rows_kernels_bits(blocks: int) -> None:
+    # one x row (decoding) takes a kernel that runs weight rows one after another; two x rows
+    # take the per-row kernel: each weight row's result is the same bits either way, for block
+    # counts past the 4-block steps' remainders and past the kernel's precomputed offsets
+    rows = 9
+    raw = torch.from_numpy(random_mxfp4(rows, blocks, seed=blocks))
+    x = torch.randn(2, blocks * 32, generator=torch.Generator().manual_seed(blocks))
+
+    def run() -> tuple[torch.Tensor, torch.Tensor]:
+        return kernels.qlinear(x, raw, MXFP4, rows), torch.cat([kernels.qlinear(x[j:j + 1], raw, MXFP4, rows)
+                                                                for j in range(2)])
+
+    for isa, (together, alone) in per_isa(run).items():
+        assert torch.equal(together, alone), isa

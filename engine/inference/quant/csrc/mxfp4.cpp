@@ -114,6 +114,7 @@ void xdot_rows(const uint8_t* w, int64_t nb, const float* x, int64_t xs, int n, 
 #define TGT __attribute__((target("avx2,fma,f16c")))
 #define NS mxfp4_avx2
 #define U8S8_ACC(acc, u, s) _mm256_add_epi32((acc), _mm256_madd_epi16(_mm256_maddubs_epi16((u), (s)), _mm256_set1_epi16(1)))
+#define MXFP4_VBMI 0
 #include "mxfp4_x86.inc"
 #undef TGT
 #undef NS
@@ -125,7 +126,17 @@ void xdot_rows(const uint8_t* w, int64_t nb, const float* x, int64_t xs, int n, 
 #include "mxfp4_x86.inc"
 #undef TGT
 #undef NS
+#undef MXFP4_VBMI
+
+// the same with AVX-512 VBMI (Ice Lake, Zen 4 and later; not Cascade Lake)
+#define TGT __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni,avx512vbmi")))
+#define NS mxfp4_vbmi
+#define MXFP4_VBMI 1
+#include "mxfp4_x86.inc"
+#undef TGT
+#undef NS
 #undef U8S8_ACC
+#undef MXFP4_VBMI
 #endif
 
 namespace wren {
@@ -135,12 +146,14 @@ void fill_mxfp4(Kernels& k) {
     // (k.isa names the table build_best chose, which checked the CPU).
     k.qdot[MXFP4] = dot_scalar;
     k.qdot_rows[MXFP4] = nullptr;
+    k.qdot_wrows[MXFP4] = nullptr;
     k.xdot_rows[MXFP4] = xdot_rows;
     k.quant[MXFP4] = quant_q8;
     k.act_bytes[MXFP4] = (int)sizeof(BlockQ8);
 #ifdef WREN_MXFP4_X86
     // every other x86 table (AVX2, AVX-VNNI) has at least AVX2: the AVX2 kernels
-    if (std::strcmp(k.isa, "avx512-vnni") == 0) mxfp4_vnni::fill(k);
+    if (std::strcmp(k.isa, "avx512-vnni") == 0 && __builtin_cpu_supports("avx512vbmi")) mxfp4_vbmi::fill(k);
+    else if (std::strcmp(k.isa, "avx512-vnni") == 0) mxfp4_vnni::fill(k);
     else if (std::strncmp(k.isa, "avx", 3) == 0) mxfp4_avx2::fill(k);
 #endif
 }
