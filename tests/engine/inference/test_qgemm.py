@@ -91,6 +91,34 @@ def test_each_prompt_row_is_what_the_decoding_kernels_give(qtype, isa):
         assert torch.equal(prompt, decoding), (layout, float((prompt - decoding).abs().max()))
 
 
+def _q4_k_at_its_largest(rows: int, cols: int) -> np.ndarray:
+    """Q4_K with every nibble 15, every sub-block scale 1 and minimum 0, d = 1: each 32-weight
+    sub-block's integer sum against activations of +-127 is 32 * 15 * 127 = 60960, beyond int16."""
+    raw = np.zeros((rows, cols // 256, 144), dtype=np.uint8)
+    raw[:, :, 0:2] = np.array([ONE], dtype=np.uint16).view(np.uint8)  # d; dmin stays 0
+    raw[:, :, 4:8] = 1  # the scales of sub-blocks 0-3 (low 6 bits); minimums 0
+    raw[:, :, 12:16] = 1  # the low 4 bits of sub-blocks 4-7's scales
+    raw[:, :, 16:] = 0xFF
+    return raw.reshape(rows, -1)
+
+
+def test_largest_sub_block_sums_stay_exact_on_every_instruction_set():
+    """The VNNI tables sum each Q4_K sub-block in int32 before its scale (AVX2 in int16 halves):
+    sums past the int16 range, of either sign, come out exact, row by row and token by token."""
+    rows, cols = 64, 2048
+    raw = _q4_k_at_its_largest(rows, cols)
+    n = kernels.max_gemv_rows() + 6
+    sign = torch.where(torch.arange(n) % 2 == 0, 1.0, -1.0)[:, None]
+    x = (127 * sign).expand(n, cols).contiguous()
+    x[:, ::7] *= -1  # not every activation alike within a sub-block
+    want = x.double() @ torch.from_numpy(reference_weights(raw, 12)).double().T
+    assert want.abs().max() < 2**24 and want.abs().min() > 32 * 15 * 127  # exact in float32, past int16
+    for weight, layout in _layouts(12, torch.from_numpy(raw), cols):
+        got = per_isa(lambda w=weight, t=layout: kernels.qlinear(x, w, t, rows))
+        for cap, y in got.items():
+            assert torch.equal(y.double(), want), (cap, layout, float((y.double() - want).abs().max()))
+
+
 def test_fused_parts_of_mixed_types_share_one_pass():
     """A Q4_K_M-style fused projection (Q4_K interleaved beside Q6_K) on the prompt path equals
     each part alone."""
