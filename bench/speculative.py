@@ -5,10 +5,14 @@ verify cost) with the CPU, its flags and the load average.
 
     .venv/bin/python bench/speculative.py [--model PATH.gguf] [--draft PATH.gguf]
         [--tokens 96] [--runs 3] [--threads 2] [--compile auto|on|off] [--tasks rewrite,code,chat]
+        [--exact-only]
 
 The model is the starter unless --model names a GGUF; the draft model is --draft, by default
 the model itself (every draft kept, at the cost of a full decode step each: the policy must
-find it does not pay). Runs alternate plain and speculative answers, medians reported.
+find it does not pay). Runs alternate plain and speculative answers, medians reported, in
+tokens/s and in this process's CPU ms a token (steadier on a shared machine). Greedy ids are
+identical bit for bit where the model verifies exactly ("verifies_exactly": eager decoding on
+the CPU, e.g. --compile off); a compiled decode step rounds its norms and attention otherwise.
 """
 
 from __future__ import annotations
@@ -68,7 +72,9 @@ def load(path: Path, threads: int, compile: str = "auto"):
     return model
 
 
-def answer(model, prompt: list[int], tokens: int, speculator=None) -> tuple[list[int], float]:
+def answer(model, prompt: list[int], tokens: int, speculator=None) -> tuple[list[int], float, float]:
+    """Greedy ids, decode tokens/s and process CPU ms a token (the latter counts this
+    process's work only, so it is steadier on a shared machine than wall time)."""
     from wren.engine.inference.generate import KVSession
     from wren.engine.inference.sampling import Sampler, SamplingParams
     from wren.engine.inference.speculative import speculative_tokens
@@ -76,34 +82,40 @@ def answer(model, prompt: list[int], tokens: int, speculator=None) -> tuple[list
     session = KVSession(model)
     stream = speculative_tokens(session, prompt, Sampler(SamplingParams(temperature=0)), speculator)
     ids = [next(stream)]  # the prompt's time is the same either way: decode time only
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for token in stream:
         ids.append(token)
         if len(ids) == tokens:
             break
-    return ids, (len(ids) - 1) / (time.perf_counter() - started)
+    spent = time.process_time() - cpu
+    return ids, (len(ids) - 1) / (time.perf_counter() - started), 1000 * spent / (len(ids) - 1)
 
 
 def measure(model, draft, tokenizer, args) -> dict:
     from wren.engine.inference.speculative import DraftModel, PromptLookup, Speculator
 
-    drafters = {"prompt_lookup": lambda: Speculator(PromptLookup()),
-                "draft_model": lambda: Speculator(DraftModel(draft, model.vocab_size, model))}
+    exact = args.exact_only
+    drafters = {"prompt_lookup": lambda: Speculator(PromptLookup(), exact_only=exact),
+                "draft_model": lambda: Speculator(DraftModel(draft, model.vocab_size, model), exact_only=exact)}
     results = {}
     for task in args.tasks.split(","):
         text = TASKS[task]
         prompt = tokenizer.encode_chat([{"role": "user", "content": text}])
         row: dict = {"prompt_tokens": len(prompt)}
-        plain_ids, _ = answer(model, prompt, args.tokens)  # warm-up
+        plain_ids, _, _ = answer(model, prompt, args.tokens)  # warm-up
         speeds: dict[str, list[float]] = {"plain": []}
+        cpu: dict[str, list[float]] = {"plain": []}
         for name, make in drafters.items():
-            speculator, speeds[name] = make(), []
+            speculator, speeds[name], cpu[name] = make(), [], []
+            plain_speeds, plain_cpu = [], []  # the plain runs interleaved with this drafter's
             same = True
             for _ in range(args.runs):
-                ids, speed = answer(model, prompt, args.tokens)
-                speeds["plain"].append(speed)
-                spec_ids, speed = answer(model, prompt, args.tokens, speculator)
+                ids, speed, ms = answer(model, prompt, args.tokens)
+                plain_speeds.append(speed)
+                plain_cpu.append(ms)
+                spec_ids, speed, ms = answer(model, prompt, args.tokens, speculator)
                 speeds[name].append(speed)
+                cpu[name].append(ms)
                 same &= spec_ids == plain_ids == ids
             stats = speculator.stats
             row[name] = {
@@ -114,10 +126,15 @@ def measure(model, draft, tokenizer, args) -> dict:
                 "verify_row_cost": round(speculator.policy.row_cost, 3),
                 "draft_cost": round(speculator.policy.draft_cost, 3),
                 "tokens_per_s": round(statistics.median(speeds[name]), 1),
+                "cpu_ms_per_token": round(statistics.median(cpu[name]), 2),
+                # against the plain answers interleaved with these, not all of them
+                "speed_up": round(statistics.median(speeds[name]) / statistics.median(plain_speeds), 3),
+                "cpu_speed_up": round(statistics.median(plain_cpu) / statistics.median(cpu[name]), 3),
             }
+            speeds["plain"] += plain_speeds
+            cpu["plain"] += plain_cpu
         row["plain_tokens_per_s"] = round(statistics.median(speeds["plain"]), 1)
-        for name in drafters:
-            row[name]["speed_up"] = round(row[name]["tokens_per_s"] / row["plain_tokens_per_s"], 3)
+        row["plain_cpu_ms_per_token"] = round(statistics.median(cpu["plain"]), 2)
         row["load_average"] = os.getloadavg()
         results[task] = row
     return results
@@ -132,6 +149,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--compile", default="auto", choices=("auto", "on", "off"))
     ap.add_argument("--tasks", default=",".join(TASKS), help="which of rewrite, code, chat")
+    ap.add_argument("--exact-only", action="store_true",
+                    help="draft only while verification is exact, as the 'auto' setting does")
     args = ap.parse_args()
 
     from decode import machine
@@ -156,7 +175,8 @@ def main() -> None:
     report = {
         "machine": machine(), "load_average_before": os.getloadavg(),
         "model": args.model or "starter", "draft": args.draft or "the model itself",
-        "tokens": args.tokens, "runs": args.runs,
+        "tokens": args.tokens, "runs": args.runs, "decode_mode": model.decode_mode,
+        "verifies_exactly": model.verifies_exactly, "exact_only": args.exact_only,
         "tasks": measure(model, draft, Tokenizer.from_dir(path), args),
         "load_average_after": os.getloadavg(),
     }

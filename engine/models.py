@@ -241,7 +241,7 @@ class Models:
             return drafter, (await self._installed(draft)).path
         except ModelNotFound as exc:
             log.warning("the draft model for %s is not there (%s): drafting by prompt lookup", name, exc)
-            return "prompt-lookup", None
+            return ("auto" if drafter == "auto" else "prompt-lookup"), None
 
     async def _installed(self, name: str) -> ModelInfo:
         """The installed model `name`; not found, an error naming every model Wren could

@@ -39,8 +39,10 @@ DRAFTERS = ("auto", "off", "prompt-lookup", "draft-model")
 # Settings: which drafter ("auto": the model's draft model where one is set, else prompt
 # lookup), and each model's draft model by name ({"qwen3-8b": "qwen3-0.6b"}).
 DRAFTER_KEY = "speculative"
-# Off until bench/speculative.py measures "auto" (exact verification only) faster.
-DEFAULT_DRAFTER = "off"
+# "auto": drafting only while verification is exact, and only where the Policy measures it
+# faster (bench/speculative.py, starter decoding eagerly: prompt lookup kept greedy answers
+# identical on all three tasks and was not measured slower; docs/cli.md).
+DEFAULT_DRAFTER = "auto"
 DRAFT_MODELS_KEY = "draft_models"
 
 
@@ -116,7 +118,10 @@ class DraftModel:
         k = min(k, self.session.context_length - len(history))
         if k < 1:
             return None
-        logits, _ = self.session.prefill(history.tolist())
+        # Catching up on the ids since the last draft: a draft's logits need not be exact (its
+        # q is whatever it drew from), so no row takes the prompt path's float32 tail, which
+        # dequantizes every weight and cost ~5 decoded tokens a draft on the starter.
+        logits, _ = self.session.prefill(history.tolist(), final=False)
         tokens: list[int] = []
         qs: list[np.ndarray] = []
         seen = np.empty(len(history) + k, dtype=np.int64)
@@ -203,6 +208,11 @@ class Policy:
         tokens = (1 - a ** (k + 1)) / (1 - a)
         return tokens / (1 + (self.row_cost + self.draft_cost) * k)
 
+    def ceiling(self, room: int) -> float:
+        """The best gain any draft length could give if every drafted token were kept."""
+        cost = self.row_cost + self.draft_cost
+        return max((k + 1) / (1 + cost * k) for k in range(1, min(MAX_DRAFT, max(room, 1)) + 1))
+
     def plan(self, room: int) -> int:
         """How many tokens to draft now (0: decode one plainly)."""
         if self._decodes < self.warmup or room < 1 or self._since_plain >= self.refresh_every:
@@ -211,7 +221,9 @@ class Policy:
         # The model of the costs picks the length; what the steps measurably gave decides too.
         if self.gain(best) > 1 + self.margin and (self._realized is None or self._realized > 1 + self.margin):
             return best
-        if self._plain_run >= self._backoff:  # probe: has the text turned repetitive?
+        # Probe: has the text turned repetitive? Not where drafting costs so much that even
+        # every draft kept would not pay (a draft model about as slow as the model itself).
+        if self._plain_run >= self._backoff and self.ceiling(room) > 1 + self.margin:
             self._plain_run = 0
             self._backoff = min(self._backoff * 2, 1024)
             return min(2, room)

@@ -268,7 +268,7 @@ class Transformer(nn.Module):
         engine.inference.speculative). The linears read each weight once for all rows and
         give each row a decoded token's bits (their kernels' rows are independent); the
         attention runs row by row as decoding does (attention.rows_as_decoded). Eager: a
-        compiled decode step's fused loops round differently (speculative.exact_verify)."""
+        compiled decode step's fused loops round differently (TorchModel.verifies_exactly)."""
         with rows_as_decoded():
             return self.forward(ids, start, last_only=False, slot=slot)
 

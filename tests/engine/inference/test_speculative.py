@@ -276,6 +276,30 @@ def test_policy_stops_when_steps_measure_slower_than_plain_decoding():
     assert policy.gain(8) > 1.5 and policy.plan(100) == 0
 
 
+def test_policy_stops_probing_where_drafting_costs_more_than_a_kept_draft_gives():
+    """A draft model about as slow as the model: every draft kept, yet each step cost more
+    than plain decoding; no probes after that (each would be slower), where a cheap drafter
+    with the same acceptance goes on probing."""
+    def probes(draft_seconds: float) -> int:
+        policy = Policy()
+        policy.new_answer()
+        for _ in range(3):
+            policy.decoded(0.010)
+        for _ in range(6):
+            policy.verified(3, 0.012, draft_seconds, 2, 0)  # drafts rejected: drafting stops
+        count = 0
+        for _ in range(400):
+            if policy.plan(100):
+                count += 1
+                policy.verified(3, 0.012, draft_seconds, 2, 0)
+            else:
+                policy.decoded(0.010)
+        return count
+
+    assert probes(0.0) >= 2  # prompt lookup: a probe now and then
+    assert probes(0.040) == 0  # 20 ms a drafted token, two plain tokens' time: never worth it
+
+
 def test_policy_decodes_plainly_now_and_then_to_keep_its_measure():
     policy = Policy()
     policy.new_answer()
