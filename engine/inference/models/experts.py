@@ -48,6 +48,10 @@ PROJECTIONS = ("gate", "up", "down")
 # Whether a chunk's 8-bit rows (more than kernels.max_gemv_rows) go through the grouped
 # kernel, csrc/experts.cpp (one call per layer), where it can run them; False keeps one kernel call per expert and projection (tests compare the two).
 GROUPED_KERNEL = True
+# An expert chosen by this many of a chunk's tokens multiplies file rows in their interleaved
+# layout's order (csrc/experts.cpp's kRepackTokens puts each task's rows into it): mapped
+# experts then give the products of the copies interleaved at load (plain reads).
+PACK_TOKENS = 16
 
 
 def softmax_topk(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -141,6 +145,13 @@ class Experts(nn.Module):
         raw: torch.Tensor = getattr(self, f"{name}_raw")
         return raw[expert * rows : (expert + 1) * rows], self.qtypes[name], rows
 
+    def _blocks_for(self, name: str, expert: int, tokens: int, exact: bool) -> tuple[torch.Tensor, int, int]:
+        """blocks(), interleaved (a copy) for `tokens` 8-bit rows where the kernel interleaves them."""
+        raw, qtype, rows = self.blocks(name, expert)
+        if tokens >= PACK_TOKENS and not exact:
+            raw, qtype = kernels.interleaved(raw, qtype, self.hidden if name != "down" else self.inner)
+        return raw, qtype, rows
+
     @property
     def expert_bytes(self) -> int:
         """Bytes of one expert's three projections (what a token reads per chosen expert)."""
@@ -188,8 +199,8 @@ class Experts(nn.Module):
         if self.has_bias:
             gate, up = gate + self.gate_bias.index_select(0, experts), up + self.up_bias.index_select(0, experts)
         h = self.activation(gate, up).contiguous()
-        ys = torch.cat([_matmul(part, *self.blocks("down", e)[:2], self.inner, exact) for (e, _), part in
-                        zip(segments, h.split([n for _, n in segments]), strict=True)])
+        ys = torch.cat([_matmul(part, *self._blocks_for("down", e, len(part), exact)[:2], self.inner, exact)
+                        for (e, _), part in zip(segments, h.split([n for _, n in segments]), strict=True)])
         if self.has_bias:
             ys = ys + self.down_bias.index_select(0, experts)
         ys = ys * weights.reshape(-1).index_select(0, order).unsqueeze(1)
@@ -224,8 +235,8 @@ class Experts(nn.Module):
 
     def _gate_up(self, expert: int, x: torch.Tensor, exact: bool) -> torch.Tensor:
         """x [n, hidden] through one expert's gate and up projections: [n, 2 * inner]."""
-        gate, g_type, n = self.blocks("gate", expert)
-        up, u_type, _ = self.blocks("up", expert)
+        gate, g_type, n = self._blocks_for("gate", expert, len(x), exact)
+        up, u_type, _ = self._blocks_for("up", expert, len(x), exact)
         if kernels.available() and gate.device.type == "cpu":
             return kernels.qlinear_parts(x, [gate, up], [g_type, u_type], [n, n], exact)
         return torch.cat((_matmul(x, gate, g_type, self.hidden, exact), _matmul(x, up, u_type, self.hidden, exact)), 1)

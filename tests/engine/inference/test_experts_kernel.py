@@ -225,3 +225,19 @@ def test_the_same_bits_whatever_the_threads(types, gpt_oss, tokens):
     assert outs[0].abs().max() > 0.03
     for out in outs[1:]:
         assert torch.equal(out, outs[0])
+
+
+def test_file_rows_of_an_expert_with_many_tokens_take_the_interleaved_products(monkeypatch):
+    # mapped experts stay the file's rows; an expert chosen by 16 or more of a chunk's tokens
+    # has each task's rows interleaved before its products, so they are those of the copy
+    # interleaved at load (plain reads), bit for bit; a decoded token keeps the file's kernel
+    monkeypatch.setattr(ex, "MAP_EXPERTS", True)
+    mapped = layer((T.Q4_K, T.Q4_K, T.Q6_K), False, seed=5)
+    assert mapped.qtypes["gate"] == int(T.Q4_K)
+    loaded = layer((T.Q4_K, T.Q4_K, T.Q6_K), False, seed=5, interleave=True)
+    assert loaded.qtypes["gate"] != int(T.Q4_K)
+    x = torch.randn(200, HIDDEN, generator=torch.Generator().manual_seed(6))
+    with torch.no_grad():
+        weights, ids = mapped.route(mapped.router(x).float(), mapped.top_k)
+        assert int(torch.bincount(ids.reshape(-1), minlength=E).min()) >= 16
+        assert torch.equal(mapped._grouped(x, weights, ids, False), loaded._grouped(x, weights, ids, False))

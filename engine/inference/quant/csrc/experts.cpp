@@ -31,6 +31,10 @@ using wren::TypeInfo;
 
 constexpr int64_t kTaskBytes = int64_t(96) << 10;   // weight bytes per task (stays in L2)
 constexpr int64_t kTokenBytes = int64_t(256) << 10;  // quantized activation bytes per pass
+// An expert chosen by at least this many of a chunk's tokens has a task's file rows put into
+// their interleaved layout (csrc/repack.cpp) before its products, where the type has one
+// (mapped experts stay the file's blocks; plain-read ones are interleaved at load).
+constexpr int64_t kRepackTokens = 16;
 
 // One projection of all experts: expert e's rows are rows e * rows .. (e + 1) * rows - 1.
 struct Proj {
@@ -39,7 +43,19 @@ struct Proj {
     const uint8_t* w;
     int64_t row_bytes, rows, cols;
     int64_t xs;  // bytes of one activation row quantized for this type
+    int packed;  // the interleaved layout its rows can be put into per task, or -1
 };
+
+// The interleaved layout of file type qtype whose group kernel takes the same activations, or -1.
+int packed_type(const Kernels& k, int qtype, int64_t rows) {
+    for (int to : {wren::Q4_0_X8, wren::Q4_1_X8, wren::Q4_K_X8}) {
+        const TypeInfo* info = wren::type_info(to);
+        if (info != nullptr && info->base == qtype && rows % info->interleave == 0 && k.qdot_group[to] != nullptr &&
+            k.quant[to] == k.quant[qtype] && k.act_bytes[to] == k.act_bytes[qtype])
+            return to;
+    }
+    return -1;
+}
 
 // Expert e's rows [r0, r1) of p against n quantized rows x (xs apart) into o[j * ld + r].
 void tile(const Kernels& k, const Proj& p, int64_t e, const uint8_t* x, int n, int64_t r0, int64_t r1, float* o,
@@ -82,7 +98,7 @@ std::vector<Task> tasks_for(const std::vector<Segment>& segs, const std::vector<
     for (size_t s = 0; s < segs.size(); ++s)
         for (size_t i = 0; i < projs.size(); ++i) {
             const Proj& p = *projs[i];
-            const int64_t il = p.info->interleave;
+            const int64_t il = p.packed >= 0 ? wren::type_info(p.packed)->interleave : p.info->interleave;
             const int64_t step = std::max<int64_t>(1, kTaskBytes / (p.row_bytes * il)) * il;
             for (int64_t r = 0; r < p.rows; r += step) tasks.push_back({(int)i, (int64_t)s, r, std::min(p.rows, r + step)});
         }
@@ -117,6 +133,26 @@ void each_task(int64_t n, const F& body) {
     });
 }
 
+// Expert s's rows [r0, r1) of p, put into p.packed's layout (a thread's buffer), against the
+// segment's pairs, `step` at a time.
+void packed_tile(const Kernels& k, const Proj& p, const Segment& s, int64_t r0, int64_t r1, const uint8_t* xq,
+                 int64_t step, float* out, int64_t ld) {
+    thread_local std::vector<uint8_t> buf;
+    const TypeInfo* info = wren::type_info(p.packed);
+    const int64_t il = info->interleave, nb = p.cols / info->block;
+    buf.resize((size_t)((r1 - r0) * p.row_bytes));
+    const uint8_t* w = p.w + s.expert * p.rows * p.row_bytes;
+    for (int64_t r = r0; r < r1; r += il)
+        wren::repack_group(p.packed, w + r * p.row_bytes, p.row_bytes, buf.data() + (r - r0) * p.row_bytes);
+    for (int64_t j0 = 0; j0 < s.count; j0 += step) {
+        const int n = (int)std::min(step, s.count - j0);
+        const int64_t pair = s.start + j0;
+        for (int64_t r = r0; r < r1; r += il)
+            k.qdot_group[p.packed](buf.data() + (r - r0) * p.row_bytes, nb, xq + pair * p.xs, p.xs, n,
+                                   out + pair * ld + r, ld);
+    }
+}
+
 // Each task's rows against its segment's pairs: xq[i] holds projection i's activations in
 // pair order; out[pair * ld + col0[i] + r].
 void run(const Kernels& k, const std::vector<Segment>& segs, const std::vector<const Proj*>& projs,
@@ -127,6 +163,10 @@ void run(const Kernels& k, const std::vector<Segment>& segs, const std::vector<c
             const Proj& p = *projs[task.proj];
             const Segment& s = segs[task.seg];
             const int64_t step = std::max<int64_t>(4, kTokenBytes / p.xs / 4 * 4);
+            if (p.packed >= 0 && s.count >= kRepackTokens) {
+                packed_tile(k, p, s, task.r0, task.r1, xq[task.proj], step, out + col0[task.proj], ld);
+                return;
+            }
             for (int64_t j0 = 0; j0 < s.count; j0 += step) {
                 const int n = (int)std::min(step, s.count - j0);
                 const int64_t pair = s.start + j0;
@@ -168,7 +208,8 @@ Proj proj_of(const at::Tensor& raw, int64_t qtype, int64_t rows, int64_t cols, c
     TORCH_CHECK(rows > 0 && rows % info->interleave == 0, "wren::experts_grouped: ", name, " has ", rows,
                 " rows per expert, not a multiple of ", info->interleave);
     const int64_t xs = cols / info->block * (int64_t)k.act_bytes[qtype];
-    return {info, (int)qtype, raw.data_ptr<uint8_t>(), raw.size(1), rows, cols, xs};
+    const int packed = info->interleave == 1 ? packed_type(k, (int)qtype, rows) : -1;
+    return {info, (int)qtype, raw.data_ptr<uint8_t>(), raw.size(1), rows, cols, xs, packed};
 }
 
 const float* bias_of(const c10::optional<at::Tensor>& b, int64_t experts, int64_t rows, const char* name) {
