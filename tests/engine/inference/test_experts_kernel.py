@@ -11,6 +11,9 @@ kernel call per expert and projection, experts.GROUPED_KERNEL off) on the same r
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import numpy as np
@@ -241,3 +244,31 @@ def test_file_rows_of_an_expert_with_many_tokens_take_the_interleaved_products(m
         weights, ids = mapped.route(mapped.router(x).float(), mapped.top_k)
         assert int(torch.bincount(ids.reshape(-1), minlength=E).min()) >= 16
         assert torch.equal(mapped._grouped(x, weights, ids, False), loaded._grouped(x, weights, ids, False))
+
+
+def test_repack_off_keeps_the_file_rows_products_in_a_fresh_process():
+    # WREN_REPACK=off (A/B measurements) keeps every product in the file's row layout: the
+    # kernel's per-task interleaving too, so file rows then differ from an interleaved copy
+    code = """
+import numpy as np, torch
+from wren.engine.inference.quant import kernels
+rng = np.random.default_rng(0)
+E, F, H, T = 4, 256, 256, 64
+def q4k(rows, cols):
+    raw = rng.integers(0, 256, (rows * cols // 256, 144), dtype=np.uint8)
+    raw[:, 0:2] = np.array([1.4e-4], np.float16).view(np.uint8)
+    raw[:, 2:4] = np.array([1.0e-3], np.float16).view(np.uint8)
+    return torch.from_numpy(raw.reshape(rows, -1).copy())
+gate, up, down = q4k(E * F, H), q4k(E * F, H), q4k(E * H, F)
+x = torch.from_numpy(rng.standard_normal((T, H)).astype(np.float32))
+ids = torch.tensor([[t % E, (t + 1) % E] for t in range(T)])  # 32 tokens an expert
+w = torch.full((T, 2), 0.5)
+run = lambda g, u, d, q: torch.ops.wren.experts_grouped(x, ids, w, g, u, d, [q] * 3, F, 0, 1.0, 0.0, None, None, None)
+packed = [torch.ops.wren.repack(t, 41, c) for t, c in ((gate, H), (up, H), (down, F))]
+print(torch.equal(run(gate, up, down, 12), run(*packed, 41)))
+"""
+    for value, want in (("off", "False"), ("", "True")):
+        env = {**os.environ, "WREN_REPACK": value}
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.strip().splitlines()[-1] == want, value

@@ -14,7 +14,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "qgemm.h"
@@ -36,6 +39,20 @@ constexpr int64_t kTokenBytes = int64_t(256) << 10;  // quantized activation byt
 // (mapped experts stay the file's blocks; plain-read ones are interleaved at load).
 constexpr int64_t kRepackTokens = 16;
 
+// WREN_REPACK=off (kernels.py's values: off, 0, false, no) keeps every product in the file's
+// row layout (for A/B measurements).
+bool repack_on() {
+    static const bool on = [] {
+        const char* v = std::getenv("WREN_REPACK");
+        std::string s = v ? v : "";
+        s.erase(0, s.find_first_not_of(" \t\n"));
+        s.erase(s.find_last_not_of(" \t\n") + 1);
+        for (char& c : s) c = (char)std::tolower((unsigned char)c);
+        return !(s == "off" || s == "0" || s == "false" || s == "no");
+    }();
+    return on;
+}
+
 // One projection of all experts: expert e's rows are rows e * rows .. (e + 1) * rows - 1.
 struct Proj {
     const TypeInfo* info;
@@ -48,6 +65,7 @@ struct Proj {
 
 // The interleaved layout of file type qtype whose group kernel takes the same activations, or -1.
 int packed_type(const Kernels& k, int qtype, int64_t rows) {
+    if (!repack_on()) return -1;
     for (int to : {wren::Q4_0_X8, wren::Q4_1_X8, wren::Q4_K_X8}) {
         const TypeInfo* info = wren::type_info(to);
         if (info != nullptr && info->base == qtype && rows % info->interleave == 0 && k.qdot_group[to] != nullptr &&
