@@ -330,7 +330,8 @@ _RUNS = ", ".join(t.name for t in TYPES.values())
 # Wren's own row layouts (not GGUF types): a file type's rows interleaved in groups for the
 # kernels (csrc/repack.cpp). id -> (name, the file type, rows per group).
 INTERLEAVED: dict[int, tuple[str, int, int]] = {
-    40: ("Q4_0x8", int(_T.Q4_0), 8), 41: ("Q4_Kx8", int(_T.Q4_K), 8), 42: ("Q4_1x8", int(_T.Q4_1), 8)}
+    40: ("Q4_0x8", int(_T.Q4_0), 8), 41: ("Q4_Kx8", int(_T.Q4_K), 8), 42: ("Q4_1x8", int(_T.Q4_1), 8),
+    43: ("Q6_Kx8", int(_T.Q6_K), 8)}
 
 
 def interleave(qtype: int) -> int:
@@ -357,6 +358,16 @@ def unpack_interleaved(raw: torch.Tensor, qtype: int) -> tuple[torch.Tensor, int
         heads = blocks[:, :, :16 * fields].reshape(groups, nb, fields, group, 2).permute(0, 3, 1, 2, 4)
         quants = blocks[:, :, 16 * fields:].reshape(groups, nb, 4, group, 4).permute(0, 3, 1, 2, 4)
         out = torch.cat([heads.reshape(groups, group, nb, 2 * fields), quants.reshape(groups, group, nb, 16)], dim=-1)
+        return out.reshape(rows, width).contiguous(), base
+    if name == "Q6_Kx8":  # per super-block: 8 d, the scales in row pairs, 32 chunks of ql, 16 of qh
+        nb = width // 210
+        blocks = raw.reshape(groups, nb, group * 210)
+        d = blocks[:, :, :16].reshape(groups, nb, group, 2).permute(0, 2, 1, 3)
+        scales = blocks[:, :, 16:144].reshape(groups, nb, 8, group, 2).permute(0, 3, 1, 2, 4)
+        ql = blocks[:, :, 144:1168].reshape(groups, nb, 32, group, 4).permute(0, 3, 1, 2, 4)
+        qh = blocks[:, :, 1168:].reshape(groups, nb, 16, group, 4).permute(0, 3, 1, 2, 4)
+        out = torch.cat([ql.reshape(groups, group, nb, 128), qh.reshape(groups, group, nb, 64),
+                         scales.reshape(groups, group, nb, 16), d], dim=-1)
         return out.reshape(rows, width).contiguous(), base
     # Q4_Kx8, per super-block: d, dmin, the decoded scales and minimums, 32 chunks of quants
     nb = width // 144

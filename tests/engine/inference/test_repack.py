@@ -1,11 +1,12 @@
-"""The kernels' interleaved layouts Q4_0x8, Q4_1x8 and Q4_Kx8 (csrc/repack.cpp): eight rows' blocks
+"""The kernels' interleaved layouts Q4_0x8, Q4_1x8, Q4_Kx8 and Q6_Kx8 (csrc/repack.cpp): eight rows' blocks
 side by side, so decoding reads eight rows per pass with each row's sum in its own vector lane.
 
 It is only a permutation of the file's bytes: dequantizing it gives the file's values bit
 for bit, in C++ and in the torch fallback. Their integer dots are the file type's (the same
 8-bit activations), so the products meet the same bounds; every instruction set
 gives the same bits, and a row's result does not depend on how many activation rows or
-groups a call has. QuantLinear repacks Q4_0, Q4_1 and Q4_K parts whose rows come in eights (not the
+groups a call has (and a Q6_Kx8 row is the scalar table's Q6_K row dot bit for bit). QuantLinear
+repacks Q4_0, Q4_1, Q4_K and Q6_K parts whose rows come in eights (not the
 exact output head) unless WREN_REPACK=off.
 """
 
@@ -25,13 +26,13 @@ from wren.engine.inference.quant.modules import QTensor, QuantLinear
 
 pytestmark = pytest.mark.skipif(not kernels.available(), reason=f"kernels not built: {kernels.NOTICE}")
 
-Q4_0, Q4_0_X8, Q4_1, Q4_1_X8, Q4_K, Q4_K_X8 = 2, 40, 3, 42, 12, 41
-LAYOUTS = {Q4_0: Q4_0_X8, Q4_1: Q4_1_X8, Q4_K: Q4_K_X8}
-BLOCK = {Q4_0: 32, Q4_1: 32, Q4_K: 256}
+Q4_0, Q4_0_X8, Q4_1, Q4_1_X8, Q4_K, Q4_K_X8, Q6_K, Q6_K_X8 = 2, 40, 3, 42, 12, 41, 14, 43
+LAYOUTS = {Q4_0: Q4_0_X8, Q4_1: Q4_1_X8, Q4_K: Q4_K_X8, Q6_K: Q6_K_X8}
+BLOCK = {Q4_0: 32, Q4_1: 32, Q4_K: 256, Q6_K: 256}
 
 
 def _name(qtype: int) -> str:
-    return {Q4_0: "Q4_0", Q4_1: "Q4_1", Q4_K: "Q4_K"}[qtype]
+    return {Q4_0: "Q4_0", Q4_1: "Q4_1", Q4_K: "Q4_K", Q6_K: "Q6_K"}[qtype]
 
 
 def numpy_repack(raw: np.ndarray, qtype: int) -> np.ndarray:
@@ -49,6 +50,19 @@ def numpy_repack(raw: np.ndarray, qtype: int) -> np.ndarray:
             for c in range(4):
                 at = 16 * f + 32 * c + 4 * r
                 out[:, :, at:at + 4] = blocks[:, r, :, 2 * f + 4 * c:2 * f + 4 * c + 4]
+        return out.reshape(rows, width)
+    if qtype == Q6_K:  # the 8 d, the scales as row pairs per group pair, 32 chunks of ql, 16 of qh
+        nb = width // 210
+        out = np.empty_like(raw).reshape(rows // 8, nb, 1680)
+        blocks = raw.reshape(rows // 8, 8, nb, 210)
+        for r in range(8):
+            out[:, :, 2 * r:2 * r + 2] = blocks[:, r, :, 208:210]
+            for i in range(8):
+                out[:, :, 16 + 16 * i + 2 * r:18 + 16 * i + 2 * r] = blocks[:, r, :, 192 + 2 * i:194 + 2 * i]
+            for c in range(32):
+                out[:, :, 144 + 32 * c + 4 * r:148 + 32 * c + 4 * r] = blocks[:, r, :, 4 * c:4 * c + 4]
+            for c in range(16):
+                out[:, :, 1168 + 32 * c + 4 * r:1172 + 32 * c + 4 * r] = blocks[:, r, :, 128 + 4 * c:132 + 4 * c]
         return out.reshape(rows, width)
     nb = width // 144  # Q4_K: d, dmin, decoded 6-bit scales and minimums, 32 chunks of quants
     out = np.zeros_like(raw).reshape(rows // 8, nb, 1152)
@@ -156,7 +170,7 @@ def test_exact_and_prompt_paths_equal_the_file_layouts(qtype):
 
 
 def test_fused_parts_mix_layouts():
-    """A Q4_K_M-style fused projection: Q4_Kx8 beside Q6_K and a 5-row Q4_K (not repacked)."""
+    """A Q4_K_M-style fused projection: Q4_Kx8 beside Q6_K rows and a 5-row Q4_K (not repacked)."""
     raw_a, packed_a = _weights(Q4_K, 16, 256, 6)
     raw_b = torch.from_numpy(random_raw(Q4_K, 5, 256, np.random.default_rng(7)))
     raw_c = torch.from_numpy(random_raw(14, 8, 256, np.random.default_rng(8)))  # Q6_K
@@ -179,8 +193,8 @@ def test_bad_input_says_what_is_wrong():
         kernels.qlinear(torch.randn(1, 64), raw, Q4_0_X8, 12)
     with pytest.raises(RuntimeError, match="not an interleaved layout"):
         torch.ops.wren.repack(raw, Q4_0, 64)
-    other = torch.from_numpy(random_raw(14, 8, 256, np.random.default_rng(9)))  # Q6_K has no layout yet
-    assert kernels.interleaved(other, 14, 256)[1] == 14
+    other = torch.from_numpy(random_raw(13, 8, 256, np.random.default_rng(9)))  # Q5_K has no layout
+    assert kernels.interleaved(other, 13, 256)[1] == 13
 
 
 def test_quant_linear_repacks_q4_0_but_not_the_exact_head():
@@ -207,3 +221,57 @@ def test_repack_off_switch_in_a_fresh_process():
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr[-2000:]
         assert out.stdout.strip().splitlines()[-1] == want
+
+
+@pytest.mark.parametrize("n", [1, 3, 6, 40])
+def test_q6_k_groups_give_the_scalar_q6_k_dot_on_every_table(n):
+    """Each Q6_Kx8 row's product is the scalar table's Q6_K row dot (dot_q6_k) bit for bit:
+    the same exact integer sum per super-block, then acc += (d_x * d) * sum unfused. 40 rows
+    of x take the integer prompt path (qgemm) where it is on."""
+    rows, cols = 24, 768  # three groups, three super-blocks
+    raw, packed = _weights(Q6_K, rows, cols, 20 + n)
+    x = torch.randn(n, cols, generator=torch.Generator().manual_seed(n)) * 3
+    kernels.use_isa("scalar")
+    try:
+        want = torch.cat([kernels.qlinear(x[j:j + 1], raw, Q6_K, rows) for j in range(n)])
+    finally:
+        kernels.use_isa("")
+    for cap, got in per_isa(lambda: kernels.qlinear(x, packed, Q6_K_X8, rows)).items():
+        assert torch.equal(got, want), (cap, float((got - want).abs().max()))
+
+
+def test_q6_k_extreme_weights_and_scales_stay_exact():
+    """Every 6-bit weight 0 or 63 and scales of -128 / 127 against activations of +-127: the
+    group sums (63 * 127 * 16 = 128,016) and their products with the scales leave int16 on
+    every table and must stay exact."""
+    rng = np.random.default_rng(30)
+    raw = random_raw(Q6_K, 8, 512, rng)
+    blocks = raw.reshape(8, 2, 210)
+    blocks[:, :, :192] = rng.choice(np.array([0x00, 0xff], dtype=np.uint8), blocks[:, :, :192].shape)
+    blocks[:, :, 192:208] = rng.choice(np.array([0x80, 0x7f], dtype=np.uint8), blocks[:, :, 192:208].shape)
+    raw = torch.from_numpy(blocks.reshape(8, 420).copy())
+    packed, layout = kernels.interleaved(raw, Q6_K, 512)
+    assert layout == Q6_K_X8
+    x = torch.from_numpy(rng.choice(np.array([-1.0, 1.0], dtype=np.float32), (5, 512)))
+    kernels.use_isa("scalar")
+    try:
+        want = torch.cat([kernels.qlinear(x[j:j + 1], raw, Q6_K, 8) for j in range(5)])
+    finally:
+        kernels.use_isa("")
+    w = torch.from_numpy(reference_weights(raw.numpy(), Q6_K)).double()
+    slack = 1e-5 * (x.double().abs() @ w.abs().T)  # x = +-1: only float32 rounding off the exact sum
+    assert ((want.double() - x.double() @ w.T).abs() <= slack).all()
+    for cap, got in per_isa(lambda: kernels.qlinear(x, packed, Q6_K_X8, 8)).items():
+        assert torch.equal(got, want), cap
+
+
+def test_repack_can_leave_out_one_file_type_in_a_fresh_process():
+    """WREN_REPACK=-q6_k keeps Q6_K in rows (an A/B of its layout) and still repacks Q4_K."""
+    code = ("import torch\nfrom wren.engine.inference.quant import kernels\n"
+            "q6 = torch.zeros(16, 210, dtype=torch.uint8)\nq4 = torch.zeros(16, 144, dtype=torch.uint8)\n"
+            "print(kernels.interleaved(q6, 14, 256)[1], kernels.interleaved(q4, 12, 256)[1])\n")
+    for value, want in (("-q6_k", "14 41"), ("", "43 41"), ("-Q4_K,-Q6_K", "14 12"), ("-q6_k0", "43 41")):
+        env = {**os.environ, "WREN_REPACK": value}
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.strip().splitlines()[-1] == want, value

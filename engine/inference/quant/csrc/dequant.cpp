@@ -35,6 +35,7 @@ const TypeInfo kTypes[kMaxType] = {
     /* 40 */ {"Q4_0x8", 32, 18, false, false, Q4_0, 8},
     /* 41 */ {"Q4_Kx8", 256, 144, true, false, Q4_K, 8},
     /* 42 */ {"Q4_1x8", 32, 20, false, false, Q4_1, 8},
+    /* 43 */ {"Q6_Kx8", 256, 210, true, false, Q6_K, 8},
 };
 
 void deq_q4_0(const uint8_t* b, float* y) {

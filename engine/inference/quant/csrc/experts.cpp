@@ -66,12 +66,11 @@ struct Proj {
 // The interleaved layout of file type qtype whose group kernel takes the same activations, or -1.
 int packed_type(const Kernels& k, int qtype, int64_t rows) {
     if (!repack_on()) return -1;
-    for (int to : {wren::Q4_0_X8, wren::Q4_1_X8, wren::Q4_K_X8}) {
-        const TypeInfo* info = wren::type_info(to);
-        if (info != nullptr && info->base == qtype && rows % info->interleave == 0 && k.qdot_group[to] != nullptr &&
-            k.quant[to] == k.quant[qtype] && k.act_bytes[to] == k.act_bytes[qtype])
-            return to;
-    }
+    const int to = wren::interleaved_layout(k, qtype);
+    const TypeInfo* info = to < 0 ? nullptr : wren::type_info(to);
+    if (info != nullptr && rows % info->interleave == 0 && k.quant[to] == k.quant[qtype] &&
+        k.act_bytes[to] == k.act_bytes[qtype])
+        return to;
     return -1;
 }
 

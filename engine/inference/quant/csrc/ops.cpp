@@ -468,14 +468,10 @@ at::Tensor qlinear_wide_cpu(const at::Tensor& x, const at::Tensor& raw, int64_t 
     return linear_impl(x, raw, qtype, rows, Act::Wide);
 }
 
-// The interleaved layout Wren's kernels have for a file type, or -1.
+// The interleaved layout the active kernel table has for a file type, or -1 (none, or left
+// out by WREN_REPACK: see wren::interleaved_layout).
 int64_t interleaved_type(int64_t qtype) {
-    switch (qtype) {
-        case wren::Q4_0: return wren::Q4_0_X8;
-        case wren::Q4_1: return wren::Q4_1_X8;
-        case wren::Q4_K: return wren::Q4_K_X8;
-        default: return -1;
-    }
+    return wren::interleaved_layout(wren::kernels(), (int)qtype);
 }
 
 // raw (file rows of type qtype) in the interleaved layout `to`: a new tensor of the same shape.

@@ -9,6 +9,7 @@
 #define NS avx512vnni
 #define U8S8_ACC(acc, u, s) _mm256_dpbusd_epi32((acc), (u), (s))
 #define WREN_X86_VNNI 1
+#define WREN_X86_REGS32 1  // AVX-512VL: ymm0-31
 #include "qdot_x86.inc"
 
 namespace wren {

@@ -450,6 +450,37 @@ void group_q4_k_x8(const uint8_t* g, int64_t nb, const void* xqv, int64_t xs, in
     }
 }
 
+// Q6_K_X8 against BlockQ8K rows: per row and super-block the exact integer sum of the
+// 16 groups' scale * dot(q - 32, x) (scaled_dot16's), then acc += (d_x * d) * sum: dot_q6_k's
+// float steps, so a group's row gives dot_q6_k's bits on every table.
+void group_q6_k_x8(const uint8_t* g, int64_t nb, const void* xqv, int64_t xs, int n, float* out, int64_t os) {
+    for (int j = 0; j < n; ++j) {
+        const BlockQ8K* x = (const BlockQ8K*)((const uint8_t*)xqv + j * xs);
+        float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+        for (int64_t s = 0; s < nb; ++s) {
+            const uint8_t* o = g + s * 1680;
+            for (int r = 0; r < 8; ++r) {
+                int total = 0;
+                for (int grp = 0; grp < 16; ++grp) {
+                    const int sc = (int8_t)o[16 + 16 * (grp >> 1) + 2 * r + (grp & 1)];
+                    int dot = 0;
+                    for (int t = 0; t < 16; ++t) {
+                        const int e = 16 * grp + t, h = e >> 7, i = e & 127;
+                        // ql byte 64h + (i & 63), nibble i >> 6; qh byte 32h + (i & 31), bits 2 * (i >> 5)
+                        const int lb = 64 * h + (i & 63), hb = 32 * h + (i & 31);
+                        const int lo = (o[144 + 32 * (lb >> 2) + 4 * r + (lb & 3)] >> (4 * (i >> 6))) & 15;
+                        const int hi = (o[1168 + 32 * (hb >> 2) + 4 * r + (hb & 3)] >> (2 * (i >> 5))) & 3;
+                        dot += ((lo | (hi << 4)) - 32) * x[s].qs[e];
+                    }
+                    total += sc * dot;
+                }
+                acc[r] += x[s].d * fp16_to_fp32(load_u16(o + 2 * r)) * (float)total;
+            }
+        }
+        for (int r = 0; r < 8; ++r) out[j * os + r] = acc[r];
+    }
+}
+
 Kernels build_best(const char* cap) {
     Kernels k;
     fill_scalar(k);
@@ -463,6 +494,13 @@ Kernels build_best(const char* cap) {
     if (allowed("neon-dotprod") || allowed("neon-i8mm")) fill_neon_dotprod(k);
     if (allowed("neon-i8mm")) fill_neon_i8mm(k);
     fill_mxfp4(k);
+    // A table with no Q6_K_X8 kernel of its own (NEON, for now) has no use for the layout:
+    // interleaved_layout then keeps Q6_K in rows there (the scalar one is the reference only).
+    if (std::strcmp(k.isa, "scalar") != 0 && k.qdot_group[Q6_K_X8] == group_q6_k_x8) {
+        k.qdot_group[Q6_K_X8] = nullptr;
+        k.quant[Q6_K_X8] = nullptr;
+        k.act_bytes[Q6_K_X8] = 0;
+    }
     return k;
 }
 }  // namespace
@@ -506,6 +544,9 @@ void fill_scalar(Kernels& k) {
     k.quant[Q4_K_X8] = quantize_row_q8k;
     k.act_bytes[Q4_K_X8] = (int)sizeof(BlockQ8K);
     k.qdot_group[Q4_K_X8] = group_q4_k_x8;
+    k.quant[Q6_K_X8] = quantize_row_q8k;
+    k.act_bytes[Q6_K_X8] = (int)sizeof(BlockQ8K);
+    k.qdot_group[Q6_K_X8] = group_q6_k_x8;
     for (int t : {Q2_K, Q3_K, Q4_K, Q5_K, Q6_K}) {
         k.quant[t] = quantize_row_q8k;
         k.act_bytes[t] = (int)sizeof(BlockQ8K);

@@ -3,7 +3,10 @@
 // stays in its own lane (no horizontal sums, one scale vector per block). Only a
 // permutation of bytes: a group keeps the place its rows had, and unpack_group gives
 // the file's rows back bit for bit.
+#include <cctype>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "wren_quant.h"
 
@@ -41,6 +44,20 @@ void repack_group(int qtype, const uint8_t* src, int64_t row_bytes, uint8_t* dst
                         o[96 + 4 * b + r / 2] |= (uint8_t)(((sc >> 4) | ((m >> 4) << 2)) << (4 * (r & 1)));
                     }
                     for (int c = 0; c < 32; ++c) std::memcpy(o + 128 + 32 * c + 4 * r, blk + 16 + 4 * c, 4);
+                }
+            }
+            break;
+        }
+        case Q6_K_X8: {
+            const int64_t nb = row_bytes / 210;
+            for (int64_t s = 0; s < nb; ++s) {
+                uint8_t* o = dst + s * 1680;
+                for (int r = 0; r < 8; ++r) {
+                    const uint8_t* blk = src + r * row_bytes + s * 210;
+                    std::memcpy(o + 2 * r, blk + 208, 2);
+                    for (int i = 0; i < 8; ++i) std::memcpy(o + 16 + 16 * i + 2 * r, blk + 192 + 2 * i, 2);
+                    for (int c = 0; c < 32; ++c) std::memcpy(o + 144 + 32 * c + 4 * r, blk + 4 * c, 4);
+                    for (int c = 0; c < 16; ++c) std::memcpy(o + 1168 + 32 * c + 4 * r, blk + 128 + 4 * c, 4);
                 }
             }
             break;
@@ -86,8 +103,59 @@ void unpack_group(int qtype, const uint8_t* src, int64_t row_bytes, uint8_t* dst
             }
             break;
         }
+        case Q6_K_X8: {
+            const int64_t nb = row_bytes / 210;
+            for (int64_t s = 0; s < nb; ++s) {
+                const uint8_t* o = src + s * 1680;
+                for (int r = 0; r < 8; ++r) {
+                    uint8_t* blk = dst + r * row_bytes + s * 210;
+                    std::memcpy(blk + 208, o + 2 * r, 2);
+                    for (int i = 0; i < 8; ++i) std::memcpy(blk + 192 + 2 * i, o + 16 + 16 * i + 2 * r, 2);
+                    for (int c = 0; c < 32; ++c) std::memcpy(blk + 4 * c, o + 144 + 32 * c + 4 * r, 4);
+                    for (int c = 0; c < 16; ++c) std::memcpy(blk + 128 + 4 * c, o + 1168 + 32 * c + 4 * r, 4);
+                }
+            }
+            break;
+        }
         default: break;
     }
+}
+
+namespace {
+// WREN_REPACK's value, trimmed and lower case.
+std::string repack_setting() {
+    const char* v = std::getenv("WREN_REPACK");
+    std::string s = v ? v : "";
+    for (char& c : s) c = (char)std::tolower((unsigned char)c);
+    s.erase(0, s.find_first_not_of(" \t\n"));
+    s.erase(s.find_last_not_of(" \t\n") + 1);
+    return s;
+}
+}  // namespace
+
+int interleaved_layout(const Kernels& k, int qtype) {
+    int to = -1;
+    switch (qtype) {
+        case Q4_0: to = Q4_0_X8; break;
+        case Q4_1: to = Q4_1_X8; break;
+        case Q4_K: to = Q4_K_X8; break;
+        case Q6_K: to = Q6_K_X8; break;
+        default: return -1;
+    }
+    if (k.qdot_group[to] == nullptr) return -1;  // a table without its kernel keeps the file's rows
+    static const std::string setting = repack_setting();
+    if (setting == "off" || setting == "0" || setting == "false" || setting == "no") return -1;
+    // "-q6_k,-q4_0": those file types stay in rows (an A/B of one layout)
+    const std::string name = std::string("-") + type_info(qtype)->name;
+    std::string lower;
+    for (char c : name) lower += (char)std::tolower((unsigned char)c);
+    size_t at = 0;
+    while ((at = setting.find(lower, at)) != std::string::npos) {
+        const size_t end = at + lower.size();
+        if (end == setting.size() || setting[end] == ',' || setting[end] == ' ') return -1;
+        at = end;
+    }
+    return to;
 }
 
 }  // namespace wren

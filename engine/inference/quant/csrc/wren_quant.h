@@ -14,9 +14,9 @@ enum QType : int {
     F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8,
     Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, BF16 = 30, MXFP4 = 39,
     // Wren's own layouts, not GGUF types: a file type's rows interleaved in groups (repack.cpp)
-    Q4_0_X8 = 40, Q4_K_X8 = 41, Q4_1_X8 = 42,
+    Q4_0_X8 = 40, Q4_K_X8 = 41, Q4_1_X8 = 42, Q6_K_X8 = 43,
 };
-constexpr int kMaxType = 43;
+constexpr int kMaxType = 44;
 
 struct TypeInfo {
     const char* name;
@@ -131,6 +131,10 @@ struct Kernels {
 // 4 bits | its minimum's low 4 bits << 4; 32 bytes: sub-block b's row r in bits 4r..4r+3 of
 // the 32-bit word at 4b, scale >> 4 | (minimum >> 4) << 2), then 32 chunks of 32 bytes,
 // chunk 8j + k holding each row's quant bytes 32j + 4k..32j + 4k + 3 (row r at 4r).
+// Q6_K_X8, super-block s of a group at s * 1680: the 8 rows' d (16 bytes), the int8 scales
+// (128 bytes: row r's scales of 16-weight groups 2i and 2i + 1 at 16i + 2r, one int16 pair a
+// lane), then the low nibbles ql as 32 chunks of 32 bytes (chunk 8j + k holding each row's ql
+// bytes 32j + 4k..32j + 4k + 3, row r at 4r), then the high bits qh as 16 such chunks.
 void repack_group(int qtype, const uint8_t* src, int64_t row_bytes, uint8_t* dst);  // file rows -> one group
 
 // Row r's 6-bit scale and minimum of sub-block b in a Q4_K_X8 super-block `o`.
@@ -140,6 +144,9 @@ static inline void q4_k_x8_scale_min(const uint8_t* o, int b, int r, int* sc, in
     *m = (lo >> 4) | ((hi >> 2) << 4);
 }
 void unpack_group(int qtype, const uint8_t* src, int64_t row_bytes, uint8_t* dst);  // one group -> file rows
+// The interleaved layout table k has group kernels for, for file type qtype, or -1: none, or
+// WREN_REPACK leaves it out ("off": every type; "-q6_k" or "-q6_k,-q4_k": those file types).
+int interleaved_layout(const Kernels& k, int qtype);
 
 // MXFP4 (mxfp4.cpp): exact dequantization of a row, each e8m0 scale byte's halved value
 // 2^(e - 128) (a table, as gguf builds it), and its kernels put into a table already filled
