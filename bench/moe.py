@@ -11,7 +11,8 @@ by the bytes one token reads (the active bytes: every tensor but the embedding, 
 E experts).
 
     .venv/bin/python bench/moe.py GGUF --home DIR [--runs 2] [--threads 2] [--ways plain,mapped]
-        [--llama-bench /work/.tools/llama.cpp/build/bin/llama-bench] [--out RESULT.json]
+        [--llama-bench /work/.tools/llama.cpp/build/bin/llama-bench] [--llama-args "--repack 0"]
+        [--out RESULT.json]
 
 The GGUF is moved into DIR's model registry (an 18 GB file is not copied); later runs find it there.
 """
@@ -109,10 +110,10 @@ def wren(folder: Path, way: str, threads: int) -> dict:
     return json.loads(out.stdout.splitlines()[-1])
 
 
-def llama_bench(tool: Path, gguf: Path, threads: int) -> dict:
+def llama_bench(tool: Path, gguf: Path, threads: int, extra: list[str] = ()) -> dict:
     load = os.getloadavg()[0]
     out = subprocess.run([str(tool), "-m", str(gguf), "-p", str(PROMPT), "-n", str(DECODE), "-t", str(threads),
-                          "-r", "1", "-o", "json"], capture_output=True, text=True, timeout=1800)
+                          "-r", "1", "-o", "json", *extra], capture_output=True, text=True, timeout=1800)
     if out.returncode:
         return {"error": out.stderr[-2000:]}
     rows = json.loads(out.stdout)
@@ -129,6 +130,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--ways", default="plain,mapped")
     ap.add_argument("--llama-bench", type=Path, default=Path("/work/.tools/llama.cpp/build/bin/llama-bench"))
+    # e.g. "--repack 0": llama.cpp then reads the file's pages as Wren's mapped experts do,
+    # instead of repacking them into a private copy (an 18.6 GB Qwen3-30B-A3B file and its
+    # copy do not fit a 24 GB machine together)
+    ap.add_argument("--llama-args", default="", help="more arguments for llama-bench, space-separated")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     if args.child:
@@ -155,13 +160,14 @@ def main(argv: list[str] | None = None) -> None:
     active = random_moe.active_bytes(maker.plan(shape), shape)
     runs: list[dict] = []
     for _ in range(args.runs):
-        run = {"llama.cpp": llama_bench(args.llama_bench, gguf, args.threads),
+        run = {"llama.cpp": llama_bench(args.llama_bench, gguf, args.threads, args.llama_args.split()),
                "bandwidth": {"read_bandwidth_gb_s": read_bandwidth(args.threads), "load_avg": os.getloadavg()[0]}}
         for way in args.ways.split(","):
             run[way] = wren(info.path, way, args.threads)
         runs.append(run)
         print(json.dumps(run), file=sys.stderr, flush=True)
-    summary = {"file_bytes": gguf.stat().st_size, "layers": layers, "active_bytes_per_token": active,
+    summary = {"file_bytes": gguf.stat().st_size, "layers": layers, "llama_bench_args": args.llama_args,
+               "active_bytes_per_token": active,
                "import_s": import_s, "threads": args.threads, "runs": runs, "medians": _medians(runs, active)}
     text = json.dumps(summary, indent=2)
     print(text)
