@@ -16,7 +16,7 @@ from setuptools import find_namespace_packages, setup
 
 CSRC = "engine/inference/quant/csrc"
 SOURCES = ["ops.cpp", "dequant.cpp", "repack.cpp", "qdot_scalar.cpp", "qdot_avx2.cpp", "qdot_avx512vnni.cpp", "qdot_neon.cpp", "qgemm.cpp", "mxfp4.cpp",
-           "qdot_avxvnni.cpp", "experts.cpp"]
+           "qdot_avxvnni.cpp", "experts.cpp", "attend.cpp"]
 NOTICE = ("Wren's quantized kernels were not built ({why}): Wren installs without them and "
           "uses the slower exact torch path.")
 

@@ -17,6 +17,7 @@ import contextlib
 import contextvars
 import functools
 import math
+import os
 from typing import TYPE_CHECKING
 
 import torch
@@ -205,6 +206,39 @@ def attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
     out = F.scaled_dot_product_attention(q.transpose(1, 2), keys, values, attn_mask=mask,
                                          is_causal=causal, enable_gqa=True)
     return out.transpose(1, 2)
+
+
+# Prompt chunks in float32 on the CPU attend through Wren's tiled kernel (csrc/attend.cpp);
+# WREN_ATTEND=sdpa keeps torch's scaled_dot_product_attention (A/B measurements, users).
+_CHUNK_KERNEL = os.environ.get("WREN_ATTEND", "").strip().lower() not in ("sdpa", "off", "0", "false", "no")
+
+
+def chunk_kernel(q: torch.Tensor, keys: torch.Tensor, sinks: torch.Tensor | None) -> bool:
+    """Whether a sequence's prompt chunk q [1, L, heads, D] attends through Wren's tiled
+    kernel (attend_positions): float32 on the CPU, eager, longer than _SHORT_QUERIES, no
+    sinks, and a table with the kernel (x86); else attend() and SDPA, as on CUDA and in bf16."""
+    return (q.shape[1] > _SHORT_QUERIES and q.shape[0] == 1 and sinks is None and q.device.type == "cpu"
+            and q.dtype == torch.float32 and keys.dtype == torch.float32 and not torch.compiler.is_compiling()
+            and chunk_kernel_ready())
+
+
+def chunk_kernel_ready() -> bool:
+    """Whether wren::attend_chunk runs on the kernel table in use (x86 AVX2 and AVX-512; the
+    scalar and NEON tables have none) and WREN_ATTEND=sdpa did not turn it off."""
+    return (_CHUNK_KERNEL and kernels.available() and hasattr(torch.ops.wren, "attend_supported")
+            and bool(torch.ops.wren.attend_supported()))
+
+
+def attend_positions(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, start: int, lo: int,
+                     window: int | None) -> torch.Tensor:
+    """attend() for one sequence's chunk by positions: q [1, L, heads, D] at start.. over keys
+    and values [1, kv_heads, T, D] at lo.. (causal, and the sliding window if any), through
+    Wren's tiled online-softmax kernel: key blocks no query of a tile sees are skipped and
+    only the diagonal and window edges are masked, where SDPA with a float mask computes and
+    masks every block (csrc/attend.cpp)."""
+    out = torch.ops.wren.attend_chunk.default(q[0], keys[0], values[0], start, lo, window or 0,
+                                              q.shape[-1] ** -0.5)
+    return out.unsqueeze(0)
 
 
 def _one_query(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
@@ -457,6 +491,8 @@ class Attention(nn.Module):
         keys, values = k_cache[:, :, lo:end], v_cache[:, :, lo:end]
         if length == 1:  # one query sees every key in the slice: no mask needed
             return attend(q, keys, values, sinks=self.sinks)
+        if chunk_kernel(q, keys, self.sinks):
+            return attend_positions(q, keys, values, start, lo, self.window)
         if start == 0 and self.window is None:
             return attend(q, keys, values, causal=True, sinks=self.sinks)
         mask = causal_mask(length, start, lo, self.window, q.device, q.dtype)
@@ -542,8 +578,11 @@ def ring_attend_one(attn: Attention, q: torch.Tensor, k: torch.Tensor, v: torch.
     before = torch.arange(lo, start, device=k.device) % size
     keys = torch.cat((k_cache[:, :, before], kt), dim=2)
     values = torch.cat((v_cache[:, :, before], vt), dim=2)
-    mask = causal_mask(length, start, lo, window, q.device, q.dtype)
-    out = attend(q, keys, values, mask, sinks=attn.sinks)
+    if chunk_kernel(q, keys, attn.sinks):
+        out = attend_positions(q, keys, values, start, lo, window)
+    else:
+        mask = causal_mask(length, start, lo, window, q.device, q.dtype)
+        out = attend(q, keys, values, mask, sinks=attn.sinks)
     end = start + length
     first = max(start, end - size)  # older ones would be overwritten within the chunk
     positions = torch.arange(first, end, device=k.device)
