@@ -230,6 +230,38 @@ def test_the_same_bits_whatever_the_threads(types, gpt_oss, tokens):
         assert torch.equal(out, outs[0])
 
 
+@pytest.mark.parametrize("tokens", [1, 70], ids=["token", "chunk"])
+def test_the_team_and_openmp_regions_agree_and_callers_may_overlap(tokens, monkeypatch):
+    # the stages run on experts.cpp's Team (helpers that join a stage if they come in time)
+    # or, with WREN_EXPERTS_TEAM=off or while another caller holds the Team, as OpenMP
+    # regions: the same tasks, so the same bits; four callers at once share it out among them
+    from concurrent.futures import ThreadPoolExecutor
+
+    moe = layer((T.MXFP4,) * 3, True, seed=41 + tokens)
+    x = torch.randn(tokens, HIDDEN, generator=torch.Generator().manual_seed(42))
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        with torch.no_grad():
+            weights, ids = moe.route(moe.router(x).float(), moe.top_k)
+            monkeypatch.setenv("WREN_EXPERTS_TEAM", "off")
+            want = moe._grouped_kernel(x, weights, ids)
+            monkeypatch.setenv("WREN_EXPERTS_TEAM", "on")
+            alone = [moe._grouped_kernel(x, weights, ids) for _ in range(20)]
+
+            def call(_):
+                with torch.no_grad():
+                    return moe._grouped_kernel(x, weights, ids)
+
+            with ThreadPoolExecutor(4) as pool:
+                together = list(pool.map(call, range(40)))
+    finally:
+        torch.set_num_threads(threads)
+    assert want.abs().max() > 0.03
+    for out in alone + together:
+        assert torch.equal(out, want)
+
+
 def test_file_rows_of_an_expert_with_many_tokens_take_the_interleaved_products(monkeypatch):
     # mapped experts stay the file's rows; an expert chosen by 16 or more of a chunk's tokens
     # has each task's rows interleaved before its products, so they are those of the copy

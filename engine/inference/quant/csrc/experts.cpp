@@ -16,9 +16,23 @@
 #include <atomic>
 #include <cctype>
 #include <cmath>
+#include <condition_variable>
 #include <cstdlib>
+#include <cstring>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
+
+#if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
+#include <immintrin.h>
+#endif
+#ifdef _WIN32
+#include <process.h>
+#define getpid _getpid
+#else
+#include <unistd.h>
+#endif
 
 #include "qgemm.h"
 #include "wren_quant.h"
@@ -128,7 +142,7 @@ std::vector<Task> tasks_for(const std::vector<Segment>& segs, const std::vector<
 // cheaper (experts chosen by fewer tokens) does not hold the stage's end. Each task writes
 // its own rows, so the result does not depend on which thread ran it.
 template <class F>
-void each_task(int64_t n, const F& body) {
+void omp_tasks(int64_t n, const F& body) {
     struct alignas(64) Share {
         std::atomic<int64_t> next{0};
         int64_t end = 0;
@@ -148,6 +162,177 @@ void each_task(int64_t n, const F& body) {
                     body(t);
             }
     });
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
+    _mm_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+}
+
+// The helper threads of a stage that never waits for a helper which has not started.
+// An OpenMP region ends when every thread of its team has arrived, the ones that had
+// nothing left to do included: on a busy machine a helper woken for a stage may not get a
+// core for a scheduler slice (milliseconds), and the caller, its tasks done, waits for it
+// at the region's end; a decoded token pays that three times a layer. Here the caller
+// publishes a stage, runs tasks itself, and waits only for tasks another thread has
+// claimed and not finished; a helper that comes late finds the stage taken and goes back.
+// Helpers spin a little after a stage (the next one follows within microseconds while a
+// token decodes), then sleep on a condition variable.
+class Team {
+  public:
+    static Team& get() {
+        static std::mutex made;
+        static Team* team = nullptr;
+        static long owner = 0;
+        std::lock_guard<std::mutex> lock(made);
+        const long pid = (long)::getpid();
+        if (team == nullptr || owner != pid) {  // a forked child has none of its parent's threads
+            team = new Team();  // never freed: helpers may outlive static destruction
+            owner = pid;
+        }
+        return *team;
+    }
+
+    // body(t) for t in [0, n), on the calling thread and up to threads - 1 helpers; false
+    // (nothing run) when another caller holds the team.
+    template <class F>
+    bool run(int64_t n, int64_t threads, const F& body) {
+        std::unique_lock<std::mutex> busy(busy_, std::try_to_lock);
+        if (!busy.owns_lock()) return false;
+        grow(threads - 1);
+        call_ = [](const void* f, int64_t t) { (*static_cast<const F*>(f))(t); };
+        fn_ = &body;
+        n_ = n;
+        joiners_ = threads - 1;
+#if defined(__x86_64__) || defined(_M_X64)
+        csr_ = _mm_getcsr();  // helpers take the caller's rounding and denormal modes
+#endif
+        next_.store(0, std::memory_order_relaxed);
+        done_.store(0, std::memory_order_relaxed);
+        const uint64_t open = state_.load(std::memory_order_relaxed) + 1;  // even between stages
+        state_.store(open, std::memory_order_seq_cst);
+        if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+            std::lock_guard<std::mutex> lock(mu_);
+            cv_.notify_all();
+        }
+        int64_t mine = 0;
+        for (int64_t t = next_.fetch_add(1, std::memory_order_relaxed); t < n; t = next_.fetch_add(1, std::memory_order_relaxed)) {
+            body(t);
+            ++mine;
+        }
+        done_.fetch_add(mine, std::memory_order_acq_rel);
+        wait_until([&] { return done_.load(std::memory_order_acquire) >= n; });
+        state_.store(open + 1, std::memory_order_seq_cst);  // closed: a late helper leaves
+        wait_until([&] { return active_.load(std::memory_order_seq_cst) == 0; });
+        return true;
+    }
+
+  private:
+    Team() = default;
+
+    template <class P>
+    static void wait_until(const P& ready) {
+        for (int i = 0; !ready(); ++i) {
+            if (i < 4096)
+                cpu_relax();
+            else
+                std::this_thread::yield();  // the thread we wait for may need this core
+        }
+    }
+
+    void grow(int64_t helpers) {
+        while ((int64_t)started_ < helpers) {
+            const int index = started_++;
+            std::thread([this, index] { serve(index); }).detach();
+        }
+    }
+
+    void serve(int index) {
+        uint64_t seen = state_.load(std::memory_order_acquire);
+        for (;;) {
+            uint64_t s = seen;
+            for (int i = 0; i < kSpins && !((s = state_.load(std::memory_order_acquire)) != seen && (s & 1)); ++i)
+                cpu_relax();
+            if (s == seen || !(s & 1)) {
+                std::unique_lock<std::mutex> lock(mu_);
+                sleepers_.fetch_add(1, std::memory_order_seq_cst);
+                cv_.wait(lock, [&] {
+                    s = state_.load(std::memory_order_seq_cst);
+                    return s != seen && (s & 1);
+                });
+                sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+            }
+            seen = s;
+            active_.fetch_add(1, std::memory_order_seq_cst);
+            if (state_.load(std::memory_order_seq_cst) == s && index < joiners_) {
+#if defined(__x86_64__) || defined(_M_X64)
+                _mm_setcsr(csr_);
+#endif
+                int64_t mine = 0;
+                for (int64_t t = next_.fetch_add(1, std::memory_order_relaxed); t < n_;
+                     t = next_.fetch_add(1, std::memory_order_relaxed)) {
+                    call_(fn_, t);
+                    ++mine;
+                }
+                done_.fetch_add(mine, std::memory_order_acq_rel);
+            }
+            active_.fetch_sub(1, std::memory_order_seq_cst);
+        }
+    }
+
+    static constexpr int kSpins = 2048;  // ~40-100 us of polling before a helper sleeps
+
+    std::mutex busy_, mu_;
+    std::condition_variable cv_;
+    std::atomic<uint64_t> state_{0};  // odd: a stage is open; each stage takes the next two values
+    std::atomic<int> sleepers_{0}, active_{0};
+    alignas(64) std::atomic<int64_t> next_{0};
+    alignas(64) std::atomic<int64_t> done_{0};
+    void (*call_)(const void*, int64_t) = nullptr;
+    const void* fn_ = nullptr;
+    int64_t n_ = 0, joiners_ = 0;
+    unsigned csr_ = 0;
+    int started_ = 0;
+};
+
+// WREN_EXPERTS_TEAM=off (kernels.py's off values) runs the stages as OpenMP regions instead
+// of on the Team (read at each call, for A/B measurements in one process).
+bool team_on() {
+    const char* v = std::getenv("WREN_EXPERTS_TEAM");
+    std::string s = v ? v : "";
+    s.erase(0, s.find_first_not_of(" \t\n"));
+    s.erase(s.find_last_not_of(" \t\n") + 1);
+    for (char& c : s) c = (char)std::tolower((unsigned char)c);
+    return !(s == "off" || s == "0" || s == "false" || s == "no");
+}
+
+// Tasks 0..n-1 over the intra-op threads: on the Team, or as an OpenMP region (nested
+// in one, or when the Team is busy with another caller's stage, or when turned off).
+template <class F>
+void each_task(int64_t n, const F& body) {
+    if (n <= 0) return;
+    const int64_t threads = std::min<int64_t>(at::get_num_threads(), n);
+    if (threads <= 1 || at::in_parallel_region()) {
+        for (int64_t t = 0; t < n; ++t) body(t);
+        return;
+    }
+    if (team_on() && Team::get().run(n, threads, body)) return;
+    omp_tasks(n, body);
+}
+
+// body(b, e) over [0, n) in chunks of about `grain`, as tasks (at::parallel_for's shape).
+template <class F>
+void each_chunk(int64_t n, int64_t grain, const F& body) {
+    grain = std::max<int64_t>(1, grain);
+    const int64_t chunks = (n + grain - 1) / grain;
+    if (chunks <= 1) {
+        if (n > 0) body(0, n);
+        return;
+    }
+    each_task(chunks, [&](int64_t c) { body(c * grain, std::min(n, (c + 1) * grain)); });
 }
 
 // Expert s's rows [r0, r1) of p, put into p.packed's layout (a thread's buffer), against the
@@ -258,7 +443,7 @@ void gather_quantized(const Kernels& k, const Proj& p, const float* x, int64_t t
                       const std::vector<int64_t>& order, std::vector<uint8_t>& out) {
     std::vector<uint8_t> rows((size_t)(tokens * p.xs));
     const wren::QuantFn fn = k.quant[p.qtype];
-    at::parallel_for(0, tokens, std::max<int64_t>(1, (int64_t(1) << 14) / p.cols), [&](int64_t b, int64_t e) {
+    each_chunk(tokens, (int64_t(1) << 14) / p.cols, [&](int64_t b, int64_t e) {
         for (int64_t t = b; t < e; ++t) fn(x + t * p.cols, p.cols, rows.data() + t * p.xs);
     });
     out.resize((size_t)(order.size() * p.xs));
@@ -317,7 +502,8 @@ at::Tensor experts_grouped(const at::Tensor& x_in, const at::Tensor& ids_in, con
     // the activation, quantized straight into down's format
     std::vector<uint8_t> hq((size_t)(pairs * down.xs));
     const wren::QuantFn quant = k.quant[down.qtype];
-    at::parallel_for(0, pairs, std::max<int64_t>(1, (int64_t(1) << 13) / inner), [&](int64_t b, int64_t e) {
+    // (a decoded token's k pairs are one chunk: run here, with no hand-off)
+    each_chunk(pairs, (int64_t(1) << 14) / inner, [&](int64_t b, int64_t e) {
         std::vector<float> h((size_t)inner);
         for (int64_t p = b; p < e; ++p) {
             const float* row = both.data() + p * 2 * inner;
@@ -337,7 +523,7 @@ at::Tensor experts_grouped(const at::Tensor& x_in, const at::Tensor& ids_in, con
     for (int64_t i = 0; i < pairs; ++i) where[order[i]] = i;
     const float* w = weights.data_ptr<float>();
     float* o = out.data_ptr<float>();
-    at::parallel_for(0, tokens, std::max<int64_t>(1, (int64_t(1) << 12) / hidden), [&](int64_t b, int64_t e) {
+    each_chunk(tokens, (int64_t(1) << 12) / hidden, [&](int64_t b, int64_t e) {
         for (int64_t t = b; t < e; ++t)
             for (int64_t j = 0; j < topk; ++j) {
                 const int64_t i = where[t * topk + j];
