@@ -303,7 +303,9 @@ class QuantEmbedding(nn.Module):
         return QTensor(self.raw, self.qtype, (self.num_embeddings, self.embedding_dim))
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        rows = dequantize(self.raw[ids.reshape(-1)], self.qtype, self.embedding_dim)
+        # index_select, not raw[ids]: advanced indexing of the whole table (gpt-oss: 615 MB)
+        # measured 5-20 ms a decoded token at 2 threads against microseconds
+        rows = dequantize(self.raw.index_select(0, ids.reshape(-1)), self.qtype, self.embedding_dim)
         return rows.view(*ids.shape, self.embedding_dim).to(self.dtype)
 
     def extra_repr(self) -> str:
