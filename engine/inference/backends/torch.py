@@ -77,6 +77,7 @@ class TorchModel(ModelBase):
         self._step = step or model.decode_one
         self._last_used = time.monotonic()  # loading counts as use: a background compile waits a moment
         self._rows_alone: bool | None = None  # see verifies_exactly
+        self._compiles_exactly = False  # see verifies_exactly
 
     def idle_seconds(self) -> float:
         """Seconds since the model last ran (or loaded)."""
@@ -132,17 +133,20 @@ class TorchModel(ModelBase):
 
     @property
     def verifies_exactly(self) -> bool:
-        """Whether `verify` gives each row the bits `decode` would, now: decoding eagerly
-        on the CPU (a compiled step's fused loops round norms and attention otherwise, by
-        ~5e-7), every linear one of Wren's quantized ones (their kernels compute each row
-        alone; torch's float GEMM blocks rows together) and no mixture of experts (its
-        chunk and token paths differ)."""
+        """Whether `verify` gives each row the bits `decode` would, now: on the CPU, every
+        linear one of Wren's quantized ones (their kernels compute each row alone; torch's
+        float GEMM blocks rows together), no mixture of experts (its chunk and token paths
+        differ), and decoding eagerly or through compiled steps that call Wren's own norm
+        and one-query attention kernels, as the eager rows do (inductor's fused loops for
+        them round otherwise, by ~5e-7), in blocks whose remaining element-wise ops were
+        checked to compile to the eager bits (_compiles_exactly)."""
         model = self._model
-        if model is None or self._graphs is not None or model.decode_block is not None:
+        if model is None or self._graphs is not None:
             return False
         if self._rows_alone is None:
             self._rows_alone = _rows_alone(model)
-        return self._rows_alone
+            self._compiles_exactly = self._rows_alone and _compiles_exactly(model)
+        return self._rows_alone and (model.decode_block is None or self._compiles_exactly)
 
     def decode(self, token: int, pos: int, slot: int = 0) -> np.ndarray:
         self._check(1, pos, slot)
@@ -217,6 +221,29 @@ def _rows_alone(model) -> bool:
     if model.norm.weight.dtype != torch.float32:
         return False
     return all(isinstance(m, QuantLinear) for m in model.modules() if isinstance(m, (nn.Linear, QuantLinear)))
+
+
+def _compiles_exactly(model) -> bool:
+    """Whether a compiled decode step computes the eager step's bits: its norms and one-query
+    attention are Wren's kernels in both (kernels.RMS_NORM, kernels.ATTEND_ONE), and its
+    blocks are llama-shaped (norms before attention and MLP, SiLU, RoPE over whole heads from
+    the model's tables, a cache of every position, no q/k norms or attention sinks), whose
+    other ops (RoPE's products and sums, SiLU, the residual adds) inductor rounds as eager
+    torch does (tests/engine/inference/test_speculative_exact.py, on the starter). Other
+    shapes (gemma3's rings and GELU, qwen3's q/k norms, gpt-oss's sinks) are not checked:
+    False."""
+    from ..quant import kernels
+
+    if not (kernels.RMS_NORM and kernels.ATTEND_ONE):
+        return False
+    for layer in model.layers:
+        attention = layer.attention
+        if (layer.placement != "pre" or layer.post_attention_norm is not None or layer.feed_forward.gelu
+                or attention.qk_norm is not None or attention.sinks is not None
+                or attention.pos_slots is not None or attention.rope_cos is not None
+                or attention.rotary_dim not in (0, attention.head_dim)):
+            return False
+    return True
 
 
 def _to_numpy(logits) -> np.ndarray:

@@ -32,10 +32,13 @@ if TYPE_CHECKING:
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
-    # Eager float32 on the CPU (decoding a token, `wren ask`): Wren's one-call kernel, since
-    # torch's eager rms_norm dispatches several small ops. Compiled graphs fuse torch's own.
+    # Eager float32 on the CPU: Wren's one-call kernel (torch's eager rms_norm dispatches
+    # several small ops). Compiled graphs fuse torch's own, unless kernels.ATTEND_ONE asks
+    # for the kernel there too, as an opaque op: inductor's fused norm rounds differently
+    # (~5e-7), and a verify step's rows then get a compiled decoded token's bits.
     if (kernels.RMS_NORM and weight is not None and x.dtype == torch.float32 and weight.dtype == torch.float32
-            and x.device.type == "cpu" and weight.device.type == "cpu" and not torch.compiler.is_compiling()):
+            and x.device.type == "cpu" and weight.device.type == "cpu"
+            and (kernels.ATTEND_ONE or not torch.compiler.is_compiling())):
         return kernels.rms_norm(x, weight, eps)
     # One fused op; for bf16 it accumulates in float32 and rounds once, which tracks the
     # float32 reference at least as closely as HF's normalise-cast-then-scale.
@@ -252,7 +255,11 @@ def _one_query(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
     batch, _, heads, head_dim = q.shape
     kv_heads = keys.shape[1]
     q = q.reshape(batch, kv_heads, heads // kv_heads, head_dim).float() * head_dim**-0.5
-    if torch.compiler.is_compiling():
+    if mask is None and kernels.ATTEND_ONE and keys.dtype == torch.float32 and values.dtype == torch.float32:
+        # Wren's kernel, compiled or not: a verify step's rows then get the compiled
+        # decode step's bits (engine.inference.speculative).
+        out = kernels.attend_one(q, keys, values)
+    elif torch.compiler.is_compiling():
         # Products and sums that inductor fuses (with a batched step's gather of its slots'
         # rows) into one loop; the bmm form would be pattern-matched back into the slow
         # flash-attention kernel.

@@ -222,7 +222,8 @@ def _key(model: llama.Transformer, groups: list[list]) -> str:
     h = hashlib.sha256()
     parts = [str(_FORMAT), torch.__version__, sys.version, platform.machine(), _cpu_flags(),
              str(torch.get_num_threads()),  # the kernels are generated for it
-             str(model.context_length), str(model.slots), str(model._cos.dtype)]
+             str(model.context_length), str(model.slots), str(model._cos.dtype),
+             f"attend_one={kernels.ATTEND_ONE}"]  # Wren's norm and attention kernels in the graph, or inductor's
     for module in (attention, llama, decode, batched, linear, modules, kernels):
         parts.append(hashlib.sha256(Path(inspect.getfile(module)).read_bytes()).hexdigest())
     for layers in groups:

@@ -107,3 +107,38 @@ def test_auto_drafts_only_while_verification_is_exact(starter):
         assert speculator.stats.verify_steps == 0 and speculator.stats.plain_steps >= TOKENS - 1
     finally:
         model._model.decode_block = None
+
+
+@pytest.fixture
+def compiled_exact(starter, monkeypatch):
+    """The starter with its decode step compiled around Wren's norm and one-query attention
+    kernels (WREN_KERNEL_ATTEND=on)."""
+    from wren.engine.inference.quant import kernels
+
+    if not kernels.has_attend_one():
+        pytest.skip("the kernels (with attend_one) are not built")
+    monkeypatch.setattr(kernels, "ATTEND_ONE", True)
+    _, path, prompt = starter
+    model = TorchBackend().load(path, slots=1, compile=True, context_length=1024)
+    yield model, path, prompt
+    model.close()
+
+
+@pytest.mark.parametrize("drafter", ["prompt-lookup", "draft-model"])
+def test_compiled_decoding_speculates_exactly_with_the_kernels(compiled_exact, drafter):
+    model, path, prompt = compiled_exact
+    assert model.decode_mode == "compiled" and model.verifies_exactly
+    plain = _greedy(model, prompt)
+    draft = None
+    if drafter == "draft-model":
+        draft = TorchBackend().load(path, slots=1, compile=False, context_length=1024)
+        speculator = Speculator(DraftModel(draft, model.vocab_size), _always_drafts(), exact_only=True)
+    else:
+        speculator = Speculator(PromptLookup(longest=2, shortest=1), _always_drafts(), exact_only=True)
+    try:
+        ids = _greedy(model, prompt, speculator)
+    finally:
+        if draft is not None:
+            draft.close()
+    assert speculator.stats.verify_steps > 5
+    assert ids == plain

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -528,6 +529,117 @@ at::Tensor rms_norm_cpu(const at::Tensor& x_in, const at::Tensor& weight_in, dou
     return out;
 }
 
+// exp(x) for x <= 0 (softmax's shifted scores), lane by lane in plain adds and multiplies so
+// the compiler vectorizes a loop of it: x = n ln2 + r with |r| <= ln2/2 (n rounded to the
+// nearest by adding and taking away 1.5 * 2^23), e^r by its degree-6 Taylor polynomial
+// (relative error ~2e-7), times 2^n built in the exponent bits. Below -87, e^-87.
+static inline float exp_nonpositive(float x) {
+    x = x < -87.0f ? -87.0f : x;
+    const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    const float r = (x - n * 0.693145751953125f) - n * 1.42860682030941723e-6f;
+    float p = 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    const int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    std::memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+// One kv head's G query rows (attend_one). Compiled for AVX-512, AVX2 and the baseline, the
+// best picked at load: the code fixes every sum's order lane by lane and the build forbids
+// fused multiply-adds (-ffp-contract=off), so each gives the same bits, only faster.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+static void attend_head(const float* q, const float* keys, int64_t ks2, const float* values, int64_t vs2,
+                        float* out, int64_t G, int64_t D, int64_t T, float* scores) {
+    constexpr int L = 16;
+    for (int64_t g = 0; g < G; ++g) {
+        const float* qr = q + g * D;
+        float top = -INFINITY;
+        for (int64_t t = 0; t < T; ++t) {
+            const float* kr = keys + t * ks2;
+            float acc[L] = {};
+            int64_t d = 0;
+            for (; d + L <= D; d += L)
+                for (int j = 0; j < L; ++j) acc[j] += qr[d + j] * kr[d + j];
+            for (int j = 0; d + j < D; ++j) acc[j] += qr[d + j] * kr[d + j];
+            for (int w = L / 2; w > 0; w /= 2)
+                for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
+            scores[t] = acc[0];
+            top = std::max(top, acc[0]);
+        }
+        float sums[L] = {};
+        int64_t t = 0;
+        for (; t + L <= T; t += L)
+            for (int j = 0; j < L; ++j) {
+                const float e = exp_nonpositive(scores[t + j] - top);
+                scores[t + j] = e;
+                sums[j] += e;
+            }
+        for (int j = 0; t + j < T; ++j) {
+            const float e = exp_nonpositive(scores[t + j] - top);
+            scores[t + j] = e;
+            sums[j] += e;
+        }
+        for (int w = L / 2; w > 0; w /= 2)
+            for (int j = 0; j < w; ++j) sums[j] += sums[j + w];
+        float* o = out + g * D;
+        for (int64_t d = 0; d < D; ++d) o[d] = 0.0f;
+        for (int64_t t = 0; t < T; ++t) {
+            const float p = scores[t];
+            const float* vr = values + t * vs2;
+            for (int64_t d = 0; d < D; ++d) o[d] += p * vr[d];
+        }
+        const float inv = 1.0f / sums[0];
+        for (int64_t d = 0; d < D; ++d) o[d] *= inv;
+    }
+}
+
+// One query per head over a sequence's keys, float32: q [B, kv_heads, group, D] (scaled),
+// keys and values [B, kv_heads, T, D] (rows contiguous). Returns [B, kv_heads, group, D].
+// A decoded token's attention, the same op in the compiled decode step and in a verify
+// step's rows (engine.inference.speculative): inductor's fused loop and torch's eager
+// bmm-softmax-bmm sum in different orders, and the ~1e-7 between them grows through 8-bit
+// activations into different greedy picks. Here every sum runs in a fixed order whatever
+// the thread count: dots in 16 lanes then a fixed tree, softmax's sum likewise, and each
+// output value summed over keys in order. A kv head's rows go to one thread; spans up to
+// 2^17 key elements in all stay on the calling thread (a hand-off costs more).
+at::Tensor attend_one_cpu(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in) {
+    TORCH_CHECK(q_in.device().is_cpu() && q_in.scalar_type() == at::kFloat && k_in.scalar_type() == at::kFloat &&
+                v_in.scalar_type() == at::kFloat && q_in.dim() == 4 && k_in.dim() == 4 && v_in.dim() == 4,
+                "wren::attend_one: float32 4-d CPU tensors");
+    const int64_t B = q_in.size(0), H = q_in.size(1), G = q_in.size(2), D = q_in.size(3), T = k_in.size(2);
+    TORCH_CHECK(k_in.size(0) == B && k_in.size(1) == H && k_in.size(3) == D && v_in.sizes() == k_in.sizes() && T > 0,
+                "wren::attend_one: keys and values must be [", B, ", ", H, ", T, ", D, "]");
+    const at::Tensor q = q_in.contiguous();
+    const at::Tensor k = k_in.stride(3) == 1 ? k_in : k_in.contiguous();
+    const at::Tensor v = v_in.stride(3) == 1 ? v_in : v_in.contiguous();
+    at::Tensor out = at::empty({B, H, G, D}, q.options());
+    const float* qp = q.data_ptr<float>();
+    const float* kp = k.data_ptr<float>();
+    const float* vp = v.data_ptr<float>();
+    float* op = out.data_ptr<float>();
+    const int64_t ks0 = k.stride(0), ks1 = k.stride(1), ks2 = k.stride(2);
+    const int64_t vs0 = v.stride(0), vs1 = v.stride(1), vs2 = v.stride(2);
+    const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 17) / (T * D));
+    at::parallel_for(0, B * H, grain, [&](int64_t begin, int64_t end) {
+        std::vector<float> scores(T);
+        for (int64_t bh = begin; bh < end; ++bh) {
+            const int64_t b = bh / H, h = bh % H;
+            const float* keys = kp + b * ks0 + h * ks1;
+            const float* values = vp + b * vs0 + h * vs1;
+            attend_head(qp + bh * G * D, keys, ks2, values, vs2, op + bh * G * D, G, D, T, scores.data());
+        }
+    });
+    return out;
+}
+
 int64_t read_sum(const at::Tensor& t) {
     TORCH_CHECK(t.is_contiguous() && t.device().is_cpu(), "wren::read_sum needs a contiguous CPU tensor");
     const uint8_t* p = (const uint8_t*)t.data_ptr();
@@ -568,6 +680,7 @@ TORCH_LIBRARY(wren, m) {
     m.def("qlinear_wide(Tensor x, Tensor raw, int qtype, int rows) -> Tensor");
     m.def("qlinear_parts(Tensor x, Tensor[] raws, int[] qtypes, int[] rows, bool exact) -> Tensor");
     m.def("rms_norm(Tensor x, Tensor weight, float eps) -> Tensor");
+    m.def("attend_one(Tensor q, Tensor keys, Tensor values) -> Tensor");
     // helpers for tests and bench/qmatmul.py
     m.def("isa() -> str", &isa);
     m.def("set_isa(str cap) -> str", &set_isa);
@@ -588,6 +701,7 @@ TORCH_LIBRARY_IMPL(wren, CPU, m) {
     m.impl("qlinear_wide", qlinear_wide_cpu);
     m.impl("qlinear_parts", qlinear_parts_cpu);
     m.impl("rms_norm", rms_norm_cpu);
+    m.impl("attend_one", attend_one_cpu);
 }
 
 static PyModuleDef wren_module = {
