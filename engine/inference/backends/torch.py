@@ -146,7 +146,11 @@ class TorchModel(ModelBase):
         if self._rows_alone is None:
             self._rows_alone = _rows_alone(model)
             self._compiles_exactly = self._rows_alone and _compiles_exactly(model)
-        return self._rows_alone and (model.decode_block is None or self._compiles_exactly)
+        if not self._rows_alone:
+            return False
+        from ..quant import kernels
+
+        return model.decode_block is None or (self._compiles_exactly and kernels.RMS_NORM and kernels.ATTEND_ONE)
 
     def decode(self, token: int, pos: int, slot: int = 0) -> np.ndarray:
         self._check(1, pos, slot)
@@ -232,10 +236,6 @@ def _compiles_exactly(model) -> bool:
     torch does (tests/engine/inference/test_speculative_exact.py, on the starter). Other
     shapes (gemma3's rings and GELU, qwen3's q/k norms, gpt-oss's sinks) are not checked:
     False."""
-    from ..quant import kernels
-
-    if not (kernels.RMS_NORM and kernels.ATTEND_ONE):
-        return False
     for layer in model.layers:
         attention = layer.attention
         if (layer.placement != "pre" or layer.post_attention_norm is not None or layer.feed_forward.gelu

@@ -258,7 +258,7 @@ def _one_query(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
     if mask is None and kernels.ATTEND_ONE and keys.dtype == torch.float32 and values.dtype == torch.float32:
         # Wren's kernel, compiled or not: a verify step's rows then get the compiled
         # decode step's bits (engine.inference.speculative).
-        out = kernels.attend_one(q, keys, values)
+        out = torch.ops.wren.attend_one.default(q, keys, values)
     elif torch.compiler.is_compiling():
         # Products and sums that inductor fuses (with a batched step's gather of its slots'
         # rows) into one loop; the bmm form would be pattern-matched back into the slow
@@ -276,6 +276,14 @@ def _one_query(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
     else:
         out = _bmm_softmax_bmm(q, keys, values, mask)
     return out.to(values.dtype).view(batch, 1, heads, head_dim)
+
+
+if kernels.available() and hasattr(torch.ops.wren, "attend_one"):  # a stale build lacks it
+    @torch.library.register_fake("wren::attend_one")
+    def _attend_one_fake(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        # q [B, kv_heads, group, D] (scaled) over keys and values [B, kv_heads, T, D]: q's
+        # shape. The kernel (csrc/ops.cpp) sums in a fixed order whatever the thread count.
+        return q.new_empty(q.shape)
 
 
 def _sink_attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None,

@@ -69,11 +69,6 @@ if _C is not None:
         def _rms_norm_fake(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
             return torch.empty_like(x)
 
-    if hasattr(torch.ops.wren, "attend_one"):  # a build older than this module lacks it
-        @torch.library.register_fake("wren::attend_one")
-        def _attend_one_fake(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-            return q.new_empty(q.shape)
-
     @torch.library.register_fake("wren::dequantize")
     def _dequantize_fake(raw: torch.Tensor, qtype: int, cols: int) -> torch.Tensor:
         return raw.new_empty((raw.shape[0], cols), dtype=torch.float32)
@@ -82,11 +77,6 @@ if _C is not None:
 def has_rms_norm() -> bool:
     """Whether the loaded kernels have wren::rms_norm (a stale build may not)."""
     return _C is not None and hasattr(torch.ops.wren, "rms_norm")
-
-
-def has_attend_one() -> bool:
-    """Whether the loaded kernels have wren::attend_one (a stale build may not)."""
-    return _C is not None and hasattr(torch.ops.wren, "attend_one")
 
 
 def has_wide() -> bool:
@@ -102,13 +92,12 @@ WIDE_HEAD = has_wide() and os.environ.get("WREN_HEAD_ACTIVATIONS", "").strip().l
 # with ATTEND_ONE); WREN_KERNEL_RMS_NORM=off keeps torch's own everywhere (for A/B measurements).
 RMS_NORM = has_rms_norm() and os.environ.get("WREN_KERNEL_RMS_NORM", "").strip().lower() not in _OFF_VALUES
 
-# WREN_KERNEL_ATTEND=on: a float32 CPU one-query step (a decoded token, a verified row)
-# attends through wren::attend_one and normalises through wren::rms_norm, eagerly and in
-# compiled decode steps alike, so the two give the same bits and compiled models speculate
-# exactly (issue 28). Off by default: on the starter at 640 tokens of context the compiled
-# step decoded 37% slower with it (the kernel's one-thread dots against inductor's loop);
-# at 32 tokens 16% faster.
-ATTEND_ONE = has_attend_one() and os.environ.get("WREN_KERNEL_ATTEND", "").strip().lower() in ("on", "1", "true", "yes")
+# Whether a float32 CPU one-query step (a decoded token, a verified row) attends through
+# wren::attend_one and normalises through wren::rms_norm, eagerly and in compiled decode
+# steps alike (models.attention calls it and registers its fake), so the two give the same
+# bits and compiled models speculate exactly (issue 28). Starter, compiled, 2 threads: 7.3-8.4 vs 9.2-10.3 ms a token at 32 tokens of context,
+# 11.4-11.5 vs 12.7-13.1 at 640. WREN_KERNEL_ATTEND=off keeps inductor's fused loops.
+ATTEND_ONE = _C is not None and hasattr(torch.ops.wren, "attend_one") and os.environ.get("WREN_KERNEL_ATTEND", "").strip().lower() not in _OFF_VALUES
 
 
 def available() -> bool:
@@ -206,15 +195,6 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     one call (torch's eager rms_norm is several small ops: tens of microseconds a row)."""
     _require()
     return torch.ops.wren.rms_norm.default(x, weight, float(eps))
-
-
-def attend_one(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-    """One query per head, float32 on the CPU: q [B, kv_heads, group, D] (already scaled)
-    over keys and values [B, kv_heads, T, D]; softmax(q k^T) v as [B, kv_heads, group, D].
-    Its sums run in a fixed order whatever the thread count, so the compiled decode step
-    and a verify step's eager rows (both call it) get the same bits."""
-    _require()
-    return torch.ops.wren.attend_one.default(q, keys, values)
 
 
 def max_gemv_rows() -> int:

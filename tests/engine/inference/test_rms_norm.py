@@ -42,15 +42,20 @@ def test_bad_input_says_what_is_wrong():
         kernels.rms_norm(torch.zeros(2, 4), torch.ones(5), 1e-5)
 
 
-def test_models_use_it_eagerly_and_torchs_when_compiled(monkeypatch):
+@pytest.mark.parametrize("in_graphs", [True, False])
+def test_models_use_it_eagerly_and_in_compiled_graphs_with_attend_one(monkeypatch, in_graphs):
+    """kernels.ATTEND_ONE (the default): compiled decode steps call the kernel too, so verify
+    rows get their bits; off, a compiled graph traces torch's own op."""
+    monkeypatch.setattr(kernels, "ATTEND_ONE", in_graphs)
     calls = []
     real = kernels.rms_norm
     monkeypatch.setattr(kernels, "rms_norm", lambda *a: calls.append(1) or real(*a))
     x, w = torch.randn(2, 16), torch.randn(16)
     eager = attention.rms_norm(x, w, 1e-6)
     assert calls == [1]
+    torch._dynamo.reset()
     compiled = torch.compile(lambda a, b: attention.rms_norm(a, b, 1e-6), backend="eager", fullgraph=True)(x, w)
-    assert calls == [1]  # traced through torch's own op
+    assert calls == ([1, 1] if in_graphs else [1])
     assert torch.allclose(eager, compiled, rtol=1e-6, atol=1e-7)
     assert attention.rms_norm(x.bfloat16(), w.bfloat16(), 1e-6).dtype == torch.bfloat16  # other dtypes: torch's
-    assert calls == [1]
+    assert len(calls) == (2 if in_graphs else 1)

@@ -89,7 +89,7 @@ def test_greedy_speculation_answers_the_chat_task_as_plain_decoding(starter, dra
     assert ids == plain
 
 
-def test_auto_drafts_only_while_verification_is_exact(starter):
+def test_auto_drafts_only_while_verification_is_exact(starter, monkeypatch):
     model, _, prompt = starter
     speculator = speculator_for("auto", None, model)
     assert speculator is not None and speculator.exact_only
@@ -98,7 +98,11 @@ def test_auto_drafts_only_while_verification_is_exact(starter):
     assert speculator.stats.verify_steps > 0
     named = speculator_for("prompt-lookup", None, model)
     assert named is not None and not named.exact_only
-    # A compiled decode step rounds differently: "auto" then decodes plainly.
+    # A compiled decode step without Wren's norm and attention kernels (WREN_KERNEL_ATTEND=off)
+    # rounds differently: "auto" then decodes plainly.
+    from wren.engine.inference.quant import kernels
+
+    monkeypatch.setattr(kernels, "ATTEND_ONE", False)
     model._model.decode_block = lambda layer, h, cos, sin, start: layer(h, cos, sin, start)
     try:
         assert not model.verifies_exactly
@@ -112,10 +116,10 @@ def test_auto_drafts_only_while_verification_is_exact(starter):
 @pytest.fixture
 def compiled_exact(starter, monkeypatch):
     """The starter with its decode step compiled around Wren's norm and one-query attention
-    kernels (WREN_KERNEL_ATTEND=on)."""
+    kernels (the default; WREN_KERNEL_ATTEND=off turns them off)."""
     from wren.engine.inference.quant import kernels
 
-    if not kernels.has_attend_one():
+    if not hasattr(torch.ops.wren, "attend_one"):
         pytest.skip("the kernels (with attend_one) are not built")
     monkeypatch.setattr(kernels, "ATTEND_ONE", True)
     _, path, prompt = starter

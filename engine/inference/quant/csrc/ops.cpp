@@ -608,8 +608,8 @@ static void attend_head(const float* q, const float* keys, int64_t ks2, const fl
 // bmm-softmax-bmm sum in different orders, and the ~1e-7 between them grows through 8-bit
 // activations into different greedy picks. Here every sum runs in a fixed order whatever
 // the thread count: dots in 16 lanes then a fixed tree, softmax's sum likewise, and each
-// output value summed over keys in order. A kv head's rows go to one thread; spans up to
-// 2^17 key elements in all stay on the calling thread (a hand-off costs more).
+// output value summed over keys in order. Each query row goes to one thread; up to 2^17
+// key elements in all (rows x span x dim) stay on the calling thread (a hand-off costs more).
 at::Tensor attend_one_cpu(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in) {
     TORCH_CHECK(q_in.device().is_cpu() && q_in.scalar_type() == at::kFloat && k_in.scalar_type() == at::kFloat &&
                 v_in.scalar_type() == at::kFloat && q_in.dim() == 4 && k_in.dim() == 4 && v_in.dim() == 4,
@@ -627,14 +627,17 @@ at::Tensor attend_one_cpu(const at::Tensor& q_in, const at::Tensor& k_in, const 
     float* op = out.data_ptr<float>();
     const int64_t ks0 = k.stride(0), ks1 = k.stride(1), ks2 = k.stride(2);
     const int64_t vs0 = v.stride(0), vs1 = v.stride(1), vs2 = v.stride(2);
-    const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 17) / (T * D));
-    at::parallel_for(0, B * H, grain, [&](int64_t begin, int64_t end) {
+    // Each query row on one thread (its bits do not depend on the split); all of them on the
+    // calling thread while the keys and values read are small.
+    const int64_t rows = B * H * G;
+    const int64_t grain = rows * T * D <= (int64_t(1) << 17) ? rows : std::max<int64_t>(1, (int64_t(1) << 14) / (T * D));
+    at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
         std::vector<float> scores(T);
-        for (int64_t bh = begin; bh < end; ++bh) {
-            const int64_t b = bh / H, h = bh % H;
+        for (int64_t row = begin; row < end; ++row) {
+            const int64_t bh = row / G, b = bh / H, h = bh % H;
             const float* keys = kp + b * ks0 + h * ks1;
             const float* values = vp + b * vs0 + h * vs1;
-            attend_head(qp + bh * G * D, keys, ks2, values, vs2, op + bh * G * D, G, D, T, scores.data());
+            attend_head(qp + row * D, keys, ks2, values, vs2, op + row * D, 1, D, T, scores.data());
         }
     });
     return out;
