@@ -49,7 +49,10 @@ ENV_NAMES = (
     "WREN_KERNEL_RMS_NORM", "WREN_QLINEAR_GEMV_ROWS",
     # the integer prompt path (its rows, its exact tail, float A/B) and how experts are read
     "WREN_PROMPT_GEMM", "WREN_PROMPT_INTEGER_ROWS", "WREN_PROMPT_EXACT_TAIL", "WREN_PROMPT_INTEGER_WIDTH",
-    "WREN_MAP_EXPERTS",
+    "WREN_MAP_EXPERTS", "WREN_PREFETCH_EXPERTS", "WREN_EXPERTS_TEAM",
+    # attention: a prompt chunk's kernel (WREN_ATTEND=sdpa: torch's) and a compiled step's
+    # norm and one-query attention kernels (WREN_KERNEL_ATTEND=off: inductor's loops)
+    "WREN_ATTEND", "WREN_KERNEL_ATTEND",
     # compiling, the compute threads' priority and core sharing, the safety notes' language
     "WREN_TORCH_COMPILE", "WREN_COMPUTE_NICE", "WREN_CPU_SHARE", "WREN_LANGUAGE",
     # threads and devices

@@ -267,7 +267,7 @@ def test_every_variable_wren_reads_is_sorted_into_shaping_or_not():
 
     engine = Path(engine_sockets.__file__).parent
     read = set()
-    for path in [*engine.rglob("*.py"), *engine.rglob("*.cpp")]:
+    for path in [*engine.rglob("*.py"), *engine.rglob("*.cpp"), *engine.rglob("*.inc"), *engine.rglob("*.h")]:
         read |= set(re.findall(r"[\"'](WREN_[A-Z0-9_]+)[\"']", path.read_text(encoding="utf-8", errors="replace")))
     known = {*engine_sockets.ENV_NAMES, *engine_sockets.SECRET_NAMES, *engine_sockets.NOT_SHAPING,
              *engine_sockets.SECRET_PREFIXES}
