@@ -95,9 +95,13 @@ RMS_NORM = has_rms_norm() and os.environ.get("WREN_KERNEL_RMS_NORM", "").strip()
 # Whether a float32 CPU one-query step (a decoded token, a verified row) attends through
 # wren::attend_one and normalises through wren::rms_norm, eagerly and in compiled decode
 # steps alike (models.attention calls it and registers its fake), so the two give the same
-# bits and compiled models speculate exactly (issue 28). Starter, compiled, 2 threads: 7.3-8.4 vs 9.2-10.3 ms a token at 32 tokens of context,
-# 11.4-11.5 vs 12.7-13.1 at 640. WREN_KERNEL_ATTEND=off keeps inductor's fused loops.
-ATTEND_ONE = _C is not None and hasattr(torch.ops.wren, "attend_one") and os.environ.get("WREN_KERNEL_ATTEND", "").strip().lower() not in _OFF_VALUES
+# bits and compiled models speculate exactly (issue 28). Off unless WREN_KERNEL_ATTEND=on:
+# its per-key sums are slower than inductor's fused loop on wider heads. Compiled decode,
+# 512 tokens of context, 2 threads, AMD EPYC (Zen 4) AVX-512, load 1.4-1.5, one process per
+# arm: 3B Q4_K_M (head_dim 128) 12.6 tok/s on vs 16.3 off; 1B Q4_K_M 38.6 vs 37.3; the
+# starter 7.3-8.4 vs 9.2-10.3 ms a token at 32 tokens of context.
+ATTEND_ONE = (_C is not None and hasattr(torch.ops.wren, "attend_one")
+              and os.environ.get("WREN_KERNEL_ATTEND", "").strip().lower() in ("on", "1", "true", "yes"))
 
 
 def available() -> bool:

@@ -44,7 +44,7 @@ def test_bad_input_says_what_is_wrong():
 
 @pytest.mark.parametrize("in_graphs", [True, False])
 def test_models_use_it_eagerly_and_in_compiled_graphs_with_attend_one(monkeypatch, in_graphs):
-    """kernels.ATTEND_ONE (the default): compiled decode steps call the kernel too, so verify
+    """kernels.ATTEND_ONE (WREN_KERNEL_ATTEND=on): compiled decode steps call the kernel too, so verify
     rows get their bits; off, a compiled graph traces torch's own op."""
     monkeypatch.setattr(kernels, "ATTEND_ONE", in_graphs)
     calls = []

@@ -116,7 +116,7 @@ def test_auto_drafts_only_while_verification_is_exact(starter, monkeypatch):
 @pytest.fixture
 def compiled_exact(starter, monkeypatch):
     """The starter with its decode step compiled around Wren's norm and one-query attention
-    kernels (the default; WREN_KERNEL_ATTEND=off turns them off)."""
+    kernels (WREN_KERNEL_ATTEND=on; off by default)."""
     from wren.engine.inference.quant import kernels
 
     if not hasattr(torch.ops.wren, "attend_one"):
