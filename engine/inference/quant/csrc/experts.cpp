@@ -55,15 +55,18 @@ constexpr int64_t kRepackTokens = 16;
 
 // WREN_REPACK=off (kernels.py's values: off, 0, false, no) keeps every product in the file's
 // row layout (for A/B measurements).
+// Whether environment variable `name` holds one of kernels.py's off values (trimmed, any case).
+bool env_off(const char* name) {
+    const char* v = std::getenv(name);
+    std::string s = v ? v : "";
+    s.erase(0, s.find_first_not_of(" \t\n"));
+    s.erase(s.find_last_not_of(" \t\n") + 1);
+    for (char& c : s) c = (char)std::tolower((unsigned char)c);
+    return s == "off" || s == "0" || s == "false" || s == "no";
+}
+
 bool repack_on() {
-    static const bool on = [] {
-        const char* v = std::getenv("WREN_REPACK");
-        std::string s = v ? v : "";
-        s.erase(0, s.find_first_not_of(" \t\n"));
-        s.erase(s.find_last_not_of(" \t\n") + 1);
-        for (char& c : s) c = (char)std::tolower((unsigned char)c);
-        return !(s == "off" || s == "0" || s == "false" || s == "no");
-    }();
+    static const bool on = !env_off("WREN_REPACK");
     return on;
 }
 
@@ -300,14 +303,7 @@ class Team {
 
 // WREN_EXPERTS_TEAM=off (kernels.py's off values) runs the stages as OpenMP regions instead
 // of on the Team (read at each call, for A/B measurements in one process).
-bool team_on() {
-    const char* v = std::getenv("WREN_EXPERTS_TEAM");
-    std::string s = v ? v : "";
-    s.erase(0, s.find_first_not_of(" \t\n"));
-    s.erase(s.find_last_not_of(" \t\n") + 1);
-    for (char& c : s) c = (char)std::tolower((unsigned char)c);
-    return !(s == "off" || s == "0" || s == "false" || s == "no");
-}
+bool team_on() { return !env_off("WREN_EXPERTS_TEAM"); }
 
 // Tasks 0..n-1 over the intra-op threads: on the Team, or as an OpenMP region (nested
 // in one, or when the Team is busy with another caller's stage, or when turned off).
