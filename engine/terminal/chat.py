@@ -34,7 +34,7 @@ from ..events import (
 from ..progress import PrefillLine
 from ..records import ORIGIN_KEY, TERMINAL_ORIGIN, ConversationInfo
 from .output import Output, ThinkingLines, shown
-from .sigint import SigintRouter
+from .sigint import SigintRouter, ctrl_c_kept
 
 PROMPT, MORE = ">>> ", "... "
 QUOTES = '"""'
@@ -412,7 +412,7 @@ def run(args, open_engine: Callable, load: Callable, sampling: Callable, save_se
         read = voice.listen if voice is not None else history.input if history is not None else input
         while True:
             try:
-                with sigint.prompt():
+                with sigint.prompt(), ctrl_c_kept():
                     line = read_message(read, prompt=prompt, more=more)
             except EOFError:
                 if interactive:
@@ -428,7 +428,7 @@ def run(args, open_engine: Callable, load: Callable, sampling: Callable, save_se
             if voice is not None and going_on:
                 answer = loop.run_until_complete(voice.last_answer(engine, chat.conv.id if chat.conv else None))
                 try:
-                    with sigint.prompt():
+                    with sigint.prompt(), ctrl_c_kept():
                         voice.speak(answer)
                 except KeyboardInterrupt:
                     print(file=sys.stderr)

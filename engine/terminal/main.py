@@ -540,6 +540,8 @@ def main(argv: Sequence[str] | None = None, *, held: bool = False) -> int:
         _discard_stdout()
         return 0
     except Exception as exc:  # a bug: the traceback as usual, and a local, redacted report
+        if sigint.caused_by_ctrl_c(exc):  # Ctrl+C in the middle of an import: stopped, not a bug
+            return _INTERRUPTED
         known = _known_failure(exc)
         if known is not None:  # the machine around Wren, not a bug: no traceback, no report
             print(f"wren: {known}", file=sys.stderr)

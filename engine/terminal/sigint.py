@@ -48,6 +48,31 @@ NUDGE_EVERY = 0.02  # seconds between nudges
 NUDGE_FOR = 5.0  # a main thread that has not raised by then is not at a read that can be interrupted
 
 
+def caused_by_ctrl_c(exc: BaseException) -> bool:
+    """Whether a Ctrl+C is behind `exc`. A KeyboardInterrupt raised inside a compiled module's
+    import comes back as the ImportError ("initialization failed") it caused: a press just as
+    `wren chat --voice` began to listen (onnxruntime loading) ended in a crash report."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
+    return False
+
+
+@contextmanager
+def ctrl_c_kept() -> Iterator[None]:
+    """Inside, an error a Ctrl+C caused raises as the KeyboardInterrupt it was."""
+    try:
+        yield
+    except Exception as exc:
+        if caused_by_ctrl_c(exc):
+            raise KeyboardInterrupt from exc
+        raise
+
+
 def supported() -> bool:
     return (hasattr(signal, "pthread_sigmask") and hasattr(signal, "sigwait") and NUDGE is not None
             and threading.current_thread() is threading.main_thread())

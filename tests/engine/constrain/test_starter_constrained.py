@@ -13,6 +13,7 @@ import pytest
 
 from wren.engine.events import Delta, Failed, Finished, FinishReason
 from wren.engine.inference.constrain import Constraint
+from wren.engine.inference.presets import BUILTIN_DEFAULTS
 from wren.engine.inference.sampling import SamplingParams
 from wren.engine.inference.worker import GenerationRequest, ModelWorker
 from wren.engine.tokenize import Tokenizer
@@ -55,11 +56,15 @@ def torch_worker(starter_dir):
 
 def _answers(worker: ModelWorker, jobs) -> list[str]:
     """Each (prompt ids, constraint, seed) answered on a real ModelWorker, one after the
-    other: the prompt shared by the seeds stays in the KV cache, only the answers decode."""
+    other: the prompt shared by the seeds stays in the KV cache, only the answers decode.
+    Sampled as a forced call is in the app, with Wren's built-in sampler (temperature 0.7 with
+    the tail cut by top-k/top-p/min-p and the repetition guards). Temperature 0.7 over the whole
+    vocabulary let one seed of ten wander into a never-ending string value on the 135M starter,
+    and which seed did so moved with the last bits of the prompt's arithmetic."""
     texts = []
     for ids, constraint, seed in jobs:
         events: queue.Queue = queue.Queue()
-        params = SamplingParams(seed=seed, temperature=0.7, max_tokens=120)
+        params = SamplingParams(**{**BUILTIN_DEFAULTS, "seed": seed, "max_tokens": 120})
         worker.submit(GenerationRequest(list(ids), params, events.put, constraint=constraint))
         parts = []
         while True:

@@ -8,9 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from wren.engine.inference.quant import kernels
-
 from wren.engine.inference.models import attention  # noqa: F401  (registers the op's fake)
+from wren.engine.inference.quant import kernels
 
 pytestmark = pytest.mark.skipif(not (kernels.available() and hasattr(torch.ops.wren, "attend_one")),
                                 reason="the kernels (with attend_one) are not built")

@@ -77,8 +77,18 @@ def test_the_avx512_vnni_table_is_the_same_source_in_evex():
         pytest.skip("the kernels were built without the AVX-512 VNNI table")
     dots = [line for lines in functions.values() for line in lines if "vpdpbusd" in line]
     assert dots and all(line.split("\t")[1].split()[0] == "62" for line in dots)
-    assert set(_table_code("avxvnni")) and {n.replace("avx512vnni", "avxvnni") for n in functions} == set(
-        _table_code("avxvnni"))
+    # The same source: the same kernel templates in both tables. Which instances the compiler
+    # keeps out of line differs between the two (an avx512-vnni q6_k_x8_n<8> of its own, inlined
+    # in avx-vnni), so the templates are compared, not their instances.
+    evex = {_template(n.replace("avx512vnni", "avxvnni")) for n in functions}
+    vex = {_template(n) for n in _table_code("avxvnni")}
+    assert vex and vex == evex, (sorted(vex - evex), sorted(evex - vex))
+
+
+def _template(name: str) -> str:
+    """'void wren::avxvnni::q6_k_x8_n<8>(unsigned char const*, ...) [clone .isra.0]' ->
+    'wren::avxvnni::q6_k_x8_n': the kernel without its template arguments, types and clones."""
+    return re.sub(r"<.*", "", name.split("(")[0]).split()[-1]
 
 
 def test_the_avx_vnni_table_is_chosen_only_where_the_cpu_has_it():

@@ -67,6 +67,6 @@ def test_ctrl_c_while_listening_ends_the_chat(tiny_chosen, tmp_path):  # noqa: F
     try:
         t.expect("(listening…", timeout=120)
         t.send("\x03")
-        assert t.finish(timeout=30) == 0
+        assert t.finish(timeout=30) == 0, t.seen
     finally:
         t.kill()
