@@ -45,12 +45,10 @@ def test_the_cause_is_found_through_causes_and_contexts():
 
 
 def test_ctrl_c_kept_raises_the_interrupt_and_lets_other_errors_pass():
-    with pytest.raises(KeyboardInterrupt):
-        with ctrl_c_kept():
-            raise _import_interrupted()
-    with pytest.raises(ImportError, match="no module"):
-        with ctrl_c_kept():
-            raise ImportError("no module named nothing")
+    with pytest.raises(KeyboardInterrupt), ctrl_c_kept():
+        raise _import_interrupted()
+    with pytest.raises(ImportError, match="no module"), ctrl_c_kept():
+        raise ImportError("no module named nothing")
 
 
 def test_a_command_interrupted_in_an_import_ends_as_stopped_not_as_a_crash(wren_home, monkeypatch, capsys):
