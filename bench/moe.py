@@ -36,7 +36,8 @@ DECODE = int(os.environ.get("WREN_BENCH_DECODE", "32"))  # fewer for a 48-layer 
 
 
 def child(folder: Path, threads: int) -> dict:
-    """Load, a 512-token prompt, 32 decoded tokens (wall and process CPU time); peak RSS."""
+    """Load, a 512-token prompt, 32 decoded tokens (wall and process CPU time, and what the
+    kernel did for each); peak RSS."""
     import torch
 
     from wren.engine.inference.backends.torch import TorchBackend
@@ -45,25 +46,45 @@ def child(folder: Path, threads: int) -> dict:
     started = time.perf_counter()
     model = TorchBackend("cpu").load(folder, compile=False, slots=4)
     load_s = time.perf_counter() - started
+    # Measured once the experts' read-ahead has finished (the file in memory, mapped in), as
+    # llama-bench measures after its load has read the file in (mmap with MAP_POPULATE):
+    # ready_s is that moment, counted from the start of loading.
+    from wren.engine.inference.models import weights
+
+    weights.wait_for_read_ahead()
+    ready_s = time.perf_counter() - started
     after_load = _status()
     ids = [(i * 7919) % 40000 + 300 for i in range(PROMPT)]
     started, cpu_started = time.perf_counter(), time.process_time()
     logits = model.prefill(ids, 0)
     prompt_s, prompt_cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
-    token, times, cpu = int(logits.argmax()), [], []
+    token, times, cpu, kernel = int(logits.argmax()), [], [], []
     for i in range(DECODE):
+        before = resource.getrusage(resource.RUSAGE_SELF)
         started, cpu_started = time.perf_counter(), time.process_time()
         token = int(model.decode(token, PROMPT + i).argmax())
         times.append(time.perf_counter() - started)
         cpu.append(time.process_time() - cpu_started)
+        kernel.append(_kernel_share(before, resource.getrusage(resource.RUSAGE_SELF)))
     batch_tok_s = batched(model, token, DECODE)
     # CPU time (all threads) beside wall time: on a shared machine a stage waits for its
     # slowest thread, so wall time measures the other processes as much as the work
-    return {"load_s": round(load_s, 2), "prompt_tok_s": round(PROMPT / prompt_s, 2),
+    return {"load_s": round(load_s, 2), "ready_s": round(ready_s, 2), "prompt_tok_s": round(PROMPT / prompt_s, 2),
             "prompt_cpu_s": round(prompt_cpu_s, 2), "decode_cpu_ms_per_token": round(statistics.median(cpu) * 1e3, 1),
             "decode_tok_s": round(1 / statistics.median(times), 3), "batch4_decode_tok_s": batch_tok_s,
+            # what the kernel did for a token: system CPU time, and page faults (minor: a
+            # page already in memory mapped in; major: read from the disk)
+            "decode_sys_ms_per_token": round(statistics.median(k[0] for k in kernel) * 1e3, 1),
+            "decode_minor_faults_per_token": round(statistics.median(k[1] for k in kernel)),
+            "decode_major_faults_per_token": round(statistics.median(k[2] for k in kernel)),
             "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
             "after_load": after_load, "end": _status(), "load_avg": os.getloadavg()[0]}
+
+
+def _kernel_share(before, after) -> tuple[float, int, int]:
+    """System CPU seconds, minor and major page faults between two getrusage readings."""
+    return (after.ru_stime - before.ru_stime, after.ru_minflt - before.ru_minflt,
+            after.ru_majflt - before.ru_majflt)
 
 
 def batched(model, token: int, steps: int) -> float:

@@ -14,18 +14,26 @@ bench/results/qwen3moe_*): peak RSS 2.1 GiB mapped vs 5.1 read for a 5.0 GB file
 
 A mapped expert is read from the disk the first time a token chooses it, so a model's
 first answers would wait on the disk, expert by expert (a 48-layer Qwen3-30B-A3B has 6,144).
-Each mapped tensor's pages are therefore read ahead into the page cache in the background
-(madvise WILLNEED, from a thread, so loading still returns at once) when the file fits in
-the memory available with room to spare (PREFETCH_SHARE); where it does not, reading ahead
-would only push out the pages just read, and experts are read when chosen.
-WREN_PREFETCH_EXPERTS=0 turns it off.
+Each mapped tensor's pages are therefore read ahead in the background (one thread per
+file, so loading still returns at once) when the file fits in the memory available with
+room to spare (PREFETCH_SHARE); where it does not, reading ahead would only push out the
+pages just read, and experts are read when chosen. Read ahead is two steps: madvise
+WILLNEED starts the disk reads into the page cache, then MADV_POPULATE_READ (Linux 5.14)
+maps the cached pages into the process. A page in the cache but not yet mapped still costs
+a page fault the first time a token touches it, and a token's first touches of 8 experts in
+each of 48 layers are most of its pages. Mapped in, the pages count in the process's RSS as
+file pages: clean, and dropped by the kernel under pressure like any cached file page.
+WREN_PREFETCH_EXPERTS=cache stops at the page cache; =0 turns reading ahead off.
 """
 
 from __future__ import annotations
 
 import mmap
 import os
+import queue
+import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -45,8 +53,11 @@ _BIASED_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
 MAP_EXPERTS = os.environ.get("WREN_MAP_EXPERTS", "").strip().lower() not in ("0", "off", "false", "no")
 # Mapped experts read ahead in the background (see above) when the file takes at most this
 # share of the memory available at load.
-PREFETCH_EXPERTS = os.environ.get("WREN_PREFETCH_EXPERTS", "").strip().lower() not in ("0", "off", "false", "no")
+_PREFETCH_SETTING = os.environ.get("WREN_PREFETCH_EXPERTS", "").strip().lower()
+PREFETCH_EXPERTS = _PREFETCH_SETTING not in ("0", "off", "false", "no")
+PREFETCH_MAP_IN = _PREFETCH_SETTING != "cache"  # after the page cache, into the process's page tables
 PREFETCH_SHARE = 0.8
+MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22 if sys.platform == "linux" else None)
 # A multimodal checkpoint's text model (Gemma 3 4B-27B), under the names of a text-only one
 # (transformers 5 and 4 name it differently).
 _TEXT_MODEL_PREFIXES = (("model.language_model.", "model."), ("language_model.model.", "model."),
@@ -83,6 +94,7 @@ class GGUFWeights:
             raise ModelFileError(f"{path} cannot be read: {exc.strerror or exc}") from None
         self._map: mmap.mmap | None = None
         self._prefetch: bool | None = None  # decided at the first mapped tensor
+        self._read_ahead: ReadAhead | None = None
 
     def close(self) -> None:
         self._file.close()
@@ -131,7 +143,9 @@ class GGUFWeights:
         if self._prefetch is None:
             self._prefetch = prefetch_fits(self.path.stat().st_size)
         if self._prefetch:
-            read_ahead(self._map, info.offset, info.n_bytes)
+            if self._read_ahead is None:
+                self._read_ahead = ReadAhead(self._map, PREFETCH_MAP_IN)
+            self._read_ahead.add(info.offset, info.n_bytes)
         if info.ggml_type == ggml.MXFP4:
             ggml.check_mxfp4_scales(raw.view(-1, ggml.row_bytes(ggml.MXFP4, info.shape[-1])),
                                     f"{self.path}: tensor {info.name}")
@@ -173,21 +187,73 @@ def available_memory() -> int:
     return system_memory_bytes()
 
 
-def read_ahead(mapping: mmap.mmap, offset: int, length: int) -> threading.Thread:
-    """Ask the kernel, from a background thread, to read [offset, offset + length) of a
-    mapped file into the page cache; returns the thread (a daemon: nothing waits for it)."""
-    start = offset - offset % mmap.ALLOCATIONGRANULARITY  # madvise takes a page-aligned start
-    length = min(length + offset - start, len(mapping) - start)
+class ReadAhead:
+    """Reads ranges of one mapped file ahead, in order, on one background thread (a daemon:
+    nothing waits for it): each range is advised WILLNEED (its disk reads start), then, unless
+    `map_in` is off, populated (MADV_POPULATE_READ: its pages mapped into the process, so the
+    first token to touch them takes no page fault). A kernel without MADV_POPULATE_READ
+    (before 5.14) stops at the page cache."""
 
-    def advise() -> None:
+    def __init__(self, mapping: mmap.mmap, map_in: bool = True) -> None:
+        self._mapping = mapping
+        self._map_in = map_in and MADV_POPULATE_READ is not None
+        self._ranges: queue.SimpleQueue[tuple[int, int]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._pending = 0
+
+    def add(self, offset: int, length: int) -> threading.Thread:
+        """Queue [offset, offset + length); returns the thread that reads it."""
+        start = offset - offset % mmap.ALLOCATIONGRANULARITY  # madvise takes a page-aligned start
+        length = min(length + offset - start, len(self._mapping) - start)
+        with self._lock:
+            self._ranges.put((start, length))
+            self._pending += 1
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="wren-read-ahead", daemon=True)
+                _READING.add(self._thread)
+                self._thread.start()
+            return self._thread
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                count, self._pending = self._pending, 0
+                if not count:  # ends under the lock, so a range added now starts a new thread
+                    self._thread = None
+                    _READING.discard(threading.current_thread())
+                    return
+            ranges = [self._ranges.get() for _ in range(count)]
+            for start, length in ranges:  # every range's reads started first: the disk works on them together
+                self._advise(mmap.MADV_WILLNEED, start, length)
+            for start, length in ranges:
+                if self._map_in and not self._advise(MADV_POPULATE_READ, start, length):
+                    self._map_in = False  # declined (an older kernel): the page cache is as far as it goes
+
+    def _advise(self, option: int, start: int, length: int) -> bool:
         try:
-            mapping.madvise(mmap.MADV_WILLNEED, start, length)
+            self._mapping.madvise(option, start, length)
         except (OSError, ValueError):  # a closed mapping, or a kernel that declines: read when chosen
-            pass
+            return False
+        return True
 
-    thread = threading.Thread(target=advise, name="wren-read-ahead", daemon=True)
-    thread.start()
-    return thread
+
+_READING: set[threading.Thread] = set()  # the read-ahead threads running now
+
+
+def wait_for_read_ahead(timeout: float | None = None) -> bool:
+    """Wait for every read-ahead running now to finish (bench/moe.py measures decoding once
+    the experts are in memory, as llama.cpp's are when it has loaded); whether they did."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    for thread in list(_READING):
+        thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+    return not any(thread.is_alive() for thread in list(_READING))
+
+
+def read_ahead(mapping: mmap.mmap, offset: int, length: int, map_in: bool = True) -> threading.Thread:
+    """Read [offset, offset + length) of a mapped file ahead from a background thread of its
+    own (ReadAhead); returns the thread."""
+    return ReadAhead(mapping, map_in).add(offset, length)
 
 
 def _rope_unpermutation(rows: int, heads: int, path: Path) -> torch.Tensor:
