@@ -3,14 +3,16 @@ llama.cpp's llama-bench on the same file (bench/random_moe.py makes a synthetic 
 
 Each Wren measurement runs in its own process, so its peak RSS is its own, in each way
 the experts can be held: "plain" (read into memory, Q4_K interleaved for the kernels:
-WREN_MAP_EXPERTS=0) and "mapped" (views of the file's clean pages: the default). A run is
+WREN_MAP_EXPERTS=0), "mapped" (views of the file's clean pages, read ahead into the page
+cache: the default) and "mapped-in" (their pages also mapped into the process as they are read
+ahead: WREN_PREFETCH_EXPERTS=map). A run is
 llama-bench then each Wren way, back to back (a shared machine drifts within minutes);
 figures are medians over --runs, with the load average beside each. Decode is also given
 as a fraction of the machine's read bandwidth (one multi-threaded pass over 1 GB) divided
 by the bytes one token reads (the active bytes: every tensor but the embedding, and k of
 E experts).
 
-    .venv/bin/python bench/moe.py GGUF --home DIR [--runs 2] [--threads 2] [--ways plain,mapped]
+    .venv/bin/python bench/moe.py GGUF --home DIR [--runs 2] [--threads 2] [--ways plain,mapped,mapped-in]
         [--llama-bench /work/.tools/llama.cpp/build/bin/llama-bench] [--llama-args "--repack 0"]
         [--out RESULT.json]
 
@@ -122,8 +124,15 @@ def _status() -> dict:
     return fields
 
 
+WAYS = {  # how the experts are held: the environment each way runs under
+    "plain": {"WREN_MAP_EXPERTS": "0"},
+    "mapped": {"WREN_MAP_EXPERTS": "1"},
+    "mapped-in": {"WREN_MAP_EXPERTS": "1", "WREN_PREFETCH_EXPERTS": "map"},  # read ahead and mapped in
+}
+
+
 def wren(folder: Path, way: str, threads: int) -> dict:
-    env = dict(os.environ, WREN_CPU_SHARE="0", WREN_MAP_EXPERTS="1" if way == "mapped" else "0")
+    env = dict(os.environ, WREN_CPU_SHARE="0", **WAYS[way])
     out = subprocess.run([sys.executable, __file__, "--child", str(folder), "--threads", str(threads)],
                          env=env, capture_output=True, text=True, timeout=1800)
     if out.returncode:
@@ -149,7 +158,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--child", type=Path)
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--ways", default="plain,mapped")
+    ap.add_argument("--ways", default="plain,mapped", help=f"comma-separated, of {sorted(WAYS)}")
     ap.add_argument("--llama-bench", type=Path, default=Path("/work/.tools/llama.cpp/build/bin/llama-bench"))
     # e.g. "--repack 0": llama.cpp then reads the file's pages as Wren's mapped experts do,
     # instead of repacking them into a private copy (an 18.6 GB Qwen3-30B-A3B file and its
@@ -157,6 +166,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--llama-args", default="", help="more arguments for llama-bench, space-separated")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
+    unknown = set(args.ways.split(",")) - set(WAYS)
+    if unknown:
+        ap.error(f"--ways: {', '.join(sorted(unknown))} is not one of {', '.join(sorted(WAYS))}")
     if args.child:
         print(json.dumps(child(args.child, args.threads)))
         return

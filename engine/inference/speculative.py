@@ -408,7 +408,8 @@ def speculator_for(drafter: str, draft_model: Callable[[], LoadedModel] | None,
                    main: LoadedModel) -> Speculator | None:
     """The speculator for `main` a setting names: "off" none, "prompt-lookup" n-gram
     drafts, "draft-model" the model `draft_model()` loads, "auto" the draft model where one
-    is set, else prompt lookup, drafting only while verification is exact."""
+    is set and `main` verifies exactly now, else prompt lookup, drafting only while
+    verification is exact."""
     if drafter not in DRAFTERS:
         raise ValueError(f"the drafter must be one of {', '.join(DRAFTERS)}, got {drafter!r}")
     if drafter == "off":
@@ -416,6 +417,10 @@ def speculator_for(drafter: str, draft_model: Callable[[], LoadedModel] | None,
     if drafter == "draft-model" and draft_model is None:
         raise ValueError("the drafter 'draft-model' needs a draft model set for this model")
     exact_only = drafter == "auto"
-    if drafter in ("auto", "draft-model") and draft_model is not None:
+    # "auto" drafts only while verification is exact: a model that does not verify exactly
+    # now (a mixture of experts, CUDA graphs, compiled steps without Wren's kernels) gets no
+    # draft model loaded beside it, which would cost its memory and load time for nothing.
+    usable = drafter == "draft-model" or getattr(main, "verifies_exactly", False)
+    if drafter in ("auto", "draft-model") and draft_model is not None and usable:
         return Speculator(DraftModel(draft_model(), main.vocab_size, main), exact_only=exact_only)
     return Speculator(PromptLookup(), exact_only=exact_only)

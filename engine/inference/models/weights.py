@@ -17,17 +17,20 @@ first answers would wait on the disk, expert by expert (a 48-layer Qwen3-30B-A3B
 Each mapped tensor's pages are therefore read ahead in the background (one thread per
 file, so loading still returns at once) when the file fits in the memory available with
 room to spare (PREFETCH_SHARE); where it does not, reading ahead would only push out the
-pages just read, and experts are read when chosen. Read ahead is two steps: madvise
-WILLNEED starts the disk reads into the page cache, then MADV_POPULATE_READ (Linux 5.14)
-maps the cached pages into the process. A page in the cache but not yet mapped still costs
-a page fault the first time a token touches it, and a token's first touches of 8 experts in
-each of 48 layers are most of its pages. Mapped in, the pages count in the process's RSS as
-file pages: clean, and dropped by the kernel under pressure like any cached file page.
-WREN_PREFETCH_EXPERTS=cache stops at the page cache; =0 turns reading ahead off.
+pages just read, and experts are read when chosen. Read ahead is madvise WILLNEED: the disk
+reads start, into the page cache. WREN_PREFETCH_EXPERTS=map goes on to map the cached pages
+into the process (MADV_POPULATE_READ, Linux 5.14), as llama.cpp's MAP_POPULATE does: a
+cached page that is not mapped in costs a page fault the first time a token touches it. On
+the Linux 6.18 build machine that made no difference (cached file pages come in large folios,
+mapped a folio a fault: no faults a token either way) and measured slower in 3 of 4 runs
+(bench/moe.py --ways mapped,mapped-in; gpt-oss-20b's shape 6.7/7.9 vs 8.3/8.7 tok/s), so it is
+not the default; mapped in, the pages also count in the process's RSS. =0 turns reading
+ahead off.
 """
 
 from __future__ import annotations
 
+import ctypes
 import mmap
 import os
 import queue
@@ -55,7 +58,7 @@ MAP_EXPERTS = os.environ.get("WREN_MAP_EXPERTS", "").strip().lower() not in ("0"
 # share of the memory available at load.
 _PREFETCH_SETTING = os.environ.get("WREN_PREFETCH_EXPERTS", "").strip().lower()
 PREFETCH_EXPERTS = _PREFETCH_SETTING not in ("0", "off", "false", "no")
-PREFETCH_MAP_IN = _PREFETCH_SETTING != "cache"  # after the page cache, into the process's page tables
+PREFETCH_MAP_IN = _PREFETCH_SETTING == "map"  # after the page cache, into the process's page tables
 PREFETCH_SHARE = 0.8
 MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22 if sys.platform == "linux" else None)
 # A multimodal checkpoint's text model (Gemma 3 4B-27B), under the names of a text-only one
@@ -189,14 +192,15 @@ def available_memory() -> int:
 
 class ReadAhead:
     """Reads ranges of one mapped file ahead, in order, on one background thread (a daemon:
-    nothing waits for it): each range is advised WILLNEED (its disk reads start), then, unless
-    `map_in` is off, populated (MADV_POPULATE_READ: its pages mapped into the process, so the
-    first token to touch them takes no page fault). A kernel without MADV_POPULATE_READ
-    (before 5.14) stops at the page cache."""
+    nothing waits for it): each range is advised WILLNEED (its disk reads start), then, with
+    `map_in`, populated (MADV_POPULATE_READ: its pages mapped into the process, so the first
+    token to touch them takes no page fault). A kernel without MADV_POPULATE_READ (before
+    5.14) stops at the page cache."""
 
-    def __init__(self, mapping: mmap.mmap, map_in: bool = True) -> None:
+    def __init__(self, mapping: mmap.mmap, map_in: bool = False) -> None:
         self._mapping = mapping
         self._map_in = map_in and MADV_POPULATE_READ is not None
+        self._base = _address(mapping)
         self._ranges: queue.SimpleQueue[tuple[int, int]] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -231,11 +235,44 @@ class ReadAhead:
                     self._map_in = False  # declined (an older kernel): the page cache is as far as it goes
 
     def _advise(self, option: int, start: int, length: int) -> bool:
+        if self._mapping.closed:  # the model was unloaded meanwhile
+            return False
+        if self._base is not None:  # through libc: mmap.madvise holds the GIL for the whole call,
+            # and mapping 16 GB in takes seconds the loading thread would wait out
+            return _madvise(self._base + start, length, option) == 0
         try:
             self._mapping.madvise(option, start, length)
         except (OSError, ValueError):  # a closed mapping, or a kernel that declines: read when chosen
             return False
         return True
+
+
+def _address(mapping: mmap.mmap) -> int | None:
+    """Where `mapping` starts in this process's memory, or None where that cannot be told (a
+    read-only mapping, no libc madvise): then ReadAhead advises through mmap.madvise."""
+    if _madvise is None:
+        return None
+    try:
+        pointer = ctypes.c_char.from_buffer(mapping)
+    except (TypeError, ValueError):
+        return None
+    address = ctypes.addressof(pointer)
+    del pointer  # the mapping stays closable: its exported buffer is released here
+    return address
+
+
+def _libc_madvise():
+    """libc's madvise(address, length, advice) -> 0 or -1; ctypes releases the GIL around it."""
+    try:
+        function = ctypes.CDLL(None, use_errno=True).madvise
+    except (OSError, AttributeError, TypeError):  # Windows, or no madvise
+        return None
+    function.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    function.restype = ctypes.c_int
+    return function
+
+
+_madvise = _libc_madvise()
 
 
 _READING: set[threading.Thread] = set()  # the read-ahead threads running now
@@ -250,7 +287,7 @@ def wait_for_read_ahead(timeout: float | None = None) -> bool:
     return not any(thread.is_alive() for thread in list(_READING))
 
 
-def read_ahead(mapping: mmap.mmap, offset: int, length: int, map_in: bool = True) -> threading.Thread:
+def read_ahead(mapping: mmap.mmap, offset: int, length: int, map_in: bool = False) -> threading.Thread:
     """Read [offset, offset + length) of a mapped file ahead from a background thread of its
     own (ReadAhead); returns the thread."""
     return ReadAhead(mapping, map_in).add(offset, length)

@@ -232,9 +232,9 @@ def test_the_same_bits_whatever_the_threads(types, gpt_oss, tokens):
 
 @pytest.mark.parametrize("tokens", [1, 70], ids=["token", "chunk"])
 def test_the_team_and_openmp_regions_agree_and_callers_may_overlap(tokens, monkeypatch):
-    # the stages run on experts.cpp's Team (helpers that join a stage if they come in time)
-    # or, with WREN_EXPERTS_TEAM=off or while another caller holds the Team, as OpenMP
-    # regions: the same tasks, so the same bits; four callers at once share it out among them
+    # the stages run as OpenMP regions (the default), or with WREN_EXPERTS_TEAM=on on
+    # experts.cpp's Team (helpers that join a stage if they come in time; OpenMP again while
+    # another caller holds it): the same tasks, so the same bits; four callers at once share it
     from concurrent.futures import ThreadPoolExecutor
 
     moe = layer((T.MXFP4,) * 3, True, seed=41 + tokens)

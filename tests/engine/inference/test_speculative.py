@@ -13,6 +13,7 @@ import pytest
 from tests.fixtures.tiny import make_tiny_model_dir, train_tiny_tokenizer
 from wren.engine.errors import InvalidRequest
 from wren.engine.events import Delta, Finished
+from wren.engine.inference import speculative
 from wren.engine.inference.generate import KVSession, generate_tokens
 from wren.engine.inference.requests import GenerationRequest
 from wren.engine.inference.sampling import Sampler, SamplingParams
@@ -208,6 +209,34 @@ def test_a_setting_names_a_known_drafter():
     assert speculator_for("off", None, _Vocab()) is None
     spec = speculator_for("auto", None, _Vocab())
     assert spec is not None and isinstance(spec.drafter, PromptLookup)
+
+
+class _Model(_Vocab):
+    def __init__(self, exact: bool) -> None:
+        self.verifies_exactly = exact
+
+
+def test_auto_loads_no_draft_model_beside_a_model_that_cannot_verify_exactly(monkeypatch):
+    """'auto' drafts only while verification is exact, so a draft model beside a model that
+    does not verify exactly (a mixture of experts, CUDA graphs) would only cost memory."""
+    loads = []
+
+    class Drafted:
+        def __init__(self, model, vocab_size, main) -> None:
+            self.model = model
+
+    monkeypatch.setattr(speculative, "DraftModel", Drafted)
+
+    def draft_model():
+        loads.append(1)
+        return object()
+
+    spec = speculator_for("auto", draft_model, _Model(exact=False))
+    assert isinstance(spec.drafter, PromptLookup) and spec.exact_only and loads == []
+    spec = speculator_for("auto", draft_model, _Model(exact=True))
+    assert isinstance(spec.drafter, Drafted) and loads == [1]
+    spec = speculator_for("draft-model", draft_model, _Model(exact=False))  # named: as asked
+    assert isinstance(spec.drafter, Drafted) and not spec.exact_only and loads == [1, 1]
 
 
 class _Answer:
