@@ -60,7 +60,7 @@ _PREFETCH_SETTING = os.environ.get("WREN_PREFETCH_EXPERTS", "").strip().lower()
 PREFETCH_EXPERTS = _PREFETCH_SETTING not in ("0", "off", "false", "no")
 PREFETCH_MAP_IN = _PREFETCH_SETTING == "map"  # after the page cache, into the process's page tables
 PREFETCH_SHARE = 0.8
-MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22 if sys.platform == "linux" else None)
+MADV_POPULATE_READ: int | None = getattr(mmap, "MADV_POPULATE_READ", 22 if sys.platform == "linux" else None)
 # A multimodal checkpoint's text model (Gemma 3 4B-27B), under the names of a text-only one
 # (transformers 5 and 4 name it differently).
 _TEXT_MODEL_PREFIXES = (("model.language_model.", "model."), ("language_model.model.", "model."),
@@ -231,7 +231,7 @@ class ReadAhead:
             for start, length in ranges:  # every range's reads started first: the disk works on them together
                 self._advise(mmap.MADV_WILLNEED, start, length)
             for start, length in ranges:
-                if self._map_in and not self._advise(MADV_POPULATE_READ, start, length):
+                if self._map_in and MADV_POPULATE_READ is not None and not self._advise(MADV_POPULATE_READ, start, length):
                     self._map_in = False  # declined (an older kernel): the page cache is as far as it goes
 
     def _advise(self, option: int, start: int, length: int) -> bool:
