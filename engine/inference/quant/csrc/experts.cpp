@@ -43,6 +43,8 @@
 
 namespace {
 
+using wren::env_off;
+using wren::env_on;
 using wren::Kernels;
 using wren::TypeInfo;
 
@@ -55,27 +57,6 @@ constexpr int64_t kRepackTokens = 16;
 
 // WREN_REPACK=off (kernels.py's values: off, 0, false, no) keeps every product in the file's
 // row layout (for A/B measurements).
-// Environment variable `name`, trimmed and in lower case ("" when unset).
-std::string env_value(const char* name) {
-    const char* v = std::getenv(name);
-    std::string s = v ? v : "";
-    s.erase(0, s.find_first_not_of(" \t\n"));
-    s.erase(s.find_last_not_of(" \t\n") + 1);
-    for (char& c : s) c = (char)std::tolower((unsigned char)c);
-    return s;
-}
-
-// Whether `name` holds one of kernels.py's off values, or one of its on values.
-bool env_off(const char* name) {
-    const std::string s = env_value(name);
-    return s == "off" || s == "0" || s == "false" || s == "no";
-}
-
-bool env_on(const char* name) {
-    const std::string s = env_value(name);
-    return s == "on" || s == "1" || s == "true" || s == "yes";
-}
-
 bool repack_on() {
     static const bool on = !env_off("WREN_REPACK");
     return on;

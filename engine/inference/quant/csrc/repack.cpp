@@ -121,17 +121,24 @@ void unpack_group(int qtype, const uint8_t* src, int64_t row_bytes, uint8_t* dst
     }
 }
 
-namespace {
-// WREN_REPACK's value, trimmed and lower case.
-std::string repack_setting() {
-    const char* v = std::getenv("WREN_REPACK");
+std::string env_setting(const char* name) {
+    const char* v = std::getenv(name);
     std::string s = v ? v : "";
-    for (char& c : s) c = (char)std::tolower((unsigned char)c);
     s.erase(0, s.find_first_not_of(" \t\n"));
     s.erase(s.find_last_not_of(" \t\n") + 1);
+    for (char& c : s) c = (char)std::tolower((unsigned char)c);
     return s;
 }
-}  // namespace
+
+bool env_off(const char* name) {
+    const std::string s = env_setting(name);
+    return s == "off" || s == "0" || s == "false" || s == "no";
+}
+
+bool env_on(const char* name) {
+    const std::string s = env_setting(name);
+    return s == "on" || s == "1" || s == "true" || s == "yes";
+}
 
 int interleaved_layout(const Kernels& k, int qtype) {
     int to = -1;
@@ -148,8 +155,8 @@ int interleaved_layout(const Kernels& k, int qtype) {
     // rows (AMD EPYC Zen 4, load 3-4); decoding matters as much, so Q6_K stays in rows there
     // until that kernel keeps up. (The VNNI tables win both: 0.60 vs 0.67 ms.)
     if (to == Q6_K_X8 && std::strcmp(k.isa, "avx2") == 0) return -1;
-    static const std::string setting = repack_setting();
-    if (setting == "off" || setting == "0" || setting == "false" || setting == "no") return -1;
+    static const std::string setting = env_setting("WREN_REPACK");
+    if (env_off("WREN_REPACK")) return -1;
     // "-q6_k,-q4_0": those file types stay in rows (an A/B of one layout)
     const std::string name = std::string("-") + type_info(qtype)->name;
     std::string lower;

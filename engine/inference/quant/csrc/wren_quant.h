@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <cstring>
+#include <string>
 
 namespace wren {
 
@@ -30,6 +31,13 @@ struct TypeInfo {
 
 // nullptr for a type Wren does not run.
 const TypeInfo* type_info(int qtype);
+
+// Environment variable `name`, trimmed and in lower case ("" when unset), and whether it holds
+// one of kernels.py's off values (off, 0, false, no) or on values (on, 1, true, yes): the
+// kernels' WREN_ switches read as the Python side reads them (repack.cpp).
+std::string env_setting(const char* name);
+bool env_off(const char* name);
+bool env_on(const char* name);
 
 // Activations quantized to 8 bits: the legacy types pair with 32-value blocks, the
 // k-quants with 256-value blocks carrying the sum of each 16.
