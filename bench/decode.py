@@ -13,7 +13,9 @@ cache) and peak resident memory.
 it instead of the starter; llama-bench then runs on the same file. Besides prompt
 processing at --prompt-tokens (512) it reports prompt speed at --long-prompt-tokens (4,096;
 the ratio to the short prompt should stay near 1: prompt cost near-linear), and the time to
-the first token of a question after a --history-tokens (2,048) history, cold. The report
+the first token of a question after a --history-tokens (2,048) history, cold. Both read
+their tokens as the app's worker does: --chunk tokens a forward pass (its PREFILL_CHUNK), and
+only the last chunk's final rows in float32 activations. The report
 names the CPU, its AVX2/AVX-512 flags, the instruction set Wren's kernels chose, and the
 machine's streaming-read bandwidth (a multi-threaded read of 1 GB through the kernels), and
 gives each decode figure as a fraction of it (weight bytes x tokens/s / bandwidth).
@@ -113,8 +115,7 @@ def measure(backend_name: str, args: argparse.Namespace) -> dict:
             reference.setdefault("long_pp", []).extend(
                 llama_bench(args.compare_llama_cpp, gguf, args.threads, len(longer_ids), 0, runs=1)["pp"][:1])
         t0 = time.perf_counter()
-        for start in range(0, len(longer_ids), args.prompt_tokens):  # the worker's chunks
-            model.prefill(longer_ids[start:start + args.prompt_tokens], start)
+        read_as_the_worker_does(KVSession(model), longer_ids, args.chunk)
         long_pp.append(len(longer_ids) / (time.perf_counter() - t0))
     history = tokenizer.encode(text * 2)[: args.history_tokens]
     question = tokenizer.encode_chat([{"role": "user", "content": "What is the capital of France?"}])
@@ -122,10 +123,9 @@ def measure(backend_name: str, args: argparse.Namespace) -> dict:
     for _ in range(max(1, args.runs // 2)):
         ids = history + question
         t0 = time.perf_counter()
-        logits = None
-        for start in range(0, len(ids), args.prompt_tokens):
-            logits = model.prefill(ids[start:start + args.prompt_tokens], start)
-        Sampler(greedy)(logits, ids)
+        session = KVSession(model)  # empty: nothing of the history is reused
+        read_as_the_worker_does(session, ids[:-1], args.chunk)  # all but the last token...
+        next(generate_tokens(session, ids, Sampler(greedy)))  # ...which runs with the first answer
         cold_first.append(time.perf_counter() - t0)
     decode_mode = getattr(model, "decode_mode", None)
     resident = _resident_mb()  # with the model loaded and its caches used, after the load's peak
@@ -154,6 +154,7 @@ def measure(backend_name: str, args: argparse.Namespace) -> dict:
         "time_to_first_token_s": round(statistics.median(ttft), 4),
         "long_prompt_tokens": len(longer_ids),
         "long_prompt_tokens_per_s": round(statistics.median(long_pp), 1),
+        "long_prompt_chunk_tokens": args.chunk,
         "long_vs_short_prompt": round(statistics.median(long_pp) / statistics.median(pp), 2),
         "first_token_after_history_s": round(statistics.median(cold_first), 3),
         "history_tokens": len(history),
@@ -170,6 +171,16 @@ def measure(backend_name: str, args: argparse.Namespace) -> dict:
                 w / r for w, r in zip(long_pp, reference["long_pp"])), 2)
     result["prompt_gemm"] = os.environ.get("WREN_PROMPT_GEMM") or "int"
     return result
+
+
+def read_as_the_worker_does(session, ids: list[int], chunk: int) -> None:
+    """Prefill ids as ModelWorker._prefill_chunks reads a long prompt: `chunk` tokens a
+    forward pass, each continuing the cache, and only the last chunk's tail kept exact (the
+    earlier chunks' last rows pick no token: prompt_activations)."""
+    done = 0
+    while done < len(ids):
+        done = min(done + chunk, len(ids))
+        session.prefill(ids[:done], final=done >= len(ids))
 
 
 def _decode_strain(before, tokens: int) -> dict:
@@ -292,6 +303,8 @@ def llama_bench(binary: str, gguf: Path, threads: int, prompt_tokens: int, decod
 
 
 def main() -> None:
+    from wren.engine.inference.worker import PREFILL_CHUNK
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backends", default="auto-available")
     ap.add_argument("--runs", type=int, default=5)
@@ -300,6 +313,9 @@ def main() -> None:
     ap.add_argument("--history-tokens", type=int, default=2048)
     ap.add_argument("--model", help="a GGUF file to measure instead of the starter")
     ap.add_argument("--decode-tokens", type=int, default=64)
+    ap.add_argument("--chunk", type=int, default=PREFILL_CHUNK,
+                    help="tokens a forward pass for the long prompt and the history, as the app's worker reads "
+                         f"them (default {PREFILL_CHUNK})")
     ap.add_argument("--dtype", default="auto")
     ap.add_argument("--quant", default="auto", help="torch weight format: auto, none, int8, int4")
     ap.add_argument("--compile", default="auto",

@@ -30,6 +30,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from .. import switches
+
 log = logging.getLogger(__name__)
 
 SLICE_SECONDS = 0.2  # how long a model keeps the CPU while another waits
@@ -96,7 +98,7 @@ class CpuShare:
     @classmethod
     def for_this_user(cls) -> CpuShare | None:
         """The turns in the user's runtime folder; None where they are off or impossible."""
-        if fcntl is None or os.environ.get("WREN_CPU_SHARE", "1").strip().lower() in ("0", "off", "no", "false"):
+        if fcntl is None or switches.off("WREN_CPU_SHARE"):
             return None
         folder = runtime_folder()
         if folder is None:

@@ -12,17 +12,15 @@ engine agree without restarting.
 from __future__ import annotations
 
 import errno
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import paths
+from .. import paths, switches
 from ..errors import InvalidRequest, WrenError
 from .ledger import folder
 from .purpose import Purpose
 
 ENV = "WREN_OFFLINE"
-_TRUE = ("1", "true", "yes", "on")
 MARK = "offline"
 HOW_TO_UNLOCK = "turn it off in Settings → Privacy or with `wren privacy offline off`"
 
@@ -41,7 +39,7 @@ class LockState:
 
 
 def from_environment() -> bool:
-    return os.environ.get(ENV, "").strip().lower() in _TRUE
+    return switches.on(ENV)
 
 
 def state(home: Path | None = None) -> LockState:

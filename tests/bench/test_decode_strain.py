@@ -34,3 +34,38 @@ def test_strain_counts_the_cpu_spent_since_the_snapshot_per_token():
     assert strain["load_1min"] is None or strain["load_1min"] >= 0
     idle = bench._decode_strain(resource.getrusage(resource.RUSAGE_SELF), tokens=10)
     assert idle["cpu_ms_per_token"] < strain["cpu_ms_per_token"]
+
+
+class _Recorder:
+    """A KVSession stand-in that records what each prefill call was asked to read."""
+
+    cached_ids: tuple[int, ...] = ()
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, bool]] = []
+
+    def prefill(self, ids, final: bool = True):
+        self.calls.append((len(ids), final))
+
+
+def test_the_long_prompt_is_read_as_the_worker_reads_it():
+    """The long prompt and the history are timed the way the app reads them: the worker's
+    chunks, and only the last chunk's tail exact (final). Timing every chunk as a final
+    one made the 4,096-token figure pay for float32 tails the app never computes."""
+    import threading
+    from types import SimpleNamespace
+
+    from wren.engine.inference.worker import PREFILL_CHUNK, ModelWorker
+
+    bench = _bench()
+    for n in (1, PREFILL_CHUNK, PREFILL_CHUNK + 1, 4096, 2055):
+        ids = list(range(n))
+        mine = _Recorder()
+        bench.read_as_the_worker_does(mine, ids, PREFILL_CHUNK)
+        worker = SimpleNamespace(prefill_chunk=PREFILL_CHUNK, switch_prefix=lambda session, ids: None,
+                                 more_urgent_waiting=lambda priority: False)
+        theirs = _Recorder()
+        assert ModelWorker._prefill_chunks(worker, theirs, ids, threading.Event())
+        assert mine.calls == theirs.calls
+        assert mine.calls[-1] == (n, True) and all(not final for _, final in mine.calls[:-1])
+        assert len(mine.calls) == -(-n // PREFILL_CHUNK)

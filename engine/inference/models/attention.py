@@ -17,13 +17,13 @@ import contextlib
 import contextvars
 import functools
 import math
-import os
 from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ... import switches
 from ..families.family import RING_SLACK
 from ..quant import kernels
 
@@ -213,7 +213,7 @@ def attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
 
 # Prompt chunks in float32 on the CPU attend through Wren's tiled kernel (csrc/attend.cpp);
 # WREN_ATTEND=sdpa keeps torch's scaled_dot_product_attention (A/B measurements, users).
-_CHUNK_KERNEL = os.environ.get("WREN_ATTEND", "").strip().lower() not in ("sdpa", "off", "0", "false", "no")
+_CHUNK_KERNEL = switches.setting("WREN_ATTEND") not in {"sdpa", *switches.OFF}
 
 
 def chunk_kernel(q: torch.Tensor, keys: torch.Tensor, sinks: torch.Tensor | None) -> bool:

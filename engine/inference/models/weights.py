@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import ctypes
 import mmap
-import os
 import queue
 import sys
 import threading
@@ -42,6 +41,7 @@ from pathlib import Path
 
 import torch
 
+from ... import switches
 from ...errors import ModelFileError
 from .. import families
 from ..quant import ggml
@@ -53,12 +53,11 @@ F32 = 0  # GGML type id; float32 weights are used as dense tensors
 _SAFETENSORS_TYPES = {torch.float32: F32, torch.float16: 1, torch.bfloat16: 30}
 _BIASED_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
 # Expert tensors as views of a private mapping of the file, not read into memory (see above).
-MAP_EXPERTS = os.environ.get("WREN_MAP_EXPERTS", "").strip().lower() not in ("0", "off", "false", "no")
+MAP_EXPERTS = not switches.off("WREN_MAP_EXPERTS")
 # Mapped experts read ahead in the background (see above) when the file takes at most this
 # share of the memory available at load.
-_PREFETCH_SETTING = os.environ.get("WREN_PREFETCH_EXPERTS", "").strip().lower()
-PREFETCH_EXPERTS = _PREFETCH_SETTING not in ("0", "off", "false", "no")
-PREFETCH_MAP_IN = _PREFETCH_SETTING == "map"  # after the page cache, into the process's page tables
+PREFETCH_EXPERTS = not switches.off("WREN_PREFETCH_EXPERTS")
+PREFETCH_MAP_IN = switches.setting("WREN_PREFETCH_EXPERTS") == "map"  # after the page cache, into the process's page tables
 PREFETCH_SHARE = 0.8
 MADV_POPULATE_READ: int | None = getattr(mmap, "MADV_POPULATE_READ", 22 if sys.platform == "linux" else None)
 # A multimodal checkpoint's text model (Gemma 3 4B-27B), under the names of a text-only one
@@ -199,7 +198,7 @@ class ReadAhead:
 
     def __init__(self, mapping: mmap.mmap, map_in: bool = False) -> None:
         self._mapping = mapping
-        self._map_in = map_in and MADV_POPULATE_READ is not None
+        self._populate = MADV_POPULATE_READ if map_in else None  # None: stop at the page cache
         self._base = _address(mapping)
         self._ranges: queue.SimpleQueue[tuple[int, int]] = queue.SimpleQueue()
         self._lock = threading.Lock()
@@ -231,8 +230,8 @@ class ReadAhead:
             for start, length in ranges:  # every range's reads started first: the disk works on them together
                 self._advise(mmap.MADV_WILLNEED, start, length)
             for start, length in ranges:
-                if self._map_in and MADV_POPULATE_READ is not None and not self._advise(MADV_POPULATE_READ, start, length):
-                    self._map_in = False  # declined (an older kernel): the page cache is as far as it goes
+                if self._populate is not None and not self._advise(self._populate, start, length):
+                    self._populate = None  # declined (an older kernel): the page cache is as far as it goes
 
     def _advise(self, option: int, start: int, length: int) -> bool:
         if self._mapping.closed:  # the model was unloaded meanwhile

@@ -11,22 +11,21 @@ is in use when the kernels are not there: no compiler at install, or
 from __future__ import annotations
 
 import logging
-import os
 from types import ModuleType
 
 import torch
 
+from ... import switches
 from . import ggml
 
 log = logging.getLogger("wren.engine.inference.quant")
 
-_OFF_VALUES = {"off", "0", "false", "no"}
 # WREN_REPACK=off keeps every weight in its file's row layout (for A/B measurements).
-REPACK = os.environ.get("WREN_REPACK", "").strip().lower() not in _OFF_VALUES
+REPACK = not switches.off("WREN_REPACK")
 
 
 def _load() -> tuple[ModuleType | None, str | None]:
-    if os.environ.get("WREN_KERNELS", "").strip().lower() in _OFF_VALUES:
+    if switches.off("WREN_KERNELS"):
         return None, ("Wren's quantized kernels are turned off (WREN_KERNELS=off): "
                       "using the slower exact torch path")
     try:
@@ -86,11 +85,11 @@ def has_wide() -> bool:
 
 # Whether the output head's decoding step rounds its activations to 15-16 bits (qlinear_wide)
 # rather than none at all; WREN_HEAD_ACTIVATIONS=exact keeps float32 (for A/B measurements).
-WIDE_HEAD = has_wide() and os.environ.get("WREN_HEAD_ACTIVATIONS", "").strip().lower() not in ("exact", *_OFF_VALUES)
+WIDE_HEAD = has_wide() and switches.setting("WREN_HEAD_ACTIVATIONS") not in {"exact", *switches.OFF}
 
 # Whether eager float32 CPU models normalise with wren::rms_norm (compiled decode steps too
 # with ATTEND_ONE); WREN_KERNEL_RMS_NORM=off keeps torch's own everywhere (for A/B measurements).
-RMS_NORM = has_rms_norm() and os.environ.get("WREN_KERNEL_RMS_NORM", "").strip().lower() not in _OFF_VALUES
+RMS_NORM = has_rms_norm() and not switches.off("WREN_KERNEL_RMS_NORM")
 
 # Whether a float32 CPU one-query step (a decoded token, a verified row) attends through
 # wren::attend_one and normalises through wren::rms_norm, eagerly and in compiled decode
@@ -101,7 +100,7 @@ RMS_NORM = has_rms_norm() and os.environ.get("WREN_KERNEL_RMS_NORM", "").strip()
 # arm: 3B Q4_K_M (head_dim 128) 12.6 tok/s on vs 16.3 off; 1B Q4_K_M 38.6 vs 37.3; the
 # starter 7.3-8.4 vs 9.2-10.3 ms a token at 32 tokens of context.
 ATTEND_ONE = (_C is not None and hasattr(torch.ops.wren, "attend_one")
-              and os.environ.get("WREN_KERNEL_ATTEND", "").strip().lower() in ("on", "1", "true", "yes"))
+              and switches.on("WREN_KERNEL_ATTEND"))
 
 
 def available() -> bool:

@@ -23,13 +23,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ... import switches
 from . import ggml, kernels
 
 log = logging.getLogger("wren.engine.inference.quant")
 F32 = 0
 # WREN_EXACT_ACTIVATIONS=1: every layer multiplies float32 activations (slower decoding,
 # answers that follow the float32 reference more closely); by default only the output head.
-EXACT_EVERYWHERE = os.environ.get("WREN_EXACT_ACTIVATIONS", "").strip().lower() in ("1", "on", "true", "yes")
+EXACT_EVERYWHERE = switches.on("WREN_EXACT_ACTIVATIONS")
 _exact = threading.local()
 
 
