@@ -138,6 +138,59 @@ def test_a_chunk_is_one_kernel_call_with_no_per_expert_product(monkeypatch):
         assert not moe._kernel_runs(torch.zeros(4, HIDDEN))
 
 
+@pytest.mark.parametrize(("types", "gpt_oss", "interleave"),
+                         [(*case, False) for case in CASES] + [((T.Q4_K, T.Q4_K, T.Q6_K), False, True)],
+                         ids=lambda c: "/".join(t.name for t in c) if isinstance(c, tuple) else str(c))
+@pytest.mark.parametrize("tokens", [1, 16, 40])
+def test_the_exact_mode_equals_the_per_expert_float_products(types, gpt_oss, interleave, tokens):
+    """A prompt's last rows keep float32 activations (quant.modules.prompt_activations): the
+    kernel's exact mode gives the torch path's float products (qlinear_exact per expert), the
+    file's rows of an interleaved copy included; only the activation's last bits may differ."""
+    moe = layer(types, gpt_oss, seed=40 + tokens, interleave=interleave)
+    x = torch.randn(tokens, HIDDEN, generator=torch.Generator().manual_seed(tokens))
+    with torch.no_grad():
+        weights, ids = moe.route(moe.router(x).float(), moe.top_k)
+        assert moe._kernel_runs(x, exact=True)
+        got = moe._grouped_kernel(x, weights, ids, exact=True)
+        want = moe._grouped(x, weights, ids, True)
+        rounded = moe._grouped_kernel(x, weights, ids) if tokens > 1 else None
+    assert want.abs().max() > 0.03
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=2e-6 * float(want.abs().max()))
+    if rounded is not None:  # and they are not the 8-bit products
+        assert (rounded - want).abs().max() > 10 * (got - want).abs().max()
+
+
+def test_a_prompt_chunk_s_exact_tail_is_a_second_kernel_call(monkeypatch):
+    """A chunk whose tail picks the first word: its integer rows and its last
+    PROMPT_EXACT_TAIL rows are one kernel call each, no per-expert product; a long prompt's
+    earlier chunk (exact_tail=False) is one call with no exact rows."""
+    from wren.engine.inference.quant import modules
+
+    moe = layer((T.Q4_K, T.Q4_K, T.Q6_K), False, seed=17)
+    calls: list[tuple[int, bool]] = []
+    kernel = ex.Experts._grouped_kernel
+
+    def counted(self, rows, weights, ids, exact=False):
+        calls.append((rows.shape[0], exact))
+        return kernel(self, rows, weights, ids, exact)
+
+    def refused(*_):
+        raise AssertionError("a per-expert product ran")
+
+    monkeypatch.setattr(ex.Experts, "_gate_up", refused)
+    monkeypatch.setattr(ex, "_matmul", refused)
+    monkeypatch.setattr(ex.Experts, "_grouped_kernel", counted)
+    x = torch.randn(100, HIDDEN, generator=torch.Generator().manual_seed(18))
+    tail = modules.PROMPT_EXACT_TAIL
+    with torch.no_grad(), modules.prompt_activations(exact_tail=True):
+        moe(x)
+    assert calls == [(100 - tail, False), (tail, True)]
+    calls.clear()
+    with torch.no_grad(), modules.prompt_activations(exact_tail=False):
+        moe(x)
+    assert calls == [(100, False)]
+
+
 def test_a_registered_activation_keeps_the_torch_path(monkeypatch):
     monkeypatch.setitem(ex.ACTIVATIONS, "swiglu_copy", lambda gate, up: torch.nn.functional.silu(gate) * up)
     moe = ex.Experts(args(expert_activation="swiglu_copy"))

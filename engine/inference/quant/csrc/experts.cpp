@@ -370,6 +370,40 @@ void run(const Kernels& k, const std::vector<Segment>& segs, const std::vector<c
     });
 }
 
+// Expert e's rows [r0, r1) of p against n float32 rows x (p.cols apart), never rounded: the
+// products qlinear_exact gives (float activations against the exact weights; an interleaved
+// group is put back into the file's rows first, as ops.cpp's group_rows does).
+void exact_tile(const Kernels& k, const Proj& p, int64_t e, const float* x, int n, int64_t r0, int64_t r1, float* o,
+                int64_t ld) {
+    const uint8_t* w = p.w + e * p.rows * p.row_bytes;
+    const int64_t nb = p.cols / p.info->block;
+    const int64_t il = p.info->interleave;
+    if (il > 1) {
+        thread_local std::vector<uint8_t> buf;
+        buf.resize((size_t)(il * p.row_bytes));
+        for (int64_t r = r0; r < r1; r += il) {
+            wren::unpack_group(p.qtype, w + r * p.row_bytes, p.row_bytes, buf.data());
+            for (int64_t i = 0; i < il; ++i)
+                k.xdot_rows[p.info->base](buf.data() + i * p.row_bytes, nb, x, p.cols, n, o + r + i, ld);
+        }
+        return;
+    }
+    for (int64_t r = r0; r < r1; ++r) k.xdot_rows[p.qtype](w + r * p.row_bytes, nb, x, p.cols, n, o + r, ld);
+}
+
+// run() for float32 rows in pair order (x: pairs x p.cols): every projection's exact products.
+void run_exact(const Kernels& k, const std::vector<Segment>& segs, const std::vector<const Proj*>& projs,
+               const float* x, const std::vector<int64_t>& col0, float* out, int64_t ld) {
+    const std::vector<Task> tasks = tasks_for(segs, projs);
+    each_task((int64_t)tasks.size(), [&](int64_t t) {
+        const Task& task = tasks[t];
+        const Proj& p = *projs[task.proj];
+        const Segment& s = segs[task.seg];
+        exact_tile(k, p, s.expert, x + s.start * p.cols, (int)s.count, task.r0, task.r1,
+                   out + s.start * ld + col0[task.proj], ld);
+    });
+}
+
 enum Act : int64_t { kSwiglu = 0, kClampedSwiglu = 1 };
 
 inline float sigmoid(float z) { return 1.0f / (1.0f + std::exp(-z)); }
@@ -447,7 +481,7 @@ at::Tensor experts_grouped(const at::Tensor& x_in, const at::Tensor& ids_in, con
                            const at::Tensor& gate_raw, const at::Tensor& up_raw, const at::Tensor& down_raw,
                            at::IntArrayRef qtypes, int64_t inner, int64_t act, double alpha, double limit,
                            const c10::optional<at::Tensor>& gate_bias, const c10::optional<at::Tensor>& up_bias,
-                           const c10::optional<at::Tensor>& down_bias) {
+                           const c10::optional<at::Tensor>& down_bias, bool exact) {
     TORCH_CHECK(x_in.dim() == 2 && x_in.scalar_type() == at::kFloat && x_in.device().is_cpu(),
                 "wren::experts_grouped: x must be float32 [tokens, hidden] on the CPU");
     TORCH_CHECK(qtypes.size() == 3, "wren::experts_grouped: qtypes are gate's, up's and down's");
@@ -481,34 +515,55 @@ at::Tensor experts_grouped(const at::Tensor& x_in, const at::Tensor& ids_in, con
     std::vector<int64_t> expert_of(pairs);
     for (const Segment& s : segs) std::fill_n(expert_of.begin() + s.start, s.count, s.expert);
 
-    // gate and up: one buffer when they share an activation format
-    std::vector<uint8_t> xg, xu;
-    gather_quantized(k, gate, x.data_ptr<float>(), tokens, topk, order, xg);
-    const bool shared = k.quant[up.qtype] == k.quant[gate.qtype] && up.xs == gate.xs;
-    if (!shared) gather_quantized(k, up, x.data_ptr<float>(), tokens, topk, order, xu);
-    std::vector<float> both((size_t)(pairs * 2 * inner));
-    run(k, segs, {&gate, &up}, {xg.data(), shared ? xg.data() : xu.data()}, {0, inner}, both.data(), 2 * inner);
-    std::vector<uint8_t>().swap(xg);
-    std::vector<uint8_t>().swap(xu);
-
-    // the activation, quantized straight into down's format
-    std::vector<uint8_t> hq((size_t)(pairs * down.xs));
-    const wren::QuantFn quant = k.quant[down.qtype];
-    // (a decoded token's k pairs are one chunk: run here, with no hand-off)
-    each_chunk(pairs, (int64_t(1) << 14) / inner, [&](int64_t b, int64_t e) {
-        std::vector<float> h((size_t)inner);
-        for (int64_t p = b; p < e; ++p) {
-            const float* row = both.data() + p * 2 * inner;
-            const int64_t ex = expert_of[p];
-            activate(act, row, row + inner, gb ? gb + ex * inner : nullptr, ub ? ub + ex * inner : nullptr, inner,
-                     (float)alpha, (float)limit, h.data());
-            quant(h.data(), inner, hq.data() + p * down.xs);
-        }
-    });
-    std::vector<float>().swap(both);
-
     std::vector<float> ys((size_t)(pairs * hidden));
-    run(k, segs, {&down}, {hq.data()}, {0}, ys.data(), hidden);
+    if (exact) {  // a prompt's last rows: float32 activations throughout, as qlinear_exact
+        std::vector<float> xf((size_t)(pairs * hidden));
+        for (int64_t i = 0; i < pairs; ++i)
+            std::memcpy(xf.data() + i * hidden, x.data_ptr<float>() + (order[i] / topk) * hidden,
+                        (size_t)hidden * sizeof(float));
+        std::vector<float> both((size_t)(pairs * 2 * inner));
+        run_exact(k, segs, {&gate, &up}, xf.data(), {0, inner}, both.data(), 2 * inner);
+        std::vector<float>().swap(xf);
+        std::vector<float> hf((size_t)(pairs * inner));
+        each_chunk(pairs, (int64_t(1) << 14) / inner, [&](int64_t b, int64_t e) {
+            for (int64_t p = b; p < e; ++p) {
+                const float* row = both.data() + p * 2 * inner;
+                const int64_t ex = expert_of[p];
+                activate(act, row, row + inner, gb ? gb + ex * inner : nullptr, ub ? ub + ex * inner : nullptr, inner,
+                         (float)alpha, (float)limit, hf.data() + p * inner);
+            }
+        });
+        std::vector<float>().swap(both);
+        run_exact(k, segs, {&down}, hf.data(), {0}, ys.data(), hidden);
+    } else {
+        // gate and up: one buffer when they share an activation format
+        std::vector<uint8_t> xg, xu;
+        gather_quantized(k, gate, x.data_ptr<float>(), tokens, topk, order, xg);
+        const bool shared = k.quant[up.qtype] == k.quant[gate.qtype] && up.xs == gate.xs;
+        if (!shared) gather_quantized(k, up, x.data_ptr<float>(), tokens, topk, order, xu);
+        std::vector<float> both((size_t)(pairs * 2 * inner));
+        run(k, segs, {&gate, &up}, {xg.data(), shared ? xg.data() : xu.data()}, {0, inner}, both.data(), 2 * inner);
+        std::vector<uint8_t>().swap(xg);
+        std::vector<uint8_t>().swap(xu);
+
+        // the activation, quantized straight into down's format
+        std::vector<uint8_t> hq((size_t)(pairs * down.xs));
+        const wren::QuantFn quant = k.quant[down.qtype];
+        // (a decoded token's k pairs are one chunk: run here, with no hand-off)
+        each_chunk(pairs, (int64_t(1) << 14) / inner, [&](int64_t b, int64_t e) {
+            std::vector<float> h((size_t)inner);
+            for (int64_t p = b; p < e; ++p) {
+                const float* row = both.data() + p * 2 * inner;
+                const int64_t ex = expert_of[p];
+                activate(act, row, row + inner, gb ? gb + ex * inner : nullptr, ub ? ub + ex * inner : nullptr, inner,
+                         (float)alpha, (float)limit, h.data());
+                quant(h.data(), inner, hq.data() + p * down.xs);
+            }
+        });
+        std::vector<float>().swap(both);
+
+        run(k, segs, {&down}, {hq.data()}, {0}, ys.data(), hidden);
+    }
 
     // each token: its pairs, in choice order, weighted
     std::vector<int64_t> where(pairs);
@@ -536,8 +591,8 @@ at::Tensor experts_grouped(const at::Tensor& x_in, const at::Tensor& ids_in, con
 
 TORCH_LIBRARY_FRAGMENT(WREN_OPS_NS, m) {
     m.def("experts_grouped(Tensor x, Tensor ids, Tensor weights, Tensor gate, Tensor up, Tensor down, int[] qtypes, "
-          "int inner, int act, float alpha, float limit, Tensor? gate_bias, Tensor? up_bias, Tensor? down_bias) "
-          "-> Tensor");
+          "int inner, int act, float alpha, float limit, Tensor? gate_bias, Tensor? up_bias, Tensor? down_bias, "
+          "bool exact=False) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(WREN_OPS_NS, CPU, m) { m.impl("experts_grouped", experts_grouped); }
