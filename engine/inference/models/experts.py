@@ -172,9 +172,14 @@ class Experts(nn.Module):
         one = rows.shape[0] == 1 and not self.has_bias and kernels.available() and rows.device.type == "cpu"
         if one and (exact_from == 0 or not self._kernel_runs(rows)):  # else _grouped's kernel call
             return self._one_token(rows, weights[0], ids[0].tolist(), exact_from == 0).view(shape).to(x.dtype)
-        if 0 < exact_from < rows.shape[0]:  # a prompt's last rows keep float32 activations
+        if 0 < exact_from < rows.shape[0] and self._kernel_runs(rows):
+            # a prompt's last rows keep float32 activations: in the same kernel call, which
+            # reads each chosen expert once for both (through per-expert torch calls the
+            # 16-row tail cost a 4-layer Qwen3-30B-A3B shape ~10% of a 512-token chunk)
+            out = self._grouped_kernel(rows, weights, ids, exact_from)
+        elif 0 < exact_from < rows.shape[0]:
             out = torch.cat((self._grouped(rows[:exact_from], weights[:exact_from], ids[:exact_from], False),
-                             self._exact_tail(rows[exact_from:], weights[exact_from:], ids[exact_from:])))
+                             self._grouped(rows[exact_from:], weights[exact_from:], ids[exact_from:], True)))
         else:
             out = self._grouped(rows, weights, ids, exact_from == 0)
         return out.view(shape).to(x.dtype)
@@ -206,16 +211,7 @@ class Experts(nn.Module):
         ys = ys * weights.reshape(-1).index_select(0, order).unsqueeze(1)
         return torch.zeros_like(rows).index_add_(0, tokens, ys)
 
-    def _exact_tail(self, rows: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-        """A prompt's last rows with float32 activations: in one grouped kernel call (its exact
-        mode: every chosen expert's file rows against the float rows, as qlinear_exact) where
-        the kernel runs, else _grouped's torch path, an expert at a time. Through the torch
-        path the 16-row tail cost a 4-layer Qwen3-30B-A3B shape ~10% of a 512-token chunk."""
-        if self._kernel_runs(rows, exact=True):
-            return self._grouped_kernel(rows, weights, ids, exact=True)
-        return self._grouped(rows, weights, ids, True)
-
-    def _kernel_runs(self, rows: torch.Tensor, exact: bool = False) -> bool:
+    def _kernel_runs(self, rows: torch.Tensor) -> bool:
         """Whether the grouped kernel takes these 8-bit rows: built, on the CPU, the layer's
         activation one it computes, and each projection's type one with integer prompt kernels."""
         if not GROUPED_KERNEL or self.kernel_act is None or rows.device.type != "cpu" or not kernels.available():
@@ -227,23 +223,23 @@ class Experts(nn.Module):
         # (gpt-oss: some thirty small ops and 2k kernel calls a layer) or _one_token (k + 1
         # kernel calls and 2k small ops): 4-layer Qwen3-30B-A3B shape, 2 cores, load ~13,
         # 433 ms a token against 714 (interleaved, one process).
-        if not exact and 1 < rows.shape[0] <= kernels.max_gemv_rows():
+        if 1 < rows.shape[0] <= kernels.max_gemv_rows():
             return False
         if not hasattr(torch.ops.wren, "experts_grouped") or self.gate_raw.device.type != "cpu":
             return False
         return all(kernels.integer_prompt(self.qtypes[n]) for n in PROJECTIONS)
 
     def _grouped_kernel(self, rows: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor,
-                        exact: bool = False) -> torch.Tensor:
+                        exact_from: int = -1) -> torch.Tensor:
         """The same product as _grouped's torch path in one kernel call (csrc/experts.cpp):
-        the pairs sorted by expert, x quantized once (`exact`: never, float32 products), each
-        chosen expert's gate/up, the activation, down, and the weighted sum back to the
-        tokens, multi-threaded inside."""
+        the pairs sorted by expert, x quantized once (rows from `exact_from` on: never, their
+        products float32, as _grouped's exact path), each chosen expert's gate/up, the
+        activation, down, and the weighted sum back to the tokens, multi-threaded inside."""
         biases = [getattr(self, f"{n}_bias") if self.has_bias else None for n in PROJECTIONS]
         return torch.ops.wren.experts_grouped.default(
             rows, ids, weights.float().contiguous(), self.gate_raw, self.up_raw, self.down_raw,
             [self.qtypes[n] for n in PROJECTIONS], self.inner, self.kernel_act, SWIGLU_ALPHA, SWIGLU_LIMIT, *biases,
-            exact)
+            exact_from)
 
     def _gate_up(self, expert: int, x: torch.Tensor, exact: bool) -> torch.Tensor:
         """x [n, hidden] through one expert's gate and up projections: [n, 2 * inner]."""

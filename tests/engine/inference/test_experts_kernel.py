@@ -141,28 +141,32 @@ def test_a_chunk_is_one_kernel_call_with_no_per_expert_product(monkeypatch):
 @pytest.mark.parametrize(("types", "gpt_oss", "interleave"),
                          [(*case, False) for case in CASES] + [((T.Q4_K, T.Q4_K, T.Q6_K), False, True)],
                          ids=lambda c: "/".join(t.name for t in c) if isinstance(c, tuple) else str(c))
-@pytest.mark.parametrize("tokens", [1, 16, 40])
-def test_the_exact_mode_equals_the_per_expert_float_products(types, gpt_oss, interleave, tokens):
-    """A prompt's last rows keep float32 activations (quant.modules.prompt_activations): the
-    kernel's exact mode gives the torch path's float products (qlinear_exact per expert), the
-    file's rows of an interleaved copy included; only the activation's last bits may differ."""
+@pytest.mark.parametrize(("tokens", "exact_from"), [(1, 0), (16, 0), (40, 0), (70, 54), (70, 69)])
+def test_rows_from_exact_from_on_take_the_per_expert_float_products(types, gpt_oss, interleave, tokens, exact_from,
+                                                                    monkeypatch):
+    """A prompt's last rows keep float32 activations (quant.modules.prompt_activations): in
+    the same call as its 8-bit rows, the kernel gives them the torch path's float products
+    (qlinear_exact per expert), the file's rows of an interleaved copy included (only the
+    activation's last bits may differ), and the 8-bit rows what they get alone."""
     moe = layer(types, gpt_oss, seed=40 + tokens, interleave=interleave)
-    x = torch.randn(tokens, HIDDEN, generator=torch.Generator().manual_seed(tokens))
+    x = torch.randn(tokens, HIDDEN, generator=torch.Generator().manual_seed(tokens + exact_from))
     with torch.no_grad():
         weights, ids = moe.route(moe.router(x).float(), moe.top_k)
-        assert moe._kernel_runs(x, exact=True)
-        got = moe._grouped_kernel(x, weights, ids, exact=True)
-        want = moe._grouped(x, weights, ids, True)
-        rounded = moe._grouped_kernel(x, weights, ids) if tokens > 1 else None
+        got = moe._grouped_kernel(x, weights, ids, exact_from)
+        want = moe._grouped(x[exact_from:], weights[exact_from:], ids[exact_from:], True)
+        rounded = moe._grouped_kernel(x[exact_from:], weights[exact_from:], ids[exact_from:])
+        if exact_from:
+            alone = moe._grouped_kernel(x[:exact_from], weights[:exact_from], ids[:exact_from])
+            torch.testing.assert_close(got[:exact_from], alone, rtol=0, atol=0)  # the same bits
+    tail = got[exact_from:]
     assert want.abs().max() > 0.03
-    torch.testing.assert_close(got, want, rtol=1e-5, atol=2e-6 * float(want.abs().max()))
-    if rounded is not None:  # and they are not the 8-bit products
-        assert (rounded - want).abs().max() > 10 * (got - want).abs().max()
+    torch.testing.assert_close(tail, want, rtol=1e-5, atol=2e-6 * float(want.abs().max()))
+    assert (rounded - want).abs().max() > 10 * (tail - want).abs().max()  # and not the 8-bit products
 
 
-def test_a_prompt_chunk_s_exact_tail_is_a_second_kernel_call(monkeypatch):
+def test_a_prompt_chunk_s_exact_tail_is_in_the_same_kernel_call(monkeypatch):
     """A chunk whose tail picks the first word: its integer rows and its last
-    PROMPT_EXACT_TAIL rows are one kernel call each, no per-expert product; a long prompt's
+    PROMPT_EXACT_TAIL rows are one kernel call, no per-expert product; a long prompt's
     earlier chunk (exact_tail=False) is one call with no exact rows."""
     from wren.engine.inference.quant import modules
 
@@ -170,9 +174,9 @@ def test_a_prompt_chunk_s_exact_tail_is_a_second_kernel_call(monkeypatch):
     calls: list[tuple[int, bool]] = []
     kernel = ex.Experts._grouped_kernel
 
-    def counted(self, rows, weights, ids, exact=False):
-        calls.append((rows.shape[0], exact))
-        return kernel(self, rows, weights, ids, exact)
+    def counted(self, rows, weights, ids, exact_from=-1):
+        calls.append((rows.shape[0], exact_from))
+        return kernel(self, rows, weights, ids, exact_from)
 
     def refused(*_):
         raise AssertionError("a per-expert product ran")
@@ -184,11 +188,11 @@ def test_a_prompt_chunk_s_exact_tail_is_a_second_kernel_call(monkeypatch):
     tail = modules.PROMPT_EXACT_TAIL
     with torch.no_grad(), modules.prompt_activations(exact_tail=True):
         moe(x)
-    assert calls == [(100 - tail, False), (tail, True)]
+    assert calls == [(100, 100 - tail)]
     calls.clear()
     with torch.no_grad(), modules.prompt_activations(exact_tail=False):
         moe(x)
-    assert calls == [(100, False)]
+    assert calls == [(100, -1)]
 
 
 def test_a_registered_activation_keeps_the_torch_path(monkeypatch):

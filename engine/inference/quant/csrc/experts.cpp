@@ -6,6 +6,9 @@
 // down projection's quantization run fused per pair, the down rows meet their pairs, and
 // each token sums its k pairs by the router's weights. One thread hand-off per stage, so an
 // expert's weights are read once per chunk and no per-expert call costs a pool wake-up.
+// Tokens from exact_from on (a prompt's last rows, quant.modules.prompt_activations) keep
+// float32 activations throughout: their pairs meet the expert's file rows right after its
+// 8-bit pairs, in the same task, so the chunk still reads each expert once.
 //
 // Routing stays with the caller (experts.py): ids [T, k] and weights [T, k] are its result.
 #include <ATen/ATen.h>
@@ -107,9 +110,13 @@ void tile(const Kernels& k, const Proj& p, int64_t e, const uint8_t* x, int n, i
         for (int j = 0; j < n; ++j) o[j * ld + r] = dot(w + r * p.row_bytes, nb, x + j * p.xs);
 }
 
-// The chosen experts and where their pairs sit in sorted order.
+// The chosen experts and where their pairs sit in sorted order. A segment's last `exact`
+// pairs (tokens at or past the call's exact_from: pairs keep token order within a segment)
+// take float32 activations; their float rows sit from `exact_at` on in the exact pairs' own
+// compact order.
 struct Segment {
     int64_t expert, start, count;
+    int64_t exact = 0, exact_at = 0;
 };
 
 // A slice of one expert's rows of one projection.
@@ -329,8 +336,8 @@ void each_chunk(int64_t n, int64_t grain, const F& body) {
 
 // Expert s's rows [r0, r1) of p, put into p.packed's layout (a thread's buffer), against the
 // segment's pairs, `step` at a time.
-void packed_tile(const Kernels& k, const Proj& p, const Segment& s, int64_t r0, int64_t r1, const uint8_t* xq,
-                 int64_t step, float* out, int64_t ld) {
+void packed_tile(const Kernels& k, const Proj& p, const Segment& s, int64_t count, int64_t r0, int64_t r1,
+                 const uint8_t* xq, int64_t step, float* out, int64_t ld) {
     thread_local std::vector<uint8_t> buf;
     const TypeInfo* info = wren::type_info(p.packed);
     const int64_t il = info->interleave, nb = p.cols / info->block;
@@ -338,36 +345,13 @@ void packed_tile(const Kernels& k, const Proj& p, const Segment& s, int64_t r0, 
     const uint8_t* w = p.w + s.expert * p.rows * p.row_bytes;
     for (int64_t r = r0; r < r1; r += il)
         wren::repack_group(p.packed, w + r * p.row_bytes, p.row_bytes, buf.data() + (r - r0) * p.row_bytes);
-    for (int64_t j0 = 0; j0 < s.count; j0 += step) {
-        const int n = (int)std::min(step, s.count - j0);
+    for (int64_t j0 = 0; j0 < count; j0 += step) {
+        const int n = (int)std::min(step, count - j0);
         const int64_t pair = s.start + j0;
         for (int64_t r = r0; r < r1; r += il)
             k.qdot_group[p.packed](buf.data() + (r - r0) * p.row_bytes, nb, xq + pair * p.xs, p.xs, n,
                                    out + pair * ld + r, ld);
     }
-}
-
-// Each task's rows against its segment's pairs: xq[i] holds projection i's activations in
-// pair order; out[pair * ld + col0[i] + r].
-void run(const Kernels& k, const std::vector<Segment>& segs, const std::vector<const Proj*>& projs,
-         const std::vector<const uint8_t*>& xq, const std::vector<int64_t>& col0, float* out, int64_t ld) {
-    const std::vector<Task> tasks = tasks_for(segs, projs);
-    each_task((int64_t)tasks.size(), [&](int64_t t) {
-            const Task& task = tasks[t];
-            const Proj& p = *projs[task.proj];
-            const Segment& s = segs[task.seg];
-            const int64_t step = std::max<int64_t>(4, kTokenBytes / p.xs / 4 * 4);
-            if (p.packed >= 0 && s.count >= kRepackTokens) {
-                packed_tile(k, p, s, task.r0, task.r1, xq[task.proj], step, out + col0[task.proj], ld);
-                return;
-            }
-            for (int64_t j0 = 0; j0 < s.count; j0 += step) {
-                const int n = (int)std::min(step, s.count - j0);
-                const int64_t pair = s.start + j0;
-                tile(k, p, s.expert, xq[task.proj] + pair * p.xs, n, task.r0, task.r1,
-                     out + pair * ld + col0[task.proj], ld);
-            }
-    });
 }
 
 // Expert e's rows [r0, r1) of p against n float32 rows x (p.cols apart), never rounded: the
@@ -391,16 +375,33 @@ void exact_tile(const Kernels& k, const Proj& p, int64_t e, const float* x, int 
     for (int64_t r = r0; r < r1; ++r) k.xdot_rows[p.qtype](w + r * p.row_bytes, nb, x, p.cols, n, o + r, ld);
 }
 
-// run() for float32 rows in pair order (x: pairs x p.cols): every projection's exact products.
-void run_exact(const Kernels& k, const std::vector<Segment>& segs, const std::vector<const Proj*>& projs,
-               const float* x, const std::vector<int64_t>& col0, float* out, int64_t ld) {
+// Each task's rows against its segment's pairs: xq[i] holds projection i's 8-bit activations in
+// pair order, xf[i] (where a segment has exact pairs) its float32 rows in the exact pairs'
+// compact order; out[pair * ld + col0[i] + r]. A task's exact pairs follow its 8-bit ones on
+// the same rows, while those are still in cache.
+void run(const Kernels& k, const std::vector<Segment>& segs, const std::vector<const Proj*>& projs,
+         const std::vector<const uint8_t*>& xq, const std::vector<const float*>& xf, const std::vector<int64_t>& col0,
+         float* out, int64_t ld) {
     const std::vector<Task> tasks = tasks_for(segs, projs);
     each_task((int64_t)tasks.size(), [&](int64_t t) {
-        const Task& task = tasks[t];
-        const Proj& p = *projs[task.proj];
-        const Segment& s = segs[task.seg];
-        exact_tile(k, p, s.expert, x + s.start * p.cols, (int)s.count, task.r0, task.r1,
-                   out + s.start * ld + col0[task.proj], ld);
+            const Task& task = tasks[t];
+            const Proj& p = *projs[task.proj];
+            const Segment& s = segs[task.seg];
+            const int64_t count = s.count - s.exact;  // the 8-bit pairs
+            float* o = out + col0[task.proj];
+            const int64_t step = std::max<int64_t>(4, kTokenBytes / p.xs / 4 * 4);
+            if (p.packed >= 0 && count >= kRepackTokens) {
+                packed_tile(k, p, s, count, task.r0, task.r1, xq[task.proj], step, o, ld);
+            } else {
+                for (int64_t j0 = 0; j0 < count; j0 += step) {
+                    const int n = (int)std::min(step, count - j0);
+                    const int64_t pair = s.start + j0;
+                    tile(k, p, s.expert, xq[task.proj] + pair * p.xs, n, task.r0, task.r1, o + pair * ld, ld);
+                }
+            }
+            if (s.exact > 0)
+                exact_tile(k, p, s.expert, xf[task.proj] + s.exact_at * p.cols, (int)s.exact, task.r0, task.r1,
+                           o + (s.start + count) * ld, ld);
     });
 }
 
@@ -481,7 +482,7 @@ at::Tensor experts_grouped(const at::Tensor& x_in, const at::Tensor& ids_in, con
                            const at::Tensor& gate_raw, const at::Tensor& up_raw, const at::Tensor& down_raw,
                            at::IntArrayRef qtypes, int64_t inner, int64_t act, double alpha, double limit,
                            const c10::optional<at::Tensor>& gate_bias, const c10::optional<at::Tensor>& up_bias,
-                           const c10::optional<at::Tensor>& down_bias, bool exact) {
+                           const c10::optional<at::Tensor>& down_bias, int64_t exact_from) {
     TORCH_CHECK(x_in.dim() == 2 && x_in.scalar_type() == at::kFloat && x_in.device().is_cpu(),
                 "wren::experts_grouped: x must be float32 [tokens, hidden] on the CPU");
     TORCH_CHECK(qtypes.size() == 3, "wren::experts_grouped: qtypes are gate's, up's and down's");
@@ -515,55 +516,59 @@ at::Tensor experts_grouped(const at::Tensor& x_in, const at::Tensor& ids_in, con
     std::vector<int64_t> expert_of(pairs);
     for (const Segment& s : segs) std::fill_n(expert_of.begin() + s.start, s.count, s.expert);
 
-    std::vector<float> ys((size_t)(pairs * hidden));
-    if (exact) {  // a prompt's last rows: float32 activations throughout, as qlinear_exact
-        std::vector<float> xf((size_t)(pairs * hidden));
-        for (int64_t i = 0; i < pairs; ++i)
-            std::memcpy(xf.data() + i * hidden, x.data_ptr<float>() + (order[i] / topk) * hidden,
-                        (size_t)hidden * sizeof(float));
-        std::vector<float> both((size_t)(pairs * 2 * inner));
-        run_exact(k, segs, {&gate, &up}, xf.data(), {0, inner}, both.data(), 2 * inner);
-        std::vector<float>().swap(xf);
-        std::vector<float> hf((size_t)(pairs * inner));
-        each_chunk(pairs, (int64_t(1) << 14) / inner, [&](int64_t b, int64_t e) {
-            for (int64_t p = b; p < e; ++p) {
-                const float* row = both.data() + p * 2 * inner;
-                const int64_t ex = expert_of[p];
-                activate(act, row, row + inner, gb ? gb + ex * inner : nullptr, ub ? ub + ex * inner : nullptr, inner,
-                         (float)alpha, (float)limit, hf.data() + p * inner);
-            }
-        });
-        std::vector<float>().swap(both);
-        run_exact(k, segs, {&down}, hf.data(), {0}, ys.data(), hidden);
-    } else {
-        // gate and up: one buffer when they share an activation format
-        std::vector<uint8_t> xg, xu;
-        gather_quantized(k, gate, x.data_ptr<float>(), tokens, topk, order, xg);
-        const bool shared = k.quant[up.qtype] == k.quant[gate.qtype] && up.xs == gate.xs;
-        if (!shared) gather_quantized(k, up, x.data_ptr<float>(), tokens, topk, order, xu);
-        std::vector<float> both((size_t)(pairs * 2 * inner));
-        run(k, segs, {&gate, &up}, {xg.data(), shared ? xg.data() : xu.data()}, {0, inner}, both.data(), 2 * inner);
-        std::vector<uint8_t>().swap(xg);
-        std::vector<uint8_t>().swap(xu);
-
-        // the activation, quantized straight into down's format
-        std::vector<uint8_t> hq((size_t)(pairs * down.xs));
-        const wren::QuantFn quant = k.quant[down.qtype];
-        // (a decoded token's k pairs are one chunk: run here, with no hand-off)
-        each_chunk(pairs, (int64_t(1) << 14) / inner, [&](int64_t b, int64_t e) {
-            std::vector<float> h((size_t)inner);
-            for (int64_t p = b; p < e; ++p) {
-                const float* row = both.data() + p * 2 * inner;
-                const int64_t ex = expert_of[p];
-                activate(act, row, row + inner, gb ? gb + ex * inner : nullptr, ub ? ub + ex * inner : nullptr, inner,
-                         (float)alpha, (float)limit, h.data());
-                quant(h.data(), inner, hq.data() + p * down.xs);
-            }
-        });
-        std::vector<float>().swap(both);
-
-        run(k, segs, {&down}, {hq.data()}, {0}, ys.data(), hidden);
+    // Tokens from exact_from on keep float32 activations (a prompt's last rows): within each
+    // segment their pairs come last, and their float rows are gathered in that order.
+    const int64_t first_exact = exact_from < 0 ? tokens : std::min(exact_from, tokens);
+    int64_t exact_pairs = 0;
+    std::vector<Segment> parts = segs;
+    std::vector<int64_t> compact(pairs, -1);  // an exact pair's place among the exact pairs
+    for (Segment& s : parts) {
+        s.exact_at = exact_pairs;
+        for (int64_t i = s.start; i < s.start + s.count; ++i)
+            if (order[i] / topk >= first_exact) compact[i] = exact_pairs + s.exact++;
+        exact_pairs += s.exact;
     }
+    std::vector<float> xf((size_t)(exact_pairs * hidden));
+    for (int64_t i = 0; i < pairs; ++i)
+        if (compact[i] >= 0)
+            std::memcpy(xf.data() + compact[i] * hidden, x.data_ptr<float>() + (order[i] / topk) * hidden,
+                        (size_t)hidden * sizeof(float));
+
+    // gate and up: one buffer when they share an activation format (rows of exact tokens are
+    // quantized too, unused: a call has a few of them)
+    std::vector<uint8_t> xg, xu;
+    if (exact_pairs < pairs) {
+        gather_quantized(k, gate, x.data_ptr<float>(), tokens, topk, order, xg);
+        if (!(k.quant[up.qtype] == k.quant[gate.qtype] && up.xs == gate.xs))
+            gather_quantized(k, up, x.data_ptr<float>(), tokens, topk, order, xu);
+    }
+    std::vector<float> both((size_t)(pairs * 2 * inner));
+    run(k, parts, {&gate, &up}, {xg.data(), xu.empty() ? xg.data() : xu.data()}, {xf.data(), xf.data()}, {0, inner},
+        both.data(), 2 * inner);
+    std::vector<uint8_t>().swap(xg);
+    std::vector<uint8_t>().swap(xu);
+    std::vector<float>().swap(xf);
+
+    // the activation, quantized straight into down's format (an exact pair's stays float32)
+    std::vector<uint8_t> hq((size_t)(pairs * down.xs));
+    std::vector<float> hf((size_t)(exact_pairs * inner));
+    const wren::QuantFn quant = k.quant[down.qtype];
+    // (a decoded token's k pairs are one chunk: run here, with no hand-off)
+    each_chunk(pairs, (int64_t(1) << 14) / inner, [&](int64_t b, int64_t e) {
+        std::vector<float> h((size_t)inner);
+        for (int64_t p = b; p < e; ++p) {
+            const float* row = both.data() + p * 2 * inner;
+            const int64_t ex = expert_of[p];
+            float* dst = compact[p] >= 0 ? hf.data() + compact[p] * inner : h.data();
+            activate(act, row, row + inner, gb ? gb + ex * inner : nullptr, ub ? ub + ex * inner : nullptr, inner,
+                     (float)alpha, (float)limit, dst);
+            if (compact[p] < 0) quant(h.data(), inner, hq.data() + p * down.xs);
+        }
+    });
+    std::vector<float>().swap(both);
+
+    std::vector<float> ys((size_t)(pairs * hidden));
+    run(k, parts, {&down}, {hq.data()}, {hf.data()}, {0}, ys.data(), hidden);
 
     // each token: its pairs, in choice order, weighted
     std::vector<int64_t> where(pairs);
@@ -592,7 +597,7 @@ at::Tensor experts_grouped(const at::Tensor& x_in, const at::Tensor& ids_in, con
 TORCH_LIBRARY_FRAGMENT(WREN_OPS_NS, m) {
     m.def("experts_grouped(Tensor x, Tensor ids, Tensor weights, Tensor gate, Tensor up, Tensor down, int[] qtypes, "
           "int inner, int act, float alpha, float limit, Tensor? gate_bias, Tensor? up_bias, Tensor? down_bias, "
-          "bool exact=False) -> Tensor");
+          "int exact_from=-1) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(WREN_OPS_NS, CPU, m) { m.impl("experts_grouped", experts_grouped); }
