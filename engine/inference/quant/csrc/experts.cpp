@@ -512,7 +512,7 @@ at::Tensor experts_grouped(const at::Tensor& x_in, const at::Tensor& ids_in, con
     const Kernels& k = wren::kernels();
 
     std::vector<int64_t> order;
-    const std::vector<Segment> segs = sort_pairs(ids.data_ptr<int64_t>(), pairs, experts, order);
+    std::vector<Segment> segs = sort_pairs(ids.data_ptr<int64_t>(), pairs, experts, order);
     std::vector<int64_t> expert_of(pairs);
     for (const Segment& s : segs) std::fill_n(expert_of.begin() + s.start, s.count, s.expert);
 
@@ -520,9 +520,8 @@ at::Tensor experts_grouped(const at::Tensor& x_in, const at::Tensor& ids_in, con
     // segment their pairs come last, and their float rows are gathered in that order.
     const int64_t first_exact = exact_from < 0 ? tokens : std::min(exact_from, tokens);
     int64_t exact_pairs = 0;
-    std::vector<Segment> parts = segs;
     std::vector<int64_t> compact(pairs, -1);  // an exact pair's place among the exact pairs
-    for (Segment& s : parts) {
+    for (Segment& s : segs) {
         s.exact_at = exact_pairs;
         for (int64_t i = s.start; i < s.start + s.count; ++i)
             if (order[i] / topk >= first_exact) compact[i] = exact_pairs + s.exact++;
@@ -543,7 +542,7 @@ at::Tensor experts_grouped(const at::Tensor& x_in, const at::Tensor& ids_in, con
             gather_quantized(k, up, x.data_ptr<float>(), tokens, topk, order, xu);
     }
     std::vector<float> both((size_t)(pairs * 2 * inner));
-    run(k, parts, {&gate, &up}, {xg.data(), xu.empty() ? xg.data() : xu.data()}, {xf.data(), xf.data()}, {0, inner},
+    run(k, segs, {&gate, &up}, {xg.data(), xu.empty() ? xg.data() : xu.data()}, {xf.data(), xf.data()}, {0, inner},
         both.data(), 2 * inner);
     std::vector<uint8_t>().swap(xg);
     std::vector<uint8_t>().swap(xu);
@@ -568,7 +567,7 @@ at::Tensor experts_grouped(const at::Tensor& x_in, const at::Tensor& ids_in, con
     std::vector<float>().swap(both);
 
     std::vector<float> ys((size_t)(pairs * hidden));
-    run(k, parts, {&down}, {hq.data()}, {hf.data()}, {0}, ys.data(), hidden);
+    run(k, segs, {&down}, {hq.data()}, {hf.data()}, {0}, ys.data(), hidden);
 
     // each token: its pairs, in choice order, weighted
     std::vector<int64_t> where(pairs);
