@@ -45,7 +45,7 @@ LINE_LIMIT = 64 * 2**20  # longest line read: a question is at most a few MB of 
 # second engine with a second copy of the model.
 ENV_NAMES = (
     # the quantized kernels and how they are built into the model (engine/inference/quant)
-    "WREN_ISA", "WREN_KERNELS", "WREN_REPACK", "WREN_HEAD_ACTIVATIONS", "WREN_EXACT_ACTIVATIONS",
+    "WREN_ISA", "WREN_KERNELS", "WREN_REPACK", "WREN_GROUP_PAIRS", "WREN_HEAD_ACTIVATIONS", "WREN_EXACT_ACTIVATIONS",
     "WREN_KERNEL_RMS_NORM", "WREN_QLINEAR_GEMV_ROWS",
     # the integer prompt path (its rows, its exact tail, float A/B) and how experts are read
     "WREN_PROMPT_GEMM", "WREN_PROMPT_INTEGER_ROWS", "WREN_PROMPT_EXACT_TAIL", "WREN_PROMPT_INTEGER_WIDTH",

@@ -80,9 +80,13 @@ def test_the_avx512_vnni_table_is_the_same_source_in_evex():
     # The same source: the same kernel templates in both tables. Which instances the compiler
     # keeps out of line differs between the two (an avx512-vnni q6_k_x8_n<8> of its own, inlined
     # in avx-vnni), so the templates are compared, not their instances.
+    # Only the AVX-512 table reads two interleaved groups a pass (16 rows in 512-bit registers).
     evex = {_template(n.replace("avx512vnni", "avxvnni")) for n in functions}
+    only_512 = {f"wren::avxvnni::{k}" for k in ("group2_q4_k_x8", "group2_q6_k_x8", "q4_k_x16_sb", "q6_k_x16_sb",
+                                                 "q4_k_x16_scales")}
+    assert {"wren::avxvnni::group2_q4_k_x8", "wren::avxvnni::group2_q6_k_x8"} <= evex
     vex = {_template(n) for n in _table_code("avxvnni")}
-    assert vex and vex == evex, (sorted(vex - evex), sorted(evex - vex))
+    assert vex and vex == evex - only_512, (sorted(vex - evex), sorted(evex - vex))
 
 
 def _template(name: str) -> str:

@@ -273,6 +273,69 @@ def test_q6_k_extreme_weights_and_scales_stay_exact():
         assert torch.equal(got, want), cap
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 13])
+@pytest.mark.parametrize("qtype", [Q4_K, Q6_K], ids=_name)
+def test_a_pass_over_two_groups_gives_each_group_s_bits(qtype, n):
+    """Where a table reads two groups a pass (qdot_group2: AVX-512's 16 rows in 512-bit
+    registers), every row's product is still the scalar table's, one group at a time: five
+    groups (two pairs, then one alone), three super-blocks, n rows of x in each register
+    blocking (8, 4, 2 and 1 at a time); 40 rows of x take the integer prompt path."""
+    rows, cols = 40, 768
+    raw, packed = _weights(qtype, rows, cols, 40 + n)
+    x = torch.randn(n, cols, generator=torch.Generator().manual_seed(100 + n)) * 2
+    results = per_isa(lambda: kernels.qlinear(x, packed, LAYOUTS[qtype], rows))
+    want = results["scalar"]
+    w = torch.from_numpy(reference_weights(raw.numpy(), qtype)).double()
+    xq, _ = rounded_activations(x, 256)
+    slack = 1e-5 * (x.double().abs() @ w.abs().T) + 1e-30
+    assert ((want.double() - xq @ w.T).abs() <= slack).all()  # the reference is the integer dot
+    for cap, got in results.items():
+        assert torch.equal(got, want), (cap, float((got - want).abs().max()))
+    # a row's bits do not depend on whether its group shares a pass: a call of one group each
+    one_by_one = torch.cat([kernels.qlinear(x, packed[g:g + 8], LAYOUTS[qtype], 8) for g in range(0, rows, 8)], 1)
+    assert torch.equal(one_by_one, results[torch.ops.wren.isa()])
+
+
+def test_q4_k_extreme_weights_scales_and_minimums_stay_exact_two_groups_a_pass():
+    """Every nibble 15, every 6-bit scale and minimum 63 against activations of +-127: a
+    sub-block's sum 32 * 15 * 127 = 60,960 times its scale leaves int16; two groups (one pass
+    on AVX-512) give the scalar table's bits and the exact sum to float32 rounding."""
+    rng = np.random.default_rng(31)
+    raw = random_raw(Q4_K, 16, 512, rng)
+    blocks = raw.reshape(16, 2, 144)
+    blocks[:, :, 4:16] = 0xFF  # every 6-bit scale and minimum 63
+    blocks[:, :, 16:] = 0xFF  # every nibble 15
+    raw = torch.from_numpy(blocks.reshape(16, 288).copy())
+    packed = torch.ops.wren.repack(raw, Q4_K_X8, 512)
+    x = torch.from_numpy(rng.choice(np.array([-1.0, 1.0], dtype=np.float32), (5, 512)))
+    results = per_isa(lambda: kernels.qlinear(x, packed, Q4_K_X8, 16))
+    want = results["scalar"]
+    w = torch.from_numpy(reference_weights(raw.numpy(), Q4_K)).double()
+    slack = 1e-5 * (x.double().abs() @ w.abs().T)  # x = +-1: only float32 rounding off the exact sum
+    assert ((want.double() - x.double() @ w.T).abs() <= slack).all()
+    for cap, got in results.items():
+        assert torch.equal(got, want), cap
+
+
+def test_group_pairs_off_gives_the_same_bits_in_a_fresh_process():
+    """WREN_GROUP_PAIRS=off (an A/B switch, read once) keeps one group a pass: the same bits."""
+    code = ("import hashlib, torch\nfrom wren.engine.inference.quant import kernels\n"
+            "from tests.engine.inference.test_repack import _weights\n"
+            "for q, l in ((12, 41), (14, 43)):\n"
+            "    raw, packed = _weights(q, 48, 512, 7)\n"
+            "    x = torch.randn(70, 512, generator=torch.Generator().manual_seed(1))\n"
+            "    y = torch.cat([kernels.qlinear(x, packed, l, 48), kernels.qlinear(x[:1], packed, l, 48)])\n"
+            "    print(hashlib.sha256(y.numpy().tobytes()).hexdigest())\n")
+    outs = []
+    for value in ("off", ""):
+        env = {**os.environ, "WREN_GROUP_PAIRS": value}
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
+                             cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__)))))
+        assert out.returncode == 0, out.stderr[-2000:]
+        outs.append(out.stdout.split()[-2:])
+    assert outs[0] == outs[1]
+
+
 def test_repack_can_leave_out_one_file_type_in_a_fresh_process():
     """WREN_REPACK=-q6_k keeps Q6_K in rows (an A/B of its layout) and still repacks Q4_K."""
     code = ("import torch\nfrom wren.engine.inference.quant import kernels\n"

@@ -92,8 +92,7 @@ void tile(const Kernels& k, const Proj& p, int64_t e, const uint8_t* x, int n, i
     const uint8_t* w = p.w + e * p.rows * p.row_bytes;
     const int64_t nb = p.cols / p.info->block;
     if (p.info->interleave > 1) {
-        for (int64_t r = r0; r < r1; r += p.info->interleave)
-            k.qdot_group[p.qtype](w + r * p.row_bytes, nb, x, p.xs, n, o + r, ld);
+        wren::group_span(k, p.qtype, w, p.row_bytes, p.info->interleave, r0, r1, nb, x, p.xs, n, o, ld);
         return;
     }
     if (n == 1) {  // a token alone (a decoding step): the decoding path's kernels, its bits
@@ -348,9 +347,8 @@ void packed_tile(const Kernels& k, const Proj& p, const Segment& s, int64_t coun
     for (int64_t j0 = 0; j0 < count; j0 += step) {
         const int n = (int)std::min(step, count - j0);
         const int64_t pair = s.start + j0;
-        for (int64_t r = r0; r < r1; r += il)
-            k.qdot_group[p.packed](buf.data() + (r - r0) * p.row_bytes, nb, xq + pair * p.xs, p.xs, n,
-                                   out + pair * ld + r, ld);
+        wren::group_span(k, p.packed, buf.data() - r0 * p.row_bytes, p.row_bytes, il, r0, r1, nb, xq + pair * p.xs,
+                         p.xs, n, out + pair * ld, ld);
     }
 }
 
@@ -465,17 +463,44 @@ std::vector<Segment> sort_pairs(const int64_t* ids, int64_t pairs, int64_t exper
     return segs;
 }
 
+// A call's working memory, kept by the calling thread from one call to the next: a prompt
+// chunk's buffers are tens of MB (512 tokens of Qwen3-30B-A3B's shape: 72 MB a layer), and
+// freed after each call they came back as fresh pages the kernel had to fault in and zero
+// (clear_page: 2-4% of a chunk's time, perf). Never shrunk; a buffer's bytes are each
+// written before they are read.
+template <class T>
+struct Buffer {
+    T* data = nullptr;
+    size_t size = 0;
+    T* get(size_t n) {
+        if (n > size) {
+            std::free(data);
+            data = static_cast<T*>(std::malloc(std::max<size_t>(n, 1) * sizeof(T)));
+            TORCH_CHECK(data != nullptr, "wren::experts_grouped: out of memory for ", n * sizeof(T), " bytes");
+            size = n;
+        }
+        return data;
+    }
+    ~Buffer() { std::free(data); }
+};
+
+struct Scratch {
+    Buffer<uint8_t> rows, xg, xu, hq;
+    Buffer<float> xf, both, hf, ys;
+};
+
 // x's rows quantized for p, gathered into pair order (a row is quantized once per format).
-void gather_quantized(const Kernels& k, const Proj& p, const float* x, int64_t tokens, int64_t topk,
-                      const std::vector<int64_t>& order, std::vector<uint8_t>& out) {
-    std::vector<uint8_t> rows((size_t)(tokens * p.xs));
+uint8_t* gather_quantized(const Kernels& k, const Proj& p, const float* x, int64_t tokens, int64_t topk,
+                          const std::vector<int64_t>& order, Buffer<uint8_t>& rows_buf, Buffer<uint8_t>& out_buf) {
+    uint8_t* rows = rows_buf.get((size_t)(tokens * p.xs));
     const wren::QuantFn fn = k.quant[p.qtype];
     each_chunk(tokens, (int64_t(1) << 14) / p.cols, [&](int64_t b, int64_t e) {
-        for (int64_t t = b; t < e; ++t) fn(x + t * p.cols, p.cols, rows.data() + t * p.xs);
+        for (int64_t t = b; t < e; ++t) fn(x + t * p.cols, p.cols, rows + t * p.xs);
     });
-    out.resize((size_t)(order.size() * p.xs));
+    uint8_t* out = out_buf.get(order.size() * (size_t)p.xs);
     for (size_t i = 0; i < order.size(); ++i)
-        std::memcpy(out.data() + i * p.xs, rows.data() + (order[i] / topk) * p.xs, (size_t)p.xs);
+        std::memcpy(out + i * p.xs, rows + (order[i] / topk) * p.xs, (size_t)p.xs);
+    return out;
 }
 
 at::Tensor experts_grouped(const at::Tensor& x_in, const at::Tensor& ids_in, const at::Tensor& weights_in,
@@ -527,47 +552,43 @@ at::Tensor experts_grouped(const at::Tensor& x_in, const at::Tensor& ids_in, con
             if (order[i] / topk >= first_exact) compact[i] = exact_pairs + s.exact++;
         exact_pairs += s.exact;
     }
-    std::vector<float> xf((size_t)(exact_pairs * hidden));
+    thread_local Scratch scratch;
+    float* xf = scratch.xf.get((size_t)(exact_pairs * hidden));
     for (int64_t i = 0; i < pairs; ++i)
         if (compact[i] >= 0)
-            std::memcpy(xf.data() + compact[i] * hidden, x.data_ptr<float>() + (order[i] / topk) * hidden,
+            std::memcpy(xf + compact[i] * hidden, x.data_ptr<float>() + (order[i] / topk) * hidden,
                         (size_t)hidden * sizeof(float));
 
     // gate and up: one buffer when they share an activation format (rows of exact tokens are
     // quantized too, unused: a call has a few of them)
-    std::vector<uint8_t> xg, xu;
+    uint8_t *xg = nullptr, *xu = nullptr;
     if (exact_pairs < pairs) {
-        gather_quantized(k, gate, x.data_ptr<float>(), tokens, topk, order, xg);
+        xg = xu = gather_quantized(k, gate, x.data_ptr<float>(), tokens, topk, order, scratch.rows, scratch.xg);
         if (!(k.quant[up.qtype] == k.quant[gate.qtype] && up.xs == gate.xs))
-            gather_quantized(k, up, x.data_ptr<float>(), tokens, topk, order, xu);
+            xu = gather_quantized(k, up, x.data_ptr<float>(), tokens, topk, order, scratch.rows, scratch.xu);
     }
-    std::vector<float> both((size_t)(pairs * 2 * inner));
-    run(k, segs, {&gate, &up}, {xg.data(), xu.empty() ? xg.data() : xu.data()}, {xf.data(), xf.data()}, {0, inner},
-        both.data(), 2 * inner);
-    std::vector<uint8_t>().swap(xg);
-    std::vector<uint8_t>().swap(xu);
-    std::vector<float>().swap(xf);
+    float* both = scratch.both.get((size_t)(pairs * 2 * inner));
+    run(k, segs, {&gate, &up}, {xg, xu}, {xf, xf}, {0, inner}, both, 2 * inner);
 
     // the activation, quantized straight into down's format (an exact pair's stays float32)
-    std::vector<uint8_t> hq((size_t)(pairs * down.xs));
-    std::vector<float> hf((size_t)(exact_pairs * inner));
+    uint8_t* hq = scratch.hq.get((size_t)(pairs * down.xs));
+    float* hf = scratch.hf.get((size_t)(exact_pairs * inner));
     const wren::QuantFn quant = k.quant[down.qtype];
     // (a decoded token's k pairs are one chunk: run here, with no hand-off)
     each_chunk(pairs, (int64_t(1) << 14) / inner, [&](int64_t b, int64_t e) {
         std::vector<float> h((size_t)inner);
         for (int64_t p = b; p < e; ++p) {
-            const float* row = both.data() + p * 2 * inner;
+            const float* row = both + p * 2 * inner;
             const int64_t ex = expert_of[p];
-            float* dst = compact[p] >= 0 ? hf.data() + compact[p] * inner : h.data();
+            float* dst = compact[p] >= 0 ? hf + compact[p] * inner : h.data();
             activate(act, row, row + inner, gb ? gb + ex * inner : nullptr, ub ? ub + ex * inner : nullptr, inner,
                      (float)alpha, (float)limit, dst);
-            if (compact[p] < 0) quant(h.data(), inner, hq.data() + p * down.xs);
+            if (compact[p] < 0) quant(h.data(), inner, hq + p * down.xs);
         }
     });
-    std::vector<float>().swap(both);
 
-    std::vector<float> ys((size_t)(pairs * hidden));
-    run(k, segs, {&down}, {hq.data()}, {hf.data()}, {0}, ys.data(), hidden);
+    float* ys = scratch.ys.get((size_t)(pairs * hidden));
+    run(k, segs, {&down}, {hq}, {hf}, {0}, ys, hidden);
 
     // each token: its pairs, in choice order, weighted
     std::vector<int64_t> where(pairs);
@@ -578,7 +599,7 @@ at::Tensor experts_grouped(const at::Tensor& x_in, const at::Tensor& ids_in, con
         for (int64_t t = b; t < e; ++t)
             for (int64_t j = 0; j < topk; ++j) {
                 const int64_t i = where[t * topk + j];
-                const float* y = ys.data() + i * hidden;
+                const float* y = ys + i * hidden;
                 const float* bias = db ? db + expert_of[i] * hidden : nullptr;
                 const float wt = w[t * topk + j];
                 float* ot = o + t * hidden;

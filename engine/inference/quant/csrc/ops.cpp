@@ -137,15 +137,14 @@ void group_rows(const wren::TypeInfo& info, int qtype, const uint8_t* w, int64_t
                 int64_t g0, int64_t g1) {
     const wren::Kernels& k = wren::kernels();
     const int64_t il = info.interleave, nb = cols / info.block;
+    if (!exact) {
+        wren::group_span(k, qtype, w, row_bytes, il, g0 * il, g1 * il, nb, xq, xq_bytes, (int)n, out, ld);
+        return;
+    }
     for (int64_t g = g0; g < g1; ++g) {
-        const uint8_t* group = w + g * il * row_bytes;
-        if (exact) {
-            const uint8_t* rows = unpacked(info, qtype, group, row_bytes);
-            for (int64_t r = 0; r < il; ++r)
-                k.xdot_rows[info.base](rows + r * row_bytes, nb, x, cols, (int)n, out + g * il + r, ld);
-        } else {
-            k.qdot_group[qtype](group, nb, xq, xq_bytes, (int)n, out + g * il, ld);
-        }
+        const uint8_t* rows = unpacked(info, qtype, w + g * il * row_bytes, row_bytes);
+        for (int64_t r = 0; r < il; ++r)
+            k.xdot_rows[info.base](rows + r * row_bytes, nb, x, cols, (int)n, out + g * il + r, ld);
     }
 }
 

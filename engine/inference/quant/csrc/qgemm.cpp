@@ -26,8 +26,7 @@ void tile(const Kernels& k, const GemmPart& p, const uint8_t* xq, int64_t xs, in
     const uint8_t* x = xq + t0 * xs;
     float* o = out + t0 * ld + p.col0;
     if (p.info->interleave > 1) {
-        const int64_t il = p.info->interleave;
-        for (int64_t r = r0; r < r1; r += il) k.qdot_group[p.qtype](p.w + r * p.row_bytes, nb, x, xs, n, o + r, ld);
+        group_span(k, p.qtype, p.w, p.row_bytes, p.info->interleave, r0, r1, nb, x, xs, n, o, ld);
         return;
     }
     const QDotRowsFn rows = k.qdot_rows[p.qtype];

@@ -117,6 +117,9 @@ struct Kernels {
     QuantFn quant[kMaxType];
     int act_bytes[kMaxType];
     QDotGroupFn qdot_group[kMaxType];  // the interleaved layouts: every table fills them
+    // optional: two consecutive groups (2 * interleave rows) in one pass, each group's bits
+    // those of qdot_group (the AVX-512 table's 512-bit registers hold 16 rows)
+    QDotGroupFn qdot_group2[kMaxType];
     // Wide activations (qlinear_wide): the types that have them (else nullptr: exact float
     // instead), the rounding of x into their blocks (Q8_0: BlockX16 per 32 values; Q6_K:
     // BlockX15K per 256) and its bytes per weight block.
@@ -127,6 +130,19 @@ struct Kernels {
     // prompt path's types without an interleaved layout
     QDotPairFn qdot_pair[kMaxType];
 };
+
+// Groups of an interleaved layout: rows [r0, r1) (whole groups of `il` rows, row_bytes
+// each, from w) against n quantized activation rows xs bytes apart, into out[j * ld + r];
+// two groups a pass where the table has qdot_group2, unless WREN_GROUP_PAIRS=off (read
+// once; the same bits either way, for A/B measurements).
+inline void group_span(const Kernels& k, int qtype, const uint8_t* w, int64_t row_bytes, int64_t il, int64_t r0,
+                       int64_t r1, int64_t nb, const void* x, int64_t xs, int n, float* out, int64_t ld) {
+    static const bool pairs = !env_off("WREN_GROUP_PAIRS");
+    int64_t r = r0;
+    if (const QDotGroupFn two = pairs ? k.qdot_group2[qtype] : nullptr)
+        for (; r + 2 * il <= r1; r += 2 * il) two(w + r * row_bytes, nb, x, xs, n, out + r, ld);
+    for (; r < r1; r += il) k.qdot_group[qtype](w + r * row_bytes, nb, x, xs, n, out + r, ld);
+}
 
 // Interleaved layouts (repack.cpp). A group is `interleave` consecutive rows, which keep
 // their bytes' place in memory: group g is bytes [g * interleave * row_bytes, ...) before
