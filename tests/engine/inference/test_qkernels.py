@@ -283,6 +283,28 @@ def test_qlinear_exact_one_block_odd_rows(qtype, isa):
         _check_qlinear_exact(qtype, rows=rows, cols=block, n=n, seed=rows * 3 + qtype)
 
 
+@pytest.mark.parametrize("qtype", [12, 14, 8], ids=_name)
+def test_qlinear_exact_in_slices_of_rows_and_blocks_of_x(qtype):
+    """The exact path takes a slice of rows (about 32 KB of weights) against the rows of x a
+    few at a time (wren::exact_rows): 600 rows of 256 weights are several slices, 13 rows of x
+    several blocks and a remainder. Each product stays within float32 rounding of the float64
+    reference and has the bits of the same row of x alone; an interleaved copy gives the same."""
+    rng = np.random.default_rng(qtype)
+    rows, cols, n = 600, 256, 13
+    raw = random_raw(qtype, rows, cols, rng)
+    w = torch.from_numpy(reference_weights(raw, qtype)).double()
+    x = torch.from_numpy(rng.standard_normal((n, cols)).astype(np.float32))
+    raw_t = torch.from_numpy(raw)
+    y = kernels.qlinear_exact(x, raw_t, qtype, rows)
+    slack = 1e-5 * (x.double().abs() @ w.abs().T) + 1e-30
+    assert ((y.double() - x.double() @ w.T).abs() <= slack).all()
+    alone = torch.cat([kernels.qlinear_exact(x[j:j + 1], raw_t, qtype, rows) for j in range(n)])
+    assert torch.equal(y, alone)
+    packed, layout = kernels.interleaved(raw_t, qtype, cols)
+    if layout != qtype:
+        assert torch.equal(kernels.qlinear_exact(x, packed, layout, rows), y)
+
+
 def test_qlinear_exact_isas_agree_on_extreme_scales():
     """Every table computes the same exact weights: with x one-hot, each output is a single
     weight, so the results must equal the dequantized values exactly (any rounding in the

@@ -353,24 +353,11 @@ void packed_tile(const Kernels& k, const Proj& p, const Segment& s, int64_t coun
 }
 
 // Expert e's rows [r0, r1) of p against n float32 rows x (p.cols apart), never rounded: the
-// products qlinear_exact gives (float activations against the exact weights; an interleaved
-// group is put back into the file's rows first, as ops.cpp's group_rows does).
+// products qlinear_exact gives (wren::exact_rows).
 void exact_tile(const Kernels& k, const Proj& p, int64_t e, const float* x, int n, int64_t r0, int64_t r1, float* o,
                 int64_t ld) {
-    const uint8_t* w = p.w + e * p.rows * p.row_bytes;
-    const int64_t nb = p.cols / p.info->block;
-    const int64_t il = p.info->interleave;
-    if (il > 1) {
-        thread_local std::vector<uint8_t> buf;
-        buf.resize((size_t)(il * p.row_bytes));
-        for (int64_t r = r0; r < r1; r += il) {
-            wren::unpack_group(p.qtype, w + r * p.row_bytes, p.row_bytes, buf.data());
-            for (int64_t i = 0; i < il; ++i)
-                k.xdot_rows[p.info->base](buf.data() + i * p.row_bytes, nb, x, p.cols, n, o + r + i, ld);
-        }
-        return;
-    }
-    for (int64_t r = r0; r < r1; ++r) k.xdot_rows[p.qtype](w + r * p.row_bytes, nb, x, p.cols, n, o + r, ld);
+    wren::exact_rows(k, p.qtype, p.w + e * p.rows * p.row_bytes, p.row_bytes, r0, r1, p.cols / p.info->block, x,
+                     p.cols, n, o, ld);
 }
 
 // Each task's rows against its segment's pairs: xq[i] holds projection i's 8-bit activations in

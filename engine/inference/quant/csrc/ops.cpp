@@ -79,6 +79,37 @@ const uint8_t* unpacked(const wren::TypeInfo& info, int qtype, const uint8_t* gr
     return buf.data();
 }
 
+}  // namespace
+
+namespace wren {
+// A slice of rows (one group where the type is interleaved, else about kExactSliceBytes of
+// weights, which stay in L2) meets the activation rows kExactTokens at a time: those rows'
+// floats are read from L1 by each row of the slice. One row at a time against all of them
+// read them from L2 for every row (16 rows of 2,048 floats are 128 KB; L1 holds 32-48 KB).
+// Each (row, activation row) product is the same whichever others share its pass.
+constexpr int kExactTokens = 4;
+constexpr int64_t kExactSliceBytes = int64_t(32) << 10;
+
+void exact_rows(const Kernels& k, int qtype, const uint8_t* w, int64_t row_bytes, int64_t r0, int64_t r1,
+                int64_t nb, const float* x, int64_t xs, int n, float* out, int64_t ld) {
+    const TypeInfo& info = *type_info(qtype);
+    const int64_t il = info.interleave;
+    const XDotRowsFn fn = k.xdot_rows[il > 1 ? info.base : qtype];
+    const int64_t slice = il > 1 ? il : std::max<int64_t>(1, kExactSliceBytes / row_bytes);
+    for (int64_t s0 = r0; s0 < r1; s0 += slice) {
+        const int64_t s1 = std::min(r1, s0 + slice);
+        const uint8_t* rows = il > 1 ? unpacked(info, qtype, w + s0 * row_bytes, row_bytes) : w + s0 * row_bytes;
+        for (int j0 = 0; j0 < n; j0 += kExactTokens) {
+            const int nj = std::min(kExactTokens, n - j0);
+            for (int64_t r = s0; r < s1; ++r)
+                fn(rows + (r - s0) * row_bytes, nb, x + j0 * xs, xs, nj, out + j0 * ld + r, ld);
+        }
+    }
+}
+}  // namespace wren
+
+namespace {
+
 void dequantize_rows(int qtype, const uint8_t* src, int64_t row_bytes, float* dst, int64_t cols,
                      int64_t begin, int64_t end) {
     const wren::TypeInfo& info = *wren::type_info(qtype);
@@ -137,15 +168,10 @@ void group_rows(const wren::TypeInfo& info, int qtype, const uint8_t* w, int64_t
                 int64_t g0, int64_t g1) {
     const wren::Kernels& k = wren::kernels();
     const int64_t il = info.interleave, nb = cols / info.block;
-    if (!exact) {
+    if (exact)
+        wren::exact_rows(k, qtype, w, row_bytes, g0 * il, g1 * il, nb, x, cols, (int)n, out, ld);
+    else
         wren::group_span(k, qtype, w, row_bytes, il, g0 * il, g1 * il, nb, xq, xq_bytes, (int)n, out, ld);
-        return;
-    }
-    for (int64_t g = g0; g < g1; ++g) {
-        const uint8_t* rows = unpacked(info, qtype, w + g * il * row_bytes, row_bytes);
-        for (int64_t r = 0; r < il; ++r)
-            k.xdot_rows[info.base](rows + r * row_bytes, nb, x, cols, (int)n, out + g * il + r, ld);
-    }
 }
 
 void group_gemv(const wren::TypeInfo& info, int qtype, const uint8_t* w, int64_t row_bytes, int64_t rows,
@@ -179,9 +205,8 @@ void gemv_path(const wren::TypeInfo& info, int qtype, const uint8_t* w, int64_t 
         return;
     }
     if (exact) {
-        const wren::XDotRowsFn fn = k.xdot_rows[qtype];
         at::parallel_for(0, rows, grain, [&](int64_t b, int64_t e) {
-            for (int64_t r = b; r < e; ++r) fn(w + r * row_bytes, nb, x, cols, (int)n, out + r, rows);
+            wren::exact_rows(k, qtype, w, row_bytes, b, e, nb, x, cols, (int)n, out, rows);
         });
         return;
     }

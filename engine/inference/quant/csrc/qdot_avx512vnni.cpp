@@ -1,5 +1,7 @@
 // AVX-512 VNNI (Cascade Lake, Ice Lake, Zen 4 and later): the same 256-bit kernels with
-// u8*s8 sums in one vpdpbusd; 256-bit registers avoid the clock drop of 512-bit ones.
+// u8*s8 sums in one vpdpbusd, where 256-bit registers avoid the clock drop of 512-bit ones on
+// the older parts; and the prompt path's Q4_K/Q6_K groups two at a time in 512-bit registers
+// (qdot_group2), where the fewer instructions a multiply-add outweigh it.
 #include "wren_quant.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))

@@ -133,13 +133,17 @@ struct Kernels {
 
 // Groups of an interleaved layout: rows [r0, r1) (whole groups of `il` rows, row_bytes
 // each, from w) against n quantized activation rows xs bytes apart, into out[j * ld + r];
-// two groups a pass where the table has qdot_group2, unless WREN_GROUP_PAIRS=off (read
-// once; the same bits either way, for A/B measurements).
+// two groups a pass where the table has qdot_group2 and at least kPairRows rows of x meet
+// them, unless WREN_GROUP_PAIRS=off (read once; the same bits either way, for A/B
+// measurements). Fewer rows of x (decoding) stream each weight from memory once, and there
+// the pair kernel read a 47 MB Q4_K weight at 10 GB/s against one group's 24 (one thread,
+// AMD EPYC Zen 4; from the L3 it was the faster at every row count).
+constexpr int kPairRows = 8;
 inline void group_span(const Kernels& k, int qtype, const uint8_t* w, int64_t row_bytes, int64_t il, int64_t r0,
                        int64_t r1, int64_t nb, const void* x, int64_t xs, int n, float* out, int64_t ld) {
     static const bool pairs = !env_off("WREN_GROUP_PAIRS");
     int64_t r = r0;
-    if (const QDotGroupFn two = pairs ? k.qdot_group2[qtype] : nullptr)
+    if (const QDotGroupFn two = pairs && n >= kPairRows ? k.qdot_group2[qtype] : nullptr)
         for (; r + 2 * il <= r1; r += 2 * il) two(w + r * row_bytes, nb, x, xs, n, out + r, ld);
     for (; r < r1; r += il) k.qdot_group[qtype](w + r * row_bytes, nb, x, xs, n, out + r, ld);
 }
@@ -168,6 +172,12 @@ static inline void q4_k_x8_scale_min(const uint8_t* o, int b, int r, int* sc, in
     *m = (lo >> 4) | ((hi >> 2) << 4);
 }
 void unpack_group(int qtype, const uint8_t* src, int64_t row_bytes, uint8_t* dst);  // one group -> file rows
+// Rows [r0, r1) of a weight of type qtype (row_bytes each from w; whole groups where the type
+// is interleaved, each put back into the file's rows first) against n float32 activation
+// rows xs floats apart, never rounded: qlinear_exact's products (the base type's xdot_rows),
+// into out[j * ld + r] (ops.cpp).
+void exact_rows(const Kernels& k, int qtype, const uint8_t* w, int64_t row_bytes, int64_t r0, int64_t r1,
+                int64_t nb, const float* x, int64_t xs, int n, float* out, int64_t ld);
 // The interleaved layout table k has group kernels for, for file type qtype, or -1: none, or
 // WREN_REPACK leaves it out ("off": every type; "-q6_k" or "-q6_k,-q4_k": those file types).
 int interleaved_layout(const Kernels& k, int qtype);
