@@ -347,8 +347,8 @@ void packed_tile(const Kernels& k, const Proj& p, const Segment& s, int64_t coun
     for (int64_t j0 = 0; j0 < count; j0 += step) {
         const int n = (int)std::min(step, count - j0);
         const int64_t pair = s.start + j0;
-        wren::group_span(k, p.packed, buf.data() - r0 * p.row_bytes, p.row_bytes, il, r0, r1, nb, xq + pair * p.xs,
-                         p.xs, n, out + pair * ld, ld);
+        wren::group_span(k, p.packed, buf.data(), p.row_bytes, il, 0, r1 - r0, nb, xq + pair * p.xs, p.xs, n,
+                         out + pair * ld + r0, ld);
     }
 }
 
