@@ -235,3 +235,33 @@ def test_compiled_steps_give_the_logits_of_the_prompt_path(tmp_path):
         logits = model.decode_batch([seq[4 + i], seq[7 + i]], [4 + i, 7 + i], [0, 1])
         np.testing.assert_allclose(logits[0], full[4 + i], rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(logits[1], full[7 + i], rtol=1e-4, atol=1e-4)
+
+
+def test_per_head_q_k_norms_take_the_kernel_where_heads_share_a_row():
+    """Qwen3's and Gemma 3's q/k norms (one weight row for every q head, one for every k head):
+    Wren's norm kernel, two calls, within float32 rounding of torch's weightless norm times
+    the rows; a weight whose heads' rows differ keeps torch's path, bit for bit."""
+    import types
+
+    import torch.nn.functional as F
+
+    from wren.engine.inference.quant import kernels
+
+    if not (kernels.available() and kernels.RMS_NORM):
+        pytest.skip("the norm kernel is not built")
+    gen = torch.Generator().manual_seed(5)
+    heads, kv, dim, eps = 4, 2, 128, 1e-6
+    qk = torch.randn(1, 3, heads + kv, dim, generator=gen) * 3
+    q_row, k_row = torch.rand(dim, generator=gen) + 0.5, torch.rand(dim, generator=gen) + 0.5
+    shared = torch.cat((q_row.expand(heads, -1), k_row.expand(kv, -1)))
+    obj = types.SimpleNamespace(qk_norm=shared, n_heads=heads, eps=eps)
+    obj._shared_qk_rows = types.MethodType(attention.Attention._shared_qk_rows, obj)
+    got = attention.Attention._norm_heads(obj, qk)
+    want = F.rms_norm(qk, (dim,), None, eps) * shared
+    assert got.shape == qk.shape
+    torch.testing.assert_close(got, want, rtol=2e-6, atol=1e-6)
+    assert torch.equal(got[..., :heads, :], kernels.rms_norm(qk[..., :heads, :], q_row, eps))
+    # every head its own row: torch's path, and the cached rows follow the new weight
+    obj.qk_norm = torch.rand(heads + kv, dim, generator=gen) + 0.5
+    assert obj._shared_qk_rows() is None
+    assert torch.equal(attention.Attention._norm_heads(obj, qk), F.rms_norm(qk, (dim,), None, eps) * obj.qk_norm)
