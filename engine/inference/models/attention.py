@@ -448,26 +448,24 @@ class Attention(nn.Module):
         self.register_buffer("pos_cache", None, persistent=False)
         self.pos_slots = None  # type: ignore[assignment]  # see the class annotations
 
-    def _norm_heads(self, qk: torch.Tensor) -> torch.Tensor:
+    def _norm_heads(self, qk: torch.Tensor, norm: torch.Tensor) -> torch.Tensor:
         """Each head of q and k ([..., heads + kv_heads, head_dim]) RMS-normed, times its
         row of qk_norm. Where every q head shares one row and every k head another (the
         families' q_norm and k_norm, stacked), eager float32 on the CPU: two calls of Wren's
         norm kernel. torch's weightless rms_norm and a multiply took ~120 us a layer for one
         decoded token (5 ms a token on Qwen3-30B-A3B's 48 layers)."""
-        norm = self.qk_norm
         if (kernels.RMS_NORM and qk.dtype == torch.float32 and qk.device.type == "cpu" and norm.dtype == torch.float32
                 and norm.device.type == "cpu" and not torch.compiler.is_compiling()):
-            shared = self._shared_qk_rows()
+            shared = self._shared_qk_rows(norm)
             if shared is not None:
                 heads = self.n_heads
                 return torch.cat((kernels.rms_norm(qk[..., :heads, :], shared[0], self.eps),
                                   kernels.rms_norm(qk[..., heads:, :], shared[1], self.eps)), dim=-2)
         return rms_norm(qk, None, self.eps) * norm
 
-    def _shared_qk_rows(self) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """qk_norm's q row and k row where every head's row is one of those two, else None
-        (worked out once per weight tensor)."""
-        norm = self.qk_norm
+    def _shared_qk_rows(self, norm: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """norm's (qk_norm's) q row and k row where every head's row is one of those two, else
+        None (worked out once per weight tensor)."""
         key = (norm.data_ptr(), norm.device.type, norm.dtype)
         cached = self.__dict__.get("_qk_rows")
         if cached is None or cached[0] != key:
@@ -490,7 +488,7 @@ class Attention(nn.Module):
                              rms_norm(qkv[..., q_size:split], norm[q_size:], self.eps), qkv[..., split:]), dim=-1)
         qk = qkv[..., :split].view(batch, length, self.n_heads + self.n_kv, self.head_dim)
         if self.qk_norm is not None and not self.qk_norm_whole:
-            qk = self._norm_heads(qk)
+            qk = self._norm_heads(qk, self.qk_norm)
         if self.rotary_dim == self.head_dim:
             qk = apply_rope(qk, cos, sin)
         elif self.rotary_dim:

@@ -254,14 +254,14 @@ def test_per_head_q_k_norms_take_the_kernel_where_heads_share_a_row():
     qk = torch.randn(1, 3, heads + kv, dim, generator=gen) * 3
     q_row, k_row = torch.rand(dim, generator=gen) + 0.5, torch.rand(dim, generator=gen) + 0.5
     shared = torch.cat((q_row.expand(heads, -1), k_row.expand(kv, -1)))
-    obj = types.SimpleNamespace(qk_norm=shared, n_heads=heads, eps=eps)
+    obj = types.SimpleNamespace(n_heads=heads, eps=eps)
     obj._shared_qk_rows = types.MethodType(attention.Attention._shared_qk_rows, obj)
-    got = attention.Attention._norm_heads(obj, qk)
+    got = attention.Attention._norm_heads(obj, qk, shared)
     want = F.rms_norm(qk, (dim,), None, eps) * shared
     assert got.shape == qk.shape
     torch.testing.assert_close(got, want, rtol=2e-6, atol=1e-6)
     assert torch.equal(got[..., :heads, :], kernels.rms_norm(qk[..., :heads, :], q_row, eps))
     # every head its own row: torch's path, and the cached rows follow the new weight
-    obj.qk_norm = torch.rand(heads + kv, dim, generator=gen) + 0.5
-    assert obj._shared_qk_rows() is None
-    assert torch.equal(attention.Attention._norm_heads(obj, qk), F.rms_norm(qk, (dim,), None, eps) * obj.qk_norm)
+    other = torch.rand(heads + kv, dim, generator=gen) + 0.5
+    assert obj._shared_qk_rows(other) is None
+    assert torch.equal(attention.Attention._norm_heads(obj, qk, other), F.rms_norm(qk, (dim,), None, eps) * other)
