@@ -238,7 +238,9 @@ def figures(prefill, loaded, vocab: int, args, report, budget, bound, entry: dic
                  args.runs, budget), bound(BATCH))),
              (f"first_token_after_{args.history}", lambda: first_token(
                  prefill, base.prompt_ids(vocab, args.history, 3), base.prompt_ids(vocab, args.question, 4),
-                 args.device, args.runs, budget))]
+                 args.device, args.runs, budget)),
+             ("batch_graph_vs_eager", lambda: base.batch_graph_check(
+                 loaded, [base.prompt_ids(vocab, 16, 20 + b) for b in range(BATCH)], 2 * BATCH))]
     for key, fn in steps:
         if budget.left() <= 0:
             entry["skipped"] = "the section's time budget is spent"

@@ -16,6 +16,9 @@ shapes on the CPU under TRITON_INTERPRET=1 (tests/engine/inference/test_triton_g
 4. gemm: 512 rows of bfloat16 x through the GEMM kernel, through the dense path (slices of W
    widened to bfloat16, then torch's matmul: DENSE_MIN_ROWS), and torch's bfloat16 matmul with the
    weight already widened (cuBLAS), at the 8B shapes.
+5. q4k_variants: Q4_K's two matrix-vector kernels (Q4K_MATVEC "bytes", the default, and "words")
+   and tiles (rows per program, warps), 1 and 2 rows of x at the 8B shapes: which should be
+   the default. Each checked against the reference as well.
 
     python3 bench/device/kernels_check.py [--tiny] > kernels.json
 
@@ -196,6 +199,49 @@ def time_matvec(device: torch.device, tiny: bool, gbps: float) -> list[dict]:
     return results
 
 
+Q4K_VARIANTS = [("bytes", (16, 4)), ("words", (16, 4)), ("words", (8, 4)), ("words", (32, 4)), ("words", (16, 8)),
+                 ("bytes", (8, 4)), ("bytes", (32, 8))]
+
+
+def time_q4k_variants(device: torch.device, tiny: bool, gbps: float) -> list[dict]:
+    """Q4_K's two matrix-vector kernels (triton_gguf.Q4K_MATVEC) and tiles (rows per program,
+    warps: MATVEC_TILES) at the 8B's shapes, 1 and 2 rows of x, weights from memory as in
+    time_matvec: which to make the default. Each variant also checked against the reference."""
+    shapes = [(16, 512)] if tiny else SHAPES_8B
+    variants = Q4K_VARIANTS[:2] if tiny else Q4K_VARIANTS
+    qtype = int(T.Q4_K)
+    results = []
+    kernel_before, tiles_before = tg.Q4K_MATVEC, dict(tg.MATVEC_TILES)
+    try:
+        for n, k in shapes:
+            copies = _copies(random_blocks("Q4_K", n, k, device, seed=3), 0 if tiny else 256 << 20)
+            w = ggml.dequantize(copies[0], qtype, k).double()
+            for m in (1, 2):
+                x = torch.randn(m, k, device=device, dtype=torch.bfloat16)
+                ref = x.double() @ w.T
+                bound = x.double().abs() @ w.abs().T
+                row: dict = {"shape": [n, k], "m": m, "bound_us": copies[0].numel() / (gbps * 1e9) * 1e6}
+                for kernel, tile in variants:
+                    tg.Q4K_MATVEC = kernel
+                    tg.MATVEC_TILES[qtype] = tile
+                    tg._matvec_plan.cache_clear()
+                    err = ((tg.linear_parts(x, [copies[0]], [qtype], [n]).double() - ref).abs()
+                           / (bound + ref.abs() + 1e-6)).max().item()
+                    state = {"i": 0}
+
+                    def step() -> torch.Tensor:
+                        state["i"] = (state["i"] + 1) % len(copies)
+                        return tg.linear_parts(x, [copies[state["i"]]], [qtype], [n])
+
+                    row[f"{kernel}_{tile[0]}x{tile[1]}"] = {
+                        "us": _time_us(step, device, reps=max(8, len(copies))), "ok": err <= 2**-7}
+                results.append(row)
+    finally:
+        tg.Q4K_MATVEC, tg.MATVEC_TILES = kernel_before, tiles_before
+        tg._matvec_plan.cache_clear()
+    return results
+
+
 def time_gemm(device: torch.device, tiny: bool) -> list[dict]:
     m = 32 if tiny else 512
     shapes = [(16, 256)] if tiny else SHAPES_8B
@@ -242,7 +288,8 @@ def main() -> None:
     steps = {"exact": lambda: check_exact(device, args.tiny), "products": lambda: check_products(device, args.tiny),
              "copy_gbps": lambda: copy_gbps(device, args.tiny),
              "matvec": lambda: time_matvec(device, args.tiny, report["copy_gbps"]),
-             "gemm": lambda: time_gemm(device, args.tiny)}
+             "gemm": lambda: time_gemm(device, args.tiny),
+             "q4k_variants": lambda: time_q4k_variants(device, args.tiny, report["copy_gbps"])}
     report["step_seconds"] = {}
     for key, step in steps.items():  # each step's seconds include its kernels' compiles
         t = time.perf_counter()

@@ -80,6 +80,9 @@ def test_cpu_dry_run_reports_every_column(tmp_path, tokenizer_gguf):
                 assert 0 < figures[key]["fraction_of_bound"] < 1, (name, column, key)
             first = figures["first_token_after_16"]
             assert first["cold_ms"] > 0 and first["cached_history_ms"] > 0 and first["question"] == 8
+        batch = section["wren"]["batch_graph_vs_eager"]
+        assert batch["argmax_agrees"] == "72/72" and batch["graph_sizes"] == [2, 4, 8], (name, batch)
+        assert batch["max_relative_logit_diff"] < 1e-3 and batch["replayed"] is False
         llama = section["llama.cpp"]
         assert llama["prompt_16"] == {"tokens_per_s": 1016.0}
         assert llama["decode_b1"]["tokens_per_s"] == 50.0

@@ -56,6 +56,10 @@ def test_cpu_dry_run_reports_every_figure(tmp_path):
         step = section["wren_eager"]["graph_step_vs_eager"]
         assert step["argmax_agrees"] == "8/8"
         assert step["max_relative_logit_diff"] < 0.05
+        # The step the batched graphs capture, padded as a replay pads, gives each row's tokens.
+        batch = section["wren_eager"]["batch_graph_vs_eager"]
+        assert batch["argmax_agrees"] == "72/72" and batch["graph_sizes"] == [2, 4, 8], batch
+        assert batch["max_relative_logit_diff"] < 0.05 and batch["replayed"] is False
     kernels = report["torch_weight_only_kernels"]
     for fmt in ("bf16", "int8", "int4"):
         assert kernels[fmt]["matmul_ms_per_token"] > 0, kernels

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ...errors import BackendUnavailable
-from ..backend import ModelBase, check_slot
+from ..backend import ModelBase, check_batch, check_slot
 from ..cpu_share import CpuShare
 from . import read_model_config
 
@@ -155,7 +155,7 @@ class TorchModel(ModelBase):
     def decode(self, token: int, pos: int, slot: int = 0) -> np.ndarray:
         self._check(1, pos, slot)
         self._last_used = time.monotonic()
-        if slot and self._graphs is not None:  # the CUDA graphs read slot 0 only
+        if slot and self._graphs is not None:  # the one-sequence graphs read slot 0 only
             return self.decode_batch([token], [pos], [slot])[0]
         with self._turn(), torch.inference_mode():
             if slot:
@@ -171,6 +171,9 @@ class TorchModel(ModelBase):
             raise RuntimeError("the model is closed")
         self._last_used = time.monotonic()
         with self._turn(), torch.inference_mode():
+            if self._graphs is not None and self._graphs.takes(len(tokens)):
+                check_batch(tokens, positions, slots, self.slots, self.context_length)
+                return _to_numpy(self._graphs.batch(tokens, positions, slots))
             return _to_numpy(decode_batch(self._model, tokens, positions, slots))
 
     def _turn(self):

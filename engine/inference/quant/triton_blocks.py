@@ -36,6 +36,14 @@ def _half(raw, at, mask):
 
 
 @triton.jit
+def _magic_float(bits):
+    """int32 values 0..2^23 as float32 without a conversion instruction (GPUs convert at a
+    quarter or less of their float rate): 2^23 + v has v in its mantissa, so its bits are
+    0x4B000000 | v, and subtracting 2^23 leaves v exactly."""
+    return (bits | 0x4B000000).to(tl.float32, bitcast=True) - 8388608.0
+
+
+@triton.jit
 def _nibble(raw, at, j, mask):
     """Values 0-15 of a 32-value block whose byte j % 16 holds value j (low nibble) and
     value j + 16 (high nibble): Q4_0, Q4_1, Q5_0, Q5_1."""
@@ -348,7 +356,7 @@ def matvec_q6k_kernel(x, raw, y, bias, N, K, blocks_per_split, row_bytes, x_stri
         ql_b = tl.load(halves + blk + h4 * 32 + 16 + u, mask=mask4, other=0).to(tl.int32)
         qh = tl.load(halves + blk + 64 + h4 * 16 + u, mask=mask4, other=0).to(tl.int32)
         low = (tl.where(odd, ql_b, ql_a) >> shift_low) & 15
-        q = ((low | (((qh >> shift_high) & 3) << 4)) - 32).to(tl.float32)  # [BN, 4, 8, 8]
+        q = _magic_float(low | (((qh >> shift_high) & 3) << 4)) - 32.0  # [BN, 4, 8, 8]
         mask3 = (rows[:, None, None] < N) & qmask[None, :, None]
         bb = rbytes + (sb * 210)[None, :, None]
         sub = (hf * 8 + qq % 2)[None, :, None] + jj * 2  # [1, 4, 4]
@@ -404,6 +412,93 @@ def matvec_q8_0_kernel(x, raw, y, bias, N, K, blocks_per_split, row_bytes, x_str
             dots = tl.sum(tl.sum(q * xm[None, :, :, :], axis=3), axis=2)  # [BN, NB]
             dot = tl.sum(dots * tl.sum(tl.sum(d, axis=3), axis=2), axis=1)
             acc += tl.where(ms == m, dot[:, None], 0.0)
+    if HAS_BIAS:
+        bias_n = tl.load(bias + rows, mask=rows < N, other=0.0).to(tl.float32)
+        acc += tl.where(split == 0, bias_n[:, None], 0.0)
+    out = y + ms.to(tl.int64) * y_stride + rows[:, None]
+    omask = (rows[:, None] < N) & (ms < M)
+    if ATOMIC:
+        tl.atomic_add(out, acc, mask=omask)
+    else:
+        tl.store(out, acc.to(y.dtype.element_ty), mask=omask)
+
+
+@triton.jit
+def _q4k_step(words, rbytes, rows, N, p0, stop, P: tl.constexpr):
+    """One step's weights for matvec_q4k_words_kernel: the quant bytes [BN, P, 1, 32] of pairs
+    p0.. and their super-blocks' four header words [BN, P, 1, 1] (zeros past `stop`)."""
+    pp = p0 + tl.arange(0, P)
+    m4 = (rows[:, None, None, None] < N) & (pp < stop)[None, :, None, None]
+    at_q = tl.multiple_of((pp // 4) * 144 + 16 + (pp % 4) * 32, 16)  # the pair's first byte, 16-byte aligned
+    qb = tl.load(rbytes + at_q[None, :, None, None] + tl.arange(0, 32)[None, None, None, :], mask=m4, other=0)
+    blk = ((pp // 4) * 36)[None, :, None, None]  # the super-block's first word
+    head = tl.load(words + blk, mask=m4, other=0)  # d | dmin << 16
+    w1 = tl.load(words + blk + 1, mask=m4, other=0)  # scale bytes 0-3 (low 6 bits: scales 0-3)
+    w2 = tl.load(words + blk + 2, mask=m4, other=0)  # minimum bytes 0-3
+    w3 = tl.load(words + blk + 3, mask=m4, other=0)  # low nibbles of scales 4-7, minimums 4-7
+    return qb, head, w1, w2, w3
+
+
+@triton.jit(do_not_specialize=["N", "blocks_per_split"])
+def matvec_q4k_words_kernel(x, raw, y, bias, N, K, blocks_per_split, row_words, x_stride, y_stride,
+                            M: tl.constexpr, MP: tl.constexpr, BN: tl.constexpr, P: tl.constexpr,
+                            ATOMIC: tl.constexpr, HAS_BIAS: tl.constexpr):
+    """matvec_q4k_kernel shaped for memory in flight and fewer instructions a weight. A step
+    takes P pairs of sub-blocks (P / 4 super-blocks) of BN rows as a [BN, P, 2 (nibble: low,
+    high), 32 (byte)] tile whose value is 32 h + byte of its pair: a pair's 32 bytes are one
+    contiguous load, each sub-block's scale and minimum broadcast along the last axis, and the
+    header (d and dmin, three words of 6-bit scales and minimums) is read as 32-bit words. The
+    next step's weights are loaded before this step's arithmetic (two steps in flight per
+    program), and the quants become floats by _magic_float, not conversion instructions.
+
+    One row of x (decoding one sequence): the dequantized products are added up element-wise
+    over K and summed once at the end (no reduction across threads per step). More rows: each
+    step's products are summed per row of x, as matvec_q4k_kernel does."""
+    rows = tl.program_id(0) * BN + tl.arange(0, BN)
+    split = tl.program_id(1)
+    start = split * blocks_per_split * 4
+    stop = tl.minimum(start + blocks_per_split * 4, (K // 256) * 4)  # in pairs
+    words = raw.to(tl.pointer_type(tl.int32)) + rows[:, None, None, None].to(tl.int64) * row_words  # 16 | row_words
+    rbytes = raw + rows[:, None, None, None].to(tl.int64) * (row_words * 4)
+    h = tl.arange(0, 2)[None, None, :, None]
+    ms = tl.arange(0, MP)[None, :]
+    if M == 1:
+        acc1 = tl.zeros((BN, P, 32), dtype=tl.float32)
+    else:
+        acc = tl.zeros((BN, MP), dtype=tl.float32)
+    qb, head, w1, w2, w3 = _q4k_step(words, rbytes, rows, N, start, stop, P)
+    for p0 in range(start, stop, P):
+        nqb, nhead, nw1, nw2, nw3 = _q4k_step(words, rbytes, rows, N, p0 + P, stop, P)  # in flight meanwhile
+        pp = p0 + tl.arange(0, P)
+        pmask = pp < stop
+        q = _magic_float((qb.to(tl.int32) >> (h * 4)) & 15)  # [BN, P, 2, 32]
+        sub = (pp % 4)[None, :, None, None] * 2 + h  # [1, P, 2, 1]
+        at = (sub % 4) * 8
+        b1 = (w1 >> at) & 255
+        b2 = (w2 >> at) & 255
+        b3 = (w3 >> at) & 255
+        low = sub < 4
+        sc = tl.where(low, b1 & 63, (b3 & 15) | ((b1 >> 6) << 4))
+        mn = tl.where(low, b2 & 63, (b3 >> 4) | ((b2 >> 6) << 4))
+        d = (head & 0xFFFF).to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
+        dmin = ((head >> 16) & 0xFFFF).to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
+        s = d * _magic_float(sc)  # [BN, P, 2, 1], ggml.dequantize's d * sc and dmin * m
+        o = dmin * _magic_float(mn)
+        w = q * s - o
+        # x's values for the tile, loaded as [P, 2, 32] and broadcast over the rows (a load of the
+        # tile's own shape would make Triton lay the whole step out for x, not for the weights)
+        cols = (pp * 64)[:, None, None] + tl.arange(0, 2)[None, :, None] * 32 + tl.arange(0, 32)[None, None, :]
+        if M == 1:
+            xm = tl.load(x + cols, mask=pmask[:, None, None], other=0.0).to(tl.float32)
+            acc1 += tl.sum(w * xm[None, :, :, :], axis=2)  # a thread holds both nibbles of its bytes
+        else:
+            for m in tl.static_range(M):
+                xm = tl.load(x + m * x_stride + cols, mask=pmask[:, None, None], other=0.0).to(tl.float32)
+                part = tl.sum(tl.sum(w * xm[None, :, :, :], axis=3), axis=2)  # [BN, P]
+                acc += tl.where(ms == m, tl.sum(part, axis=1)[:, None], 0.0)
+        qb, head, w1, w2, w3 = nqb, nhead, nw1, nw2, nw3
+    if M == 1:
+        acc = tl.where(ms == 0, tl.sum(tl.sum(acc1, axis=2), axis=1)[:, None], 0.0)
     if HAS_BIAS:
         bias_n = tl.load(bias + rows, mask=rows < N, other=0.0).to(tl.float32)
         acc += tl.where(split == 0, bias_n[:, None], 0.0)

@@ -66,6 +66,18 @@ MATVEC_MAX_ROWS = 8
 # bench/device/kernels_check.py times both at 512 rows.
 DENSE_MIN_ROWS = 256
 DENSE_CHUNK = 1 << 25
+# Q4_K's matrix-vector kernel: "bytes" (matvec_q4k_kernel, the one measured on a GPU) or "words"
+# (matvec_q4k_words_kernel: the header read as words, the next step's weights loaded before
+# this step's arithmetic, quants made floats without conversion instructions, one row of x
+# summed element-wise; compiled for sm_90 it has a third fewer instructions a weight counting
+# conversions at their cost, but 95 registers to 60). Not yet timed on a GPU, so not yet the
+# default: bench/device/kernels_check.py times both, at several tiles.
+Q4K_MATVEC = os.environ.get("WREN_TRITON_Q4K", "bytes").strip().lower() or "bytes"
+if Q4K_MATVEC not in ("words", "bytes"):
+    raise ValueError(f"WREN_TRITON_Q4K must be words or bytes, got {Q4K_MATVEC!r}")
+# Per type, a matrix-vector tile to use instead of _matvec_plan's: (rows per program, warps).
+# For kernels_check.py's sweep; empty in use.
+MATVEC_TILES: dict[int, tuple[int, int]] = {}
 
 
 @dataclass(frozen=True)
@@ -156,6 +168,7 @@ def _matvec_plan(qtype: int, n: int, k: int, device_index: int) -> tuple[int, in
     else:
         # the word-reading kernels (Q4_K, Q6_K, Q8_0): 16 rows (Q4_K: one 16-byte load per thread)
         bn, split = (16 if qtype in (Q4_K, Q6_K, Q8_0) else 8), 1
+        bn = MATVEC_TILES.get(qtype, (bn, 4))[0]
         programs, target = triton.cdiv(n, bn), 4 * _sm_count(device_index)
         while programs * split < target and groups // (split * 2) >= 2 * g:
             split *= 2
@@ -193,25 +206,33 @@ def _launch(x: torch.Tensor, raw: torch.Tensor, qtype: int, y: torch.Tensor,
     if m <= MATVEC_MAX_ROWS:
         bn, g, split, per = _matvec_plan(qtype, n, k, raw.device.index or 0)
         mp = 1 << (m - 1).bit_length()
+        warps = MATVEC_TILES.get(qtype, (bn, 4))[1]
+        if qtype == Q4_K and Q4K_MATVEC == "words":  # every byte read in 32-bit words; a step is one super-block
+            _k.matvec_q4k_words_kernel[(triton.cdiv(n, bn), split)](
+                x, raw, y, bias if bias is not None else y, n, k, per // g, raw.shape[1] // 4, x.stride(0),
+                y.stride(0), M=m, MP=mp, BN=bn, P=4, ATOMIC=atomic and split > 1, HAS_BIAS=bias is not None,
+                num_warps=warps)
+            return
         if qtype == Q4_K:  # quants read as 32-bit words; a step is one super-block (4 pairs of sub-blocks)
             _k.matvec_q4k_kernel[(triton.cdiv(n, bn), split)](
                 x, raw, y, bias if bias is not None else y, n, k, per // g, raw.shape[1], raw.shape[1] // 4, x.stride(0),
-                y.stride(0), M=m, MP=mp, BN=bn, P=4, ATOMIC=atomic and split > 1, HAS_BIAS=bias is not None, num_warps=4)
+                y.stride(0), M=m, MP=mp, BN=bn, P=4, ATOMIC=atomic and split > 1, HAS_BIAS=bias is not None,
+                num_warps=warps)
             return
         if qtype == Q6_K:  # 16-bit words; a step is one super-block
             _k.matvec_q6k_kernel[(triton.cdiv(n, bn), split)](
                 x, raw, y, bias if bias is not None else y, n, k, per // g, raw.shape[1], x.stride(0), y.stride(0),
-                M=m, MP=mp, BN=bn, ATOMIC=atomic and split > 1, HAS_BIAS=bias is not None, num_warps=4)
+                M=m, MP=mp, BN=bn, ATOMIC=atomic and split > 1, HAS_BIAS=bias is not None, num_warps=warps)
             return
         if qtype == Q8_0:  # 16-bit words; a step is 8 blocks
             _k.matvec_q8_0_kernel[(triton.cdiv(n, bn), split)](
                 x, raw, y, bias if bias is not None else y, n, k, per, raw.shape[1], x.stride(0), y.stride(0),
-                M=m, MP=mp, BN=bn, NB=g, ATOMIC=atomic and split > 1, HAS_BIAS=bias is not None, num_warps=4)
+                M=m, MP=mp, BN=bn, NB=g, ATOMIC=atomic and split > 1, HAS_BIAS=bias is not None, num_warps=warps)
             return
         _k.matvec_kernel[(triton.cdiv(n, bn), split)](
             x, raw, y, bias if bias is not None else y, n, k, per, raw.shape[1], x.stride(0), y.stride(0),
             QTYPE=qtype, GS=spec.group, OFFSET=spec.offset, M=m, MP=mp, BN=bn, G=g, ATOMIC=atomic and split > 1,
-            HAS_BIAS=bias is not None, num_warps=4)
+            HAS_BIAS=bias is not None, num_warps=warps)
         return
     if m >= DENSE_MIN_ROWS and x.dtype in (torch.bfloat16, torch.float16):
         _dense(x, raw, qtype, y, bias)

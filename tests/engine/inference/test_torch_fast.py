@@ -205,6 +205,55 @@ def test_fixed_shape_step_equals_decode(arch, tmp_path):
         assert np.abs(got - expected).max() < 1e-4, pos
 
 
+@pytest.mark.parametrize("arch", ("llama", "window"))
+def test_batched_graph_step_equals_decode_batch(arch, tmp_path):
+    """The step batched CUDA graphs capture, run eagerly on the CPU: a batch of any slots in
+    any order, padded to the graph's row count by repeating its first row, gives each real
+    row the logits and cache writes of the regular batched decode (and the padding rows
+    repeat the first row's), at every span bucket that covers the positions."""
+    from wren.engine.inference.models.decode import padded_rows, static_batch_step
+
+    d = make_tiny_model_dir(tmp_path, "mistral" if arch == "window" else arch, seed=7,
+                            **({"sliding_window": 4} if arch == "window" else {}))
+    a = TorchBackend().load(d, dtype="float32", context_length=64, slots=4, compile="off")
+    b = TorchBackend().load(d, dtype="float32", context_length=64, slots=4, compile="off")
+    prompts = {0: [3, 4, 5, 6, 7], 1: [9, 8], 2: [11, 12, 13], 3: [20, 21, 22, 23, 24, 25, 26]}
+    for m in (a, b):
+        for slot, ids in prompts.items():
+            m.prefill(ids, 0, slot=slot)
+    at = {slot: len(ids) for slot, ids in prompts.items()}
+    batches = [[2, 0, 3], [1], [3, 1], [0, 1, 2, 3], [2, 0, 3]] * 3
+    for step, slots in enumerate(batches):
+        tokens = [(5 * step + s) % 30 + 1 for s in slots]
+        positions = [at[s] for s in slots]
+        expected = a.decode_batch(tokens, positions, slots)
+        span = 16 if max(positions) < 16 else 64
+        rows = padded_rows(tokens, positions, slots, 4)
+        with torch.inference_mode():
+            t = torch.tensor(rows)
+            got = static_batch_step(b._model, t[0].view(-1, 1), t[1], t[2], span).numpy()
+        assert got.shape[0] == 4
+        assert np.abs(got[:len(slots)] - expected).max() < 1e-4, (step, slots)
+        assert np.array_equal(got[len(slots):], np.repeat(got[:1], 4 - len(slots), axis=0))
+        for s in slots:
+            at[s] += 1
+    # the caches agree afterwards: a one-sequence step reads each slot alike
+    for slot in range(4):
+        assert np.abs(a.decode(1, at[slot], slot=slot) - b.decode(1, at[slot], slot=slot)).max() < 1e-4
+
+
+def test_batched_graph_sizes_and_padding():
+    from wren.engine.inference.models.decode import batch_sizes, padded_rows
+
+    assert batch_sizes(1) == []
+    assert batch_sizes(2) == [2]
+    assert batch_sizes(6) == [2, 4, 6]
+    assert batch_sizes(8) == [2, 4, 8]
+    assert padded_rows([7, 8], [3, 9], [1, 0], 4) == [[7, 8, 7, 7], [3, 9, 3, 3], [1, 0, 1, 1]]
+    with pytest.raises(ValueError, match="3 rows does not fit a graph of 2"):
+        padded_rows([1, 2, 3], [0, 0, 0], [0, 1, 2], 2)
+
+
 def test_cuda_graph_spans_are_powers_of_two_up_to_the_context(tmp_path):
     from wren.engine.inference.models.decode import CudaGraphDecode
 

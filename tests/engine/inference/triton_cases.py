@@ -90,6 +90,24 @@ def test_products_match_the_reference(tg, name, m):
     assert ((y.double() - ref).abs() <= 1e-5 * _bound(x, w) + 1e-6).all(), (y.double() - ref).abs().max()
 
 
+@pytest.mark.parametrize("m", [1, 2, 8])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_both_q4_k_matvec_kernels(tg, monkeypatch, m, dtype):
+    """Q4_K's two matrix-vector kernels (Q4K_MATVEC: the first GPU run's, reading bytes, and
+    the one reading every byte in words), on the same blocks: each within float32's rounding
+    of the reference, so either may be the default."""
+    cols = _cols("Q4_K")
+    raw = random_blocks("Q4_K", ROWS, cols, seed=40 + m)
+    w = ggml.dequantize(raw, int(T.Q4_K), cols)
+    x = torch.randn(m, cols, generator=torch.Generator().manual_seed(m)).to(dtype)
+    ref = x.double() @ w.double().T
+    tol = 1e-5 if dtype == torch.float32 else 2**-8
+    for kernel in ("bytes", "words"):
+        monkeypatch.setattr(tg, "Q4K_MATVEC", kernel)
+        y = tg.linear_parts(x, [raw], [int(T.Q4_K)], [ROWS]).double()
+        assert ((y - ref).abs() <= tol * (_bound(x, w) + ref.abs()) + 1e-6).all(), (kernel, (y - ref).abs().max())
+
+
 @pytest.mark.parametrize("m", [1, 33])
 @pytest.mark.parametrize("name", ["Q4_K", "Q6_K", "Q8_0"])
 def test_bfloat16_activations(tg, name, m):
