@@ -296,7 +296,7 @@ def graph_step_check(loaded, prompt: list[int], n: int) -> dict:
     each position. With CUDA graphs on, the step is the replay TorchModel.decode runs; on a
     CPU it is the function the graphs capture (static_decode_step, at the span a replay
     would pick), run eagerly: the dry run's check of what a capture records."""
-    from wren.engine.inference.models.decode import CudaGraphDecode, static_decode_step
+    from wren.engine.inference.models.cuda_graphs import CudaGraphDecode, static_decode_step
 
     model = loaded._model
     if loaded.decode_mode == "cuda-graph":
@@ -332,7 +332,7 @@ def batch_graph_check(loaded, prompts: list[list[int]], n: int) -> dict:
     runs). With CUDA graphs on, the step is TorchModel.decode_batch's replay; on a CPU it is
     the function the batched graphs capture (static_batch_step, padded as a replay pads)."""
     from wren.engine.inference.models.batched import decode_batch as eager_batch
-    from wren.engine.inference.models.decode import batch_sizes, padded_rows, static_batch_step
+    from wren.engine.inference.models.cuda_graphs import batch_sizes, padded_rows, static_batch_step
 
     model = loaded._model
     graphs = loaded.decode_mode == "cuda-graph"

@@ -369,7 +369,7 @@ class TorchBackend:
             if when != "background":
                 warmup_s = decode.compile_cpu_decode(model, cache) or 0.0
         elif when != "off":
-            from ..models.decode import CudaGraphDecode
+            from ..models.cuda_graphs import CudaGraphDecode
 
             step = CudaGraphDecode(model)
             warmup_s = step.capture()

@@ -3,7 +3,7 @@
 Three paths attend: a sequence's prompt and its one-token steps (`Attention.forward`, from
 llama.Transformer, and compiled per layer by engine.inference.models.decode), the batched
 step of several KV slots (`Attention.forward_rows`, from batched.batch_block, compiled
-too), and the fixed-shape step CUDA graphs capture (decode.static_decode_step, through
+too), and the fixed-shape step CUDA graphs capture (cuda_graphs.static_decode_step, through
 batch_block). They differ only in how positions arrive (a Python int start, or one tensor
 position per row) and so in how keys reach the cache. Everything else is written here
 once: the Q/K/V split, the query-key norm, RoPE (its tables and their scaling), which keys

@@ -108,7 +108,7 @@ def test_the_scan_finds_each_kind_of_copy():
     ("mistral", {"sliding_window": 5}),  # a window shorter than the sequence
 ])
 def test_prompt_decode_batched_and_fixed_shape_steps_give_the_same_logits(tmp_path, arch, overrides):
-    from wren.engine.inference.models.decode import static_decode_step
+    from wren.engine.inference.models.cuda_graphs import static_decode_step
 
     model = TorchBackend().load(make_tiny_model_dir(tmp_path, arch, seed=3, **overrides),
                                 dtype="float32", slots=4, context_length=64, compile="off")

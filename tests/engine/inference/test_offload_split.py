@@ -118,7 +118,7 @@ def test_placed_blocks_keep_their_bytes():
 
 
 def test_a_split_model_is_never_captured_or_compiled(folders):
-    from wren.engine.inference.models.decode import CudaGraphDecode
+    from wren.engine.inference.models.cuda_graphs import CudaGraphDecode
 
     placement = Placement.split(LAYERS, 2, "cpu", "cpu", first_dtype=torch.float32, tied=True)
     split = _load(folders[True], placement)

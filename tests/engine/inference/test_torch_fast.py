@@ -188,7 +188,7 @@ def test_quantized_linear_weights_take_under_a_third_of_float32(grid_dirs):
 def test_fixed_shape_step_equals_decode(arch, tmp_path):
     """The step CUDA graphs capture, run eagerly on the CPU in float32: same logits and the
     same cache writes as the regular decode, under every bucket span that covers the position."""
-    from wren.engine.inference.models.decode import static_decode_step
+    from wren.engine.inference.models.cuda_graphs import static_decode_step
 
     d = make_tiny_model_dir(tmp_path, "mistral" if arch == "window" else arch, seed=5,
                             **({"sliding_window": 4} if arch == "window" else {}))
@@ -211,7 +211,7 @@ def test_batched_graph_step_equals_decode_batch(arch, tmp_path):
     any order, padded to the graph's row count by repeating its first row, gives each real
     row the logits and cache writes of the regular batched decode (and the padding rows
     repeat the first row's), at every span bucket that covers the positions."""
-    from wren.engine.inference.models.decode import padded_rows, static_batch_step
+    from wren.engine.inference.models.cuda_graphs import padded_rows, static_batch_step
 
     d = make_tiny_model_dir(tmp_path, "mistral" if arch == "window" else arch, seed=7,
                             **({"sliding_window": 4} if arch == "window" else {}))
@@ -243,7 +243,7 @@ def test_batched_graph_step_equals_decode_batch(arch, tmp_path):
 
 
 def test_batched_graph_sizes_and_padding():
-    from wren.engine.inference.models.decode import batch_sizes, padded_rows
+    from wren.engine.inference.models.cuda_graphs import batch_sizes, padded_rows
 
     assert batch_sizes(1) == []
     assert batch_sizes(2) == [2]
@@ -255,7 +255,7 @@ def test_batched_graph_sizes_and_padding():
 
 
 def test_cuda_graph_spans_are_powers_of_two_up_to_the_context(tmp_path):
-    from wren.engine.inference.models.decode import CudaGraphDecode
+    from wren.engine.inference.models.cuda_graphs import CudaGraphDecode
 
     d = make_tiny_model_dir(tmp_path, "llama")
     model = TorchBackend().load(d, dtype="float32", context_length=200)._model
