@@ -166,6 +166,21 @@ def dequantize_kernel(raw, out, N, groups, row_bytes, out_stride,
         tl.store(out + r3.to(tl.int64) * out_stride + cols, w.to(out.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def _matvec_out(y, bias, acc, rows, ms, N, M: tl.constexpr, split, y_stride, ATOMIC: tl.constexpr,
+                HAS_BIAS: tl.constexpr):
+    """A matrix-vector program's result acc [BN, MP] into y[m, rows] (+ bias, added by the first
+    K share only): stored, or with ATOMIC added into y (zeroed float32, split-K)."""
+    if HAS_BIAS:
+        acc += tl.where(split == 0, tl.load(bias + rows, mask=rows < N, other=0.0).to(tl.float32)[:, None], 0.0)
+    out = y + ms.to(tl.int64) * y_stride + rows[:, None]
+    omask = (rows[:, None] < N) & (ms < M)
+    if ATOMIC:
+        tl.atomic_add(out, acc, mask=omask)
+    else:
+        tl.store(out, acc.to(y.dtype.element_ty), mask=omask)
+
+
 @triton.jit(do_not_specialize=["N", "groups_per_split"])  # fewer compiles: these vary by shape
 def matvec_kernel(x, raw, y, bias, N, K, groups_per_split, row_bytes, x_stride, y_stride,
                   QTYPE: tl.constexpr, GS: tl.constexpr, OFFSET: tl.constexpr, M: tl.constexpr,
@@ -205,15 +220,7 @@ def matvec_kernel(x, raw, y, bias, N, K, groups_per_split, row_bytes, x_stride, 
                     part = part - o * xs
             dot = tl.sum(tl.sum(part, axis=2), axis=1)  # [BN]
             acc += tl.where(ms == m, dot[:, None], 0.0)
-    if HAS_BIAS:
-        b = tl.load(bias + rows, mask=rows < N, other=0.0).to(tl.float32)
-        acc += tl.where(split == 0, b[:, None], 0.0)
-    out = y + ms.to(tl.int64) * y_stride + rows[:, None]
-    omask = (rows[:, None] < N) & (ms < M)
-    if ATOMIC:
-        tl.atomic_add(out, acc, mask=omask)
-    else:
-        tl.store(out, acc.to(y.dtype.element_ty), mask=omask)
+    _matvec_out(y, bias, acc, rows, ms, N, M, split, y_stride, ATOMIC, HAS_BIAS)
 
 
 @triton.jit(do_not_specialize=["M", "N"])
@@ -306,15 +313,7 @@ def matvec_q4k_kernel(x, raw, y, bias, N, K, blocks_per_split, row_bytes, row_wo
             part = s * dh - o * xh
             dot = tl.sum(tl.sum(part, axis=2), axis=1)
             acc += tl.where(ms == m, dot[:, None], 0.0)
-    if HAS_BIAS:
-        b = tl.load(bias + rows, mask=rows < N, other=0.0).to(tl.float32)
-        acc += tl.where(split == 0, b[:, None], 0.0)
-    out = y + ms.to(tl.int64) * y_stride + rows[:, None]
-    omask = (rows[:, None] < N) & (ms < M)
-    if ATOMIC:
-        tl.atomic_add(out, acc, mask=omask)
-    else:
-        tl.store(out, acc.to(y.dtype.element_ty), mask=omask)
+    _matvec_out(y, bias, acc, rows, ms, N, M, split, y_stride, ATOMIC, HAS_BIAS)
 
 
 @triton.jit(do_not_specialize=["N", "blocks_per_split"])
@@ -370,15 +369,7 @@ def matvec_q6k_kernel(x, raw, y, bias, N, K, blocks_per_split, row_bytes, x_stri
             dj = tl.sum(tl.reshape(dots, (BN, 4, 2, 4)), axis=2)  # [BN, 4, 4]: per sub-block
             dot = tl.sum(tl.sum(s * dj, axis=2), axis=1)
             acc += tl.where(ms == m, dot[:, None], 0.0)
-    if HAS_BIAS:
-        bias_n = tl.load(bias + rows, mask=rows < N, other=0.0).to(tl.float32)
-        acc += tl.where(split == 0, bias_n[:, None], 0.0)
-    out = y + ms.to(tl.int64) * y_stride + rows[:, None]
-    omask = (rows[:, None] < N) & (ms < M)
-    if ATOMIC:
-        tl.atomic_add(out, acc, mask=omask)
-    else:
-        tl.store(out, acc.to(y.dtype.element_ty), mask=omask)
+    _matvec_out(y, bias, acc, rows, ms, N, M, split, y_stride, ATOMIC, HAS_BIAS)
 
 
 @triton.jit(do_not_specialize=["N", "blocks_per_split"])
@@ -412,15 +403,7 @@ def matvec_q8_0_kernel(x, raw, y, bias, N, K, blocks_per_split, row_bytes, x_str
             dots = tl.sum(tl.sum(q * xm[None, :, :, :], axis=3), axis=2)  # [BN, NB]
             dot = tl.sum(dots * tl.sum(tl.sum(d, axis=3), axis=2), axis=1)
             acc += tl.where(ms == m, dot[:, None], 0.0)
-    if HAS_BIAS:
-        bias_n = tl.load(bias + rows, mask=rows < N, other=0.0).to(tl.float32)
-        acc += tl.where(split == 0, bias_n[:, None], 0.0)
-    out = y + ms.to(tl.int64) * y_stride + rows[:, None]
-    omask = (rows[:, None] < N) & (ms < M)
-    if ATOMIC:
-        tl.atomic_add(out, acc, mask=omask)
-    else:
-        tl.store(out, acc.to(y.dtype.element_ty), mask=omask)
+    _matvec_out(y, bias, acc, rows, ms, N, M, split, y_stride, ATOMIC, HAS_BIAS)
 
 
 @triton.jit
@@ -499,12 +482,4 @@ def matvec_q4k_words_kernel(x, raw, y, bias, N, K, blocks_per_split, row_words, 
         qb, head, w1, w2, w3 = nqb, nhead, nw1, nw2, nw3
     if M == 1:
         acc = tl.where(ms == 0, tl.sum(tl.sum(acc1, axis=2), axis=1)[:, None], 0.0)
-    if HAS_BIAS:
-        bias_n = tl.load(bias + rows, mask=rows < N, other=0.0).to(tl.float32)
-        acc += tl.where(split == 0, bias_n[:, None], 0.0)
-    out = y + ms.to(tl.int64) * y_stride + rows[:, None]
-    omask = (rows[:, None] < N) & (ms < M)
-    if ATOMIC:
-        tl.atomic_add(out, acc, mask=omask)
-    else:
-        tl.store(out, acc.to(y.dtype.element_ty), mask=omask)
+    _matvec_out(y, bias, acc, rows, ms, N, M, split, y_stride, ATOMIC, HAS_BIAS)
