@@ -23,8 +23,8 @@ imported as Wren imports a GGUF. Per model and column:
     with the history cached (the question's 32 tokens prefilled after it);
     where that default decodes eagerly, a second load with compile=True (CUDA graphs) gives
     batch-1 decode again (wren_cuda_graphs); on CUDA, batch-1 decode with Q4_K's other
-    matrix-vector kernel (wren_q4k_words: triton_gguf.Q4K_MATVEC = "words"), not counted in
-    the target until it is the default;
+    matrix-vector kernels (wren_q4k_q8, wren_q4k_words: triton_gguf.Q4K_MATVEC), not counted
+    in the target until one is the default;
   - transformers: eager bf16 (dense random weights of the same shapes, made on the device):
     the same figures, decode through generate (bench/gpu.py's method);
   - llama.cpp: llama-bench -ngl 99 -p 512,4096,2080 -n 128 (defaults for -b/-ub; 2,080 tokens:
@@ -195,8 +195,9 @@ def measure_wren(name: str, folder: Path, args, report: base.Report, budget: bas
             torch.cuda.empty_cache()
     if args.device == "cuda" and loaded is not None and mode != "cuda-graph" and budget.left() > 20:
         decode_column(name, folder, vocab, args, report, budget, bound, "wren_cuda_graphs")
-    if args.device == "cuda" and budget.left() > 20:
-        decode_column(name, folder, vocab, args, report, budget, bound, "wren_q4k_words", q4k="words")
+    for kernel in ("q8", "words"):  # Q4_K's other matrix-vector kernels, the likelier first
+        if args.device == "cuda" and budget.left() > 20:
+            decode_column(name, folder, vocab, args, report, budget, bound, f"wren_q4k_{kernel}", q4k=kernel)
 
 
 def decode_column(name: str, folder: Path, vocab: int, args, report: base.Report, budget: base.Budget,
@@ -407,7 +408,7 @@ def summary_lines(data: dict, models: list[str]) -> list[str]:
         load = section.get("wren", {}).get("load", {}) if isinstance(section.get("wren"), dict) else {}
         lines.append(f"{name}: bound b1 {section.get('bound', {}).get('decode_b1_tokens_per_s')} tok/s; load "
                      f"{ {k: load.get(k) for k in ('load_s', 'gpu_layers', 'gpu_memory_allocated_gib', 'decode_mode')} }")
-        for column in ("wren", "wren_cuda_graphs", "wren_q4k_words", "transformers", "llama.cpp"):
+        for column in ("wren", "wren_cuda_graphs", "wren_q4k_q8", "wren_q4k_words", "transformers", "llama.cpp"):
             if column not in section:
                 continue
             figures = section.get(column)

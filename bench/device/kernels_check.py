@@ -16,9 +16,9 @@ shapes on the CPU under TRITON_INTERPRET=1 (tests/engine/inference/test_triton_g
 4. gemm: 512 rows of bfloat16 x through the GEMM kernel, through the dense path (slices of W
    widened to bfloat16, then torch's matmul: DENSE_MIN_ROWS), and torch's bfloat16 matmul with the
    weight already widened (cuBLAS), at the 8B shapes.
-5. q4k_variants: Q4_K's two matrix-vector kernels (Q4K_MATVEC "bytes", the default, and "words")
-   and tiles (rows per program, warps), 1 and 2 rows of x at the 8B shapes: which should be
-   the default. Each checked against the reference as well.
+5. q4k_variants: Q4_K's matrix-vector kernels (Q4K_MATVEC "bytes", the default, "words" and
+   "q8", x rounded to 8 bits and dp4a) and tiles (rows per program, warps), 1 and 2 rows of x
+   at the 8B shapes: which should be the default. Each checked against the reference as well.
 
     python3 bench/device/kernels_check.py [--tiny] > kernels.json
 
@@ -199,16 +199,18 @@ def time_matvec(device: torch.device, tiny: bool, gbps: float) -> list[dict]:
     return results
 
 
-Q4K_VARIANTS = [("bytes", (16, 4)), ("words", (16, 4)), ("words", (8, 4)), ("words", (32, 4)), ("words", (16, 8)),
-                 ("bytes", (8, 4)), ("bytes", (32, 8))]
+Q4K_VARIANTS = [("bytes", (16, 4)), ("words", (16, 4)), ("q8", (32, 4)), ("q8", (16, 4)), ("q8", (64, 4)),
+                 ("q8", (32, 2)), ("words", (8, 4)), ("words", (32, 4)), ("bytes", (8, 4)), ("bytes", (32, 8))]
 
 
 def time_q4k_variants(device: torch.device, tiny: bool, gbps: float) -> list[dict]:
-    """Q4_K's two matrix-vector kernels (triton_gguf.Q4K_MATVEC) and tiles (rows per program,
+    """Q4_K's matrix-vector kernels (triton_gguf.Q4K_MATVEC) and tiles (rows per program,
     warps: MATVEC_TILES) at the 8B's shapes, 1 and 2 rows of x, weights from memory as in
-    time_matvec: which to make the default. Each variant also checked against the reference."""
+    time_matvec: which to make the default. Each variant is also checked against the
+    reference: the float kernels against x @ W^T, "q8" against x as it rounds it to 8 bits
+    (so its integer sums, dp4a's on a GPU, are checked exactly, to bfloat16's rounding)."""
     shapes = [(16, 512)] if tiny else SHAPES_8B
-    variants = Q4K_VARIANTS[:2] if tiny else Q4K_VARIANTS
+    variants = Q4K_VARIANTS[:3] if tiny else Q4K_VARIANTS
     qtype = int(T.Q4_K)
     results = []
     kernel_before, tiles_before = tg.Q4K_MATVEC, dict(tg.MATVEC_TILES)
@@ -218,13 +220,14 @@ def time_q4k_variants(device: torch.device, tiny: bool, gbps: float) -> list[dic
             w = ggml.dequantize(copies[0], qtype, k).double()
             for m in (1, 2):
                 x = torch.randn(m, k, device=device, dtype=torch.bfloat16)
-                ref = x.double() @ w.T
-                bound = x.double().abs() @ w.abs().T
+                xq, xd = tg.quantize_q8(x)
+                rounded = (xq.double().view(m, -1, 32) * xd[:, 0::2].double()[..., None]).view(m, k)
                 row: dict = {"shape": [n, k], "m": m, "bound_us": copies[0].numel() / (gbps * 1e9) * 1e6}
                 for kernel, tile in variants:
                     tg.Q4K_MATVEC = kernel
                     tg.MATVEC_TILES[qtype] = tile
-                    tg._matvec_plan.cache_clear()
+                    xr = rounded if kernel == "q8" else x.double()
+                    ref, bound = xr @ w.T, xr.abs() @ w.abs().T
                     err = ((tg.linear_parts(x, [copies[0]], [qtype], [n]).double() - ref).abs()
                            / (bound + ref.abs() + 1e-6)).max().item()
                     state = {"i": 0}
@@ -238,7 +241,6 @@ def time_q4k_variants(device: torch.device, tiny: bool, gbps: float) -> list[dic
                 results.append(row)
     finally:
         tg.Q4K_MATVEC, tg.MATVEC_TILES = kernel_before, tiles_before
-        tg._matvec_plan.cache_clear()
     return results
 
 

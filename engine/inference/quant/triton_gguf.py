@@ -66,15 +66,20 @@ MATVEC_MAX_ROWS = 8
 # bench/device/kernels_check.py times both at 512 rows.
 DENSE_MIN_ROWS = 256
 DENSE_CHUNK = 1 << 25
-# Q4_K's matrix-vector kernel: "bytes" (matvec_q4k_kernel, the one measured on a GPU) or "words"
-# (matvec_q4k_words_kernel: the header read as words, the next step's weights loaded before
-# this step's arithmetic, quants made floats without conversion instructions, one row of x
-# summed element-wise; compiled for sm_90 it has a third fewer instructions a weight counting
-# conversions at their cost, but 95 registers to 60). Not yet timed on a GPU, so not yet the
-# default: bench/device/kernels_check.py times both, at several tiles.
+# Q4_K's matrix-vector kernel:
+# - "bytes" (matvec_q4k_kernel), the one measured on a GPU: float32 products, a dozen
+#   instructions a weight (compiled for sm_90, counting a conversion at its cost of four);
+# - "words" (matvec_q4k_words_kernel): the header read as words, the next step's weights
+#   loaded before this step's arithmetic, no conversion instructions, one row of x summed
+#   element-wise; as many instructions a weight, 95 registers to 60;
+# - "q8" (matvec_q4k_q8_kernel): x rounded to 8 bits a block of 32 (quantize_q8_kernel), then
+#   integer dot products of 4 weights an instruction (dp4a), as llama.cpp's CUDA kernels do:
+#   about 1.5 instructions a weight. Its results differ from the float ones by x's rounding.
+# None is the default until a GPU has timed them: bench/device/kernels_check.py times all three.
+Q4K_KERNELS = ("bytes", "words", "q8")
 Q4K_MATVEC = os.environ.get("WREN_TRITON_Q4K", "bytes").strip().lower() or "bytes"
-if Q4K_MATVEC not in ("words", "bytes"):
-    raise ValueError(f"WREN_TRITON_Q4K must be words or bytes, got {Q4K_MATVEC!r}")
+if Q4K_MATVEC not in Q4K_KERNELS:
+    raise ValueError(f"WREN_TRITON_Q4K must be one of {', '.join(Q4K_KERNELS)}, got {Q4K_MATVEC!r}")
 # Per type, a matrix-vector tile to use instead of _matvec_plan's: (rows per program, warps).
 # For kernels_check.py's sweep; empty in use.
 MATVEC_TILES: dict[int, tuple[int, int]] = {}
@@ -157,9 +162,10 @@ def _sm_count(index: int) -> int:
 
 
 @functools.lru_cache(maxsize=4096)
-def _matvec_plan(qtype: int, n: int, k: int, device_index: int) -> tuple[int, int, int, int]:
+def _matvec_plan(qtype: int, n: int, k: int, device_index: int, tiles: tuple = ()) -> tuple[int, int, int, int]:
     """(BN, G, split, groups per split) for a [n, k] weight: about 256 values of a row per step;
-    K split where the rows alone would leave the GPU's multiprocessors short of programs."""
+    K split where the rows alone would leave the GPU's multiprocessors short of programs.
+    `tiles`: MATVEC_TILES's items and Q4K_MATVEC, part of the cache's key."""
     spec = SPECS[qtype]
     groups = k // spec.group
     g = 256 // spec.group  # a super-block, or 8 blocks of 32
@@ -168,12 +174,18 @@ def _matvec_plan(qtype: int, n: int, k: int, device_index: int) -> tuple[int, in
     else:
         # the word-reading kernels (Q4_K, Q6_K, Q8_0): 16 rows (Q4_K: one 16-byte load per thread)
         bn, split = (16 if qtype in (Q4_K, Q6_K, Q8_0) else 8), 1
+        if qtype == Q4_K and Q4K_MATVEC == "q8":
+            bn = 32  # 48 registers; 3.4 instructions a weight against 4.75 at 16 rows (sm_90)
         bn = MATVEC_TILES.get(qtype, (bn, 4))[0]
         programs, target = triton.cdiv(n, bn), 4 * _sm_count(device_index)
         while programs * split < target and groups // (split * 2) >= 2 * g:
             split *= 2
     per = triton.cdiv(triton.cdiv(groups, split), g) * g  # whole steps per share
     return bn, g, triton.cdiv(groups, per), per
+
+
+def _tiles() -> tuple:
+    return (Q4K_MATVEC, *sorted(MATVEC_TILES.items()))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -204,9 +216,16 @@ def _launch(x: torch.Tensor, raw: torch.Tensor, qtype: int, y: torch.Tensor,
     m, k = x.shape
     n = raw.shape[0]
     if m <= MATVEC_MAX_ROWS:
-        bn, g, split, per = _matvec_plan(qtype, n, k, raw.device.index or 0)
+        bn, g, split, per = _matvec_plan(qtype, n, k, raw.device.index or 0, _tiles())
         mp = 1 << (m - 1).bit_length()
         warps = MATVEC_TILES.get(qtype, (bn, 4))[1]
+        if qtype == Q4_K and Q4K_MATVEC == "q8":  # x rounded to 8 bits, then dp4a
+            xq, xd = quantize_q8(x)
+            _k.matvec_q4k_q8_kernel[(triton.cdiv(n, bn), split)](
+                xq, xd, raw, y, bias if bias is not None else y, n, k, per // g, raw.shape[1] // 4, xq.stride(0) // 4,
+                xd.stride(0), y.stride(0), M=m, MP=mp, BN=bn, P=4, ATOMIC=atomic and split > 1,
+                HAS_BIAS=bias is not None, INTERP=INTERPRET, num_warps=warps)
+            return
         if qtype == Q4_K and Q4K_MATVEC == "words":  # every byte read in 32-bit words; a step is one super-block
             _k.matvec_q4k_words_kernel[(triton.cdiv(n, bn), split)](
                 x, raw, y, bias if bias is not None else y, n, k, per // g, raw.shape[1] // 4, x.stride(0),
@@ -245,6 +264,19 @@ def _launch(x: torch.Tensor, raw: torch.Tensor, qtype: int, y: torch.Tensor,
                          HAS_BIAS=bias is not None, INTERP=INTERPRET, num_warps=warps, num_stages=stages)
 
 
+def quantize_q8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """x [M, K] (K a multiple of 32) as (int8 [M, K], float32 [M, K // 16]): each block of 32
+    values divided by d = its max |x| / 127 and rounded half away from zero; per block d and
+    d * the block's sum of the int8 values (quantize_q8_kernel)."""
+    m, k = x.shape
+    xq = torch.empty(m, k, dtype=torch.int8, device=x.device)
+    xd = torch.empty(m, k // 16, dtype=torch.float32, device=x.device)
+    nb = 32
+    _k.quantize_q8_kernel[(m, triton.cdiv(k // 32, nb))](x, xq, xd, k, x.stride(0), xq.stride(0), xd.stride(0),
+                                                         NB=nb, num_warps=4)
+    return xq, xd
+
+
 def _dense(x: torch.Tensor, raw: torch.Tensor, qtype: int, y: torch.Tensor, bias: torch.Tensor | None) -> None:
     """y = x @ W^T (+ bias) through torch's matmul on slices of W widened to x's dtype."""
     k = x.shape[1]
@@ -261,7 +293,7 @@ def _dense(x: torch.Tensor, raw: torch.Tensor, qtype: int, y: torch.Tensor, bias
 
 
 def _needs_atomic(m: int, n: int, k: int, qtype: int, device: torch.device) -> bool:
-    return m <= MATVEC_MAX_ROWS and _matvec_plan(qtype, n, k, device.index or 0)[2] > 1
+    return m <= MATVEC_MAX_ROWS and _matvec_plan(qtype, n, k, device.index or 0, _tiles())[2] > 1
 
 
 def linear_parts(x: torch.Tensor, raws: list[torch.Tensor], qtypes: tuple[int, ...] | list[int],

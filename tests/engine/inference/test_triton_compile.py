@@ -27,9 +27,10 @@ from triton.compiler import ASTSource  # noqa: E402
 from wren.engine.inference.quant import triton_blocks as k  # noqa: E402
 
 # arguments Triton sees as multiples of 16 when Wren launches the kernels on real shapes
-ALIGNED = {"x", "raw", "y", "bias", "out", "K", "row_words", "row_bytes", "x_stride", "y_stride", "out_stride"}
+ALIGNED = {"x", "raw", "y", "bias", "out", "xq", "xd", "K", "row_words", "row_bytes", "x_stride", "y_stride",
+           "out_stride", "xq_stride", "xd_stride"}
 INTS = {"N", "K", "M", "groups", "groups_per_split", "blocks_per_split", "row_words", "row_bytes", "x_stride",
-        "y_stride", "out_stride"}
+        "y_stride", "out_stride", "xq_stride", "xd_stride"}
 
 
 def _compile(fn, pointers: dict[str, str], consts: dict, warps: int = 4):
@@ -41,13 +42,17 @@ def _compile(fn, pointers: dict[str, str], consts: dict, warps: int = 4):
     return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
 
 
-def _resources(compiled) -> dict[str, int]:
+def _cuobjdump(compiled, flag: str) -> str:
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "k.cubin")
         with open(path, "wb") as f:
             f.write(compiled.asm["cubin"])
-        out = subprocess.run([os.path.join(TOOLS, "cuobjdump"), "--dump-resource-usage", path],
-                             capture_output=True, text=True, check=True).stdout
+        return subprocess.run([os.path.join(TOOLS, "cuobjdump"), flag, path],
+                              capture_output=True, text=True, check=True).stdout
+
+
+def _resources(compiled) -> dict[str, int]:
+    out = _cuobjdump(compiled, "--dump-resource-usage")
     return {key: int(value) for key, value in re.findall(r"(REG|STACK|LOCAL):(\d+)", out)}
 
 
@@ -82,3 +87,21 @@ def test_generic_kernels_compile(name):
                                      "HAS_BIAS": False, "INTERP": False}, warps=8)
     _compile(k.dequantize_kernel, {"raw": "*u8", "out": "*bf16"},
              {"QTYPE": qtype, "GS": gs, "OFFSET": offset, "BN": 16, "G": 16, "BF16": True})
+
+
+@pytest.mark.parametrize("m", [1, 8])
+def test_the_8_bit_kernel_multiplies_four_weights_an_instruction(m):
+    """Q4K_MATVEC="q8": its inline PTX (dp4a.u32.s32) becomes sm_90's IDP.4A.U8.S8, 8 of them
+    for the 32 weights a step gives a thread, and it neither spills nor needs 64 registers at
+    the tile Wren launches (32 rows, 4 warps); x's 8-bit rounding compiles too."""
+    consts = {"M": m, "MP": 1 << (m - 1).bit_length(), "BN": 32, "P": 4, "ATOMIC": True, "HAS_BIAS": True,
+              "INTERP": False}
+    compiled = _compile(k.matvec_q4k_q8_kernel, {"xq": "*i8", "xd": "*fp32", "raw": "*u8", "y": "*fp32",
+                                                 "bias": "*bf16"}, consts)
+    used = _resources(compiled)
+    assert used["STACK"] == 0 and used["LOCAL"] == 0, used
+    if m == 1:
+        assert used["REG"] < 64, used
+    sass = _cuobjdump(compiled, "-sass")
+    assert len(re.findall(r"IDP\.4A\.U8\.S8", sass)) >= 8 * m
+    _compile(k.quantize_q8_kernel, {"x": "*bf16", "xq": "*i8", "xd": "*fp32"}, {"NB": 32})

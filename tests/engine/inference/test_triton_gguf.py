@@ -47,4 +47,4 @@ def test_kernels_check_runs_tiny_on_the_cpu():
     assert report["products"] and all(r["ok"] for r in report["products"]), report["products"]
     assert report["matvec"] and all(t["us"] > 0 for t in report["matvec"])
     variants = [v for row in report["q4k_variants"] for k, v in row.items() if isinstance(v, dict)]
-    assert len(variants) == 4 and all(v["ok"] and v["us"] > 0 for v in variants), report["q4k_variants"]
+    assert len(variants) == 6 and all(v["ok"] and v["us"] > 0 for v in variants), report["q4k_variants"]

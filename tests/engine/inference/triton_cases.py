@@ -108,6 +108,56 @@ def test_both_q4_k_matvec_kernels(tg, monkeypatch, m, dtype):
         assert ((y - ref).abs() <= tol * (_bound(x, w) + ref.abs()) + 1e-6).all(), (kernel, (y - ref).abs().max())
 
 
+def _q8_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """What quantize_q8 should give, in torch: (int values [M, K], d [M, K // 32])."""
+    blocks = x.float().view(x.shape[0], -1, 32)
+    amax = blocks.abs().amax(-1, keepdim=True)
+    full = torch.full_like(amax, 127.0)  # tensor / tensor: IEEE division (127.0 / t multiplies by 1 / t)
+    inv = torch.where(amax > 0, full / torch.where(amax > 0, amax, 1.0), torch.zeros_like(amax))
+    scaled = blocks * inv
+    q = torch.where(scaled >= 0, torch.floor(scaled + 0.5), -torch.floor(0.5 - scaled)).clamp(-127, 127)
+    return q.view(x.shape).to(torch.int32), (amax / full).view(x.shape[0], -1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rows_quantized_to_8_bits(tg, dtype):
+    """quantize_q8: each 32-value block over its max |x| / 127, rounded half away from zero;
+    a zero block stays zero; d and d * sum per block."""
+    x = torch.randn(3, 256, generator=torch.Generator().manual_seed(2)).to(dtype)
+    x[1, 32:64] = 0.0
+    x[2, :32] = torch.arange(32) - 15.5  # halves: rounded away from zero
+    xq, xd = tg.quantize_q8(x)
+    q, d = _q8_rows(x)
+    assert xq.dtype == torch.int8 and torch.equal(xq.to(torch.int32), q)
+    assert torch.equal(xd[:, 0::2], d.float())
+    assert torch.allclose(xd[:, 1::2], d.float() * q.view(3, -1, 32).sum(-1).float(), rtol=1e-6, atol=0)
+    assert (xq[1, 32:64] == 0).all() and xd[1, 2] == 0 and xd[1, 3] == 0
+
+
+@pytest.mark.parametrize("m", [1, 3, 8])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_q4_k_against_8_bit_rows(tg, monkeypatch, m, dtype):
+    """Q4K_MATVEC="q8": the product of the weights and x as rounded to 8 bits, to float32's
+    rounding (so the integer sums and their scales are right), and within x's rounding of
+    the float product (every block off by at most half of its d)."""
+    monkeypatch.setattr(tg, "Q4K_MATVEC", "q8")
+    cols = _cols("Q4_K")
+    raw = random_blocks("Q4_K", ROWS, cols, seed=60 + m)
+    w = ggml.dequantize(raw, int(T.Q4_K), cols).double()
+    x = torch.randn(m, cols, generator=torch.Generator().manual_seed(m)).to(dtype)
+    bias = torch.randn(ROWS, generator=torch.Generator().manual_seed(9))
+    y = tg.linear(x, QTensor(raw, int(T.Q4_K), (ROWS, cols)), bias.to(dtype)).double()
+    q, d = _q8_rows(x)
+    rounded = (q.view(m, -1, 32).double() * d.double()[..., None]).view(m, cols)
+    exact = rounded @ w.T + bias.to(dtype).double()
+    bound = rounded.abs() @ w.abs().T
+    tol = 1e-5 if dtype == torch.float32 else 2**-8
+    assert ((y - exact).abs() <= tol * (bound + exact.abs()) + 1e-6).all(), (y - exact).abs().max()
+    half_d = (d.double() / 2).repeat_interleave(32, dim=1)
+    ref = x.double() @ w.T + bias.to(dtype).double()
+    assert ((y - ref).abs() <= half_d @ w.abs().T + tol * (bound + ref.abs()) + 1e-6).all()
+
+
 @pytest.mark.parametrize("m", [1, 33])
 @pytest.mark.parametrize("name", ["Q4_K", "Q6_K", "Q8_0"])
 def test_bfloat16_activations(tg, name, m):
