@@ -22,9 +22,9 @@ imported as Wren imports a GGUF. Per model and column:
     token after a 2,048-token history: cold (history and question prefilled together) and
     with the history cached (the question's 32 tokens prefilled after it);
     where that default decodes eagerly, a second load with compile=True (CUDA graphs) gives
-    batch-1 decode again (wren_cuda_graphs); on CUDA, batch-1 decode with Q4_K's other
-    matrix-vector kernels (wren_q4k_q8, wren_q4k_words: triton_gguf.Q4K_MATVEC), not counted
-    in the target until one is the default;
+    batch-1 decode again (wren_cuda_graphs); on CUDA, batch-1 decode with the other
+    matrix-vector kernels (wren_q8, wren_words: triton_gguf.MATVEC_KERNEL), not counted in the
+    target until one is the default;
   - transformers: eager bf16 (dense random weights of the same shapes, made on the device):
     the same figures, decode through generate (bench/gpu.py's method);
   - llama.cpp: llama-bench -ngl 99 -p 512,4096,2080 -n 128 (defaults for -b/-ub; 2,080 tokens:
@@ -195,25 +195,25 @@ def measure_wren(name: str, folder: Path, args, report: base.Report, budget: bas
             torch.cuda.empty_cache()
     if args.device == "cuda" and loaded is not None and mode != "cuda-graph" and budget.left() > 20:
         decode_column(name, folder, vocab, args, report, budget, bound, "wren_cuda_graphs")
-    for kernel in ("q8", "words"):  # Q4_K's other matrix-vector kernels, the likelier first
+    for kernel in ("q8", "words"):  # the other matrix-vector kernels, the likelier first
         if args.device == "cuda" and budget.left() > 20:
-            decode_column(name, folder, vocab, args, report, budget, bound, f"wren_q4k_{kernel}", q4k=kernel)
+            decode_column(name, folder, vocab, args, report, budget, bound, f"wren_{kernel}", kernel=kernel)
 
 
 def decode_column(name: str, folder: Path, vocab: int, args, report: base.Report, budget: base.Budget,
-                  bound, column: str, q4k: str | None = None) -> None:
+                  bound, column: str, kernel: str | None = None) -> None:
     """Batch-1 decode with the decode step captured in CUDA graphs (compile=True): where the
-    default load decoded eagerly ("wren_cuda_graphs"), or with the other Q4_K matrix-vector
-    kernel (`q4k`: triton_gguf.Q4K_MATVEC while the model loads, captures and decodes)."""
+    default load decoded eagerly ("wren_cuda_graphs"), or with other matrix-vector kernels
+    (`kernel`: triton_gguf.MATVEC_KERNEL while the model loads, captures and decodes)."""
     from wren.engine.inference.backends.torch import TorchBackend
     from wren.engine.inference.quant import triton_gguf
 
     entry: dict = {}
     loaded = None
-    before = triton_gguf.Q4K_MATVEC
+    before = triton_gguf.MATVEC_KERNEL
     try:
-        if q4k is not None:
-            triton_gguf.Q4K_MATVEC = entry["q4k_matvec"] = q4k
+        if kernel is not None:
+            triton_gguf.MATVEC_KERNEL = entry["matvec_kernel"] = kernel
         started = time.perf_counter()
         loaded = TorchBackend("cuda").load(folder, quant="file", context_length=args.context, slots=1, compile=True)
         entry.update(load_s=round(time.perf_counter() - started, 2), capture_s=round(loaded.warmup_s, 2),
@@ -224,7 +224,7 @@ def decode_column(name: str, folder: Path, vocab: int, args, report: base.Report
         traceback.print_exc()
         entry["error"] = f"{type(exc).__name__}: {str(exc)[:500]}"
     finally:
-        triton_gguf.Q4K_MATVEC = before
+        triton_gguf.MATVEC_KERNEL = before
         if loaded is not None:
             loaded.close()
         torch.cuda.empty_cache()
@@ -408,7 +408,7 @@ def summary_lines(data: dict, models: list[str]) -> list[str]:
         load = section.get("wren", {}).get("load", {}) if isinstance(section.get("wren"), dict) else {}
         lines.append(f"{name}: bound b1 {section.get('bound', {}).get('decode_b1_tokens_per_s')} tok/s; load "
                      f"{ {k: load.get(k) for k in ('load_s', 'gpu_layers', 'gpu_memory_allocated_gib', 'decode_mode')} }")
-        for column in ("wren", "wren_cuda_graphs", "wren_q4k_q8", "wren_q4k_words", "transformers", "llama.cpp"):
+        for column in ("wren", "wren_cuda_graphs", "wren_q8", "wren_words", "transformers", "llama.cpp"):
             if column not in section:
                 continue
             figures = section.get(column)

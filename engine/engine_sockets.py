@@ -58,7 +58,7 @@ ENV_NAMES = (
     # threads and devices
     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
     "WREN_GPU_LAYERS", "WREN_GPU_MEMORY",  # how many layers a GPU holds (engine/inference/placement.py)
-    "WREN_TRITON_Q4K",  # Q4_K's matrix-vector kernel on a GPU (quant/triton_gguf.py)
+    "WREN_TRITON_MATVEC",  # the GPU's matrix-vector kernels (quant/triton_gguf.py)
     "THP_MEM_ALLOC_ENABLE",  # huge pages for torch's large buffers (engine/inference/__init__.py)
     # the offline lock of a managed machine (engine/network/lock.py): a resident engine started
     # without it must not answer a shell that has it

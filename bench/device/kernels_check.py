@@ -16,9 +16,10 @@ shapes on the CPU under TRITON_INTERPRET=1 (tests/engine/inference/test_triton_g
 4. gemm: 512 rows of bfloat16 x through the GEMM kernel, through the dense path (slices of W
    widened to bfloat16, then torch's matmul: DENSE_MIN_ROWS), and torch's bfloat16 matmul with the
    weight already widened (cuBLAS), at the 8B shapes.
-5. q4k_variants: Q4_K's matrix-vector kernels (Q4K_MATVEC "bytes", the default, "words" and
-   "q8", x rounded to 8 bits and dp4a) and tiles (rows per program, warps), 1 and 2 rows of x
-   at the 8B shapes: which should be the default. Each checked against the reference as well.
+5. matvec_variants: the matrix-vector kernels (MATVEC_KERNEL "float", the default; "words" for
+   Q4_K; "q8", x rounded to 8 bits and dp4a, for Q4_K and Q6_K) and tiles (rows per program,
+   warps), 1 and 2 rows of x at the 8B shapes: which should be the default. Each is checked
+   against its reference as well.
 
     python3 bench/device/kernels_check.py [--tiny] > kernels.json
 
@@ -199,48 +200,55 @@ def time_matvec(device: torch.device, tiny: bool, gbps: float) -> list[dict]:
     return results
 
 
-Q4K_VARIANTS = [("bytes", (16, 4)), ("words", (16, 4)), ("q8", (32, 4)), ("q8", (16, 4)), ("q8", (64, 4)),
-                 ("q8", (32, 2)), ("words", (8, 4)), ("words", (32, 4)), ("bytes", (8, 4)), ("bytes", (32, 8))]
+# (type, shapes, [(MATVEC_KERNEL, (rows per program, warps))]): the default first
+VARIANTS = [
+    ("Q4_K", SHAPES_8B, [("float", (16, 4)), ("q8", (32, 4)), ("words", (16, 4)), ("q8", (16, 4)), ("q8", (64, 4)),
+                         ("q8", (32, 2)), ("words", (8, 4)), ("words", (32, 4)), ("float", (8, 4)), ("float", (32, 8))]),
+    ("Q6_K", [(4096, 14336), (128256, 4096)], [("float", (16, 4)), ("q8", (16, 4)), ("q8", (32, 4)), ("q8", (8, 4))]),
+]
 
 
-def time_q4k_variants(device: torch.device, tiny: bool, gbps: float) -> list[dict]:
-    """Q4_K's matrix-vector kernels (triton_gguf.Q4K_MATVEC) and tiles (rows per program,
-    warps: MATVEC_TILES) at the 8B's shapes, 1 and 2 rows of x, weights from memory as in
-    time_matvec: which to make the default. Each variant is also checked against the
-    reference: the float kernels against x @ W^T, "q8" against x as it rounds it to 8 bits
-    (so its integer sums, dp4a's on a GPU, are checked exactly, to bfloat16's rounding)."""
-    shapes = [(16, 512)] if tiny else SHAPES_8B
-    variants = Q4K_VARIANTS[:3] if tiny else Q4K_VARIANTS
-    qtype = int(T.Q4_K)
+def time_variants(device: torch.device, tiny: bool, gbps: float) -> list[dict]:
+    """The matrix-vector kernels (triton_gguf.MATVEC_KERNEL: "float", the default, "words" for
+    Q4_K, "q8" for Q4_K and Q6_K) and tiles (rows per program, warps: MATVEC_TILES) at the 8B's
+    shapes, 1 and 2 rows of x, weights from memory as in time_matvec: which to make the
+    default. Each variant is also checked against the reference: the float kernels against
+    x @ W^T, "q8" against x as it rounds it to 8 bits (so its integer sums, dp4a's on a GPU,
+    are checked exactly, to bfloat16's rounding)."""
+    plans = [(name, [(16, 512)], kernels[:2]) for name, _, kernels in VARIANTS] if tiny else VARIANTS
     results = []
-    kernel_before, tiles_before = tg.Q4K_MATVEC, dict(tg.MATVEC_TILES)
+    kernel_before, tiles_before = tg.MATVEC_KERNEL, dict(tg.MATVEC_TILES)
     try:
-        for n, k in shapes:
-            copies = _copies(random_blocks("Q4_K", n, k, device, seed=3), 0 if tiny else 256 << 20)
-            w = ggml.dequantize(copies[0], qtype, k).double()
-            for m in (1, 2):
-                x = torch.randn(m, k, device=device, dtype=torch.bfloat16)
-                xq, xd = tg.quantize_q8(x)
-                rounded = (xq.double().view(m, -1, 32) * xd[:, 0::2].double()[..., None]).view(m, k)
-                row: dict = {"shape": [n, k], "m": m, "bound_us": copies[0].numel() / (gbps * 1e9) * 1e6}
-                for kernel, tile in variants:
-                    tg.Q4K_MATVEC = kernel
-                    tg.MATVEC_TILES[qtype] = tile
-                    xr = rounded if kernel == "q8" else x.double()
-                    ref, bound = xr @ w.T, xr.abs() @ w.abs().T
-                    err = ((tg.linear_parts(x, [copies[0]], [qtype], [n]).double() - ref).abs()
-                           / (bound + ref.abs() + 1e-6)).max().item()
-                    state = {"i": 0}
+        for name, shapes, variants in plans:
+            qtype = int(T[name])
+            for n, k in shapes:
+                copies = _copies(random_blocks(name, n, k, device, seed=3), 0 if tiny else 256 << 20)
+                w = ggml.dequantize(copies[0], qtype, k).double()
+                for m in (1, 2):
+                    x = torch.randn(m, k, device=device, dtype=torch.bfloat16)
+                    xq, xd = tg.quantize_q8(x)
+                    rounded = (xq.double().view(m, -1, 32) * xd[:, 0::2].double()[..., None]).view(m, k)
+                    row: dict = {"type": name, "shape": [n, k], "m": m,
+                                 "bound_us": copies[0].numel() / (gbps * 1e9) * 1e6}
+                    for kernel, tile in variants:
+                        tg.MATVEC_KERNEL = kernel
+                        tg.MATVEC_TILES[qtype] = tile
+                        xr = rounded if kernel == "q8" else x.double()
+                        ref, bound = xr @ w.T, xr.abs() @ w.abs().T
+                        err = ((tg.linear_parts(x, [copies[0]], [qtype], [n]).double() - ref).abs()
+                               / (bound + ref.abs() + 1e-6)).max().item()
+                        state = {"i": 0}
 
-                    def step() -> torch.Tensor:
-                        state["i"] = (state["i"] + 1) % len(copies)
-                        return tg.linear_parts(x, [copies[state["i"]]], [qtype], [n])
+                        def step() -> torch.Tensor:
+                            state["i"] = (state["i"] + 1) % len(copies)
+                            return tg.linear_parts(x, [copies[state["i"]]], [qtype], [n])
 
-                    row[f"{kernel}_{tile[0]}x{tile[1]}"] = {
-                        "us": _time_us(step, device, reps=max(8, len(copies))), "ok": err <= 2**-7}
-                results.append(row)
+                        row[f"{kernel}_{tile[0]}x{tile[1]}"] = {
+                            "us": _time_us(step, device, reps=max(8, len(copies))), "ok": err <= 2**-7}
+                    results.append(row)
+                    tg.MATVEC_TILES.pop(qtype, None)
     finally:
-        tg.Q4K_MATVEC, tg.MATVEC_TILES = kernel_before, tiles_before
+        tg.MATVEC_KERNEL, tg.MATVEC_TILES = kernel_before, tiles_before
     return results
 
 
@@ -291,7 +299,7 @@ def main() -> None:
              "copy_gbps": lambda: copy_gbps(device, args.tiny),
              "matvec": lambda: time_matvec(device, args.tiny, report["copy_gbps"]),
              "gemm": lambda: time_gemm(device, args.tiny),
-             "q4k_variants": lambda: time_q4k_variants(device, args.tiny, report["copy_gbps"])}
+             "matvec_variants": lambda: time_variants(device, args.tiny, report["copy_gbps"])}
     report["step_seconds"] = {}
     for key, step in steps.items():  # each step's seconds include its kernels' compiles
         t = time.perf_counter()

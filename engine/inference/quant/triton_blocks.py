@@ -600,3 +600,67 @@ def matvec_q4k_q8_kernel(xq, xd, raw, y, bias, N, K, blocks_per_split, row_words
     if M == 1:
         acc = tl.where(ms == 0, tl.sum(acc2, axis=1)[:, None], 0.0)
     _matvec_out(y, bias, acc, rows, ms, N, M, split, y_stride, ATOMIC, HAS_BIAS)
+
+
+@triton.jit
+def _u32_at(halves, at, mask):
+    """The little-endian 32-bit word at 16-bit index `at` (Q6_K's blocks of 210 bytes are only
+    2-byte aligned, so a word is read as its two halves)."""
+    lo = tl.load(halves + at, mask=mask, other=0).to(tl.int32)
+    hi = tl.load(halves + at + 1, mask=mask, other=0).to(tl.int32)
+    return lo | (hi << 16)
+
+
+@triton.jit(do_not_specialize=["N", "blocks_per_split"])
+def matvec_q6k_q8_kernel(xq, xd, raw, y, bias, N, K, blocks_per_split, row_bytes, xq_stride, xd_stride, y_stride,
+                         M: tl.constexpr, MP: tl.constexpr, BN: tl.constexpr,
+                         ATOMIC: tl.constexpr, HAS_BIAS: tl.constexpr, INTERP: tl.constexpr):
+    """Q6_K times rows of x quantized to 8 bits (quantize_q8_kernel), in integers: a step is
+    one super-block of BN rows as [BN, 16 sub-blocks, 4 words], word t of sub-block s holding
+    its values 4t..4t+3 (6 bits each: 4 from ql, 2 from qh, rebuilt in place for the word's 4
+    bytes at once). dp4a gives sum(q * xq); the zero point's 32 * sum(xq) is taken off per
+    sub-block (computed once for all rows); then the int8 scale, and in float32 d * dx."""
+    rows = tl.program_id(0) * BN + tl.arange(0, BN)
+    split = tl.program_id(1)
+    start = split * blocks_per_split
+    stop = tl.minimum(start + blocks_per_split, K // 256)
+    rhalves = raw.to(tl.pointer_type(tl.uint16)) + rows.to(tl.int64) * (row_bytes // 2)  # [BN]
+    halves = rhalves[:, None, None]
+    rbytes = raw + rows[:, None].to(tl.int64) * row_bytes
+    m3 = (rows < N)[:, None, None]
+    m2 = (rows < N)[:, None]
+    sub = tl.arange(0, 16)[:, None]  # [16, 1]
+    t = tl.arange(0, 4)[None, :]
+    hf = sub // 8
+    j = (sub % 8) // 2  # which of the four 32-value runs of the half (q1..q4 in ggml's order)
+    u = (sub % 2) * 4 + t  # the word within a run
+    ql_at = (hf * 16 + (j % 2) * 8 + u) * 2  # [16, 4], in 16-bit units from the block's start
+    qh_at = 64 + (hf * 8 + u) * 2
+    low_shift = (j // 2) * 4
+    high_shift = j * 2
+    subs = tl.arange(0, 16)
+    ms = tl.arange(0, MP)[None, :]
+    if M == 1:
+        acc2 = tl.zeros((BN, 16), dtype=tl.float32)
+    else:
+        acc = tl.zeros((BN, MP), dtype=tl.float32)
+    for sb in range(start, stop):
+        base = halves + sb * 105
+        ql = _u32_at(base, ql_at[None, :, :], m3)  # [BN, 16, 4]
+        qh = _u32_at(base, qh_at[None, :, :], m3)
+        q = ((ql >> low_shift[None, :, :]) & 0x0F0F0F0F) | (((qh >> high_shift[None, :, :]) & 0x03030303) << 4)
+        sc = tl.load(rbytes + sb * 210 + 192 + subs[None, :], mask=m2, other=0).to(tl.int8, bitcast=True).to(tl.int32)
+        d = tl.load(rhalves + sb * 105 + 104, mask=rows < N, other=0).to(tl.float16, bitcast=True).to(tl.float32)
+        for m in tl.static_range(M):
+            xw = tl.load(xq.to(tl.pointer_type(tl.int32)) + m * xq_stride + sb * 64 + sub * 4 + t)  # [16, 4]
+            zero = tl.sum(_dp4a(tl.full((16, 4), 0x20202020, tl.int32), xw, INTERP), axis=1)  # [16]: 32 * sum(xq)
+            isum = tl.sum(_dp4a(q, xw[None, :, :], INTERP), axis=2) - zero[None, :]  # [BN, 16]
+            dx = tl.load(xd + m * xd_stride + (sb * 8 + subs // 2) * 2)  # [16]: each sub-block's block's d
+            part = (sc * isum).to(tl.float32) * dx[None, :] * d[:, None]
+            if M == 1:
+                acc2 += part
+            else:
+                acc += tl.where(ms == m, tl.sum(part, axis=1)[:, None], 0.0)
+    if M == 1:
+        acc = tl.where(ms == 0, tl.sum(acc2, axis=1)[:, None], 0.0)
+    _matvec_out(y, bias, acc, rows, ms, N, M, split, y_stride, ATOMIC, HAS_BIAS)

@@ -66,20 +66,21 @@ MATVEC_MAX_ROWS = 8
 # bench/device/kernels_check.py times both at 512 rows.
 DENSE_MIN_ROWS = 256
 DENSE_CHUNK = 1 << 25
-# Q4_K's matrix-vector kernel:
-# - "bytes" (matvec_q4k_kernel), the one measured on a GPU: float32 products, a dozen
-#   instructions a weight (compiled for sm_90, counting a conversion at its cost of four);
-# - "words" (matvec_q4k_words_kernel): the header read as words, the next step's weights
-#   loaded before this step's arithmetic, no conversion instructions, one row of x summed
-#   element-wise; as many instructions a weight, 95 registers to 60;
-# - "q8" (matvec_q4k_q8_kernel): x rounded to 8 bits a block of 32 (quantize_q8_kernel), then
-#   integer dot products of 4 weights an instruction (dp4a), as llama.cpp's CUDA kernels do:
-#   about 1.5 instructions a weight. Its results differ from the float ones by x's rounding.
-# None is the default until a GPU has timed them: bench/device/kernels_check.py times all three.
-Q4K_KERNELS = ("bytes", "words", "q8")
-Q4K_MATVEC = os.environ.get("WREN_TRITON_Q4K", "bytes").strip().lower() or "bytes"
-if Q4K_MATVEC not in Q4K_KERNELS:
-    raise ValueError(f"WREN_TRITON_Q4K must be one of {', '.join(Q4K_KERNELS)}, got {Q4K_MATVEC!r}")
+# The matrix-vector kernels of the two types a Q4_K_M file is made of (WREN_TRITON_MATVEC):
+# - "float", the ones measured on a GPU (matvec_q4k_kernel, matvec_q6k_kernel): float32
+#   products; compiled for sm_90, Q4_K's takes about 12 instructions a weight (a conversion
+#   counted at its cost of four), Q6_K's 20 (its per-step sums cross threads);
+# - "words": Q4_K by matvec_q4k_words_kernel (the header read as words, the next step's weights
+#   loaded before this step's arithmetic, no conversion instructions): as many instructions;
+# - "q8": x rounded to 8 bits a block of 32 (quantize_q8_kernel), then integer dot products of
+#   4 weights an instruction (dp4a), as llama.cpp's CUDA kernels do (matvec_q4k_q8_kernel,
+#   matvec_q6k_q8_kernel): 3.4 and about 4 instructions a weight. Its results differ from the
+#   float ones by x's rounding.
+# "float" stays the default until a GPU has timed the others (bench/device/kernels_check.py).
+MATVEC_KERNELS = ("float", "words", "q8")
+MATVEC_KERNEL = os.environ.get("WREN_TRITON_MATVEC", "float").strip().lower() or "float"
+if MATVEC_KERNEL not in MATVEC_KERNELS:
+    raise ValueError(f"WREN_TRITON_MATVEC must be one of {', '.join(MATVEC_KERNELS)}, got {MATVEC_KERNEL!r}")
 # Per type, a matrix-vector tile to use instead of _matvec_plan's: (rows per program, warps).
 # For kernels_check.py's sweep; empty in use.
 MATVEC_TILES: dict[int, tuple[int, int]] = {}
@@ -165,7 +166,7 @@ def _sm_count(index: int) -> int:
 def _matvec_plan(qtype: int, n: int, k: int, device_index: int, tiles: tuple = ()) -> tuple[int, int, int, int]:
     """(BN, G, split, groups per split) for a [n, k] weight: about 256 values of a row per step;
     K split where the rows alone would leave the GPU's multiprocessors short of programs.
-    `tiles`: MATVEC_TILES's items and Q4K_MATVEC, part of the cache's key."""
+    `tiles`: MATVEC_TILES's items and MATVEC_KERNEL, part of the cache's key."""
     spec = SPECS[qtype]
     groups = k // spec.group
     g = 256 // spec.group  # a super-block, or 8 blocks of 32
@@ -174,7 +175,7 @@ def _matvec_plan(qtype: int, n: int, k: int, device_index: int, tiles: tuple = (
     else:
         # the word-reading kernels (Q4_K, Q6_K, Q8_0): 16 rows (Q4_K: one 16-byte load per thread)
         bn, split = (16 if qtype in (Q4_K, Q6_K, Q8_0) else 8), 1
-        if qtype == Q4_K and Q4K_MATVEC == "q8":
+        if qtype == Q4_K and MATVEC_KERNEL == "q8":
             bn = 32  # 48 registers; 3.4 instructions a weight against 4.75 at 16 rows (sm_90)
         bn = MATVEC_TILES.get(qtype, (bn, 4))[0]
         programs, target = triton.cdiv(n, bn), 4 * _sm_count(device_index)
@@ -185,7 +186,7 @@ def _matvec_plan(qtype: int, n: int, k: int, device_index: int, tiles: tuple = (
 
 
 def _tiles() -> tuple:
-    return (Q4K_MATVEC, *sorted(MATVEC_TILES.items()))
+    return (MATVEC_KERNEL, *sorted(MATVEC_TILES.items()))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -219,14 +220,19 @@ def _launch(x: torch.Tensor, raw: torch.Tensor, qtype: int, y: torch.Tensor,
         bn, g, split, per = _matvec_plan(qtype, n, k, raw.device.index or 0, _tiles())
         mp = 1 << (m - 1).bit_length()
         warps = MATVEC_TILES.get(qtype, (bn, 4))[1]
-        if qtype == Q4_K and Q4K_MATVEC == "q8":  # x rounded to 8 bits, then dp4a
+        if qtype in (Q4_K, Q6_K) and MATVEC_KERNEL == "q8":  # x rounded to 8 bits, then dp4a
             xq, xd = quantize_q8(x)
-            _k.matvec_q4k_q8_kernel[(triton.cdiv(n, bn), split)](
-                xq, xd, raw, y, bias if bias is not None else y, n, k, per // g, raw.shape[1] // 4, xq.stride(0) // 4,
-                xd.stride(0), y.stride(0), M=m, MP=mp, BN=bn, P=4, ATOMIC=atomic and split > 1,
-                HAS_BIAS=bias is not None, INTERP=INTERPRET, num_warps=warps)
+            args = (xq, xd, raw, y, bias if bias is not None else y, n, k, per // g)
+            common = dict(M=m, MP=mp, BN=bn, ATOMIC=atomic and split > 1, HAS_BIAS=bias is not None,
+                          INTERP=INTERPRET, num_warps=warps)
+            if qtype == Q4_K:
+                _k.matvec_q4k_q8_kernel[(triton.cdiv(n, bn), split)](
+                    *args, raw.shape[1] // 4, xq.stride(0) // 4, xd.stride(0), y.stride(0), P=4, **common)
+            else:
+                _k.matvec_q6k_q8_kernel[(triton.cdiv(n, bn), split)](
+                    *args, raw.shape[1], xq.stride(0) // 4, xd.stride(0), y.stride(0), **common)
             return
-        if qtype == Q4_K and Q4K_MATVEC == "words":  # every byte read in 32-bit words; a step is one super-block
+        if qtype == Q4_K and MATVEC_KERNEL == "words":  # every byte read in 32-bit words; a step is one super-block
             _k.matvec_q4k_words_kernel[(triton.cdiv(n, bn), split)](
                 x, raw, y, bias if bias is not None else y, n, k, per // g, raw.shape[1] // 4, x.stride(0),
                 y.stride(0), M=m, MP=mp, BN=bn, P=4, ATOMIC=atomic and split > 1, HAS_BIAS=bias is not None,

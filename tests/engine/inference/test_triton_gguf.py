@@ -46,5 +46,7 @@ def test_kernels_check_runs_tiny_on_the_cpu():
     assert all(report["exact"].values()), report["exact"]
     assert report["products"] and all(r["ok"] for r in report["products"]), report["products"]
     assert report["matvec"] and all(t["us"] > 0 for t in report["matvec"])
-    variants = [v for row in report["q4k_variants"] for k, v in row.items() if isinstance(v, dict)]
-    assert len(variants) == 6 and all(v["ok"] and v["us"] > 0 for v in variants), report["q4k_variants"]
+    rows = report["matvec_variants"]
+    assert {(row["type"], row["m"]) for row in rows} == {("Q4_K", 1), ("Q4_K", 2), ("Q6_K", 1), ("Q6_K", 2)}, rows
+    variants = [v for row in rows for v in row.values() if isinstance(v, dict)]
+    assert len(variants) == 8 and all(v["ok"] and v["us"] > 0 for v in variants), rows

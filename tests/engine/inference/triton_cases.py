@@ -93,17 +93,17 @@ def test_products_match_the_reference(tg, name, m):
 @pytest.mark.parametrize("m", [1, 2, 8])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_both_q4_k_matvec_kernels(tg, monkeypatch, m, dtype):
-    """Q4_K's two matrix-vector kernels (Q4K_MATVEC: the first GPU run's, reading bytes, and
-    the one reading every byte in words), on the same blocks: each within float32's rounding
-    of the reference, so either may be the default."""
+    """Q4_K's two float matrix-vector kernels (MATVEC_KERNEL "float", the first GPU run's, and
+    "words"), on the same blocks: each within float32's rounding of the reference, so either
+    may be the default."""
     cols = _cols("Q4_K")
     raw = random_blocks("Q4_K", ROWS, cols, seed=40 + m)
     w = ggml.dequantize(raw, int(T.Q4_K), cols)
     x = torch.randn(m, cols, generator=torch.Generator().manual_seed(m)).to(dtype)
     ref = x.double() @ w.double().T
     tol = 1e-5 if dtype == torch.float32 else 2**-8
-    for kernel in ("bytes", "words"):
-        monkeypatch.setattr(tg, "Q4K_MATVEC", kernel)
+    for kernel in ("float", "words"):
+        monkeypatch.setattr(tg, "MATVEC_KERNEL", kernel)
         y = tg.linear_parts(x, [raw], [int(T.Q4_K)], [ROWS]).double()
         assert ((y - ref).abs() <= tol * (_bound(x, w) + ref.abs()) + 1e-6).all(), (kernel, (y - ref).abs().max())
 
@@ -136,17 +136,18 @@ def test_rows_quantized_to_8_bits(tg, dtype):
 
 @pytest.mark.parametrize("m", [1, 3, 8])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_q4_k_against_8_bit_rows(tg, monkeypatch, m, dtype):
-    """Q4K_MATVEC="q8": the product of the weights and x as rounded to 8 bits, to float32's
-    rounding (so the integer sums and their scales are right), and within x's rounding of
-    the float product (every block off by at most half of its d)."""
-    monkeypatch.setattr(tg, "Q4K_MATVEC", "q8")
-    cols = _cols("Q4_K")
-    raw = random_blocks("Q4_K", ROWS, cols, seed=60 + m)
-    w = ggml.dequantize(raw, int(T.Q4_K), cols).double()
+@pytest.mark.parametrize("name", ["Q4_K", "Q6_K"])
+def test_against_8_bit_rows(tg, monkeypatch, name, m, dtype):
+    """MATVEC_KERNEL="q8" (Q4_K and Q6_K): the product of the weights and x as rounded to 8
+    bits, to float32's rounding (so the integer sums, zero points and scales are right), and
+    within x's rounding of the float product (every block off by at most half of its d)."""
+    monkeypatch.setattr(tg, "MATVEC_KERNEL", "q8")
+    cols = _cols(name)
+    raw = random_blocks(name, ROWS, cols, seed=60 + m)
+    w = ggml.dequantize(raw, int(T[name]), cols).double()
     x = torch.randn(m, cols, generator=torch.Generator().manual_seed(m)).to(dtype)
     bias = torch.randn(ROWS, generator=torch.Generator().manual_seed(9))
-    y = tg.linear(x, QTensor(raw, int(T.Q4_K), (ROWS, cols)), bias.to(dtype)).double()
+    y = tg.linear(x, QTensor(raw, int(T[name]), (ROWS, cols)), bias.to(dtype)).double()
     q, d = _q8_rows(x)
     rounded = (q.view(m, -1, 32).double() * d.double()[..., None]).view(m, cols)
     exact = rounded @ w.T + bias.to(dtype).double()
