@@ -279,6 +279,8 @@ def time_gemm(device: torch.device, tiny: bool) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny", action="store_true", help="small shapes on the CPU (TRITON_INTERPRET=1)")
+    parser.add_argument("--out", type=Path, help="also write the report here after every step (a run cut short "
+                                                 "by its time limit keeps what it measured)")
     args = parser.parse_args()
     if not tg.available():
         raise SystemExit(tg.NOTICE)
@@ -298,13 +300,15 @@ def main() -> None:
     steps = {"exact": lambda: check_exact(device, args.tiny), "products": lambda: check_products(device, args.tiny),
              "copy_gbps": lambda: copy_gbps(device, args.tiny),
              "matvec": lambda: time_matvec(device, args.tiny, report["copy_gbps"]),
-             "gemm": lambda: time_gemm(device, args.tiny),
-             "matvec_variants": lambda: time_variants(device, args.tiny, report["copy_gbps"])}
+             "matvec_variants": lambda: time_variants(device, args.tiny, report["copy_gbps"]),
+             "gemm": lambda: time_gemm(device, args.tiny)}
     report["step_seconds"] = {}
     for key, step in steps.items():  # each step's seconds include its kernels' compiles
         t = time.perf_counter()
         report[key] = step()
         report["step_seconds"][key] = round(time.perf_counter() - t, 1)
+        if args.out is not None:
+            args.out.write_text(json.dumps(report, indent=1))
     report["seconds"] = time.perf_counter() - t0
     json.dump(report, sys.stdout, indent=1)
     print()
