@@ -89,6 +89,11 @@ class ModelWorker:
         self._thread.join(timeout)
 
     def _run(self) -> None:
+        # Running from here on: a waiter that gives up (a cancelled load awaits this future
+        # through asyncio.wrap_future, which cancels it too) no longer cancels it, so the
+        # result below always has a future to go to (set on a cancelled one, it raised here)
+        if not self._loaded.set_running_or_notify_cancel():
+            return
         # below the window's and the event loop's threads (priority.py says why), before
         # the model's first parallel op creates this thread's pool of torch threads
         lower_this_thread()

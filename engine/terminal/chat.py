@@ -311,19 +311,30 @@ class Chat:
                                           settings={ORIGIN_KEY: TERMINAL_ORIGIN}, temporary=not self.save)
         else:
             events = self.engine.chat.send(self.conv.id, text, options)
-        with self.sigint.on_interrupt(self.engine.chat.stop) as routed:
-            handled = not routed and _stop_on_sigint(self.engine.chat.stop)
+        stopping: list[bool] = []
+
+        def stop() -> None:
+            # engine.chat.stop reaches answers that have started; a press before that (while
+            # the question is checked and its prompt assembled) is kept and said again as
+            # each event comes (_stream), so the answer it meant stops within a token
+            stopping.append(True)
+            self.engine.chat.stop()
+
+        with self.sigint.on_interrupt(stop) as routed:
+            handled = not routed and _stop_on_sigint(stop)
             try:
-                await self._stream(events)
+                await self._stream(events, stopping)
             finally:
                 if handled:
                     asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
 
-    async def _stream(self, events) -> None:
+    async def _stream(self, events, stopping: list[bool]) -> None:
         reading = PrefillLine(self.err)
         thinking = ThinkingLines(self.out)  # dimmed, before the answer, on a terminal only
         try:
             async for event in events:
+                if stopping:
+                    self.engine.chat.stop()
                 if isinstance(event, Started) and self.conv is None:
                     self.conv = await self.engine.conversations.get(event.conversation_id)
                 if isinstance(event, PrefillProgress):
@@ -398,7 +409,7 @@ def run(args, open_engine: Callable, load: Callable, sampling: Callable, save_se
     history = None
     try:
         print("Loading the model…", file=sys.stderr, flush=True)
-        status = loop.run_until_complete(load(engine, args)) or engine.models.current
+        status = loop.run_until_complete(_stoppable(sigint, load(engine, args))) or engine.models.current
         print(f"(model {status.name} on {status.backend}, loaded in {status.load_seconds:.1f} s)", file=sys.stderr)
         params = loop.run_until_complete(sampling(engine, args))
         save = args.save if args.save is not None else loop.run_until_complete(save_setting(engine))
@@ -424,7 +435,8 @@ def run(args, open_engine: Callable, load: Callable, sampling: Callable, save_se
                     return 0
                 print("\n(Ctrl+D or /bye quits)", file=sys.stderr, flush=True)
                 continue
-            going_on = loop.run_until_complete(chat.handle(line))
+            with sigint.busy():  # Ctrl+C from Enter on stops the answer, wherever it is
+                going_on = loop.run_until_complete(chat.handle(line))
             if voice is not None and going_on:
                 answer = loop.run_until_complete(voice.last_answer(engine, chat.conv.id if chat.conv else None))
                 try:
@@ -451,6 +463,22 @@ def run(args, open_engine: Callable, load: Callable, sampling: Callable, save_se
         finally:
             loop.close()
             sigint.stop()
+
+
+async def _stoppable(sigint: SigintRouter, work):
+    """`work` (loading the model) with Ctrl+C cancelling it, waiting for it to unwind, and
+    then raising KeyboardInterrupt as Python would have: the load lets a half-loaded model's
+    worker finish and go first. Interrupted where it stood instead, the worker's thread was
+    left inside torch as the interpreter exited, and the process aborted ("terminate called
+    without an active exception") or printed a traceback."""
+    task = asyncio.ensure_future(work)
+    with sigint.on_interrupt(task.cancel) as routed:
+        try:
+            return await task
+        except asyncio.CancelledError:
+            if routed and task.cancelled():
+                raise KeyboardInterrupt from None
+            raise
 
 
 def _voice_chat(args):

@@ -19,6 +19,10 @@ thread of its own takes the signal with `sigwait`:
     readline restarts a read() that a signal interrupts;
   - during an answer (`on_interrupt(callback)`), the callback runs on the event loop (the
     answer stops);
+  - between a prompt and the answer it asked for (`busy()`), the press is kept and given to
+    the answer's callback as soon as it is set: a press right after Enter stops the answer
+    it meant to stop, instead of interrupting the main thread wherever it was (that left the
+    engine's threads mid-step, and the process aborted as it exited);
   - at any other time, the main thread is interrupted as Python would have done it
     (KeyboardInterrupt at its next instruction; a running loop is woken to notice).
 Threads made before the block keep taking the signal: numpy's BLAS pool is made when numpy
@@ -134,6 +138,8 @@ class SigintRouter:
         self._active = False
         self._prompts = 0  # counts prompts, so a press is acted on at the prompt it was made at only
         self._wanted: int | None = None  # the prompt a press is waiting to interrupt
+        self._busy = False  # inside busy(): a press with no callback to take it is kept
+        self._pending = False  # a press kept for the next callback
 
     def start(self, loop: asyncio.AbstractEventLoop | None = None) -> SigintRouter:
         """Block SIGINT in this (the main) thread and start the thread that takes it.
@@ -180,15 +186,35 @@ class SigintRouter:
             raise KeyboardInterrupt
 
     @contextmanager
+    def busy(self) -> Iterator[None]:
+        """Around what the main thread does between two prompts (a message sent and answered,
+        a command): a Ctrl+C that no `on_interrupt` callback takes yet is kept for the next one
+        set inside, which gets it at once; one still kept when this ends is dropped."""
+        if not self._active:
+            yield
+            return
+        with self._lock:
+            self._busy, self._pending = True, False
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._busy, self._pending = False, False
+
+    @contextmanager
     def on_interrupt(self, callback: Callable[[], object]) -> Iterator[bool]:
-        """While inside, Ctrl+C calls `callback` on the running loop. Yields whether the
-        router handles it (else the caller keeps Python's own handling)."""
+        """While inside, Ctrl+C calls `callback` on the running loop (and a press kept by
+        `busy()` calls it at once). Yields whether the router handles it (else the caller
+        keeps Python's own handling)."""
         if not self._active:
             yield False
             return
         loop = asyncio.get_running_loop()
         with self._lock:
             self._callback = (loop, callback)
+            kept, self._pending = self._pending, False
+        if kept:
+            loop.call_soon(callback)
         try:
             yield True
         finally:
@@ -208,6 +234,9 @@ class SigintRouter:
             else:
                 press = None
             target = self._callback
+            if press is None and target is None and self._busy:
+                self._pending = True  # for the answer about to start (on_interrupt)
+                return
         if press is not None:
             self._nudge(press)
             return

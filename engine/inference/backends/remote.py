@@ -206,6 +206,8 @@ class RemoteWorker:
             await self._load_model()
 
     async def _load_model(self) -> None:
+        if not self._loaded.set_running_or_notify_cancel():  # as ModelWorker._run: a waiter gave up first
+            return
         try:
             model = self.backend.load(None)
         except BaseException as exc:

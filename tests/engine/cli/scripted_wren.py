@@ -5,7 +5,9 @@
 The data folder is $WREN_HOME (with the tiny model chosen, see conftest.tiny_chosen).
 The answer echoes the last user message ("echo: TEXT"), after the system prompt when one
 was given ("[system: TEXT] ") and after $WREN_TEST_REPLY when that is set; each token
-takes $WREN_TEST_DELAY seconds (default 0). With $WREN_TEST_CTTY set, standard input (a pty,
+takes $WREN_TEST_DELAY seconds (default 0), each prompt's prefill $WREN_TEST_PREFILL_DELAY (a
+slow first token), loading the model $WREN_TEST_LOAD_DELAY. With $WREN_TEST_CTTY set,
+standard input (a pty,
 in a new session) becomes the controlling terminal.
 """
 
@@ -46,7 +48,19 @@ def main() -> int:
     from wren.engine.inference.backends.scripted import ScriptedBackend
     from wren.engine.terminal import main as cli
 
-    backend = ScriptedBackend(reply, delay=float(os.environ.get("WREN_TEST_DELAY", "0")))
+    backend = ScriptedBackend(reply, delay=float(os.environ.get("WREN_TEST_DELAY", "0")),
+                              prefill_delay=float(os.environ.get("WREN_TEST_PREFILL_DELAY", "0")))
+    load_delay = float(os.environ.get("WREN_TEST_LOAD_DELAY", "0"))
+    if load_delay:
+        import time
+
+        quick = backend.load
+
+        def slow_load(*args, **kwargs):
+            time.sleep(load_delay)
+            return quick(*args, **kwargs)
+
+        backend.load = slow_load
     original = Engine.open.__func__
 
     def open_(cls, home=None, **kwargs):

@@ -205,6 +205,43 @@ def test_ctrl_c_stops_an_answer_and_the_chat_goes_on(terminal):
     assert t.finish() == 0
 
 
+@pytest.mark.parametrize("after", [0.0, 0.05, 0.3])
+def test_ctrl_c_right_after_enter_stops_the_answer_it_asked_for(terminal, after):
+    """A press from Enter on, before the answer's first token (its prompt still being read,
+    or the question not yet handed to the model), stops that answer: it was lost (the whole
+    answer streamed) or, landing before the answer's handler was set, interrupted the main
+    thread wherever it was, and the process aborted as it exited."""
+    t = terminal(WREN_TEST_REPLY="word " * 150, WREN_TEST_DELAY="0.02", WREN_TEST_PREFILL_DELAY="1.0")
+    t.expect(">>> ")
+    t.send("go on\r")
+    t.expect("go on")  # the line is in (echoed): the press is not one at the prompt
+    time.sleep(after)
+    t.send("\x03")
+    answer = t.expect("[stopped]", timeout=30)
+    assert answer.count("word") < 20, answer[-500:]
+    t.expect(">>> ")
+    t.send("hello\r")  # the chat goes on, and the next answer is whole
+    t.expect("echo: hello", timeout=30)
+    t.expect(">>> ")
+    t.send("/bye\r")
+    assert t.finish() == 0
+
+
+def test_ctrl_c_while_the_model_loads_ends_the_chat_cleanly(terminal, wren_home):
+    """Ctrl+C while the model loads: the load is let finish and go, and the chat ends as a
+    Ctrl+C ends a command (130), with no traceback and no crash report. It aborted the process
+    ("terminate called without an active exception"), left a traceback, or wrote a crash
+    report (the load's result set on a cancelled future), by when the press landed."""
+    t = terminal(WREN_TEST_LOAD_DELAY="1.5")
+    t.expect("Loading the model")
+    time.sleep(0.5)
+    t.send("\x03")
+    assert t.finish() == 130
+    assert "Traceback" not in t.seen and "terminate called" not in t.seen and "crash report" not in t.seen, t.seen
+    crashes = wren_home / "crashes"
+    assert not (crashes.is_dir() and any(crashes.glob("crash-*"))), list(crashes.iterdir())
+
+
 def test_ask_on_a_terminal_is_cleaned_and_to_a_pipe_is_not(terminal):
     hostile = f"safe {ESC}[31mred{ESC}[0m {ESC}]0;pwned\x07{ESC}[2J\x9b1;1H done. "
     t = terminal("--no-save", "hi", command="ask", WREN_TEST_REPLY=hostile)
