@@ -17,6 +17,15 @@ def is_dark(widget: QWidget | None = None) -> bool:
     return palette.color(QPalette.ColorRole.Window).lightness() < 128
 
 
+# The placeholder colour, which quiet text uses, for light and dark: 4.5:1 (WCAG AA) or more
+# on the window, the base, the sidebar and every translucent fill of wren.qss laid over them
+# (the user's bubble, a hovered row, memory notes, the undo bar).
+QUIET_TEXT = {False: "#5f5f5f", True: "#a8aab0"}
+
+# Help under a setting: quieter than its label, in the placeholder colour (so 4.5:1 too).
+HELP_STYLE = "color: palette(placeholder-text)"
+
+
 def _dark_palette() -> QPalette:
     p = QPalette()
     role, group = QPalette.ColorRole, QPalette.ColorGroup
@@ -25,7 +34,7 @@ def _dark_palette() -> QPalette:
         role.AlternateBase: "#2b2d31", role.ToolTipBase: "#2b2d31", role.ToolTipText: "#e6e6e6",
         role.Text: "#e6e6e6", role.Button: "#2b2d31", role.ButtonText: "#e6e6e6",
         role.BrightText: "#ffffff", role.Highlight: "#3d6fd9", role.HighlightedText: "#ffffff",
-        role.Link: "#7aa7ff", role.PlaceholderText: "#8b8d93", role.Mid: "#3a3c42",
+        role.Link: "#7aa7ff", role.PlaceholderText: QUIET_TEXT[True], role.Mid: "#3a3c42",
         role.Midlight: "#33353a", role.Dark: "#141518", role.Light: "#45474d", role.Shadow: "#000000",
     }
     for r, c in colors.items():
@@ -74,6 +83,10 @@ def apply_theme(app: QApplication, *, dark: bool | None = None, high_contrast: b
     light = app.style().standardPalette()
     # Fusion's selection blue (#308cc6) under white text is 3.7:1, below WCAG AA's 4.5:1
     light.setColor(QPalette.ColorRole.Highlight, QColor("#2364aa"))
+    # Quiet text (a message's buttons, the token count, help under a setting, a search
+    # result's snippet) is the placeholder colour: Fusion's is black at half opacity, 3.9:1
+    # on white. This grey keeps 4.5:1 on every fill it is drawn over (bubbles, hovered rows).
+    light.setColor(QPalette.ColorRole.PlaceholderText, QColor(QUIET_TEXT[False]))
 
     def follow(*_args) -> None:
         wanted = _wants_dark(app) if dark is None else dark

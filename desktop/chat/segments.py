@@ -69,7 +69,10 @@ class ProseSegment(AutoHeightBrowser):
         self.setAccessibleName("Message text")
         self._cursor = QTextCursor(self.document())
         self._plain = QTextCharFormat()
-        self._paragraph_start = 0  # where the paragraph being streamed begins
+        # Where the paragraph being streamed begins: the end of the rendered text before it,
+        # or None while it is the answer's first. Not 0 for "first": a finished paragraph
+        # that is one empty block (a rule) also ends at 0.
+        self._paragraph_start: int | None = None
         self._needs_block = False  # the next raw text starts below rendered text
 
     def paintEvent(self, event) -> None:
@@ -87,10 +90,18 @@ class ProseSegment(AutoHeightBrowser):
     def render_markdown(self, markdown: str, final: bool) -> None:
         """Replace the current paragraph's text with `markdown`, rendered."""
         doc, cursor = self.document(), self._cursor
-        cursor.setPosition(self._paragraph_start)
+        after = self._paragraph_start
+        cursor.setPosition(after or 0)
         cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
-        cursor.removeSelectedText()
-        if self._paragraph_start > 0:
+        if after is None:
+            cursor.removeSelectedText()
+        else:
+            # Removing the separator after an empty block (a rule) gives that block the format
+            # of the block merged into it, so the rule would turn into a plain empty line.
+            before = QTextCursor(doc.findBlock(after))
+            kept = before.blockFormat()
+            cursor.removeSelectedText()
+            before.setBlockFormat(kept)
             cursor.insertBlock(QTextBlockFormat(), self._plain)
         start, blocks = cursor.position(), doc.blockCount()
         rendered = QTextDocument()
@@ -98,12 +109,16 @@ class ProseSegment(AutoHeightBrowser):
         cursor.insertFragment(QTextDocumentFragment(rendered))
         # A fragment that begins with a list or quote opens a block of its own and leaves
         # the one it was inserted into empty; drop that, or keep the first block's format.
+        # Not a list item's format: it names its list by an index into `rendered`, so the
+        # block would leave the list (the first item of an answer lost its number). Qt moves
+        # the list over itself: into a block of its own, or, at the document's start, into
+        # the first block.
         first = doc.findBlock(start)
         if first.length() == 1 and first.next().isValid() and doc.blockCount() > blocks:
             fix = QTextCursor(doc)
             fix.setPosition(start)
             fix.deletePreviousChar() if start > 0 else fix.deleteChar()
-        else:
+        elif rendered.begin().textList() is None:
             QTextCursor(first).setBlockFormat(rendered.begin().blockFormat())
         cursor.movePosition(QTextCursor.MoveOperation.End)
         if final:

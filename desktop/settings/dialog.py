@@ -46,6 +46,7 @@ from wren.engine.records import DEFAULT_SYSTEM_PROMPT
 from ..bridge import Tasks
 from ..memory.page import MemoryPage
 from ..safety.page import SafetyPage
+from ..theme import HELP_STYLE
 from ..window.models import installed_models
 from .about import AboutPage
 from .diagnostics import DiagnosticsPage
@@ -271,7 +272,7 @@ class SettingsDialog(QDialog):
             note = QLabel(hint)
             note.setObjectName(f"{box.objectName()}Help")
             note.setWordWrap(True)
-            note.setStyleSheet("color: palette(mid)")
+            note.setStyleSheet(HELP_STYLE)
             box.setToolTip(hint)
             form.addRow(label, box)
             form.addRow("", note)

@@ -23,6 +23,8 @@ from PySide6.QtWidgets import (
 from wren.engine.api import Engine
 from wren.engine.inference.presets import PRESET_FIELDS, PRESETS_KEY
 
+from ..theme import HELP_STYLE
+
 # One line each, in plain words: what turning the setting up or down does.
 HELP = {
     "temperature": "How adventurous the wording is: lower stays with the likeliest words, higher "
@@ -92,7 +94,7 @@ class SamplingPresetEditor(QWidget):
             hint = QLabel(HELP[name])
             hint.setObjectName(f"{name}Help")
             hint.setWordWrap(True)
-            hint.setStyleSheet("color: palette(mid)")
+            hint.setStyleSheet(HELP_STYLE)
             box.setToolTip(HELP[name])
             form.addRow(LABELS[name], box)
             form.addRow("", hint)

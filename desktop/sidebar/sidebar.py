@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from PySide6.QtCore import QEvent, QPoint, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QFont, QKeySequence
+from PySide6.QtGui import QAction, QFont, QKeySequence, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFrame,
@@ -31,6 +31,7 @@ from .snippets import SNIPPET_ROLE, Hit, SnippetDelegate
 
 ID_ROLE = Qt.ItemDataRole.UserRole
 INFO_ROLE = Qt.ItemDataRole.UserRole + 1
+HEADER_ROLE = Qt.ItemDataRole.UserRole + 2  # a group's name ("Today", "Terminal"), not a chat
 SEARCH_DEBOUNCE_MS = 200
 UNDO_SECONDS = 10
 UNTITLED = "New chat"
@@ -49,6 +50,15 @@ class _FitDelegate(QStyledItemDelegate):
         hint = super().sizeHint(option, index)
         view = self.view
         return QSize(min(hint.width(), max(1, view.viewport().width() - 2 * view.spacing())), hint.height())
+
+    def initStyleOption(self, option, index) -> None:
+        super().initStyleOption(option, index)
+        if index.data(HEADER_ROLE):
+            # A group's name has no item flags, so it is never selected or stopped at, and
+            # Qt draws such an item disabled: light grey, 1.6:1. It is read as text.
+            palette = option.palette
+            palette.setColor(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text,
+                             palette.color(QPalette.ColorGroup.Active, QPalette.ColorRole.Text))
 
 
 class ConversationList(QListWidget):
@@ -165,13 +175,14 @@ class Sidebar(QWidget):
         self._populating = True
         try:
             self.list.clear()
+            # Set apart from the chats by weight alone: smaller and greyed it was hard to read.
             header_font = QFont(self.list.font())
-            header_font.setBold(True)
-            header_font.setPointSizeF(max(7.0, header_font.pointSizeF() * 0.85))
+            header_font.setWeight(QFont.Weight.DemiBold)
             for group in group_by_day(conversations):
                 header = QListWidgetItem(group.label)
                 header.setFlags(Qt.ItemFlag.NoItemFlags)
                 header.setFont(header_font)
+                header.setData(HEADER_ROLE, True)
                 header.setData(Qt.ItemDataRole.AccessibleTextRole, f"{group.label}:")
                 self.list.addItem(header)
                 for conv in group.conversations:
@@ -182,6 +193,33 @@ class Sidebar(QWidget):
         if not conversations:
             self.empty_label.setText("No chat matches your search." if self.query() else "No chats yet.")
         self.empty_label.setVisible(not conversations)
+
+    def shows(self, conversations: list[ConversationInfo]) -> bool:
+        """Whether the list already shows exactly these chats, in these groups (a day's group
+        is named again after midnight)."""
+        shown = [item.data(INFO_ROLE) if item.data(ID_ROLE) is not None else item.text()
+                 for item in (self.list.item(i) for i in range(self.list.count()))]
+        wanted: list[object] = []
+        for group in group_by_day(conversations):
+            wanted += [group.label, *group.conversations]
+        return shown == wanted
+
+    def editing(self) -> bool:
+        """A chat's name is being edited in the list (listing again would drop the edit)."""
+        return self.list.state() == QAbstractItemView.State.EditingState
+
+    def relist(self, conversations: list[ConversationInfo], current_id: int | None) -> None:
+        """List again for chats made or changed elsewhere (`wren ask`, `wren chat`), keeping
+        the user's place: the list scrolled as far, the keyboard on the same row."""
+        scrolled = self.list.verticalScrollBar().value()
+        row = self.list.currentItem()
+        keyboard = row.data(ID_ROLE) if row is not None else None
+        self.set_conversations(conversations, current_id)
+        if keyboard is not None and keyboard != current_id and self._find(keyboard) is not None:
+            self.select(keyboard)  # moved there with the arrow keys, not opened
+        # Rows are laid out later; laid out now, so the scroll bar's range is the new one.
+        self.list.executeDelayedItemsLayout()
+        self.list.verticalScrollBar().setValue(scrolled)
 
     def select(self, conversation_id: int | None) -> None:
         was, self._populating = self._populating, True

@@ -121,6 +121,21 @@ class ConversationController(QObject):
             self.sidebar.set_conversations(convs, self.current_id)
             self.listed.emit()
 
+    async def refresh_if_changed(self) -> None:
+        """List again if chats were made or changed by another front end of this engine
+        (`wren ask` answered through the window's socket) or another process on the same
+        data (`wren chat`); neither tells the window. The list is rebuilt only when it
+        differs, and never under a search's results or a rename in progress."""
+        if self.sidebar.query() or self.sidebar.editing():
+            return
+        generation = self._list_generation  # not a new one: a listing the user asked for wins
+        convs = await self.engine.conversations.list(None)
+        if (generation != self._list_generation or self.sidebar.query() or self.sidebar.editing()
+                or self.sidebar.shows(convs)):
+            return
+        self.sidebar.relist(convs, self.current_id)
+        self.listed.emit()
+
     async def rename(self, conversation_id: int, title: str) -> None:
         conv = await self.engine.conversations.rename(conversation_id, title)
         if conversation_id == self.current_id:

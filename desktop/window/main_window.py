@@ -8,7 +8,7 @@ import logging
 import sys
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QPoint, Qt, QTimer, Signal
+from PySide6.QtCore import QByteArray, QEvent, QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -52,6 +52,10 @@ log = logging.getLogger(__name__)
 TEMPORARY_TITLE = "Temporary chat"
 LAYOUT_KEY = "desktop.window_layout"  # size, position, splitter and maximized state, for the next start
 LAYOUT_SAVE_MS = 1000  # saved this long after the last move or resize, and again on close
+# The chat list is read again this often while the window shows, and when it is activated:
+# chats made by `wren ask` or `wren chat` reach the window no other way. A read that finds
+# nothing new leaves the list alone.
+CHAT_LIST_POLL_MS = 5000
 WINDOW_TITLE_CHARS = 60  # a window title is cut here: task bars and window lists show little more
 
 
@@ -128,6 +132,9 @@ class MainWindow(QMainWindow):
         self._tab_timer.timeout.connect(self.order_tab_stops)
         self.chat.messages_changed.connect(self._tab_timer.start)
         self.order_tab_stops()
+        self._list_poll = QTimer(self, interval=CHAT_LIST_POLL_MS)  # started by start(), stopped on close
+        self._list_poll.timeout.connect(self.list_chats_again)
+        self._list_reading: asyncio.Task | None = None
 
     # -- layout ---------------------------------------------------------------------
 
@@ -273,10 +280,31 @@ class MainWindow(QMainWindow):
         await self.restore_layout()
         await self.conversations.load_settings()
         await self.conversations.refresh_list()
+        self._list_poll.start()
         await self.library.start()
         self.models.load_in_background()
         self.chat.warm_up()
         self.focus_composer()  # not the first button: what is typed first must not be lost
+
+    def list_chats_again(self) -> None:
+        """Read the chat list again for chats made elsewhere (the poll, the window activated):
+        one read at a time, none while the window is hidden or minimized."""
+        if not self.isVisible() or self.isMinimized() or self.engine.closed:
+            return
+        if self._list_reading is not None and not self._list_reading.done():
+            return
+        coro = self.conversations.refresh_if_changed()
+        try:
+            self._list_reading = self.tasks.run(coro, what="listing chats")
+        except RuntimeError:  # the event loop this window ran on is gone: nothing left to ask
+            coro.close()
+            self._list_poll.stop()
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        # Coming back to the window from a terminal shows the chats made there at once.
+        if event.type() == QEvent.Type.ActivationChange and self.isActiveWindow() and self._list_poll.isActive():
+            self.list_chats_again()
 
     def show_draft_tokens(self):
         """The composer's popover: the draft as the model's tokens (Chat menu, Ctrl+Shift+K)."""
@@ -469,6 +497,7 @@ class MainWindow(QMainWindow):
             self.hidden_to_tray.emit()
             return
         event.accept()
+        self._list_poll.stop()
         self.voice.close()
         self.status.stop_following()
         if self.models_dialog is not None:
