@@ -25,7 +25,7 @@ from ..events import (
     event_to_dict,
 )
 from ..progress import PrefillLine
-from .ask_request import AskRequest, answer, load_asked_model
+from .ask_request import AskRequest, answer, load_asked_model, policy_notices
 from .main import _INTERRUPTED, _main_thread, _open_engine, _print_notices, _question
 from .output import Output, ThinkingLines, shown
 
@@ -206,6 +206,8 @@ async def _ask_here(args, request: AskRequest) -> int:
         loop = asyncio.get_running_loop()
         interrupt = Interrupt(engine)
         view = AskView(args)
+        for message in policy_notices(engine):
+            print(f"wren: {message}", file=sys.stderr)
 
         async def show() -> None:
             async for event in answer(engine, request, load=interrupt.load):

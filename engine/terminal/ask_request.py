@@ -128,6 +128,13 @@ async def load_asked_model(engine: Any, request: AskRequest) -> None:
         await engine.models.load()
 
 
+def policy_notices(engine) -> list[str]:
+    """The safety policy's warnings, as a terminal question says them before its answer: a
+    policy file with a mistake leaves the user's own rules out (the shipped policy is in
+    force), which `wren ask` and `wren chat` went on without a word."""
+    return [f"safety policy: {warning}" for warning in engine.policy_warnings]
+
+
 async def answer(engine: Any, request: AskRequest, load: Load = load_asked_model) -> AsyncIterator[Any]:
     """The question's answer as events: its checks, the model (`load`), the send. The
     checks come before the model loads; the chat is made only once the question is accepted

@@ -33,6 +33,7 @@ from ..events import (
 )
 from ..progress import PrefillLine
 from ..records import ORIGIN_KEY, TERMINAL_ORIGIN, ConversationInfo
+from .ask_request import policy_notices
 from .output import Output, ThinkingLines, shown
 from .sigint import SigintRouter, ctrl_c_kept
 
@@ -410,7 +411,7 @@ def run(args, open_engine: Callable, load: Callable, sampling: Callable, save_se
     try:
         print("Loading the model…", file=sys.stderr, flush=True)
         status = loop.run_until_complete(_stoppable(sigint, load(engine, args))) or engine.models.current
-        print(f"(model {status.name} on {status.backend}, loaded in {status.load_seconds:.1f} s)", file=sys.stderr)
+        _say_loaded(engine, status)
         params = loop.run_until_complete(sampling(engine, args))
         save = args.save if args.save is not None else loop.run_until_complete(save_setting(engine))
         chat = Chat(engine, params, save=save, backend=args.backend, sigint=sigint)
@@ -463,6 +464,13 @@ def run(args, open_engine: Callable, load: Callable, sampling: Callable, save_se
         finally:
             loop.close()
             sigint.stop()
+
+
+def _say_loaded(engine, status) -> None:
+    """The model that answers, and what is wrong with the user's safety policy file, if anything."""
+    print(f"(model {status.name} on {status.backend}, loaded in {status.load_seconds:.1f} s)", file=sys.stderr)
+    for message in policy_notices(engine):
+        print(f"wren: {message}", file=sys.stderr)
 
 
 async def _stoppable(sigint: SigintRouter, work):

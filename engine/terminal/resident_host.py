@@ -26,7 +26,7 @@ from .. import __version__, paths
 from ..engine_sockets import LINE_LIMIT, PROTOCOL, connect, private_folder, send, supported, window_socket_path
 from ..errors import InvalidRequest, WrenError
 from ..keep_alive import DEFAULT_KEEP_ALIVE, seconds
-from .ask_request import AskRequest, answer, load_asked_model
+from .ask_request import AskRequest, answer, load_asked_model, policy_notices
 
 
 class _Stopped(Exception):
@@ -176,6 +176,8 @@ class Resident:
         self._cuts[id(one)] = one.stop
         try:
             await self._fresh_policy()
+            for message in policy_notices(self.engine):
+                send(writer, {"type": "notice", "message": message})
             async for event in answer(self.engine, request, load=one.load):
                 if isinstance(event, Started):
                     one.started(event.conversation_id)

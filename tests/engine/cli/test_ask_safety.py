@@ -94,6 +94,25 @@ def test_warnings_and_redactions_are_said_on_standard_error(home, keep_alive):
     assert done.stdout.endswith("\n")  # the answer (two tokens of a random model) still came
 
 
+@pytest.mark.parametrize("keep_alive", ["0", "60"], ids=["in-process", "resident"])
+def test_a_broken_policy_file_is_said_before_every_answer(home, keep_alive):
+    """A mistake in the user's policy.toml leaves their rules out (the shipped policy is in
+    force): `wren scan` said so, `wren ask` answered without a word. Now every answer says
+    it on standard error first, through a resident engine too, and once the file is mended
+    the user's rules are back in force at once."""
+    policy = home / "safety" / "policy.toml"
+    policy.write_text(POLICY.replace('["pineapples"]', '["pineapples"'))  # the array never closes
+    done = _ask("tell me about pineapples", keep_alive=keep_alive)
+    assert done.returncode == 0, done.stderr  # not blocked: the user's blocklist is not in force
+    said = [line for line in done.stderr.splitlines() if "safety policy:" in line]
+    assert len(said) == 1 and said[0].startswith(f"wren: safety policy: {policy}"), done.stderr
+    assert "Unclosed array" in said[0] and said[0].endswith("using the shipped safety policy"), said
+    policy.write_text(POLICY)
+    mended = _ask("tell me about pineapples", keep_alive=keep_alive)
+    assert "safety policy:" not in mended.stderr
+    _check_blocked(mended, json_mode=False)
+
+
 def test_an_answer_the_policy_stops_says_so_and_exits_3(scripted, wren_home, capsys):
     from tests.engine.cli.conftest import set_reply
     from wren.engine.terminal.main import main

@@ -242,6 +242,16 @@ def test_ctrl_c_while_the_model_loads_ends_the_chat_cleanly(terminal, wren_home)
     assert not (crashes.is_dir() and any(crashes.glob("crash-*"))), list(crashes.iterdir())
 
 
+def test_a_broken_policy_file_is_said_when_the_chat_starts(terminal, wren_home):
+    (wren_home / "safety").mkdir(exist_ok=True)
+    (wren_home / "safety" / "policy.toml").write_text('[blocklist]\nwords = ["pineapple"\n')
+    t = terminal("--no-save")
+    said = t.expect(">>> ")
+    assert "wren: safety policy: " in said and "using the shipped safety policy" in said, said
+    t.send("/bye\r")
+    assert t.finish() == 0
+
+
 def test_ask_on_a_terminal_is_cleaned_and_to_a_pipe_is_not(terminal):
     hostile = f"safe {ESC}[31mred{ESC}[0m {ESC}]0;pwned\x07{ESC}[2J\x9b1;1H done. "
     t = terminal("--no-save", "hi", command="ask", WREN_TEST_REPLY=hostile)
