@@ -43,6 +43,8 @@ from .welcome import WELCOME_SEEN, WelcomeDialog
 from .window.main_window import MainWindow
 
 log = logging.getLogger(__name__)
+# A broken safety policy file leaves the user's rules out; the Safety settings page says what and where.
+POLICY_PROBLEM = "Your safety policy file has a mistake, so Wren uses its shipped policy: Settings → Safety says where."
 
 TRAY_NOTICE_SHOWN = "desktop.tray_notice_shown"
 
@@ -107,6 +109,8 @@ class WrenApp(QObject):
         await self.window.restore_layout()  # before showing: no jump from the default size
         for notice in self.engine.notices():  # found before the window subscribed
             self.show_notice(notice)
+        if self.engine.policy_warnings:  # the user's own rules are not in force: said where it is seen
+            self.window.status.showMessage(POLICY_PROBLEM, 60_000)
         shown = not ((quick or hidden) and self.tray.available)
         if shown:
             self.window.show()
