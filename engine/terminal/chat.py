@@ -84,7 +84,9 @@ def help_text() -> str:
 
 def read_message(read: Callable[[str], str], *, prompt: str = PROMPT, more: str = MORE) -> str:
     """One message (or command) from `read(prompt)`; `\"\"\"` starts several lines, which end
-    at a line that ends with `\"\"\"`. EOFError and KeyboardInterrupt pass through."""
+    at a line that ends with `\"\"\"`, or at the end of input (a pipe whose text never closes
+    its quotes: the lines are sent, not dropped without a word). EOFError (with nothing
+    typed) and KeyboardInterrupt pass through."""
     line = read(prompt)
     if not line.lstrip().startswith(QUOTES):
         return line
@@ -93,7 +95,12 @@ def read_message(read: Callable[[str], str], *, prompt: str = PROMPT, more: str 
         return first.rstrip()[: -len(QUOTES)]
     lines = [first] if first.strip() else []
     while True:
-        line = read(more)
+        try:
+            line = read(more)
+        except EOFError:
+            if any(part.strip() for part in lines):
+                return "\n".join(lines)
+            raise
         if line.rstrip().endswith(QUOTES):
             last = line.rstrip()[: -len(QUOTES)]
             if last.strip():

@@ -113,12 +113,16 @@ def _forget(service: MemoryService, args) -> int:
 def _clear(service: MemoryService, args) -> int:
     if not args.yes:
         raise InvalidRequest(
-            f"this would delete all {service.count()} memories; run "
+            f"this would delete {_memories(service.count())}; run "
             "`wren memories clear --yes` to do it"
         )
     count = service.clear()
-    print(json.dumps({"cleared": count}) if args.json else f"forgot all {count} memories")
+    print(json.dumps({"cleared": count}) if args.json else f"forgot {_memories(count)}")
     return 0
+
+
+def _memories(count: int) -> str:
+    return "the one memory" if count == 1 else "no memories" if count == 0 else f"all {count} memories"
 
 
 @_with_memory

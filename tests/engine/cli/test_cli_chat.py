@@ -33,6 +33,13 @@ def test_read_message_joins_lines_between_triple_quotes(typed, message):
     assert read_message(_lines(*typed)) == message
 
 
+def test_input_that_ends_inside_triple_quotes_is_sent_not_dropped():
+    """A pipe whose text never closes its quotes: what it held is the message."""
+    assert read_message(_lines('"""', "unterminated", "second line")) == "unterminated\nsecond line"
+    with pytest.raises(EOFError):  # nothing was typed after the quotes: the end of input, as before
+        read_message(_lines('"""', "  "))
+
+
 def test_prompts_say_when_more_lines_are_wanted():
     prompts = []
     queue = ['"""', "a", '"""']

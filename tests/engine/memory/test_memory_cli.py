@@ -48,10 +48,12 @@ def test_add_list_search_edit_forget_clear(capsys):
     with pytest.raises(NotFound):
         wren("memories", "forget", str(first["id"]))
 
-    with pytest.raises(InvalidRequest, match="--yes"):
+    with pytest.raises(InvalidRequest, match="this would delete the one memory; run `wren memories clear --yes`"):
         wren("memories", "clear")
     wren("memories", "clear", "--yes", "--json")
     assert json_lines(capsys.readouterr().out) == [{"cleared": 1}]
+    wren("memories", "clear", "--yes")
+    assert capsys.readouterr().out == "forgot no memories\n"
     wren("memories", "list")
     assert capsys.readouterr().out == ""
 
