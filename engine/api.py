@@ -27,6 +27,7 @@ from .library.service import Library, ProjectsService
 from .logs import log_event
 from .memory.facade import Memories
 from .modelhub.registry import ModelRegistry
+from .modelhub.sizing import human_size
 from .models import Models
 from .network.facade import NetworkPrivacy
 from .network.guard import install as install_network_guard
@@ -94,7 +95,7 @@ class Engine(Core):
             engine.notify(EngineNotice(
                 "disk_freed",
                 f"removed {len(leftovers.removed)} unfinished model folder(s) left by an interrupted "
-                f"import or download, freeing {leftovers.bytes_freed / 2**20:,.1f} MB",
+                f"import or download, freeing {human_size(leftovers.bytes_freed)}",
                 str(registry.root),
             ))
         return engine

@@ -44,6 +44,15 @@ def _make_private(path: Path) -> None:
         os.chmod(folder, PRIVATE_DIR)  # ours, just made: the umask may have taken bits away
 
 
+def make_dirs(path: Path) -> Path:
+    """`path` as a folder, like `mkdir -p` but each folder it makes 0700 (whatever the umask);
+    one that exists already keeps its permissions (the data folder a user named, a folder a
+    caller chose). For Wren's own folders inside the data folder, private_dir."""
+    if not path.is_dir():
+        _make_private(path)
+    return path
+
+
 def private_dir(path: Path) -> Path:
     """One of Wren's own folders (inside its data or runtime folder): made 0700 with any
     missing parents; an existing one of this user's is closed to others again."""
@@ -178,6 +187,11 @@ def database_path() -> Path:
 
 def logs_dir() -> Path:
     return private_dir(data_dir() / "logs")
+
+
+def cache_dir() -> Path:
+    """What Wren can make again (compiled decode graphs): made private like the rest."""
+    return private_dir(data_dir() / "cache")
 
 
 # -- the runtime folder: Wren's sockets --------------------------------------------------------

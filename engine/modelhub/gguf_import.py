@@ -27,6 +27,7 @@ from gguf.constants import LlamaFileType
 from ..errors import ModelFileError, UnsupportedArchitecture
 from ..inference import families
 from ..inference.families import Family
+from ..paths import make_dirs, private_dir
 from ..tokenize import validate_chat_template
 from .gguf_file import GGUFFile, TensorInfo
 from .gguf_tokenizer import END_OF_TURN_TOKENS, build_tokenizer
@@ -89,11 +90,11 @@ def staging_dir(dest: Path) -> Iterator[Path]:
 
     if dest.exists():
         raise FileExistsError(f"{dest} already exists")
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(dest.parent)
     tmp = dest.parent / f"{PARTIAL_PREFIX}{dest.name}-{uuid.uuid4().hex[:8]}"
     lock = HeldLock(tmp.with_name(tmp.name + LOCK_SUFFIX))
     try:
-        tmp.mkdir()
+        private_dir(tmp)  # renamed to the model's folder: 0700, whatever the umask
         try:
             yield tmp
             try:

@@ -37,9 +37,11 @@ from ..errors import (
 )
 from ..network.guard import check_url
 from ..network.purpose import Part, acting
+from ..paths import private_dir
 from .gguf_header import gguf_header_length
 from .hub import hub_endpoint
 from .resolve import DEFAULT_QUANT, PullPlan, first_line, hub_call, quant_label, resolve, resolve_files
+from .sizing import human_size
 
 # the plan's names, read here by the terminal and the models service (pull.resolve, pull.PullPlan)
 __all__ = ["DEFAULT_QUANT", "PullPlan", "downloads_folder", "fetch_file", "gguf_header_length", "pull", "quant_label",
@@ -101,7 +103,7 @@ def _lock_path(workdir: Path) -> Path:
 def _claimed(plan: PullPlan, workdir: Path) -> Iterator[None]:
     """`workdir` made and held by this process for the download (another Wren process
     downloading the same file is refused, not raced)."""
-    workdir.mkdir(parents=True, exist_ok=True)
+    private_dir(workdir)  # and .downloads above it
     from filelock import FileLock, Timeout
 
     lock = FileLock(str(_lock_path(workdir)))
@@ -145,13 +147,9 @@ def check_disk_space(folder: Path, needed: int) -> None:
     free = shutil.disk_usage(folder).free
     if free < needed:
         raise InvalidRequest(
-            f"not enough disk space in {folder}: the download needs {_gb(needed)} GB free "
-            f"(the file plus {DISK_MARGIN:.0%}) and {_gb(free)} GB are free"
+            f"not enough disk space in {folder}: the download needs {human_size(needed)} free "
+            f"(the file plus {DISK_MARGIN:.0%}) and {human_size(free)} are free"
         )
-
-
-def _gb(n: int) -> str:
-    return f"{n / 1e9:.2f}" if n < 10e9 else f"{n / 1e9:.1f}"
 
 
 def _download_key(plan: PullPlan) -> str:
@@ -226,7 +224,7 @@ def _http_get(plan: PullPlan, out: Any, *, resume_size: int, expected_size: int,
         out.flush()
         got = out.tell()
         raise WrenError(
-            f"downloading {plan.repo}:{plan.filename} stopped after {_mb(got)} of {_mb(plan.size)} MB "
+            f"downloading {plan.repo}:{plan.filename} stopped after {human_size(got)} of {human_size(plan.size)} "
             f"({exc.__class__.__name__}: {first_line(exc)}); pull it again to resume"
         ) from exc
 
@@ -256,7 +254,7 @@ def _check_header(plan: PullPlan, part: Path, workdir: Path, headers: dict[str, 
             break
         want = min(want * 2, plan.size)
     probe_dir = workdir / "probe"
-    probe_dir.mkdir(exist_ok=True)
+    private_dir(probe_dir)
     probe = probe_dir / Path(plan.filename or "model.gguf").name
     try:
         with open(probe, "wb") as fh:
@@ -398,9 +396,3 @@ def _read_json(path: Path) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-
-
-def _mb(n: int) -> str:
-    return f"{n / 1e6:.1f}"
-
-

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..errors import InvalidRequest, ModelFileError, ModelNotFound, UnsupportedArchitecture, WrenError
 from ..inference import families
-from ..paths import models_dir
+from ..paths import models_dir, private_dir
 from .gguf_import import (
     GGUF_FILE,
     IMPORTER_VERSION,
@@ -101,8 +101,7 @@ class ModelRegistry:
     def __init__(self, root: Path | str | None = None, *, before_remove: Callable[[str], None] | None = None) -> None:
         """`before_remove(name)`: called before a model's files go (other engines let go of
         it there); an error it raises leaves the model installed."""
-        self.root = Path(root) if root is not None else models_dir()
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.root = private_dir(Path(root) if root is not None else models_dir())
         self.before_remove = before_remove
 
     def list(self) -> builtins.list[ModelInfo]:
@@ -165,7 +164,7 @@ class ModelRegistry:
 
         download_dir = self.root / f".download-{name}-{uuid.uuid4().hex[:8]}"
         owned = HeldLock(download_dir.with_name(download_dir.name + LOCK_SUFFIX))
-        download_dir.mkdir()
+        private_dir(download_dir)
         try:
             _fetch(fetch, repo_id, download_dir, [filename], revision, progress)
             gguf = download_dir / filename
@@ -359,24 +358,37 @@ class ModelRegistry:
 
 
 def inspect_folder(folder: Path) -> dict[str, Any]:
-    """Check an HF-layout folder is one Wren can run; return what its record holds."""
+    """Check an HF-layout folder is one Wren can run, naming all it lacks in one message;
+    return what its record holds."""
     if not folder.is_dir():
         raise ModelFileError(f"{folder} is not a folder" if folder.exists() else f"{folder} does not exist")
-    for required in _MODEL_FILES:
-        if not (folder / required).is_file():
-            raise ModelFileError(f"{folder} has no {required}")
+    missing = [required for required in _MODEL_FILES if not (folder / required).is_file()]
     weights = sorted(folder.glob("*.safetensors"))
     if not weights:
-        raise ModelFileError(f"{folder} has no .safetensors weights")
-    try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ModelFileError(f"{folder / 'config.json'} cannot be read: {exc}") from exc
-    model_type = config.get("model_type") if isinstance(config, dict) else None
-    if families.find_model_type(model_type) is None:
+        missing.append(".safetensors weights")
+    problems = [f"it has no {_listed(missing)}"] if missing else []
+    config: dict[str, Any] | None = None
+    if (folder / "config.json").is_file():
+        try:
+            config = _folder_config(folder / "config.json")
+        except ModelFileError as exc:
+            problems.append(str(exc))
+    model_type = config.get("model_type") if config is not None else None
+    if model_type is not None and families.find_model_type(model_type) is None:
+        also = f" (it also has no {_listed(missing)})" if missing else ""
         raise UnsupportedArchitecture(
-            f"{folder} holds a {model_type!r} model; Wren runs {', '.join(families.model_types())}"
+            f"{folder} holds a {model_type!r} model; Wren runs {', '.join(families.model_types())}{also}"
         )
+    if config is not None:
+        try:
+            _loader_check(config)
+        except UnsupportedArchitecture as exc:  # a quirk Wren does not run (a RoPE scaling, say)
+            raise UnsupportedArchitecture(f"{folder} cannot be installed: {'; '.join([*problems, str(exc)])}") from None
+        except ModelFileError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise ModelFileError(f"{folder} cannot be installed: {'; '.join(problems)}")
+    assert config is not None  # a missing config.json is among the problems
     parameters = sum(math.prod(entry["shape"]) for path in weights for entry in read_header(path).values())
     return {
         "architecture": model_type,
@@ -384,6 +396,32 @@ def inspect_folder(folder: Path) -> dict[str, Any]:
         "parameters": parameters,
         "quantization": _folder_quantization(config),
     }
+
+
+def _folder_config(path: Path) -> dict[str, Any]:
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ModelFileError(f"{path.name} cannot be read: {exc}") from exc
+    if not isinstance(config, dict):
+        kind = {list: "a list", str: "a string", bool: "true or false", type(None): "null"}.get(type(config), "a number")
+        raise ModelFileError(f"{path.name} holds {kind}, not the model's settings (a JSON object with model_type, "
+                             "hidden_size and the rest)")
+    return config
+
+
+def _loader_check(config: dict[str, Any]) -> None:
+    """Raise what the torch loader would refuse in this config.json: its own reading of it
+    (ModelArgs), which names every missing or invalid field in one ModelFileError."""
+    try:
+        from ..inference.models.args import ModelArgs  # imports torch: only when a folder comes in
+    except ImportError:  # no torch (Apple Silicon): mlx-lm loads the folder and checks it then
+        return
+    ModelArgs.from_hf_config(config)
+
+
+def _listed(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
 def _folder_quantization(config: dict[str, Any]) -> str | None:

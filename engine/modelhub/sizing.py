@@ -1,4 +1,5 @@
-"""How much memory a model needs to run: its weights as stored, plus the KV cache for a context."""
+"""How much memory a model needs to run: its weights as stored, plus the KV cache for a
+context; and sizes as people read them (human_size)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,26 @@ from ..errors import ModelFileError
 # the runtime, tokenizer, activations and allocator slack beside the weights and the cache
 OVERHEAD_BYTES = 300 * 1024 * 1024
 KV_BYTES_PER_VALUE = 4  # the KV cache holds float32
+
+
+# Decimal units, as file managers and the window's Models page give sizes; kilobytes whole,
+# larger units to a tenth.
+_UNITS = (("KB", 10**3, 0), ("MB", 10**6, 1), ("GB", 10**9, 1), ("TB", 10**12, 1))
+
+
+def human_size(n: int) -> str:
+    """A size in bytes as a person reads it: "512 bytes", "237 KB", "98.4 MB", "4.9 GB".
+    The unit is the largest the size reaches once rounded, so 999,960 bytes is "1.0 MB",
+    never "1,000 KB", and a model under a megabyte is never "0 MB"."""
+    n = max(int(n), 0)
+    if n < 1000:
+        return "1 byte" if n == 1 else f"{n} bytes"
+    for unit, scale, places in _UNITS[:-1]:
+        shown = round(n / scale, places)
+        if shown < 1000:
+            return f"{shown:,.{places}f} {unit}"
+    unit, scale, places = _UNITS[-1]
+    return f"{n / scale:,.{places}f} {unit}"
 
 
 def weight_bytes(model_path: Path | str) -> int:

@@ -23,6 +23,7 @@ from typing import Any
 from ..errors import ModelFileError, UnsupportedArchitecture
 from ..inference import families
 from .gguf_file import GGUFFile
+from .sizing import human_size
 
 MAX_LAYERS = 1024
 MAX_HIDDEN = 65536
@@ -306,7 +307,7 @@ def describe_os_error(exc: OSError, path: Path | str) -> str:
     code = exc.errno
     if code in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
         free = _free_bytes(path)
-        room = f"{free / 1e6:.0f} MB free" if free is not None else "free space unknown"
+        room = f"{human_size(free)} free" if free is not None else "free space unknown"
         if code == errno.ENOSPC:
             return f"the disk holding {path} is full ({room})"
         return f"the disk holding {path} is full for this user: the disk quota is used up ({room})"

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -33,7 +34,7 @@ from ..inference.sampling import SamplingParams
 from ..logs import log_event
 from .body import DEFAULT_MAX_BODY, body_id, check_length, path_id, read_json, text_chars
 from .conversation import AnswerRun, ConversationAsk, conversation_ask, refusal
-from .gate import ApiError, Busy, Gate, Limiter, error_for
+from .gate import ApiError, Busy, Gate, Limiter, error_for, routing_error
 from .hosts import HostPolicy
 from .logprobs import requested
 from .openai_stream import client_extras, openai_chunks, openai_model
@@ -135,7 +136,7 @@ class WrenApp:
         self.app = Starlette(routes=routes, middleware=middleware,
                              exception_handlers={
                                  ApiError: self._on_error, Busy: self._on_error, WrenError: self._on_error,
-                                 Exception: self._on_error})
+                                 HTTPException: self._on_routing_error, Exception: self._on_error})
 
     async def _body(self, request: Request) -> dict:
         return await read_json(request, self.options.max_body)
@@ -160,6 +161,12 @@ class WrenApp:
         if error.status >= 500:
             log_event("server.error", request_id=request.state.request_id, error=exc, level=40)
         return error.response()
+
+    async def _on_routing_error(self, request: Request, exc: Exception) -> Response:
+        # an unknown path or a wrong method: Starlette raises these from its router
+        if not isinstance(exc, HTTPException):
+            return await self._on_error(request, exc)
+        return routing_error(exc, request.method, request.url.path).response()
 
     # -- OpenAI-compatible ------------------------------------------------------------
 

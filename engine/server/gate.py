@@ -8,6 +8,7 @@ import secrets
 import time
 
 from starlette.datastructures import MutableHeaders
+from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 
 from ..context import ContextOverflow
@@ -77,6 +78,23 @@ def error_for(exc: BaseException) -> ApiError:
     if isinstance(exc, WrenError):
         return ApiError(500, str(exc), kind="server_error")
     return ApiError(500, "the server failed; the log has the details under this request's id", kind="server_error")
+
+
+def routing_error(exc: HTTPException, method: str, path: str) -> ApiError:
+    """Starlette's own refusals, raised before any endpoint runs (no route for the path, a
+    method its route does not answer), as the API errors every other refusal is: clients
+    read one JSON shape whatever went wrong, not Starlette's plain text."""
+    shown = path if len(path) <= 200 else path[:200] + "…"
+    if exc.status_code == 404:
+        return ApiError(404, f"there is no endpoint at {shown}: this server answers /v1/chat/completions, "
+                             "/v1/completions, /v1/models and /api/conversation (docs/server.md lists them all)",
+                        code="not_found")
+    if exc.status_code == 405:
+        # Starlette joins a set, so its order changes from one process to the next
+        allowed = ", ".join(sorted(m.strip() for m in (exc.headers or {}).get("Allow", "").split(",") if m.strip()))
+        return ApiError(405, f"{shown} does not answer {method}; it answers {allowed}", code="method_not_allowed",
+                        headers={"Allow": allowed})
+    return ApiError(exc.status_code, exc.detail, headers=dict(exc.headers or {}))
 
 
 class Gate:

@@ -139,10 +139,10 @@ class Store:
         self._readable = False  # opened: what a damaged file still holds can be read
         if not in_memory:
             try:
-                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+                paths.make_dirs(Path(self.path).parent)  # the data folder: an existing one is left as it is
                 paths.private_file(Path(self.path))  # 0600; SQLite gives its -wal and -shm the same
                 self.owner = owner_token()
-                self._owner_lock = HeldLock(self._owners_dir / f"{self.owner}.lock")
+                self._owner_lock = HeldLock(paths.private_dir(self._owners_dir) / f"{self.owner}.lock")
             except OSError as exc:  # a read-only data folder, a file of mode 000, a full disk
                 if self._owner_lock is not None:
                     self._owner_lock.release()

@@ -300,9 +300,16 @@ class _ProgressBar:
             self.drawn = False
 
 
+def _size(n: int) -> str:
+    """A model's size as people write it ("237 KB", "4.9 GB"), not "0 MB" for a small one."""
+    from ..modelhub.sizing import human_size  # here: `wren`'s start imports no more than it needs
+
+    return human_size(n)
+
+
 def _describe(info) -> str:
     quant = f", {info.quantization}" if info.quantization else ""
-    return f"{info.name} ({info.architecture}{quant}, {info.size_bytes / 1e6:,.1f} MB)"
+    return f"{info.name} ({info.architecture}{quant}, {_size(info.size_bytes)})"
 
 
 def _cmd_models_import(args) -> int:
@@ -402,7 +409,7 @@ def _cmd_models_info(args) -> int:
         ("name", info.name), ("architecture", info.architecture),
         ("parameters", _count(info.parameters) + ("" if active is None else f", {_count(active)} active per token")),
         ("quantization", info.quantization or "-"), ("context", f"{info.context_length} tokens"),
-        ("on disk", f"{info.size_bytes / 1e6:,.1f} MB"), ("source", f"{info.source} ({info.path})"),
+        ("on disk", _size(info.size_bytes)), ("source", f"{info.source} ({info.path})"),
     ]
     for context, n in ram.items():
         beyond = f" (beyond its {info.context_length}-token limit)" if context > info.context_length else ""
@@ -453,7 +460,7 @@ async def _cmd_models(args) -> int:
                                   else local, "path": str(m.path) if m.path is not None else None}))
         else:
             for m in models:
-                print(f"{m.name:32} {m.architecture:8} {m.size_bytes / 1e6:8.0f} MB  ctx {m.context_length:<6} {m.source:8} {backend(m)}")
+                print(f"{m.name:32} {m.architecture:8} {_size(m.size_bytes):>9}  ctx {m.context_length:<6} {m.source:8} {backend(m)}")
         return 0
     finally:
         await engine.close()

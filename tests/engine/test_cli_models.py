@@ -105,6 +105,23 @@ def test_import_of_a_folder_registers_it_in_place(wren_home, tiny_model_dir, no_
     assert json.loads(capsys.readouterr().out)["name"] == "hf-tiny"
 
 
+def test_a_small_model_s_size_reads_in_kilobytes_not_0_mb(wren_home, tiny_model_dir, no_starter, capsys):
+    from wren.engine.modelhub.sizing import human_size
+
+    assert main(["models", "import", str(tiny_model_dir), "--name", "tiny"]) == 0
+    installed = capsys.readouterr().out
+    (row,) = listed(capsys)
+    size = human_size(row["size_bytes"])
+    assert f", {size})" in installed, installed
+    assert row["size_bytes"] < 1_000_000 and size.endswith(" KB"), (row["size_bytes"], size)
+    assert main(["models", "list"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert f" {size} " in line and " 0 MB" not in line, line
+    assert main(["models", "info", "tiny"]) == 0
+    (on_disk,) = [line for line in capsys.readouterr().out.splitlines() if line.lstrip().startswith("on disk")]
+    assert on_disk.endswith(f" {size}"), on_disk
+
+
 def test_import_of_a_missing_file_is_one_clear_line(wren_home, capsys, tmp_path):
     assert main(["models", "import", str(tmp_path / "nope.gguf")]) == 2
     err = capsys.readouterr().err

@@ -362,10 +362,10 @@ class TorchBackend:
             when = "off"  # CUDA graphs take a model on one GPU (a split on the CPU alone compiles)
         warmup_s, step, cache = 0.0, None, None
         if when != "off" and self.device == "cpu":
-            from ...paths import data_dir
+            from ...paths import cache_dir, private_dir
             from ..models import decode
 
-            cache = data_dir() / "cache" / "torch-inductor"
+            cache = private_dir(cache_dir() / "torch-inductor")  # 0700 both: inductor would make them 0755
             if when != "background":
                 warmup_s = decode.compile_cpu_decode(model, cache) or 0.0
         elif when != "off":

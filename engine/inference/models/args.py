@@ -4,12 +4,14 @@ its attention (attention.py) both name it without importing each other."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ...errors import ModelFileError, UnsupportedArchitecture
 from .. import families
+from ..families import Family
 
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3", "longrope", "yarn")
 DEFAULT_MAX_CONTEXT = 8192
@@ -113,20 +115,22 @@ class ModelArgs:
 
     @classmethod
     def from_hf_config(cls, config: Mapping) -> ModelArgs:
-        family = families.by_model_type(config.get("model_type"))
-        if isinstance(config.get("text_config"), Mapping):  # a multimodal checkpoint: its text model
+        """The torch model's configuration from config.json's contents. UnsupportedArchitecture
+        for a model_type Wren does not run; ModelFileError naming every missing or invalid
+        field at once (importers call this too, so a folder the model cannot run from is
+        refused when it comes in, not when it is first loaded)."""
+        model_type = config.get("model_type")
+        family = families.by_model_type(model_type) if model_type is not None else None
+        if family is not None and isinstance(config.get("text_config"), Mapping):  # multimodal: its text model
             config = {"model_type": family.model_type, **config["text_config"]}
-        model_type = family.model_type
-
-        def need(key: str):
-            if config.get(key) is None:
-                raise ModelFileError(f"config.json: {model_type} model lacks {key!r}")
-            return config[key]
+        read = _Settings(config)
+        if family is None:
+            read.missing.append("model_type")
 
         # transformers >= 5 nests rope settings under rope_parameters.
-        rope_params = config.get("rope_parameters") or {}
-        rope_theta = config.get("rope_theta", rope_params.get("rope_theta", 10000.0))
-        rope_scaling = config.get("rope_scaling") or (
+        rope_params = read.mapping("rope_parameters") or {}
+        rope_theta = read.number("rope_theta", config.get("rope_theta", rope_params.get("rope_theta")), 10000.0)
+        rope_scaling = read.mapping("rope_scaling") or (
             rope_params if rope_params.get("rope_type", "default") != "default" else None
         )
         if rope_scaling is not None:
@@ -142,29 +146,110 @@ class ModelArgs:
                 rope_scaling = {"original_max_position_embeddings": config.get(
                     "original_max_position_embeddings", config.get("max_position_embeddings"))} | dict(rope_scaling)
 
-        layers = int(need("num_hidden_layers"))
         attention_bias = bool(config.get("attention_bias", False))
         fields: dict[str, Any] = dict(
-            model_type=model_type,
-            vocab_size=int(need("vocab_size")),
-            hidden_size=int(need("hidden_size")),
-            intermediate_size=int(need("intermediate_size")),
-            num_hidden_layers=layers,
-            num_attention_heads=int(need("num_attention_heads")),
-            num_key_value_heads=int(config.get("num_key_value_heads") or 0),
-            head_dim=int(config.get("head_dim") or 0),
-            rms_norm_eps=float(config.get("rms_norm_eps", 1e-6)),
-            rope_theta=float(rope_theta),
+            vocab_size=read.whole("vocab_size"),
+            hidden_size=read.whole("hidden_size"),
+            intermediate_size=read.whole("intermediate_size"),
+            num_hidden_layers=read.whole("num_hidden_layers"),
+            num_attention_heads=read.whole("num_attention_heads"),
+            num_key_value_heads=read.whole("num_key_value_heads", 0),
+            head_dim=read.whole("head_dim", 0),
+            rms_norm_eps=read.number("rms_norm_eps", config.get("rms_norm_eps"), 1e-6),
+            rope_theta=rope_theta,
             rope_scaling=dict(rope_scaling) if rope_scaling else None,
-            max_position_embeddings=int(config.get("max_position_embeddings") or 2048),
+            max_position_embeddings=read.whole("max_position_embeddings", 2048),
             tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+            mlp_bias=bool(config.get("mlp_bias", False)),
+        )
+        # The family's own keys (qwen3_moe's experts) and quirks (gemma3's two RoPE bases).
+        quirks = read.hooks(family, fields["num_hidden_layers"]) if family is not None else {}
+        read.refuse(family.model_type if family is not None else None)
+        assert family is not None  # a missing model_type was refused with the rest
+        fields |= dict(
+            model_type=family.model_type,
             # qwen2 always biases q/k/v and never o_proj; llama's attention_bias covers all four.
             qkv_bias=family.qkv_bias_only or attention_bias,
             o_bias=not family.qkv_bias_only and attention_bias,
-            mlp_bias=bool(config.get("mlp_bias", False)),
             qk_norm=family.qk_norm,
-            sliding_windows=family.sliding_windows(config, layers),
             fused_projections=family.fused_projections,
         )
-        # The family's quirks (and what it reads its own way: gemma3's two RoPE bases).
-        return cls(**(fields | family.model_args(config, layers)))
+        return cls(**(fields | quirks))
+
+
+class _Settings:
+    """config.json's values as ModelArgs takes them, each missing or invalid one noted on the
+    way: a config is refused once, naming them all, rather than one field per try."""
+
+    def __init__(self, config: Mapping) -> None:
+        self.config = config
+        self.missing: list[str] = []
+        self.invalid: list[str] = []
+
+    def whole(self, key: str, default: int | None = None) -> int:
+        """A whole number above zero. Without a default config.json must give it; with one, a
+        missing or zero value takes the default (transformers' configs write 0 or null for
+        "as the model's other sizes say")."""
+        value = self.config.get(key)
+        if default is not None and not value:
+            return default
+        if value is None:
+            self.missing.append(key)
+            return 1  # a stand-in, so the rest is still read and checked
+        whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+        if isinstance(value, bool) or not whole or value < 1:
+            self.invalid.append(f"{key} is {_shown(value)}, not a whole number above zero")
+            return default or 1
+        return int(value)
+
+    def number(self, key: str, value: Any, default: float) -> float:
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            self.invalid.append(f"{key} is {_shown(value)}, not a number")
+            return default
+        return float(value)
+
+    def mapping(self, key: str) -> Mapping | None:
+        value = self.config.get(key)
+        if value and not isinstance(value, Mapping):
+            self.invalid.append(f"{key} is {_shown(value)}, not an object of settings")
+            return None
+        return value or None
+
+    def hooks(self, family: Family, layers: int) -> dict[str, Any]:
+        """The family's sliding windows and quirks from config.json; the keys they need that
+        it lacks are noted with the rest (a stand-in goes on to find any others)."""
+        config = _Noting(self.config, self.missing)
+        try:
+            return {"sliding_windows": family.sliding_windows(config, layers)} | family.model_args(config, layers)
+        except (TypeError, ValueError, ArithmeticError, AttributeError) as exc:
+            if not (self.missing or self.invalid):  # else a stand-in or a noted value is the likely cause
+                self.invalid.append(f"its {family.name} settings cannot be read ({exc})")
+            return {}
+
+    def refuse(self, model_type: str | None) -> None:
+        """Raise ModelFileError naming every problem noted so far (none: return)."""
+        problems = ([f"it lacks {', '.join(dict.fromkeys(self.missing))}"] if self.missing else []) + self.invalid
+        if problems:
+            model = f"a {model_type} model" if model_type else "a model"
+            raise ModelFileError(f"config.json does not describe {model} Wren can run: {'; '.join(problems)}")
+
+
+class _Noting(dict):
+    """config.json for a family's hooks: a key they need that is missing is noted, and 1 stands
+    in for it so they go on to name any others."""
+
+    def __init__(self, config: Mapping, missing: list[str]) -> None:
+        super().__init__(config)
+        self._missing = missing
+
+    def __missing__(self, key: str) -> int:
+        self._missing.append(key)
+        return 1
+
+
+def _shown(value: Any) -> str:
+    """A config value for a message, cut short."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -491,9 +491,9 @@ def test_a_full_disk_says_so_with_the_space_left(tmp_path, monkeypatch):
     monkeypatch.setattr(shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10**9, 10**9 - 12_000_000, 12_000_000)
                         if Path(p) == tmp_path else (_ for _ in ()).throw(FileNotFoundError(p)))
     message = describe_os_error(OSError(errno.ENOSPC, "No space left on device"), target)
-    assert message == f"the disk holding {target} is full (12 MB free)"
+    assert message == f"the disk holding {target} is full (12.0 MB free)"
     quota = describe_os_error(OSError(errno.EDQUOT, "Disk quota exceeded"), target)
-    assert quota == f"the disk holding {target} is full for this user: the disk quota is used up (12 MB free)"
+    assert quota == f"the disk holding {target} is full for this user: the disk quota is used up (12.0 MB free)"
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
@@ -501,7 +501,7 @@ def test_a_real_enospc():
     with pytest.raises(OSError) as err, open("/dev/full", "wb") as fh:
         fh.write(b"x" * 100)
     message = describe_os_error(err.value, Path("/dev/full"))
-    assert message.startswith("the disk holding /dev/full is full (") and message.endswith(" MB free)")
+    assert message.startswith("the disk holding /dev/full is full (") and message.endswith(" free)")
 
 
 def test_other_write_errors(tmp_path):
