@@ -137,9 +137,12 @@ def sampling_from(body: dict, base: SamplingParams) -> SamplingParams:
             changes[name] = body[name]
     limit = body.get("max_completion_tokens", body.get("max_tokens"))
     if limit is not None:
+        if isinstance(limit, float) and limit.is_integer():  # JSON's 1e3, or 256.0: a whole number
+            limit = int(limit)
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ApiError(400, f"max_tokens must be a whole number of at least 1, got {limit!r}", param="max_tokens")
-        changes["max_tokens"] = limit
+            raise ApiError(400, f"max_tokens must be a whole number from 1 to 1,000,000, got {limit!r}",
+                           param="max_tokens")
+        changes["max_tokens"] = limit  # past the top, SamplingParams names its limit
     stop = body.get("stop")
     if stop is not None:
         stop = [stop] if isinstance(stop, str) else stop

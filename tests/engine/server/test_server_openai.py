@@ -109,6 +109,20 @@ def test_fields_wren_cannot_honour_are_refused_with_a_clear_400(serving, field, 
     assert plain.status_code == 200 and plain.json()["choices"][0]["message"]["content"] == ANSWER
 
 
+def test_max_tokens_takes_whole_numbers_written_as_floats_and_names_its_limit(serving):
+    async def main():
+        async with serving(ANSWER) as s, httpx.AsyncClient(base_url=s.url, headers=s.headers) as http:
+            ask = [{"role": "user", "content": "hi"}]
+            return [await http.post("/v1/chat/completions", json={"messages": ask, "max_tokens": limit})
+                    for limit in (4.0, 1e9, 2.5, 0)]
+
+    whole, huge, fraction, zero = run(main())
+    assert whole.status_code == 200, whole.text
+    assert huge.status_code == 400 and "from 1 to 1,000,000, got 1000000000" in huge.json()["error"]["message"]
+    assert fraction.status_code == 400 and "whole number from 1 to 1,000,000, got 2.5" in fraction.json()["error"]["message"]
+    assert zero.status_code == 400 and zero.json()["error"]["param"] == "max_tokens"
+
+
 def test_bad_requests_name_what_is_wrong(serving):
     async def main():
         async with serving(ANSWER, context_length=64) as s, httpx.AsyncClient(base_url=s.url, headers=s.headers) as http:
