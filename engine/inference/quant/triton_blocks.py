@@ -455,18 +455,10 @@ def matvec_q4k_words_kernel(x, raw, y, bias, N, K, blocks_per_split, row_words, 
         pp = p0 + tl.arange(0, P)
         pmask = pp < stop
         q = _magic_float((qb.to(tl.int32) >> (h * 4)) & 15)  # [BN, P, 2, 32]
-        sub = (pp % 4)[None, :, None, None] * 2 + h  # [1, P, 2, 1]
-        at = (sub % 4) * 8
-        b1 = (w1 >> at) & 255
-        b2 = (w2 >> at) & 255
-        b3 = (w3 >> at) & 255
-        low = sub < 4
-        sc = tl.where(low, b1 & 63, (b3 & 15) | ((b1 >> 6) << 4))
-        mn = tl.where(low, b2 & 63, (b3 >> 4) | ((b2 >> 6) << 4))
-        d = (head & 0xFFFF).to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
-        dmin = ((head >> 16) & 0xFFFF).to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
-        s = d * _magic_float(sc)  # [BN, P, 2, 1], ggml.dequantize's d * sc and dmin * m
-        o = dmin * _magic_float(mn)
+        sc, mn = _k_sub_scales(w1, w2, w3, (pp % 4)[None, :, None, None] * 2 + h)  # [BN, P, 2, 1]
+        d, dmin = _k_d_dmin(head)
+        s = d * sc  # ggml.dequantize's d * sc and dmin * m
+        o = dmin * mn
         w = q * s - o
         # x's values for the tile, loaded as [P, 2, 32] and broadcast over the rows (a load of the
         # tile's own shape would make Triton lay the whole step out for x, not for the weights)
@@ -527,6 +519,14 @@ def _dp4a(a, b, INTERP: tl.constexpr):
 
 
 @triton.jit
+def _k_d_dmin(head):
+    """A k-quant super-block's d and dmin (fp16, little-endian) from its first 32-bit word."""
+    d = (head & 0xFFFF).to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
+    dmin = ((head >> 16) & 0xFFFF).to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
+    return d, dmin
+
+
+@triton.jit
 def _k_sub_scales(w1, w2, w3, sub):
     """Q4_K/Q5_K's 6-bit scale and minimum of sub-block `sub` (0-7) from the header's scale
     words w1-w3 (bytes 4-15 of the super-block, little-endian): _k_scale_min on words."""
@@ -576,8 +576,7 @@ def matvec_q4k_q8_kernel(xq, xd, raw, y, bias, N, K, blocks_per_split, row_words
         w1 = tl.load(words + blk + 1, mask=m2, other=0)  # scale bytes 0-3
         w2 = tl.load(words + blk + 2, mask=m2, other=0)  # minimum bytes 0-3
         w3 = tl.load(words + blk + 3, mask=m2, other=0)  # low nibbles of scales and minimums 4-7
-        d = (head & 0xFFFF).to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
-        dmin = ((head >> 16) & 0xFFFF).to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
+        d, dmin = _k_d_dmin(head)
         sub = ((pp % 4) * 2)[None, :]
         sc_lo, mn_lo = _k_sub_scales(w1, w2, w3, sub)
         sc_hi, mn_hi = _k_sub_scales(w1, w2, w3, sub + 1)
