@@ -67,5 +67,5 @@ def test_engine_open_sweeps_leftovers_and_says_how_much(wren_home):
 
     leftovers, notices = asyncio.run(main())
     assert leftovers.removed == (".partial-starter-deadbeef",) and leftovers.bytes_freed == 2_000_000
-    assert notices[0].kind == "disk_freed" and "1.9 MB" in notices[0].message
+    assert notices[0].kind == "disk_freed" and "freeing 2.0 MB" in notices[0].message  # 2,000,000 bytes
     assert not (models / ".partial-starter-deadbeef").exists()
