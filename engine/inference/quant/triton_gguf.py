@@ -74,7 +74,7 @@ DENSE_CHUNK = 1 << 25
 #   loaded before this step's arithmetic, no conversion instructions): as many instructions;
 # - "q8": x rounded to 8 bits a block of 32 (quantize_q8_kernel), then integer dot products of
 #   4 weights an instruction (dp4a), as llama.cpp's CUDA kernels do (matvec_q4k_q8_kernel,
-#   matvec_q6k_q8_kernel): 3.4 and about 4 instructions a weight. Its results differ from the
+#   matvec_q6k_q8_kernel): about 3.8 and 10 instructions a weight (bench/triton_sass.py). Its results differ from the
 #   float ones by x's rounding.
 # "float" stays the default until a GPU has timed the others (bench/device/kernels_check.py).
 MATVEC_KERNELS = ("float", "words", "q8")
@@ -176,7 +176,7 @@ def _matvec_plan(qtype: int, n: int, k: int, device_index: int, tiles: tuple = (
         # the word-reading kernels (Q4_K, Q6_K, Q8_0): 16 rows (Q4_K: one 16-byte load per thread)
         bn, split = (16 if qtype in (Q4_K, Q6_K, Q8_0) else 8), 1
         if qtype == Q4_K and MATVEC_KERNEL == "q8":
-            bn = 32  # 48 registers; 3.4 instructions a weight against 4.75 at 16 rows (sm_90)
+            bn = 32  # 48 registers; 3.8 instructions a weight against 5.3 at 16 rows (sm_90)
         bn = MATVEC_TILES.get(qtype, (bn, 4))[0]
         programs, target = triton.cdiv(n, bn), 4 * _sm_count(device_index)
         while programs * split < target and groups // (split * 2) >= 2 * g:
