@@ -7,7 +7,7 @@ a GenerationRequest, events through its sink; `tokenizer`, `model`, `loaded`, `c
 sends the request's assembled `messages`. The tokenizer it carries is a local one, used to
 budget the context and to count tokens when the server reports no usage.
 
-Its transport, `OpenAIClient`, is in remote_client.py; the wire format it reads, in
+Its transport, `OpenAIClient`, is in remote_http.py; the wire format it reads, in
 remote_stream.py.
 """
 
@@ -28,9 +28,9 @@ import numpy as np
 from ...events import Delta, Failed, FailureKind, Finished, FinishReason, Usage
 from ...threadloop import LoopThread
 from ..backend import ChatChunk, ModelBase, Unsupported
-from .remote_client import OpenAIClient, Transport, chat_body, check_base_url, retry_after_seconds
 from .remote_context import context_from_info as context_from_info  # its callers import it from here
 from .remote_context import discover_context
+from .remote_http import OpenAIClient, Transport, chat_body, check_base_url, retry_after_seconds
 from .remote_stream import (
     RemoteError,
     RemoteInterrupted,
