@@ -27,13 +27,13 @@ from triton.compiler import ASTSource
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 try:
-    from wren.engine.inference.quant import triton_blocks as k
+    from wren.engine.inference.quant import triton_blocks, triton_q8
 except ImportError:  # a checkout, not installed: map it as wren.engine
     shim = Path(tempfile.mkdtemp(prefix="wren-shim-")) / "wren"
     shim.mkdir()
     (shim / "engine").symlink_to(Path(__file__).resolve().parents[1] / "engine")
     sys.path.insert(0, str(shim.parent))
-    from wren.engine.inference.quant import triton_blocks as k
+    from wren.engine.inference.quant import triton_blocks, triton_q8
 
 TOOLS = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
 CONVERT_COST = 4
@@ -43,12 +43,12 @@ ALIGNED = {"x", "raw", "y", "bias", "xq", "xd", "K", "row_words", "row_bytes", "
 FLOAT_X = {"x": "*bf16", "raw": "*u8", "y": "*bf16", "bias": "*bf16"}
 Q8_X = {"xq": "*i8", "xd": "*fp32", "raw": "*u8", "y": "*bf16", "bias": "*bf16"}
 # (name, kernel, pointer types, extra constants, weights a program step takes per row)
-KERNELS: list[tuple[str, str, dict[str, str], dict[str, Any], int]] = [
-    ("q4_k float", "matvec_q4k_kernel", FLOAT_X, {"P": 4}, 256),
-    ("q4_k words", "matvec_q4k_words_kernel", FLOAT_X, {"P": 4}, 256),
-    ("q4_k q8", "matvec_q4k_q8_kernel", Q8_X, {"P": 4, "INTERP": False}, 256),
-    ("q6_k float", "matvec_q6k_kernel", FLOAT_X, {}, 256),
-    ("q6_k q8", "matvec_q6k_q8_kernel", Q8_X, {"INTERP": False}, 256),
+KERNELS: list[tuple[str, Any, dict[str, str], dict[str, Any], int]] = [
+    ("q4_k float", triton_blocks.matvec_q4k_kernel, FLOAT_X, {"P": 4}, 256),
+    ("q4_k words", triton_blocks.matvec_q4k_words_kernel, FLOAT_X, {"P": 4}, 256),
+    ("q4_k q8", triton_q8.matvec_q4k_q8_kernel, Q8_X, {"P": 4, "INTERP": False}, 256),
+    ("q6_k float", triton_blocks.matvec_q6k_kernel, FLOAT_X, {}, 256),
+    ("q6_k q8", triton_q8.matvec_q6k_q8_kernel, Q8_X, {"INTERP": False}, 256),
 ]
 TILES = [(16, 4), (32, 4), (8, 4), (16, 2), (64, 4)]
 
@@ -92,12 +92,12 @@ def main() -> None:
     if not (TOOLS / "ptxas").exists():
         raise SystemExit(f"triton's CUDA tools are not installed ({TOOLS})")
     out = {"triton": triton.__version__, "arch": f"sm_{args.arch}", "convert_cost": CONVERT_COST, "kernels": []}
-    for name, fn_name, pointers, extra, step_weights in KERNELS:
+    for name, kernel, pointers, extra, step_weights in KERNELS:
         for rows_of_x in (1, 2):
             for bn, warps in TILES:
                 consts = {"M": rows_of_x, "MP": 1 << (rows_of_x - 1).bit_length(), "BN": bn, "ATOMIC": False,
                           "HAS_BIAS": False, **extra}
-                compiled = _compile(getattr(k, fn_name), pointers, consts, warps, args.arch)
+                compiled = _compile(kernel, pointers, consts, warps, args.arch)
                 used = dict(re.findall(r"(REG|STACK|LOCAL):(\d+)", _tool(compiled, "--dump-resource-usage")))
                 ops = loop_counts(_tool(compiled, "-sass"))
                 converts = sum(n for op, n in ops.items() if op.startswith("I2F"))

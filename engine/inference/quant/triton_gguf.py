@@ -43,9 +43,10 @@ try:
     import triton
 
     from . import triton_blocks as _k
+    from . import triton_q8 as _q8
 except ImportError as exc:  # torch's CPU builds do not bring triton
     triton = None
-    _k = None  # type: ignore[assignment]
+    _k = _q8 = None  # type: ignore[assignment]
     NOTICE: str | None = (f"triton is not installed ({exc}): GGUF blocks on a GPU take the slower exact torch "
                           "path (dequantized per product)")
 else:
@@ -226,10 +227,10 @@ def _launch(x: torch.Tensor, raw: torch.Tensor, qtype: int, y: torch.Tensor,
             common = dict(M=m, MP=mp, BN=bn, ATOMIC=atomic and split > 1, HAS_BIAS=bias is not None,
                           INTERP=INTERPRET, num_warps=warps)
             if qtype == Q4_K:
-                _k.matvec_q4k_q8_kernel[(triton.cdiv(n, bn), split)](
+                _q8.matvec_q4k_q8_kernel[(triton.cdiv(n, bn), split)](
                     *args, raw.shape[1] // 4, xq.stride(0) // 4, xd.stride(0), y.stride(0), P=4, **common)
             else:
-                _k.matvec_q6k_q8_kernel[(triton.cdiv(n, bn), split)](
+                _q8.matvec_q6k_q8_kernel[(triton.cdiv(n, bn), split)](
                     *args, raw.shape[1], xq.stride(0) // 4, xd.stride(0), y.stride(0), **common)
             return
         if qtype == Q4_K and MATVEC_KERNEL == "words":  # every byte read in 32-bit words; a step is one super-block
@@ -278,7 +279,7 @@ def quantize_q8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     xq = torch.empty(m, k, dtype=torch.int8, device=x.device)
     xd = torch.empty(m, k // 16, dtype=torch.float32, device=x.device)
     nb = 32
-    _k.quantize_q8_kernel[(m, triton.cdiv(k // 32, nb))](x, xq, xd, k, x.stride(0), xq.stride(0), xd.stride(0),
+    _q8.quantize_q8_kernel[(m, triton.cdiv(k // 32, nb))](x, xq, xd, k, x.stride(0), xq.stride(0), xd.stride(0),
                                                          NB=nb, num_warps=4)
     return xq, xd
 

@@ -25,6 +25,7 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 from wren.engine.inference.quant import triton_blocks as k  # noqa: E402
+from wren.engine.inference.quant import triton_q8 as q8  # noqa: E402
 
 # arguments Triton sees as multiples of 16 when Wren launches the kernels on real shapes
 ALIGNED = {"x", "raw", "y", "bias", "out", "xq", "xd", "K", "row_words", "row_bytes", "x_stride", "y_stride",
@@ -98,7 +99,7 @@ def test_the_8_bit_kernels_multiply_four_weights_an_instruction(name, m):
     x's 8-bit rounding compiles too."""
     consts = {"M": m, "MP": 1 << (m - 1).bit_length(), "BN": 32 if name == "Q4_K" else 16, "ATOMIC": True,
               "HAS_BIAS": True, "INTERP": False}
-    fn = k.matvec_q4k_q8_kernel if name == "Q4_K" else k.matvec_q6k_q8_kernel
+    fn = q8.matvec_q4k_q8_kernel if name == "Q4_K" else q8.matvec_q6k_q8_kernel
     compiled = _compile(fn, {"xq": "*i8", "xd": "*fp32", "raw": "*u8", "y": "*fp32", "bias": "*bf16"},
                         {**consts, "P": 4} if name == "Q4_K" else consts)
     used = _resources(compiled)
@@ -107,4 +108,4 @@ def test_the_8_bit_kernels_multiply_four_weights_an_instruction(name, m):
         assert used["REG"] <= 80, used
     sass = _cuobjdump(compiled, "-sass")
     assert len(re.findall(r"IDP\.4A\.U8\.S8", sass)) >= 8 * m
-    _compile(k.quantize_q8_kernel, {"x": "*bf16", "xq": "*i8", "xd": "*fp32"}, {"NB": 32})
+    _compile(q8.quantize_q8_kernel, {"x": "*bf16", "xq": "*i8", "xd": "*fp32"}, {"NB": 32})
