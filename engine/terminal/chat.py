@@ -428,31 +428,27 @@ def run(args, open_engine: Callable, load: Callable, sampling: Callable, save_se
         print(f"Type a message; /help lists the commands, {QUOTES} starts several lines, "
               f"Ctrl+C stops an answer, Ctrl+D or /bye quits.{kept}", file=sys.stderr, flush=True)
         prompt, more = (PROMPT, MORE) if interactive else ("", "")
-        read = voice.listen if voice is not None else history.input if history is not None else input
+        read = _reader(sigint, voice, history)
         while True:
-            try:
-                with sigint.prompt(), ctrl_c_kept():
-                    line = read_message(read, prompt=prompt, more=more)
-            except EOFError:
-                if interactive:
-                    print(file=sys.stderr)
-                return 0
-            except KeyboardInterrupt:  # at the prompt: drop what was typed
-                if voice is not None:  # talking: Ctrl+C ends the chat
-                    print(file=sys.stderr)
-                    return 0
-                print("\n(Ctrl+D or /bye quits)", file=sys.stderr, flush=True)
-                continue
-            with sigint.busy():  # Ctrl+C from Enter on stops the answer, wherever it is
-                going_on = loop.run_until_complete(chat.handle(line))
-            if voice is not None and going_on:
-                answer = loop.run_until_complete(voice.last_answer(engine, chat.conv.id if chat.conv else None))
+            # busy from the prompt on: a Ctrl+C once readline has taken Enter, or after the
+            # prompt, stops the answer the line asks for, wherever it is (sigint.py)
+            with sigint.busy():
                 try:
                     with sigint.prompt(), ctrl_c_kept():
-                        voice.speak(answer)
-                except KeyboardInterrupt:
-                    print(file=sys.stderr)
+                        line = read_message(read, prompt=prompt, more=more)
+                except EOFError:
+                    if interactive:
+                        print(file=sys.stderr)
                     return 0
+                except KeyboardInterrupt:  # at the prompt: drop what was typed
+                    if voice is not None:  # talking: Ctrl+C ends the chat
+                        print(file=sys.stderr)
+                        return 0
+                    print("\n(Ctrl+D or /bye quits)", file=sys.stderr, flush=True)
+                    continue
+                going_on = loop.run_until_complete(chat.handle(line))
+            if voice is not None and going_on and not _speak(loop, sigint, voice, engine, chat):
+                return 0
             if history is not None:
                 history.settle(chat.conv.id if chat.conv is not None else None)
             if not going_on:
@@ -471,6 +467,32 @@ def run(args, open_engine: Callable, load: Callable, sampling: Callable, save_se
         finally:
             loop.close()
             sigint.stop()
+
+
+def _reader(sigint: SigintRouter, voice, history: History | None) -> Callable[[str], str]:
+    """What reads a line: the voice, readline (which tells `sigint` when a line has begun),
+    or plain input(); a press carried from the line before drops the message."""
+    reader = voice.listen if voice is not None else history.input if history is not None else input
+    if history is not None and history.readline is not None:
+        history.readline.set_pre_input_hook(sigint.line_begun)
+
+    def read(text: str) -> str:
+        sigint.before_read()
+        return reader(text)
+
+    return read
+
+
+def _speak(loop, sigint: SigintRouter, voice, engine, chat: Chat) -> bool:
+    """Say the last answer aloud; False when Ctrl+C ended the chat while it spoke."""
+    answer = loop.run_until_complete(voice.last_answer(engine, chat.conv.id if chat.conv else None))
+    try:
+        with sigint.prompt(), ctrl_c_kept():
+            voice.speak(answer)
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        return False
+    return True
 
 
 def _say_loaded(engine, status) -> None:

@@ -9,7 +9,7 @@ the prompt did nothing (about one press in 200 with eight threads, measured on L
 `SigintRouter` makes the delivery deterministic. From `start()` on, SIGINT is blocked in the
 main thread, so every thread made afterwards (by any thread) inherits the block, and one
 thread of its own takes the signal with `sigwait`:
-  - at the prompt (`prompt()`), the router nudges the main thread with a signal of its own
+  - at the prompt (`prompt()`), before readline has taken Enter, the router nudges the main thread with a signal of its own
     (NUDGE, sent with `pthread_kill`) until input() has raised KeyboardInterrupt. One signal
     is not enough: CPython's readline looks for signals only when its select() is
     interrupted, so a signal that came while it was taking a key (echoing it, or preempted
@@ -17,6 +17,13 @@ thread of its own takes the signal with `sigwait`:
     one lands in select(). And the terminal keeps the keys typed before a Ctrl+C (NOFLSH):
     discarded between readline's select() and its read(), they left read() waiting, and
     readline restarts a read() that a signal interrupts;
+  - at the prompt, once readline has taken Enter (its line is given back and the terminal
+    is out of its raw mode) but before input() has returned it to the chat, the press is
+    carried to the answer that line asks for, as a press after the prompt is (`busy()`).
+    Raised there, it dropped a line whose new line was already on the screen (one press in
+    about 50 right after Enter, on two busy cores). Readline says a line has begun through
+    its pre-input hook (`line_begun`); between the lines of one message a carried press
+    drops the message (`before_read`);
   - during an answer (`on_interrupt(callback)`), the callback runs on the event loop (the
     answer stops);
   - between a prompt and the answer it asked for (`busy()`), the press is kept and given to
@@ -128,6 +135,19 @@ def _typeahead_kept() -> Iterator[None]:
             pass
 
 
+def _terminal_cooked() -> bool:
+    """Whether the terminal on stdin is in canonical (line) mode: readline reads in raw mode
+    and gives the terminal back in canonical mode as it takes Enter. False where it cannot tell."""
+    try:
+        import termios
+    except ImportError:  # Windows
+        return False
+    try:
+        return bool(termios.tcgetattr(sys.stdin.fileno())[3] & termios.ICANON)
+    except (AttributeError, ValueError, OSError, termios.error):  # not a terminal
+        return False
+
+
 class SigintRouter:
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -140,6 +160,8 @@ class SigintRouter:
         self._wanted: int | None = None  # the prompt a press is waiting to interrupt
         self._busy = False  # inside busy(): a press with no callback to take it is kept
         self._pending = False  # a press kept for the next callback
+        self._begun = False  # readline has begun the line being read (its pre-input hook ran)
+        self._carried = False  # a press made after readline took Enter, for what the line asks
 
     def start(self, loop: asyncio.AbstractEventLoop | None = None) -> SigintRouter:
         """Block SIGINT in this (the main) thread and start the thread that takes it.
@@ -170,6 +192,7 @@ class SigintRouter:
             with self._lock:
                 self._prompts += 1
                 self._wanted = None
+                self._begun = self._carried = False
                 self._at_prompt = True
             with _typeahead_kept():
                 yield
@@ -177,12 +200,31 @@ class SigintRouter:
             self._at_prompt = False  # first: a nudge still on its way is ignored from here on
             with self._lock:
                 self._wanted = None
+                if self._carried and self._busy:  # for the answer about to start (on_interrupt)
+                    self._pending = True
+                self._carried = False
+
+    def line_begun(self) -> None:
+        """Readline's pre-input hook: the line being read has begun (the terminal is in
+        readline's raw mode from here until it takes Enter)."""
+        self._begun = True
+
+    def before_read(self) -> None:
+        """Before each line read inside `prompt()`: a press carried from the line before
+        (a message of several lines) drops the message, as a press at the prompt does."""
+        self._begun = False
+        if self._carried:
+            self._carried = False
+            raise KeyboardInterrupt
 
     def _nudged(self, signum: int, frame: FrameType | None) -> None:
         """NUDGE's handler, on the main thread: KeyboardInterrupt once per press at the prompt;
         nudges after it, or away from the prompt, do nothing."""
         if self._at_prompt and self._wanted == self._prompts:
             self._wanted = None
+            if self._begun and _terminal_cooked():  # readline has taken Enter: not a press at the prompt
+                self._carried = True
+                return
             raise KeyboardInterrupt
 
     @contextmanager
@@ -194,12 +236,13 @@ class SigintRouter:
             yield
             return
         with self._lock:
+            was_busy = self._busy
             self._busy, self._pending = True, False
         try:
             yield
         finally:
             with self._lock:
-                self._busy, self._pending = False, False
+                self._busy, self._pending = was_busy, False
 
     @contextmanager
     def on_interrupt(self, callback: Callable[[], object]) -> Iterator[bool]:
