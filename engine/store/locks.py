@@ -13,6 +13,8 @@ import sys
 import uuid
 from pathlib import Path
 
+from .. import paths
+
 if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
     import msvcrt
 
@@ -53,7 +55,7 @@ class HeldLock:
 
     def __init__(self, path: Path | str):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        paths.make_dirs(self.path.parent)
         self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         if not _try_lock(self._fd):
             os.close(self._fd)

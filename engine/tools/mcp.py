@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import paths
 from ..errors import InvalidRequest, NotFound, WrenError
 from ..network import sandbox
 from ..network.guard import check_url
@@ -135,7 +136,7 @@ class LogRing:
         path = self.path
         assert path is not None
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            paths.make_dirs(path.parent)
             if path.exists() and path.stat().st_size > LOG_FILE_BYTES:
                 os.replace(path, path.with_name(path.name + ".1"))
             with open(path, "a", encoding="utf-8") as out:

@@ -251,7 +251,7 @@ def save(servers: dict[str, McpServerConfig], path: Path | None = None) -> None:
     text = json.dumps({"mcpServers": {name: s.to_entry() for name, s in servers.items()}},
                       indent=2, ensure_ascii=False) + "\n"
     with _file_lock:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        paths.make_dirs(path.parent)
         fd, staging = tempfile.mkstemp(prefix=".mcp-", suffix=".json", dir=path.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as out:

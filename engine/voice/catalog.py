@@ -17,6 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from .. import paths
 from ..errors import InvalidRequest, ModelFileError, ModelNotFound
 from ..network.purpose import Part, acting
 from .starter import STARTER_STT, STARTER_VOICE, starter_stt_dir, starter_voice_files
@@ -145,7 +146,7 @@ class VoiceModels:
         if entry.installed:
             raise InvalidRequest(f"{entry.id} is already installed" if not entry.starter else
                                  f"{entry.id} comes with Wren: there is nothing to download")
-        self.root.mkdir(parents=True, exist_ok=True)
+        paths.make_dirs(self.root)
         plans = hub.resolve_files(entry.repo, entry.files)
         total = sum(p.size for p in plans)
         hub.check_disk_space(self.root, total + int(total * hub.DISK_MARGIN))

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import torch
 
+from ... import paths
 from ..quant import kernels, linear, modules
 from ..quant.modules import layer_signature
 from . import attention, batched, decode, llama
@@ -127,7 +128,7 @@ class Store:
         runs once the child has saved the one-sequence graphs, before the batched ones."""
         if cancelled is not None and cancelled.is_set():
             return False
-        self.dir.parent.mkdir(parents=True, exist_ok=True)
+        paths.make_dirs(self.dir.parent)
         with tempfile.TemporaryDirectory(dir=self.dir.parent, prefix="spec-") as tmp:
             spec = Path(tmp) / "spec.pt"
             self.write_spec(spec)
@@ -173,7 +174,7 @@ def child_env() -> dict[str, str]:
 def _write(directory: Path, graphs, group_count: int) -> None:
     """Save graphs into a fresh directory and move it into place in one rename, so a
     reader never sees half of them."""
-    directory.parent.mkdir(parents=True, exist_ok=True)
+    paths.make_dirs(directory.parent)
     staging = Path(tempfile.mkdtemp(dir=directory.parent, prefix="staging-"))
     try:
         groups: list[list[dict]] = [[] for _ in range(group_count)]

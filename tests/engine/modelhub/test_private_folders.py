@@ -66,3 +66,17 @@ def test_the_compiled_graphs_cache_is_private(umask_022, wren_home, tmp_path):
     torch_backend.TorchBackend("cpu").load(make_tiny_model_dir(tmp_path / "tiny"), compile=True, context_length=2)
     cache = wren_home / "cache"
     assert [mode(p) for p in (cache, cache / "torch-inductor")] == [0o700, 0o700]
+
+
+def test_tool_settings_logs_and_locks_get_private_folders(umask_022, tmp_path):
+    from wren.engine.store.locks import HeldLock
+    from wren.engine.tools import mcp_config
+    from wren.engine.tools.mcp import LogRing
+
+    config = tmp_path / "a" / "mcp.json"  # the MCP servers' settings (their env may hold keys)
+    mcp_config.save({"files": mcp_config.McpServerConfig(name="files", command="true")}, config)
+    log = LogRing(path=tmp_path / "b" / "logs" / "files.log")  # what a server wrote on stderr
+    log.add("stderr", "started")
+    HeldLock(tmp_path / "c" / "locks" / "model.lock").release()
+    made = [tmp_path / "a", tmp_path / "b", tmp_path / "b" / "logs", tmp_path / "c", tmp_path / "c" / "locks"]
+    assert [mode(p) for p in made] == [0o700] * len(made)
