@@ -44,7 +44,7 @@ STYLE = """
                  padding: 0 6px; font-size: 11px; }
 #fitBadge { border-radius: 4px; padding: 0 6px; font-size: 11px; background: rgba(46, 160, 67, 45); }
 #fitBadge[fits="false"] { background: rgba(230, 160, 0, 55); }
-#downloadError, #modelsError { color: #d64545; }
+#downloadError, #modelsError, #modelProblem { color: #d64545; }
 """
 
 

@@ -95,6 +95,9 @@ class ModelInfo:
     size_bytes: int
     source: ModelSource
     quantization: str | None
+    # why it cannot load as it is (a file it needs is gone, its registered folder was moved),
+    # said where models are listed; None when its files are all there
+    problem: str | None = None
 
 
 class ModelRegistry:
@@ -352,6 +355,7 @@ class ModelRegistry:
                 size_bytes=_files_size(target),
                 source=ModelSource(record["source"]),
                 quantization=record.get("quantization"),
+                problem=_missing_files(target, registered=record.get("folder") is not None),
             )
         except (KeyError, ValueError, TypeError) as exc:
             raise ModelFileError(f"{folder / RECORD_FILE} is incomplete or invalid: {exc}") from exc
@@ -441,6 +445,18 @@ def _fetch(fetch: Fetch, repo_id: str, dest: Path, patterns: Any, revision: str 
         raise
     except Exception as exc:  # network and hub errors come in many types; the user needs one message
         raise ModelFileError(f"downloading {repo_id} failed: {exc}") from exc
+
+
+def _missing_files(folder: Path, *, registered: bool) -> str | None:
+    """What an installed model's folder lacks to load (checked by name and kind, not read):
+    None when it is whole."""
+    if not folder.is_dir():
+        return (f"the folder it was added from, {folder}, is gone (moved or deleted)" if registered
+                else f"its folder {folder} is gone")
+    missing = [name for name in _MODEL_FILES if not (folder / name).is_file()]
+    if not (folder / GGUF_FILE).is_file() and not any(folder.glob("*.safetensors")):
+        missing.append(f"weights ({GGUF_FILE} or .safetensors)")
+    return f"its folder {folder} has no {_listed(missing)}" if missing else None
 
 
 def _complete(folder: Path) -> bool:

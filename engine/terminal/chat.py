@@ -234,7 +234,8 @@ class Chat:
             await self.switch_model(rest)
         elif command.name == "/models":
             for m in await self.engine.models.list():
-                self.note(f"  {m.name}")
+                problem = getattr(m, "problem", None)
+                self.note(f"  {m.name}" + (f" (cannot load: {problem})" if problem else ""))
         return True
 
     def set_system(self, text: str) -> None:

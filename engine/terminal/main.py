@@ -457,10 +457,13 @@ async def _cmd_models(args) -> int:
                 print(json.dumps({"name": m.name, "architecture": m.architecture, "size_bytes": m.size_bytes,
                                   "context_length": m.context_length, "source": m.source,
                                   "quantization": m.quantization, "backend": "remote" if getattr(m, "remote", False)
-                                  else local, "path": str(m.path) if m.path is not None else None}))
+                                  else local, "path": str(m.path) if m.path is not None else None,
+                                  "problem": getattr(m, "problem", None)}))
         else:
             for m in models:
                 print(f"{m.name:32} {m.architecture:8} {_size(m.size_bytes):>9}  ctx {m.context_length:<6} {m.source:8} {backend(m)}")
+                if getattr(m, "problem", None):  # a file it needs is gone: said, with what to do
+                    print(f"{'':32} cannot load: {shown(m.problem)}; `wren models rm {m.name}` takes it off the list")
         return 0
     finally:
         await engine.close()

@@ -234,3 +234,23 @@ def test_settings_and_the_menu_open_the_page(open_window, qtbot, arun):
     qtbot.waitUntil(models.isVisible, timeout=5000)
     assert window.models_dialog is models  # one page; downloads survive closing it
     models.close()
+
+
+def test_a_model_missing_its_weights_says_so_and_cannot_be_made_default(models_page, arun, qtbot, tmp_path):
+    from tests.fixtures.tiny import make_tiny_model_dir
+
+    window, page = models_page()
+    folder = make_tiny_model_dir(tmp_path / "moved-away")
+    window.engine.registry.register_folder(folder, name="broken")
+    for weights in folder.glob("*.safetensors"):
+        weights.unlink()  # the user tidied the folder Wren was pointed at
+    arun(page.load())
+    row = page.installed_rows["broken"]
+    assert not row.problem_label.isHidden()
+    assert row.problem_label.text() == f"Cannot load: its folder {folder} has no weights (model.gguf or .safetensors)"
+    assert not row.default_button.isEnabled() and row.delete_button.isEnabled()
+    assert page.installed_rows["tiny"].problem_label.isHidden()
+    row.delete_button.click()  # Delete takes it off the list
+    with qtbot.waitSignal(page.changed, timeout=5000):
+        page.confirm_box.button(QMessageBox.StandardButton.Yes).click()
+    assert "broken" not in page.installed_rows

@@ -21,3 +21,21 @@ def test_a_remote_model_is_listed_as_remote(make_engine, capsys):
     assert main(["models"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("lab/qwen3-32b"))
     assert line.endswith("remote (http://127.0.0.1:9/v1)") and "torch" not in line
+
+
+def test_a_model_that_cannot_load_is_listed_with_why(make_engine, capsys, tmp_path):
+    from tests.fixtures.tiny import make_tiny_model_dir
+
+    folder = make_tiny_model_dir(tmp_path / "mine")
+    engine = make_engine()
+    engine.registry.register_folder(folder, name="mine")
+    asyncio.run(engine.close())
+    folder.rename(tmp_path / "moved")
+    assert main(["models", "list", "--json"]) == 0
+    listed = {m["name"]: m for m in map(json.loads, capsys.readouterr().out.splitlines())}
+    assert listed["mine"]["problem"] == f"the folder it was added from, {folder}, is gone (moved or deleted)"
+    assert main(["models"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    said = lines[next(i for i, x in enumerate(lines) if x.startswith("mine ")) + 1]
+    assert said.strip() == (f"cannot load: the folder it was added from, {folder}, is gone (moved or deleted); "
+                            "`wren models rm mine` takes it off the list")

@@ -117,9 +117,26 @@ def test_register_folder_rejects_truncated_weights(registry, hf_folder):
 
 def test_a_moved_registered_folder_still_lists(registry, hf_folder, tmp_path):
     registry.register_folder(hf_folder, name="mine")
+    assert registry.get("mine").problem is None
     hf_folder.rename(tmp_path / "moved")
-    assert registry.get("mine").size_bytes == 0  # still listed, so the user can remove it
+    info = registry.get("mine")
+    assert info.size_bytes == 0  # still listed, so the user can remove it
+    assert info.problem == f"the folder it was added from, {hf_folder}, is gone (moved or deleted)"
     registry.remove("mine")
+
+
+def test_a_model_missing_a_file_it_needs_says_so_where_it_is_listed(registry, hf_folder, tiny_gguf):
+    registry.register_folder(hf_folder, name="folder")
+    imported = registry.import_gguf(tiny_gguf()[0], name="imported")
+    assert [m.problem for m in registry.list()] == [None, None]
+    for weights in hf_folder.glob("*.safetensors"):
+        weights.unlink()
+    (imported.path / "model.gguf").unlink()
+    (imported.path / "tokenizer.json").unlink()
+    problems = {m.name: m.problem for m in registry.list()}
+    assert problems == {"folder": f"its folder {hf_folder} has no weights (model.gguf or .safetensors)",
+                        "imported": f"its folder {imported.path} has no tokenizer.json or weights "
+                                    "(model.gguf or .safetensors)"}
 
 
 def test_ensure_starter_is_idempotent(registry, tiny_gguf, monkeypatch):
