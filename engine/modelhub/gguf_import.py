@@ -24,12 +24,13 @@ from typing import Any
 import numpy as np
 from gguf.constants import LlamaFileType
 
-from ..errors import ModelFileError, UnsupportedArchitecture
+from ..errors import ModelFileError, UnsupportedArchitecture, UnsupportedQuantization
 from ..inference import families
 from ..inference.families import Family
 from ..paths import make_dirs, private_dir
 from ..tokenize import validate_chat_template
 from .gguf_file import GGUFFile, TensorInfo
+from .gguf_header import HEADER_PROBE_BYTES, gguf_header_length
 from .gguf_tokenizer import END_OF_TURN_TOKENS, build_tokenizer
 from .private_copy import copy_private
 from .validate import describe_os_error, validate_llama_gguf
@@ -119,6 +120,58 @@ def check_runnable(source: Path | str) -> ImportSummary:
         return _summary(gguf, config, plan)
 
 
+def check_prefix(prefix: bytes, size: int, workdir: Path, label: str) -> None:
+    """`check_runnable` on a file of `size` bytes of which only `prefix` (its whole header)
+    is at hand: a sparse copy in `workdir` (the tensor data holes, taking no disk), removed
+    after. Errors name `label` instead of the copy."""
+    probe_dir = private_dir(workdir / "probe")
+    probe = probe_dir / "header.gguf"
+    try:
+        try:
+            with open(probe, "wb") as fh:
+                fh.write(prefix)
+            os.truncate(probe, size)
+        except OSError as exc:  # a full disk, say
+            raise ModelFileError(describe_os_error(exc, probe_dir)) from exc
+        try:
+            check_runnable(probe)
+        except (UnsupportedArchitecture, UnsupportedQuantization, ModelFileError) as exc:
+            raise type(exc)(_name_the_file(str(exc), probe, label)) from exc
+    finally:
+        shutil.rmtree(probe_dir, ignore_errors=True)
+
+
+def _name_the_file(message: str, probe: Path, label: str) -> str:
+    """An error about the sparse probe file, reworded to name the file it stands for."""
+    if str(probe) in message:
+        return message.replace(str(probe), label)
+    if probe.name in message:
+        return message.replace(probe.name, label, 1)
+    return f"{label}: {message}"
+
+
+def check_before_copy(source: Path, workdir: Path) -> None:
+    """Check a local GGUF's header before its bytes are copied: a file Wren cannot run is
+    refused in a moment, not after a copy of many GB (the bar reached 100% first). Read with
+    plain reads, never mapped, so a file that shrinks meanwhile cannot crash Wren; the copy
+    is checked again once it is made (convert_gguf)."""
+    if not source.is_file():
+        raise ModelFileError(f"{source} does not exist" if not source.exists() else f"{source} is not a file")
+    try:
+        size = source.stat().st_size
+        want = min(HEADER_PROBE_BYTES, size)
+        with open(source, "rb") as fh:
+            while True:
+                fh.seek(0)
+                prefix = fh.read(want)
+                if gguf_header_length(prefix, size) is not None or want >= size or len(prefix) < want:
+                    break
+                want = min(want * 2, size)
+    except OSError as exc:
+        raise ModelFileError(_os_error_message(exc, source)) from exc
+    check_prefix(prefix, size, workdir, str(source))
+
+
 def convert_gguf(source: Path | str, out_dir: Path, *, progress: Progress | None = None,
                  move: bool = False) -> ImportSummary:
     """Write the model folder for `source` into the existing, empty `out_dir`: first the GGUF
@@ -130,6 +183,8 @@ def convert_gguf(source: Path | str, out_dir: Path, *, progress: Progress | None
     a change during the copy is refused, and what is checked is exactly what is installed."""
     source = Path(source)
     target = out_dir / GGUF_FILE
+    if not move:  # a download (moved) had its header checked before it came
+        check_before_copy(source, out_dir)
     moved, crc = _place_file(source, target, move, progress)
     try:
         summary = _describe_copy(target, source, out_dir)

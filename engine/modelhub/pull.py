@@ -38,7 +38,7 @@ from ..errors import (
 from ..network.guard import check_url
 from ..network.purpose import Part, acting
 from ..paths import private_dir
-from .gguf_header import gguf_header_length
+from .gguf_header import HEADER_PROBE_BYTES, gguf_header_length
 from .hub import hub_endpoint
 from .resolve import DEFAULT_QUANT, PullPlan, first_line, hub_call, quant_label, resolve, resolve_files
 from .sizing import human_size
@@ -52,9 +52,6 @@ log = logging.getLogger(__name__)
 Progress = Callable[[int, int], None]
 
 DOWNLOADS_DIR = ".downloads"
-# the first Range request for a GGUF header, doubled until the header fits (a 150k-token
-# vocabulary takes about 6 MB); the bytes are the download's first, so none is fetched twice
-HEADER_PROBE_BYTES = 4 << 20
 # huggingface_hub hands its progress bar (our progress and cancel check) one chunk at a time,
 # 10 MB by default: smaller chunks keep the progress smooth and Ctrl+C quick on slow links
 CHUNK_BYTES = 1 << 20
@@ -233,6 +230,7 @@ def _check_header(plan: PullPlan, part: Path, workdir: Path, headers: dict[str, 
                   cancel: threading.Event | None) -> None:
     """Fetch the file's start (into the partial file: these bytes are the download's first)
     until it holds the whole GGUF header, then check a sparse full-size copy of it."""
+    # the bytes asked for are the download's first, so none is fetched twice
     want = min(HEADER_PROBE_BYTES, plan.size)
     while True:
         have = part.stat().st_size if part.is_file() else 0
@@ -253,30 +251,9 @@ def _check_header(plan: PullPlan, part: Path, workdir: Path, headers: dict[str, 
         if end is not None or want >= plan.size:
             break
         want = min(want * 2, plan.size)
-    probe_dir = workdir / "probe"
-    private_dir(probe_dir)
-    probe = probe_dir / Path(plan.filename or "model.gguf").name
-    try:
-        with open(probe, "wb") as fh:
-            fh.write(prefix)
-        os.truncate(probe, plan.size)  # sparse: the tensor data is holes, taking no disk
-        from .gguf_import import check_runnable
+    from .gguf_import import check_prefix
 
-        try:
-            check_runnable(probe)
-        except (UnsupportedArchitecture, UnsupportedQuantization, ModelFileError) as exc:
-            raise type(exc)(_name_the_remote(str(exc), probe, f"{plan.repo}:{plan.filename}")) from exc
-    finally:
-        shutil.rmtree(probe_dir, ignore_errors=True)
-
-
-def _name_the_remote(message: str, probe: Path, label: str) -> str:
-    """An error about the sparse probe file, reworded to name the file on the hub."""
-    if str(probe) in message:
-        return message.replace(str(probe), label)
-    if probe.name in message:
-        return message.replace(probe.name, label, 1)
-    return f"{label}: {message}"
+    check_prefix(prefix, plan.size, workdir, f"{plan.repo}:{plan.filename}")
 
 
 def _fetch_rest(plan: PullPlan, part: Path, headers: dict[str, str], progress: Progress | None,

@@ -140,3 +140,19 @@ def test_chats_are_untouched_by_a_failed_import(make_engine, tiny_gguf, tmp_path
             await engine.close()
 
     asyncio.run(run())
+
+
+@pytest.mark.parametrize("keep", [0.02, 2 / 3])  # cut inside the header, or inside the tensor data
+def test_a_file_wren_cannot_run_is_refused_before_it_is_copied(installed, tiny_gguf, tmp_path, keep):
+    """The header is checked from the user's file first: refused in a moment, with the copy's
+    progress bar never started (it reached 100% of a many-GB copy before the refusal)."""
+    path, _ = tiny_gguf()
+    data = path.read_bytes()
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(data[: int(len(data) * keep)])
+    reported: list[tuple[int, int]] = []
+    with pytest.raises(ModelFileError, match="truncated") as caught:
+        installed.import_gguf(cut, name="new", progress=lambda done, total: reported.append((done, total)))
+    assert str(cut) in str(caught.value) and "header.gguf" not in str(caught.value)
+    assert reported == []
+    assert [m.name for m in installed.list()] == ["good"]
