@@ -32,7 +32,7 @@ DESKTOP_ALLOWED = {
     "engine.context.report", "engine.context.settings", "engine.context.assemble",  # ContextReport, ContextOverflow
     "engine.crashreport", "engine.ghost", "engine.inference.presets", "engine.inference.sampling",
     "engine.inference.select", "engine.memory.records", "engine.memory.settings", "engine.modelhub.catalog",
-    "engine.modelhub.registry", "engine.models", "engine.paths", "engine.privacy", "engine.providers.config",
+    "engine.modelhub.registry", "engine.modelhub.sizing", "engine.models", "engine.paths", "engine.privacy", "engine.providers.config",
     "engine.safety.care", "engine.safety.scanner", "engine.token_view", "engine.tools.mcp_facade",
     "engine.tools.registry",
 }

@@ -33,7 +33,7 @@ from wren.engine.models import DownloadCancelled
 
 from ..bridge import Tasks
 from ..settings.importer import import_model
-from .rows import CatalogRow, DownloadState, InstalledRow, human_bytes
+from .rows import CatalogRow, DownloadState, InstalledRow, human_size
 
 STYLE = """
 #modelsHeading { font-size: 15px; font-weight: 600; padding-top: 6px; }
@@ -194,7 +194,7 @@ class ModelsPage(QWidget):
         entries = await self.engine.models.catalog()
         total = self.engine.models.system_memory_bytes()
         self.memory_note.setText(
-            f"This computer has {human_bytes(total)} of memory. “RAM needed” counts the model and "
+            f"This computer has {human_size(total)} of memory. “RAM needed” counts the model and "
             "a 4,096-token conversation." if total else
             "Wren could not tell how much memory this computer has; the memory badges assume too little.")
         for entry in entries:

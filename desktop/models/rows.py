@@ -10,15 +10,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QProgressBar, QPushBu
 
 from wren.engine.modelhub.catalog import CatalogEntry
 from wren.engine.modelhub.registry import ModelInfo
-
-
-def human_bytes(n: int) -> str:
-    """Sizes the way a file manager says them (decimal units)."""
-    if n >= 10**9:
-        return f"{n / 10**9:.1f} GB"
-    if n >= 10**6:
-        return f"{n / 10**6:,.0f} MB"
-    return f"{max(n, 0) / 10**3:,.0f} KB"
+from wren.engine.modelhub.sizing import human_size
 
 
 def human_parameters(n: int) -> str:
@@ -78,7 +70,7 @@ class InstalledRow(QFrame):
         self.marker.setAccessibleName(f"{info.name} is the default model")
         self.marker.setVisible(is_default)
         parts = [info.architecture, human_parameters(info.parameters) if info.parameters else "",
-                 info.quantization or "", human_bytes(info.size_bytes) if info.size_bytes else ""]
+                 info.quantization or "", human_size(info.size_bytes) if info.size_bytes else ""]
         if in_use:
             parts.append("answering now")
         self.details = QLabel(" · ".join(p for p in parts if p))
@@ -152,8 +144,8 @@ class CatalogRow(QFrame):
         self.badge = QLabel()
         self.badge.setObjectName("fitBadge")
         self.details = QLabel(" · ".join((
-            human_bytes(entry.size_bytes), entry.quant, f"licence: {entry.license}",
-            f"needs {human_bytes(entry.ram_bytes_4k)} RAM",
+            human_size(entry.size_bytes), entry.quant, f"licence: {entry.license}",
+            f"needs {human_size(entry.ram_bytes_4k)} RAM",
         )))
         self.details.setObjectName("modelRowDetails")
         self.details.setToolTip(f"{entry.repo} · {entry.file}" + (f"\n{entry.notes}" if entry.notes else ""))
@@ -221,9 +213,9 @@ class CatalogRow(QFrame):
             self.progress.setRange(0, 1000)
             self.progress.setValue(int(1000 * min(done, total) / total))
             self.progress_label.setText(
-                f"{human_bytes(done)} of {human_bytes(total)} ({100 * min(done, total) // total}%)")
+                f"{human_size(done)} of {human_size(total)} ({100 * min(done, total) // total}%)")
         else:
-            self.progress_label.setText(human_bytes(done))
+            self.progress_label.setText(human_size(done))
 
     def paused(self) -> None:
         self.progress_label.setText(f"Paused at {self.progress_label.text().split(' of ')[0]}"

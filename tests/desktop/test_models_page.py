@@ -107,7 +107,7 @@ def test_download_shows_progress_cancel_offers_resume_and_resume_finishes(models
     assert row.state is DownloadState.DOWNLOADING and row.cancel_button.isVisibleTo(page)
     for _ in range(3):
         fake.gate.release()
-    qtbot.waitUntil(lambda: row.progress_label.text() == "3 MB of 10 MB (30%)", timeout=5000)
+    qtbot.waitUntil(lambda: row.progress_label.text() == "3.0 MB of 10.0 MB (30%)", timeout=5000)
     assert row.progress.value() == 300
 
     row.cancel_button.click()
@@ -115,13 +115,13 @@ def test_download_shows_progress_cancel_offers_resume_and_resume_finishes(models
     qtbot.waitUntil(lambda: row.state is DownloadState.PAUSED, timeout=5000)
     assert row.download_button.text() == "Resume" and not row.download_button.isHidden()
     assert row.download_button.accessibleName() == "Resume the download of Qwen3 0.6B"
-    assert row.progress_label.text() == "Paused at 3 MB"
+    assert row.progress_label.text() == "Paused at 3.0 MB"
     assert "qwen3-0.6b" not in picker_names(window)
 
     row.download_button.click()
     assert row.state is DownloadState.DOWNLOADING
     fake.gate.release()
-    qtbot.waitUntil(lambda: row.progress_label.text() == "4 MB of 10 MB (40%)", timeout=5000)  # not from 0
+    qtbot.waitUntil(lambda: row.progress_label.text() == "4.0 MB of 10.0 MB (40%)", timeout=5000)  # not from 0
     for _ in range(6):
         fake.gate.release()
     qtbot.waitUntil(lambda: row.state is DownloadState.INSTALLED, timeout=5000)
