@@ -24,11 +24,11 @@ from typing import Any
 import numpy as np
 from gguf.constants import LlamaFileType
 
+from ..chat_template import validate_chat_template
 from ..errors import ModelFileError, UnsupportedArchitecture, UnsupportedQuantization
 from ..inference import families
 from ..inference.families import Family
 from ..paths import make_dirs, private_dir
-from ..tokenize import validate_chat_template
 from .gguf_file import GGUFFile, TensorInfo
 from .gguf_header import HEADER_PROBE_BYTES, gguf_header_length
 from .gguf_tokenizer import END_OF_TURN_TOKENS, build_tokenizer

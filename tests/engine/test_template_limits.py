@@ -20,14 +20,9 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import AddedToken, models, pre_tokenizers
 from tokenizers import Tokenizer as RawTokenizer
 
+from wren.engine.chat_template import ChatTemplateLimit, compile_chat_template, render_limited, validate_chat_template
 from wren.engine.errors import InvalidRequest, ModelFileError
-from wren.engine.tokenize import (
-    ChatTemplateLimit,
-    Tokenizer,
-    compile_chat_template,
-    render_limited,
-    validate_chat_template,
-)
+from wren.engine.tokenize import Tokenizer
 
 CHATML = (
     "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n' }}{% endfor %}"
@@ -103,7 +98,7 @@ HOSTILE = {
 CHILD = r"""
 import json, resource, sys, time
 from wren.engine.errors import ModelFileError
-from wren.engine.tokenize import validate_chat_template
+from wren.engine.chat_template import validate_chat_template
 
 def peak_mb():  # the process's high-water mark: a case that allocates a lot raises it
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -239,12 +239,12 @@ def test_a_remembered_chat_encoding_never_confuses_typed_markup_with_real_turns(
 
 
 def test_a_remembered_chat_encoding_follows_the_date_the_template_prints(tmp_path, monkeypatch):
-    import wren.engine.tokenize as tokenize_module
+    import wren.engine.chat_template as template_module
 
     template = "{{ strftime_now('%d') }} {% for m in messages %}{{ m['content'] }} {% endfor %}"
     tok = Tokenizer.from_dir(tiny_dir(tmp_path, {"chat_template": template}, words=("27", "28")))
     messages = user("hello world " * 200)
-    real = tokenize_module.datetime
+    real = template_module.datetime
 
     class Day:
         def __init__(self, day: int) -> None:
@@ -253,9 +253,9 @@ def test_a_remembered_chat_encoding_follows_the_date_the_template_prints(tmp_pat
         def now(self):
             return real(2026, 11, self.day)
 
-    monkeypatch.setattr(tokenize_module, "datetime", Day(27))
+    monkeypatch.setattr(template_module, "datetime", Day(27))
     on_27th = tok.encode_chat(messages)
-    monkeypatch.setattr(tokenize_module, "datetime", Day(28))
+    monkeypatch.setattr(template_module, "datetime", Day(28))
     assert tok.render_chat(messages).startswith("28 ")
     assert on_27th[0] == 5 and tok.encode_chat(messages)[0] == 6
     assert tok.encode_chat(messages) == tok._with_bos(tok._prompt.encode(tok.render_chat(messages)).ids)

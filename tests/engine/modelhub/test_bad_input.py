@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as Q
 
+from wren.engine.chat_template import validate_chat_template
 from wren.engine.errors import ModelFileError, UnsupportedArchitecture, UnsupportedQuantization
 from wren.engine.modelhub.gguf_file import GGUFFile
 from wren.engine.modelhub.registry import ModelRegistry
 from wren.engine.modelhub.validate import describe_os_error, validate_llama_gguf
-from wren.engine.tokenize import validate_chat_template
 
 # GGUF metadata value types
 U8, I8, U16, I16, U32, I32, F32, BOOL, STRING, ARRAY, U64, I64, F64 = range(13)

@@ -16,7 +16,7 @@ import pytest
 from jinja2.ext import loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from wren.engine.tokenize import compile_chat_template, render_limited
+from wren.engine.chat_template import compile_chat_template, render_limited
 
 BIG = "{% set b = 'x' * 1000000 %}"
 PILING_UP = {
@@ -42,7 +42,7 @@ import json, resource, sys, time
 resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
 mode, arg, template = sys.argv[1], sys.argv[2], sys.stdin.read()
 from wren.engine.errors import WrenError
-from wren.engine.tokenize import validate_chat_template
+from wren.engine.chat_template import validate_chat_template
 
 def peak_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
