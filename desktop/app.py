@@ -219,6 +219,7 @@ class WrenApp(QObject):
     def _after_erase(self) -> None:
         """Everything was deleted: the window shows no chat that is gone."""
         self.window.conversations.new_chat()
+        self.window.conversations.forget()  # the unsent drafts of every chat too
         self.window.conversations.refresh()
 
     async def _show_settings(self, dialog: SettingsDialog, memory_id: int | None = None) -> None:

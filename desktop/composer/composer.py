@@ -290,6 +290,20 @@ class Composer(QWidget):
     def attachments(self) -> list[str]:
         return [chip.text for chip in self._chip_widgets()]
 
+    def take_draft(self) -> tuple[str, tuple[str, ...]]:
+        """What is being written, apart (the typed text, the large pastes); the box is emptied."""
+        draft = self.edit.toPlainText(), tuple(self.attachments())
+        self.clear()
+        return draft
+
+    def put_draft(self, typed: str, pastes: tuple[str, ...]) -> None:
+        """A draft taken earlier, back as it was: its typed text editable, its pastes folded."""
+        self.clear()
+        self.edit.setPlainText(typed)
+        for text in pastes:
+            self.attach(text)
+        self.edit.moveCursor(self.edit.textCursor().MoveOperation.End)
+
     def attach(self, text: str) -> None:
         chip = PastedChip(text)
         chip.removed.connect(self._remove)

@@ -255,6 +255,12 @@ class AttachmentBar(QWidget):
             self.changed.emit()
         return files
 
+    def put(self, paths: list[str]) -> None:
+        """These files attached instead of any there (a chat's draft, back)."""
+        self.take()
+        for path in paths:
+            self.add(path)
+
     def _remove(self, chip: FileChip, quiet: bool = False) -> None:
         had_focus = chip.remove_button.hasFocus()
         self._row.removeWidget(chip)

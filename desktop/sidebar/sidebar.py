@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QListWidget,
     QListWidgetItem,
     QMenu,
+    QMessageBox,
     QPushButton,
     QStyledItemDelegate,
     QVBoxLayout,
@@ -75,6 +76,24 @@ class ConversationList(QListWidget):
         self.setWordWrap(False)
         self.setResizeMode(QListView.ResizeMode.Adjust)  # rows re-fit when the sidebar is resized
         self.setItemDelegate(SnippetDelegate(_FitDelegate(self)))  # a search result's snippet under its title
+        # the chat whose row was current before a right-click made the clicked row current
+        # (a one-item tuple: (None,) when no row was); None when no right-click is pending
+        self.before_menu: tuple[int | None] | None = None
+
+    def mousePressEvent(self, event) -> None:
+        if event.button() == Qt.MouseButton.RightButton:  # Qt makes the pressed row current
+            item = self.currentItem()
+            self.before_menu = (item.data(ID_ROLE) if item is not None else None,)
+        super().mousePressEvent(event)
+
+    def current_before_menu(self) -> int | None:
+        """The chat whose row the menu being opened should leave current when it closes:
+        the one before a right-click, else (the menu key) the current one."""
+        before, self.before_menu = self.before_menu, None
+        if before is not None:
+            return before[0]
+        item = self.currentItem()
+        return item.data(ID_ROLE) if item is not None else None
 
     def keyPressEvent(self, event) -> None:
         if event.key() == Qt.Key.Key_F2 and self.state() != QAbstractItemView.State.EditingState:
@@ -147,6 +166,8 @@ class Sidebar(QWidget):
         layout.addWidget(self.list, 1)
         layout.addWidget(self.undo_bar)
 
+        self.menu: QMenu | None = None  # the chat's right-click menu, while it is open
+        self.confirm_box: QMessageBox | None = None  # "Delete permanently?", while it asks
         self._populating = False
         self._listed_query = ""  # the search the list shows the results of
         self._search_timer = QTimer(self, singleShot=True, interval=SEARCH_DEBOUNCE_MS)
@@ -389,11 +410,40 @@ class Sidebar(QWidget):
         delete.triggered.connect(lambda: self.delete_requested.emit(conv.id))
         forget = QAction("Delete permanently", menu)
         forget.setToolTip("Delete at once, with no undo: the chat's text is removed from disk")
-        forget.triggered.connect(lambda: self.delete_permanently_requested.emit(conv.id))
+        forget.triggered.connect(lambda: self.confirm_forget(conv))
         for action in (rename, pin, export_md, export_json):
             menu.addAction(action)
         menu.addSeparator()
         menu.addAction(delete)
         menu.addAction(forget)
         menu.setToolTipsVisible(True)  # the difference between the two, on hover
+        # The right-click made its row current; closed, the menu gives the highlight back to
+        # the row that had it (the open chat), so Delete after it does not delete the other.
+        before = self.list.current_before_menu()
+        menu.aboutToHide.connect(lambda: self.select(before))
         menu.popup(self.list.viewport().mapToGlobal(pos))
+        self.menu = menu
+
+    def confirm_forget(self, conv: ConversationInfo) -> QMessageBox:
+        """"Delete permanently" asks first: it sits one row below the delete that can be undone,
+        and a slip there lost a chat at once."""
+        title = conv.title or UNTITLED
+        box = QMessageBox(
+            QMessageBox.Icon.Warning, "Delete permanently?",
+            f"“{elide(title, 80)}” and every branch of it will be removed from this computer at once. "
+            "This cannot be undone.",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel, self,
+        )
+        box.setObjectName("deletePermanentlyConfirm")
+        yes = box.button(QMessageBox.StandardButton.Yes)
+        yes.setText("Delete permanently")
+        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+
+        def answered(_result: int) -> None:
+            if box.clickedButton() is yes:
+                self.delete_permanently_requested.emit(conv.id)
+
+        box.finished.connect(answered)
+        self.confirm_box = box
+        box.open()  # open(), not exec(): a nested loop would hold up every coroutine
+        return box

@@ -77,6 +77,10 @@ class ConversationController(QObject):
         self.new_chat_settings: dict = {}  # the new chat's own settings, set before its first message
         self.project: str | None = None  # the project a new chat is started in (desktop/library/projects.py)
         self._temporary_ids: set[int] = set()  # every temporary chat of this session, left or not
+        # each chat's unsent message while another is shown (None: the new chat's): its typed
+        # text, large pastes and attached files stay with the chat they were written in
+        self._drafts: dict[int | None, tuple[str, tuple[str, ...], list[str]]] = {}
+        self._deleted_open: int | None = None  # the chat deleted while it was shown (Undo reopens it)
         self.streams: dict[int, TurnStream] = {}  # conversation id → its answer in flight
         # each answer in flight: its live widget, what a screen reader and read-aloud hear of it
         self.live = LiveAnswers(chat=chat, status=status, current=lambda: self.current_id,
@@ -149,15 +153,28 @@ class ConversationController(QObject):
     async def delete(self, conversation_id: int) -> None:
         conv = await self.engine.conversations.get(conversation_id)
         await self.engine.conversations.delete(conversation_id)
+        self._deleted_open = conversation_id if conversation_id == self.current_id else None
         if conversation_id == self.current_id:
             self.new_chat()
         await self.refresh_list()
         self.sidebar.show_undo(conv)
 
     async def restore(self, conversation_id: int) -> None:
+        """Undo a delete: the chat is listed again, and shown again if it was shown when
+        deleted (another chat deleted from the list leaves the one open where it is)."""
         await self.engine.conversations.restore(conversation_id)
         await self.refresh_list()
-        await self.open(conversation_id)
+        if self._deleted_open == conversation_id:
+            self._deleted_open = None
+            await self.open(conversation_id)
+
+    def forget(self, conversation_id: int | None = None) -> None:
+        """Drop the unsent drafts of a chat deleted for good (of every chat, with None: all
+        erased)."""
+        if conversation_id is None:
+            self._drafts.clear()
+        else:
+            self._drafts.pop(conversation_id, None)
 
     async def export_to(self, conversation_id: int, fmt: str, path: Path) -> Path:
         text = await self.engine.conversations.export(conversation_id, fmt)
@@ -191,6 +208,8 @@ class ConversationController(QObject):
 
     def _reset(self, *, temporary: bool) -> None:
         self._open_generation += 1
+        self.composer.cancel_edit()
+        self._switch_draft(None)
         self.new_chat_settings = {}
         self._leave_temporary()
         self.live.detach(self.current_id)
@@ -200,7 +219,6 @@ class ConversationController(QObject):
         self.chat.clear()
         self.frame.set_title(UNTITLED)
         self.sidebar.select(None)
-        self.composer.cancel_edit()
         self._sync_busy()
         self.counter.set_used(0)
         self.status.show_context(None)
@@ -216,11 +234,12 @@ class ConversationController(QObject):
         if generation != self._open_generation:
             return  # the user clicked another chat meanwhile
         if conversation_id != self.current_id:
+            self.composer.cancel_edit()
+            self._switch_draft(conversation_id)
             self._leave_temporary()
             self._set_temporary(conversation_id in self._temporary_ids)
             self.live.detach(self.current_id)
             self.chat.clear()
-            self.composer.cancel_edit()
             self.project = None  # a project's chat is in it already: the engine scopes it
         self.current_id = conversation_id
         self.chat.show_messages(messages)
@@ -233,6 +252,20 @@ class ConversationController(QObject):
         self.load_tools()
         self.opened.emit(conversation_id)
 
+    def _switch_draft(self, to: int | None) -> None:
+        """Keep the shown chat's unsent message (text, pastes, files) with it, and bring back
+        chat `to`'s: a draft never follows the user into another chat, to be sent there."""
+        typed, pastes = self.composer.take_draft()
+        files = self.attachments.take()
+        if typed or pastes or files:
+            self._drafts[self.current_id] = (typed, pastes, files)
+        else:
+            self._drafts.pop(self.current_id, None)
+        kept = self._drafts.pop(to, None)
+        if kept is not None:
+            self.composer.put_draft(kept[0], kept[1])
+            self.attachments.put(kept[2])
+
     def _set_temporary(self, temporary: bool) -> None:
         self.temporary = temporary
         self.frame.show_temporary(temporary)
@@ -240,6 +273,7 @@ class ConversationController(QObject):
     def _leave_temporary(self) -> None:
         """Leaving a temporary chat ends it: nothing of it is kept anywhere."""
         if self.temporary and self.current_id is not None:
+            self._drafts.pop(self.current_id, None)  # its unsent message too
             self.tasks.run(self._drop(self.current_id), what="closing the temporary chat")
 
     async def _drop(self, conversation_id: int) -> None:

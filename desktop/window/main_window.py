@@ -243,6 +243,7 @@ class MainWindow(QMainWindow):
             await self.engine.conversations.delete(cid, permanently=True)
             if cid == c.current_id:
                 c.new_chat()
+            c.forget(cid)
             await c.refresh_list()
 
         self.sidebar.delete_permanently_requested.connect(

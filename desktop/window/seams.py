@@ -115,6 +115,8 @@ class Draft(Protocol):
     def set_streaming(self, streaming: bool) -> None: ...
     def begin_edit(self, message_id: int, text: str) -> None: ...
     def cancel_edit(self) -> bool: ...  # whether an edit was open
+    def take_draft(self) -> tuple[str, tuple[str, ...]]: ...  # typed text and large pastes; emptied
+    def put_draft(self, typed: str, pastes: tuple[str, ...]) -> None: ...
 
 
 class ReadyLine(Protocol):
@@ -143,6 +145,7 @@ class Attachments(Protocol):
     """The files attached to the draft (desktop.composer.tools.AttachmentBar)."""
 
     def take(self) -> list[str]: ...  # their paths; the bar is emptied
+    def put(self, paths: list[str]) -> None: ...  # these attached instead
 
 
 class ModelPicker(Protocol):

@@ -67,7 +67,7 @@ def test_settings_dialog_has_the_privacy_page(make_engine, arun, qtbot):
 def test_delete_permanently_from_the_sidebar_leaves_no_text_on_disk(open_window, arun, qtbot):
     from pathlib import Path
 
-    from PySide6.QtWidgets import QMenu
+    from PySide6.QtWidgets import QMenu, QMessageBox
 
     secret = "Snorklefrond"
     window = open_window("Noted.")
@@ -88,6 +88,9 @@ def test_delete_permanently_from_the_sidebar_leaves_no_text_on_disk(open_window,
     assert "Delete permanently" in actions
     actions["Delete permanently"].trigger()
     menu.close()
+    box = window.sidebar.confirm_box  # asked first: it cannot be undone
+    assert box is not None and box.isVisible() and "cannot be undone" in box.text()
+    box.button(QMessageBox.StandardButton.Yes).click()
     qtbot.waitUntil(lambda: not on_disk(), timeout=10000)
     assert arun(window.engine.conversations.list()) == []
     qtbot.waitUntil(lambda: window.sidebar._find(conv.id) is None, timeout=5000)

@@ -119,3 +119,71 @@ def test_export_markdown_and_json(open_window, send, arun, tmp_path):
     assert "A question" in md and "An **answer**." in md and md.startswith("# ")
     data = json.loads(arun(window.conversations.export_to(cid, "json", tmp_path / "chat.json")).read_text())
     assert [m["content"] for m in data["messages"]] == ["A question", "An **answer**."]
+
+
+def _right_click_menu(window, qtbot, conversation_id: int):
+    """Right-click a chat's row as a person does: the press, then the menu it opens."""
+    chats = window.sidebar.list
+    where = chats.visualItemRect(window.sidebar._find(conversation_id)).center()
+    qtbot.mousePress(chats.viewport(), Qt.MouseButton.RightButton, pos=where)
+    qtbot.mouseRelease(chats.viewport(), Qt.MouseButton.RightButton, pos=where)
+    window.sidebar._menu(where)  # what customContextMenuRequested calls (offscreen sends no context-menu event)
+    return window.sidebar.menu
+
+
+def _open_chat(window, qtbot, conversation_id: int) -> None:
+    chats = window.sidebar.list
+    with qtbot.waitSignal(window.conversations.opened):
+        qtbot.mouseClick(chats.viewport(), Qt.MouseButton.LeftButton,
+                         pos=chats.visualItemRect(window.sidebar._find(conversation_id)).center())
+
+
+def test_a_closed_menu_gives_the_highlight_back_and_delete_keeps_to_the_open_chat(open_window, qtbot, arun):
+    window = open_window()
+    a = arun(window.engine.conversations.create("Alpha"))
+    b = arun(window.engine.conversations.create("Beta"))
+    with qtbot.waitSignal(window.conversations.listed):
+        window.conversations.refresh()
+    _open_chat(window, qtbot, a.id)
+    menu = _right_click_menu(window, qtbot, b.id)
+    assert window.sidebar.list.currentItem() is window.sidebar._find(b.id)  # the press moved the highlight
+    menu.close()  # Esc: nothing chosen
+    assert window.sidebar.list.currentItem() is window.sidebar._find(a.id)
+    with qtbot.waitSignal(window.conversations.listed):
+        qtbot.keyClick(window.sidebar.list, Qt.Key.Key_Delete)
+    assert window.sidebar.conversation_ids() == [b.id]  # the open chat went, not the right-clicked one
+
+
+def test_undo_of_a_chat_deleted_from_the_list_leaves_the_open_chat_shown(open_window, qtbot, arun):
+    window = open_window()
+    a = arun(window.engine.conversations.create("Alpha"))
+    b = arun(window.engine.conversations.create("Beta"))
+    with qtbot.waitSignal(window.conversations.listed):
+        window.conversations.refresh()
+    _open_chat(window, qtbot, a.id)
+    with qtbot.waitSignal(window.conversations.listed):
+        window.sidebar.delete_requested.emit(b.id)  # its menu's "Delete (can be undone)"
+    with qtbot.waitSignal(window.conversations.listed):
+        window.sidebar.undo_button.click()
+    assert window.sidebar.conversation_ids() == [b.id, a.id]
+    assert window.conversations.current_id == a.id  # still on Alpha
+    assert window.sidebar.list.currentItem() is window.sidebar._find(a.id)
+
+
+def test_delete_permanently_asks_and_cancel_keeps_the_chat(open_window, qtbot, arun):
+    from PySide6.QtWidgets import QMessageBox
+
+    window = open_window()
+    a = arun(window.engine.conversations.create("Alpha"))
+    with qtbot.waitSignal(window.conversations.listed):
+        window.conversations.refresh()
+    menu = _right_click_menu(window, qtbot, a.id)
+    actions = {x.text(): x for x in menu.actions()}
+    actions["Delete permanently"].trigger()
+    menu.close()
+    box = window.sidebar.confirm_box
+    assert box is not None and box.isVisible() and "“Alpha”" in box.text() and "cannot be undone" in box.text()
+    assert box.defaultButton() is box.button(QMessageBox.StandardButton.Cancel)  # Enter does not delete
+    box.button(QMessageBox.StandardButton.Cancel).click()
+    qtbot.wait(100)
+    assert [c.id for c in arun(window.engine.conversations.list())] == [a.id]

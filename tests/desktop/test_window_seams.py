@@ -222,6 +222,15 @@ def fake_controller(qapp):
                  sidebar=seams.ChatList, status=seams.StatusLine, counter=seams.UsageMeter, frame=seams.ChatFrame)
     fakes = {k: Fake(p, calls) for k, p in kinds.items()}
     fakes["sidebar"] = Fake(seams.ChatList, calls, {"query": lambda: ""})
+
+    def returning(protocol: str, name: str, value):
+        def call(*args):
+            calls.append((protocol, name, args))
+            return value
+        return call
+
+    fakes["composer"] = Fake(seams.Draft, calls, {"take_draft": returning("Draft", "take_draft", ("", ()))})
+    fakes["attachments"] = Fake(seams.Attachments, calls, {"take": returning("Attachments", "take", [])})
     fakes["tasks"] = Fake(seams.TaskRunner, calls, {"run": run})
     controller = ConversationController(engine, **fakes)
     return controller, engine, fakes, calls
@@ -233,11 +242,13 @@ def test_new_chat_over_fakes_clears_the_view_and_says_nothing_stale(fake_control
     controller.new_chat()
     assert controller.current_id is None and controller.temporary is False
     assert calls == [
+        ("Draft", "cancel_edit", ()),
+        ("Draft", "take_draft", ()),  # chat 3's unsent message stays with chat 3 (empty here)
+        ("Attachments", "take", ()),
         ("ChatFrame", "show_temporary", (False,)),
         ("AnswerView", "clear", ()),
         ("ChatFrame", "set_title", ("New chat",)),
         ("ChatList", "select", (None,)),
-        ("Draft", "cancel_edit", ()),
         ("Draft", "set_streaming", (False,)),
         ("AnswerView", "set_busy", (False,)),
         ("UsageMeter", "set_used", (0,)),
