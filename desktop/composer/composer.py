@@ -256,6 +256,7 @@ class Composer(QWidget):
         layout.addLayout(foot)
 
         self.editing_id: int | None = None
+        self._sent: tuple[str, tuple[str, ...]] | None = None  # the last message sent, as written
         self._ready = False
         self._streaming = False
         self._checking = False
@@ -276,6 +277,13 @@ class Composer(QWidget):
         return "\n\n".join(t for t in (self.edit.toPlainText(), *self.attachments()) if t)
 
     def set_text(self, text: str) -> None:
+        """`text` in the box. The message last sent from it, given back (refused: too long,
+        say), comes back as it was written: its typed text editable, its large pastes folded
+        apart (joined, the question typed under a paste disappeared into it)."""
+        sent = self._sent
+        if sent is not None and text == "\n\n".join(t for t in (sent[0], *sent[1]) if t):
+            self.put_draft(*sent)
+            return
         self.clear()
         if len(text) > LARGE_PASTE_CHARS:
             self.attach(text)
@@ -393,6 +401,7 @@ class Composer(QWidget):
             return
         editing, self.editing_id = self.editing_id, None
         self.edit_banner.hide()
+        self._sent = self.edit.toPlainText(), tuple(self.attachments())
         self.clear()
         if editing is not None:
             self.edit_submitted.emit(editing, text)

@@ -322,7 +322,8 @@ class ConversationController(QObject):
                 await self.engine.chat.check_question(text)
             except WrenError as exc:
                 self._sync_busy()
-                self._refused(Failed(str(exc), FailureKind.INVALID_REQUEST), text)
+                self._refused(Failed(str(exc), FailureKind.INVALID_REQUEST), text,
+                              options.attachments if options is not None else ())
                 self.turn_finished.emit(Finished(FinishReason.ERROR))
                 return
             try:
@@ -342,7 +343,8 @@ class ConversationController(QObject):
         if options is not None and options.tools:
             await self.engine.tools.prepare_sources(list(options.tools))  # starts the MCP servers they need
         self._start(conversation_id, self._asking(
-            conversation_id, options, lambda o: self.engine.chat.send(conversation_id, text, options=o)), user, draft=text)
+            conversation_id, options, lambda o: self.engine.chat.send(conversation_id, text, options=o)), user, draft=text,
+            files=options.attachments if options is not None else ())
         if created and not temporary:
             await self.refresh_list()
 
@@ -408,7 +410,10 @@ class ConversationController(QObject):
         if last is not None and last.message_id is not None:
             self.composer.begin_edit(last.message_id, last.text())
 
-    def _start(self, conversation_id: int, events: AsyncIterator[Event], user: MessageWidget | None = None, *, draft: str = "") -> TurnStream:
+    def _start(self, conversation_id: int, events: AsyncIterator[Event], user: MessageWidget | None = None, *,
+               draft: str = "", files: tuple[str, ...] = ()) -> TurnStream:
+        """Stream an answer; `draft` and `files`, the message and attached files it answers,
+        go back to the composer if the engine turns the message down."""
         # What was said about the last turn stops being true when the next one starts: its
         # error under the chat, its failure in the status bar, its speed.
         self.chat.show_notice("")
@@ -420,7 +425,8 @@ class ConversationController(QObject):
         self._sync_busy()
         stream.started.connect(lambda ev: self._started(ev, user, answer))
         self.live.follow(stream, answer)
-        stream.finished.connect(lambda fin: self.tasks.run(self._finished(stream, fin, draft), what="finishing the answer"))
+        stream.finished.connect(lambda fin: self.tasks.run(self._finished(stream, fin, draft, files),
+                                                           what="finishing the answer"))
         return stream.start()
 
     def _started(self, event: Started, user: MessageWidget | None, answer: MessageWidget) -> None:
@@ -445,7 +451,7 @@ class ConversationController(QObject):
         """The composer's tools menu listed again for the chat shown (a model loaded, settings changed)."""
         self.tool_choice.load(start_servers)
 
-    async def _finished(self, stream: TurnStream, finished: Finished, draft: str) -> None:
+    async def _finished(self, stream: TurnStream, finished: Finished, draft: str, files: tuple[str, ...] = ()) -> None:
         conversation_id = stream.conversation_id
         self.streams.pop(conversation_id, None)
         widget = self.live.drop(conversation_id)
@@ -463,21 +469,24 @@ class ConversationController(QObject):
                     self._refused(Failed(
                         f"Not sent — a safety rule blocked it ({describe_notices(stream.notices)}). "
                         "Your text is back in the box to change.", FailureKind.INVALID_REQUEST,
-                    ), draft)
+                    ), draft, files)
                 elif stream.started_event is None and failure is not None:
-                    self._refused(failure, draft)
+                    self._refused(failure, draft, files)
         if failure is not None:
             self.status.showMessage(f"The answer failed: {failure.error}", 10000)
         if conversation_id == self.current_id and messages:
             self.live.announce_end(stream, finished, messages[-1].content)
         self.turn_finished.emit(finished)
 
-    def _refused(self, failure: Failed, draft: str) -> None:
-        """The engine turned the message down before answering: say why, keep the draft."""
+    def _refused(self, failure: Failed, draft: str, files: tuple[str, ...] = ()) -> None:
+        """The engine turned the message down before answering: say why, keep the draft and
+        the files attached to it."""
         self.chat.show_notice(failure.error[:1].upper() + failure.error[1:])
         self.announce.emit(failure.error[:1].upper() + failure.error[1:], True)
         if failure.kind is FailureKind.INVALID_REQUEST and draft and not self.composer.text():
             self.composer.set_text(draft)
+            if files and not self.attachments.files():
+                self.attachments.put(list(files))
 
     async def _watch_titles(self, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
         """The engine names a new chat while its first answer streams (TitleUpdate, at

@@ -146,6 +146,7 @@ class Attachments(Protocol):
 
     def take(self) -> list[str]: ...  # their paths; the bar is emptied
     def put(self, paths: list[str]) -> None: ...  # these attached instead
+    def files(self) -> list[str]: ...  # their paths, left attached
 
 
 class ModelPicker(Protocol):

@@ -35,3 +35,24 @@ def test_a_short_message_has_no_fold(open_window, send):
     question = window.chat.message_widgets()[0]
     assert question.fold_button is not None and not question.fold_button.isVisible()
     assert question.body.toPlainText() == "Hello there\nsecond line"
+
+
+def test_a_refused_message_comes_back_as_it_was_written(open_window, qtbot, tmp_path):
+    """Too long for the model: the question typed under a large paste comes back editable,
+    apart from the paste (it disappeared into the paste), and the attached file comes back."""
+    from wren.desktop.composer.composer import LARGE_PASTE_CHARS
+
+    window = open_window()
+    composer, bar = window.composer, window.composer.attachment_bar
+    paste = "\n".join(f"row {i} of a very long table of numbers {i * 7}" for i in range(40 * LARGE_PASTE_CHARS // 40))
+    composer.attach(paste)
+    note = tmp_path / "note.md"
+    note.write_text("context\n")
+    bar.add(str(note))
+    qtbot.keyClicks(composer.edit, "Summarize this.")
+    with qtbot.waitSignal(window.conversations.turn_finished, timeout=20000):
+        qtbot.keyClick(composer.edit, Qt.Key.Key_Return)
+    assert window.conversations.current_id is None  # refused before any chat was made
+    assert composer.edit.toPlainText() == "Summarize this."
+    assert composer.attachments() == [paste]
+    assert bar.files() == [str(note.resolve())]
