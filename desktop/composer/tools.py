@@ -202,12 +202,25 @@ class FileChip(QFrame):
         row.setSpacing(2)
         row.addWidget(self.label)
         row.addWidget(self.remove_button)
+        self.problem = ""
+
+    def set_problem(self, problem: str) -> None:
+        """Mark the file as one Wren will not be able to read, and why (its tooltip, and what
+        a screen reader says of it)."""
+        self.problem = problem
+        name = Path(self.path).name
+        self.label.setText(f"⚠ {name} — cannot be read")
+        self.label.setToolTip(f"{problem}\n{self.path}")
+        self.setAccessibleName(f"{name}: cannot be read")
+        self.setAccessibleDescription(problem)
+        self.setStyleSheet("#fileChip { border: 2px solid #d64545; border-radius: 8px; }")
 
 
 class AttachmentBar(QWidget):
     """"Attach file…" and the chips of the files attached to the next message."""
 
     changed = Signal()
+    added = Signal(str)  # a file's path, just attached (checked then: ConversationController)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -237,6 +250,7 @@ class AttachmentBar(QWidget):
         chip.removed.connect(self._remove)
         self._row.addWidget(chip)
         self.changed.emit()
+        self.added.emit(path)
         return chip
 
     def chips(self) -> list[FileChip]:
@@ -254,6 +268,12 @@ class AttachmentBar(QWidget):
         if files:
             self.changed.emit()
         return files
+
+    def flag(self, path: str, problem: str) -> None:
+        """The attached file `path` will not be read: its chip says so, and why."""
+        for chip in self.chips():
+            if chip.path == path:
+                chip.set_problem(problem)
 
     def put(self, paths: list[str]) -> None:
         """These files attached instead of any there (a chat's draft, back)."""

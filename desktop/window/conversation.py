@@ -99,6 +99,7 @@ class ConversationController(QObject):
                                                 parent=self)
         self.probabilities_action = self.probabilities.action
         chat.tool_cancel_requested.connect(self.tool_choice.cancel)
+        attachments.added.connect(self._check_attachment)
 
     async def load_settings(self) -> None:
         """The saved choices this controller follows (Show token probabilities)."""
@@ -251,6 +252,17 @@ class ConversationController(QObject):
         self.chat.scroll_to_bottom()
         self.load_tools()
         self.opened.emit(conversation_id)
+
+    def _check_attachment(self, path: str) -> None:
+        """A file Wren will not be able to read (binary, not UTF-8, too large) is said as it
+        is attached: it was taken silently, and only the sent message said so."""
+        async def check() -> None:
+            problem = await self.engine.tools.attachment_problem(path)
+            if problem:
+                self.attachments.flag(path, problem)
+                self.status.showMessage(f"{problem[:1].upper()}{problem[1:]}.", 10000)
+
+        self.tasks.run(check(), what="checking the attached file")
 
     def _switch_draft(self, to: int | None) -> None:
         """Keep the shown chat's unsent message (text, pastes, files) with it, and bring back

@@ -144,9 +144,12 @@ class ToolMenu(Protocol):
 class Attachments(Protocol):
     """The files attached to the draft (desktop.composer.tools.AttachmentBar)."""
 
+    added: SignalInstance  # a file's path, just attached
+
     def take(self) -> list[str]: ...  # their paths; the bar is emptied
     def put(self, paths: list[str]) -> None: ...  # these attached instead
     def files(self) -> list[str]: ...  # their paths, left attached
+    def flag(self, path: str, problem: str) -> None: ...  # this file will not be read, and why
 
 
 class ModelPicker(Protocol):

@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import paths
@@ -83,6 +84,13 @@ class Tools:
     def registry(self) -> ToolRegistry:
         """Where tool sources (MCP servers) register: `add_source(src)`, `remove_source(name)`."""
         return self.state.registry
+
+    async def attachment_problem(self, path: str | Path) -> str | None:
+        """Why a file just attached will not be read (binary, not UTF-8, too large, gone), said
+        as it is attached; None when it looks readable (engine.tools.files)."""
+        from .files import attachment_problem
+
+        return await asyncio.get_running_loop().run_in_executor(None, attachment_problem, Path(path))
 
     async def list(self) -> builtins.list[ToolInfo]:
         disabled = set(await self._name_list(DISABLED_KEY))

@@ -74,3 +74,22 @@ def _every_chip_character_is_in_its_font(bar) -> None:
         metrics = QFontMetrics(chip.font())
         missing = [ch for ch in chip.text() if not metrics.inFontUcs4(ord(ch))]
         assert not missing, f"{chip.text()!r} has characters its font cannot draw: {missing}"
+
+
+def test_a_file_wren_cannot_read_is_flagged_as_it_is_attached(open_window, qtbot, tmp_path):
+    """A binary file was taken silently: only the sent message said it could not be read."""
+    import os
+
+    blob = tmp_path / "photo-raw.bin"
+    blob.write_bytes(os.urandom(4096) + b"\x00")
+    note = tmp_path / "trip-notes.md"
+    note.write_text(NOTE, encoding="utf-8")
+    window = open_window()
+    bar = window.composer.attachment_bar
+    bad, good = bar.add(str(blob)), bar.add(str(note))
+    qtbot.waitUntil(lambda: bool(bad.problem), timeout=5000)
+    assert bad.label.text() == "⚠ photo-raw.bin — cannot be read"
+    assert "binary file" in bad.label.toolTip() and "binary file" in bad.accessibleDescription()
+    assert "Photo-raw.bin is a binary file" in window.status.currentMessage()
+    qtbot.wait(200)
+    assert good.problem == "" and good.label.text() == "trip-notes.md"

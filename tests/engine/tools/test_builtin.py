@@ -15,7 +15,7 @@ from wren.engine.events import ToolResult
 from wren.engine.records import SendOptions
 from wren.engine.tools.builtin import CALL_CONTEXT, READ_CHARS, CallContext
 from wren.engine.tools.calculator import CalcError, evaluate, format_value
-from wren.engine.tools.files import MAX_FILE_BYTES, ToolFailed, read_text_file
+from wren.engine.tools.files import MAX_FILE_BYTES, SNIFF_BYTES, ToolFailed, attachment_problem, read_text_file
 from wren.engine.tools.registry import ToolRegistry, ToolSpec, validate_arguments
 
 
@@ -118,6 +118,37 @@ def test_read_text_files_csv_and_limits(tmp_path):
         read_text_file(big)
     with pytest.raises(ToolFailed, match="cannot be read"):
         read_text_file(tmp_path / "missing.txt")
+
+
+def test_a_file_that_will_not_be_read_is_said_as_it_is_attached(tmp_path):
+    """attachment_problem reads a file's start only, and says what read_text_file would."""
+    tmp_path = tmp_path / "files"
+    tmp_path.mkdir()
+    (tmp_path / "notes.md").write_text("# Title\nsome *text* ✓", encoding="utf-8")
+    (tmp_path / "blob.bin").write_bytes(b"\x00\x01\x02" * 100)
+    (tmp_path / "latin.dat").write_bytes("café".encode("latin-1"))
+    (tmp_path / "latin.txt").write_bytes("café".encode("latin-1"))  # a text file's suffix: read as Latin-1
+    # a long UTF-8 file whose first SNIFF_BYTES end inside a character is still text
+    (tmp_path / "long.dat").write_bytes(b"a" * (SNIFF_BYTES - 1) + "é".encode() * 10)
+    (tmp_path / "fake.pdf").write_bytes(b"not a pdf at all")
+    _pdf(tmp_path / "paper.pdf", "Wrens are small birds")
+    big = tmp_path / "big.txt"
+    with open(big, "wb") as out:
+        out.truncate(MAX_FILE_BYTES + 1)
+    problems = {p.name: attachment_problem(p) for p in sorted(tmp_path.iterdir())}
+    assert problems == {
+        "big.txt": "big.txt is 20.0 MB; files up to 20 MB can be read",
+        "blob.bin": "blob.bin is a binary file, not text; text, Markdown, code, CSV and PDF can be read",
+        "fake.pdf": "fake.pdf is not a PDF (it does not start as one)",
+        "latin.dat": "latin.dat is not UTF-8 text; text, Markdown, code, CSV and PDF can be read",
+        "latin.txt": None, "long.dat": None, "notes.md": None, "paper.pdf": None,
+    }
+    for name in ("blob.bin", "latin.dat", "big.txt"):  # the same refusal as reading it
+        with pytest.raises(ToolFailed) as refused:
+            read_text_file(tmp_path / name)
+        assert str(refused.value) == problems[name]
+    assert attachment_problem(tmp_path / "gone.txt") == "gone.txt cannot be read: No such file or directory"
+    assert attachment_problem(tmp_path) == f"{tmp_path.name} is not a file"
 
 
 def _pdf(path, text):
