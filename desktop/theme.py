@@ -130,8 +130,11 @@ def _contrast_palette(dark: bool) -> QPalette:
     highlight, on_highlight = ("#ffd700", "#000000") if dark else ("#00008b", "#ffffff")
     for r in (role.Window, role.Base, role.AlternateBase, role.Button, role.ToolTipBase):
         p.setColor(r, QColor(paper))
-    for r in (role.WindowText, role.Text, role.ButtonText, role.ToolTipText, role.BrightText, role.PlaceholderText):
+    for r in (role.WindowText, role.Text, role.ButtonText, role.ToolTipText, role.BrightText):
         p.setColor(r, QColor(ink))
+    # A hint, not text: set apart from what was typed (in the text colour, an empty box read
+    # as a filled one), and still 7:1 (#595959 on white, #c0c0c0 on black)
+    p.setColor(role.PlaceholderText, QColor("#c0c0c0" if dark else "#595959"))
     p.setColor(role.Highlight, QColor(highlight))
     p.setColor(role.HighlightedText, QColor(on_highlight))
     p.setColor(role.Link, QColor("#9fd3ff" if dark else "#0000cc"))
@@ -147,4 +150,5 @@ CONTRAST_SHEET = """
 #userMessage, #memoryNote, #undoBar, #temporaryBanner, #safetyPanel, #policyWarnings {
     background: palette(base); border: 2px solid palette(text); }
 #chatNotice, #messageStatus[problem="true"], #tokenCount[over="true"], #safetyError { color: palette(text); font-weight: 700; }
+#searchBox { border: 2px solid palette(text); padding: 2px; }
 """

@@ -50,6 +50,11 @@ def test_high_contrast_palettes_reach_aaa_and_drop_see_through_fills(restore, da
     for back, fore in PAIRS:
         assert contrast(palette.color(back), palette.color(fore)) >= 7.0, (back, fore)
     assert "#userMessage, #memoryNote" in restore.styleSheet()
+    # a placeholder is told from typed text, and still reaches 7:1
+    hint, text, base = (palette.color(r) for r in (QPalette.ColorRole.PlaceholderText, QPalette.ColorRole.Text,
+                                                  QPalette.ColorRole.Base))
+    assert hint != text and contrast(hint, base) >= 7.0
+    assert "#searchBox { border: 2px solid" in restore.styleSheet()  # the search box is drawn as a box
 
 
 @pytest.mark.parametrize("dark", [False, True])
