@@ -270,9 +270,9 @@ class Sidebar(QWidget):
         """The filter off again (a result was opened): every chat listed at once."""
         if not self.search_box.text():
             return
-        self.search_box.blockSignals(True)
+        # Not blockSignals: that also kept the box from hiding its own clear button, left
+        # showing over the empty box. The debounced search its change starts is stopped.
         self.search_box.clear()
-        self.search_box.blockSignals(False)
         self._search_timer.stop()
         self.search_changed.emit("")
 

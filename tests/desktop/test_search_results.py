@@ -5,6 +5,7 @@ its bottom; the filter is cleared afterwards."""
 from __future__ import annotations
 
 from PySide6.QtCore import QPoint, Qt
+from PySide6.QtWidgets import QToolButton
 
 from wren.desktop.sidebar.snippets import Hit, find_hit, snippet_around
 
@@ -53,6 +54,10 @@ def test_search_shows_snippets_and_opens_the_chat_at_the_match(open_window, send
     qtbot.waitUntil(lambda: window.sidebar.conversation_ids() == [other, garden] or
                     sorted(window.sidebar.conversation_ids()) == sorted([other, garden]), timeout=5000)
     assert window.sidebar.search_box.text() == ""  # the filter is off again
+    # the box's ⓧ fades away with the text (it stayed over the empty box)
+    clear = next(b for b in window.sidebar.search_box.findChildren(QToolButton) if b.defaultAction() is not None
+                 and b.defaultAction().objectName() == "_q_qlineeditclearaction")
+    qtbot.waitUntil(lambda: clear.property("opacity") == 0, timeout=2000)
     view = window.chat
     found = view.widget_for(hit.message_id)
     qtbot.wait(200)  # the opened chat lays out over a few event-loop turns
