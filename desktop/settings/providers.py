@@ -5,6 +5,9 @@ passphrase or an environment variable. Keys are never shown again once saved."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -134,8 +137,8 @@ class ProvidersPage(QWidget):
             self.store_picker.setCurrentIndex(1)  # the encrypted file, which needs a passphrase
         self._fill(await self.engine.providers.list())
 
-    def _fill(self, providers: list[ProviderInfo]) -> None:
-        chosen = self._selected()
+    def _fill(self, providers: list[ProviderInfo], select: str | None = None) -> None:
+        chosen = select or self._selected()
         self.list.clear()
         for p in providers:
             models = ", ".join(p.models) or "no models known: Test lists them"
@@ -149,7 +152,25 @@ class ProvidersPage(QWidget):
         item = self.list.currentItem()
         return item.data(Qt.ItemDataRole.UserRole) if item is not None else None
 
+    @contextmanager
+    def _working(self, text: str) -> Iterator[None]:
+        """While the server is asked (seconds): said, and the page's buttons held, so a second
+        press does not add or test twice."""
+        buttons = (self.add_button, self.remove_button, self.test_button)
+        for button in buttons:
+            button.setEnabled(False)
+        self.status.setText(text)
+        try:
+            yield
+        finally:
+            for button in buttons:
+                button.setEnabled(True)
+
     async def add(self) -> ProviderInfo | None:
+        with self._working("Adding the provider and asking it for its models…"):
+            return await self._add()
+
+    async def _add(self) -> ProviderInfo | None:
         store = self.store_picker.currentData()
         key = self.key_edit.text().strip() or None
         detail = self.secret_edit.text().strip() or None
@@ -167,7 +188,7 @@ class ProvidersPage(QWidget):
         self.secret_edit.clear()
         self.status.setText(f"Added {info.name}: " + (", ".join(f"{info.name}/{m}" for m in info.models)
                                                        or "no models known yet (press Test)"))
-        self._fill(await self.engine.providers.list())
+        self._fill(await self.engine.providers.list(), select=info.name)  # Test tries the one just added
         self.changed.emit()
         return info
 
@@ -186,9 +207,9 @@ class ProvidersPage(QWidget):
         if name is None:
             self.status.setText("Choose a provider in the list first.")
             return
-        self.status.setText(f"Testing {name}…")
         try:
-            check = await self.engine.providers.test(name)
+            with self._working(f"Testing {name}…"):
+                check = await self.engine.providers.test(name)
         except Exception as exc:
             self.status.setText(f"{name} failed: {exc}")
             return

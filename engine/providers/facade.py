@@ -48,6 +48,11 @@ class ProviderCheck:
     seconds: float
 
 
+# Test is a question the user waits on: one retry and a short connect wait, not an answer's
+# four retries with backoff (a closed port took 8-28 s to say so).
+TEST_TRANSPORT = Transport(connect_timeout=5.0, chunk_timeout=30.0, retries=1, backoff=0.25)
+
+
 class Providers:
     """`engine.providers`: remote OpenAI-compatible servers, their keys and models, and
     loading one of their models as the answering one."""
@@ -87,7 +92,7 @@ class Providers:
         if not info.models and discover:
             try:
                 key = api_key if store != "env" else await self._provider_key(info)
-                found = await self._server_models(info, key)
+                found = await self._server_models(info, key, self.remote_transport or TEST_TRANSPORT)
             except WrenError:
                 found = []  # saved anyway; `test_provider` says what is wrong
             info = replace(info, models=tuple(found))
@@ -117,7 +122,8 @@ class Providers:
             raise NotFound(f"there is no provider named {name!r}")
         key = await self._provider_key(info, passphrase)
         started = time.perf_counter()
-        found = await self._server_models(info, key)
+        patience = self.remote_transport or TEST_TRANSPORT
+        found = await self._server_models(info, key, patience)
         if not info.models and found:
             await self.e.db(save_provider, self.e.store, replace(info, models=tuple(found)))
         model = model or (info.models[0] if info.models else (found[0] if found else None))
@@ -125,7 +131,7 @@ class Providers:
         if model is not None:
             from ..inference.sampling import SamplingParams
 
-            client = self._backend_for(info, model, key).load(None).client
+            client = self._backend_for(info, model, key, patience).load(None).client
             try:
                 parts = []
                 async for chunk in client.stream_chat(model, [{"role": "user", "content": "Reply with the word OK."}],
@@ -146,12 +152,14 @@ class Providers:
         return await asyncio.get_running_loop().run_in_executor(
             None, lambda: keys.read_key(info.name, info.key_store, env=info.key_env, passphrase=passphrase))
 
-    def _backend_for(self, info: ProviderInfo, model: str, key: str | None) -> RemoteBackend:
+    def _backend_for(self, info: ProviderInfo, model: str, key: str | None,
+                     transport: Transport | None = None) -> RemoteBackend:
         return RemoteBackend(RemoteSpec(info.name, model, info.base_url, key, info.allow_http, info.context_length,
-                                        self.remote_transport, self.remote_http_transport))
+                                        transport or self.remote_transport, self.remote_http_transport))
 
-    async def _server_models(self, info: ProviderInfo, key: str | None) -> builtins.list[str]:
-        client = self._backend_for(info, "", key).load(None).client
+    async def _server_models(self, info: ProviderInfo, key: str | None,
+                             transport: Transport | None = None) -> builtins.list[str]:
+        client = self._backend_for(info, "", key, transport).load(None).client
         try:
             return [m["id"] for m in await client.list_models()]
         finally:

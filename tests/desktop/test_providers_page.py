@@ -30,7 +30,7 @@ def test_providers_page_adds_tests_and_removes(open_window, arun, qtbot):
         names = arun(window.models.refresh())
         assert "tiny" in names and "fake/fake-chat" in names  # the window's picker lists both
 
-        page.list.setCurrentRow(0)
+        assert page.list.currentRow() == 0  # the provider just added is the one Test tries
         arun(page.test())
         assert "works" in page.status.text() and "Hello from the remote side." in page.status.text()
         arun(page.remove())
@@ -38,3 +38,26 @@ def test_providers_page_adds_tests_and_removes(open_window, arun, qtbot):
         assert "fake/fake-chat" not in arun(window.models.refresh())
     finally:
         server.stop()
+
+
+def test_the_page_says_it_is_working_and_holds_its_buttons_while_the_server_is_asked(open_window, arun, monkeypatch):
+    window = open_window()
+    dialog = SettingsDialog(window.engine, window.tasks, hotkey_problem="not here", parent=window)
+    page = dialog.providers_page
+    arun(page.load())
+    seen = []
+    real_add = window.engine.providers.add
+
+    async def add(*args, **kwargs):  # what the page shows while the server is asked
+        seen.append((page.status.text(), page.add_button.isEnabled(), page.test_button.isEnabled()))
+        return await real_add(*args, **kwargs)
+
+    monkeypatch.setattr(window.engine.providers, "add", add)
+    page.name_edit.setText("lab")
+    page.url_edit.setText("http://127.0.0.1:9/v1")
+    page.http_box.setChecked(True)
+    page.store_picker.setCurrentIndex(page.store_picker.findData("none"))
+    page.model_edit.setText("m")  # a model named: nothing is asked of the (closed) port
+    assert arun(page.add()) is not None
+    assert seen == [("Adding the provider and asking it for its models…", False, False)]
+    assert page.add_button.isEnabled() and page.test_button.isEnabled()  # given back

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.engine.providers.fakeserver import FakeServer
+from wren.engine.errors import WrenError
 from wren.engine.events import Delta, Failed, FailureKind, Finished, FinishReason, SafetyNotice, Started, Usage
 from wren.engine.records import MessageStatus
 
@@ -230,3 +231,30 @@ def test_a_server_refusing_the_answer_is_a_clear_failure(make_engine, server):
     assert failed.kind is not FailureKind.INTERRUPTED  # nothing was under way
     assert events[-1].reason is FinishReason.ERROR
     assert "".join(e.text for e in again if isinstance(e, Delta)) == "Hello from the remote side."
+
+
+def test_add_and_test_ask_a_server_that_is_down_once_more_not_four_times(make_engine):
+    """Add's model discovery and Test are questions the user waits on: a refused connection
+    is tried twice (one retry), not an answer's five times with backoff (8-28 s in the window)."""
+    import httpx
+
+    attempts: list[str] = []
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        attempts.append(request.url.path)
+        raise httpx.ConnectError("Connection refused", request=request)
+
+    async def go():
+        engine = make_engine()
+        engine.providers.remote_http_transport = httpx.MockTransport(refuse)
+        try:
+            info = await engine.providers.add("down", "http://127.0.0.1:9/v1", allow_http=True)
+            assert info.models == () and attempts == ["/v1/models"] * 2  # saved anyway, none known
+            attempts.clear()
+            with pytest.raises(WrenError, match="connect"):
+                await engine.providers.test("down")
+            assert attempts == ["/v1/models"] * 2
+        finally:
+            await engine.close()
+
+    asyncio.run(go())
