@@ -47,7 +47,7 @@ def describe_source(source: dict[str, Any]) -> str:
             parts.append(f"{files[state]} {state}")
     chunks = source.get("chunks", 0)
     kind = "folder" if source.get("kind") == "folder" else "file"
-    return f"{source['path']}  ({kind}: {', '.join(parts)}; {chunks} passages)"
+    return f"{source['path']}  ({kind}: {', '.join(parts)}; {chunks} passage{'' if chunks == 1 else 's'})"
 
 
 def describe_progress(progress: dict[str, Any]) -> str:
@@ -167,8 +167,12 @@ class LibraryPage(QWidget):
         self.progress_label.setText(describe_progress(progress))
         total, done = int(progress.get("total") or 0), int(progress.get("done") or 0)
         busy = progress.get("phase", "idle") != "idle"
+        files = sum(n for state, n in (status.get("counts") or {}).items() if state not in ("chunks", "vectors"))
+        if not busy and not files:  # "Up to date" over a full bar, with nothing in the library
+            self.progress_label.setText("Nothing to read yet: add files or a folder.")
         self.progress_bar.setRange(0, max(total, 1))
         self.progress_bar.setValue(min(done, total) if busy else max(total, 1))
+        self.progress_bar.setVisible(busy)  # idle, a full bar says nothing the label does not
         self.skipped.clear()
         for entry in status.get("skipped") or []:
             item = QListWidgetItem(f"{Path(entry['path']).name} — {entry['reason'] or entry['state']}")

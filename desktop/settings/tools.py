@@ -468,7 +468,9 @@ class ToolsPage(QScrollArea):
         try:
             names = await self.engine.tools.import_mcp_servers(text)
         except Exception as exc:
-            self.status.setText(f"Nothing imported: {exc}")
+            said = str(exc)  # the engine's own "nothing was imported; …" is not said twice
+            self.status.setText(said[:1].upper() + said[1:] if said.startswith("nothing was imported")
+                                else f"Nothing imported: {said}")
             return []
         self.status.setText(f"Imported {len(names)} server{'s' if len(names) != 1 else ''}: {', '.join(names)}.")
         self.import_edit.clear()

@@ -397,6 +397,10 @@ def test_settings_imports_mcp_servers_json_and_refuses_bad_json(tools_page, arun
     assert arun(page.import_json(page.import_edit.toPlainText())) == ["files", "remote"]
     assert "Imported 2 servers" in page.status.text() and page.server_list.count() == 2
     assert arun(page.import_json("{not json")) == [] and page.status.text().startswith("Nothing imported")
+    two_bad = json.dumps({"mcpServers": {"a": {"args": []}, "b": {"url": 5}}})
+    assert arun(page.import_json(two_bad)) == []
+    said = page.status.text()
+    assert said.startswith("Nothing was imported; ") and said.lower().count("nothing") == 1, said  # said once
     path = tmp_path / "claude.json"
     path.write_text(json.dumps({"mcpServers": {"more": {"command": "uvx", "args": ["thing"]}}}))
     assert arun(page.import_file(path)) == ["more"]

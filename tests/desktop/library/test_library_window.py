@@ -49,11 +49,13 @@ def test_the_page_adds_a_folder_and_shows_its_files_and_the_skipped_one(open_win
     window = library_window(open_window)
     page = open_page(window, qtbot)
     assert texts(page.sources) == ["Nothing yet: add files or a folder."]
+    qtbot.waitUntil(lambda: page.progress_label.text() == "Nothing to read yet: add files or a folder.", timeout=5000)
+    assert page.progress_bar.isHidden()  # no full bar over an empty library
     page.add([str(docs)])
     qtbot.waitUntil(lambda: any("2 indexed" in t and "1 skipped" in t for t in texts(page.sources)), timeout=20000)
     assert str(docs) in texts(page.sources)[0]
     qtbot.waitUntil(lambda: page.progress_label.text() == "Up to date", timeout=10000)
-    assert page.progress_bar.value() == page.progress_bar.maximum()
+    assert page.progress_bar.isHidden()  # shown while reading only
     skipped = texts(page.skipped)
     assert len(skipped) == 1 and skipped[0].startswith("blob.txt — ") and "binary" in skipped[0]
     assert page.skipped_label.text() == "Skipped files (1)"
@@ -183,3 +185,11 @@ def test_a_chat_started_in_a_project_belongs_to_it(open_window, qtbot, arun, sen
     section.tree.itemActivated.emit(item, 0)
     qtbot.waitUntil(lambda: window.conversations.current_id == inside, timeout=5000)
 
+
+
+def test_a_source_says_passage_or_passages():
+    from wren.desktop.library.page import describe_source
+
+    one = {"path": "/notes/a.md", "kind": "file", "files": {"indexed": 1}, "chunks": 1}
+    assert describe_source(one) == "/notes/a.md  (file: 1 indexed; 1 passage)"
+    assert describe_source({**one, "chunks": 3}).endswith("; 3 passages)")
