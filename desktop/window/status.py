@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QRect, Qt, QTimer
+from PySide6.QtGui import QPainter
 from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QWidget
 
 from wren.engine.events import Usage
@@ -48,6 +49,30 @@ class WrenStatusBar(QStatusBar):
             label.setContentsMargins(6, 0, 6, 0)  # apart from each other, not run together
             self.addPermanentWidget(label)
         self.context_length = 0
+        self.messageChanged.connect(self.setToolTip)  # a message cut to fit is whole in the tooltip
+
+    def message_rect(self) -> QRect:
+        """Where a passing message is drawn: from the left edge to the first permanent label."""
+        right = self.width()
+        for widget in (self.offline_mark, self.model_label, self.speed_label, self.context_label):
+            if widget.isVisible():
+                right = min(right, widget.geometry().left())
+        return QRect(6, 0, max(0, right - 12), self.height())
+
+    def message_shown(self) -> str:
+        """The passing message as drawn: cut with "…" to fit (Qt cut it mid-letter at the
+        first label); its whole text stays in currentMessage()."""
+        return self.fontMetrics().elidedText(self.currentMessage(), Qt.TextElideMode.ElideRight,
+                                             self.message_rect().width())
+
+    def paintEvent(self, event) -> None:
+        if not self.currentMessage():
+            super().paintEvent(event)
+            return
+        painter = QPainter(self)
+        painter.setPen(self.palette().color(self.foregroundRole()))
+        painter.drawText(self.message_rect(), Qt.AlignmentFlag.AlignLeading | Qt.AlignmentFlag.AlignVCenter
+                         | Qt.TextFlag.TextSingleLine, self.message_shown())
 
     def show_offline_lock(self, state: Any) -> None:
         """The mark, shown while the lock (engine.network's LockState) is on, saying why."""
