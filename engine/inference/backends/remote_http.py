@@ -49,6 +49,17 @@ def check_base_url(base_url: str, *, allow_http: bool = False) -> str:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"{base_url!r} is not an http(s) URL with a host, like https://api.example.com/v1")
+    try:
+        parts.port  # noqa: B018  (urlsplit checks the port only when it is read)
+    except ValueError:
+        port = parts.netloc.rpartition(":")[2]
+        raise ValueError(f"{base_url!r} has the port {port!r}; a port is a whole number from 1 to 65535") from None
+    if parts.port == 0:
+        raise ValueError(f"{base_url!r} has the port 0; a port is a whole number from 1 to 65535")
+    if parts.username is not None or parts.password is not None:
+        # kept in the URL it would be stored, listed and said in every error in plain text
+        raise ValueError(f"the base URL has a user name or password in it ({parts.scheme}://…@{parts.hostname}); "
+                         "give the key as the provider's API key instead, which is stored as a secret")
     if parts.scheme == "http" and not is_loopback(parts.hostname) and not allow_http:
         raise ValueError(
             f"{url} is plain http:// to another machine: keys and chats would cross the network "

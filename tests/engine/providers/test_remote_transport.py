@@ -271,6 +271,15 @@ def test_base_url_rules():
         check_base_url("ftp://example.com")
     with pytest.raises(ValueError, match="empty"):
         check_base_url("  ")
+    # a port out of range, or not a number, is said here (it crashed `providers test` later)
+    for url, port in (("http://127.0.0.1:99999/v1", "'99999'"), ("http://127.0.0.1:abc/v1", "'abc'"),
+                      ("http://127.0.0.1:0/v1", "0")):
+        with pytest.raises(ValueError, match=f"has the port {port}; a port is a whole number from 1 to 65535"):
+            check_base_url(url)
+    # a password in the URL would be stored, listed and said in errors in plain text
+    with pytest.raises(ValueError, match="user name or password") as refused:
+        check_base_url("http://alice:s3cretPW@127.0.0.1:8000/v1")
+    assert "s3cretPW" not in str(refused.value) and "alice" not in str(refused.value)
 
 
 def test_retry_after_forms():
