@@ -14,8 +14,10 @@ never a prompt, an answer or a query string.
 from __future__ import annotations
 
 import asyncio
+import errno
 import math
 import signal
+import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -407,6 +409,21 @@ class WrenApp:
 
 
 # -- running it -------------------------------------------------------------------------
+
+
+def check_port(host: str, port: int) -> None:
+    """WrenError, in a sentence, if `host`:`port` cannot be listened on (in use, say): asked
+    before the model loads (uvicorn's own refusal came after it, as a 40-line traceback)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise WrenError(f"port {port} on {host} is in use (another wren serve?); choose another with "
+                                "--port N, or --port 0 for any free one") from None
+            raise WrenError(f"cannot listen on {host} port {port}: {exc.strerror or exc}") from None
 
 
 class WrenServer:

@@ -112,8 +112,9 @@ def _cmd_serve(args):
 
 async def _serve(args, key: str, port: int, options) -> int:
     from ..api import Engine
-    from ..server.app import WrenServer
+    from ..server.app import WrenServer, check_port
 
+    check_port(args.host, port)  # a port in use is said before the model loads
     engine = Engine.open()
     try:
         status = await engine.models.load(args.model, backend=args.backend)

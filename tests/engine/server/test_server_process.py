@@ -53,3 +53,25 @@ def test_wren_serve_answers_over_http_and_stops_on_ctrl_c(wren_home: Path, start
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_wren_serve_on_a_port_in_use_says_so_in_a_line_before_loading(wren_home: Path):
+    """uvicorn's refusal came after the model loaded, as a 40-line traceback and exit 3."""
+    import socket
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    env = dict(os.environ, WREN_API_KEY="wren-process-test-key-0123456789abcdef",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    try:
+        done = subprocess.run([sys.executable, "-m", "wren.engine.terminal", "serve", "--port", str(port)], cwd=REPO,
+                              env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    finally:
+        taken.close()
+    assert done.returncode == 2, done.stderr  # as other refusals of what was asked
+    assert done.stderr.strip().splitlines() == [
+        f"wren: port {port} on 127.0.0.1 is in use (another wren serve?); choose another with --port N, "
+        "or --port 0 for any free one"]
+    assert not (wren_home / "crashes").exists() or not any((wren_home / "crashes").iterdir())
