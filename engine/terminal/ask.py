@@ -27,7 +27,7 @@ from ..events import (
 from ..progress import PrefillLine
 from .ask_request import AskRequest, answer, load_asked_model, policy_notices
 from .main import _INTERRUPTED, _main_thread, _open_engine, _print_notices, _question
-from .output import Output, ThinkingLines, shown
+from .output import Output, ThinkingLines, length_note, shown
 
 
 async def run(args) -> int:
@@ -139,6 +139,8 @@ class AskView:
             self.out.end()
             if self.started:  # a question blocked before any answer leaves standard output empty
                 print()
+            if event.reason is FinishReason.LENGTH:  # it looked finished, cut mid-sentence
+                print(length_note(event.message_id), file=sys.stderr, flush=True)
 
     def _safety(self, event) -> None:
         """Safety notices and a block said on standard error (also with --json, whose

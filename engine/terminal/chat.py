@@ -34,7 +34,7 @@ from ..events import (
 from ..progress import PrefillLine
 from ..records import ORIGIN_KEY, TERMINAL_ORIGIN, ConversationInfo
 from .ask_request import policy_notices
-from .output import Output, ThinkingLines, shown
+from .output import Output, ThinkingLines, length_note, shown
 from .sigint import SigintRouter, ctrl_c_kept
 
 PROMPT, MORE = ">>> ", "... "
@@ -378,6 +378,8 @@ class Chat:
             self.out.line(" [stopped]" if event.reason is FinishReason.CANCELLED else "")
             if event.reason is FinishReason.BLOCKED:
                 self.note("(not sent: the safety policy blocks this message; `wren scan TEXT` says why)")
+            elif event.reason is FinishReason.LENGTH:  # cut mid-sentence, it looked finished
+                self.note(length_note(event.message_id))
 
 
 def _main_thread() -> bool:

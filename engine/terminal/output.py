@@ -198,3 +198,10 @@ class ThinkingLines:
             self.out.stream.write(NORMAL + "\n\n")
             self.out.stream.flush()
             self.open = False
+
+
+def length_note(message_id: int | None) -> str:
+    """What is said of an answer that ran into its token limit (it ends mid-sentence and
+    looked finished), with how to go on."""
+    more = f"; `wren continue {message_id}` goes on" if message_id is not None else ""
+    return f"wren: note: the answer reached its length limit (max_tokens){more}"

@@ -210,3 +210,17 @@ def test_engine_notices_go_to_standard_error(capsys):
     _print_notices(Finished())
     out, err = capsys.readouterr()
     assert out == "" and "wren: model.gguf is damaged: re-import it" in err
+
+
+def test_an_answer_cut_at_its_length_limit_says_so_and_how_to_go_on(scripted, capsys):
+    """It ended mid-sentence with exit 0 and nothing said: it looked like a finished answer."""
+    set_reply(scripted, "one two three four five six seven eight nine ten eleven twelve")
+    assert main(["ask", "--max-tokens", "3", "count"]) == 0
+    said = capsys.readouterr()
+    (row,) = _conversations(capsys)
+    assert main(["conversations", "export", str(row["id"]), "--format", "json"]) == 0
+    answer = json.loads(capsys.readouterr().out)["messages"][1]
+    assert f"wren: note: the answer reached its length limit (max_tokens); `wren continue {answer['id']}` goes on" \
+        in said.err
+    assert main(["ask", "hello"]) == 0  # a whole answer: no note
+    assert "length limit" not in capsys.readouterr().err

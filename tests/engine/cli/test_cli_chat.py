@@ -158,3 +158,20 @@ def test_a_refused_first_message_leaves_no_chat(make_engine):
 
     asyncio.run(scenario())
     assert "tokens" in err.getvalue()  # the reason it was refused
+
+
+def test_an_answer_cut_at_its_length_limit_is_said_in_the_chat(make_engine):
+    engine = make_engine("one two three four five six seven eight nine ten eleven twelve")
+    err = io.StringIO()
+
+    async def scenario():
+        chat = await _chat(engine, err)()
+        await chat.handle("/set max-tokens 3")
+        await chat.handle("count")
+        answer = (await engine.conversations.messages(chat.conv.id))[-1]
+        await engine.close()
+        return answer.id
+
+    answer_id = asyncio.run(scenario())
+    assert f"wren: note: the answer reached its length limit (max_tokens); `wren continue {answer_id}` goes on" \
+        in err.getvalue()
