@@ -34,6 +34,7 @@ from .remote_stream import (
     RemoteTLSError,
     error_message,
     parse_stream,
+    whole_answer,
 )
 
 log = logging.getLogger(__name__)
@@ -224,6 +225,11 @@ class OpenAIClient:
                         text = (await response.aread()).decode("utf-8", "replace")
                         raise self._status_error(response.status_code, text)
                     began = True  # from here on the request is never sent again
+                    content_type = response.headers.get("content-type", "")
+                    if "text/event-stream" not in content_type.lower():
+                        text = (await response.aread()).decode("utf-8", "replace")
+                        yield whole_answer(text, content_type.split(";")[0].strip(), self.base_url)
+                        return
                     # an async generator under httpx's AsyncIterator annotation; closed below
                     lines = cast(AsyncGenerator[str, None], response.aiter_lines())
                     chunks = parse_stream(lines, self.base_url)

@@ -54,9 +54,11 @@ def error_message(text: str) -> str:
 
 async def parse_stream(lines: AsyncIterator[str], where: str) -> AsyncGenerator[ChatChunk, None]:
     """Server-sent events of an OpenAI-compatible chat stream, as ChatChunks. A chunk that
-    is not JSON, or an error event, raises RemoteProtocolError / RemoteError."""
+    is not JSON, or an error event, raises RemoteProtocolError / RemoteError; a body that ends
+    before the answer did (no finish_reason and no [DONE]: the connection was closed
+    mid-answer) raises RemoteInterrupted once what came is given (it was kept as complete)."""
     data: list[str] = []
-    done = False
+    done = finished = False
     async for line in lines:
         if done:  # read on to the end of the body, so every layer below finishes cleanly
             continue
@@ -75,13 +77,46 @@ async def parse_stream(lines: AsyncIterator[str], where: str) -> AsyncGenerator[
             continue
         chunk = _chunk(payload, where)
         if chunk is not None:
+            finished = finished or chunk.finish_reason is not None
             yield chunk
     if data and not done:  # a last event without its blank line
         payload = "\n".join(data)
-        if payload.strip() != "[DONE]":
+        if payload.strip() == "[DONE]":
+            done = True
+        else:
             chunk = _chunk(payload, where)
             if chunk is not None:
+                finished = finished or chunk.finish_reason is not None
                 yield chunk
+    if not (done or finished):
+        raise RemoteInterrupted(f"the stream from {where} ended before the answer did (no finish_reason and no "
+                                "[DONE]: the server closed it mid-answer); the partial answer is kept")
+
+
+def whole_answer(text: str, content_type: str, where: str) -> ChatChunk:
+    """A response to a streamed request that is not an event stream: a server that ignores
+    `stream` and answers with the whole chat.completion JSON gives that answer as one chunk;
+    anything else (an HTML page from a proxy, say) is a RemoteProtocolError quoting it (it
+    read as an empty answer that succeeded)."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        body = None
+    choices = body.get("choices") if isinstance(body, dict) else None
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        message = choices[0].get("message") or {}
+        content = message.get("content") if isinstance(message, dict) else None
+        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        return ChatChunk(content if isinstance(content, str) else "", choices[0].get("finish_reason") or "stop",
+                         prompt if isinstance(prompt, int) else None,
+                         completion if isinstance(completion, int) else None, _reasoning_of(message))
+    if isinstance(body, dict) and "error" in body:
+        raise RemoteError(f"{where} reported an error: {error_message(text)}")
+    shown = " ".join(text.split())
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    raise RemoteProtocolError(f"{where} answered with {content_type or 'no content type'}, not an event stream "
+                              f"or a chat completion: {shown!r}")
 
 
 def _chunk(payload: str, where: str) -> ChatChunk | None:

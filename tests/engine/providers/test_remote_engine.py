@@ -7,6 +7,7 @@ server sends none."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -258,3 +259,40 @@ def test_add_and_test_ask_a_server_that_is_down_once_more_not_four_times(make_en
             await engine.close()
 
     asyncio.run(go())
+
+
+@pytest.mark.parametrize("kind", ["closed mid-answer", "html"])
+def test_a_stream_closed_mid_answer_or_an_html_page_is_not_a_finished_answer(make_engine, kind):
+    """A server that closed the stream cleanly mid-answer (no finish_reason, no [DONE]) had its
+    fragment stored as complete; a proxy's HTML page read as an empty answer that succeeded."""
+    import httpx
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/models"):
+            return httpx.Response(200, json={"data": [{"id": "m"}]})
+        if kind == "html":
+            return httpx.Response(200, headers={"content-type": "text/html"}, content=b"<html>oops</html>")
+        chunk = {"choices": [{"delta": {"content": "Hello, this is the start of a long"}, "finish_reason": None}]}
+        return httpx.Response(200, headers={"content-type": "text/event-stream"},
+                              content=f"data: {json.dumps(chunk)}\n\n".encode())
+
+    async def main():
+        engine = make_engine("a local answer")
+        engine.providers.remote_http_transport = httpx.MockTransport(reply)
+        await engine.providers.add("cut", "http://127.0.0.1:9/v1", models=("m",), allow_http=True, discover=False)
+        await engine.models.load("cut/m")
+        conv = await engine.conversations.create()
+        events = await collect(engine.chat.send(conv.id, "hi"))
+        msgs = await engine.conversations.messages(conv.id)
+        await engine.close()
+        return events, msgs
+
+    events, msgs = asyncio.run(main())
+    (failed,) = [e for e in events if isinstance(e, Failed)]
+    answer = msgs[-1]
+    if kind == "html":
+        assert "answered with text/html, not an event stream" in failed.error and "<html>oops</html>" in failed.error
+        assert answer.status is MessageStatus.FAILED
+    else:
+        assert "ended before the answer did" in failed.error and failed.kind is FailureKind.INTERRUPTED
+        assert answer.status is MessageStatus.INTERRUPTED and answer.content == "Hello, this is the start of a long"
