@@ -211,6 +211,10 @@ class OpenAIAnswer:
             self.reason = event.reason
             if event.reason is FinishReason.ERROR and self.error is None:
                 self.error, self.error_code = "the answer failed", FailureKind.INTERNAL.value
+            elif event.reason is FinishReason.CANCELLED and self.error is None:
+                # OpenAI's format has no "stopped": said as "stop", a cut answer read as a whole one
+                self.error, self.error_code = ("the answer was stopped before it finished (the server is shutting "
+                                               "down); what came is all of it", "cancelled")
 
     @property
     def finish_reason(self) -> str:

@@ -95,6 +95,8 @@ def test_ctrl_c_with_streams_open_stops_and_keeps_the_answers_and_exits_cleanly(
     assert conversation.error is None and openai.error is None, (conversation.error, openai.error)
     assert b"finished_partial_completion" in conversation.raw and conversation.raw.endswith(b"data: [DONE]\n\n")
     assert openai.raw.endswith(b"data: [DONE]\n\n"), openai.raw[-300:]
+    # not "finish_reason": "stop": OpenAI's clients would take the cut answer for a whole one
+    assert b'"code": "cancelled"' in openai.raw and b"stopped before it finished" in openai.raw, openai.raw[-300:]
     # read without Wren's store, which would mark a leftover "streaming" row interrupted on opening
     with sqlite3.connect(f"file:{wren_home / 'wren.sqlite3'}?mode=ro", uri=True) as db:
         rows = db.execute("SELECT status, content FROM message WHERE role = 'assistant'").fetchall()
