@@ -50,7 +50,7 @@ class ProviderCheck:
 
 # Test is a question the user waits on: one retry and a short connect wait, not an answer's
 # four retries with backoff (a closed port took 8-28 s to say so).
-TEST_TRANSPORT = Transport(connect_timeout=5.0, chunk_timeout=30.0, retries=1, backoff=0.25)
+TEST_TRANSPORT = Transport(connect_timeout=5.0, chunk_timeout=15.0, retries=1, backoff=0.25)
 
 
 class Providers:
@@ -63,6 +63,9 @@ class Providers:
         # Tests and benchmarks set these: an httpx transport and the client's patience.
         self.remote_http_transport: Any = None
         self.remote_transport: Transport | None = None
+        # why add() could not list a provider's models (saved anyway), by provider, for the
+        # front ends to say; cleared when a later add lists them
+        self.discovery_errors: dict[str, str] = {}
 
     async def list(self) -> builtins.list[ProviderInfo]:
         return list((await self.e.db(load_providers, self.e.store)).values())
@@ -93,8 +96,11 @@ class Providers:
             try:
                 key = api_key if store != "env" else await self._provider_key(info)
                 found = await self._server_models(info, key, self.remote_transport or TEST_TRANSPORT)
-            except WrenError:
-                found = []  # saved anyway; `test_provider` says what is wrong
+            except WrenError as exc:
+                found = []  # saved anyway; the reason is kept for the front end to say
+                self.discovery_errors[name] = str(exc)
+            else:
+                self.discovery_errors.pop(name, None)
             info = replace(info, models=tuple(found))
         if store in ("system", "file") and api_key:
             await loop.run_in_executor(None, lambda: keys.save_key(name, api_key, store, passphrase=passphrase))

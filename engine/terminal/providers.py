@@ -99,6 +99,8 @@ def _add(args) -> int:
                 return 1
 
     async def go(engine) -> int:
+        if not args.model:  # the server is asked for its models: seconds, said first
+            print(f"Asking {args.base_url} for its models…", file=sys.stderr, flush=True)
         info = await engine.providers.add(
             args.name, args.base_url, api_key=key, models=args.model, key_store=store, key_env=args.key_env,
             allow_http=args.allow_http, context_length=args.context_length, passphrase=passphrase)
@@ -108,7 +110,9 @@ def _add(args) -> int:
         if info.models:
             print("Models: " + ", ".join(f"{info.name}/{m}" for m in info.models))
         else:
-            print(f"No models known yet: pass --model, or run `wren providers test {info.name}`.")
+            why = engine.providers.discovery_errors.get(info.name)
+            print(f"No models known yet{f' (it could not list them: {why})' if why else ''}: pass --model, "
+                  f"or run `wren providers test {info.name}`.")
         return 0
 
     return _run(go)

@@ -296,3 +296,14 @@ def test_a_stream_closed_mid_answer_or_an_html_page_is_not_a_finished_answer(mak
     else:
         assert "ended before the answer did" in failed.error and failed.kind is FailureKind.INTERRUPTED
         assert answer.status is MessageStatus.INTERRUPTED and answer.content == "Hello, this is the start of a long"
+
+
+def test_providers_add_says_why_it_could_not_list_the_models(wren_home, capsys):
+    """It said only "No models known yet", whatever went wrong (refused, a wrong key, a hang)."""
+    from wren.engine.terminal.main import main
+
+    assert main(["providers", "add", "down", "--base-url", "http://127.0.0.1:9/v1", "--no-key"]) == 0
+    said = capsys.readouterr()
+    assert "Asking http://127.0.0.1:9/v1 for its models…" in said.err
+    assert "No models known yet (it could not list them: " in said.out and "127.0.0.1:9" in said.out
+    assert "pass --model, or run `wren providers test down`." in said.out
