@@ -186,8 +186,10 @@ class ProvidersPage(QWidget):
             return None
         self.key_edit.clear()
         self.secret_edit.clear()
+        why = self.engine.providers.discovery_errors.get(info.name)
         self.status.setText(f"Added {info.name}: " + (", ".join(f"{info.name}/{m}" for m in info.models)
-                                                       or "no models known yet (press Test)"))
+                                                       or "no models known yet" + (f" (it could not list them: {why})"
+                                                                                   if why else "") + "; press Test"))
         self._fill(await self.engine.providers.list(), select=info.name)  # Test tries the one just added
         self.changed.emit()
         return info

@@ -61,3 +61,16 @@ def test_the_page_says_it_is_working_and_holds_its_buttons_while_the_server_is_a
     assert arun(page.add()) is not None
     assert seen == [("Adding the provider and asking it for its models…", False, False)]
     assert page.add_button.isEnabled() and page.test_button.isEnabled()  # given back
+
+
+def test_a_provider_that_could_not_list_its_models_says_why_on_the_page(open_window, arun):
+    window = open_window()
+    dialog = SettingsDialog(window.engine, window.tasks, hotkey_problem="not here", parent=window)
+    page = dialog.providers_page
+    arun(page.load())
+    page.name_edit.setText("down")
+    page.url_edit.setText("http://127.0.0.1:9/v1")
+    page.store_picker.setCurrentIndex(page.store_picker.findData("none"))
+    assert arun(page.add()) is not None  # saved anyway
+    said = page.status.text()
+    assert said.startswith("Added down: no models known yet (it could not list them: ") and said.endswith("; press Test")
