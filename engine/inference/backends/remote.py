@@ -49,6 +49,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_CONTEXT = 8192  # when neither the server's model info nor a setting says
 CANCEL_POLL = 0.05  # seconds between looks at a request's cancel flag
+# A model's context window is asked of its provider at load; a hanging server held the load for
+# 30 s (3 connect timeouts) before the default stood.
+CONTEXT_LOOKUP_SECONDS = 8.0
 
 
 class RemoteModel(ModelBase):
@@ -216,11 +219,12 @@ class RemoteWorker:
         if self.backend.spec.context_length is None:
             try:
                 found = await asyncio.wait_for(discover_context(model.client, model.model),
-                                               3 * model.client.transport.connect_timeout)
+                                               min(CONTEXT_LOOKUP_SECONDS, 3 * model.client.transport.connect_timeout))
                 if found:
                     model.context_length = found
             except Exception as exc:  # the provider says nothing of it; the default stands
-                log.warning("could not read the context window of %s from its provider: %s", self.name, exc)
+                log.warning("could not read the context window of %s from its provider: %s", self.name,
+                            str(exc) or type(exc).__name__)  # a timeout's text is empty
         self.model = model
         self._loaded.set_result(model)
 

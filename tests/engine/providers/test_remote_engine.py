@@ -307,3 +307,34 @@ def test_providers_add_says_why_it_could_not_list_the_models(wren_home, capsys):
     assert "Asking http://127.0.0.1:9/v1 for its models…" in said.err
     assert "No models known yet (it could not list them: " in said.out and "127.0.0.1:9" in said.out
     assert "pass --model, or run `wren providers test down`." in said.out
+
+
+def test_a_provider_that_never_answers_holds_the_load_no_longer_than_the_context_lookup(make_engine, monkeypatch,
+                                                                                     caplog):
+    """Its context window is asked at load; a server that accepts and never answers held the
+    load for 3 connect timeouts (30 s), and the log's reason was blank."""
+    import logging
+    import socket
+
+    from wren.engine.inference.backends import remote
+
+    monkeypatch.setattr(remote, "CONTEXT_LOOKUP_SECONDS", 0.3)
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen()  # accepts (the kernel does), never answers
+
+    async def main():
+        engine = make_engine()
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/v1"
+        await engine.providers.add("mute", url, models=("m",), discover=False)
+        status = await asyncio.wait_for(engine.models.load("mute/m"), 20)
+        await engine.close()
+        return status
+
+    try:
+        with caplog.at_level(logging.WARNING):
+            status = asyncio.run(main())
+    finally:
+        silent.close()
+    assert status.context_length == remote.DEFAULT_CONTEXT
+    assert "could not read the context window of mute/m from its provider: TimeoutError" in caplog.text
