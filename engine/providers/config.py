@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 SETTING_KEY = "providers"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}\Z")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}\Z")  # a key_env variable's name
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,9 @@ def check_provider(info: ProviderInfo) -> ProviderInfo:
         raise InvalidRequest(str(exc)) from None
     if info.key_store not in KEY_STORES or info.key_store == "auto":
         raise InvalidRequest(f"key store {info.key_store!r} must be one of system, file, env, none")
+    if info.key_env is not None and not ENV_NAME.match(info.key_env):
+        raise InvalidRequest(f"{info.key_env!r} is not an environment variable's name (letters, digits and _, "
+                             "not starting with a digit), like WREN_KEY_OFFICE_GPU")
     models = tuple(m.strip() for m in info.models if isinstance(m, str) and m.strip())
     if info.context_length is not None and (not isinstance(info.context_length, int) or info.context_length < 1):
         raise InvalidRequest(f"context length must be a positive number of tokens, got {info.context_length!r}")

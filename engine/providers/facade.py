@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import logging
 import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -47,6 +48,8 @@ class ProviderCheck:
     answered: str | None  # the test answer's text, None when no model was tried
     seconds: float
 
+
+log = logging.getLogger(__name__)
 
 # Test is a question the user waits on: one retry and a short connect wait, not an answer's
 # four retries with backoff (a closed port took 8-28 s to say so).
@@ -102,9 +105,17 @@ class Providers:
             else:
                 self.discovery_errors.pop(name, None)
             info = replace(info, models=tuple(found))
+        before = (await self.e.db(load_providers, self.e.store)).get(name)
         if store in ("system", "file") and api_key:
             await loop.run_in_executor(None, lambda: keys.save_key(name, api_key, store, passphrase=passphrase))
         saved = await self.e.db(save_provider, self.e.store, info)
+        if before is not None and before.key_store in ("system", "file") and before.key_store != store:
+            # replaced: the old key is not left behind in a store the provider no longer reads
+            try:
+                await loop.run_in_executor(None, lambda: keys.delete_key(name, before.key_store,
+                                                                         passphrase=passphrase))
+            except WrenError as exc:
+                log.warning("the replaced provider %s's old key could not be deleted: %s", name, exc)
         log_event("provider.added", provider=name, key_store=store, models=len(saved.models))
         return saved
 

@@ -101,12 +101,13 @@ def _add(args) -> int:
     async def go(engine) -> int:
         if not args.model:  # the server is asked for its models: seconds, said first
             print(f"Asking {args.base_url} for its models…", file=sys.stderr, flush=True)
+        replaced = any(p.name == args.name for p in await engine.providers.list())
         info = await engine.providers.add(
             args.name, args.base_url, api_key=key, models=args.model, key_store=store, key_env=args.key_env,
             allow_http=args.allow_http, context_length=args.context_length, passphrase=passphrase)
         where = {"system": "the OS keyring", "file": "the encrypted key file", "env": f"${info.key_env}",
                  "none": "no key"}[info.key_store]
-        print(f"Added {info.name} ({info.base_url}); key: {where}.")
+        print(f"{'Replaced' if replaced else 'Added'} {info.name} ({info.base_url}); key: {where}.")
         if info.models:
             print("Models: " + ", ".join(f"{info.name}/{m}" for m in info.models))
         else:

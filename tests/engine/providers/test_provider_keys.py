@@ -233,3 +233,24 @@ def test_the_passphrase_variable_is_the_one_wren_serve_reads(monkeypatch):
     assert keys.passphrase_from_env() == "older name"
     monkeypatch.setenv(keys.PASSPHRASE_ENV, "current name")
     assert keys.passphrase_from_env() == "current name"
+
+
+def test_a_replaced_provider_leaves_no_old_key_behind(key_store, make_engine):
+    """Re-adding a provider under its name replaced it silently, its old key left in the store."""
+    import asyncio
+
+    async def go():
+        engine = make_engine()
+        try:
+            await engine.providers.add("acme", "http://127.0.0.1:9/v1", api_key=KEY, key_store=key_store,
+                                       models=("m",))
+            assert keys.read_key("acme", key_store) == KEY
+            await engine.providers.add("acme", "http://127.0.0.1:9/v1", models=("m",))  # now with no key
+            with pytest.raises(keys.KeyStoreError, match="no key for provider 'acme'"):
+                keys.read_key("acme", key_store)
+            with pytest.raises(Exception, match="not an environment variable's name"):
+                await engine.providers.add("acme2", "http://127.0.0.1:9/v1", key_store="env", key_env="BAD NAME")
+        finally:
+            await engine.close()
+
+    asyncio.run(go())
