@@ -26,7 +26,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
@@ -159,6 +159,9 @@ class WrenApp:
         return cached[1]
 
     async def _on_error(self, request: Request, exc: Exception) -> Response:
+        if isinstance(exc, ClientDisconnect):  # the client left while its body came: not Wren's error
+            log_event("server.client_gone", request_id=request.state.request_id, level=20)
+            return Response(status_code=499)
         error = error_for(exc)
         if error.status >= 500:
             log_event("server.error", request_id=request.state.request_id, error=exc, level=40)

@@ -83,3 +83,36 @@ def test_every_hostile_request_gets_a_clean_4xx_and_the_server_keeps_answering(s
 
 def run(coro):
     return asyncio.run(coro)
+
+
+def test_a_client_that_leaves_while_its_body_comes_is_no_server_error(serving):
+    """It was logged at ERROR with a traceback, as a failure of Wren's."""
+    import logging
+
+    from starlette.requests import ClientDisconnect, Request
+
+    from wren.engine.logs import EVENTS
+
+    seen: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if getattr(record, "wren_fields", {}).get("request_id") == "req-1":
+                seen.append(record)
+
+    async def main():
+        async with serving() as s:
+            request = Request({"type": "http", "method": "POST", "path": "/v1/chat/completions", "headers": [],
+                               "state": {"request_id": "req-1"}})
+            return await s.server.web._on_error(request, ClientDisconnect())
+
+    keep, level = Keep(), EVENTS.level
+    EVENTS.addHandler(keep)
+    EVENTS.setLevel(logging.INFO)
+    try:
+        response = run(main())
+    finally:
+        EVENTS.removeHandler(keep)
+        EVENTS.setLevel(level)
+    assert response.status_code == 499
+    assert [(r.getMessage(), r.levelno) for r in seen] == [("server.client_gone", logging.INFO)]
