@@ -83,7 +83,12 @@ def _list(service: MemoryService, args) -> int:
 
 @_with_memory
 def _search(service: MemoryService, args) -> int:
-    _print_memories(service.search(args.query), args.json)
+    if not args.query.strip():
+        raise InvalidRequest("the search is empty: give some words to look for")
+    found = service.search(args.query)
+    _print_memories(found, args.json)
+    if not found and not args.json:  # an empty output read as "did it run?"
+        print(f"no memory matches {args.query.strip()!r}", file=sys.stderr)
     return 0
 
 

@@ -101,3 +101,15 @@ def test_context_prints_the_last_report_and_marks_forgotten_memories(capsys):
     empty.close()
     with pytest.raises(NotFound, match="no answer with a context report"):
         wren("context", str(other))
+
+
+def test_a_search_that_finds_nothing_says_so_and_an_empty_one_is_refused(capsys):
+    wren("memories", "add", "My dog is called Max")
+    capsys.readouterr()
+    assert wren("memories", "search", "zebra") == 0
+    said = capsys.readouterr()
+    assert said.out == "" and said.err == "no memory matches 'zebra'\n"
+    assert wren("memories", "search", "zebra", "--json") == 0  # JSON: no lines, nothing else
+    assert capsys.readouterr() == ("", "")
+    with pytest.raises(InvalidRequest, match="the search is empty"):
+        wren("memories", "search", "  ")
