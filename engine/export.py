@@ -126,7 +126,9 @@ def _block(m: MessageInfo, level: str) -> list[str]:
     if m.status is not MessageStatus.COMPLETE:
         notes.append(m.status.value)
     note = f" _({', '.join(notes)})_" if notes else ""
-    lines = [f"{level} {_HEADINGS[m.role]}{note}", "", *_thinking(m), m.content, ""]
+    # why it failed or was cut, as the JSON keeps it (a failed answer said only "(failed)")
+    error = [f"_{' '.join(m.error.split())}_", ""] if m.error and m.status is not MessageStatus.COMPLETE else []
+    lines = [f"{level} {_HEADINGS[m.role]}{note}", "", *_thinking(m), m.content, *error, ""]
     files = m.meta.get("attachments")  # the files sent with a question (their names; the JSON keeps the paths)
     names = [Path(p).name for p in files if isinstance(p, str)] if isinstance(files, list) else []
     return lines + ([f"_Attached: {', '.join(names)}_", ""] if names else [])

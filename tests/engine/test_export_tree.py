@@ -152,3 +152,21 @@ def test_a_chat_without_branches_exports_as_before(make_engine):
     assert "Other branches" not in md and "other branch" not in md
     assert [m["content"] for m in data["messages"]] == ["One question", "Plain answer."]
     assert len(data["mapping"]) == 2 and data["current_node"] == data["messages"][-1]["id"]
+
+
+def test_a_failed_or_cut_answer_says_why_in_markdown():
+    """`wren conversations show` said "Wren _(failed)_" with nothing after it; the JSON had the reason."""
+    from datetime import datetime
+
+    from wren.engine.export import to_markdown
+    from wren.engine.records import ConversationInfo, MessageInfo, MessageStatus, Role
+
+    now = datetime(2026, 11, 29, 10, 0)
+    conv = ConversationInfo(1, "Remote", now, now, None, False)
+    question = MessageInfo(1, 1, None, Role.USER, "hi", MessageStatus.COMPLETE, now)
+    failed = MessageInfo(2, 1, 1, Role.ASSISTANT, "", MessageStatus.FAILED, now,
+                         error="could not connect to http://127.0.0.1:9/v1")
+    text = to_markdown(conv, [question, failed])
+    assert "_(failed)_" in text and "_could not connect to http://127.0.0.1:9/v1_" in text
+    whole = MessageInfo(3, 1, 1, Role.ASSISTANT, "Hello.", MessageStatus.COMPLETE, now, error=None)
+    assert "_could not" not in to_markdown(conv, [question, whole])
