@@ -12,7 +12,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 
 from ..context import ContextOverflow
-from ..errors import InvalidRequest, ModelNotFound, NotFound, WrenError
+from ..errors import InvalidRequest, ModelNotFound, ModelNotLoaded, NotFound, WrenError
 from ..logs import log_event
 from .hosts import HostPolicy
 from .keys import same_key
@@ -75,6 +75,9 @@ def error_for(exc: BaseException) -> ApiError:
         return ApiError(400, str(exc), param=getattr(exc, "param", None))
     if isinstance(exc, ModelBusy):
         return ApiError(409, str(exc), code="model_busy", param="model")
+    if isinstance(exc, ModelNotLoaded):  # another request switched the model while this one was prepared
+        return ApiError(409, f"{exc}: another request loaded a different model; try again", code="model_busy",
+                        param="model")
     if isinstance(exc, WrenError):
         return ApiError(500, str(exc), kind="server_error")
     return ApiError(500, "the server failed; the log has the details under this request's id", kind="server_error")
