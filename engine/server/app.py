@@ -361,7 +361,9 @@ class WrenApp:
             raise ApiError(404, f"no answer of conversation {conv_id} can be resumed with that token (it may have "
                                 "finished more than a few minutes ago: GET /api/conversation/{id} has it)",
                            code="not_found")
-        if not 0 <= after_n <= len(log.chunks):
+        if after_n < 0:
+            raise ApiError(400, f"from must be a chunk number from 0 on, got {after_n}", param="from")
+        if after_n > len(log.chunks):
             raise ApiError(400, f"from={after_n} is beyond the {len(log.chunks)} chunks sent", param="from")
         return ClosingStream(log.follow(after_n, coalesce=self.options.coalesce), media_type="text/event-stream",
                              headers=SSE_HEADERS)

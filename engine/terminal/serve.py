@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from ..errors import InvalidRequest
 
@@ -76,6 +77,13 @@ def _cmd_serve(args):
     if not is_loopback(args.host) and not args.allow_remote:
         raise InvalidRequest(f"--host {args.host} would let other machines reach Wren; add --allow-remote if "
                              "that is what you want (every request still needs the key)")
+    args.cors_origin = [origin.strip().rstrip("/") for origin in args.cors_origin]  # as browsers send it
+    for origin in args.cors_origin:  # a browser page's origin: scheme://host[:port], nothing more
+        parts = urlsplit(origin)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/") \
+                or parts.query or parts.fragment or parts.username:
+            raise InvalidRequest(f"--cors-origin {origin!r} is not a page's origin, like http://localhost:3000 "
+                                 "(a scheme and a host, with a port if not the usual one, and no path)")
     port = DEFAULT_PORT if args.port is None else args.port
     if not 0 <= port <= 65535:
         raise InvalidRequest(f"--port must be between 0 and 65535, got {port}")

@@ -139,6 +139,11 @@ def test_the_server_listens_on_loopback_unless_told_otherwise(monkeypatch, capsy
     assert capsys.readouterr().out.strip() == "e" * 32
     with pytest.raises(InvalidRequest, match="at least 1"):
         ServerOptions(max_queue=0)
+    for origin in ("not a url", "http://localhost:3000/app", "ftp://localhost"):  # CORS could never match
+        assert main(["serve", "--cors-origin", origin, "--show-key"]) == 2
+        assert "is not a page's origin, like http://localhost:3000" in capsys.readouterr().err
+    assert main(["serve", "--cors-origin", "http://localhost:3000/", "--show-key"]) == 0  # as a browser sends it
+    capsys.readouterr()
 
 
 def test_show_key_and_new_key_with_the_encrypted_file(monkeypatch, capsys, tmp_path: Path, wren_home: Path):

@@ -128,6 +128,9 @@ def test_resume_after_a_drop_gives_the_whole_answer_exactly_once(serving):
             wrong = await http.get(f"/api/conversation/{conv_id}/stream", params={"resume": "nope", "from": 0})
             missing = await http.get(f"/api/conversation/{conv_id}/stream")
             beyond = await http.get(f"/api/conversation/{conv_id}/stream", params={"resume": token, "from": 10**6})
+            negative = await http.get(f"/api/conversation/{conv_id}/stream", params={"resume": token, "from": -5})
+            assert negative.status_code == 400
+            assert negative.json()["error"]["message"] == "from must be a chunk number from 0 on, got -5"
             return last, before, rest, stored, wrong, missing, beyond
 
     last, before, rest, stored, wrong, missing, beyond = run(main())
