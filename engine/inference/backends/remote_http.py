@@ -209,7 +209,7 @@ class OpenAIClient:
         key = request_id or str(uuid.uuid4())
         attempt = 0
         while True:
-            began = False
+            began = given = False  # the request was answered; a chunk of it came
             self.requests_sent += 1
             try:
                 async with self._client.stream("POST", self.base_url + "/chat/completions", json=body,
@@ -235,6 +235,7 @@ class OpenAIClient:
                     chunks = parse_stream(lines, self.base_url)
                     try:
                         async for chunk in chunks:
+                            given = True
                             yield chunk
                     finally:  # closed here, in this task, not later by the garbage collector
                         await chunks.aclose()
@@ -242,9 +243,10 @@ class OpenAIClient:
                     return
             except httpx.HTTPError as exc:
                 if began:
+                    kept = "the partial answer is kept" if given else "nothing of the answer came"
                     raise RemoteInterrupted(
                         f"the connection to {self.base_url} broke mid-answer ({_describe(exc)}); "
-                        "the partial answer is kept and the request was not sent again"
+                        f"{kept} and the request was not sent again"
                     ) from None
                 retryable = isinstance(exc, (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError,
                                              httpx.WriteError)) and not self._is_tls(exc)

@@ -59,6 +59,7 @@ async def parse_stream(lines: AsyncIterator[str], where: str) -> AsyncGenerator[
     mid-answer) raises RemoteInterrupted once what came is given (it was kept as complete)."""
     data: list[str] = []
     done = finished = False
+    given = 0  # chunks yielded
     async for line in lines:
         if done:  # read on to the end of the body, so every layer below finishes cleanly
             continue
@@ -78,6 +79,7 @@ async def parse_stream(lines: AsyncIterator[str], where: str) -> AsyncGenerator[
         chunk = _chunk(payload, where)
         if chunk is not None:
             finished = finished or chunk.finish_reason is not None
+            given += 1
             yield chunk
     if data and not done:  # a last event without its blank line
         payload = "\n".join(data)
@@ -87,10 +89,12 @@ async def parse_stream(lines: AsyncIterator[str], where: str) -> AsyncGenerator[
             chunk = _chunk(payload, where)
             if chunk is not None:
                 finished = finished or chunk.finish_reason is not None
+                given += 1
                 yield chunk
     if not (done or finished):
+        kept = "the partial answer is kept" if given else "nothing of the answer came"
         raise RemoteInterrupted(f"the stream from {where} ended before the answer did (no finish_reason and no "
-                                "[DONE]: the server closed it mid-answer); the partial answer is kept")
+                                f"[DONE]: the server closed it mid-answer); {kept}")
 
 
 def whole_answer(text: str, content_type: str, where: str) -> ChatChunk:

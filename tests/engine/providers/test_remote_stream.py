@@ -75,6 +75,8 @@ def test_a_stream_that_ends_before_the_answer_did_is_an_interruption():
     with pytest.raises(RemoteInterrupted, match="ended before the answer did"):
         asyncio.run(main())
     assert [c.text for c in chunks] == ["Hello, this is the start of a long"]
+    with pytest.raises(RemoteInterrupted, match="; nothing of the answer came$"):  # not "the partial answer is kept"
+        parse(": keep-alive\n\n")
     # either end is enough: a finish_reason (some servers send no [DONE]), or [DONE]
     assert parse(event({"content": "Hi"}) + event({}, finish="stop"))[-1].finish_reason == "stop"
     assert [c.text for c in parse(event({"content": "Hi"}) + "data: [DONE]")] == ["Hi"]
