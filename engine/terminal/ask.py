@@ -94,6 +94,7 @@ class AskView:
         self.args = args
         self.code = 0
         self.started = False
+        self.wrote = False  # some of the answer is on standard output
         self.reading = PrefillLine(sys.stderr)  # a long prompt's progress, drawn on a terminal only
         self.out = Output(sys.stdout)  # on a terminal, without control characters
         self.thinking = ThinkingLines(self.out, shown=not getattr(args, "hide_thinking", False))
@@ -119,6 +120,7 @@ class AskView:
             self.reading.clear()
             self.thinking.end()
             self.out.write(event.text)
+            self.wrote = self.wrote or bool(event.text)
         elif isinstance(event, Failed):
             self.reading.clear()
             self.out.end()
@@ -137,7 +139,9 @@ class AskView:
             self.reading.clear()
             self.thinking.end()
             self.out.end()
-            if self.started:  # a question blocked before any answer leaves standard output empty
+            # a question blocked before any answer, or an answer that failed before any of it came,
+            # leaves standard output empty (a blank line there read as an empty answer)
+            if self.started and (self.wrote or self.code == 0):
                 print()
             if event.reason is FinishReason.LENGTH:  # it looked finished, cut mid-sentence
                 print(length_note(event.message_id), file=sys.stderr, flush=True)

@@ -224,3 +224,14 @@ def test_an_answer_cut_at_its_length_limit_says_so_and_how_to_go_on(scripted, ca
         in said.err
     assert main(["ask", "hello"]) == 0  # a whole answer: no note
     assert "length limit" not in capsys.readouterr().err
+
+
+def test_an_answer_that_failed_before_any_of_it_came_leaves_standard_output_empty(scripted, capsys):
+    """A blank line there read as an empty answer (a remote provider that could not be reached)."""
+    def broken(_prompt):
+        raise RuntimeError("the model ran out of memory")
+
+    set_reply(scripted, broken)
+    assert main(["ask", "hello"]) == 1
+    said = capsys.readouterr()
+    assert said.out == "" and "wren: " in said.err
