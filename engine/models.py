@@ -116,10 +116,22 @@ class Models:
         current = self.e.model_status
         if current is not None and current.name == name:
             raise InvalidRequest(f"“{name}” is the model answering now; choose another model before removing it")
+        remote = await self.remote_model_note(name)
+        if remote is not None:
+            raise InvalidRequest(remote)
         await asyncio.get_running_loop().run_in_executor(None, self.e.registry.remove, name)
         if await self.settings.get("model") == name:
             await self.settings.set("model", None)
         log_event("model.removed", model=name)
+
+    async def remote_model_note(self, name: str) -> str | None:
+        """Why `name`, a provider's model ("provider/model"), cannot be removed as an installed
+        one, and what removes it; None for any other name."""
+        if "/" not in name or not any(m.name == name for m in await self.providers.models()):
+            return None
+        provider = name.partition("/")[0]
+        return (f"“{name}” is a model of the provider {provider}, on its server, not installed here; "
+                f"`wren providers rm {provider}` removes the provider")
 
     async def set_default(self, name: str) -> ModelInfo:
         """The model Wren loads at start and for new chats (the "model" setting); it must be

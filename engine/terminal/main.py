@@ -367,11 +367,17 @@ def _cmd_models_pull(args) -> int:
 
 def _cmd_models_rm(args) -> int:
     from ..engine_sockets import release_model
-    from ..errors import InvalidRequest
+    from ..errors import InvalidRequest, ModelNotFound
     from ..modelhub.registry import ModelRegistry
 
     registry = ModelRegistry(before_remove=release_model)  # a resident engine lets go of it first
-    info = registry.get(args.name)
+    try:
+        info = registry.get(args.name)
+    except ModelNotFound:
+        note = asyncio.run(_remote_model_note(args.name)) if "/" in args.name else None
+        if note is not None:
+            raise InvalidRequest(note) from None
+        raise
     if not args.yes:
         if not sys.stdin.isatty():
             raise InvalidRequest(f"removing {args.name} needs --yes when wren is not run from a terminal")
@@ -383,6 +389,14 @@ def _cmd_models_rm(args) -> int:
     registry.remove(args.name)
     print(f"Removed {args.name}")
     return 0
+
+
+async def _remote_model_note(name: str) -> str | None:
+    engine = _open_engine()
+    try:
+        return await engine.models.remote_model_note(name)
+    finally:
+        await engine.close()
 
 
 INFO_CONTEXTS = (4096, 32768)

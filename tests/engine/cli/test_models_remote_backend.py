@@ -39,3 +39,16 @@ def test_a_model_that_cannot_load_is_listed_with_why(make_engine, capsys, tmp_pa
     said = lines[next(i for i, x in enumerate(lines) if x.startswith("mine ")) + 1]
     assert said.strip() == (f"cannot load: the folder it was added from, {folder}, is gone (moved or deleted); "
                             "`wren models rm mine` takes it off the list")
+
+
+def test_removing_a_providers_model_points_to_the_provider(make_engine, capsys):
+    """`wren models rm lab/qwen3-32b` said only that no such model is installed."""
+    async def add() -> None:
+        engine = make_engine()
+        await engine.providers.add("lab", "http://127.0.0.1:9/v1", models=("qwen3-32b",))
+        await engine.close()
+
+    asyncio.run(add())
+    assert main(["models", "rm", "lab/qwen3-32b"]) == 2
+    assert "“lab/qwen3-32b” is a model of the provider lab, on its server, not installed here; " \
+           "`wren providers rm lab` removes the provider" in capsys.readouterr().err
