@@ -26,6 +26,7 @@ class TokenCounter(QObject):
         self._count: Counter | None = None
         self._limit = 0
         self._used = 0
+        self._edit_base = 0  # while a message is edited: what the chat takes before it
         self._generation = 0
         self.last: int | None = None
         self._timer = QTimer(self)
@@ -43,6 +44,13 @@ class TokenCounter(QObject):
     def set_used(self, tokens: int) -> None:
         """Tokens the conversation already takes in the context window."""
         self._used = tokens
+        self._show()
+
+    def set_edit_base(self, tokens: int) -> None:
+        """Tokens the chat takes before the message being edited: the edited text replaces
+        that message and what followed it, so it is counted on top of these, not of the whole
+        chat."""
+        self._edit_base = tokens
         self._show()
 
     def _changed(self) -> None:
@@ -80,7 +88,7 @@ class TokenCounter(QObject):
             self._composer.set_token_text("")
             return
         draft = self.last or 0
-        total = self._used + draft
+        total = (self._edit_base if self._composer.editing_id is not None else self._used) + draft
         text = f"{total:,} / {self._limit:,} tokens"
         if draft:
             text = f"{draft:,} in this message · {text}"

@@ -420,7 +420,20 @@ class ConversationController(QObject):
             return
         last = next((w for w in reversed(self.chat.message_widgets()) if w.role is Role.USER and w.info), None)
         if last is not None and last.message_id is not None:
-            self.composer.begin_edit(last.message_id, last.text())
+            self.edit(last.message_id, last.text())
+
+    def edit(self, message_id: int, text: str) -> None:
+        """Open the question `message_id` for editing: the counter counts it in place of it
+        and what followed, on top of what the chat takes before it."""
+        before = 0
+        for widget in self.chat.message_widgets():
+            if widget.message_id == message_id:
+                break
+            info = widget.info
+            if widget.role is Role.ASSISTANT and info is not None:
+                before = context_used(info.prompt_tokens, info.completion_tokens)
+        self.counter.set_edit_base(before)
+        self.composer.begin_edit(message_id, text)
 
     def _start(self, conversation_id: int, events: AsyncIterator[Event], user: MessageWidget | None = None, *,
                draft: str = "", files: tuple[str, ...] = ()) -> TurnStream:

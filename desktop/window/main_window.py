@@ -475,7 +475,7 @@ class MainWindow(QMainWindow):
     def _edit_message(self, message_id: int) -> None:
         widget = self.chat.widget_for(message_id)
         if widget is not None:
-            self.composer.begin_edit(message_id, widget.text())
+            self.conversations.edit(message_id, widget.text())
 
     def export_current(self, fmt: str) -> None:
         if self.conversations.current_id is not None:

@@ -45,6 +45,7 @@ class UsageMeter(Protocol):
 
     def set_model(self, count: Callable[[str], Any] | None, context_length: int) -> None: ...
     def set_used(self, tokens: int) -> None: ...
+    def set_edit_base(self, tokens: int) -> None: ...  # what the chat takes before a message being edited
 
 
 class ChatFrame(Protocol):

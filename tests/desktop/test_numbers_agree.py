@@ -103,3 +103,29 @@ def test_an_answer_cut_by_the_length_limit_is_labelled(open_window, arun, qtbot)
     assert not answer.status_label.isHidden()
     assert "length limit" in answer.status_label.text()
     assert not answer.continue_button.isHidden()
+
+
+def test_an_edited_question_is_counted_in_place_of_itself_and_what_followed(open_window, send, qtbot, arun):
+    """Editing added the new text on top of the whole chat ("504 / 8,192")."""
+    window = open_window(REPLY)
+    label = window.composer.token_label
+    send(window, "What is a good name for a cat?")
+    first = _last_answer(window, arun)
+    send(window, "And for a dog?")
+    second = _last_answer(window, arun)
+    whole = context_used(second.prompt_tokens, second.completion_tokens)
+    qtbot.waitUntil(lambda: label.text() == f"{whole:,} / {window.counter._limit:,} tokens", timeout=3000)
+    questions = [w for w in window.chat.message_widgets() if w.role is Role.USER]
+
+    window.chat.edit_requested.emit(questions[1].message_id)  # the second: counted on top of the first exchange
+    qtbot.waitUntil(lambda: "in this message" in label.text(), timeout=3000)
+    draft = window.counter.last
+    before = context_used(first.prompt_tokens, first.completion_tokens)
+    assert label.text() == f"{draft:,} in this message · {before + draft:,} / {window.counter._limit:,} tokens"
+
+    window.composer.cancel_edit()
+    window.chat.edit_requested.emit(questions[0].message_id)  # the first: nothing before it
+    qtbot.waitUntil(lambda: label.text().startswith(f"{window.counter.last:,} in this message · "
+                                                    f"{window.counter.last:,} / "), timeout=3000)
+    window.composer.cancel_edit()  # back to the whole chat
+    qtbot.waitUntil(lambda: label.text() == f"{whole:,} / {window.counter._limit:,} tokens", timeout=3000)
