@@ -304,8 +304,10 @@ class OpenAIClient:
     def _status_error(self, status: int, text: str) -> RemoteError:
         message = error_message(text)
         if status in (401, 403):
-            return RemoteError(f"{self.base_url} refused the key (HTTP {status}): {message}. "
-                               "Check it with `wren providers test`, or set it again.")
+            return RemoteError(f"{self.base_url} refused the key (HTTP {status}): {message}. The key may be "
+                               "wrong or expired: adding the provider again under its name stores a new one "
+                               "(`wren providers add NAME --base-url URL`, or Settings ▸ Providers); a key read "
+                               "from an environment variable is changed there")
         if status == 404:
             return RemoteError(f"{self.base_url} has no such model or endpoint (HTTP 404): {message}")
         return RemoteError(f"{self.base_url} answered HTTP {status}: {message}")
