@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtWidgets import QToolButton, QWidget
+from PySide6.QtWidgets import QPushButton, QWidget
 
 from .dictation import Dictation
 
@@ -14,7 +14,10 @@ IDLE_NAME = "Dictate"
 LISTENING_NAME = "Stop dictating"
 
 
-class MicButton(QToolButton):
+class MicButton(QPushButton):
+    """A push button like Send beside it (a tool button drew a light box in the dark palette,
+    smaller and lower than Send)."""
+
     def __init__(self, dictation: Dictation, name: str, tooltip: str, *,
                  start: Callable[[], None] | None = None, parent: QWidget | None = None) -> None:
         """`start`: what starting dictation means here (the window stops reading aloud first;
