@@ -42,11 +42,11 @@ class SamplingParams:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stop", tuple(self.stop) if isinstance(self.stop, (list, tuple)) else self.stop)
-        problems = []
+        problems: list[tuple[str, str]] = []  # (setting, what is wrong with it)
         for name in _FLOATS:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                problems.append(f"{name} must be a number, got {value!r}")
+                problems.append((name, f"{name} must be a number, got {value!r}"))
             else:
                 object.__setattr__(self, name, float(value))
         for name in _INTS:
@@ -56,45 +56,43 @@ class SamplingParams:
             if isinstance(value, float) and value.is_integer():
                 object.__setattr__(self, name, int(value))  # 40.0 from a JSON file is 40
             elif isinstance(value, bool) or not isinstance(value, int):
-                problems.append(f"{name} must be a whole number, got {value!r}")
+                problems.append((name, f"{name} must be a whole number, got {value!r}"))
         if not isinstance(self.penalize_prompt, bool):
-            problems.append(f"penalize_prompt must be true or false, got {self.penalize_prompt!r}")
+            problems.append(("penalize_prompt", f"penalize_prompt must be true or false, got {self.penalize_prompt!r}"))
         if not isinstance(self.stop, tuple):
-            problems.append(f"stop must be a list of strings, got {self.stop!r}")
-        if problems:
-            raise InvalidRequest("invalid sampling settings: " + "; ".join(problems))
+            problems.append(("stop", f"stop must be a list of strings, got {self.stop!r}"))
+        _refuse(problems)
         self.validate()
 
     def validate(self) -> None:
-        problems = [message for ok, message in self._checks() if not ok]
-        if problems:
-            raise InvalidRequest("invalid sampling settings: " + "; ".join(problems))
+        _refuse([(name, message) for ok, name, message in self._checks() if not ok])
 
-    def _checks(self) -> list[tuple[bool, str]]:
-        """Each setting's range, as (holds, what to say when it does not), in a fixed order."""
+    def _checks(self) -> list[tuple[bool, str, str]]:
+        """Each setting's range, as (holds, the setting, what to say when it does not), in a fixed order."""
         return [
-            (0.0 <= self.temperature <= 5.0,
+            (0.0 <= self.temperature <= 5.0, "temperature",
              f"temperature must be between 0 and 5 (0: always the likeliest token), got {self.temperature}"),
-            (0.0 < self.top_p <= 1.0, f"top_p must be more than 0 and at most 1 (1 is off), got {self.top_p}"),
-            (self.top_k >= 0, f"top_k must be 0 (off) or positive, got {self.top_k}"),
-            (0.0 <= self.min_p < 1.0, f"min_p must be at least 0 (off) and below 1, got {self.min_p}"),
-            (0.0 < self.repetition_penalty <= 5.0,
+            (0.0 < self.top_p <= 1.0, "top_p", f"top_p must be more than 0 and at most 1 (1 is off), got {self.top_p}"),
+            (self.top_k >= 0, "top_k", f"top_k must be 0 (off) or positive, got {self.top_k}"),
+            (0.0 <= self.min_p < 1.0, "min_p", f"min_p must be at least 0 (off) and below 1, got {self.min_p}"),
+            (0.0 < self.repetition_penalty <= 5.0, "repetition_penalty",
              f"repetition_penalty must be more than 0 and at most 5 (1 is off), got {self.repetition_penalty}"),
-            (self.repetition_window >= 0,
+            (self.repetition_window >= 0, "repetition_window",
              f"repetition_window must be 0 (all tokens) or a number of tokens, got {self.repetition_window}"),
-            (0.0 <= self.dry_multiplier <= 5.0,
+            (0.0 <= self.dry_multiplier <= 5.0, "dry_multiplier",
              f"dry_multiplier must be between 0 (off) and 5, got {self.dry_multiplier}"),
-            (1.0 < self.dry_base <= 4.0, f"dry_base must be more than 1 and at most 4, got {self.dry_base}"),
-            (1 <= self.dry_allowed_length <= 100,
+            (1.0 < self.dry_base <= 4.0, "dry_base", f"dry_base must be more than 1 and at most 4, got {self.dry_base}"),
+            (1 <= self.dry_allowed_length <= 100, "dry_allowed_length",
              f"dry_allowed_length must be from 1 to 100 tokens, got {self.dry_allowed_length}"),
-            (self.dry_window >= 0,
+            (self.dry_window >= 0, "dry_window",
              f"dry_window must be 0 (all tokens) or a number of tokens, got {self.dry_window}"),
-            (self.seed is None or 0 <= self.seed < 2**63, f"seed must be a non-negative integer, got {self.seed}"),
-            (1 <= self.max_tokens <= 1_000_000, f"max_tokens must be from 1 to 1,000,000, got {self.max_tokens}"),
-            (self.logprobs is None or 0 <= self.logprobs <= MAX_LOGPROBS,
+            (self.seed is None or 0 <= self.seed < 2**63, "seed", f"seed must be a non-negative integer, got {self.seed}"),
+            (1 <= self.max_tokens <= 1_000_000, "max_tokens",
+             f"max_tokens must be from 1 to 1,000,000, got {self.max_tokens}"),
+            (self.logprobs is None or 0 <= self.logprobs <= MAX_LOGPROBS, "logprobs",
              f"logprobs must be from 0 to {MAX_LOGPROBS} (the likeliest tokens shown beside each "
              f"token; none: leave it out), got {self.logprobs}"),
-            (all(isinstance(s, str) and s for s in self.stop), "stop strings must be non-empty strings"),
+            (all(isinstance(s, str) and s for s in self.stop), "stop", "stop strings must be non-empty strings"),
         ]
 
     @property
@@ -119,6 +117,15 @@ class SamplingParams:
 
     def with_(self, **changes) -> SamplingParams:
         return replace(self, **changes)
+
+
+def _refuse(problems: list[tuple[str, str]]) -> None:
+    """InvalidRequest saying every problem, its `param` the first setting named (the API's
+    error names the field, as for every other bad field)."""
+    if problems:
+        error = InvalidRequest("invalid sampling settings: " + "; ".join(message for _, message in problems))
+        error.param = problems[0][0]  # type: ignore[attr-defined]
+        raise error
 
 
 _FLOATS = ("temperature", "top_p", "min_p", "repetition_penalty", "dry_multiplier", "dry_base")

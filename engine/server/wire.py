@@ -152,7 +152,7 @@ def sampling_from(body: dict, base: SamplingParams) -> SamplingParams:
     try:
         return base.with_(**changes)
     except InvalidRequest as exc:
-        raise ApiError(400, str(exc)) from None
+        raise ApiError(400, str(exc), param=getattr(exc, "param", None)) from None
 
 
 def stream_flags(body: dict) -> tuple[bool, bool]:

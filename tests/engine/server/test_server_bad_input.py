@@ -111,3 +111,16 @@ def test_tool_call_arguments_that_cannot_be_read_are_a_400(serving, arguments):
             return await c.post("/v1/chat/completions", json={"messages": messages})
 
     assert _error(run(main()))["param"] == "messages[1].tool_calls[0].function.arguments"
+
+
+def test_a_sampling_setting_out_of_range_names_its_field(serving):
+    """Every other bad field was named in the error's param; sampling's said null."""
+    async def main():
+        async with serving() as s:
+            return [await _post(s, "/v1/chat/completions",
+                                b'{"messages": [{"role": "user", "content": "hi"}], ' + field + b"}")
+                    for field in (b'"temperature": 9', b'"top_p": 0', b'"max_tokens": 10000000')]
+
+    errors = [_error(r) for r in run(main())]
+    assert [e["param"] for e in errors] == ["temperature", "top_p", "max_tokens"]
+    assert "temperature must be between 0 and 5" in errors[0]["message"]
