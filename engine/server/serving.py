@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidRequest, ModelNotLoaded, WrenError
+from ..errors import InvalidRequest, ModelNotFound, ModelNotLoaded, WrenError
 from ..events import (
     Delta,
     Event,
@@ -351,8 +351,14 @@ class Serving:
         if name is None or (status is not None and status.name == name):
             await e.models.ensure_loaded()
             return _loaded(e)
-        remote = any(m.name == name for m in await e.providers.models())
+        remotes = await e.providers.models()
+        remote = any(m.name == name for m in remotes)
         if not remote:
+            provider, _, model = name.partition("/")
+            theirs = [m.model for m in remotes if m.provider == provider]
+            if model and theirs:  # a provider's name with a model it does not list
+                raise ModelNotFound(f"the provider {provider} lists no model {model!r} (it lists "
+                                    f"{', '.join(theirs)}); `wren providers add` with --model adds one")
             info = await asyncio.get_running_loop().run_in_executor(None, e.registry.get, name)
             name = info.name
         if e.answering():

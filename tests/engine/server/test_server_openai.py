@@ -126,6 +126,12 @@ def test_max_tokens_takes_whole_numbers_written_as_floats_and_names_its_limit(se
 def test_bad_requests_name_what_is_wrong(serving):
     async def main():
         async with serving(ANSWER, context_length=64) as s, httpx.AsyncClient(base_url=s.url, headers=s.headers) as http:
+            await s.engine.providers.add("lab", "http://127.0.0.1:9/v1", models=("m1", "m2"), discover=False)
+            unlisted = await http.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}],
+                                                                     "model": "lab/nosuch"})
+            assert unlisted.status_code == 404, unlisted.text  # the provider's models named, not only local ones
+            assert unlisted.json()["error"]["message"] == ("the provider lab lists no model 'nosuch' (it lists m1, m2); "
+                                                           "`wren providers add` with --model adds one")
             return [await http.post("/v1/chat/completions", **kw) for kw in (
                 {"content": b"{not json"},
                 {"json": {"messages": []}},
