@@ -267,6 +267,10 @@ class WrenApp:
             await events.aclose()
             await finish(out)
         if out.error is not None:
+            current = self.engine.models.current
+            if current is not None and current.backend == "remote" and out.error_code != "cancelled":
+                # the provider's server failed, not this one: a gateway error, as a proxy says it
+                raise ApiError(502, out.error, kind="server_error", code="upstream_error")
             raise ApiError(500, out.error, kind="server_error", code=out.error_code)
         return JSONResponse(out.whole())
 

@@ -245,3 +245,23 @@ def test_response_format_constrains_the_answer_to_the_schema(serving):
     assert json.loads(whole.choices[0].message.content) == {"city": "Paris"}
     assert bad.status_code == 400 and "response_format" in bad.json()["error"]["message"]
     assert raw.status_code == 400 and "/v1/chat/completions" in raw.json()["error"]["message"]
+
+
+def test_a_provider_that_cannot_be_reached_is_a_bad_gateway(serving):
+    """A remote model's server failing was a 500 "model" error, as if Wren had failed."""
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("Connection refused", request=request)
+
+    async def main():
+        async with serving(ANSWER) as s, httpx.AsyncClient(base_url=s.url, headers=s.headers, timeout=30) as http:
+            from wren.engine.inference.backends.remote import Transport
+
+            s.engine.providers.remote_http_transport = httpx.MockTransport(refuse)
+            s.engine.providers.remote_transport = Transport(retries=0)  # the answer's retries take seconds
+            await s.engine.providers.add("dead", "http://127.0.0.1:9/v1", models=("m1",), discover=False)
+            return await http.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}],
+                                                                 "model": "dead/m1"})
+
+    r = run(main())
+    assert r.status_code == 502, r.text
+    assert r.json()["error"]["code"] == "upstream_error" and "could not connect" in r.json()["error"]["message"]
