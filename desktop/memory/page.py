@@ -27,6 +27,7 @@ from wren.engine.memory.records import MemoryInfo
 from wren.engine.memory.settings import MemorySettings
 
 from ..bridge import Tasks
+from ..confirm import ask_first
 from .editor import MemoryEditor
 from .notes import quoted
 
@@ -239,21 +240,12 @@ class MemoryPage(QWidget):
             await self.reload(select=restored.id)
 
     def confirm_clear(self) -> QMessageBox:
-        box = QMessageBox(
-            QMessageBox.Icon.Warning, "Delete every memory?",
+        self.confirm_box = ask_first(
+            self, "Delete every memory?",
             "Wren will forget everything it remembers about you. This cannot be undone.",
-            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel, self,
-        )
-        box.setObjectName("clearMemoriesConfirm")
-        yes = box.button(QMessageBox.StandardButton.Yes)
-        yes.setText("Delete all")
-        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
-        box.finished.connect(
-            lambda _result: box.clickedButton() is yes and self.tasks.run(self.clear(), what="deleting every memory")
-        )
-        self.confirm_box = box
-        box.open()
-        return box
+            yes="Delete all", name="clearMemoriesConfirm",
+            on_yes=lambda: self.tasks.run(self.clear(), what="deleting every memory"))
+        return self.confirm_box
 
     async def clear(self) -> int:
         count = await self.engine.memories.clear()

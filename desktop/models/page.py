@@ -32,6 +32,7 @@ from wren.engine.errors import WrenError
 from wren.engine.models import DownloadCancelled
 
 from ..bridge import Tasks
+from ..confirm import ask_first
 from ..settings.importer import import_model
 from .rows import CatalogRow, DownloadState, InstalledRow, human_size
 
@@ -280,21 +281,12 @@ class ModelsPage(QWidget):
         return True
 
     def confirm_delete(self, name: str) -> QMessageBox:
-        box = QMessageBox(
-            QMessageBox.Icon.Warning, f"Delete {name}?",
+        self.confirm_box = ask_first(
+            self, f"Delete {name}?",
             f"“{name}” will be removed from this computer. Downloading or importing it again brings it back.",
-            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel, self,
-        )
-        box.setObjectName("deleteModelConfirm")
-        yes = box.button(QMessageBox.StandardButton.Yes)
-        yes.setText("Delete")
-        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
-        box.finished.connect(
-            lambda _result: box.clickedButton() is yes and self.tasks.run(self.delete(name), what="deleting the model")
-        )
-        self.confirm_box = box
-        box.open()  # open(), not exec(): a nested loop would hold up every coroutine
-        return box
+            yes="Delete", name="deleteModelConfirm",
+            on_yes=lambda: self.tasks.run(self.delete(name), what="deleting the model"))
+        return self.confirm_box
 
     async def delete(self, name: str) -> bool:
         try:

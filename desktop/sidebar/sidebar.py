@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 
 from wren.engine.records import ConversationInfo
 
+from ..confirm import ask_first
 from ..memory.notes import quoted
 from ..window.elided import elide
 from .grouping import group_by_day
@@ -427,23 +428,10 @@ class Sidebar(QWidget):
     def confirm_forget(self, conv: ConversationInfo) -> QMessageBox:
         """"Delete permanently" asks first: it sits one row below the delete that can be undone,
         and a slip there lost a chat at once."""
-        title = conv.title or UNTITLED
-        box = QMessageBox(
-            QMessageBox.Icon.Warning, "Delete permanently?",
-            f"“{elide(title, 80)}” and every branch of it will be removed from this computer at once. "
-            "This cannot be undone.",
-            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel, self,
-        )
-        box.setObjectName("deletePermanentlyConfirm")
-        yes = box.button(QMessageBox.StandardButton.Yes)
-        yes.setText("Delete permanently")
-        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
-
-        def answered(_result: int) -> None:
-            if box.clickedButton() is yes:
-                self.delete_permanently_requested.emit(conv.id)
-
-        box.finished.connect(answered)
-        self.confirm_box = box
-        box.open()  # open(), not exec(): a nested loop would hold up every coroutine
-        return box
+        self.confirm_box = ask_first(
+            self, "Delete permanently?",
+            f"“{elide(conv.title or UNTITLED, 80)}” and every branch of it will be removed from this computer "
+            "at once. This cannot be undone.",
+            yes="Delete permanently", name="deletePermanentlyConfirm",
+            on_yes=lambda: self.delete_permanently_requested.emit(conv.id))
+        return self.confirm_box

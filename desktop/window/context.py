@@ -12,6 +12,7 @@ from wren.engine.api import Engine
 from wren.engine.memory.records import MAX_MEMORY_CHARS, MemoryInfo, MemoryRefused
 
 from ..chat.inspector import ContextInspector
+from ..confirm import ask_first
 from ..memory.editor import MemoryEditor
 from ..memory.notes import quoted
 from ..memory.provenance import ProvenanceDialog
@@ -133,21 +134,12 @@ class ContextController(QObject):
     # -- "forget everything" ---------------------------------------------------------------
 
     def confirm_clear(self, answer_id: int) -> QMessageBox:
-        box = QMessageBox(
-            QMessageBox.Icon.Warning, "Forget everything?",
+        self.confirm_box = ask_first(
+            self._dialog_parent(), "Forget everything?",
             "Wren will delete every memory it has about you. This cannot be undone.",
-            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel, self._dialog_parent(),
-        )
-        box.setObjectName("forgetEverythingConfirm")
-        yes = box.button(QMessageBox.StandardButton.Yes)
-        yes.setText("Forget everything")
-        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
-        box.finished.connect(
-            lambda _r: box.clickedButton() is yes and self.tasks.run(self.clear(answer_id), what="forgetting everything")
-        )
-        self.confirm_box = box
-        box.open()
-        return box
+            yes="Forget everything", name="forgetEverythingConfirm",
+            on_yes=lambda: self.tasks.run(self.clear(answer_id), what="forgetting everything"))
+        return self.confirm_box
 
     async def clear(self, answer_id: int) -> int:
         count = await self.engine.memories.clear()

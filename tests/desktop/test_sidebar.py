@@ -138,13 +138,18 @@ def _open_chat(window, qtbot, conversation_id: int) -> None:
                          pos=chats.visualItemRect(window.sidebar._find(conversation_id)).center())
 
 
-def test_a_closed_menu_gives_the_highlight_back_and_delete_keeps_to_the_open_chat(open_window, qtbot, arun):
+def _two_chats_alpha_open(open_window, qtbot, arun):
     window = open_window()
     a = arun(window.engine.conversations.create("Alpha"))
     b = arun(window.engine.conversations.create("Beta"))
     with qtbot.waitSignal(window.conversations.listed):
         window.conversations.refresh()
     _open_chat(window, qtbot, a.id)
+    return window, a, b
+
+
+def test_a_closed_menu_gives_the_highlight_back_and_delete_keeps_to_the_open_chat(open_window, qtbot, arun):
+    window, a, b = _two_chats_alpha_open(open_window, qtbot, arun)
     menu = _right_click_menu(window, qtbot, b.id)
     assert window.sidebar.list.currentItem() is window.sidebar._find(b.id)  # the press moved the highlight
     menu.close()  # Esc: nothing chosen
@@ -155,12 +160,7 @@ def test_a_closed_menu_gives_the_highlight_back_and_delete_keeps_to_the_open_cha
 
 
 def test_undo_of_a_chat_deleted_from_the_list_leaves_the_open_chat_shown(open_window, qtbot, arun):
-    window = open_window()
-    a = arun(window.engine.conversations.create("Alpha"))
-    b = arun(window.engine.conversations.create("Beta"))
-    with qtbot.waitSignal(window.conversations.listed):
-        window.conversations.refresh()
-    _open_chat(window, qtbot, a.id)
+    window, a, b = _two_chats_alpha_open(open_window, qtbot, arun)
     with qtbot.waitSignal(window.conversations.listed):
         window.sidebar.delete_requested.emit(b.id)  # its menu's "Delete (can be undone)"
     with qtbot.waitSignal(window.conversations.listed):
