@@ -75,7 +75,7 @@ def test_cpu_dry_run_reports_every_column(tmp_path, tokenizer_gguf):
         for column in ("wren", "transformers"):
             figures = section[column]
             for key in ("prompt_8", "prompt_16", "decode_b1", "decode_b8"):
-                assert figures[key]["tokens_per_s"] > 0, (name, column, key, figures)
+                assert (figures[key]["tokens_per_s"] or 0) > 0, (name, column, key, figures)  # None: lost in noise
             for key in ("decode_b1", "decode_b8"):
                 assert 0 < figures[key]["fraction_of_bound"] < 1, (name, column, key)
             first = figures["first_token_after_16"]
